@@ -1,0 +1,26 @@
+"""The in-process form of a plugin: what an installed entry point runs when no daemon answers."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import NoReturn
+
+from pycni.plugin import skel
+
+
+def main(plugin_type: str | None = None) -> NoReturn:
+    if plugin_type is None:
+        plugin_type = os.path.basename(sys.argv[0])
+    stdin = sys.stdin.buffer.read()
+    outcome = skel.run(plugin_type, os.environ, stdin)
+    if outcome.stderr:
+        sys.stderr.buffer.write(outcome.stderr)
+        sys.stderr.flush()
+    sys.stdout.buffer.write(outcome.stdout)
+    sys.stdout.flush()
+    sys.exit(outcome.exit_code)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else None)

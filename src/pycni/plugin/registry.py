@@ -1,0 +1,44 @@
+"""Every plugin pycni ships, by CNI type, imported lazily so an entry point loads one module."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pycni.plugin.base import Plugin
+
+PLUGIN_TYPES: dict[str, str] = {
+    "loopback": "pycni.plugins.main.loopback:PLUGIN",
+    "bridge": "pycni.plugins.main.bridge:PLUGIN",
+    "host-local": "pycni.plugins.ipam.host_local:PLUGIN",
+    "portmap": "pycni.plugins.meta.portmap:PLUGIN",
+}
+
+_loaded: dict[str, Plugin] = {}
+
+
+def names() -> list[str]:
+    """The types whose module exists in this installation."""
+    out = []
+    for name, target in PLUGIN_TYPES.items():
+        module = target.split(":", 1)[0]
+        if importlib.util.find_spec(module) is not None:
+            out.append(name)
+    return out
+
+
+def load(plugin_type: str) -> Plugin:
+    plugin = _loaded.get(plugin_type)
+    if plugin is None:
+        module_name, attr = PLUGIN_TYPES[plugin_type].split(":", 1)
+        plugin = getattr(importlib.import_module(module_name), attr)
+        _loaded[plugin_type] = plugin
+    return plugin
+
+
+def preload_all() -> None:
+    """Import every plugin (the daemon does this once at start)."""
+    for name in names():
+        load(name)

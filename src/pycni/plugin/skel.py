@@ -1,0 +1,203 @@
+"""The plugin framework (skel): env + stdin -> validated Request -> verb handler -> output.
+
+``run`` never raises and never touches the process's stdout: it returns what a plugin
+process would print and its exit code, so the same code serves an exec'd plugin, the
+daemon and in-process IPAM delegation.
+"""
+
+from __future__ import annotations
+
+import json
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pycni.net import ns as netns
+from pycni.plugin import registry
+from pycni.plugin.base import Plugin, Request
+from pycni.spec import validate, version
+from pycni.spec.errors import (
+    DECODING_FAILURE,
+    INCOMPATIBLE_CNI_VERSION,
+    INTERNAL,
+    INVALID_ENVIRONMENT_VARIABLES,
+    INVALID_NETNS,
+    INVALID_NETWORK_CONFIG,
+    CNIError,
+)
+
+VERBS = ("ADD", "DEL", "CHECK", "GC", "STATUS", "VERSION")
+ENV_ORDER = ("CNI_COMMAND", "CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_ARGS", "CNI_PATH")
+REQUIRED: dict[str, frozenset[str]] = {
+    "CNI_CONTAINERID": frozenset({"ADD", "CHECK", "DEL"}),
+    "CNI_NETNS": frozenset({"ADD", "CHECK"}),
+    "CNI_IFNAME": frozenset({"ADD", "CHECK", "DEL"}),
+    "CNI_PATH": frozenset({"ADD", "CHECK", "DEL", "GC", "STATUS"}),
+}
+MIN_VERSION = {"CHECK": "0.4.0", "GC": "1.1.0", "STATUS": "1.1.0"}
+
+
+@dataclass
+class Outcome:
+    stdout: bytes
+    stderr: bytes
+    exit_code: int
+
+
+def run(
+    plugin_type: str, env: Mapping[str, str], stdin: bytes, *, netns_fd: int | None = None
+) -> Outcome:
+    """Run one plugin call on this thread, in this thread's network namespace."""
+    plugin = registry.load(plugin_type)
+    return run_plugin(plugin, env, stdin, netns_fd=netns_fd)
+
+
+def run_plugin(
+    plugin: Plugin, env: Mapping[str, str], stdin: bytes, *, netns_fd: int | None = None
+) -> Outcome:
+    err_lines: list[str] = []
+    config_version: str | None = None
+    req: Request | None = None
+    try:
+        command = env.get("CNI_COMMAND", "")
+        if command == "" and plugin.about:
+            about = f"{plugin.about}\nCNI protocol versions supported: "
+            about += ", ".join(plugin.supported_versions) + "\n"
+            return Outcome(b"", about.encode(), 0)
+        _check_env(command, env)
+        if command == "VERSION":
+            reply = {
+                "cniVersion": version.CURRENT,
+                "supportedVersions": list(plugin.supported_versions),
+            }
+            return Outcome((json.dumps(reply) + "\n").encode(), b"", 0)
+        config = _parse_config(stdin)
+        if command not in VERBS:
+            raise CNIError(INVALID_ENVIRONMENT_VARIABLES, f"unknown CNI_COMMAND: {command}")
+        config_version = _check_version(command, config, plugin)
+        req = Request(
+            command=command,
+            container_id=env.get("CNI_CONTAINERID", ""),
+            netns=env.get("CNI_NETNS", ""),
+            ifname=env.get("CNI_IFNAME", ""),
+            args=env.get("CNI_ARGS", ""),
+            path=[p for p in env.get("CNI_PATH", "").split(":") if p],
+            config=config,
+            stdin=stdin,
+            env=env,
+            netns_fd=netns_fd,
+        )
+        stdout = _dispatch(plugin, req, config_version)
+        if command in ("ADD", "DEL"):
+            _check_not_own_netns(req)
+        return Outcome(stdout, req.stderr.getvalue().encode(), 0)
+    except CNIError as err:
+        return _failure(err, config_version, req, err_lines)
+    except (
+        Exception
+    ) as exc:  # a bug or an unexpected kernel answer: code 999, no traceback on stdout
+        err_lines.append(traceback.format_exc())
+        return _failure(
+            CNIError(INTERNAL, str(exc) or type(exc).__name__), config_version, req, err_lines
+        )
+
+
+def _failure(
+    err: CNIError, config_version: str | None, req: Request | None, extra: list[str]
+) -> Outcome:
+    stderr = (req.stderr.getvalue() if req else "") + "".join(extra)
+    body = json.dumps(err.to_dict(config_version or version.CURRENT), indent=4)
+    return Outcome(body.encode(), stderr.encode(), 1)
+
+
+def _check_env(command: str, env: Mapping[str, str]) -> None:
+    missing = [
+        name
+        for name in ENV_ORDER
+        if env.get(name, "") == "" and (name == "CNI_COMMAND" or command in REQUIRED.get(name, ()))
+    ]
+    if missing:
+        raise CNIError(
+            INVALID_ENVIRONMENT_VARIABLES, f"required env variables [{','.join(missing)}] missing"
+        )
+    cid = env.get("CNI_CONTAINERID", "")
+    if cid and command in REQUIRED["CNI_CONTAINERID"]:
+        validate.container_id(cid)
+    ifname = env.get("CNI_IFNAME", "")
+    if ifname and command in REQUIRED["CNI_IFNAME"]:
+        validate.interface_name(ifname)
+
+
+def _parse_config(stdin: bytes) -> dict[str, object]:
+    try:
+        config = json.loads(stdin)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CNIError(DECODING_FAILURE, f"error unmarshall network config: {exc}") from None
+    if not isinstance(config, dict):
+        raise CNIError(DECODING_FAILURE, "error unmarshall network config: not a JSON object")
+    name = config.get("name")
+    if not isinstance(name, str) or name == "":
+        raise CNIError(INVALID_NETWORK_CONFIG, "missing network name")
+    validate.network_name(name)
+    return config
+
+
+def _check_version(command: str, config: dict[str, object], plugin: Plugin) -> str:
+    raw = config.get("cniVersion", "")
+    if not isinstance(raw, str):
+        raise CNIError(
+            DECODING_FAILURE, "decoding version from network config: cniVersion must be a string"
+        )
+    config_version = raw or "0.1.0"
+    minimum = MIN_VERSION.get(command)
+    if minimum is not None:
+        try:
+            parsed = version.parse(config_version)
+        except ValueError as exc:
+            raise CNIError(DECODING_FAILURE, str(exc)) from None
+        if parsed < version.parse(minimum):
+            raise CNIError(INCOMPATIBLE_CNI_VERSION, f"config version does not allow {command}")
+        if not any(version.parse(v) >= parsed for v in plugin.supported_versions):
+            raise CNIError(INCOMPATIBLE_CNI_VERSION, f"plugin version does not allow {command}")
+    else:
+        try:
+            version.parse(config_version)
+        except ValueError as exc:
+            raise CNIError(
+                DECODING_FAILURE, f"decoding version from network config: {exc}"
+            ) from None
+    version.reconcile(config_version, plugin.supported_versions)
+    return config_version
+
+
+def _dispatch(plugin: Plugin, req: Request, config_version: str) -> bytes:
+    if req.command == "ADD":
+        result = plugin.add(req)
+        return result.to_json(config_version).encode()
+    if req.command == "DEL":
+        plugin.delete(req)
+    elif req.command == "CHECK":
+        plugin.check(req)
+    elif req.command == "GC":
+        plugin.gc(req)
+    elif req.command == "STATUS":
+        plugin.status(req)
+    return b""
+
+
+def _check_not_own_netns(req: Request) -> None:
+    override = req.env.get("CNI_NETNS_OVERRIDE", "").lower()
+    if override in ("1", "true") or not req.netns:
+        return
+    if req.netns_fd is not None:
+        import os
+
+        here = os.stat(netns.THREAD_NETNS)
+        there = os.fstat(req.netns_fd)
+        same = (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+    else:
+        same = netns.same_as_current(req.netns)
+    if same:
+        raise CNIError(
+            INVALID_NETNS, "plugin's netns and netns from CNI_NETNS should not be the same"
+        )

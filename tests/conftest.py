@@ -1,0 +1,96 @@
+"""Shared fixtures. See tests/harness.py for what the namespaces and state objects offer.
+
+- ``node``: a fresh private node namespace (the plugins' host side).
+- ``pod_factory``: ``pod_factory()`` returns a new pod namespace; all removed after the test.
+- ``tmp_state``: per-test cache_dir / data_dir / conf_dir under tmp.
+- ``plugin_dir``: a directory with pycni's plugins installed (session scope), for CNI_PATH.
+- ``go_plugin_dir``: the Go reference plugins (/usr/lib/cni); skips nothing, fails if missing.
+- ``cni_path``: ``plugin_dir`` as a CNI_PATH string.
+The session fails when a namespace of this run or any global CNI state leaked.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests import harness
+
+GO_PLUGIN_DIR = Path("/usr/lib/cni")
+_baseline: set[str] = set()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _baseline.update(harness.global_state())
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    problems = [f"netns {n}" for n in harness.leftover_namespaces()]
+    for name in harness.leftover_namespaces():
+        harness.Namespace(name).delete()
+    problems += sorted(harness.global_state() - _baseline)
+    if problems:
+        sys.stderr.write("\nLEAK CHECK FAILED — the suite left state behind:\n")
+        for item in problems:
+            sys.stderr.write(f"  {item}\n")
+        session.exitstatus = 1
+
+
+@pytest.fixture
+def node() -> Iterator[harness.Namespace]:
+    ns = harness.create_namespace("node")
+    try:
+        yield ns
+    finally:
+        ns.delete()
+
+
+@pytest.fixture
+def pod_factory() -> Iterator[object]:
+    created: list[harness.Namespace] = []
+
+    def make() -> harness.Namespace:
+        ns = harness.create_namespace("pod")
+        created.append(ns)
+        return ns
+
+    try:
+        yield make
+    finally:
+        for ns in created:
+            ns.delete()
+
+
+@pytest.fixture
+def tmp_state(tmp_path: Path) -> harness.State:
+    return harness.State.make(tmp_path / "state")
+
+
+@pytest.fixture(scope="session")
+def plugin_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("pycni-plugins")
+    mode = os.environ.get("PYCNI_TEST_MODE", "inprocess")
+    try:
+        from pycni.fast import install
+    except ImportError:
+        from pycni.plugin import registry
+
+        harness.write_python_entry_points(directory, registry.names(), sys.executable)
+        return directory
+    install.install(directory, form="inprocess" if mode == "inprocess" else "auto")
+    return directory
+
+
+@pytest.fixture
+def cni_path(plugin_dir: Path) -> str:
+    return str(plugin_dir)
+
+
+@pytest.fixture(scope="session")
+def go_plugin_dir() -> Path:
+    assert (GO_PLUGIN_DIR / "bridge").exists(), "containernetworking-plugins is not installed"
+    return GO_PLUGIN_DIR
