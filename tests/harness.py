@@ -182,3 +182,53 @@ def write_python_entry_points(directory: Path, names: Sequence[str], python: str
             f"from pycni.plugin.main import main\nmain({name!r})\n"
         )
         path.chmod(0o755)
+
+
+@dataclass
+class PluginRun:
+    """What one plugin exec returned."""
+
+    code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def json(self) -> dict[str, object]:
+        data = json.loads(self.stdout)
+        assert isinstance(data, dict)
+        return data
+
+    def ok(self) -> PluginRun:
+        assert self.code == 0, f"plugin failed ({self.code}): {self.stdout}\n{self.stderr}"
+        return self
+
+
+def exec_plugin(
+    plugin: str | Path,
+    command: str,
+    config: dict[str, object] | bytes,
+    *,
+    container_id: str = "",
+    netns: str = "",
+    ifname: str = "eth0",
+    cni_path: str = "",
+    cni_args: str = "",
+    extra_env: dict[str, str] | None = None,
+    timeout: float = 60,
+) -> PluginRun:
+    """Exec one plugin the way a runtime does (call it inside ``node.entered()``)."""
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
+        "CNI_COMMAND": command,
+        "CNI_CONTAINERID": container_id,
+        "CNI_NETNS": netns,
+        "CNI_IFNAME": ifname,
+        "CNI_PATH": cni_path,
+        "CNI_ARGS": cni_args,
+    }
+    env.update(extra_env or {})
+    stdin = config if isinstance(config, bytes) else json.dumps(config).encode()
+    proc = subprocess.run(
+        [str(plugin)], input=stdin, env=env, capture_output=True, timeout=timeout, check=False
+    )
+    return PluginRun(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
