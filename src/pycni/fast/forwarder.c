@@ -1,0 +1,278 @@
+/*
+ * pycni entry point (C form): forward one CNI plugin call to the pycni daemon.
+ *
+ * Installed by `pycni plugins install DIR` (one binary hard-linked under each plugin type).
+ * The plugin type is argv[0]'s basename. The call (environment, stdin, and fds of this
+ * process's network namespace and of CNI_NETNS) goes to the daemon over its unix socket;
+ * the daemon's stdout, stderr and exit code become ours. When no daemon accepts the
+ * connection, we exec the venv's Python to run the plugin in-process instead. Once the
+ * request may have reached the daemon we never re-run it: a failure then is CNI error 11.
+ *
+ * The wire protocol is described in docs/daemon.md and src/pycni/fast/protocol.py. The
+ * socket path, the fallback command and the protocol constants come from a header that
+ * the installer generates (pycni_forwarder_config.h). Only libc is used.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "pycni_forwarder_config.h"
+
+#define PREFIX_SIZE 16
+#define REPLY_SIZE 20
+#define KIND_CALL 1
+#define REPLY_BIT 0x80
+#define FLAG_CALLER_NETNS 1
+#define FLAG_TARGET_NETNS 2
+#define MAX_BODY (16u << 20)
+#define MAX_REPLY_PART (64u << 20)
+#define TRY_AGAIN_LATER 11
+#define IO_FAILURE 5
+#define INTERNAL 999
+
+extern char **environ;
+
+/* Found by the plugin framework in the file: tells it this is a pycni entry point. */
+__attribute__((used)) static const char entry_marker[] = PYCNI_ENTRY_MARKER;
+
+_Static_assert(sizeof(PYCNI_SOCKET_PATH) <= sizeof(((struct sockaddr_un *)0)->sun_path),
+               "socket path too long for sockaddr_un");
+
+static void write_all(int fd, const char *data, size_t len) {
+    while (len > 0) {
+        ssize_t n = write(fd, data, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return;
+        }
+        data += n;
+        len -= (size_t)n;
+    }
+}
+
+static void put_str(int fd, const char *s) { write_all(fd, s, strlen(s)); }
+
+static void put_int(int fd, int value) {
+    char buf[16];
+    size_t i = sizeof(buf);
+    unsigned v = value < 0 ? 0u : (unsigned)value;
+    do {
+        buf[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v && i > 0);
+    write_all(fd, buf + i, sizeof(buf) - i);
+}
+
+/* Print a CNI error object on stdout and exit 1, as a plugin does. Texts carry no quotes. */
+static void fail(int code, const char *msg, const char *details) {
+    put_str(1, "{\"code\": ");
+    put_int(1, code);
+    put_str(1, ", \"msg\": \"");
+    put_str(1, msg);
+    put_str(1, "\", \"details\": \"");
+    put_str(1, details);
+    put_str(1, "\"}\n");
+    _exit(1);
+}
+
+static void fallback(const char *type) {
+    char *const args[] = {(char *)PYCNI_PYTHON, (char *)"-IS", (char *)"-c",
+                          (char *)PYCNI_FALLBACK_CODE, (char *)type, NULL};
+    execv(PYCNI_PYTHON, args);
+    fail(INTERNAL, "pycni: cannot run the plugin in-process (exec of the venv python failed)",
+         strerror(errno));
+}
+
+static void put32(unsigned char *p, uint32_t v) {
+    p[0] = (unsigned char)(v >> 24);
+    p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8);
+    p[3] = (unsigned char)v;
+}
+
+static uint32_t get32(const unsigned char *p) {
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+static void send_all(int s, const char *data, size_t len) {
+    while (len > 0) {
+        ssize_t n = send(s, data, len, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            fail(TRY_AGAIN_LATER, "pycni daemon failed mid-call, try again later", strerror(errno));
+        }
+        data += n;
+        len -= (size_t)n;
+    }
+}
+
+static void recv_all(int s, char *buf, size_t len) {
+    while (len > 0) {
+        ssize_t n = recv(s, buf, len, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            fail(TRY_AGAIN_LATER, "pycni daemon failed mid-call, try again later",
+                 n == 0 ? "connection closed before the reply was complete" : strerror(errno));
+        buf += n;
+        len -= (size_t)n;
+    }
+}
+
+static char *read_stdin(size_t *len) {
+    size_t cap = 8192, used = 0;
+    char *buf = malloc(cap);
+    if (!buf)
+        fail(IO_FAILURE, "pycni: out of memory reading stdin", "");
+    for (;;) {
+        if (used == cap) {
+            if (cap >= MAX_BODY)
+                fail(IO_FAILURE, "pycni: network configuration on stdin is too large", "");
+            cap *= 2;
+            char *grown = realloc(buf, cap);
+            if (!grown)
+                fail(IO_FAILURE, "pycni: out of memory reading stdin", "");
+            buf = grown;
+        }
+        ssize_t n = read(0, buf + used, cap - used);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            fail(IO_FAILURE, "pycni: error reading stdin", strerror(errno));
+        if (n == 0)
+            break;
+        used += (size_t)n;
+    }
+    *len = used;
+    return buf;
+}
+
+static char *read_part(int s, uint32_t len) {
+    if (len > MAX_REPLY_PART)
+        fail(TRY_AGAIN_LATER, "pycni daemon failed mid-call, try again later", "reply too large");
+    char *buf = malloc(len ? len : 1);
+    if (!buf)
+        fail(IO_FAILURE, "pycni: out of memory reading the reply", "");
+    recv_all(s, buf, len);
+    return buf;
+}
+
+int main(int argc, char **argv) {
+    const char *type = argc > 0 && argv[0] ? argv[0] : "";
+    const char *slash = strrchr(type, '/');
+    if (slash)
+        type = slash + 1;
+    if (!*type)
+        fail(IO_FAILURE, "pycni: cannot tell the plugin type from argv[0]", "");
+
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un addr;
+    memset(&addr, 0, sizeof(addr));
+    addr.sun_family = AF_UNIX;
+    memcpy(addr.sun_path, PYCNI_SOCKET_PATH, sizeof(PYCNI_SOCKET_PATH));
+    if (s < 0 || connect(s, (struct sockaddr *)&addr, sizeof(addr)) < 0)
+        fallback(type); /* nothing reached a daemon: running it here is safe */
+
+    int fds[2], nfds = 0;
+    unsigned flags = 0;
+    int own = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+    if (own >= 0) {
+        fds[nfds++] = own;
+        flags |= FLAG_CALLER_NETNS;
+    }
+    const char *netns = getenv("CNI_NETNS");
+    if (netns && *netns) {
+        int target = open(netns, O_RDONLY | O_CLOEXEC);
+        if (target >= 0) { /* if missing, the plugin reports it (DEL tolerates it) */
+            fds[nfds++] = target;
+            flags |= FLAG_TARGET_NETNS;
+        }
+    }
+
+    size_t body_len = 0;
+    char *body = NULL;
+    const char *command = getenv("CNI_COMMAND");
+    if (!command || strcmp(command, "VERSION") != 0)
+        body = read_stdin(&body_len);
+
+    size_t head_len = strlen(type) + 1;
+    for (char **e = environ; *e; e++)
+        if ((*e)[0] != '=' && strchr(*e, '='))
+            head_len += strlen(*e) + 1;
+    char *msg = malloc(PREFIX_SIZE + head_len);
+    if (!msg)
+        fail(IO_FAILURE, "pycni: out of memory", "");
+    unsigned char *p = (unsigned char *)msg;
+    memcpy(p, PYCNI_MAGIC, 4);
+    p[4] = PYCNI_PROTOCOL_VERSION;
+    p[5] = KIND_CALL;
+    p[6] = (unsigned char)(flags >> 8);
+    p[7] = (unsigned char)flags;
+    put32(p + 8, (uint32_t)head_len);
+    put32(p + 12, (uint32_t)body_len);
+    char *h = msg + PREFIX_SIZE;
+    size_t n = strlen(type) + 1;
+    memcpy(h, type, n);
+    h += n;
+    for (char **e = environ; *e; e++) {
+        if ((*e)[0] == '=' || !strchr(*e, '='))
+            continue;
+        n = strlen(*e) + 1;
+        memcpy(h, *e, n);
+        h += n;
+    }
+
+    /* The first chunk carries the namespace fds. */
+    union {
+        struct cmsghdr align;
+        char buf[CMSG_SPACE(sizeof(int) * 2)];
+    } control;
+    memset(&control, 0, sizeof(control));
+    struct iovec iov = {.iov_base = msg, .iov_len = PREFIX_SIZE + head_len};
+    struct msghdr mh;
+    memset(&mh, 0, sizeof(mh));
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    if (nfds > 0) {
+        mh.msg_control = control.buf;
+        mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
+        memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)nfds);
+    }
+    ssize_t sent;
+    do
+        sent = sendmsg(s, &mh, MSG_NOSIGNAL);
+    while (sent < 0 && errno == EINTR);
+    if (sent < 0)
+        fail(TRY_AGAIN_LATER, "pycni daemon failed mid-call, try again later", strerror(errno));
+    for (int i = 0; i < nfds; i++)
+        close(fds[i]);
+    send_all(s, msg + sent, PREFIX_SIZE + head_len - (size_t)sent);
+    send_all(s, body ? body : "", body_len);
+
+    unsigned char reply[REPLY_SIZE];
+    recv_all(s, (char *)reply, sizeof(reply));
+    if (memcmp(reply, PYCNI_MAGIC, 4) != 0 || reply[4] != PYCNI_PROTOCOL_VERSION ||
+        !(reply[5] & REPLY_BIT))
+        fail(TRY_AGAIN_LATER, "pycni daemon failed mid-call, try again later",
+             "the reply is not a pycni daemon reply");
+    int code = (int)get32(reply + 8);
+    uint32_t out_len = get32(reply + 12), err_len = get32(reply + 16);
+    char *out = read_part(s, out_len);
+    char *err = read_part(s, err_len);
+    close(s);
+    write_all(2, err, err_len);
+    write_all(1, out, out_len);
+    return code;
+}

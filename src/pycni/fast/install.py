@@ -1,0 +1,159 @@
+"""Install the per-exec entry points: one executable per pycni plugin type in a CNI_PATH dir.
+
+Forms: "c" (the native forwarder, hard-linked under every name), "python" (the stdlib-only
+forwarder script), "inprocess" (a script that never tries the daemon), "auto" (c when the
+system compiler works, else python). Every form falls back to running the plugin in-process
+when no daemon answers, and every file carries ``ENTRY_MARKER``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import sysconfig
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import pycni
+from pycni.fast import build, protocol
+from pycni.fast.marker import ENTRY_MARKER
+from pycni.plugin import registry
+
+FORMS = ("auto", "c", "python", "inprocess")
+DEFAULT_SOCKET = protocol.DEFAULT_SOCKET
+_SHEBANG_LIMIT = 250
+_CONFIG_BLOCK = re.compile(
+    r"# --- pycni install config begin ---\n.*?# --- pycni install config end ---\n", re.S
+)
+
+
+@dataclass
+class InstallReport:
+    directory: Path
+    form: str  # the form actually installed: "c", "python" or "inprocess"
+    socket_path: str
+    paths: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def names(self) -> list[str]:
+        return [p.name for p in self.paths]
+
+
+def import_paths() -> list[str]:
+    """Where this pycni is imported from (``-S`` skips site, so the script adds it back)."""
+    return [str(Path(pycni.__file__).resolve().parent.parent)]
+
+
+def site_dirs() -> list[str]:
+    out: list[str] = []
+    for key in ("purelib", "platlib"):
+        path = sysconfig.get_paths()[key]
+        if path not in out and os.path.isdir(path):
+            out.append(path)
+    return out
+
+
+def interpreter() -> str:
+    """The venv's interpreter (not resolved: the venv's symlink is what finds its packages)."""
+    return sys.executable
+
+
+def python_script(socket_path: str, mode: str) -> bytes:
+    template = resources.files("pycni.fast").joinpath("forwarder.py").read_text()
+    config = (
+        "# --- pycni install config begin ---\n"
+        f"SOCKET_PATH = {socket_path!r}\n"
+        f"MODE = {mode!r}\n"
+        f"IMPORT_PATHS: list[str] = {import_paths()!r}\n"
+        f"SITE_DIRS: list[str] = {site_dirs()!r}\n"
+        f"MAGIC = {protocol.MAGIC!r}\n"
+        f"VERSION = {protocol.VERSION!r}\n"
+        "# --- pycni install config end ---\n"
+    )
+    body, count = _CONFIG_BLOCK.subn(lambda _m: config, template)
+    if count != 1:
+        raise RuntimeError("forwarder.py template lost its config block")
+    shebang = f"#!{interpreter()} -IS\n"
+    if len(shebang) > _SHEBANG_LIMIT or " " in interpreter():
+        raise RuntimeError(f"interpreter path unusable in a shebang: {interpreter()!r}")
+    data = (shebang + body).encode()
+    assert ENTRY_MARKER in data
+    return data
+
+
+def fallback_code() -> str:
+    """What the C forwarder runs with ``python -IS -c CODE TYPE`` when no daemon answers."""
+    return (
+        "import sys, site\n"
+        f"sys.path[:0] = {import_paths()!r}\n"
+        f"for d in {site_dirs()!r}: site.addsitedir(d)\n"
+        "from pycni.plugin.main import main\n"
+        "main(sys.argv[1])\n"
+    )
+
+
+def _write_atomic(directory: Path, name: str, data: bytes) -> Path:
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, directory / name)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return directory / name
+
+
+def _link_all(directory: Path, source: Path, names: Iterable[str]) -> list[Path]:
+    """Hard-link ``source`` under every name (atomically replacing what was there)."""
+    out = []
+    for name in names:
+        tmp = directory / f".{name}.pycni-link"
+        if tmp.exists():
+            tmp.unlink()
+        os.link(source, tmp)
+        os.replace(tmp, directory / name)
+        out.append(directory / name)
+    return out
+
+
+def install(
+    directory: str | Path,
+    *,
+    socket_path: str = DEFAULT_SOCKET,
+    form: str = "auto",
+    names: Iterable[str] | None = None,
+) -> InstallReport:
+    """Write one entry point per plugin type (``names`` defaults to every registered one)."""
+    if form not in FORMS:
+        raise ValueError(f"unknown entry-point form {form!r}; choose one of {', '.join(FORMS)}")
+    target = Path(directory)
+    target.mkdir(parents=True, exist_ok=True)
+    wanted = list(registry.names() if names is None else names)
+    report = InstallReport(target, form, socket_path)
+    binary: bytes | None = None
+    if form in ("auto", "c"):
+        try:
+            settings = build.ForwarderSettings(socket_path, interpreter(), fallback_code())
+            binary = build.build(settings)
+        except build.BuildError as exc:
+            if form == "c":
+                raise
+            report.notes.append(f"C forwarder not built, using the Python form: {exc}")
+    if binary is not None:
+        report.form = "c"
+        if wanted:
+            first = _write_atomic(target, wanted[0], binary)
+            report.paths = [first, *_link_all(target, first, wanted[1:])]
+        return report
+    report.form = "inprocess" if form == "inprocess" else "python"
+    script = python_script(socket_path, "inprocess" if form == "inprocess" else "daemon")
+    report.paths = [_write_atomic(target, name, script) for name in wanted]
+    return report

@@ -1,0 +1,182 @@
+"""The wire protocol between an entry point (forwarder) and the pycni daemon, version 1.
+
+One connection carries one request and one reply. All integers are big-endian.
+
+Request::
+
+    16-byte prefix  magic b"pCNI" | u8 version | u8 kind | u16 flags | u32 head_len | u32 body_len
+    head            CALL: plugin type NUL, then environment entries "KEY=VALUE" NUL each
+                    PING / STATS: empty
+    body            CALL: the plugin's stdin; PING / STATS: empty
+    SCM_RIGHTS      with the first byte: the caller's netns fd (flag bit 0), then the
+                    target netns fd (flag bit 1), only those whose flag is set
+
+Reply::
+
+    20-byte prefix  magic | u8 version | u8 kind (request kind | 0x80) | u16 zero |
+                    i32 exit_code | u32 stdout_len | u32 stderr_len
+    stdout, stderr  exactly as a plugin process would have printed them
+
+The C forwarder (forwarder.c) and the Python forwarder (forwarder.py) implement the client
+side on their own (they must start without importing pycni); the constants here are baked
+into them at install time, so this module stays the one source of truth.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+from pycni.spec.errors import DECODING_FAILURE, CNIError
+
+DEFAULT_SOCKET = "/run/pycni/pycni.sock"
+
+MAGIC = b"pCNI"
+VERSION = 1
+
+KIND_CALL = 1
+KIND_PING = 2
+KIND_STATS = 3
+KINDS = (KIND_CALL, KIND_PING, KIND_STATS)
+REPLY_BIT = 0x80
+
+FLAG_CALLER_NETNS = 0x1
+FLAG_TARGET_NETNS = 0x2
+KNOWN_FLAGS = FLAG_CALLER_NETNS | FLAG_TARGET_NETNS
+
+REQUEST_PREFIX = struct.Struct("!4sBBHII")
+REPLY_PREFIX = struct.Struct("!4sBBHiII")
+
+MAX_HEAD = 1 << 20  # environment block
+MAX_BODY = 16 << 20  # stdin (a network config)
+MAX_REPLY_PART = 64 << 20
+MAX_FDS = 2
+
+
+@dataclass
+class RequestPrefix:
+    kind: int
+    flags: int
+    head_len: int
+    body_len: int
+
+    @property
+    def fd_count(self) -> int:
+        return bin(self.flags & KNOWN_FLAGS).count("1")
+
+
+@dataclass
+class Request:
+    """A decoded request; ``caller_netns_fd`` / ``target_netns_fd`` are owned by the receiver."""
+
+    kind: int
+    plugin_type: str = ""
+    env: dict[str, str] = field(default_factory=dict)
+    stdin: bytes = b""
+    caller_netns_fd: int | None = None
+    target_netns_fd: int | None = None
+
+
+@dataclass
+class Reply:
+    exit_code: int
+    stdout: bytes
+    stderr: bytes
+    kind: int = KIND_CALL
+
+
+def malformed(msg: str) -> CNIError:
+    return CNIError(DECODING_FAILURE, "malformed pycni daemon request", msg)
+
+
+def parse_request_prefix(data: bytes) -> RequestPrefix:
+    """Check the fixed prefix strictly; raise CNIError (code 6) on anything unexpected."""
+    if len(data) != REQUEST_PREFIX.size:
+        raise malformed(f"short prefix: {len(data)} of {REQUEST_PREFIX.size} bytes")
+    magic, version, kind, flags, head_len, body_len = REQUEST_PREFIX.unpack(data)
+    if magic != MAGIC:
+        raise malformed(f"bad magic {magic!r}")
+    if version != VERSION:
+        raise CNIError(
+            DECODING_FAILURE,
+            f"pycni daemon protocol version {version} not supported (daemon speaks {VERSION})",
+            "reinstall the entry points with `pycni plugins install DIR`",
+        )
+    if kind not in KINDS:
+        raise malformed(f"unknown request kind {kind}")
+    if flags & ~KNOWN_FLAGS:
+        raise malformed(f"unknown flags {flags:#x}")
+    if head_len > MAX_HEAD:
+        raise malformed(f"head of {head_len} bytes exceeds {MAX_HEAD}")
+    if body_len > MAX_BODY:
+        raise malformed(f"body of {body_len} bytes exceeds {MAX_BODY}")
+    if kind != KIND_CALL and (head_len or body_len or flags):
+        raise malformed("PING and STATS requests carry no head, body or fds")
+    return RequestPrefix(kind, flags, head_len, body_len)
+
+
+def parse_call_head(head: bytes) -> tuple[str, dict[str, str]]:
+    """Split the CALL head into the plugin type and the environment."""
+    if not head.endswith(b"\0"):
+        raise malformed("head must end with NUL")
+    parts = head[:-1].split(b"\0")
+    plugin_type = parts[0].decode("utf-8", "surrogateescape")
+    if not plugin_type or "/" in plugin_type:
+        raise malformed(f"bad plugin type {plugin_type!r}")
+    env: dict[str, str] = {}
+    for entry in parts[1:]:
+        key, sep, value = entry.partition(b"=")
+        if not sep or not key:
+            raise malformed(f"bad environment entry {entry[:40]!r}")
+        env[key.decode("utf-8", "surrogateescape")] = value.decode("utf-8", "surrogateescape")
+    return plugin_type, env
+
+
+def encode_call_head(plugin_type: str, env: dict[str, str]) -> bytes:
+    out = [plugin_type.encode("utf-8", "surrogateescape"), b"\0"]
+    for key, value in env.items():
+        out.append(f"{key}={value}".encode("utf-8", "surrogateescape"))
+        out.append(b"\0")
+    return b"".join(out)
+
+
+def encode_request(
+    kind: int,
+    plugin_type: str = "",
+    env: dict[str, str] | None = None,
+    stdin: bytes = b"",
+    *,
+    flags: int = 0,
+) -> bytes:
+    head = encode_call_head(plugin_type, env or {}) if kind == KIND_CALL else b""
+    return REQUEST_PREFIX.pack(MAGIC, VERSION, kind, flags, len(head), len(stdin)) + head + stdin
+
+
+def encode_reply(reply: Reply) -> bytes:
+    prefix = REPLY_PREFIX.pack(
+        MAGIC,
+        VERSION,
+        reply.kind | REPLY_BIT,
+        0,
+        reply.exit_code,
+        len(reply.stdout),
+        len(reply.stderr),
+    )
+    return prefix + reply.stdout + reply.stderr
+
+
+def parse_reply_prefix(data: bytes) -> tuple[int, int, int, int]:
+    """Return (kind, exit_code, stdout_len, stderr_len); ValueError when it is not a reply."""
+    if len(data) != REPLY_PREFIX.size:
+        raise ValueError(f"short reply: {len(data)} of {REPLY_PREFIX.size} bytes")
+    magic, version, kind, _zero, code, out_len, err_len = REPLY_PREFIX.unpack(data)
+    if magic != MAGIC or version != VERSION or not kind & REPLY_BIT:
+        raise ValueError("not a pycni daemon reply")
+    if out_len > MAX_REPLY_PART or err_len > MAX_REPLY_PART:
+        raise ValueError("reply too large")
+    return kind & ~REPLY_BIT, code, out_len, err_len
+
+
+def error_reply(err: CNIError, kind: int = KIND_CALL) -> Reply:
+    """A CNI error as a plugin prints it: JSON on stdout, exit code 1."""
+    return Reply(1, (err.to_json() + "\n").encode(), b"", kind)
