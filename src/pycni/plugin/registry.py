@@ -14,6 +14,16 @@ PLUGIN_TYPES: dict[str, str] = {
     "bridge": "pycni.plugins.main.bridge:PLUGIN",
     "host-local": "pycni.plugins.ipam.host_local:PLUGIN",
     "portmap": "pycni.plugins.meta.portmap:PLUGIN",
+    "ptp": "pycni.plugins.main.ptp:PLUGIN",
+    "macvlan": "pycni.plugins.main.macvlan:PLUGIN",
+    "host-device": "pycni.plugins.main.host_device:PLUGIN",
+    "tap": "pycni.plugins.main.tap:PLUGIN",
+    "static": "pycni.plugins.ipam.static:PLUGIN",
+    "dhcp": "pycni.plugins.ipam.dhcp:PLUGIN",
+    "tuning": "pycni.plugins.meta.tuning:PLUGIN",
+    "bandwidth": "pycni.plugins.meta.bandwidth:PLUGIN",
+    "firewall": "pycni.plugins.meta.firewall:PLUGIN",
+    "sbr": "pycni.plugins.meta.sbr:PLUGIN",
 }
 
 _loaded: dict[str, Plugin] = {}
