@@ -1,0 +1,38 @@
+# pycni: `make demo` shows a pod network on this machine, `make test` runs the whole suite.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMPS := .stamps
+
+.PHONY: setup demo test test-daemon lint bench clean
+
+setup: $(STAMPS)/system $(STAMPS)/venv
+
+$(STAMPS)/system: scripts/setup-system.sh
+	@mkdir -p $(STAMPS)
+	bash scripts/setup-system.sh
+	@touch $@
+
+$(STAMPS)/venv: pyproject.toml
+	@mkdir -p $(STAMPS)
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip >/dev/null
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $@
+
+demo: setup
+	$(VENV)/bin/pycni demo
+
+test: setup
+	$(PY) -m pytest -q -p no:cacheprovider tests
+
+lint: setup
+	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff format --check src tests bench
+	$(VENV)/bin/mypy src
+
+bench: setup
+	$(PY) bench/run.py
+
+clean:
+	rm -rf $(STAMPS) $(VENV) build src/*.egg-info
