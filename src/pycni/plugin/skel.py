@@ -74,6 +74,8 @@ def run_plugin(
         config = _parse_config(stdin)
         if command not in VERBS:
             raise CNIError(INVALID_ENVIRONMENT_VARIABLES, f"unknown CNI_COMMAND: {command}")
+        raw_version = config.get("cniVersion")
+        config_version = raw_version if isinstance(raw_version, str) and raw_version else None
         config_version = _check_version(command, config, plugin)
         req = Request(
             command=command,
