@@ -1,0 +1,81 @@
+"""`pycni daemon`: run the warm daemon in the foreground, or query a running one."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from typing import Any
+
+from pycni.fast import protocol
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "daemon",
+        help="run the warm plugin daemon (foreground), or query one",
+        description="Serve plugin calls forwarded by the installed entry points. "
+        "Runs in the foreground until SIGTERM/SIGINT, then finishes in-flight calls.",
+    )
+    parser.add_argument("--socket", default=protocol.DEFAULT_SOCKET, help="unix socket path")
+    parser.add_argument("--workers", type=int, default=16, help="worker threads (default 16)")
+    parser.add_argument(
+        "--drain-timeout", type=float, default=120.0, help="seconds to wait for in-flight calls"
+    )
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
+    query = parser.add_mutually_exclusive_group()
+    query.add_argument("--stats", action="store_true", help="print a running daemon's stats")
+    query.add_argument("--ping", action="store_true", help="check a running daemon's health")
+    parser.set_defaults(func=run)
+
+
+def _print(data: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pycni.fast import client
+
+    if args.stats or args.ping:
+        try:
+            _print(client.stats(args.socket) if args.stats else client.ping(args.socket))
+        except (client.DaemonUnavailable, OSError, ValueError) as exc:
+            sys.stderr.write(f"pycni daemon: {exc}\n")
+            return 1
+        return 0
+    if os.geteuid() != 0:
+        sys.stderr.write("pycni daemon: must run as root (plugins change the network)\n")
+        return 1
+    if args.workers < 1:
+        sys.stderr.write("pycni daemon: --workers must be at least 1\n")
+        return 2
+    logging.basicConfig(
+        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        stream=sys.stderr,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
+    from pycni.fast.server import Daemon
+
+    daemon = Daemon(args.socket, workers=args.workers, drain_timeout=args.drain_timeout)
+    try:
+        daemon.bind()
+    except (OSError, RuntimeError) as exc:
+        sys.stderr.write(f"pycni daemon: cannot listen on {args.socket}: {exc}\n")
+        return 1
+    daemon.serve_forever()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Standalone form (`python -m pycni.cli.daemon_cmd ...`), same options as `pycni daemon`."""
+    parser = argparse.ArgumentParser(prog="pycni")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["daemon", *(sys.argv[1:] if argv is None else argv)])
+    result: int = args.func(args)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

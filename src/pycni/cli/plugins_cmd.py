@@ -1,0 +1,68 @@
+"""`pycni plugins`: install the per-exec entry points, list the plugin types."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from pycni.fast import protocol
+from pycni.fast.install import FORMS
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "plugins", help="install plugin entry points into a CNI_PATH directory, or list them"
+    )
+    sub = parser.add_subparsers(dest="plugins_command", required=True)
+    inst = sub.add_parser(
+        "install",
+        help="write one executable per plugin type into DIR",
+        description="Each entry point forwards its call to the pycni daemon and runs the "
+        "plugin in-process when no daemon answers.",
+    )
+    inst.add_argument("directory", metavar="DIR")
+    inst.add_argument("--socket", default=protocol.DEFAULT_SOCKET, help="daemon socket path")
+    inst.add_argument(
+        "--form",
+        choices=FORMS,
+        default="auto",
+        help="c: native forwarder; python: stdlib forwarder script; inprocess: never use the "
+        "daemon; auto: c when a C compiler works (default)",
+    )
+    inst.add_argument("--only", action="append", metavar="TYPE", help="install only these types")
+    inst.set_defaults(func=run_install)
+    lst = sub.add_parser("list", help="list the plugin types pycni provides")
+    lst.set_defaults(func=run_list)
+
+
+def run_install(args: argparse.Namespace) -> int:
+    from pycni.fast import build
+    from pycni.fast.install import install
+    from pycni.plugin import registry
+
+    unknown = sorted(set(args.only or ()) - set(registry.PLUGIN_TYPES))
+    if unknown:
+        sys.stderr.write(f"pycni plugins install: unknown plugin types: {', '.join(unknown)}\n")
+        return 2
+    try:
+        report = install(args.directory, socket_path=args.socket, form=args.form, names=args.only)
+    except (OSError, build.BuildError, RuntimeError) as exc:
+        sys.stderr.write(f"pycni plugins install: {exc}\n")
+        return 1
+    for note in report.notes:
+        sys.stderr.write(f"note: {note}\n")
+    sys.stdout.write(
+        f"installed {len(report.paths)} entry points ({report.form} form, socket "
+        f"{report.socket_path}) in {report.directory}: {' '.join(report.names)}\n"
+    )
+    return 0
+
+
+def run_list(args: argparse.Namespace) -> int:
+    from pycni.plugin import registry
+
+    available = set(registry.names())
+    for name in sorted(registry.PLUGIN_TYPES):
+        sys.stdout.write(f"{name}{'' if name in available else ' (not available)'}\n")
+    return 0
