@@ -1,0 +1,71 @@
+"""The runtime library (libcni equivalent): load configs, run plugin chains, cache results.
+
+Typical use::
+
+    from pycni.runtime import CNIConfig, RuntimeConf, load_network_conf
+
+    conf = load_network_conf("/etc/cni/net.d", "mynet")
+    cni = CNIConfig(["/opt/cni/bin"], cache_dir="/var/lib/cni")
+    result = cni.add_network_list(conf, RuntimeConf("c1", "/run/netns/c1", "eth0"))
+"""
+
+from pycni.spec.conf import (
+    ConfError,
+    NetworkConfigList,
+    PluginConfig,
+    conf_list_from_bytes,
+    conf_list_from_conf,
+    inject_conf,
+    plugin_conf_from_bytes,
+)
+from pycni.spec.errors import CNIError
+from pycni.spec.result import Result
+
+from .aio import AsyncCNIConfig
+from .api import CNIConfig, GCError
+from .cache import CACHE_KIND, DEFAULT_CACHE_DIR
+from .confdir import (
+    NoConfigsFoundError,
+    NotFoundError,
+    conf_files,
+    conf_list_from_file,
+    load_conf,
+    load_network_conf,
+)
+from .exec import CallControl, Exec, PluginCancelled, PluginInfo, PluginTimeout, RawExec
+from .find import find_in_path
+from .types import GCArgs, GCAttachment, NetworkAttachment, RuntimeConf
+
+__all__ = [
+    "CACHE_KIND",
+    "DEFAULT_CACHE_DIR",
+    "AsyncCNIConfig",
+    "CNIConfig",
+    "CNIError",
+    "CallControl",
+    "ConfError",
+    "Exec",
+    "GCArgs",
+    "GCAttachment",
+    "GCError",
+    "NetworkAttachment",
+    "NetworkConfigList",
+    "NoConfigsFoundError",
+    "NotFoundError",
+    "PluginCancelled",
+    "PluginConfig",
+    "PluginInfo",
+    "PluginTimeout",
+    "RawExec",
+    "Result",
+    "RuntimeConf",
+    "conf_files",
+    "conf_list_from_bytes",
+    "conf_list_from_conf",
+    "conf_list_from_file",
+    "find_in_path",
+    "inject_conf",
+    "load_conf",
+    "load_network_conf",
+    "plugin_conf_from_bytes",
+]

@@ -1,0 +1,271 @@
+"""The result cache, in libcni's own format and place (``<cache_dir>/results/<net>-<cid>-<if>``).
+
+Files are JSON objects of kind ``cniCacheV1`` holding the attachment's identity, the conflist
+bytes (base64, as Go encodes ``[]byte``), CNI_ARGS, capability args and the final ADD result,
+so a Go runtime and pycni can read each other's cache.  Unlike libcni, files are written to a
+temporary file, fsynced and renamed into place, so a crash never leaves a 0-byte cache.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import os
+import tempfile
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pycni.spec.conf import go_field, go_marshal, go_unmarshal
+from pycni.spec.errors import DECODING_FAILURE, INTERNAL, UNKNOWN, CNIError
+from pycni.spec.result import Result
+
+from .types import NetworkAttachment, RuntimeConf
+
+CACHE_KIND = "cniCacheV1"
+DEFAULT_CACHE_DIR = "/var/lib/cni"
+_TEMP_PREFIX = ".pycni-tmp-"
+
+
+@dataclass
+class CachedInfo:
+    kind: str = ""
+    container_id: str = ""
+    config: bytes | None = None
+    ifname: str = ""
+    network_name: str = ""
+    netns: str = ""
+    cni_args: list[tuple[str, str]] | None = None
+    capability_args: dict[str, Any] | None = None
+    result: dict[str, Any] | None = field(default=None)
+
+
+def results_dir(cache_dir: str) -> str:
+    return os.path.join(cache_dir, "results")
+
+
+def cache_file_path(cache_dir: str, net_name: str, rt: RuntimeConf) -> str:
+    if net_name == "" or rt.container_id == "" or rt.ifname == "":
+        raise CNIError(
+            INTERNAL,
+            f'cache file path requires network name ("{net_name}"), container ID '
+            f'("{rt.container_id}"), and interface name ("{rt.ifname}")',
+        )
+    name = f"{net_name}-{rt.container_id}-{rt.ifname}"
+    return os.path.join(results_dir(cache_dir), name)
+
+
+def encode_cache(result: Result, config: bytes, net_name: str, rt: RuntimeConf) -> bytes:
+    """The bytes Go's ``json.Marshal(cachedInfo)`` produces, fields in struct order."""
+    parts: list[tuple[str, Any]] = [
+        ("kind", CACHE_KIND),
+        ("containerId", rt.container_id),
+        ("config", base64.b64encode(config).decode()),
+        ("ifName", rt.ifname),
+        ("networkName", net_name),
+    ]
+    if rt.netns:
+        parts.append(("netns", rt.netns))
+    if rt.args:
+        parts.append(("cniArgs", [list(pair) for pair in rt.args]))
+    if rt.capability_args:
+        parts.append(("capabilityArgs", rt.capability_args))
+    parts.append(("result", result.to_dict()))
+    body = ",".join(go_marshal(k).decode() + ":" + go_marshal(v).decode() for k, v in parts)
+    return ("{" + body + "}").encode()
+
+
+def write_cache(
+    cache_dir: str, result: Result, config: bytes, net_name: str, rt: RuntimeConf
+) -> None:
+    """Persist the final ADD result atomically (dir 0700, file 0600)."""
+    path = cache_file_path(cache_dir, net_name, rt)
+    data = encode_cache(result, config, net_name, rt)
+    directory = os.path.dirname(path)
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=_TEMP_PREFIX, dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def delete_cache(cache_dir: str, net_name: str, rt: RuntimeConf) -> None:
+    """Remove the cache file; errors are ignored, as libcni does."""
+    with contextlib.suppress(OSError, CNIError):
+        os.remove(cache_file_path(cache_dir, net_name, rt))
+
+
+def _str_field(obj: dict[str, Any], name: str) -> str:
+    value = go_field(obj, name)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ValueError(f"json: cannot unmarshal into Go struct field cachedInfo.{name}")
+    return value
+
+
+def decode_cached_info(data: bytes) -> CachedInfo:
+    """Decode a cache file into the ``cachedInfo`` struct; ValueError when Go's would fail."""
+    obj = go_unmarshal(data)
+    if obj is None:
+        return CachedInfo()
+    if not isinstance(obj, dict):
+        raise ValueError("json: cannot unmarshal into Go value of type libcni.cachedInfo")
+    info = CachedInfo(
+        kind=_str_field(obj, "kind"),
+        container_id=_str_field(obj, "containerId"),
+        ifname=_str_field(obj, "ifName"),
+        network_name=_str_field(obj, "networkName"),
+        netns=_str_field(obj, "netns"),
+    )
+    config = go_field(obj, "config")
+    if config is not None:
+        if not isinstance(config, str):
+            raise ValueError("json: cannot unmarshal into Go struct field cachedInfo.config")
+        try:
+            info.config = base64.b64decode(config, validate=True)
+        except (binascii.Error, ValueError) as err:
+            raise ValueError(f"illegal base64 data: {err}") from None
+    args = go_field(obj, "cniArgs")
+    if args is not None:
+        if not isinstance(args, list):
+            raise ValueError("json: cannot unmarshal into Go struct field cachedInfo.cniArgs")
+        pairs: list[tuple[str, str]] = []
+        for pair in args:
+            if not isinstance(pair, list) or not all(isinstance(p, str) for p in pair):
+                raise ValueError("json: cannot unmarshal into Go struct field cachedInfo.cniArgs")
+            padded = [*pair[:2], "", ""]
+            pairs.append((padded[0], padded[1]))
+        info.cni_args = pairs
+    for key, attr in (("capabilityArgs", "capability_args"), ("result", "result")):
+        value = go_field(obj, key)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            raise ValueError(f"json: cannot unmarshal into Go struct field cachedInfo.{key}")
+        setattr(info, attr, value)
+    return info
+
+
+def _create_from_bytes(data: bytes) -> Result:
+    """libcni ``create.CreateFromBytes``: decode the version, then the result."""
+    try:
+        obj = go_unmarshal(data)
+    except ValueError as err:
+        raise CNIError(DECODING_FAILURE, f"decoding version from network config: {err}") from None
+    if obj is None:
+        obj = {}
+    if not isinstance(obj, dict):
+        raise CNIError(
+            DECODING_FAILURE,
+            "decoding version from network config: json: cannot unmarshal into Go value",
+        )
+    return Result.from_dict(obj)
+
+
+def read_cached_result(
+    cache_dir: str, net_name: str, cni_version: str, rt: RuntimeConf
+) -> Result | None:
+    """The cached ADD result converted to ``cni_version``; None when there is no file.
+
+    A file that is not a V1 cache is read as a bare (legacy) result; a 0-byte or corrupt file
+    is an error here (DEL tolerates it, CHECK reports it).
+    """
+    path = cache_file_path(cache_dir, net_name, rt)
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    try:
+        info = decode_cached_info(data)
+    except ValueError:
+        info = None
+    if info is None or info.kind != CACHE_KIND:
+        result = _create_from_bytes(data)
+    else:
+        result = Result.from_dict(info.result or {})
+    try:
+        return result.as_version(cni_version)
+    except CNIError as err:
+        raise CNIError(
+            err.code or UNKNOWN,
+            f'failed to convert cached result to config version "{cni_version}": {err.msg}',
+            err.details,
+        ) from None
+
+
+def read_cached_config(
+    cache_dir: str, net_name: str, rt: RuntimeConf
+) -> tuple[bytes, RuntimeConf] | None:
+    """The cached conflist bytes and ``rt`` with the cached args; None when there is no file."""
+    path = cache_file_path(cache_dir, net_name, rt)
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    try:
+        info = decode_cached_info(data)
+    except ValueError as err:
+        raise CNIError(
+            DECODING_FAILURE, f'failed to unmarshal cached network "{net_name}" config: {err}'
+        ) from None
+    if info.kind != CACHE_KIND:
+        raise CNIError(
+            DECODING_FAILURE,
+            f'read cached network "{net_name}" config has wrong kind: {info.kind}',
+        )
+    new_rt = replace(rt, capability_args=dict(info.capability_args or {}))
+    if info.cni_args is not None:
+        new_rt = replace(new_rt, args=tuple(info.cni_args))
+    return (info.config or b""), new_rt
+
+
+def list_attachments(cache_dir: str, container_id: str = "") -> list[NetworkAttachment]:
+    """Every readable V1 cache entry, sorted by file name, optionally for one container."""
+    directory = results_dir(cache_dir)
+    try:
+        names = sorted(os.listdir(directory))
+    except FileNotFoundError:
+        return []
+    attachments: list[NetworkAttachment] = []
+    for name in names:
+        if name.startswith(_TEMP_PREFIX):
+            continue
+        if container_id:
+            part = f"-{container_id}-"
+            pos = name.find(part)
+            if pos <= 0 or pos + len(part) >= len(name):
+                continue
+        try:
+            with open(os.path.join(directory, name), "rb") as handle:
+                info = decode_cached_info(handle.read())
+        except (OSError, ValueError):
+            continue
+        if info.kind != CACHE_KIND:
+            continue
+        if container_id and info.container_id != container_id:
+            continue
+        if info.ifname == "" or info.network_name == "":
+            continue
+        attachments.append(
+            NetworkAttachment(
+                container_id=info.container_id,
+                network=info.network_name,
+                ifname=info.ifname,
+                config=info.config or b"",
+                netns=info.netns,
+                cni_args=tuple(info.cni_args or ()),
+                capability_args=dict(info.capability_args or {}),
+            )
+        )
+    return attachments

@@ -1,0 +1,378 @@
+"""Running one plugin process: env, stdin, capture, error decoding (libcni's pkg/invoke).
+
+The plugin is started from the calling thread with a plain ``subprocess.Popen`` and waited on
+in that same thread, so a caller that entered a network namespace with ``setns()`` on this
+thread runs the plugin inside it.  Each plugin gets its own process group so a timeout or a
+cancellation can kill it together with anything it started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import IO, Protocol
+
+from pycni.spec import version as spec_version
+from pycni.spec.args import format_pairs
+from pycni.spec.conf import go_unmarshal
+from pycni.spec.errors import DECODING_FAILURE, INTERNAL, UNKNOWN, CNIError
+from pycni.spec.result import Result
+
+from .find import find_in_path
+
+BUSY_RETRIES = 5
+BUSY_DELAY = 1.0
+_CANCEL_POLL = 0.05
+
+
+class PluginTimeout(CNIError):
+    """The plugin did not finish before the call's deadline and was killed."""
+
+
+class PluginCancelled(CNIError):
+    """The call was cancelled while the plugin ran; the plugin was killed."""
+
+
+@dataclass(frozen=True)
+class CallControl:
+    """Deadline and cancellation for one API call (the Go ``context.Context`` equivalent)."""
+
+    timeout: float | None = None
+    cancel: threading.Event | None = None
+    deadline: float | None = None
+
+    @classmethod
+    def start(cls, timeout: float | None, cancel: threading.Event | None = None) -> CallControl:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        return cls(timeout=timeout, cancel=cancel, deadline=deadline)
+
+    def remaining(self) -> float | None:
+        if self.deadline is None:
+            return None
+        return self.deadline - time.monotonic()
+
+
+NO_CONTROL = CallControl()
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    """A plugin's VERSION answer."""
+
+    cni_version: str
+    supported_versions: tuple[str, ...]
+
+
+class Exec(Protocol):
+    """What the runtime needs to run plugins; swap it out to fake or wrap execution."""
+
+    def exec_plugin(
+        self, plugin_path: str, stdin: bytes, env: Mapping[str, str], control: CallControl
+    ) -> bytes: ...
+
+    def find_in_path(self, plugin: str, paths: Sequence[str]) -> str: ...
+
+
+def go_quote(data: bytes) -> str:
+    """Go's ``%q`` of a byte string (``strconv.Quote``), used in libcni's error texts."""
+    out = ['"']
+    text = data.decode("utf-8", errors="surrogateescape")
+    short = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+    short |= {"\v": "\\v", '"': '\\"', "\\": "\\\\"}
+    for ch in text:
+        code = ord(ch)
+        if ch in short:
+            out.append(short[ch])
+        elif 0xDC80 <= code <= 0xDCFF:
+            out.append(f"\\x{code - 0xDC00:02x}")
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\x{code:02x}")
+        elif code < 0x80 or (ch.isprintable() and unicodedata.category(ch) != "Zs") or ch == " ":
+            out.append(ch)
+        elif code <= 0xFFFF:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    out.append('"')
+    return "".join(out)
+
+
+def _exit_text(returncode: int) -> str:
+    """Go's ``*exec.ExitError`` text."""
+    if returncode >= 0:
+        return f"exit status {returncode}"
+    try:
+        name = signal.strsignal(-returncode) or f"signal {-returncode}"
+    except ValueError:
+        name = f"signal {-returncode}"
+    return f"signal: {name[0].lower()}{name[1:]}"
+
+
+def plugin_error(exec_error: str, stdout: bytes, stderr: bytes) -> CNIError:
+    """Turn a failed run into a CNIError exactly as invoke's ``pluginErr`` does."""
+    if not stdout:
+        if not stderr:
+            return CNIError(UNKNOWN, f"netplugin failed with no error message: {exec_error}")
+        return CNIError(UNKNOWN, f"netplugin failed: {go_quote(stderr)}: {exec_error}")
+    try:
+        decoded = go_unmarshal(stdout)
+    except ValueError as err:
+        return CNIError(
+            UNKNOWN,
+            f"netplugin failed but error parsing its diagnostic message {go_quote(stdout)}: {err}",
+        )
+    if decoded is None:
+        return CNIError(UNKNOWN, "")
+    if not isinstance(decoded, dict):
+        return CNIError(
+            UNKNOWN,
+            f"netplugin failed but error parsing its diagnostic message {go_quote(stdout)}: "
+            "json: cannot unmarshal into Go value of type types.Error",
+        )
+    return CNIError.from_dict(decoded)
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
+    proc.wait()
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()
+
+
+class RawExec:
+    """Runs plugins as child processes and copies their stderr to ``stderr`` on success.
+
+    ``stderr=None`` means the current ``sys.stderr``; pass ``copy_stderr=False`` to drop it.
+    """
+
+    def __init__(
+        self,
+        stderr: IO[bytes] | IO[str] | None = None,
+        *,
+        copy_stderr: bool = True,
+        busy_retries: int = BUSY_RETRIES,
+        busy_delay: float = BUSY_DELAY,
+    ) -> None:
+        self.stderr = stderr
+        self.copy_stderr = copy_stderr
+        self.busy_retries = busy_retries
+        self.busy_delay = busy_delay
+
+    def find_in_path(self, plugin: str, paths: Sequence[str]) -> str:
+        return find_in_path(plugin, paths)
+
+    def exec_plugin(
+        self,
+        plugin_path: str,
+        stdin: bytes,
+        env: Mapping[str, str],
+        control: CallControl = NO_CONTROL,
+    ) -> bytes:
+        attempt = 0
+        while True:
+            _check_control(plugin_path, control)
+            try:
+                # A fresh Popen per attempt: a failed start cannot be re-run (cni#855).
+                proc = subprocess.Popen(
+                    [plugin_path],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    env=dict(env),
+                    start_new_session=True,
+                    close_fds=True,
+                )
+            except OSError as err:
+                if err.errno == errno.ETXTBSY and attempt < self.busy_retries:
+                    attempt += 1
+                    _sleep(self.busy_delay, plugin_path, control)
+                    continue
+                reason = os.strerror(err.errno) if err.errno else str(err)
+                raise plugin_error(f"fork/exec {plugin_path}: {reason.lower()}", b"", b"") from None
+            break
+        stdout, stderr = _communicate(proc, stdin, plugin_path, control)
+        if proc.returncode != 0:
+            raise plugin_error(_exit_text(proc.returncode), stdout, stderr)
+        if stderr and self.copy_stderr:
+            self._copy_stderr(stderr)
+        return stdout
+
+    def _copy_stderr(self, data: bytes) -> None:
+        target = self.stderr if self.stderr is not None else sys.stderr
+        try:
+            buffer = getattr(target, "buffer", None)
+            if buffer is not None:
+                buffer.write(data)
+                buffer.flush()
+            elif isinstance(target, io.TextIOBase):
+                target.write(data.decode("utf-8", errors="replace"))
+            else:
+                target.write(data)  # type: ignore[arg-type]
+        except (OSError, ValueError, TypeError):
+            pass  # stderr is informational only
+
+
+def _timeout_error(plugin_path: str, control: CallControl) -> PluginTimeout:
+    return PluginTimeout(
+        INTERNAL, f"netplugin {plugin_path} timed out after {control.timeout:g}s and was killed"
+    )
+
+
+def _check_control(plugin_path: str, control: CallControl) -> None:
+    if control.cancel is not None and control.cancel.is_set():
+        raise PluginCancelled(INTERNAL, f"netplugin {plugin_path} was cancelled")
+    remaining = control.remaining()
+    if remaining is not None and remaining <= 0:
+        raise _timeout_error(plugin_path, control)
+
+
+def _sleep(seconds: float, plugin_path: str, control: CallControl) -> None:
+    remaining = control.remaining()
+    if remaining is not None:
+        seconds = min(seconds, max(remaining, 0))
+    if control.cancel is not None:
+        control.cancel.wait(seconds)
+    else:
+        time.sleep(seconds)
+    _check_control(plugin_path, control)
+
+
+def _communicate(
+    proc: subprocess.Popen[bytes], stdin: bytes, plugin_path: str, control: CallControl
+) -> tuple[bytes, bytes]:
+    """Feed stdin and collect output on this thread, honouring the deadline and cancel."""
+    try:
+        while True:
+            wait = control.remaining()
+            if control.cancel is not None:
+                wait = _CANCEL_POLL if wait is None else min(wait, _CANCEL_POLL)
+            try:
+                if wait is not None and wait <= 0:
+                    raise subprocess.TimeoutExpired([plugin_path], 0)
+                return proc.communicate(stdin, timeout=wait)
+            except subprocess.TimeoutExpired:
+                if control.cancel is not None and control.cancel.is_set():
+                    raise PluginCancelled(
+                        INTERNAL, f"netplugin {plugin_path} was cancelled and killed"
+                    ) from None
+                remaining = control.remaining()
+                if remaining is not None and remaining <= 0:
+                    raise _timeout_error(plugin_path, control) from None
+    except BaseException:
+        _kill_group(proc)
+        raise
+
+
+def plugin_env(
+    command: str,
+    *,
+    container_id: str = "",
+    netns: str = "",
+    args: Iterable[tuple[str, str]] = (),
+    args_str: str = "",
+    ifname: str = "",
+    path: str = "",
+    base: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The parent's environment plus the six CNI variables, all set even when empty."""
+    env = dict(os.environ if base is None else base)
+    env["CNI_COMMAND"] = command
+    env["CNI_CONTAINERID"] = container_id
+    env["CNI_NETNS"] = netns
+    env["CNI_ARGS"] = args_str or format_pairs(args)
+    env["CNI_IFNAME"] = ifname
+    env["CNI_PATH"] = path
+    return env
+
+
+def config_version(netconf: bytes) -> str:
+    """invoke's ``ConfigDecoder``: the config's cniVersion, ``""`` meaning 0.1.0."""
+    try:
+        obj = go_unmarshal(netconf)
+    except ValueError as err:
+        raise CNIError(DECODING_FAILURE, f"decoding version from network config: {err}") from None
+    found = obj.get("cniVersion") if isinstance(obj, dict) else None
+    return found if isinstance(found, str) and found else "0.1.0"
+
+
+def decode_result(netconf: bytes, stdout: bytes) -> Result:
+    """Parse a plugin's result, assuming the config's version when it names none (cni#895)."""
+    conf_version = config_version(netconf)
+    try:
+        raw = go_unmarshal(stdout)
+    except ValueError as err:
+        raise CNIError(DECODING_FAILURE, f"failed to unmarshal raw result: {err}") from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise CNIError(
+            DECODING_FAILURE,
+            "failed to unmarshal raw result: json: cannot unmarshal "
+            f"{type(raw).__name__} into Go value of type map[string]interface {{}}",
+        )
+    found = raw.get("cniVersion")
+    if not (isinstance(found, str) and found):
+        raw["cniVersion"] = conf_version
+    return Result.from_dict(raw)
+
+
+def exec_plugin_with_result(
+    exec_: Exec, plugin_path: str, netconf: bytes, env: Mapping[str, str], control: CallControl
+) -> Result:
+    return decode_result(netconf, exec_.exec_plugin(plugin_path, netconf, env, control))
+
+
+def exec_plugin_without_result(
+    exec_: Exec, plugin_path: str, netconf: bytes, env: Mapping[str, str], control: CallControl
+) -> None:
+    exec_.exec_plugin(plugin_path, netconf, env, control)
+
+
+def decode_version_info(data: bytes) -> PluginInfo:
+    """invoke's ``PluginDecoder``."""
+    try:
+        obj = go_unmarshal(data)
+    except ValueError as err:
+        raise CNIError(DECODING_FAILURE, f"decoding version info: {err}") from None
+    if not isinstance(obj, dict):
+        obj = {}
+    cni_version = obj.get("cniVersion")
+    if not isinstance(cni_version, str) or cni_version == "":
+        raise CNIError(DECODING_FAILURE, "decoding version info: missing field cniVersion")
+    supported = obj.get("supportedVersions")
+    if not isinstance(supported, list) or not supported:
+        if cni_version == "0.2.0":
+            return PluginInfo(cni_version, ("0.1.0", "0.2.0"))
+        raise CNIError(DECODING_FAILURE, "decoding version info: missing field supportedVersions")
+    return PluginInfo(cni_version, tuple(str(v) for v in supported))
+
+
+def get_version_info(
+    exec_: Exec, plugin_path: str, control: CallControl = NO_CONTROL
+) -> PluginInfo:
+    """Ask a plugin for its versions; dummy values satisfy plugins built on an old skel."""
+    env = plugin_env("VERSION", netns="dummy", ifname="dummy", path="dummy")
+    stdin = json.dumps({"cniVersion": spec_version.CURRENT}, separators=(",", ":")).encode()
+    try:
+        stdout = exec_.exec_plugin(plugin_path, stdin, env, control)
+    except CNIError as err:
+        if str(err) == "unknown CNI_COMMAND: VERSION":
+            return PluginInfo("0.1.0", ("0.1.0",))
+        raise
+    return decode_version_info(stdout)
