@@ -1,0 +1,419 @@
+#!/usr/bin/env python3
+"""`make bench`: pycni vs the Go reference plugins, measured in the same run, interleaved.
+
+Each implementation gets its own fresh node namespace; a pod is a namespace attached by exec'ing
+loopback, then bridge (+ host-local) and portmap, the way a runtime does. Rows:
+  1. ADD and DEL p50/p90 over N sequential pods, with and without one port mapping
+  2. ADD p50 at pods 1-10 vs 490-500 (one port mapping each)
+  3. wall time of 50 pods, 10 in parallel, ADD and DEL
+  4. peak RSS of one entry-point process and of the daemon; the cost of one VERSION exec
+The table (with pycni / reference ratios) is printed and written to docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+from pycni.fast import install as fast_install  # noqa: E402
+from pycni.net.ns import NetNS  # noqa: E402
+
+GO_DIR = Path("/usr/lib/cni")
+PREFIX = f"pbench{os.getpid() % 10000}-"
+
+
+def netns_add(name: str) -> str:
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True)
+    return f"/run/netns/{name}"
+
+
+def netns_del(name: str) -> None:
+    subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
+
+
+@contextmanager
+def inside(path: str) -> Iterator[None]:
+    with NetNS.open(path) as ns, ns.entered():
+        yield
+
+
+@dataclass
+class Impl:
+    """One implementation under test: where its plugins are and its node namespace."""
+
+    label: str
+    plugin_dir: Path
+    node: str = ""
+    data_dir: Path = Path()
+    pods: dict[str, str] = field(default_factory=dict)
+    results: dict[str, dict[str, object]] = field(default_factory=dict)
+
+
+def exec_plugin(
+    impl: Impl,
+    plugin: str,
+    command: str,
+    conf: dict[str, object],
+    cid: str,
+    netns: str,
+    ifname: str,
+) -> dict[str, object] | None:
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
+        "CNI_COMMAND": command,
+        "CNI_CONTAINERID": cid,
+        "CNI_NETNS": netns,
+        "CNI_IFNAME": ifname,
+        "CNI_PATH": str(impl.plugin_dir),
+        "CNI_ARGS": "",
+    }
+    proc = subprocess.run(
+        [str(impl.plugin_dir / plugin)],
+        input=json.dumps(conf).encode(),
+        env=env,
+        capture_output=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"{impl.label} {plugin} {command} failed: {proc.stdout!r} {proc.stderr!r}"
+        )
+    if command == "ADD":
+        data = json.loads(proc.stdout)
+        assert isinstance(data, dict)
+        return data
+    return None
+
+
+def confs(impl: Impl, mapping_port: int | None) -> tuple[dict[str, object], ...]:
+    base = {"cniVersion": "1.0.0", "name": "benchnet"}
+    lo = {**base, "name": "benchlo", "type": "loopback"}
+    bridge = {
+        **base,
+        "type": "bridge",
+        "bridge": "cni0",
+        "isGateway": True,
+        "ipam": {
+            "type": "host-local",
+            "dataDir": str(impl.data_dir),
+            "ranges": [[{"subnet": "10.99.0.0/16"}]],
+        },
+    }
+    portmap: dict[str, object] = {**base, "type": "portmap", "capabilities": {"portMappings": True}}
+    if mapping_port is not None:
+        portmap["runtimeConfig"] = {
+            "portMappings": [{"hostPort": mapping_port, "containerPort": 80, "protocol": "tcp"}]
+        }
+    return lo, bridge, portmap
+
+
+def pod_add(impl: Impl, cid: str, netns: str, port: int | None) -> float:
+    lo, bridge, portmap = confs(impl, port)
+    start = time.perf_counter()
+    exec_plugin(impl, "loopback", "ADD", lo, cid, netns, "lo")
+    result = exec_plugin(impl, "bridge", "ADD", bridge, cid, netns, "eth0")
+    if port is not None:
+        exec_plugin(impl, "portmap", "ADD", {**portmap, "prevResult": result}, cid, netns, "eth0")
+    elapsed = time.perf_counter() - start
+    assert result is not None
+    impl.results[cid] = result
+    return elapsed
+
+
+def pod_del(impl: Impl, cid: str, netns: str, port: int | None) -> float:
+    lo, bridge, portmap = confs(impl, port)
+    prev = impl.results.pop(cid)
+    start = time.perf_counter()
+    if port is not None:
+        exec_plugin(impl, "portmap", "DEL", {**portmap, "prevResult": prev}, cid, netns, "eth0")
+    exec_plugin(impl, "bridge", "DEL", {**bridge, "prevResult": prev}, cid, netns, "eth0")
+    exec_plugin(impl, "loopback", "DEL", lo, cid, netns, "lo")
+    return time.perf_counter() - start
+
+
+def p(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))] * 1000
+
+
+class Bench:
+    def __init__(self, impls: list[Impl], work: Path) -> None:
+        self.impls = impls
+        self.work = work
+        self.rows: list[tuple[str, dict[str, float]]] = []
+        self.counter = 0
+
+    def fresh_nodes(self) -> None:
+        for impl in self.impls:
+            if impl.node:
+                netns_del(impl.node)
+            self.counter += 1
+            impl.node = f"{PREFIX}n{self.counter}"
+            netns_add(impl.node)
+            impl.data_dir = self.work / impl.node
+            impl.data_dir.mkdir()
+
+    def new_pod(self, impl: Impl) -> tuple[str, str]:
+        self.counter += 1
+        name = f"{PREFIX}p{self.counter}"
+        path = netns_add(name)
+        cid = f"bench{self.counter}"
+        impl.pods[cid] = name
+        return cid, path
+
+    def drop_pods(self, impl: Impl) -> None:
+        for name in impl.pods.values():
+            netns_del(name)
+        impl.pods.clear()
+
+    def sequential(self, n: int, with_port: bool) -> None:
+        self.fresh_nodes()
+        adds: dict[str, list[float]] = {i.label: [] for i in self.impls}
+        dels: dict[str, list[float]] = {i.label: [] for i in self.impls}
+        pods: dict[str, list[tuple[str, str, int | None]]] = {i.label: [] for i in self.impls}
+        for k in range(n):
+            for impl in self.impls:
+                cid, path = self.new_pod(impl)
+                port = 20000 + k if with_port else None
+                with inside(f"/run/netns/{impl.node}"):
+                    adds[impl.label].append(pod_add(impl, cid, path, port))
+                pods[impl.label].append((cid, path, port))
+        for k in range(n):
+            for impl in self.impls:
+                cid, path, port = pods[impl.label][k]
+                with inside(f"/run/netns/{impl.node}"):
+                    dels[impl.label].append(pod_del(impl, cid, path, port))
+        for impl in self.impls:
+            self.drop_pods(impl)
+        tag = "1 port mapping" if with_port else "no port mapping"
+        for q, name in ((0.5, "p50"), (0.9, "p90")):
+            self.rows.append(
+                (f"ADD {name}, {tag} (ms)", {i.label: p(adds[i.label], q) for i in self.impls})
+            )
+        for q, name in ((0.5, "p50"), (0.9, "p90")):
+            self.rows.append(
+                (f"DEL {name}, {tag} (ms)", {i.label: p(dels[i.label], q) for i in self.impls})
+            )
+
+    def scale(self, total: int) -> None:
+        self.fresh_nodes()
+        early: dict[str, list[float]] = {i.label: [] for i in self.impls}
+        late: dict[str, list[float]] = {i.label: [] for i in self.impls}
+        for k in range(total):
+            for impl in self.impls:
+                cid, path = self.new_pod(impl)
+                with inside(f"/run/netns/{impl.node}"):
+                    t = pod_add(impl, cid, path, 30000 + k)
+                if k < 10:
+                    early[impl.label].append(t)
+                elif k >= total - 10:
+                    late[impl.label].append(t)
+            if k % 50 == 49:
+                print(f"  scale: {k + 1}/{total} pods", file=sys.stderr)
+        self.rows.append(
+            (
+                "ADD p50 at pods 1-10, 1 mapping (ms)",
+                {i.label: p(early[i.label], 0.5) for i in self.impls},
+            )
+        )
+        self.rows.append(
+            (
+                f"ADD p50 at pods {total - 9}-{total}, 1 mapping (ms)",
+                {i.label: p(late[i.label], 0.5) for i in self.impls},
+            )
+        )
+        for impl in self.impls:  # the node namespace goes with its rules on the next fresh_nodes()
+            self.drop_pods(impl)
+            impl.results.clear()
+
+    def parallel(self, n: int, width: int) -> None:
+        self.fresh_nodes()
+        for impl in self.impls:
+            pods = [self.new_pod(impl) for _ in range(n)]
+
+            def add(item: tuple[int, tuple[str, str]], impl: Impl = impl) -> None:
+                k, (cid, path) = item
+                with inside(f"/run/netns/{impl.node}"):
+                    pod_add(impl, cid, path, 40000 + k)
+
+            def delete(item: tuple[int, tuple[str, str]], impl: Impl = impl) -> None:
+                k, (cid, path) = item
+                with inside(f"/run/netns/{impl.node}"):
+                    pod_del(impl, cid, path, 40000 + k)
+
+            with ThreadPoolExecutor(width) as pool:
+                start = time.perf_counter()
+                list(pool.map(add, enumerate(pods)))
+                add_wall = time.perf_counter() - start
+                start = time.perf_counter()
+                list(pool.map(delete, enumerate(pods)))
+                del_wall = time.perf_counter() - start
+            self.drop_pods(impl)
+            self._put(f"{n} pods, {width} in parallel, ADD wall (s)", impl.label, add_wall)
+            self._put(f"{n} pods, {width} in parallel, DEL wall (s)", impl.label, del_wall)
+
+    def _put(self, row: str, label: str, value: float) -> None:
+        for name, values in self.rows:
+            if name == row:
+                values[label] = value
+                return
+        self.rows.append((row, {label: value}))
+
+    def version_exec(self, runs: int = 50) -> None:
+        for impl in self.impls:
+            times = []
+            for _ in range(runs):
+                start = time.perf_counter()
+                proc = subprocess.Popen(
+                    [str(impl.plugin_dir / "bridge")],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    env={"CNI_COMMAND": "VERSION"},
+                )
+                proc.communicate(b'{"cniVersion":"1.0.0"}')
+                times.append(time.perf_counter() - start)
+            self._put("VERSION exec, p50 (ms)", impl.label, p(times, 0.5))
+
+    def cleanup(self) -> None:
+        for impl in self.impls:
+            self.drop_pods(impl)
+            if impl.node:
+                netns_del(impl.node)
+
+
+def peak_rss_kib(argv: list[str], stdin: bytes, env: dict[str, str]) -> int:
+    """Peak RSS of one child process (ru_maxrss from wait4)."""
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
+    )
+    assert proc.stdin is not None
+    proc.stdin.write(stdin)
+    proc.stdin.close()
+    _pid, _status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = 0
+    return int(usage.ru_maxrss)
+
+
+def daemon_hwm_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return 0
+
+
+def render(rows: list[tuple[str, dict[str, float]]], labels: list[str], ref: str) -> str:
+    head = ["measurement", *labels] + [f"{label} / {ref}" for label in labels if label != ref]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, values in rows:
+        cells = [name] + [f"{values[label]:.1f}" if label in values else "-" for label in labels]
+        for label in labels:
+            if label == ref:
+                continue
+            if label in values and ref in values and values[ref] > 0:
+                cells.append(f"{values[label] / values[ref]:.2f}x")
+            else:
+                cells.append("-")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--pods", type=int, default=30, help="sequential pods per row (30)")
+    parser.add_argument("--scale", type=int, default=500, help="pods for the scale row (500)")
+    parser.add_argument("--parallel", type=int, default=50)
+    parser.add_argument("--width", type=int, default=10)
+    parser.add_argument("--quick", action="store_true", help="small numbers, to try the bench")
+    parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
+    args = parser.parse_args()
+    if args.quick:
+        args.pods, args.scale, args.parallel, args.width = 5, 20, 10, 5
+    if os.geteuid() != 0:
+        print("bench: must run as root", file=sys.stderr)
+        return 1
+    work = Path(tempfile.mkdtemp(prefix="pycni-bench-"))
+    socket_path = str(work / "pycni.sock")
+    inproc_dir, daemon_dir = work / "inprocess", work / "daemon"
+    fast_install.install(inproc_dir, form="inprocess")
+    report = fast_install.install(daemon_dir, form="auto", socket_path=socket_path)
+    daemon = subprocess.Popen(
+        [str(ROOT / ".venv/bin/pycni"), "daemon", "--socket", socket_path, "--log-level", "WARNING"]
+    )
+    for _ in range(100):
+        if os.path.exists(socket_path):
+            break
+        time.sleep(0.05)
+    impls = [
+        Impl("go", GO_DIR),
+        Impl("pycni-daemon", daemon_dir),
+        Impl("pycni-inprocess", inproc_dir),
+    ]
+    bench = Bench(impls, work)
+    try:
+        print(
+            f"bench: entry point form {report.form}; {args.pods} sequential pods", file=sys.stderr
+        )
+        bench.sequential(args.pods, with_port=False)
+        bench.sequential(args.pods, with_port=True)
+        print(f"bench: {args.parallel} pods, {args.width} in parallel", file=sys.stderr)
+        bench.parallel(args.parallel, args.width)
+        bench.version_exec()
+        print(f"bench: scale to {args.scale} pods", file=sys.stderr)
+        bench.impls = [i for i in impls if i.label != "pycni-inprocess"]
+        bench.scale(args.scale)
+        bench.impls = impls
+        env = {"CNI_COMMAND": "VERSION"}
+        stdin = b'{"cniVersion":"1.0.0"}'
+        for impl in impls:
+            bench._put(
+                "entry-point peak RSS, VERSION (MiB)",
+                impl.label,
+                peak_rss_kib([str(impl.plugin_dir / "bridge")], stdin, env) / 1024,
+            )
+        bench._put("daemon peak RSS (MiB)", "pycni-daemon", daemon_hwm_kib(daemon.pid) / 1024)
+    finally:
+        bench.cleanup()
+        daemon.terminate()
+        daemon.wait(timeout=30)
+        shutil.rmtree(work, ignore_errors=True)
+    labels = [i.label for i in impls]
+    table = render(bench.rows, labels, "go")
+    print(table)
+    machine = (
+        f"{platform.node()}: {os.cpu_count()} CPUs, kernel {platform.release()}, "
+        f"Python {platform.python_version()}, Go plugins {GO_DIR} "
+        f"({subprocess.run(['dpkg-query', '-W', '-f=${Version}', 'containernetworking-plugins'], capture_output=True, text=True).stdout})"
+    )
+    text = (
+        f"# Benchmarks\n\nMeasured by `make bench` ({' '.join(sys.argv[1:]) or 'defaults'}) on "
+        f"{time.strftime('%Y-%m-%d')}.\n\nMachine: {machine}; entry-point form: {report.form}.\n\n"
+        "Each pod: loopback, then bridge + host-local, then portmap (when mapped), each exec'd "
+        "as a runtime does, inside a fresh node namespace per implementation, interleaved. "
+        "Times in ms unless noted; ratios are pycni / Go reference (lower is better).\n\n"
+        f"{table}\n"
+    )
+    Path(args.out).write_text(text)
+    print(f"bench: written to {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
