@@ -1,0 +1,134 @@
+"""``pycni add|check|del|gc|status <network> <netns>``: cnitool's commands and environment.
+
+Environment, as cnitool: ``NETCONFPATH`` (config dir, default /etc/cni/net.d), ``CNI_PATH``,
+``CNI_ARGS`` (``K=V;K2=V2``), ``CAP_ARGS`` (JSON object), ``CNI_IFNAME``.  The container ID
+is ``cnitool-`` plus the first 20 hex digits of sha512(absolute netns path), so pycni and
+cnitool address the same attachment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import hashlib
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pycni.runtime import NetworkConfigList, RuntimeConf
+
+DEFAULT_NET_DIR = "/etc/cni/net.d"
+DEFAULT_IFNAME = "eth0"
+DEFAULT_CACHE_DIR = "/var/lib/cni"
+
+_VERBS = {
+    "add": "add the network to the namespace and print the result",
+    "check": "check the network in the namespace (config version 0.4.0 or later)",
+    "del": "remove the network from the namespace",
+    "gc": "remove every cached attachment of the network, then GC its plugins",
+    "status": "ask each plugin of the network whether it is ready (1.1.0 or later)",
+}
+
+
+class UsageError(Exception):
+    """Bad input from the command line or the environment."""
+
+
+def register(subparsers: Any) -> None:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "-i", "--ifname", help=f"interface name in the namespace (CNI_IFNAME, {DEFAULT_IFNAME})"
+    )
+    common.add_argument(
+        "--cache-dir",
+        default=os.environ.get("PYCNI_CACHE_DIR") or DEFAULT_CACHE_DIR,
+        help=f"result cache directory (default {DEFAULT_CACHE_DIR})",
+    )
+    common.add_argument(
+        "--timeout", type=float, default=None, help="seconds before running plugins are killed"
+    )
+    for verb, text in _VERBS.items():
+        parser: argparse.ArgumentParser = subparsers.add_parser(
+            verb, parents=[common], help=text, description=text
+        )
+        parser.add_argument("network", help="network name (a config in NETCONFPATH)")
+        parser.add_argument("netns", help="network namespace path, e.g. /run/netns/pod1")
+        parser.set_defaults(func=functools.partial(run, verb))
+
+
+def container_id_for(netns: str) -> str:
+    """cnitool's container ID: ``cnitool-`` + hex of the first 10 bytes of sha512(path)."""
+    return "cnitool-" + hashlib.sha512(netns.encode()).hexdigest()[:20]
+
+
+def runtime_conf_from_env(netns: str, ifname_flag: str | None) -> RuntimeConf:
+    """Build the RuntimeConf from the netns argument and cnitool's environment variables."""
+    from pycni.runtime import RuntimeConf
+    from pycni.spec.args import parse_pairs
+    from pycni.spec.conf import go_unmarshal
+
+    capability_args: dict[str, Any] = {}
+    raw_caps = os.environ.get("CAP_ARGS", "")
+    if raw_caps:
+        try:
+            decoded = go_unmarshal(raw_caps)
+        except ValueError as err:
+            raise UsageError(f"CAP_ARGS: {err}") from None
+        if not isinstance(decoded, dict | None):
+            raise UsageError("CAP_ARGS: must be a JSON object")
+        capability_args = decoded or {}
+    try:
+        cni_args = parse_pairs(os.environ.get("CNI_ARGS", ""))
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    if ifname_flag is not None:
+        ifname = ifname_flag
+    else:
+        ifname = os.environ.get("CNI_IFNAME", DEFAULT_IFNAME)
+    netns = os.path.abspath(netns)
+    return RuntimeConf(
+        container_id=container_id_for(netns),
+        netns=netns,
+        ifname=ifname,
+        args=tuple(cni_args),
+        capability_args=capability_args,
+    )
+
+
+def cni_paths() -> list[str]:
+    """``CNI_PATH`` split like Go's ``filepath.SplitList`` (empty means no paths)."""
+    value = os.environ.get("CNI_PATH", "")
+    return value.split(os.pathsep) if value else []
+
+
+def load_conf(network: str) -> NetworkConfigList:
+    from pycni.runtime import load_network_conf
+
+    return load_network_conf(os.environ.get("NETCONFPATH") or DEFAULT_NET_DIR, network)
+
+
+def run(verb: str, args: argparse.Namespace) -> int:
+    from pycni.runtime import CNIConfig
+    from pycni.spec.errors import CNIError
+
+    try:
+        conf = load_conf(args.network)
+        rt = runtime_conf_from_env(args.netns, args.ifname)
+        cni = CNIConfig(cni_paths(), cache_dir=args.cache_dir, timeout=args.timeout)
+        if verb == "add":
+            result = cni.add_network_list(conf, rt)
+            sys.stdout.write(result.to_json())
+            sys.stdout.flush()
+        elif verb == "check":
+            cni.check_network_list(conf, rt)
+        elif verb == "del":
+            cni.del_network_list(conf, rt)
+        elif verb == "gc":
+            cni.gc_network_list(conf, None)
+        else:
+            cni.get_status_network_list(conf)
+    except (CNIError, UsageError) as err:
+        sys.stderr.write(f"pycni: {err}\n")
+        return 1
+    return 0

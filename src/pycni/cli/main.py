@@ -1,0 +1,56 @@
+"""The ``pycni`` command: a cnitool-compatible front end plus pycni's own commands.
+
+Each command group lives in its own module exposing ``register(subparsers)``; the module's
+sub-parsers set ``func(args) -> int``.  To add a group, append its module name to
+``COMMAND_MODULES`` (only modules that exist).  Command modules import heavy code inside
+their command functions so that starting ``pycni`` stays cheap.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+COMMAND_MODULES: tuple[str, ...] = (
+    "pycni.cli.cnitool",
+    "pycni.cli.info_cmd",
+    "pycni.cli.plugins_cmd",
+    "pycni.cli.daemon_cmd",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pycni",
+        description="Container Network Interface tools: run network configurations against "
+        "network namespaces (like cnitool), inspect configurations and plugins.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        code: int = func(args)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as err:  # the last line of defence: a message, not a traceback
+        if os.environ.get("PYCNI_DEBUG"):
+            raise
+        sys.stderr.write(f"pycni: internal error: {type(err).__name__}: {err}\n")
+        return 1
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
