@@ -105,6 +105,7 @@ class CallRecord:
 class _Call:
     conn: socket.socket
     accepted_ns: int
+    peer_uid: int
     request: Request | None = None
     record: CallRecord = field(default_factory=lambda: CallRecord(time.time(), "call"))
     ready_ns: int = 0
@@ -142,7 +143,9 @@ class Daemon:
         self.drain_timeout = drain_timeout
         self._runner: Runner = runner or _default_runner
         self._records: deque[CallRecord] = deque(maxlen=keep_records)
-        self._counts = {"calls": 0, "errors": 0, "refused": 0, "retired_workers": 0}
+        self._counts = dict.fromkeys(
+            ("requests", "calls", "errors", "bad_requests", "refused", "retired_workers"), 0
+        )
         self._lock = threading.Lock()
         self._lanes: dict[str, deque[_Call]] = {}
         self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
@@ -319,17 +322,7 @@ class Daemon:
             )
         except OSError:
             uid = -1
-        if uid != 0:
-            with self._lock:
-                self._counts["refused"] += 1
-            log.warning("refused a connection from uid %d (root only)", uid)
-            err = CNIError(IO_FAILURE, "permission denied: the pycni daemon serves root only")
-            with contextlib.suppress(OSError):
-                conn.settimeout(1.0)
-                conn.sendall(protocol.encode_reply(protocol.error_reply(err)))
-            conn.close()
-            return
-        call = _Call(conn, accepted)
+        call = _Call(conn, accepted, uid)
         with self._lock:
             self._in_flight += 1
         self._jobs.put(lambda: self._receive(call))
@@ -346,9 +339,15 @@ class Daemon:
         rec.total = _ms(call.accepted_ns, time.perf_counter_ns())
         with self._idle:
             self._records.append(rec)
-            self._counts["calls"] += 1
-            if rec.exit_code != 0:
-                self._counts["errors"] += 1
+            self._counts["requests"] += 1
+            if rec.kind == "call":
+                self._counts["calls"] += 1
+                if rec.exit_code != 0:
+                    self._counts["errors"] += 1
+            elif rec.kind == "bad-request":
+                self._counts["bad_requests"] += 1
+            elif rec.kind == "refused":
+                self._counts["refused"] += 1
             self._in_flight -= 1
             self._idle.notify_all()
         if rec.kind == "call":
@@ -394,6 +393,13 @@ class Daemon:
             self._finish(call)
             return
         req = call.request
+        if call.peer_uid != 0:  # the socket is 0600 in a 0700 dir; this is the second lock
+            call.record.kind = "refused"
+            log.warning("refused a request from uid %d (root only)", call.peer_uid)
+            denied = CNIError(IO_FAILURE, "permission denied: the pycni daemon serves root only")
+            self._reply(call, protocol.error_reply(denied, req.kind))
+            self._finish(call)
+            return
         if req.kind == protocol.KIND_PING:
             call.record.kind = "ping"
             self._reply(call, Reply(0, self._json(self.health()), b"", req.kind))

@@ -1,0 +1,345 @@
+"""The warm daemon and the entry points, end to end: a real daemon process on a tmp socket.
+
+These calls are VERSION and hand-made requests: nothing here changes the kernel.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from pycni.fast import client, install, protocol
+from pycni.spec.errors import DECODING_FAILURE, IO_FAILURE, TRY_AGAIN_LATER
+
+FORMS = ("c", "python")
+
+
+@dataclass
+class DaemonProc:
+    socket_path: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    def calls(self) -> int:
+        return int(client.stats(self.socket_path)["counts"]["calls"])
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=30)
+
+
+def start_daemon(directory: Path, *extra: str) -> DaemonProc:
+    sock = str(directory / "run" / "d.sock")
+    log = directory / "daemon.log"
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pycni.cli.daemon_cmd", "--socket", sock, "--workers", "4",
+             *extra],
+            stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, log.read_text()
+        try:
+            client.ping(sock)
+            return DaemonProc(sock, proc, log)
+        except (client.DaemonUnavailable, OSError):
+            time.sleep(0.05)
+    proc.kill()
+    raise AssertionError(f"daemon did not come up:\n{log.read_text()}")
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    """A short tmp path (unix socket paths are limited to 107 bytes)."""
+    path = Path(tempfile.mkdtemp(prefix="pycni-d"))
+    path.chmod(0o755)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def daemon(short_dir: Path) -> Iterator[DaemonProc]:
+    proc = start_daemon(short_dir)
+    try:
+        yield proc
+    finally:
+        assert proc.stop() == 0, proc.log.read_text()
+
+
+def run_version(entry: Path) -> subprocess.CompletedProcess[bytes]:
+    env = {"CNI_COMMAND": "VERSION", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+    return subprocess.run([str(entry)], env=env, capture_output=True, timeout=60, check=False)
+
+
+def assert_version_answer(proc: subprocess.CompletedProcess[bytes]) -> None:
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    answer = json.loads(proc.stdout)
+    assert "1.0.0" in answer["supportedVersions"]
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_version_through_the_daemon(form: str, daemon: DaemonProc, short_dir: Path) -> None:
+    report = install.install(
+        short_dir / form, socket_path=daemon.socket_path, form=form, names=["loopback"]
+    )
+    assert report.form == form
+    before = daemon.calls()
+    assert_version_answer(run_version(short_dir / form / "loopback"))
+    assert daemon.calls() == before + 1  # it went through the daemon
+    recent = client.stats(daemon.socket_path)["recent"][-1]
+    assert (recent["plugin_type"], recent["command"], recent["exit_code"]) == (
+        "loopback",
+        "VERSION",
+        0,
+    )
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_version_without_a_daemon_runs_in_process(form: str, short_dir: Path) -> None:
+    missing = str(short_dir / "nothing.sock")
+    install.install(short_dir / form, socket_path=missing, form=form, names=["loopback"])
+    assert_version_answer(run_version(short_dir / form / "loopback"))
+    # A stale socket file (daemon gone, ECONNREFUSED) also falls back.
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(missing)
+    stale.close()
+    assert_version_answer(run_version(short_dir / form / "loopback"))
+
+
+def test_inprocess_form_does_not_use_the_daemon(daemon: DaemonProc, short_dir: Path) -> None:
+    install.install(
+        short_dir / "ip", socket_path=daemon.socket_path, form="inprocess", names=["loopback"]
+    )
+    before = daemon.calls()
+    assert_version_answer(run_version(short_dir / "ip" / "loopback"))
+    assert daemon.calls() == before
+
+
+def raw_exchange(socket_path: str, data: bytes, fds: list[int] | None = None) -> protocol.Reply:
+    return client.exchange(socket_path, data, fds, timeout=30)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"GET / HTTP/1.1\r\n\r\n",
+        protocol.REQUEST_PREFIX.pack(b"pCNI", 9, 1, 0, 0, 0),
+        protocol.REQUEST_PREFIX.pack(b"pCNI", 1, 1, 0, 5, 0) + b"loop\0",  # no '=' in env? ok
+        protocol.REQUEST_PREFIX.pack(b"pCNI", 1, 1, 0, 9, 0) + b"loopback\0"[:-1] + b"!",
+        protocol.REQUEST_PREFIX.pack(b"pCNI", 1, 1, protocol.FLAG_TARGET_NETNS, 9, 0)
+        + b"loopback\0",  # announces an fd it does not send
+    ],
+)
+def test_malformed_request_gets_a_cni_error(daemon: DaemonProc, data: bytes) -> None:
+    reply = raw_exchange(daemon.socket_path, data)
+    if data.endswith(b"loop\0"):  # well-formed, but names no plugin: error 50
+        assert reply.exit_code == 1
+        assert json.loads(reply.stdout)["code"] == 50
+    else:
+        assert reply.exit_code == 1
+        err = json.loads(reply.stdout)
+        assert err["code"] == DECODING_FAILURE, err
+    assert client.ping(daemon.socket_path)["status"] == "ok"  # still serving
+
+
+def test_extra_fds_are_refused_and_closed(daemon: DaemonProc) -> None:
+    data = protocol.encode_request(
+        protocol.KIND_CALL, "loopback", {"CNI_COMMAND": "VERSION"}, flags=0
+    )
+    fd = os.open("/proc/self/ns/net", os.O_RDONLY)
+    try:
+        reply = raw_exchange(daemon.socket_path, data, [fd])
+    finally:
+        os.close(fd)
+    assert json.loads(reply.stdout)["code"] == DECODING_FAILURE
+    baseline = _settled_fd_count(daemon.proc.pid)
+    for _ in range(5):
+        fd = os.open("/proc/self/ns/net", os.O_RDONLY)
+        raw_exchange(daemon.socket_path, data, [fd])
+        os.close(fd)
+    assert _settled_fd_count(daemon.proc.pid) == baseline  # no fd leak
+
+
+def _settled_fd_count(pid: int) -> int:
+    """The daemon's open fds once it has closed the last connection (it replies first)."""
+    last, stable = -1, 0
+    for _ in range(100):
+        count = len(os.listdir(f"/proc/{pid}/fd"))
+        stable = stable + 1 if count == last else 0
+        if stable == 5:
+            break
+        last = count
+        time.sleep(0.02)
+    return last
+
+
+def test_client_killed_mid_request_does_not_hurt_the_daemon(daemon: DaemonProc) -> None:
+    partial = protocol.REQUEST_PREFIX.pack(b"pCNI", 1, 1, 0, 200, 0) + b"loopback\0"
+    code = (
+        "import socket, sys, os, signal\n"
+        "s = socket.socket(socket.AF_UNIX)\n"
+        f"s.connect({daemon.socket_path!r})\n"
+        f"s.sendall({partial!r})\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    killed = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=30)
+    assert killed.returncode == -signal.SIGKILL
+    # And one that sends a whole call and leaves before reading the reply.
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(daemon.socket_path)
+    s.sendall(protocol.encode_request(protocol.KIND_CALL, "loopback", {"CNI_COMMAND": "VERSION"}))
+    s.close()
+    deadline = time.monotonic() + 10
+    while client.stats(daemon.socket_path)["inFlight"] > 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stats = client.stats(daemon.socket_path)
+    assert stats["inFlight"] == 1  # only this stats request
+    assert daemon.proc.poll() is None
+    assert client.ping(daemon.socket_path)["status"] == "ok"
+
+
+def _connect_as_nobody(socket_path: str) -> tuple[str, bytes]:
+    """Fork; the child drops to uid 65534 and tries a PING. Returns (outcome, reply bytes)."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: only raw syscalls, then _exit
+        try:
+            os.close(r)
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            s = socket.socket(socket.AF_UNIX)
+            s.settimeout(5)
+            try:
+                s.connect(socket_path)
+            except PermissionError:
+                os.write(w, b"EACCES")
+                os._exit(0)
+            try:  # the daemon may answer (and close) before reading anything
+                s.sendall(protocol.encode_request(protocol.KIND_PING))
+            except BrokenPipeError:
+                pass
+            data = b""
+            while chunk := s.recv(65536):
+                data += chunk
+            os.write(w, b"REPLY" + data)
+            os._exit(0)
+        except BaseException as exc:
+            os.write(w, f"ERROR {exc!r}".encode())
+            os._exit(3)
+    os.close(w)
+    with os.fdopen(r, "rb") as pipe:
+        out = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, out
+    if out.startswith(b"REPLY"):
+        return "reply", out[5:]
+    return out.decode(), b""
+
+
+def test_socket_is_root_only(daemon: DaemonProc) -> None:
+    sock_dir = os.path.dirname(daemon.socket_path)
+    assert os.stat(sock_dir).st_mode & 0o777 == 0o700
+    assert os.stat(daemon.socket_path).st_mode & 0o777 == 0o600
+    assert _connect_as_nobody(daemon.socket_path) == ("EACCES", b"")
+    # Even with the file modes opened up, the daemon checks the peer's uid itself.
+    os.chmod(sock_dir, 0o755)
+    os.chmod(daemon.socket_path, 0o666)
+    outcome, data = _connect_as_nobody(daemon.socket_path)
+    assert outcome == "reply"
+    _kind, code, out_len, _err_len = protocol.parse_reply_prefix(data[:20])
+    err = json.loads(data[20 : 20 + out_len])
+    assert code == 1
+    assert err["code"] == IO_FAILURE
+    assert "root only" in err["msg"]
+    assert client.stats(daemon.socket_path)["counts"]["refused"] == 1
+
+
+def test_sigterm_drains_in_flight_calls(short_dir: Path) -> None:
+    d = start_daemon(short_dir)
+    request = protocol.encode_request(protocol.KIND_CALL, "loopback", {"CNI_COMMAND": "VERSION"})
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(30)
+    s.connect(d.socket_path)
+    s.sendall(request[:20])  # in flight: the daemon is waiting for the rest
+    time.sleep(0.2)
+    d.proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while os.path.exists(d.socket_path) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not os.path.exists(d.socket_path)  # no new calls accepted
+    assert d.proc.poll() is None  # but still finishing ours
+    s.sendall(request[20:])
+    data = b""
+    while chunk := s.recv(65536):
+        data += chunk
+    _kind, code, out_len, _ = protocol.parse_reply_prefix(data[:20])
+    assert code == 0
+    assert "supportedVersions" in json.loads(data[20 : 20 + out_len])
+    assert d.proc.wait(timeout=30) == 0
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_daemon_dying_mid_call_is_try_again_later(form: str, short_dir: Path) -> None:
+    """A peer that accepts the call and closes without a reply: never re-run, report 11."""
+    sock_path = str(short_dir / "dying.sock")
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(sock_path)
+    listener.listen(4)
+    install.install(short_dir / form, socket_path=sock_path, form=form, names=["loopback"])
+    proc = subprocess.Popen(
+        [str(short_dir / form / "loopback")],
+        env={"CNI_COMMAND": "VERSION"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    conn, _ = listener.accept()
+    conn.recv(65536)
+    conn.close()
+    listener.close()
+    out, _err = proc.communicate(timeout=30)
+    assert proc.returncode == 1
+    err = json.loads(out)
+    assert err["code"] == TRY_AGAIN_LATER
+    assert "try again later" in err["msg"]
+
+
+def test_stats_and_ping_commands(daemon: DaemonProc, short_dir: Path) -> None:
+    install.install(short_dir / "c", socket_path=daemon.socket_path, form="c", names=["loopback"])
+    for _ in range(3):
+        assert_version_answer(run_version(short_dir / "c" / "loopback"))
+    cmd = [sys.executable, "-m", "pycni.cli.daemon_cmd", "--socket", daemon.socket_path]
+    stats = json.loads(subprocess.run([*cmd, "--stats"], capture_output=True, check=True).stdout)
+    assert stats["counts"]["calls"] >= 3
+    assert set(stats["phasesMs"]) == {"recv", "queue", "run", "send", "total"}
+    assert stats["phasesMs"]["total"]["max"] > 0
+    ping = json.loads(subprocess.run([*cmd, "--ping"], capture_output=True, check=True).stdout)
+    assert ping["status"] == "ok"
+    assert ping["protocolVersion"] == protocol.VERSION
+    assert ping["plugins"]["loopback"] == "ok"
+
+
+def test_second_daemon_on_the_same_socket_refuses(daemon: DaemonProc) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "pycni.cli.daemon_cmd", "--socket", daemon.socket_path],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 1
+    assert "another pycni daemon" in proc.stderr
+    assert client.ping(daemon.socket_path)["status"] == "ok"

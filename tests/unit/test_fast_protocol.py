@@ -1,0 +1,100 @@
+"""The daemon wire protocol: encoding round trips and strict parsing of bad input."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from pycni.fast import protocol
+from pycni.spec.errors import DECODING_FAILURE, CNIError
+
+
+def _prefix(**overrides: int | bytes) -> bytes:
+    fields: dict[str, int | bytes] = {
+        "magic": protocol.MAGIC,
+        "version": protocol.VERSION,
+        "kind": protocol.KIND_CALL,
+        "flags": 0,
+        "head": 0,
+        "body": 0,
+    }
+    fields.update(overrides)
+    return protocol.REQUEST_PREFIX.pack(*fields.values())
+
+
+def test_call_round_trip() -> None:
+    env = {"CNI_COMMAND": "ADD", "CNI_ARGS": "A=b;C=d=e", "EMPTY": ""}
+    data = protocol.encode_request(
+        protocol.KIND_CALL, "host-local", env, b'{"x": 1}', flags=protocol.FLAG_TARGET_NETNS
+    )
+    prefix = protocol.parse_request_prefix(data[: protocol.REQUEST_PREFIX.size])
+    assert prefix.fd_count == 1
+    head = data[protocol.REQUEST_PREFIX.size : protocol.REQUEST_PREFIX.size + prefix.head_len]
+    assert protocol.parse_call_head(head) == ("host-local", env)
+    assert data.endswith(b'{"x": 1}')
+    assert prefix.body_len == len(b'{"x": 1}')
+
+
+def test_reply_round_trip() -> None:
+    reply = protocol.Reply(-3, b"out", b"err!")
+    data = protocol.encode_reply(reply)
+    kind, code, out_len, err_len = protocol.parse_reply_prefix(data[:20])
+    assert (kind, code, out_len, err_len) == (protocol.KIND_CALL, -3, 3, 4)
+    assert data[20:] == b"outerr!"
+
+
+@pytest.mark.parametrize(
+    ("raw", "needle"),
+    [
+        (b"short", "short prefix"),
+        (_prefix(magic=b"HTTP"), "bad magic"),
+        (_prefix(kind=9), "unknown request kind"),
+        (_prefix(flags=0x4), "unknown flags"),
+        (_prefix(head=protocol.MAX_HEAD + 1), "exceeds"),
+        (_prefix(body=protocol.MAX_BODY + 1), "exceeds"),
+        (_prefix(kind=protocol.KIND_PING, body=3), "carry no"),
+    ],
+)
+def test_bad_prefix_is_a_decoding_error(raw: bytes, needle: str) -> None:
+    with pytest.raises(CNIError) as info:
+        protocol.parse_request_prefix(raw)
+    assert info.value.code == DECODING_FAILURE
+    assert needle in str(info.value)
+
+
+def test_other_protocol_version_says_how_to_fix() -> None:
+    with pytest.raises(CNIError) as info:
+        protocol.parse_request_prefix(_prefix(version=7))
+    assert info.value.code == DECODING_FAILURE
+    assert "version 7" in info.value.msg
+    assert "pycni plugins install" in info.value.details
+
+
+@pytest.mark.parametrize(
+    "head",
+    [b"bridge", b"\0", b"a/b\0", b"bridge\0NOEQUALS\0", b"bridge\0=value\0"],
+)
+def test_bad_call_head(head: bytes) -> None:
+    with pytest.raises(CNIError) as info:
+        protocol.parse_call_head(head)
+    assert info.value.code == DECODING_FAILURE
+
+
+def test_reply_prefix_rejects_a_request() -> None:
+    with pytest.raises(ValueError):
+        protocol.parse_reply_prefix(protocol.encode_request(protocol.KIND_PING) + b"\0" * 4)
+
+
+def test_error_reply_is_cni_error_json() -> None:
+    reply = protocol.error_reply(CNIError(11, "busy", "later"))
+    assert reply.exit_code == 1
+    assert CNIError.from_dict(__import__("json").loads(reply.stdout)) == CNIError(
+        11, "busy", "later"
+    )
+
+
+def test_prefix_layout_is_the_documented_one() -> None:
+    assert protocol.REQUEST_PREFIX.size == 16
+    assert protocol.REPLY_PREFIX.size == 20
+    assert struct.unpack("!4sB", _prefix()[:5]) == (b"pCNI", 1)
