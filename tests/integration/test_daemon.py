@@ -140,7 +140,8 @@ def raw_exchange(socket_path: str, data: bytes, fds: list[int] | None = None) ->
     [
         b"GET / HTTP/1.1\r\n\r\n",
         protocol.REQUEST_PREFIX.pack(b"pCNI", 9, 1, 0, 0, 0),
-        protocol.REQUEST_PREFIX.pack(b"pCNI", 1, 1, 0, 5, 0) + b"loop\0",  # no '=' in env? ok
+        protocol.REQUEST_PREFIX.pack(b"pCNI", 1, 1, 0, 5, 0)
+        + b"loop\0",  # well-formed, unknown type
         protocol.REQUEST_PREFIX.pack(b"pCNI", 1, 1, 0, 9, 0) + b"loopback\0"[:-1] + b"!",
         protocol.REQUEST_PREFIX.pack(b"pCNI", 1, 1, protocol.FLAG_TARGET_NETNS, 9, 0)
         + b"loopback\0",  # announces an fd it does not send
@@ -231,10 +232,7 @@ def _connect_as_nobody(socket_path: str) -> tuple[str, bytes]:
             except PermissionError:
                 os.write(w, b"EACCES")
                 os._exit(0)
-            try:  # the daemon may answer (and close) before reading anything
-                s.sendall(protocol.encode_request(protocol.KIND_PING))
-            except BrokenPipeError:
-                pass
+            s.sendall(protocol.encode_request(protocol.KIND_PING))
             data = b""
             while chunk := s.recv(65536):
                 data += chunk
