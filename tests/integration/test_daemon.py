@@ -140,8 +140,7 @@ def raw_exchange(socket_path: str, data: bytes, fds: list[int] | None = None) ->
     [
         b"GET / HTTP/1.1\r\n\r\n",
         protocol.REQUEST_PREFIX.pack(b"pCNI", 9, 1, 0, 0, 0),
-        protocol.REQUEST_PREFIX.pack(b"pCNI", 1, 1, 0, 5, 0)
-        + b"loop\0",  # well-formed, unknown type
+        protocol.REQUEST_PREFIX.pack(b"pCNI", 1, 1, 0, 5, 0) + b"loop\0",  # unknown type
         protocol.REQUEST_PREFIX.pack(b"pCNI", 1, 1, 0, 9, 0) + b"loopback\0"[:-1] + b"!",
         protocol.REQUEST_PREFIX.pack(b"pCNI", 1, 1, protocol.FLAG_TARGET_NETNS, 9, 0)
         + b"loopback\0",  # announces an fd it does not send

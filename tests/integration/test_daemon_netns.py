@@ -6,6 +6,7 @@ sees (its network namespace and the target fd's), instead of a plugin.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -140,7 +141,7 @@ def test_same_container_in_order_others_in_parallel(
         t.join(timeout=30)
     same = sorted(results["same"], key=lambda s: float(s["start"]))  # type: ignore[arg-type]
     assert len(same) == 3
-    for earlier, later in zip(same, same[1:], strict=False):
+    for earlier, later in itertools.pairwise(same):
         assert float(later["start"]) >= float(earlier["end"])  # type: ignore[arg-type]
     # Three 0.3 s calls on one container serialise (0.9 s); the others overlap them.
     assert time.monotonic() - started < 1.6
