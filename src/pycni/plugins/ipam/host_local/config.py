@@ -1,0 +1,311 @@
+"""host-local configuration: ranges and range sets, their defaults, validation and requests.
+
+Texts of validation errors follow the Go reference (v1.1.1) so that users searching for a
+message find the same answers; the code is always 7 (invalid network config).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pycni.net import ipmath
+from pycni.net.ipmath import IPAddress, IPNetwork
+from pycni.plugin.config import field as get_field
+from pycni.plugin.config import lookup, section
+from pycni.spec import version
+from pycni.spec.args import load_args
+from pycni.spec.errors import INVALID_NETWORK_CONFIG, CNIError
+from pycni.spec.result import Route
+
+DEFAULT_DATA_DIR = "/var/lib/cni/networks"
+
+
+def invalid(message: str) -> CNIError:
+    return CNIError(INVALID_NETWORK_CONFIG, message)
+
+
+@dataclass
+class Range:
+    """One subnet with its allocatable span [range_start, range_end] and its gateway.
+
+    Before ``canonicalize`` only what the config gave is set; afterwards every field is.
+    """
+
+    subnet_ip: IPAddress
+    prefix: int
+    range_start: IPAddress | None = None
+    range_end: IPAddress | None = None
+    gateway: IPAddress | None = None
+    mapped_subnet: bool = False
+    network: IPNetwork = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.network = ipmath.network_of(self.subnet_ip, self.prefix)
+
+    @property
+    def start(self) -> IPAddress:
+        assert self.range_start is not None
+        return self.range_start
+
+    @property
+    def end(self) -> IPAddress:
+        assert self.range_end is not None
+        return self.range_end
+
+    def subnet_text(self) -> str:
+        """The subnet as written (Go prints the address with its host bits)."""
+        return f"{self.subnet_ip}/{self.prefix}"
+
+    def canonicalize(self) -> None:
+        """Fill in the defaults and check the range; ValueError names the problem."""
+        width = ipmath.bits(self.subnet_ip)
+        mask_bits = 128 if self.mapped_subnet else width
+        if self.prefix > mask_bits - 2:
+            raise ValueError(f"Network {self.subnet_text()} too small to allocate from")
+        if self.mapped_subnet:
+            raise ValueError("IPNet IP and Mask version mismatch")
+        if self.subnet_ip != self.network.network_address:
+            raise ValueError(
+                f"Network has host bits set. For a subnet mask of length {self.prefix} "
+                f"the network address is {self.network.network_address}"
+            )
+        if self.gateway is None:
+            self.gateway = ipmath.next_ip(self.network.network_address)
+        if self.range_start is not None:
+            if not self.contains(self.range_start):
+                raise ValueError(f"RangeStart {self.range_start} not in network {self.network}")
+        else:
+            self.range_start = ipmath.next_ip(self.network.network_address)
+        if self.range_end is not None:
+            if not self.contains(self.range_end):
+                raise ValueError(f"RangeEnd {self.range_end} not in network {self.network}")
+        else:
+            self.range_end = ipmath.last_usable(self.network)
+
+    def contains(self, address: IPAddress) -> bool:
+        """In the subnet and between start and end (bounds not yet set are ignored)."""
+        if not ipmath.in_network(address, self.network):
+            return False
+        if self.range_start is not None and int(address) < int(self.range_start):
+            return False
+        return not (self.range_end is not None and int(address) > int(self.range_end))
+
+    def overlaps(self, other: Range) -> bool:
+        if self.start.version != other.start.version:
+            return False
+        return (
+            self.contains(other.start)
+            or self.contains(other.end)
+            or other.contains(self.start)
+            or other.contains(self.end)
+        )
+
+    def __str__(self) -> str:
+        return f"{self.range_start}-{self.range_end}"
+
+
+class RangeSet(list[Range]):
+    """Ranges of one family; host-local allocates exactly one address per set."""
+
+    def canonicalize(self) -> None:
+        if not self:
+            raise ValueError("empty range set")
+        for item in self:
+            item.canonicalize()
+            if item.start.version != self[0].start.version:
+                raise ValueError("mixed address families")
+        for i, first in enumerate(self[:-1]):
+            for second in self[i + 1 :]:
+                if first.overlaps(second):
+                    raise ValueError(f"subnets {first} and {second} overlap")
+
+    def range_for(self, address: IPAddress) -> Range | None:
+        for item in self:
+            if item.contains(address):
+                return item
+        return None
+
+    def contains(self, address: IPAddress) -> bool:
+        return self.range_for(address) is not None
+
+    def overlaps(self, other: RangeSet) -> bool:
+        return any(a.overlaps(b) for a in self for b in other)
+
+    @property
+    def family(self) -> int:
+        return self[0].start.version
+
+    def __str__(self) -> str:
+        return ",".join(str(item) for item in self)
+
+
+@dataclass
+class IPAMConfig:
+    """The canonical host-local configuration of one call."""
+
+    name: str
+    cni_version: str
+    data_dir: str
+    resolv_conf: str
+    routes: list[Route]
+    range_sets: list[RangeSet]
+    requested: list[IPAddress]
+
+
+def load(config: Mapping[str, Any], env_args: str) -> IPAMConfig:
+    """Parse, canonicalise and validate the whole network config of a host-local call."""
+    found, ipam = lookup(config, "ipam")
+    if not found or ipam is None:
+        raise invalid("IPAM config missing 'ipam' key")
+    if not isinstance(ipam, dict):
+        raise invalid("invalid config: ipam must be an object")
+    runtime = section(config, "runtimeConfig")
+
+    sets: list[RangeSet] = []
+    sets += parse_range_sets(get_field(runtime, "ipRanges", list, []), "runtimeConfig.ipRanges")
+    found, subnet = lookup(ipam, "subnet")
+    if found and subnet is not None:
+        sets.append(RangeSet([parse_range(ipam, "ipam")]))
+    sets += parse_range_sets(get_field(ipam, "ranges", list, []), "ipam.ranges")
+    routes = parse_routes(get_field(ipam, "routes", list, []))
+    requested = requested_ips(config, env_args)
+
+    if not sets:
+        raise invalid("no IP ranges specified")
+    for index, range_set in enumerate(sets):
+        try:
+            range_set.canonicalize()
+        except ValueError as err:
+            raise invalid(f"invalid range set {index}: {err}") from None
+    cni_version = get_field(config, "cniVersion", str, "")
+    families = [s.family for s in sets]
+    if (families.count(4) > 1 or families.count(6) > 1) and not version.at_least(
+        cni_version, "0.3.0"
+    ):
+        raise invalid(f"CNI version {cni_version} does not support more than 1 address per family")
+    for i, first in enumerate(sets[:-1]):
+        for j in range(i + 1, len(sets)):
+            if first.overlaps(sets[j]):
+                raise invalid(f"range set {i} overlaps with {j}")
+
+    return IPAMConfig(
+        name=str(config.get("name", "")),
+        cni_version=cni_version,
+        data_dir=get_field(ipam, "dataDir", str, "") or DEFAULT_DATA_DIR,
+        resolv_conf=get_field(ipam, "resolvConf", str, ""),
+        routes=routes,
+        range_sets=sets,
+        requested=requested,
+    )
+
+
+def parse_range_sets(raw: list[Any], where: str) -> list[RangeSet]:
+    out: list[RangeSet] = []
+    for i, raw_set in enumerate(raw):
+        if raw_set is None:
+            raw_set = []
+        if not isinstance(raw_set, list):
+            raise invalid(f"invalid config: {where}[{i}] must be a list of ranges")
+        range_set = RangeSet()
+        for j, raw_range in enumerate(raw_set):
+            if not isinstance(raw_range, dict):
+                raise invalid(f"invalid config: {where}[{i}][{j}] must be an object")
+            range_set.append(parse_range(raw_range, f"{where}[{i}][{j}]"))
+        out.append(range_set)
+    return out
+
+
+def parse_range(raw: Mapping[str, Any], where: str) -> Range:
+    """One range object (also the legacy top-level ``subnet``/``rangeStart``/... of ipam)."""
+    subnet = get_field(raw, "subnet", str, "", where)
+    if not subnet:
+        found, _ = lookup(raw, "subnet")
+        if not found:
+            raise invalid(f"invalid config: {where}.subnet is required")
+    try:
+        address, prefix, mapped = ipmath.parse_cidr(subnet)
+    except ValueError as err:
+        raise invalid(str(err)) from None
+    return Range(
+        subnet_ip=address,
+        prefix=prefix,
+        range_start=_optional_ip(raw, "rangeStart", where),
+        range_end=_optional_ip(raw, "rangeEnd", where),
+        gateway=_optional_ip(raw, "gateway", where),
+        mapped_subnet=mapped,
+    )
+
+
+def _optional_ip(raw: Mapping[str, Any], key: str, where: str) -> IPAddress | None:
+    text = get_field(raw, key, str, "", where)
+    if text == "":
+        return None  # Go's net.IP decodes "" as nil
+    try:
+        return ipmath.parse_ip(text)
+    except ValueError:
+        raise invalid(f"invalid IP address: {text}") from None
+
+
+def parse_routes(raw: list[Any]) -> list[Route]:
+    """``routes`` as given: ``dst`` (required), ``gw`` and the spec 1.1 route attributes."""
+    routes: list[Route] = []
+    for i, item in enumerate(raw):
+        where = f"ipam.routes[{i}]"
+        if not isinstance(item, dict):
+            raise invalid(f"invalid config: {where} must be an object")
+        dst = get_field(item, "dst", str, "", where)
+        try:
+            address, prefix, _ = ipmath.parse_cidr(dst)
+        except ValueError as err:
+            raise invalid(str(err)) from None
+        found, table = lookup(item, "table")
+        found_scope, scope = lookup(item, "scope")
+        routes.append(
+            Route(
+                dst=ipmath.network_of(address, prefix),
+                gw=_optional_ip(item, "gw", where),
+                mtu=get_field(item, "mtu", int, 0, where),
+                advmss=get_field(item, "advmss", int, 0, where),
+                priority=get_field(item, "priority", int, 0, where),
+                table=get_field(item, "table", int, 0, where)
+                if found and table is not None
+                else None,
+                scope=(
+                    get_field(item, "scope", int, 0, where)
+                    if found_scope and scope is not None
+                    else None
+                ),
+            )
+        )
+    return routes
+
+
+def requested_ips(config: Mapping[str, Any], env_args: str) -> list[IPAddress]:
+    """Requested addresses in the reference's order: CNI_ARGS ``IP``, ``args.cni.ips``,
+    ``runtimeConfig.ips``; duplicates collapse to their first occurrence."""
+    out: list[IPAddress] = []
+    if env_args:
+        value = load_args(env_args, known=["IP"]).get("IP", "")
+        if value:
+            try:
+                out.append(ipmath.parse_ip_or_cidr(value))
+            except ValueError as err:
+                raise invalid(f'ARGS: error parsing value of pair "IP={value}": {err}') from None
+    cni_args = section(section(config, "args"), "cni")
+    for where, source in (
+        ("args.cni.ips", get_field(cni_args, "ips", list, [])),
+        ("runtimeConfig.ips", get_field(section(config, "runtimeConfig"), "ips", list, [])),
+    ):
+        for item in source:
+            if not isinstance(item, str):
+                raise invalid(f"invalid config: {where} must hold strings, got {item!r}")
+            try:
+                out.append(ipmath.parse_ip_or_cidr(item))
+            except ValueError as err:
+                raise invalid(str(err)) from None
+    unique: dict[str, IPAddress] = {}
+    for address in out:
+        unique.setdefault(str(address), address)
+    return list(unique.values())

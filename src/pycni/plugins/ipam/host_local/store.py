@@ -1,0 +1,193 @@
+"""The on-disk reservation store, file-compatible with the Go reference.
+
+Layout under ``<dataDir>/<network>/``:
+
+- ``<ip>``: one file per reserved address (IPv6 in compressed form), created with
+  O_EXCL and mode 0600, holding ``<containerID>\\r\\n<ifname>`` without a newline.
+  Files written by old reference versions hold only ``<containerID>``.
+- ``last_reserved_ip.<setIndex>``: the last address reserved in that range set.
+- ``lock``: flock(LOCK_EX) on it serialises every allocator operation; the Go binary
+  takes the same lock, so both can work on one directory at the same time.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from pycni.net import ipmath
+from pycni.net.ipmath import IPAddress
+
+LAST_IP_PREFIX = "last_reserved_ip."
+LOCK_NAME = "lock"
+LINE_BREAK = "\r\n"
+# Go's strings.TrimSpace removes Unicode white space (not Python's extra \x1c-\x1f).
+_GO_SPACE = "\t\n\v\f\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000" + "".join(
+    chr(c) for c in range(0x2000, 0x200B)
+)
+
+
+def go_trim(text: str) -> str:
+    return text.strip(_GO_SPACE)
+
+
+def owner_key(container_id: str, ifname: str) -> str:
+    """The content of a reservation file for this attachment."""
+    return go_trim(container_id) + LINE_BREAK + ifname
+
+
+def is_reservation_name(name: str) -> bool:
+    """Bookkeeping files (``lock``, ``last_reserved_ip.*``) are never reservations."""
+    return name != LOCK_NAME and not name.startswith(LAST_IP_PREFIX)
+
+
+class Store:
+    """One network's directory; open it for the duration of a call, then ``close``."""
+
+    def __init__(self, network: str, data_dir: str, *, create: bool = True) -> None:
+        self.dir = os.path.join(data_dir, network)
+        self._lock_fd = -1
+        if create:
+            os.makedirs(self.dir, mode=0o755, exist_ok=True)
+            self._lock_fd = os.open(
+                os.path.join(self.dir, LOCK_NAME), os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o750
+            )
+
+    def close(self) -> None:
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the network's exclusive flock (the reference's per-range-set lock)."""
+        if self._lock_fd < 0:
+            yield
+            return
+        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+
+    # -- reservations --------------------------------------------------------------------
+
+    def path_of(self, address: IPAddress) -> str:
+        return os.path.join(self.dir, str(address))
+
+    def reserve(self, container_id: str, ifname: str, address: IPAddress, set_index: int) -> bool:
+        """Create the reservation file; False when the address is already taken."""
+        path = self.path_of(address)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_EXCL | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except FileExistsError:
+            return False
+        try:
+            data = owner_key(container_id, ifname).encode()
+            while data:
+                data = data[os.write(fd, data) :]
+        except OSError:
+            os.close(fd)
+            os.unlink(path)
+            raise
+        os.close(fd)
+        self.write_last_reserved(set_index, address)
+        return True
+
+    def write_last_reserved(self, set_index: int, address: IPAddress) -> None:
+        path = os.path.join(self.dir, f"{LAST_IP_PREFIX}{set_index}")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(fd, str(address).encode())
+        finally:
+            os.close(fd)
+
+    def last_reserved(self, set_index: int) -> IPAddress | None:
+        """The recorded last address of a set; None when missing or unparsable.
+
+        Like the reference the raw content is parsed, so any stray whitespace makes the
+        round-robin start over. Read errors other than ENOENT propagate.
+        """
+        path = os.path.join(self.dir, f"{LAST_IP_PREFIX}{set_index}")
+        try:
+            with open(path, "rb") as handle:
+                raw = handle.read()
+        except FileNotFoundError:
+            return None
+        try:
+            return ipmath.parse_ip(raw.decode("ascii"))
+        except (ValueError, UnicodeDecodeError):
+            return None
+
+    def files(self) -> Iterator[tuple[str, str, str]]:
+        """(path, name, trimmed content) of every reservation file, walking the whole tree."""
+        for base, _dirs, names in os.walk(self.dir):
+            for name in names:
+                if not is_reservation_name(name):
+                    continue
+                path = os.path.join(base, name)
+                try:
+                    with open(path, "rb") as handle:
+                        content = handle.read().decode("utf-8", errors="surrogateescape")
+                except OSError:
+                    continue
+                yield path, name, go_trim(content)
+
+    def get_by_id(self, container_id: str, ifname: str) -> list[IPAddress]:
+        """Addresses held by this attachment, or by a legacy file holding only the ID."""
+        key, legacy = owner_key(container_id, ifname), go_trim(container_id)
+        out: list[IPAddress] = []
+        for _path, name, content in self.files():
+            if content in (key, legacy):
+                try:
+                    out.append(ipmath.parse_ip(name))
+                except ValueError:
+                    continue
+        return out
+
+    def find_by_id(self, container_id: str, ifname: str) -> bool:
+        """True when any file belongs to the attachment (or, legacy, to the container)."""
+        key, legacy = owner_key(container_id, ifname), go_trim(container_id)
+        with self.locked():
+            contents = [content for _p, _n, content in self.files()]
+        return key in contents or legacy in contents
+
+    def release_by_id(self, container_id: str, ifname: str) -> None:
+        """Delete every file of the attachment; if none, every legacy file of the container."""
+        if not self._release_matching(owner_key(container_id, ifname)):
+            self._release_matching(go_trim(container_id))
+
+    def _release_matching(self, key: str) -> bool:
+        found = False
+        for path, _name, content in self.files():
+            if content == key:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    continue  # as the reference: tolerate and go on releasing
+                found = True
+        return found
+
+    def reserved_addresses(self) -> list[IPAddress]:
+        """Every address with a reservation file (top level only, names that parse)."""
+        out: list[IPAddress] = []
+        try:
+            names = os.listdir(self.dir)
+        except FileNotFoundError:
+            return out
+        for name in names:
+            if not is_reservation_name(name):
+                continue
+            try:
+                out.append(ipmath.parse_ip(name))
+            except ValueError:
+                continue
+        return out
