@@ -1,0 +1,544 @@
+"""bridge: a veth per pod, its host end a port of a Linux bridge, optional gateway and masquerade.
+
+Drop-in for the reference ``bridge`` plugin (same config, result shape, kernel state and
+firewall names). ADD is a sequence of named steps, each registering its undo, so a failure
+anywhere leaves nothing behind. See docs/plugins/bridge.md for the config and the few
+deliberate differences.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from pycni.net import bridge as br
+from pycni.net import ipmasq, link, macspoofchk, sysctl
+from pycni.net.addr import AddressError, configure_iface, validate_ips
+from pycni.net.netlink import rtnl
+from pycni.net.nft import NftError
+from pycni.net.ns import NetNSNotFound
+from pycni.net.route import RouteError, validate_routes
+from pycni.net.veth import VethNameTaken, create_pair
+from pycni.plugin.base import Plugin, Request
+from pycni.plugin.config import field as cfg
+from pycni.plugin.config import lookup, section
+from pycni.plugin.delegate import delegate
+from pycni.plugin.rollback import Rollback
+from pycni.spec.args import load_args
+from pycni.spec.errors import (
+    INTERNAL,
+    INVALID_NETWORK_CONFIG,
+    UNSUPPORTED_FIELD,
+    CNIError,
+)
+from pycni.spec.result import DNS, Interface, Result, Route
+
+DEFAULT_BRIDGE = "cni0"
+_MAC = re.compile(r"^([0-9A-Fa-f]{2}[:-]){5}[0-9A-Fa-f]{2}$")
+IF_CONTAINER = 2  # index of the pod interface in the result
+
+
+@dataclass
+class BridgeConf:
+    """The bridge plugin's config, validated as the reference's loadNetConf."""
+
+    name: str
+    bridge: str = DEFAULT_BRIDGE
+    is_gateway: bool = False
+    is_default_gateway: bool = False
+    force_address: bool = False
+    ip_masq: bool = False
+    ip_masq_backend: str = ipmasq.DEFAULT_BACKEND
+    mtu: int = 0
+    hairpin: bool = False
+    promisc: bool = False
+    vlan: int = 0
+    vlans: list[int] = field(default_factory=list)
+    vlan_trunk_set: bool = False
+    preserve_default_vlan: bool = False
+    macspoofchk: bool = False
+    enable_dad: bool = False
+    disable_container_interface: bool = False
+    port_isolation: bool = False
+    ipam_type: str = ""
+    dns: DNS = field(default_factory=DNS)
+    mac: str = ""
+
+    @property
+    def layer3(self) -> bool:
+        return self.ipam_type != ""
+
+    @property
+    def vlan_filtering(self) -> bool:
+        return self.vlan != 0 or self.vlan_trunk_set
+
+
+def _bad(msg: str) -> CNIError:
+    return CNIError(INVALID_NETWORK_CONFIG, msg)
+
+
+def _vlan_trunk(raw: list[Any]) -> list[int]:
+    """The reference's collectVlanTrunk: ranges and single IDs, deduplicated and sorted."""
+    found: set[int] = set()
+    for item in raw:
+        if not isinstance(item, dict):
+            raise _bad("invalid config: vlanTrunk entries must be objects")
+        lo = cfg(item, "minID", int, None, "vlanTrunk")
+        hi = cfg(item, "maxID", int, None, "vlanTrunk")
+        one = cfg(item, "id", int, None, "vlanTrunk")
+        if lo is not None and hi is not None:
+            if lo <= 0 or lo > 4094:
+                raise _bad("incorrect trunk minID parameter")
+            if hi <= 0 or hi > 4094:
+                raise _bad("incorrect trunk maxID parameter")
+            if hi < lo:
+                raise _bad("minID is greater than maxID in trunk parameter")
+            found.update(range(lo, hi + 1))
+        elif lo is None and hi is not None:
+            raise _bad("minID and maxID should be configured simultaneously, minID is missing")
+        elif lo is not None and hi is None:
+            raise _bad("minID and maxID should be configured simultaneously, maxID is missing")
+        if one is not None:
+            if one <= 0 or one > 4094:
+                raise _bad("incorrect trunk id parameter")
+            found.add(one)
+    return sorted(found)
+
+
+def _dns(raw: dict[str, Any]) -> DNS:
+    def strings(key: str) -> list[str]:
+        values = cfg(raw, key, list, [], "dns")
+        if not all(isinstance(v, str) for v in values):
+            raise _bad(f"invalid config: dns.{key} must be a list of strings")
+        return list(values)
+
+    return DNS(
+        nameservers=strings("nameservers"),
+        domain=cfg(raw, "domain", str, "", "dns"),
+        search=strings("search"),
+        options=strings("options"),
+    )
+
+
+def load_conf(req: Request) -> BridgeConf:
+    c = req.config
+    conf = BridgeConf(name=req.name)
+    conf.bridge = cfg(c, "bridge", str, DEFAULT_BRIDGE) or DEFAULT_BRIDGE
+    conf.is_gateway = cfg(c, "isGateway", bool, False)
+    conf.is_default_gateway = cfg(c, "isDefaultGateway", bool, False)
+    conf.force_address = cfg(c, "forceAddress", bool, False)
+    conf.ip_masq = cfg(c, "ipMasq", bool, False)
+    backend = cfg(c, "ipMasqBackend", str, ipmasq.DEFAULT_BACKEND)
+    if backend not in ipmasq.BACKENDS:
+        raise _bad(f'unknown ipmasq backend "{backend}" (use "nftables" or "iptables")')
+    conf.ip_masq_backend = backend
+    conf.mtu = cfg(c, "mtu", int, 0)
+    if conf.mtu < 0:
+        raise _bad(f"invalid MTU {conf.mtu}")
+    conf.hairpin = cfg(c, "hairpinMode", bool, False)
+    conf.promisc = cfg(c, "promiscMode", bool, False)
+    conf.vlan = cfg(c, "vlan", int, 0)
+    if conf.vlan < 0 or conf.vlan > 4094:
+        raise _bad(f"invalid VLAN ID {conf.vlan} (must be between 0 and 4094)")
+    found, trunk = lookup(c, "vlanTrunk")
+    if found and trunk is not None:
+        if not isinstance(trunk, list):
+            raise _bad("invalid config: vlanTrunk must be a list")
+        conf.vlan_trunk_set = True
+        conf.vlans = _vlan_trunk(trunk)
+    if conf.vlan > 0 and conf.vlans:
+        raise _bad("cannot set vlan and vlanTrunk at the same time")
+    conf.preserve_default_vlan = cfg(c, "preserveDefaultVlan", bool, False)
+    conf.macspoofchk = cfg(c, "macspoofchk", bool, False)
+    conf.enable_dad = cfg(c, "enabledad", bool, False)
+    conf.disable_container_interface = cfg(c, "disableContainerInterface", bool, False)
+    conf.port_isolation = cfg(c, "portIsolation", bool, False)
+    conf.ipam_type = cfg(section(c, "ipam"), "type", str, "", "ipam")
+    conf.dns = _dns(section(c, "dns"))
+    # MAC precedence, lowest first: CNI_ARGS MAC, args.cni.mac, runtimeConfig.mac
+    env_mac = load_args(req.args, known=["MAC"]).get("MAC", "") if req.args else ""
+    conf.mac = env_mac
+    conf.mac = cfg(req.cni_args, "mac", str, "", "args.cni") or conf.mac
+    conf.mac = cfg(req.runtime_config, "mac", str, "", "runtimeConfig") or conf.mac
+    if conf.mac and not _MAC.match(conf.mac):
+        raise _bad(f'invalid MAC address "{conf.mac}"')
+    conf.mac = conf.mac.replace("-", ":").lower()
+    if conf.is_default_gateway:
+        conf.is_gateway = True
+    return conf
+
+
+def _validate_for_add(conf: BridgeConf) -> None:
+    if conf.layer3 and conf.disable_container_interface:
+        raise _bad("cannot use IPAM when DisableContainerInterface flag is set")
+    if conf.hairpin and conf.promisc:
+        raise _bad("cannot set hairpin mode and promiscuous mode at the same time")
+
+
+def _vlan_error(conf: BridgeConf) -> CNIError:
+    what = f"vlan={conf.vlan}" if conf.vlan else f"vlanTrunk={conf.vlans}"
+    return CNIError(
+        UNSUPPORTED_FIELD,
+        f"{what} needs bridge VLAN filtering, which this kernel does not support "
+        "(CONFIG_BRIDGE_VLAN_FILTERING); remove vlan/vlanTrunk from the config",
+    )
+
+
+def _gateway_for(address: ipaddress.IPv4Interface | ipaddress.IPv6Interface) -> Any:
+    return address.network.network_address + 1
+
+
+def calc_gateways(result: Result, conf: BridgeConf) -> dict[int, list[Any]]:
+    """The reference's calcGateways: IPs point at the pod interface, default gateways are
+    network+1, a default route per family is added (unless IPAM gave one with a gw), and
+    the gateway addresses (with the pod's prefix) to put on the bridge are collected."""
+    gws: dict[int, list[Any]] = {4: [], 6: []}
+    default_found = {4: False, 6: False}
+    for ipc in result.ips:
+        fam = ipc.address.version
+        default_net = ipaddress.ip_network("0.0.0.0/0" if fam == 4 else "::/0")
+        ipc.interface = IF_CONTAINER
+        if ipc.gateway is None and conf.is_gateway:
+            ipc.gateway = _gateway_for(ipc.address)
+        if conf.is_default_gateway:
+            if not default_found[fam]:
+                default_found[fam] = any(
+                    r.gw is not None and r.dst == default_net for r in result.routes
+                )
+            if not default_found[fam]:
+                result.routes.append(Route(dst=default_net, gw=ipc.gateway))
+                default_found[fam] = True
+        if conf.is_gateway and ipc.gateway is not None:
+            gws[fam].append(
+                ipaddress.ip_interface(f"{ipc.gateway}/{ipc.address.network.prefixlen}")
+            )
+    return gws
+
+
+class Bridge(Plugin):
+    about = "pycni bridge: veth pairs on a Linux bridge"
+
+    # ---------------------------------------------------------------- ADD
+
+    def add(self, req: Request) -> Result:
+        conf = load_conf(req)
+        _validate_for_add(conf)
+        with Rollback(req.env) as rb:
+            return self._add(req, conf, rb)
+
+    def _add(self, req: Request, conf: BridgeConf, rb: Rollback) -> Result:
+        ifname = req.ifname
+        with rtnl() as hipr, req.open_netns() as pod:
+            rb.step("bridge")
+            try:
+                info = br.ensure_bridge(
+                    hipr, conf.bridge, conf.mtu, conf.promisc, conf.vlan_filtering
+                )
+            except br.VlanFilteringUnsupported:
+                raise _vlan_error(conf) from None
+            except br.NotABridge as exc:
+                raise CNIError(
+                    INVALID_NETWORK_CONFIG, f'failed to create bridge "{conf.bridge}": {exc}'
+                ) from None
+            if info.created:
+                rb.push("bridge", lambda: br.delete_if_unused(hipr, conf.bridge))
+
+            rb.step("veth")
+            try:
+                pair = create_pair(hipr, pod.fd, ifname, conf.mtu, conf.mac)
+            except VethNameTaken as exc:
+                raise CNIError(INTERNAL, str(exc)) from None
+            rb.push("veth", lambda: _delete_index(hipr, pair.host_index))
+
+            rb.step("port")
+            br.attach_port(hipr, pair.host_index, info.index, conf.hairpin, conf.port_isolation)
+            if conf.vlan_filtering:
+                try:
+                    br.port_vlans(
+                        hipr, pair.host_index, conf.vlan, conf.vlans, conf.preserve_default_vlan
+                    )
+                except br.VlanFilteringUnsupported:
+                    raise _vlan_error(conf) from None
+
+            with pod.entered(), rtnl() as pipr:
+                cont_msg = link.get(pipr, ifname)
+            cont_index = int(cont_msg["index"])
+            result = Result(
+                cni_version=req.cni_version,
+                interfaces=[
+                    Interface(name=conf.bridge, mac=""),
+                    Interface(name=pair.host_name, mac=""),
+                    Interface(name=ifname, mac=link.mac_of(cont_msg), sandbox=req.netns),
+                ],
+            )
+
+            if conf.macspoofchk:
+                rb.step("macspoofchk")
+                ref = macspoofchk.ref_id(req.container_id, ifname)
+                macspoofchk.setup(pair.host_name, link.mac_of(cont_msg), ref)
+                rb.push("macspoofchk", lambda: macspoofchk.teardown(ref))
+
+            if conf.layer3:
+                self._add_layer3(req, conf, rb, hipr, pod, cont_index, result)
+            elif not conf.disable_container_interface:
+                rb.step("container-up")
+                with pod.entered(), rtnl() as pipr:
+                    pipr.link("set", index=cont_index, state="up")
+
+            if not conf.disable_container_interface:
+                rb.step("port-up")
+                up, state = link.wait_oper_up(hipr, pair.host_index)
+                if not up:
+                    raise CNIError(INTERNAL, f"bridge port in error state: {state}")
+
+            result.interfaces[1].mac = link.mac_of(hipr.get_links(pair.host_index)[0])
+            result.interfaces[0].mac = link.mac_of(link.get(hipr, conf.bridge))
+            rb.step("done")
+            if not conf.dns.is_empty():
+                result.dns = conf.dns
+            return result
+
+    def _add_layer3(
+        self,
+        req: Request,
+        conf: BridgeConf,
+        rb: Rollback,
+        hipr: Any,
+        pod: Any,
+        cont_index: int,
+        result: Result,
+    ) -> None:
+        ifname = req.ifname
+        rb.step("ipam")
+        ipam_result = delegate(req, conf.ipam_type, "ADD")
+        rb.push("ipam", lambda: delegate(req, conf.ipam_type, "DEL"))
+        rb.step("post-ipam")
+        assert ipam_result is not None
+        if not ipam_result.ips:
+            raise CNIError(INTERNAL, "IPAM plugin returned missing IP config")
+        result.ips = ipam_result.ips
+        result.routes = ipam_result.routes
+        result.dns = ipam_result.dns
+        gateways = calc_gateways(result, conf)
+
+        rb.step("container-config")
+        with pod.entered(), rtnl() as pipr:
+            if conf.enable_dad:
+                _try_sysctl(f"net/ipv6/conf/{ifname}/enhanced_dad", "1")
+                _try_sysctl(f"net/ipv6/conf/{ifname}/accept_dad", "1")
+            else:
+                _try_sysctl(f"net/ipv6/conf/{ifname}/accept_dad", "0")
+            _try_sysctl(f"net/ipv4/conf/{ifname}/arp_notify", "1")
+            try:
+                configure_iface(pipr, ifname, cont_index, result)
+            except (AddressError, RouteError) as exc:
+                raise CNIError(INTERNAL, str(exc)) from None
+
+        if conf.is_gateway:
+            rb.step("gateway")
+            for fam in (4, 6):
+                for gw in gateways[fam]:
+                    try:
+                        added = br.ensure_addr(hipr, conf.bridge, gw, conf.force_address)
+                    except br.AddressConflict as exc:
+                        raise CNIError(INTERNAL, f"failed to set bridge addr: {exc}") from None
+                    if added:
+                        rb.push(
+                            f"gateway {gw}",
+                            lambda gw=gw: br.remove_addr(hipr, conf.bridge, gw),  # type: ignore[misc]
+                        )
+                if gateways[fam]:
+                    rb.step("forwarding")
+                    sysctl.enable_forwarding(fam)
+
+        if conf.ip_masq:
+            rb.step("ipmasq")
+            ipns = [ipc.address for ipc in result.ips]
+            rb.push(
+                "ipmasq",
+                lambda: ipmasq.teardown(
+                    conf.ip_masq_backend, ipns, conf.name, ifname, req.container_id
+                ),
+            )
+            try:
+                ipmasq.setup(conf.ip_masq_backend, ipns, conf.name, ifname, req.container_id)
+            except (ipmasq.IPMasqError, NftError) as exc:
+                raise CNIError(INTERNAL, f"failed to set up IP masquerading: {exc}") from None
+
+    # ---------------------------------------------------------------- DEL
+
+    def delete(self, req: Request) -> None:
+        conf = load_conf(req)
+        if not req.netns:
+            self._ipam_del(req, conf)
+            return
+        ipnets: list[Any] = []
+        netns_gone = False
+        try:
+            with (
+                req.open_netns() as pod,
+                pod.entered(),
+                rtnl() as pipr,
+                contextlib.suppress(link.LinkNotFound),
+            ):
+                ipnets = link.delete_by_name(pipr, req.ifname)
+        except NetNSNotFound:
+            netns_gone = True  # unlike the reference we still clean the firewall below
+        self._ipam_del(req, conf)
+        errors: list[str] = []
+        if conf.macspoofchk or netns_gone:
+            try:
+                macspoofchk.teardown(macspoofchk.ref_id(req.container_id, req.ifname))
+            except (NftError, OSError) as exc:
+                req.log(f"macspoofchk teardown: {exc}")
+        if conf.layer3 and conf.ip_masq:
+            errors += ipmasq.teardown(
+                conf.ip_masq_backend, ipnets, conf.name, req.ifname, req.container_id
+            )
+        if errors:
+            raise CNIError(INTERNAL, "; ".join(errors))
+
+    def _ipam_del(self, req: Request, conf: BridgeConf) -> None:
+        if conf.layer3:
+            delegate(req, conf.ipam_type, "DEL")
+
+    # ---------------------------------------------------------------- CHECK
+
+    def check(self, req: Request) -> None:
+        conf = load_conf(req)
+        with req.open_netns() as pod:
+            delegate(req, conf.ipam_type, "CHECK")
+            prev = req.prev_result()
+            if prev is None:
+                raise CNIError(INTERNAL, "Required prevResult missing")
+            result = prev.as_version("1.1.0")
+            self._check(req, conf, pod, result)
+
+    def _check(self, req: Request, conf: BridgeConf, pod: Any, result: Result) -> None:
+        br_if = next((i for i in result.interfaces if i.name == conf.bridge), None)
+        cont_if = next(
+            (i for i in result.interfaces if i.name == req.ifname and i.sandbox == req.netns),
+            None,
+        )
+        with rtnl() as hipr:
+            if br_if is None:
+                raise CNIError(INTERNAL, "Interface name missing ")
+            try:
+                br_msg = link.get(hipr, br_if.name)
+            except link.LinkNotFound:
+                raise CNIError(INTERNAL, f"Interface name {br_if.name} not found") from None
+            if br_if.sandbox:
+                raise CNIError(INTERNAL, f"Interface {br_if.name} should not be in sandbox")
+            if link.kind_of(br_msg) != "bridge":
+                raise CNIError(
+                    INTERNAL, f"Interface {br_if.name} does not have link type of bridge"
+                )
+            if br_if.mac and br_if.mac != link.mac_of(br_msg):
+                raise CNIError(
+                    INTERNAL, f"Bridge interface {br_if.name} Mac doesn't match: {br_if.mac}"
+                )
+            promisc = bool(int(br_msg["flags"]) & link.IFF_PROMISC)
+            if promisc != conf.promisc:
+                raise CNIError(
+                    INTERNAL,
+                    f"Bridge interface {br_if.name} configured Promisc Mode "
+                    f"{str(conf.promisc).lower()} doesn't match current state: "
+                    f"{str(promisc).lower()} ",
+                )
+            br_index = int(br_msg["index"])
+            if cont_if is None:
+                sandbox = ""
+                raise CNIError(
+                    INTERNAL,
+                    f"Sandbox in prevResult {sandbox} doesn't match configured netns: {req.netns}",
+                )
+            with pod.entered(), rtnl() as pipr:
+                try:
+                    cont_msg = link.get(pipr, cont_if.name)
+                except link.LinkNotFound:
+                    raise CNIError(INTERNAL, f"Interface name {cont_if.name} not found") from None
+                if link.kind_of(cont_msg) != "veth":
+                    raise CNIError(
+                        INTERNAL, f"Error: Container interface {cont_if.name} not of type veth"
+                    )
+                if cont_if.mac and cont_if.mac != link.mac_of(cont_msg):
+                    raise CNIError(
+                        INTERNAL,
+                        f"Interface {cont_if.name} Mac {cont_if.mac} doesn't match container "
+                        f"Mac: {link.mac_of(cont_msg)}",
+                    )
+            cont_index = int(cont_msg["index"])
+            peer = link.peer_index_of(cont_msg)
+            found_veth = False
+            for intf in result.interfaces:
+                if intf.name in (br_if.name, cont_if.name):
+                    continue
+                try:
+                    msg = link.get(hipr, intf.name)
+                except link.LinkNotFound:
+                    raise CNIError(INTERNAL, f"Interface name {intf.name} not found") from None
+                if link.kind_of(msg) != "veth":
+                    continue
+                if int(msg["index"]) != peer or link.peer_index_of(msg) != cont_index:
+                    continue
+                if link.master_of(msg) != br_index:
+                    continue
+                if intf.mac and intf.mac != link.mac_of(msg):
+                    raise CNIError(
+                        INTERNAL, f"Interface {intf.name} Mac doesn't match: {intf.mac} not found"
+                    )
+                found_veth = True
+                break
+            if not found_veth:
+                raise CNIError(INTERNAL, f"CNI veth created for bridge {conf.bridge} was not found")
+        with pod.entered(), rtnl() as pipr:
+            try:
+                validate_ips(pipr, req.ifname, cont_index, result, IF_CONTAINER)
+                validate_routes(pipr, req.ifname, result.routes)
+            except (AddressError, RouteError) as exc:
+                raise CNIError(INTERNAL, str(exc)) from None
+
+    # ---------------------------------------------------------------- GC / STATUS
+
+    def gc(self, req: Request) -> None:
+        conf = load_conf(req)
+        if conf.layer3:
+            delegate(req, conf.ipam_type, "GC")
+        valid = req.valid_attachments() or []
+        try:
+            ipmasq.gc_nftables(conf.name, valid)
+        except (NftError, OSError) as exc:
+            if nft_available():
+                raise CNIError(
+                    INTERNAL, f"failed to garbage-collect masquerade rules: {exc}"
+                ) from None
+
+    def status(self, req: Request) -> None:
+        conf = load_conf(req)
+        if conf.layer3:
+            delegate(req, conf.ipam_type, "STATUS")
+
+
+def nft_available() -> bool:
+    from pycni.net import nft
+
+    return nft.available()
+
+
+def _delete_index(ipr: Any, index: int) -> None:
+    try:
+        ipr.link("del", index=index)
+    except Exception as exc:
+        if getattr(exc, "code", None) not in (19, 2):
+            raise
+
+
+def _try_sysctl(name: str, value: str) -> None:
+    with contextlib.suppress(OSError):
+        sysctl.write(name, value)
+
+
+PLUGIN = Bridge()
