@@ -1,0 +1,122 @@
+"""`pycni inspect` (what CNI has done on this node) and `pycni cleanup` (remove its leaks)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from pycni.inspect import collect as collect_mod
+
+DEFAULT_CNI_PATH = "/opt/cni/bin"
+
+
+def _add_paths(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--netconf-dir",
+        default=os.environ.get("NETCONFPATH", collect_mod.DEFAULT_CONF_DIR),
+        help="network configuration dir (default $NETCONFPATH or /etc/cni/net.d)",
+    )
+    parser.add_argument(
+        "--cache-dir", default=collect_mod.DEFAULT_CACHE_DIR, help="result cache dir"
+    )
+    parser.add_argument(
+        "--data-dir",
+        default=collect_mod.DEFAULT_DATA_DIR,
+        help="host-local store for networks whose config sets no dataDir",
+    )
+    parser.add_argument(
+        "--netns-dir", default=collect_mod.DEFAULT_NETNS_DIR, help="named namespaces dir"
+    )
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "inspect",
+        help="show what CNI has done on this node, and what looks leaked",
+        description="Networks, cached attachments, host-local reservations, bridges, veths "
+        "with their pod ends, routes and port mappings of the current network namespace, "
+        "and the leaks among them (removed by `pycni cleanup`). Exit code 0 always unless "
+        "--check is given, then 3 when leaks were found.",
+    )
+    _add_paths(parser)
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--svg", metavar="FILE", help="also write a topology diagram to FILE")
+    parser.add_argument("--check", action="store_true", help="exit 3 when leaks were found")
+    parser.set_defaults(func=run_inspect)
+
+    clean = subparsers.add_parser(
+        "cleanup",
+        help="GC every network of the conf dir and remove leaked state",
+        description="Runs GC for every network in the conf dir with the attachments whose "
+        "namespace still exists as the valid ones (DEL for the others), then removes what "
+        "`pycni inspect` still reports as leaked. Exit code 1 when something is left.",
+    )
+    _add_paths(clean)
+    clean.add_argument(
+        "--cni-path",
+        default=os.environ.get("CNI_PATH", DEFAULT_CNI_PATH),
+        help="plugin dirs for DEL/GC, ':'-separated (default $CNI_PATH or /opt/cni/bin)",
+    )
+    clean.add_argument(
+        "--no-gc", action="store_true", help="only remove leaks directly, do not run plugins"
+    )
+    clean.add_argument("--dry-run", action="store_true", help="only list what would be removed")
+    clean.set_defaults(func=run_cleanup)
+
+
+def _paths(args: argparse.Namespace) -> collect_mod.Paths:
+    return collect_mod.Paths(
+        conf_dir=args.netconf_dir,
+        cache_dir=args.cache_dir,
+        data_dir=args.data_dir,
+        netns_dir=args.netns_dir,
+    )
+
+
+def run_inspect(args: argparse.Namespace) -> int:
+    from pycni.inspect import leaks as leaks_mod
+    from pycni.inspect import model, render_svg, render_text
+
+    state = collect_mod.collect(_paths(args))
+    found = leaks_mod.find_leaks(state)
+    if args.svg:
+        with open(args.svg, "w", encoding="utf-8") as f:
+            f.write(render_svg.render(state))
+    if args.json:
+        data = model.to_dict(state)
+        data["leaks"] = [model.to_dict(leak) for leak in found]
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    else:
+        sys.stdout.write(render_text.render(state, found))
+        if args.svg:
+            sys.stdout.write(f"topology diagram written to {args.svg}\n")
+    return 3 if args.check and found else 0
+
+
+def run_cleanup(args: argparse.Namespace) -> int:
+    from pycni.inspect import cleanup
+    from pycni.inspect import leaks as leaks_mod
+
+    paths = _paths(args)
+    if args.dry_run:
+        found = leaks_mod.find_leaks(collect_mod.collect(paths))
+        for leak in found:
+            sys.stdout.write(f"would remove {leak.kind} {leak.subject}: {leak.reason}\n")
+        if not found:
+            sys.stdout.write("nothing to clean\n")
+        return 0
+    report = cleanup.clean(
+        paths, [p for p in args.cni_path.split(":") if p], use_runtime=not args.no_gc
+    )
+    for line in report.actions:
+        sys.stdout.write(f"{line}\n")
+    for line in report.errors:
+        sys.stderr.write(f"warning: {line}\n")
+    for leak in report.remaining:
+        sys.stdout.write(f"still leaked: {leak.kind} {leak.subject}: {leak.reason}\n")
+    if not report.remaining:
+        sys.stdout.write("no leaks left\n")
+    return 1 if report.remaining else 0

@@ -1,0 +1,477 @@
+"""Read what CNI has done on this node: conf dir, result cache, host-local store, kernel state.
+
+Everything here only reads. Kernel state is read in the calling thread's network namespace
+(the "node"); other namespaces (those under the netns dir and those named in the cache) are
+entered one at a time on this thread to find the pod end of each veth.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import ipaddress
+import json
+import os
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from pycni.inspect import nftmap
+from pycni.inspect.model import (
+    Attachment,
+    Bridge,
+    HostInterface,
+    Namespace,
+    Network,
+    NodeState,
+    PodLink,
+    Reservation,
+    Route,
+    Veth,
+)
+from pycni.net.netlink import rtnl
+from pycni.net.ns import THREAD_NETNS, NetNS
+from pycni.spec.errors import CNIError
+
+DEFAULT_CONF_DIR = "/etc/cni/net.d"
+DEFAULT_CACHE_DIR = "/var/lib/cni"
+DEFAULT_DATA_DIR = "/var/lib/cni/networks"
+DEFAULT_NETNS_DIR = "/run/netns"
+CACHE_KIND = "cniCacheV1"
+IFF_UP = 0x1
+_STORE_SKIP = ("lock", "last_reserved_ip.")
+
+
+@dataclass(frozen=True)
+class Paths:
+    """Where to look; every one can be overridden on the command line."""
+
+    conf_dir: str = DEFAULT_CONF_DIR
+    cache_dir: str = DEFAULT_CACHE_DIR
+    data_dir: str = DEFAULT_DATA_DIR
+    netns_dir: str = DEFAULT_NETNS_DIR
+
+
+# --- on-disk state -------------------------------------------------------------------------
+
+
+def _first_plugin_with(plugins: list[dict[str, Any]], key: str) -> dict[str, Any] | None:
+    for plugin in plugins:
+        if isinstance(plugin.get(key), dict):
+            return plugin
+    return None
+
+
+def _network_from(path: str, raw: Any) -> Network:
+    if not isinstance(raw, dict):
+        return Network(name="", file=path, error="not a JSON object")
+    plugins = raw.get("plugins")
+    if not isinstance(plugins, list):  # a single-plugin .conf
+        plugins = [raw]
+    plugins = [p for p in plugins if isinstance(p, dict)]
+    net = Network(
+        name=str(raw.get("name", "")),
+        file=path,
+        cni_version=str(raw.get("cniVersion", "")),
+        plugins=[str(p.get("type", "?")) for p in plugins],
+    )
+    for plugin in plugins:
+        if plugin.get("type") == "bridge":
+            net.bridge = str(plugin.get("bridge") or "cni0")
+    owner = _first_plugin_with(plugins, "ipam")
+    ipam: dict[str, Any] = owner["ipam"] if owner else {}
+    if isinstance(ipam.get("dataDir"), str):
+        net.data_dir = ipam["dataDir"]
+    if isinstance(ipam.get("subnet"), str):
+        net.subnets.append(ipam["subnet"])
+    for rangeset in ipam.get("ranges") or []:
+        for rng in rangeset if isinstance(rangeset, list) else []:
+            if isinstance(rng, dict) and isinstance(rng.get("subnet"), str):
+                net.subnets.append(rng["subnet"])
+    if not net.name:
+        net.error = "no network name"
+    return net
+
+
+def read_networks(conf_dir: str) -> list[Network]:
+    """Every .conflist/.conf/.json in ``conf_dir``, parsed leniently (errors are reported)."""
+    try:
+        names = sorted(os.listdir(conf_dir))
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        if not name.endswith((".conflist", ".conf", ".json")):
+            continue
+        path = os.path.join(conf_dir, name)
+        try:
+            with open(path, "rb") as f:
+                raw = json.loads(f.read())
+        except (OSError, ValueError) as exc:
+            out.append(Network(name="", file=path, error=f"unreadable: {exc}"))
+            continue
+        out.append(_network_from(path, raw))
+    return out
+
+
+def _result_ips(result: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(pod addresses, host-side interface names) from a cached result of any version."""
+    ips: list[str] = []
+    for ip in result.get("ips") or []:
+        if isinstance(ip, dict) and isinstance(ip.get("address"), str):
+            ips.append(ip["address"])
+    for key in ("ip4", "ip6"):  # 0.2.0 results
+        block = result.get(key)
+        if isinstance(block, dict) and isinstance(block.get("ip"), str):
+            ips.append(block["ip"])
+    hosts = [
+        str(i.get("name"))
+        for i in result.get("interfaces") or []
+        if isinstance(i, dict) and i.get("name") and not i.get("sandbox")
+    ]
+    return ips, hosts
+
+
+def _config_name(encoded: Any) -> str:
+    if not isinstance(encoded, str):
+        return ""
+    try:
+        conf = json.loads(base64.b64decode(encoded))
+    except (binascii.Error, ValueError):
+        return ""
+    return str(conf.get("name", "")) if isinstance(conf, dict) else ""
+
+
+def read_attachments(cache_dir: str) -> tuple[list[Attachment], list[str]]:
+    """Cached attachments, plus a note for each file that could not be understood."""
+    results = os.path.join(cache_dir, "results")
+    try:
+        names = sorted(os.listdir(results))
+    except OSError:
+        return [], []
+    out: list[Attachment] = []
+    problems: list[str] = []
+    for name in names:
+        if name.startswith("."):
+            continue  # a writer's temp file
+        path = os.path.join(results, name)
+        try:
+            with open(path, "rb") as f:
+                data = json.loads(f.read())
+        except (OSError, ValueError) as exc:
+            problems.append(f"cache file {path} unreadable: {exc}")
+            continue
+        if not isinstance(data, dict) or data.get("kind") != CACHE_KIND:
+            problems.append(f"cache file {path} is not a {CACHE_KIND} entry")
+            continue
+        netns = str(data.get("netns") or "")
+        result = data.get("result") if isinstance(data.get("result"), dict) else {}
+        ips, hosts = _result_ips(result or {})
+        caps = data.get("capabilityArgs") if isinstance(data.get("capabilityArgs"), dict) else {}
+        mappings = [m for m in (caps or {}).get("portMappings") or [] if isinstance(m, dict)]
+        out.append(
+            Attachment(
+                network=str(data.get("networkName") or _config_name(data.get("config"))),
+                container_id=str(data.get("containerId", "")),
+                ifname=str(data.get("ifName", "")),
+                netns=netns,
+                netns_exists=bool(netns) and os.path.exists(netns),
+                cache_file=path,
+                ips=ips,
+                host_interfaces=hosts,
+                port_mappings=mappings,
+            )
+        )
+    return out, problems
+
+
+def _is_ip(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name.replace("_", ":"))
+    except ValueError:
+        return False
+    return True
+
+
+def read_reservations(store_dirs: dict[str, str]) -> list[Reservation]:
+    """host-local reservations: ``store_dirs`` maps a network name to its store directory."""
+    out = []
+    for network, directory in sorted(store_dirs.items()):
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError:
+            continue
+        for name in names:
+            if name.startswith(_STORE_SKIP) or not _is_ip(name):
+                continue
+            path = os.path.join(directory, name)
+            try:
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    content = f.read()
+            except OSError:
+                continue
+            lines = content.splitlines() or [""]  # "cid\r\nifname"; older: "cid\nifname", "cid"
+            ifname = lines[1].strip() if len(lines) > 1 else ""
+            out.append(Reservation(network, name.replace("_", ":"), lines[0].strip(), ifname, path))
+    return out
+
+
+def store_dirs(networks: list[Network], data_dir: str) -> dict[str, str]:
+    """Each network's host-local store: its configured dataDir, else ``data_dir``.
+
+    Directories under ``data_dir`` without a configuration are included too (a network
+    whose conf was removed can still hold reservations).
+    """
+    dirs: dict[str, str] = {}
+    try:
+        for name in os.listdir(data_dir):
+            if os.path.isdir(os.path.join(data_dir, name)):
+                dirs[name] = os.path.join(data_dir, name)
+    except OSError:
+        pass
+    for net in networks:
+        if net.name and "host-local" in _ipam_types(net):
+            dirs[net.name] = os.path.join(net.data_dir or data_dir, net.name)
+    return dirs
+
+
+def _ipam_types(net: Network) -> list[str]:
+    try:
+        with open(net.file, "rb") as f:
+            raw = json.loads(f.read())
+    except (OSError, ValueError):
+        return []
+    plugins = raw.get("plugins") if isinstance(raw, dict) else None
+    plugins = plugins if isinstance(plugins, list) else [raw]
+    return [
+        str(p["ipam"].get("type"))
+        for p in plugins
+        if isinstance(p, dict) and isinstance(p.get("ipam"), dict)
+    ]
+
+
+# --- kernel state --------------------------------------------------------------------------
+
+
+def _kind(msg: Any) -> str:
+    info = msg.get_attr("IFLA_LINKINFO")
+    return str(info.get_attr("IFLA_INFO_KIND") or "") if info is not None else ""
+
+
+def _addresses(ipr: Any) -> dict[int, list[str]]:
+    out: dict[int, list[str]] = {}
+    for msg in ipr.get_addr():
+        addr = msg.get_attr("IFA_ADDRESS") or msg.get_attr("IFA_LOCAL")
+        if addr and not str(addr).startswith("fe80:"):  # link-local: noise here
+            out.setdefault(int(msg["index"]), []).append(f"{addr}/{msg['prefixlen']}")
+    return out
+
+
+@dataclass
+class _RawLink:
+    index: int
+    name: str
+    kind: str
+    mac: str
+    up: bool
+    master: int | None
+    peer_index: int | None
+    peer_netnsid: int | None
+    addresses: list[str]
+
+
+def _dump_links(ipr: Any) -> list[_RawLink]:
+    addrs = _addresses(ipr)
+    out = []
+    for msg in ipr.get_links():
+        index = int(msg["index"])
+        nsid = msg.get_attr("IFLA_LINK_NETNSID")
+        link = msg.get_attr("IFLA_LINK")
+        out.append(
+            _RawLink(
+                index=index,
+                name=str(msg.get_attr("IFLA_IFNAME")),
+                kind=_kind(msg),
+                mac=str(msg.get_attr("IFLA_ADDRESS") or ""),
+                up=bool(msg["flags"] & IFF_UP),
+                master=msg.get_attr("IFLA_MASTER"),
+                peer_index=int(link) if link is not None else None,
+                peer_netnsid=int(nsid) if nsid is not None else None,
+                addresses=addrs.get(index, []),
+            )
+        )
+    return out
+
+
+def _ns_key(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def candidate_namespaces(netns_dir: str, attachments: list[Attachment]) -> list[tuple[str, str]]:
+    """(name, path) of the namespaces worth looking into, one per namespace, not our own."""
+    own = _ns_key(THREAD_NETNS)
+    seen = {own}
+    out = []
+    paths: list[tuple[str, str]] = []
+    with contextlib.suppress(OSError):
+        paths += [(n, os.path.join(netns_dir, n)) for n in sorted(os.listdir(netns_dir))]
+    paths += [(a.netns, a.netns) for a in attachments if a.netns_exists]
+    for name, path in paths:
+        key = _ns_key(path)
+        if key is None or key in seen:
+            continue
+        seen.add(key)
+        out.append((name, path))
+    return out
+
+
+def _look_into(name: str, path: str) -> tuple[Namespace, list[_RawLink], int | None]:
+    """A namespace's links, and the nsid this (node) namespace knows it by."""
+    with NetNS.open(path) as ns:
+        nsid: int | None = None
+        with rtnl() as ipr:
+            try:
+                answer = ipr.get_netnsid(fd=ns.fd)
+                if answer and answer.get("nsid") is not None and answer["nsid"] >= 0:
+                    nsid = int(answer["nsid"])
+            except Exception:  # older kernels do not answer RTM_GETNSID by fd
+                nsid = None
+        with ns.entered(), rtnl() as ipr:
+            links = _dump_links(ipr)
+    view = Namespace(
+        name=name,
+        path=path,
+        links=[
+            PodLink(name, path, link.name, link.index, link.mac, link.addresses)
+            for link in links
+            if link.name != "lo"
+        ],
+    )
+    return view, links, nsid
+
+
+def _match_peer(
+    veth: _RawLink, views: list[tuple[Namespace, list[_RawLink], int | None]]
+) -> PodLink | None:
+    """The pod end: index pairing both ways, the nsid deciding between equal candidates."""
+    found: list[tuple[bool, PodLink]] = []
+    for view, links, nsid in views:
+        for link in links:
+            if link.index == veth.peer_index and link.peer_index == veth.index:
+                pod = next(p for p in view.links if p.index == link.index)
+                found.append((nsid is not None and nsid == veth.peer_netnsid, pod))
+    if not found:
+        return None
+    found.sort(key=lambda item: not item[0])
+    return found[0][1]
+
+
+def _routes(ipr: Any, names: dict[int, str]) -> list[Route]:
+    out = []
+    for family in (socket.AF_INET, socket.AF_INET6):
+        for msg in ipr.get_routes(family=family, table=254):
+            dst = msg.get_attr("RTA_DST")
+            dst_text = f"{dst}/{msg['dst_len']}" if dst else "default"
+            if family == socket.AF_INET6 and str(dst or "").startswith("fe80"):
+                continue
+            oif = msg.get_attr("RTA_OIF")
+            out.append(
+                Route(
+                    dst=dst_text,
+                    dev=names.get(int(oif), "") if oif is not None else "",
+                    gateway=msg.get_attr("RTA_GATEWAY"),
+                    source=msg.get_attr("RTA_PREFSRC"),
+                )
+            )
+    return out
+
+
+def read_kernel(state: NodeState, netns_dir: str) -> None:
+    """Fill bridges, veths, other interfaces, routes and namespaces from the kernel."""
+    with rtnl() as ipr:
+        links = _dump_links(ipr)
+        names = {link.index: link.name for link in links}
+        state.routes = _routes(ipr, names)
+    views = []
+    for name, path in candidate_namespaces(netns_dir, state.attachments):
+        try:
+            views.append(_look_into(name, path))
+        except (OSError, CNIError) as exc:
+            state.problems.append(f"cannot look into namespace {path}: {exc}")
+    state.namespaces = [view for view, _links, _nsid in views]
+    for link in links:
+        if link.kind == "bridge":
+            state.bridges.append(
+                Bridge(
+                    name=link.name,
+                    index=link.index,
+                    mac=link.mac,
+                    up=link.up,
+                    addresses=link.addresses,
+                    ports=[p.name for p in links if p.master == link.index],
+                )
+            )
+        elif link.kind == "veth":
+            state.veths.append(
+                Veth(
+                    name=link.name,
+                    index=link.index,
+                    mac=link.mac,
+                    master=names.get(link.master) if link.master else None,
+                    up=link.up,
+                    peer_index=link.peer_index,
+                    peer_netnsid=link.peer_netnsid,
+                    peer=_match_peer(link, views) if link.peer_netnsid is not None else None,
+                )
+            )
+        else:
+            state.interfaces.append(
+                HostInterface(link.name, link.index, link.kind, link.up, link.addresses)
+            )
+
+
+def _current_netns_label(netns_dir: str) -> str:
+    own = _ns_key(THREAD_NETNS)
+    try:
+        for name in sorted(os.listdir(netns_dir)):
+            if _ns_key(os.path.join(netns_dir, name)) == own:
+                return name
+    except OSError:
+        pass
+    return "host" if own == _ns_key("/proc/1/ns/net") else f"netns:[{own[1] if own else '?'}]"
+
+
+def collect(paths: Paths) -> NodeState:
+    """The whole picture for the current network namespace."""
+    state = NodeState(
+        netns=_current_netns_label(paths.netns_dir),
+        conf_dir=paths.conf_dir,
+        cache_dir=paths.cache_dir,
+        data_dir=paths.data_dir,
+    )
+    state.networks = read_networks(paths.conf_dir)
+    state.attachments, problems = read_attachments(paths.cache_dir)
+    state.problems.extend(problems)
+    state.reservations = read_reservations(store_dirs(state.networks, paths.data_dir))
+    read_kernel(state, paths.netns_dir)
+    state.port_mappings, problems = nftmap.read_mappings()
+    state.problems.extend(problems)
+    return state
+
+
+def iter_live_pod_ips(state: NodeState) -> Iterator[str]:
+    """Addresses that belong to a pod that exists (cache with a live netns, or a veth peer)."""
+    for att in state.attachments:
+        if att.netns_exists:
+            for ip in att.ips:
+                yield ip.split("/")[0]
+    for veth in state.veths:
+        if veth.peer is not None:
+            for ip in veth.peer.addresses:
+                yield ip.split("/")[0]

@@ -1,0 +1,152 @@
+"""The picture `pycni inspect` builds: plain dataclasses, so JSON output is ``asdict``."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class Network:
+    """One network configuration found in the conf dir."""
+
+    name: str
+    file: str
+    cni_version: str = ""
+    plugins: list[str] = field(default_factory=list)
+    bridge: str | None = None
+    subnets: list[str] = field(default_factory=list)
+    data_dir: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class Attachment:
+    """One cached ADD result (``<cache>/results/<net>-<cid>-<ifname>``)."""
+
+    network: str
+    container_id: str
+    ifname: str
+    netns: str
+    netns_exists: bool
+    cache_file: str
+    ips: list[str] = field(default_factory=list)
+    host_interfaces: list[str] = field(default_factory=list)
+    port_mappings: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class Reservation:
+    """One host-local reservation file (named by the IP, content ``cid\\r\\nifname``)."""
+
+    network: str
+    ip: str
+    container_id: str
+    ifname: str
+    path: str
+
+
+@dataclass
+class PodLink:
+    """An interface inside another namespace (normally the pod end of a veth)."""
+
+    namespace: str
+    namespace_path: str
+    name: str
+    index: int
+    mac: str = ""
+    addresses: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Veth:
+    """A veth in this namespace, with its peer when the peer's namespace was found."""
+
+    name: str
+    index: int
+    mac: str = ""
+    master: str | None = None
+    up: bool = False
+    peer_index: int | None = None
+    peer_netnsid: int | None = None
+    peer: PodLink | None = None
+
+
+@dataclass
+class Bridge:
+    name: str
+    index: int
+    mac: str = ""
+    up: bool = False
+    addresses: list[str] = field(default_factory=list)
+    ports: list[str] = field(default_factory=list)
+
+
+@dataclass
+class HostInterface:
+    """Any other interface of the node (uplinks, loopback)."""
+
+    name: str
+    index: int
+    kind: str = ""
+    up: bool = False
+    addresses: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Route:
+    dst: str
+    dev: str = ""
+    gateway: str | None = None
+    source: str | None = None
+
+
+@dataclass
+class PortMapping:
+    """A DNAT rule of a portmap table (``handles`` = every rule of the same owner there)."""
+
+    family: str
+    table: str
+    chain: str
+    handle: int
+    protocol: str
+    host_port: int
+    target_ip: str
+    target_port: int
+    host_ip: str | None = None
+    owner: str = ""
+    related_handles: list[tuple[str, int]] = field(default_factory=list)
+
+
+@dataclass
+class Namespace:
+    """A namespace we looked into (candidates: /run/netns and the cached netns paths)."""
+
+    name: str
+    path: str
+    links: list[PodLink] = field(default_factory=list)
+
+
+@dataclass
+class NodeState:
+    netns: str
+    conf_dir: str
+    cache_dir: str
+    data_dir: str
+    networks: list[Network] = field(default_factory=list)
+    attachments: list[Attachment] = field(default_factory=list)
+    reservations: list[Reservation] = field(default_factory=list)
+    bridges: list[Bridge] = field(default_factory=list)
+    veths: list[Veth] = field(default_factory=list)
+    interfaces: list[HostInterface] = field(default_factory=list)
+    routes: list[Route] = field(default_factory=list)
+    port_mappings: list[PortMapping] = field(default_factory=list)
+    namespaces: list[Namespace] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def to_dict(obj: Any) -> dict[str, Any]:
+    """A dataclass as plain JSON-able data."""
+    data = asdict(obj)
+    assert isinstance(data, dict)
+    return data

@@ -1,0 +1,123 @@
+"""The human-readable report of `pycni inspect`."""
+
+from __future__ import annotations
+
+from pycni.inspect.leaks import Leak
+from pycni.inspect.model import NodeState
+
+
+def _short(cid: str) -> str:
+    return cid if len(cid) <= 16 else cid[:12] + "…"
+
+
+def _table(rows: list[list[str]], indent: str = "  ") -> list[str]:
+    if not rows:
+        return [f"{indent}(none)"]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        indent + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+
+
+def render(state: NodeState, leaks: list[Leak]) -> str:
+    out = [
+        f"CNI state of namespace {state.netns}",
+        f"  conf dir {state.conf_dir}, cache dir {state.cache_dir}, data dir {state.data_dir}",
+        "",
+        f"Networks ({len(state.networks)})",
+    ]
+    out += _table(
+        [
+            [
+                n.name or "?",
+                n.cni_version,
+                " → ".join(n.plugins),
+                f"bridge {n.bridge}" if n.bridge else "",
+                ", ".join(n.subnets),
+                n.error or "",
+            ]
+            for n in state.networks
+        ]
+    )
+    out += ["", f"Attachments ({len(state.attachments)})"]
+    out += _table(
+        [
+            [
+                a.network,
+                _short(a.container_id),
+                a.ifname,
+                ", ".join(a.ips) or "-",
+                a.netns or "-",
+                "" if a.netns_exists else "(namespace gone)",
+            ]
+            for a in state.attachments
+        ]
+    )
+    out += ["", f"Reservations ({len(state.reservations)})"]
+    out += _table([[r.network, r.ip, _short(r.container_id), r.ifname] for r in state.reservations])
+    out += ["", f"Bridges ({len(state.bridges)})"]
+    out += _table(
+        [
+            [
+                b.name,
+                "up" if b.up else "down",
+                ", ".join(b.addresses) or "-",
+                "ports: " + (", ".join(b.ports) or "none"),
+            ]
+            for b in state.bridges
+        ]
+    )
+    out += ["", f"Veths ({len(state.veths)})"]
+    out += _table(
+        [
+            [
+                v.name,
+                f"on {v.master}" if v.master else "no bridge",
+                (
+                    f"→ {v.peer.namespace}:{v.peer.name}"
+                    if v.peer
+                    else f"→ peer #{v.peer_index} (namespace not found)"
+                ),
+                ", ".join(v.peer.addresses) if v.peer else "",
+            ]
+            for v in state.veths
+        ]
+    )
+    out += ["", f"Other interfaces ({len(state.interfaces)})"]
+    out += _table(
+        [
+            [i.name, i.kind or "-", "up" if i.up else "down", ", ".join(i.addresses)]
+            for i in state.interfaces
+        ]
+    )
+    out += ["", f"Routes ({len(state.routes)})"]
+    out += _table(
+        [
+            [r.dst, f"via {r.gateway}" if r.gateway else "", f"dev {r.dev}" if r.dev else ""]
+            for r in state.routes
+        ]
+    )
+    out += ["", f"Port mappings ({len(state.port_mappings)})"]
+    out += _table(
+        [
+            [
+                f"{m.protocol}/{m.host_port}",
+                f"on {m.host_ip}" if m.host_ip else "",
+                f"→ {m.target_ip}:{m.target_port}",
+                _short(m.owner),
+                f"({m.family} {m.table})",
+            ]
+            for m in state.port_mappings
+        ]
+    )
+    if state.problems:
+        out += ["", f"Problems ({len(state.problems)})"]
+        out += [f"  {p}" for p in state.problems]
+    out += [""]
+    if leaks:
+        out += [f"Leaks ({len(leaks)}) — `pycni cleanup` removes them"]
+        out += _table([[lk.kind, lk.subject, lk.reason] for lk in leaks])
+    else:
+        out += ["Leaks: none"]
+    return "\n".join(out) + "\n"
