@@ -1,0 +1,259 @@
+"""The iptables backend: the reference plugin's chains and rules, written in one restore.
+
+Chains (table ``nat``), as the reference creates them so either plugin can delete what the
+other made:
+
+- ``CNI-HOSTPORT-DNAT``, entered from PREROUTING and OUTPUT with ``-m addrtype --dst-type
+  LOCAL``; per attachment it holds entry rules (per protocol, at most 15 ports each, comment
+  ``dnat name: "<net>" id: "<cid>"``) jumping to
+- ``CNI-DN-<hash>`` (sha512 of network name + container ID): per mapping, mark rules for
+  hairpin and localhost sources first, then the DNAT rule;
+- ``CNI-HOSTPORT-SETMARK`` (set the masquerade mark) and ``CNI-HOSTPORT-MASQ`` (masquerade
+  marked packets, entered at POSTROUTING position 1). Top-level chains are never deleted.
+
+Each ADD/DEL reads the table with one ``iptables-save`` and applies all changes with one
+``iptables-restore --noflush`` per family, instead of one process per rule. Rules are
+written in iptables-save's canonical form so CHECK can compare them textually.
+"""
+
+from __future__ import annotations
+
+from pycni.net import iptables
+from pycni.net.chain_names import format_comment, must_format_chain_name_with_prefix
+from pycni.net.iptables import IptablesError, SavedTable
+from pycni.plugins.meta.portmap.config import IPInterface, PortMapConfig, PortMapping
+from pycni.spec.errors import INTERNAL, CNIError
+
+TABLE = "nat"
+DNAT_CHAIN = "CNI-HOSTPORT-DNAT"
+SETMARK_CHAIN = "CNI-HOSTPORT-SETMARK"
+MASQ_CHAIN = "CNI-HOSTPORT-MASQ"
+LEGACY_SNAT_CHAIN = "CNI-HOSTPORT-SNAT"
+SETMARK_COMMENT = "CNI portfwd masquerade mark"
+MASQ_COMMENT = "CNI portfwd requiring masquerade"
+MAX_MULTIPORT = 15
+MAX_COMMENT = 255
+
+
+def dnat_chain(network: str, container_id: str) -> str:
+    return must_format_chain_name_with_prefix(network, container_id, "DN-")
+
+
+def legacy_snat_chain(network: str, container_id: str) -> str:
+    return must_format_chain_name_with_prefix(network, container_id, "SN-")
+
+
+def entry_comment(network: str, container_id: str) -> str:
+    comment = "dnat " + format_comment(network, container_id)
+    if len(comment) > MAX_COMMENT:
+        comment = comment[: MAX_COMMENT - 2] + "..."
+    return comment
+
+
+def _mark_text(mark: int) -> str:
+    return f"{mark:#x}/{mark:#x}"
+
+
+def _host(addr: str, family: int) -> str:
+    """An address as iptables-save prints it (always with a prefix length)."""
+    return addr if "/" in addr else f"{addr}/{32 if family == 4 else 128}"
+
+
+def entry_rules(cfg: PortMapConfig, family: int, chain: str) -> list[str]:
+    """The jumps from CNI-HOSTPORT-DNAT: per protocol (sorted), per at most 15 host ports."""
+    comment = entry_comment(cfg.network, cfg.container_id)
+    by_proto: dict[str, list[int]] = {}
+    for m in cfg.mappings:  # all mappings of the protocol, like the reference
+        ports = by_proto.setdefault(m.protocol, [])
+        if m.host_port not in ports:
+            ports.append(m.host_port)
+    lines = []
+    for proto in sorted(by_proto):
+        ports = by_proto[proto]
+        for start in range(0, len(ports), MAX_MULTIPORT):
+            chunk = ",".join(str(p) for p in ports[start : start + MAX_MULTIPORT])
+            args = ["-p", proto, "-m", "comment", "--comment", comment]
+            args += ["-m", "multiport", "--dports", chunk, *cfg.conditions(family), "-j", chain]
+            lines.append(iptables.rule_line("-A", DNAT_CHAIN, args))
+    return lines
+
+
+def _match(m: PortMapping, family: int, source: str | None) -> list[str]:
+    args: list[str] = []
+    if source is not None:
+        args += ["-s", source]
+    host = m.host_match(family)
+    if host is not None:
+        args += ["-d", _host(str(host), family)]
+    return [*args, "-p", m.protocol, "-m", m.protocol, "--dport", str(m.host_port)]
+
+
+def chain_rules(cfg: PortMapConfig, family: int, cip: IPInterface, chain: str) -> list[str]:
+    """The per-container chain's rules, mark rules before each DNAT rule."""
+    setmark = cfg.external_mark_chain or SETMARK_CHAIN
+    lines: list[str] = []
+
+    def rule(m: PortMapping, source: str | None, target: str) -> str:
+        return iptables.rule_line("-A", chain, [*_match(m, family, source), "-j", target])
+
+    for m in cfg.mappings_for(family):
+        if cfg.snat:
+            # hairpin: the pod's subnet (masqAll: any source, which iptables-save omits)
+            hairpin = None if cfg.masq_all else str(cip.network)
+            lines.append(rule(m, hairpin, setmark))
+            if family == 4 and not cfg.masq_all:
+                lines.append(rule(m, "127.0.0.1/32", setmark))  # localhost (route_localnet)
+        ip = str(cip.ip) if family == 4 else f"[{cip.ip}]"
+        dnat = ["-j", "DNAT", "--to-destination", f"{ip}:{m.container_port}"]
+        lines.append(iptables.rule_line("-A", chain, [*_match(m, family, None), *dnat]))
+    return lines
+
+
+def _setmark_rule(mark: int) -> str:
+    args = ["-m", "comment", "--comment", SETMARK_COMMENT, "-j", "MARK", "--set-xmark"]
+    return iptables.rule_line("-A", SETMARK_CHAIN, [*args, _mark_text(mark)])
+
+
+def _masq_rule(mark: int) -> str:
+    args = ["-m", "mark", "--mark", _mark_text(mark), "-j", "MASQUERADE"]
+    return iptables.rule_line("-A", MASQ_CHAIN, args)
+
+
+def add_script(cfg: PortMapConfig, family: int, saved: SavedTable) -> str:
+    """The whole ADD for one family as a restore script, given the table as it is now."""
+    cip = cfg.container_ips[family]
+    chain = dnat_chain(cfg.network, cfg.container_id)
+    declare: list[str] = []
+    lines: list[str] = []
+    if cfg.snat and not cfg.external_mark_chain:
+        if SETMARK_CHAIN not in saved.chains:
+            declare.append(SETMARK_CHAIN)
+        if _setmark_rule(cfg.mark) not in saved.rules_of(SETMARK_CHAIN):
+            lines.append(_setmark_rule(cfg.mark))
+        if MASQ_CHAIN not in saved.chains:
+            declare.append(MASQ_CHAIN)
+        if _masq_rule(cfg.mark) not in saved.rules_of(MASQ_CHAIN):
+            lines.append(_masq_rule(cfg.mark))
+        if not saved.jumps_to("POSTROUTING", MASQ_CHAIN):
+            args = ["1", "-m", "comment", "--comment", MASQ_COMMENT, "-j", MASQ_CHAIN]
+            lines.append(iptables.rule_line("-I", "POSTROUTING", args))
+    if DNAT_CHAIN not in saved.chains:
+        declare.append(DNAT_CHAIN)
+    for hook in ("PREROUTING", "OUTPUT"):
+        if not saved.jumps_to(hook, DNAT_CHAIN):
+            args = ["-m", "addrtype", "--dst-type", "LOCAL", "-j", DNAT_CHAIN]
+            lines.append(iptables.rule_line("-A", hook, args))
+    declare.append(chain)  # created, or flushed when it exists: rebuilt from scratch
+    lines += [iptables.delete_line(r) for r in saved.jumps_to(DNAT_CHAIN, chain)]
+    lines += entry_rules(cfg, family, chain)
+    lines += chain_rules(cfg, family, cip, chain)
+    return iptables.script(TABLE, declare, lines)
+
+
+def teardown_lines(network: str, container_id: str, saved: SavedTable) -> list[str]:
+    """Remove the container's DN chain (and a legacy SN chain) and the jumps to them."""
+    lines: list[str] = []
+    for parent, chain in (
+        (DNAT_CHAIN, dnat_chain(network, container_id)),
+        (LEGACY_SNAT_CHAIN, legacy_snat_chain(network, container_id)),
+    ):
+        if chain not in saved.chains:
+            continue
+        lines += [iptables.delete_line(r) for r in saved.jumps_to(parent, chain)]
+        lines += [f"-F {chain}", f"-X {chain}"]
+    return lines
+
+
+def _families(cfg: PortMapConfig) -> list[int]:
+    return [f for f in (4, 6) if f in cfg.container_ips and cfg.mappings_for(f)]
+
+
+def _fail(verb: str, exc: Exception) -> CNIError:
+    return CNIError(INTERNAL, f"portmap: iptables {verb} failed: {exc}")
+
+
+def add(cfg: PortMapConfig) -> None:
+    for family in _families(cfg):
+        try:
+            saved = iptables.save(TABLE, family, cfg.iptables_variant)
+            iptables.restore(add_script(cfg, family, saved), family, cfg.iptables_variant)
+        except IptablesError as exc:
+            raise _fail("ADD", exc) from None
+
+
+def delete(network: str, container_id: str, variant: str | None = None) -> bool:
+    """Tear down in every usable family; an error only when no family is usable."""
+    usable = 0
+    removed = False
+    errors: list[str] = []
+    for family in (4, 6):
+        try:
+            saved = iptables.save(TABLE, family, variant)
+        except IptablesError as exc:
+            errors.append(str(exc))
+            continue
+        usable += 1
+        lines = teardown_lines(network, container_id, saved)
+        if not lines:
+            continue
+        try:
+            iptables.restore(iptables.script(TABLE, [], lines), family, variant)
+            removed = True
+        except IptablesError as exc:
+            raise _fail("DEL", exc) from None
+    if not usable:
+        raise CNIError(INTERNAL, f"portmap: neither iptables nor ip6tables usable: {errors}")
+    return removed
+
+
+def check(cfg: PortMapConfig) -> None:
+    chain = dnat_chain(cfg.network, cfg.container_id)
+    for family in _families(cfg):
+        try:
+            saved = iptables.save(TABLE, family, cfg.iptables_variant)
+        except IptablesError as exc:
+            raise _fail("CHECK", exc) from None
+        if chain not in saved.chains:
+            raise CNIError(INTERNAL, f"portmap: chain {chain} is missing (IPv{family})")
+        have = saved.rules_of(chain)
+        for rule in chain_rules(cfg, family, cfg.container_ips[family], chain):
+            if rule not in have:
+                raise CNIError(INTERNAL, f"portmap: rule missing (IPv{family}): {rule}")
+        want = len(entry_rules(cfg, family, chain))
+        if len(saved.jumps_to(DNAT_CHAIN, chain)) < want:
+            raise CNIError(INTERNAL, f"portmap: entry rules to {chain} missing (IPv{family})")
+
+
+def gc(network: str, valid_ids: set[str], variant: str | None = None) -> list[str]:
+    """Delete DN chains of this network whose container is not in ``valid_ids``."""
+    removed: set[str] = set()
+    marker = f'--comment "dnat name: \\"{network}\\" id: \\"'
+    for family in (4, 6):
+        try:
+            saved = iptables.save(TABLE, family, variant)
+        except IptablesError:
+            continue
+        lines: list[str] = []
+        done: set[str] = set()
+        for rule in saved.rules_of(DNAT_CHAIN):
+            at = rule.find(marker)
+            if at < 0:
+                continue
+            cid = rule[at + len(marker) :].split('\\"', 1)[0]
+            chain = dnat_chain(network, cid)
+            if cid in valid_ids or not rule.endswith(f" -j {chain}") or chain in done:
+                continue
+            done.add(chain)
+            lines += teardown_lines(network, cid, saved)
+        if not lines:
+            continue
+        try:
+            iptables.restore(iptables.script(TABLE, [], lines), family, variant)
+        except IptablesError as exc:
+            raise _fail("GC", exc) from None
+        removed |= done
+    return sorted(removed)
+
+
+def usable(variant: str | None = None) -> bool:
+    return iptables.available(4, variant) or iptables.available(6, variant)

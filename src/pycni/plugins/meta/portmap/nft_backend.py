@@ -1,0 +1,330 @@
+"""The nftables backend: one ``inet`` table whose per-pod cost is constant.
+
+Layout of ``table inet pycni_portmap`` (the shared scaffolding, rebuilt idempotently by
+every ADD inside the same transaction):
+
+- ``prerouting`` / ``output`` (nat, dstnat): ``fib daddr type local jump hostports`` - only
+  traffic addressed to this node is looked at, transit traffic is never hijacked (#1209);
+- ``hostports``: four verdict-map lookups, hostIP-specific maps first::
+
+      ip  daddr . meta l4proto . th dport vmap @hostip4
+      ip6 daddr . meta l4proto . th dport vmap @hostip6
+      meta nfproto ipv4 meta l4proto . th dport vmap @ports4
+      meta nfproto ipv6 meta l4proto . th dport vmap @ports6
+
+- ``masq-b<bit>`` (nat, postrouting): ``meta mark & M == M masquerade``.
+
+Each attachment owns one chain, ``pm-<network hash>-<attachment hash>``, named from the
+network name, container ID and ifname. It holds, per mapping and family, an optional
+mark rule (hairpin from the pod's subnet and localhost, or everything with masqAll) and a
+``dnat`` rule whose comment records the map element that jumps to the chain. ADD is one
+transaction adding the chain and its map elements; DEL reads only that chain, then deletes
+its elements and the chain in one transaction - so neither depends on how many pods exist,
+and DEL needs no runtimeConfig.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from pycni.net import nft
+from pycni.plugins.meta.portmap.config import IPInterface, PortMapConfig, PortMapping
+from pycni.spec.errors import INTERNAL, CNIError
+
+FAMILY = "inet"
+TABLE = "pycni_portmap"
+T = f"{FAMILY} {TABLE}"
+CHAIN_PREFIX = "pm-"
+KEY_COMMENT = "k "
+MAPS = {
+    "hostip4": "ipv4_addr . inet_proto . inet_service",
+    "hostip6": "ipv6_addr . inet_proto . inet_service",
+    "ports4": "inet_proto . inet_service",
+    "ports6": "inet_proto . inet_service",
+}
+SCAFFOLD_CHAINS = ("prerouting", "output", "hostports")
+MASQ_PRIORITY = 99  # just before srcnat (100), like the reference's POSTROUTING position 1
+
+
+def _hash(text: str, length: int) -> str:
+    return hashlib.sha512(text.encode()).hexdigest()[:length]
+
+
+def network_prefix(network: str) -> str:
+    """Chains of one network share this prefix, so GC touches only its own network."""
+    return f"{CHAIN_PREFIX}{_hash(network, 8)}-"
+
+
+def chain_name(network: str, container_id: str, ifname: str) -> str:
+    return network_prefix(network) + _hash(f"{network}\0{container_id}\0{ifname}", 20)
+
+
+@dataclass(frozen=True)
+class Element:
+    """One verdict-map element: map name and key in nft syntax (``tcp . 8080``)."""
+
+    map: str
+    key: str
+
+    @property
+    def comment(self) -> str:
+        return f"{KEY_COMMENT}{self.map} {self.key}"
+
+    @classmethod
+    def from_comment(cls, comment: str) -> Element | None:
+        if not comment.startswith(KEY_COMMENT):
+            return None
+        parts = comment[len(KEY_COMMENT) :].split(" ", 1)
+        if len(parts) != 2 or parts[0] not in MAPS:
+            return None
+        return cls(parts[0], parts[1])
+
+
+def element_of(mapping: PortMapping, family: int) -> Element:
+    host = mapping.host_match(family)
+    if host is None:
+        return Element(f"ports{family}", f"{mapping.protocol} . {mapping.host_port}")
+    return Element(f"hostip{family}", f"{host} . {mapping.protocol} . {mapping.host_port}")
+
+
+def _addr(family: int) -> str:
+    return "ip" if family == 4 else "ip6"
+
+
+def pod_rules(cfg: PortMapConfig) -> tuple[list[str], list[Element]]:
+    """The attachment chain's rules and the map elements that must jump to it."""
+    rules: list[str] = []
+    elements: list[Element] = []
+    for family in (4, 6):
+        cip = cfg.container_ips.get(family)
+        if cip is None:
+            continue
+        fam = _addr(family)
+        conds = " ".join(cfg.conditions(family))
+        for m in cfg.mappings_for(family):
+            host = m.host_match(family)
+            dst = f"{fam} daddr {host}" if host is not None else f"meta nfproto ipv{family}"
+            match = " ".join(p for p in (dst, f"{m.protocol} dport {m.host_port}", conds) if p)
+            if cfg.snat:
+                sources = _masq_sources(cip, family, cfg.masq_all)
+                rules.append(f"{sources}{match} meta mark set meta mark | {cfg.mark:#x}")
+            target = f"{cip.ip}:{m.container_port}"
+            if family == 6:
+                target = f"[{cip.ip}]:{m.container_port}"
+            element = element_of(m, family)
+            rules.append(f'{match} dnat {fam} to {target} comment "{element.comment}"')
+            if element not in elements:
+                elements.append(element)
+    return rules, elements
+
+
+def _masq_sources(cip: IPInterface, family: int, masq_all: bool) -> str:
+    """Sources whose DNATed packets must be masqueraded: hairpin (the pod's subnet) and
+    localhost for IPv4 (needs route_localnet); ``masqAll`` means every source."""
+    if masq_all:
+        return ""
+    if family == 4:
+        return f"ip saddr {{ {cip.network}, 127.0.0.1 }} "
+    return f"ip6 saddr {cip.network} "
+
+
+def scaffold_script(cfg: PortMapConfig) -> list[str]:
+    """The shared table, maps and chains; safe to repeat (flush + refill of fixed rules)."""
+    lines = [f'add table {T} {{ comment "pycni portmap plugin"; }}']
+    lines += [f"add map {T} {name} {{ type {kind} : verdict; }}" for name, kind in MAPS.items()]
+    lines += [
+        f"add chain {T} hostports",
+        f"add chain {T} prerouting {{ type nat hook prerouting priority dstnat; policy accept; }}",
+        f"add chain {T} output {{ type nat hook output priority -100; policy accept; }}",
+        f"flush chain {T} hostports",
+        f"add rule {T} hostports ip daddr . meta l4proto . th dport vmap @hostip4",
+        f"add rule {T} hostports ip6 daddr . meta l4proto . th dport vmap @hostip6",
+        f"add rule {T} hostports meta nfproto ipv4 meta l4proto . th dport vmap @ports4",
+        f"add rule {T} hostports meta nfproto ipv6 meta l4proto . th dport vmap @ports6",
+    ]
+    for hook in ("prerouting", "output"):
+        lines += [
+            f"flush chain {T} {hook}",
+            f"add rule {T} {hook} fib daddr type local jump hostports",
+        ]
+    if cfg.snat:
+        masq = f"masq-b{cfg.mark_bit}"
+        lines += [
+            f"add chain {T} {masq} {{ type nat hook postrouting priority {MASQ_PRIORITY}; "
+            "policy accept; }",
+            f"flush chain {T} {masq}",
+            f"add rule {T} {masq} meta mark & {cfg.mark:#x} == {cfg.mark:#x} masquerade",
+        ]
+    return lines
+
+
+def add_script(cfg: PortMapConfig) -> str:
+    """One transaction: scaffolding, the attachment chain (rebuilt), its map elements."""
+    chain = chain_name(cfg.network, cfg.container_id, cfg.ifname)
+    rules, elements = pod_rules(cfg)
+    lines = scaffold_script(cfg)
+    lines += [f"add chain {T} {chain}", f"flush chain {T} {chain}"]
+    lines += [f"add rule {T} {chain} {rule}" for rule in rules]
+    lines += [f"add element {T} {e.map} {{ {e.key} : jump {chain} }}" for e in elements]
+    return "\n".join(lines) + "\n"
+
+
+def delete_script(chain: str, elements: list[Element]) -> str:
+    lines = [f"delete element {T} {e.map} {{ {e.key} }}" for e in elements]
+    lines += [f"flush chain {T} {chain}", f"delete chain {T} {chain}"]
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading the ruleset back
+
+
+def _key_text(key: Any) -> str:
+    if isinstance(key, dict) and "elem" in key:
+        key = key["elem"].get("val")
+    if isinstance(key, dict) and "concat" in key:
+        return " . ".join(str(part) for part in key["concat"])
+    return str(key)
+
+
+def _jump_target(value: Any) -> str:
+    if isinstance(value, dict):
+        for verdict in ("jump", "goto"):
+            if verdict in value:
+                return str(value[verdict].get("target", ""))
+    return ""
+
+
+def map_elements(items: list[dict[str, Any]]) -> dict[Element, str]:
+    """Every vmap element of our maps in a JSON listing, with the chain it jumps to."""
+    out: dict[Element, str] = {}
+    for item in items:
+        m = item.get("map")
+        if not m or m.get("name") not in MAPS:
+            continue
+        for pair in m.get("elem", []):
+            if isinstance(pair, list) and len(pair) == 2:
+                out[Element(m["name"], _key_text(pair[0]))] = _jump_target(pair[1])
+    return out
+
+
+def chain_rules(chain: str) -> list[dict[str, Any]] | None:
+    """The rules of one chain, None when it (or the table) does not exist."""
+    try:
+        items = nft.query(f"list chain {T} {chain}")
+    except nft.NftError:
+        return None
+    return [item["rule"] for item in items if "rule" in item]
+
+
+def _comments(rules: list[dict[str, Any]]) -> list[str]:
+    return [str(r["comment"]) for r in rules if "comment" in r]
+
+
+def _all_elements() -> dict[Element, str]:
+    out: dict[Element, str] = {}
+    for name in MAPS:
+        try:
+            out.update(map_elements(nft.query(f"list map {T} {name}")))
+        except nft.NftError:
+            continue
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Verbs
+
+
+def add(cfg: PortMapConfig) -> None:
+    try:
+        nft.apply(add_script(cfg))
+    except nft.NftError as exc:
+        if "File exists" not in str(exc):
+            raise CNIError(INTERNAL, f"portmap: nftables ADD failed: {exc}") from None
+        chain = chain_name(cfg.network, cfg.container_id, cfg.ifname)
+        taken = [
+            e for e, target in _all_elements().items() if target != chain and e in pod_rules(cfg)[1]
+        ]
+        shown = ", ".join(f"{e.key} ({e.map})" for e in taken) or str(exc)
+        raise CNIError(
+            INTERNAL, f"portmap: host port already mapped by another attachment: {shown}"
+        ) from None
+
+
+def delete(network: str, container_id: str, ifname: str) -> bool:
+    """Remove this attachment's chain and elements; False when there was nothing."""
+    chain = chain_name(network, container_id, ifname)
+    rules = chain_rules(chain)
+    if rules is None:
+        return False
+    elements = [e for c in _comments(rules) if (e := Element.from_comment(c)) is not None]
+    try:
+        nft.apply(delete_script(chain, list(dict.fromkeys(elements))))
+    except nft.NftError:
+        # Drifted state (an element already gone, or one we did not record): find the
+        # elements that really jump to the chain and try once more.
+        pointing = [e for e, target in _all_elements().items() if target == chain]
+        try:
+            nft.apply(delete_script(chain, pointing))
+        except nft.NftError as exc:
+            raise CNIError(INTERNAL, f"portmap: nftables DEL failed: {exc}") from None
+    return True
+
+
+def check(cfg: PortMapConfig) -> None:
+    chain = chain_name(cfg.network, cfg.container_id, cfg.ifname)
+    expected_rules, expected_elements = pod_rules(cfg)
+    if not expected_rules:
+        return
+    rules = chain_rules(chain)
+    if rules is None:
+        raise CNIError(INTERNAL, f"portmap: nftables chain {chain} of this attachment is missing")
+    if len(rules) < len(expected_rules):
+        raise CNIError(
+            INTERNAL,
+            f"portmap: chain {chain} has {len(rules)} rules, expected {len(expected_rules)}",
+        )
+    comments = set(_comments(rules))
+    elements = _all_elements()
+    for element in expected_elements:
+        if element.comment not in comments:
+            raise CNIError(INTERNAL, f"portmap: no DNAT rule for {element.key} in {chain}")
+        if elements.get(element) != chain:
+            raise CNIError(
+                INTERNAL, f"portmap: map {element.map} does not send {element.key} to {chain}"
+            )
+
+
+def gc(network: str, valid: list[tuple[str, str]]) -> list[str]:
+    """Delete this network's attachment chains not in ``valid``; returns the chains removed."""
+    try:
+        items = nft.query(f"list table {T}")
+    except nft.NftError:
+        return []
+    keep = {chain_name(network, cid, ifname) for cid, ifname in valid}
+    prefix = network_prefix(network)
+    stale = [
+        str(item["chain"]["name"])
+        for item in items
+        if "chain" in item
+        and str(item["chain"]["name"]).startswith(prefix)
+        and item["chain"]["name"] not in keep
+    ]
+    if not stale:
+        return []
+    elements = map_elements(items)
+    lines: list[str] = []
+    for chain in stale:
+        pointing = [e for e, target in elements.items() if target == chain]
+        lines.append(delete_script(chain, pointing))
+    try:
+        nft.apply("".join(lines))
+    except nft.NftError as exc:
+        raise CNIError(INTERNAL, f"portmap: nftables GC failed: {exc}") from None
+    return stale
+
+
+def usable() -> bool:
+    return nft.available()

@@ -1,0 +1,120 @@
+"""portmap: forward host ports to a pod's ports (a chained plugin after bridge/ptp).
+
+ADD installs the mappings of ``runtimeConfig.portMappings`` with the chosen backend, flushes
+stale UDP conntrack entries for the host ports, enables route_localnet on the device that
+leads to the pod (for localhost access over IPv4 with snat) and passes prevResult through.
+DEL removes this attachment's rules by network name, container ID and ifname, so it works
+without runtimeConfig (the reference does nothing then). GC removes the rules of attachments
+not listed in ``cni.dev/valid-attachments``; STATUS reports code 50 when the backend cannot
+be used.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+from pycni.net import sysctl
+from pycni.net.netlink import rtnl
+from pycni.plugin.base import Plugin, Request
+from pycni.plugins.meta.portmap import iptables_backend, nft_backend
+from pycni.plugins.meta.portmap.config import IPTABLES, NFTABLES, PortMapConfig, parse
+from pycni.spec.errors import INTERNAL, PLUGIN_NOT_AVAILABLE, CNIError
+from pycni.spec.result import Result
+
+
+def _route_device(address: ipaddress.IPv4Address) -> str:
+    """The device this host routes ``address`` through (the bridge or the host veth)."""
+    with rtnl() as ipr:
+        routes = ipr.route("get", dst=str(address))
+        if not routes:
+            raise CNIError(INTERNAL, f"portmap: no route to container IP {address}")
+        oif = routes[0].get_attr("RTA_OIF")
+        links = ipr.get_links(oif)
+        return str(links[0].get_attr("IFLA_IFNAME"))
+
+
+def _enable_localnet(address: ipaddress.IPv4Address) -> None:
+    device = _route_device(address)
+    sysctl.ensure(f"net/ipv4/conf/{device}/route_localnet", "1")
+
+
+def _flush_udp_conntrack(req: Request, cfg: PortMapConfig) -> None:
+    """Drop UDP conntrack entries that would bypass the new DNAT rules (failures logged)."""
+    for family in cfg.container_ips:
+        ports = [m.host_port for m in cfg.mappings_for(family) if m.protocol == "udp"]
+        if not ports:
+            continue
+        try:
+            from pycni.net.conntrack import delete_by_dst_port
+
+            delete_by_dst_port(ports, "udp", family)
+        except Exception as exc:  # the reference only logs this
+            req.log(f"portmap: could not flush UDP conntrack entries (IPv{family}): {exc}")
+
+
+def _install(cfg: PortMapConfig) -> None:
+    if cfg.backend == NFTABLES:
+        nft_backend.add(cfg)
+    else:
+        iptables_backend.add(cfg)
+
+
+def _remove(cfg: PortMapConfig) -> None:
+    nft_backend.delete(cfg.network, cfg.container_id, cfg.ifname)
+    if cfg.backend == IPTABLES:
+        iptables_backend.delete(cfg.network, cfg.container_id, cfg.iptables_variant)
+
+
+class PortMap(Plugin):
+    about = "pycni portmap: host port forwarding with nftables or iptables"
+
+    def add(self, req: Request) -> Result:
+        cfg = parse(req, need_prev=True)
+        prev = req.prev_result()
+        assert prev is not None  # parse() insists on it
+        if not cfg.mappings or not cfg.container_ips:
+            return prev
+        _install(cfg)
+        try:
+            _flush_udp_conntrack(req, cfg)
+            v4 = cfg.container_ips.get(4)
+            if cfg.snat and v4 is not None and cfg.mappings_for(4):
+                assert isinstance(v4.ip, ipaddress.IPv4Address)
+                _enable_localnet(v4.ip)
+        except BaseException:
+            _remove(cfg)
+            raise
+        return prev
+
+    def delete(self, req: Request) -> None:
+        _remove(parse(req, need_prev=False))
+
+    def check(self, req: Request) -> None:
+        cfg = parse(req, need_prev=True)
+        if not cfg.mappings:
+            return
+        if cfg.backend == NFTABLES:
+            nft_backend.check(cfg)
+        else:
+            iptables_backend.check(cfg)
+
+    def gc(self, req: Request) -> None:
+        cfg = parse(req, need_prev=False)
+        valid = req.valid_attachments() or []
+        nft_backend.gc(cfg.network, valid)
+        if cfg.backend == IPTABLES:
+            iptables_backend.gc(cfg.network, {cid for cid, _ in valid}, cfg.iptables_variant)
+
+    def status(self, req: Request) -> None:
+        cfg = parse(req, need_prev=False)
+        if cfg.backend == NFTABLES:
+            ok = nft_backend.usable()
+        else:
+            ok = iptables_backend.usable(cfg.iptables_variant)
+        if not ok:
+            raise CNIError(
+                PLUGIN_NOT_AVAILABLE, f"portmap: the {cfg.backend} backend is not usable here"
+            )
+
+
+PLUGIN = PortMap()
