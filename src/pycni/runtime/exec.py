@@ -53,7 +53,9 @@ class CallControl:
     deadline: float | None = None
 
     @classmethod
-    def start(cls, timeout: float | None, cancel: threading.Event | None = None) -> CallControl:
+    def start(
+        cls, timeout: float | None = None, cancel: threading.Event | None = None
+    ) -> CallControl:
         deadline = None if timeout is None else time.monotonic() + timeout
         return cls(timeout=timeout, cancel=cancel, deadline=deadline)
 
@@ -257,6 +259,7 @@ def _communicate(
     proc: subprocess.Popen[bytes], stdin: bytes, plugin_path: str, control: CallControl
 ) -> tuple[bytes, bytes]:
     """Feed stdin and collect output on this thread, honouring the deadline and cancel."""
+    pending: bytes | None = stdin
     try:
         while True:
             wait = control.remaining()
@@ -265,7 +268,8 @@ def _communicate(
             try:
                 if wait is not None and wait <= 0:
                     raise subprocess.TimeoutExpired([plugin_path], 0)
-                return proc.communicate(stdin, timeout=wait)
+                data, pending = pending, None  # input can be handed over only once
+                return proc.communicate(data, timeout=wait)
             except subprocess.TimeoutExpired:
                 if control.cancel is not None and control.cancel.is_set():
                     raise PluginCancelled(
