@@ -164,12 +164,14 @@ def load(config: Mapping[str, Any], env_args: str) -> IPAMConfig:
     runtime = section(config, "runtimeConfig")
 
     sets: list[RangeSet] = []
-    sets += parse_range_sets(get_field(runtime, "ipRanges", list, []), "runtimeConfig.ipRanges")
+    sets += parse_range_sets(
+        get_field(runtime, "ipRanges", list, [], "runtimeConfig"), "runtimeConfig.ipRanges"
+    )
     found, subnet = lookup(ipam, "subnet")
     if found and subnet is not None:
         sets.append(RangeSet([parse_range(ipam, "ipam")]))
-    sets += parse_range_sets(get_field(ipam, "ranges", list, []), "ipam.ranges")
-    routes = parse_routes(get_field(ipam, "routes", list, []))
+    sets += parse_range_sets(get_field(ipam, "ranges", list, [], "ipam"), "ipam.ranges")
+    routes = parse_routes(get_field(ipam, "routes", list, [], "ipam"))
     requested = requested_ips(config, env_args)
 
     if not sets:
@@ -193,8 +195,8 @@ def load(config: Mapping[str, Any], env_args: str) -> IPAMConfig:
     return IPAMConfig(
         name=str(config.get("name", "")),
         cni_version=cni_version,
-        data_dir=get_field(ipam, "dataDir", str, "") or DEFAULT_DATA_DIR,
-        resolv_conf=get_field(ipam, "resolvConf", str, ""),
+        data_dir=get_field(ipam, "dataDir", str, "", "ipam") or DEFAULT_DATA_DIR,
+        resolv_conf=get_field(ipam, "resolvConf", str, "", "ipam"),
         routes=routes,
         range_sets=sets,
         requested=requested,
