@@ -1,0 +1,126 @@
+"""What macvlan, tap and host-device share: config bits, IPAM around one pod interface.
+
+These plugins hand the pod exactly one interface (index 0 of the result); when an IPAM type
+is configured its addresses all go on that interface, and the result's DNS is the config's
+``dns`` (the IPAM plugin's DNS is dropped, as the reference does).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from dataclasses import replace
+from typing import Any
+
+from pycni.net import sysctl
+from pycni.net.addr import AddressError, configure_iface, validate_ips
+from pycni.net.route import RouteError, validate_routes
+from pycni.plugin.base import Request
+from pycni.plugin.config import field, section
+from pycni.plugin.delegate import delegate
+from pycni.plugin.rollback import Rollback
+from pycni.spec.args import load_args
+from pycni.spec.errors import INTERNAL, INVALID_NETWORK_CONFIG, CNIError
+from pycni.spec.result import DNS, Interface, Result
+
+_MAC = re.compile(r"^[0-9a-fA-F]{2}([:-])[0-9a-fA-F]{2}(\1[0-9a-fA-F]{2}){4}$")
+
+
+def internal(msg: str) -> CNIError:
+    return CNIError(INTERNAL, msg)
+
+
+def invalid(msg: str) -> CNIError:
+    return CNIError(INVALID_NETWORK_CONFIG, msg)
+
+
+def ipam_type(req: Request) -> str:
+    return field(section(req.config, "ipam"), "type", str, "", where="ipam")
+
+
+def config_dns(req: Request) -> DNS:
+    """The config's ``dns`` section, decoded with the result model's rules."""
+    raw = section(req.config, "dns")
+    if not raw:
+        return DNS()
+    return Result.from_dict({"cniVersion": "1.1.0", "dns": raw}).dns
+
+
+def requested_mac(req: Request) -> str:
+    """runtimeConfig.mac wins, then CNI_ARGS MAC, then the config's ``mac``; validated."""
+    mac = field(req.config, "mac", str, "")
+    env_mac = load_args(req.args, known=["MAC"]).get("MAC", "")
+    if env_mac:
+        mac = env_mac
+    rt_mac = field(req.runtime_config, "mac", str, "", where="runtimeConfig")
+    if rt_mac:
+        mac = rt_mac
+    if mac and not _MAC.match(mac):
+        raise invalid(f"invalid args {mac} for MAC addr: want six hex bytes (02:aa:bb:cc:dd:ee)")
+    return mac.replace("-", ":").lower()
+
+
+def ipam_add(req: Request, kind: str, rollback: Rollback) -> Result:
+    """Run IPAM ADD and register its DEL as the undo; at least one IP is required."""
+    rollback.step("ipam")
+    found = delegate(req, kind)
+    rollback.push("ipam", lambda: delegate(req, kind, command="DEL"))
+    if found is None or not found.ips:
+        raise internal("IPAM plugin returned missing IP config")
+    return found
+
+
+def pod_result(req: Request, iface: Interface, ipam: Result | None) -> Result:
+    """The plugin's result: the one interface, IPAM's IPs pinned to it, IPAM's routes."""
+    result = Result(cni_version=req.cni_version, interfaces=[iface], dns=config_dns(req))
+    if ipam is not None:
+        result.ips = [replace(ip, interface=0) for ip in ipam.ips]
+        result.routes = list(ipam.routes)
+    return result
+
+
+def configure_pod_iface(
+    ipr: Any, ifname: str, index: int, result: Result, ndisc_notify: bool = True
+) -> None:
+    """In the pod: announce the addresses (arp/ndisc notify), add them, up, routes."""
+    keys = ["net/ipv4/conf/{}/arp_notify"]
+    if ndisc_notify:
+        keys.append("net/ipv6/conf/{}/ndisc_notify")
+    for key in keys:
+        with contextlib.suppress(OSError):  # IPv6 may be disabled in the pod
+            sysctl.write(key.format(ifname), "1")
+    try:
+        configure_iface(ipr, ifname, index, result)
+    except (AddressError, RouteError) as exc:
+        raise internal(str(exc)) from None
+
+
+def check_ips_and_routes(ipr: Any, ifname: str, index: int, prev: Result) -> None:
+    try:
+        validate_ips(ipr, ifname, index, prev, 0)
+        validate_routes(ipr, ifname, prev.routes)
+    except (AddressError, RouteError) as exc:
+        raise internal(str(exc)) from None
+
+
+def prev_interface(req: Request) -> tuple[Result, Interface]:
+    """CHECK's prevResult and its entry for CNI_IFNAME in CNI_NETNS (as the reference finds it)."""
+    prev = req.prev_result()
+    if prev is None:
+        raise internal("Required prevResult missing")
+    match = Interface(name="")
+    for intf in prev.interfaces:
+        if intf.name == req.ifname and intf.sandbox == req.netns:
+            match = intf
+    if match.sandbox != req.netns:
+        raise internal(
+            f"Sandbox in prevResult {match.sandbox} doesn't match configured netns: {req.netns}"
+        )
+    return prev, match
+
+
+def ipam_passthrough(req: Request, command: str) -> None:
+    """IPAM DEL/CHECK/STATUS when an IPAM type is configured."""
+    kind = ipam_type(req)
+    if kind:
+        delegate(req, kind, command=command)

@@ -1,0 +1,174 @@
+"""macvlan: give the pod a macvlan of a node interface (``master``), L2 or with IPAM."""
+
+from __future__ import annotations
+
+from contextlib import ExitStack, nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+from pycni.net import macvlan
+from pycni.net.link import LinkNotFound, index_of, mac_of
+from pycni.net.netlink import rtnl
+from pycni.net.ns import NetNS, NetNSNotFound
+from pycni.plugin.base import Plugin, Request
+from pycni.plugin.config import field
+from pycni.plugin.rollback import Rollback
+from pycni.plugins.main._attach import (
+    check_ips_and_routes,
+    configure_pod_iface,
+    internal,
+    invalid,
+    ipam_add,
+    ipam_passthrough,
+    ipam_type,
+    pod_result,
+    prev_interface,
+    requested_mac,
+)
+from pycni.spec.errors import UNSUPPORTED_FIELD, CNIError
+from pycni.spec.result import Interface, Result
+
+
+@dataclass
+class MacvlanConf:
+    master: str
+    mode: str
+    mtu: int
+    mac: str
+    link_in_container: bool
+    ipam: str
+
+
+def load_conf(req: Request) -> MacvlanConf:
+    """The static part of the config (no kernel lookups)."""
+    try:
+        mode = macvlan.parse_mode(field(req.config, "mode", str, ""))
+    except ValueError as exc:
+        raise invalid(f"{exc}; use bridge, private, vepa or passthru") from None
+    if field(req.config, "bcqueuelen", int, 0):
+        raise CNIError(UNSUPPORTED_FIELD, "bcqueuelen is not supported by pycni's macvlan")
+    return MacvlanConf(
+        master=field(req.config, "master", str, ""),
+        mode=mode,
+        mtu=field(req.config, "mtu", int, 0),
+        mac=requested_mac(req),
+        link_in_container=field(req.config, "linkInContainer", bool, False),
+        ipam=ipam_type(req),
+    )
+
+
+def _master_ns(conf: MacvlanConf, pod: NetNS) -> Any:
+    """Where the master lives: the pod (linkInContainer) or here, the node."""
+    return pod.entered() if conf.link_in_container else nullcontext()
+
+
+def resolve_master(ipr: Any, conf: MacvlanConf) -> tuple[int, int]:
+    """(index, MTU) of the master; picks the default-route link when none is configured."""
+    if not conf.master:
+        try:
+            conf.master = macvlan.default_route_interface(ipr)
+        except macvlan.NoDefaultRoute as exc:
+            raise internal(str(exc)) from None
+    try:
+        index = index_of(ipr, conf.master)
+    except LinkNotFound:
+        raise internal(f'failed to lookup master "{conf.master}": Link not found') from None
+    mtu = int(ipr.get_links(index)[0].get_attr("IFLA_MTU") or 0)
+    return index, mtu
+
+
+class Macvlan(Plugin):
+    about = "pycni macvlan: a macvlan sub-interface of a node link for the pod"
+
+    def add(self, req: Request) -> Result:
+        conf = load_conf(req)
+        with req.open_netns() as pod, Rollback(req.env) as rb:
+            with _master_ns(conf, pod), rtnl() as ipr:
+                master_index, master_mtu = resolve_master(ipr, conf)
+                if conf.mtu < 0 or conf.mtu > master_mtu:
+                    raise invalid(f"invalid MTU {conf.mtu}, must be [0, master MTU({master_mtu})]")
+                rb.step("create")
+                try:
+                    tmp = macvlan.create_in_netns(
+                        ipr, master_index, pod.fd, conf.mode, conf.mtu, conf.mac
+                    )
+                except Exception as exc:
+                    raise internal(f"failed to create macvlan: {exc}") from None
+            with pod.entered(), rtnl() as ipr:
+                index = index_of(ipr, tmp)
+                rb.push("create", lambda: _delete_index(pod, index))
+                rb.step("rename")
+                try:
+                    ipr.link("set", index=index, ifname=req.ifname)
+                except Exception as exc:
+                    raise internal(f'failed to rename macvlan to "{req.ifname}": {exc}') from None
+                mac = mac_of(ipr.get_links(index)[0])
+            iface = Interface(name=req.ifname, mac=mac, sandbox=req.netns)
+            ipam = ipam_add(req, conf.ipam, rb) if conf.ipam else None
+            result = pod_result(req, iface, ipam)
+            rb.step("configure")
+            with pod.entered(), rtnl() as ipr:
+                if ipam is not None:
+                    configure_pod_iface(ipr, req.ifname, index, result)
+                else:
+                    ipr.link("set", index=index, state="up")
+        return result
+
+    def delete(self, req: Request) -> None:
+        ipam_passthrough(req, "DEL")
+        if not req.netns:
+            return
+        try:
+            with req.open_netns() as pod, pod.entered(), rtnl() as ipr:
+                try:
+                    ipr.link("del", index=index_of(ipr, req.ifname))
+                except LinkNotFound:
+                    return
+        except NetNSNotFound:
+            return
+
+    def check(self, req: Request) -> None:
+        conf = load_conf(req)
+        with req.open_netns() as pod:
+            with _master_ns(conf, pod), rtnl() as ipr:
+                _, master_mtu = resolve_master(ipr, conf)
+                if conf.mtu < 0 or conf.mtu > master_mtu:
+                    raise invalid(f"invalid MTU {conf.mtu}, must be [0, master MTU({master_mtu})]")
+            ipam_passthrough(req, "CHECK")
+            prev, intf = prev_interface(req)
+            with pod.entered(), rtnl() as ipr:
+                index = _check_link(ipr, intf, conf.mode)
+                check_ips_and_routes(ipr, req.ifname, index, prev)
+
+    def status(self, req: Request) -> None:
+        ipam_passthrough(req, "STATUS")
+
+
+def _check_link(ipr: Any, intf: Interface, mode: str) -> int:
+    if not intf.name:
+        raise internal("Container interface name missing in prevResult")
+    try:
+        index = index_of(ipr, intf.name)
+    except LinkNotFound:
+        raise internal(f"Container Interface name in prevResult: {intf.name} not found") from None
+    msg = ipr.get_links(index)[0]
+    current = macvlan.mode_of(msg)
+    if not current:
+        raise internal(f"Error: Container interface {intf.name} not of type macvlan")
+    if current != mode:
+        raise internal(f"Container macvlan mode {current} does not match expected value: {mode}")
+    if intf.mac and intf.mac != mac_of(msg):
+        raise internal(
+            f"Interface {intf.name} Mac {intf.mac} doesn't match container Mac: {mac_of(msg)}"
+        )
+    return index
+
+
+def _delete_index(pod: NetNS, index: int) -> None:
+    with ExitStack() as stack:
+        stack.enter_context(pod.entered())
+        ipr = stack.enter_context(rtnl())
+        ipr.link("del", index=index)
+
+
+PLUGIN = Macvlan()
