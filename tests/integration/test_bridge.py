@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (pytest fixtures imported from test_bridge_support)
 """bridge on the real kernel: traffic, gateway, hairpin, isolation, masquerade, DEL."""
 
 from __future__ import annotations
@@ -34,10 +35,10 @@ def test_two_pods_reach_each_other_and_the_gateway(
     a, b = pod_factory(), pod_factory()
     ra = run(bridge_dir, node, "ADD", c, a, cid="a").ok().json
     rb = run(bridge_dir, node, "ADD", c, b, cid="b").ok().json
-    a4, a6 = _ips(ra)
+    a4, _a6 = _ips(ra)
     b4, b6 = _ips(rb)
     assert (a4, b4) == ("10.77.0.2", "10.77.0.3")
-    assert [i["name"] for i in ra["interfaces"]][0] == "cnibr0"
+    assert ra["interfaces"][0]["name"] == "cnibr0"
     assert all(ip["interface"] == 2 for ip in ra["ips"])
     assert sorted(node.addresses("cnibr0"))[:2] == ["10.77.0.1/24", "fd77::1/64"]
     assert sysctl_in(node, "net/ipv4/ip_forward") == "1"
