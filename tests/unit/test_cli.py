@@ -1,0 +1,192 @@
+"""The ``pycni`` CLI: cnitool-compatible verbs, environment, output and errors."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pycni.cli import cnitool
+from pycni.cli.main import main
+from tests.unit.test_runtime_support import FakePlugins, conflist
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    fakes = FakePlugins(tmp_path / "bin")
+    fakes.add("a")
+    fakes.add("b")
+    confdir = tmp_path / "net.d"
+    confdir.mkdir()
+    (confdir / "10-net.conflist").write_bytes(
+        conflist(
+            "net", "1.1.0", {"type": "a", "capabilities": {"portMappings": True}}, {"type": "b"}
+        )
+    )
+    for name in ("CNI_ARGS", "CAP_ARGS", "CNI_IFNAME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NETCONFPATH", str(confdir))
+    monkeypatch.setenv("CNI_PATH", str(fakes.dir))
+    cache = tmp_path / "cache"
+    return {"fakes": fakes, "cache": cache, "confdir": confdir, "tmp": tmp_path}
+
+
+def _cli(env: dict[str, Any], *argv: str) -> int:
+    return main([argv[0], "--cache-dir", str(env["cache"]), *argv[1:]])
+
+
+def test_container_id_matches_cnitool() -> None:
+    digest = hashlib.sha512(b"/var/run/netns/x").digest()[:10]
+    assert cnitool.container_id_for("/var/run/netns/x") == "cnitool-" + digest.hex()
+    assert len(cnitool.container_id_for("/a")) == len("cnitool-") + 20
+
+
+def test_add_prints_result_and_uses_env(
+    env: dict[str, Any], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CNI_ARGS", "A=1;B=2")
+    monkeypatch.setenv("CAP_ARGS", json.dumps({"portMappings": [{"hostPort": 80}]}))
+    monkeypatch.chdir(env["tmp"])
+    assert _cli(env, "add", "net", "ns/pod1") == 0
+    out = capsys.readouterr().out
+    assert not out.endswith("\n")
+    assert out.startswith('{\n    "cniVersion": "1.1.0",\n    "interfaces": [')
+    assert json.loads(out)["interfaces"] == [{"name": "a"}, {"name": "b"}]
+    calls = env["fakes"].calls()
+    abs_ns = str(env["tmp"] / "ns" / "pod1")
+    assert calls[0]["env"]["CNI_NETNS"] == abs_ns
+    assert calls[0]["env"]["CNI_CONTAINERID"] == cnitool.container_id_for(abs_ns)
+    assert calls[0]["env"]["CNI_ARGS"] == "A=1;B=2"
+    assert calls[0]["env"]["CNI_IFNAME"] == "eth0"
+    assert json.loads(calls[0]["stdin"])["runtimeConfig"] == {"portMappings": [{"hostPort": 80}]}
+    cache_name = f"net-{cnitool.container_id_for(abs_ns)}-eth0"
+    assert (env["cache"] / "results" / cache_name).exists()
+
+
+def test_check_del_print_nothing(env: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    assert _cli(env, "add", "net", "/ns/p") == 0
+    capsys.readouterr()
+    assert _cli(env, "check", "net", "/ns/p") == 0
+    assert _cli(env, "del", "net", "/ns/p") == 0
+    assert _cli(env, "status", "net", "/ns/p") == 0
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    verbs = [c["cmd"] for c in env["fakes"].calls()]
+    assert verbs == ["ADD", "ADD", "CHECK", "CHECK", "DEL", "DEL", "STATUS", "STATUS"]
+    assert not list((env["cache"] / "results").iterdir())
+
+
+def test_ifname_flag_then_env(
+    env: dict[str, Any], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("CNI_IFNAME", "net5")
+    assert _cli(env, "del", "net", "/ns/p") == 0
+    assert _cli(env, "del", "net", "/ns/p", "-i", "net7") == 0
+    assert [c["env"]["CNI_IFNAME"] for c in env["fakes"].calls()] == ["net5"] * 2 + ["net7"] * 2
+
+
+def test_gc_deletes_all_cached_attachments(env: dict[str, Any]) -> None:
+    assert _cli(env, "add", "net", "/ns/p1") == 0
+    assert _cli(env, "add", "net", "/ns/p2") == 0
+    env["fakes"].clear()
+    assert _cli(env, "gc", "net", "/ns/any") == 0
+    calls = env["fakes"].calls()
+    assert [c["cmd"] for c in calls] == ["DEL", "DEL", "DEL", "DEL", "GC", "GC"]
+    assert "cni.dev/valid-attachments" not in json.loads(calls[-1]["stdin"])
+    assert not list((env["cache"] / "results").iterdir())
+
+
+@pytest.mark.parametrize(
+    ("setup", "argv", "message"),
+    [
+        ({"CNI_ARGS": "A=1;B"}, ["add", "net", "/ns/p"], 'pycni: invalid CNI_ARGS pair "B"\n'),
+        ({"CAP_ARGS": "[1"}, ["add", "net", "/ns/p"], "pycni: CAP_ARGS: "),
+        ({}, ["add", "nope", "/ns/p"], 'pycni: no net configuration with name "nope" in '),
+        (
+            {"CNI_PATH": ""},
+            ["add", "net", "/ns/p"],
+            'pycni: plugin type="a" failed (add): no paths provided\n',
+        ),
+        ({"CNI_IFNAME": ""}, ["add", "net", "/ns/p"], "interface name is empty"),
+    ],
+)
+def test_errors_go_to_stderr_with_exit_1(
+    env: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    setup: dict[str, str],
+    argv: list[str],
+    message: str,
+) -> None:
+    for key, value in setup.items():
+        monkeypatch.setenv(key, value)
+    assert _cli(env, *argv) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert message in captured.err
+    assert "Traceback" not in captured.err
+
+
+def test_plugin_error_is_reported(env: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    env["fakes"].add("b", ADD={"stdout": json.dumps({"code": 11, "msg": "later"}), "exit": 1})
+    assert _cli(env, "add", "net", "/ns/p") == 1
+    assert capsys.readouterr().err == 'pycni: plugin type="b" failed (add): later\n'
+
+
+def test_status_error_code_message(env: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    env["fakes"].add(
+        "a", STATUS={"stdout": json.dumps({"code": 50, "msg": "not ready"}), "exit": 1}
+    )
+    assert _cli(env, "status", "net", "/ns/p") == 1
+    assert capsys.readouterr().err == "pycni: not ready\n"
+
+
+def test_list_validate_version(env: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    (env["confdir"] / "20-broken.conflist").write_text("{")
+    (env["confdir"] / "30-old.conf").write_text(
+        json.dumps({"cniVersion": "0.3.1", "name": "old", "type": "a"})
+    )
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"net\t1.1.0\ta,b\t{env['confdir'] / '10-net.conflist'}"
+    assert out[1].startswith("20-broken.conflist: error: error parsing configuration list")
+    assert out[2].startswith("old\t0.3.1\ta\t")
+    assert main(["list", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[0]["plugins"] == ["a", "b"]
+    assert main(["validate", "net"]) == 0
+    assert "capabilities: portMappings" in capsys.readouterr().out
+    env["fakes"].add("b", versions=["0.4.0"])
+    assert main(["validate", "net"]) == 1
+    assert 'plugin b does not support config version "1.1.0"' in capsys.readouterr().err
+    assert main(["version"]) == 0
+    assert "1.1.0" in capsys.readouterr().out
+    assert main(["version", "--plugin", "b"]) == 0
+    assert json.loads(capsys.readouterr().out)["supportedVersions"] == ["0.4.0"]
+
+
+def test_no_command_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    assert "usage: pycni" in capsys.readouterr().err
+
+
+def test_startup_does_not_import_the_runtime() -> None:
+    code = (
+        "import sys; from pycni.cli import main; main.build_parser(); "
+        "heavy = ('pycni.runtime', 'pycni.spec.result', 'pyroute2'); "
+        "print(sorted(m for m in sys.modules if m.startswith(heavy)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert out.stdout.strip() == "[]"
