@@ -32,7 +32,7 @@ from pycni.inspect.model import (
     Veth,
 )
 from pycni.net.netlink import rtnl
-from pycni.net.ns import THREAD_NETNS, NetNS
+from pycni.net.ns import THREAD_NETNS, NetNS, NetNSNotFound
 from pycni.spec.errors import CNIError
 
 DEFAULT_CONF_DIR = "/etc/cni/net.d"
@@ -402,6 +402,8 @@ def read_kernel(state: NodeState, netns_dir: str) -> None:
     for name, path in candidate_namespaces(netns_dir, state.attachments):
         try:
             views.append(_look_into(name, path))
+        except NetNSNotFound:
+            continue  # removed while we looked: not ours to report
         except (OSError, CNIError) as exc:
             state.problems.append(f"cannot look into namespace {path}: {exc}")
     state.namespaces = [view for view, _links, _nsid in views]
@@ -425,6 +427,7 @@ def read_kernel(state: NodeState, netns_dir: str) -> None:
                     mac=link.mac,
                     master=names.get(link.master) if link.master else None,
                     up=link.up,
+                    addresses=link.addresses,
                     peer_index=link.peer_index,
                     peer_netnsid=link.peer_netnsid,
                     peer=_match_peer(link, views) if link.peer_netnsid is not None else None,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from pycni.inspect.collect import iter_live_pod_ips
 from pycni.inspect.model import NodeState
+from pycni.inspect.nftmap import owner_chain
 
 KINDS = ("attachment", "reservation", "veth", "mapping")
 
@@ -47,7 +48,9 @@ def find_leaks(state: NodeState) -> list[Leak]:
     cached = {(a.network, a.container_id, a.ifname) for a in state.attachments}
     cached_ids = {(a.network, a.container_id) for a in state.attachments}
     live = [a for a in state.attachments if a.netns_exists]
-    live_ids = {a.container_id for a in live}
+    live_owners = {a.container_id for a in live} | {
+        owner_chain(a.network, a.container_id, a.ifname) for a in live
+    }
 
     for att in state.attachments:
         if att.netns and not att.netns_exists:
@@ -101,12 +104,12 @@ def find_leaks(state: NodeState) -> list[Leak]:
     live_ips = set(iter_live_pod_ips(state))
     for m in state.port_mappings:
         target_dead = m.target_ip not in live_ips
-        owner_dead = bool(m.owner) and m.owner not in live_ids
+        owner_dead = bool(m.owner) and m.owner not in live_owners
         if target_dead or owner_dead:
             why = (
                 f"no live pod has {m.target_ip}"
                 if target_dead
-                else f"container {m.owner} has no live attachment"
+                else f"owner {m.owner} has no live attachment"
             )
             leaks.append(
                 Leak(

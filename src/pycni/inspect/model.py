@@ -67,6 +67,7 @@ class Veth:
     mac: str = ""
     master: str | None = None
     up: bool = False
+    addresses: list[str] = field(default_factory=list)
     peer_index: int | None = None
     peer_netnsid: int | None = None
     peer: PodLink | None = None

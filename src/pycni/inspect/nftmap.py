@@ -1,8 +1,10 @@
 """Port mappings as nftables rules: read the portmap tables and delete one owner's rules.
 
-Portmap tables are recognised by name: pycni's own (``pycni*``) and the reference plugin's
-nftables backend (``cni_hostport``). A DNAT rule becomes a ``PortMapping``; the rule comment
-(the container ID, as both implementations write it) names its owner.
+Portmap tables are recognised by name: pycni's own (``inet pycni_portmap``, one chain per
+attachment, entered through verdict maps) and the reference plugin's nftables backend
+(``cni_hostport``). A DNAT rule becomes a ``PortMapping``. Its owner is the attachment chain
+in pycni's table (see ``owner_chain``) and the rule comment (the container ID) in the
+reference's.
 """
 
 from __future__ import annotations
@@ -11,9 +13,19 @@ from typing import Any
 
 from pycni.inspect.model import PortMapping
 from pycni.net import nft
+from pycni.plugins.meta.portmap import nft_backend
 
 REFERENCE_TABLE = "cni_hostport"
 PYCNI_TABLE_PREFIX = "pycni"
+
+
+def owner_chain(network: str, container_id: str, ifname: str) -> str:
+    """The chain pycni's portmap gives one attachment (what owns its mappings)."""
+    return nft_backend.chain_name(network, container_id, ifname)
+
+
+def is_pycni(mapping: PortMapping) -> bool:
+    return mapping.table == nft_backend.TABLE
 
 
 def is_portmap_table(name: str) -> bool:
@@ -106,14 +118,26 @@ def read_mappings() -> tuple[list[PortMapping], list[str]]:
                 by_owner.setdefault(owner, []).append((str(rule["chain"]), int(rule["handle"])))
         for rule in rules:
             mapping = parse_rule(rule)
-            if mapping is not None:
-                mapping.related_handles = by_owner.get(mapping.owner, []) if mapping.owner else []
-                out.append(mapping)
+            if mapping is None:
+                continue
+            if name == nft_backend.TABLE:
+                mapping.owner = mapping.chain
+            elif mapping.owner:
+                mapping.related_handles = by_owner.get(mapping.owner, [])
+            out.append(mapping)
     return out, []
 
 
 def delete_mapping(mapping: PortMapping) -> None:
-    """Remove the mapping's rule and every other rule its owner has in that table."""
+    """Remove the mapping's owner: pycni's attachment chain and the map elements that
+    jump to it, or for the reference table every rule with the owner's comment."""
+    if is_pycni(mapping):
+        items = nft.query(f"list table {mapping.family} {mapping.table}")
+        pointing = [
+            e for e, target in nft_backend.map_elements(items).items() if target == mapping.chain
+        ]
+        nft.apply(nft_backend.delete_script(mapping.chain, pointing))
+        return
     handles = set(mapping.related_handles) | {(mapping.chain, mapping.handle)}
     script = "\n".join(
         f"delete rule {mapping.family} {mapping.table} {chain} handle {handle}"

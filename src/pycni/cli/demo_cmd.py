@@ -1,0 +1,175 @@
+"""`pycni demo`: a throwaway node with three pods, networked, checked, shown and removed."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any, TextIO
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "demo",
+        help="network three pods in a throwaway node namespace and show that it works",
+        description="Creates a node namespace with a client on its uplink and three pod "
+        "namespaces, attaches the pods with pycni's bridge + host-local + portmap chain "
+        "through the runtime library, serves HTTP from one pod on a host port, then shows "
+        "addresses, a ping matrix, the HTTP answers, ADD timings and the topology. "
+        "Nothing outside the demo's namespaces and state directory is touched. "
+        "Exit code 1 when a check failed.",
+    )
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="leave the demo running (state in /run/pycni-demo); remove it with --down",
+    )
+    parser.add_argument("--down", action="store_true", help="remove a demo kept with --keep")
+    parser.add_argument(
+        "--mode",
+        choices=("auto", "daemon", "inprocess"),
+        default="auto",
+        help="entry points talking to a running daemon, or running plugins in-process "
+        "(auto: daemon if one answers on the default socket)",
+    )
+    parser.add_argument(
+        "--state-dir",
+        help="where the demo keeps its files (default: a temp dir, or /run/pycni-demo with --keep)",
+    )
+    parser.add_argument(
+        "--prefix", default="pycni-demo-", help="name prefix of the demo's namespaces"
+    )
+    parser.add_argument(
+        "--plugin-dir", help="use the plugins in this dir instead of installing pycni's"
+    )
+    parser.set_defaults(func=run)
+
+
+def _section(out: TextIO, title: str) -> None:
+    out.write(f"\n{title}\n")
+
+
+def _report(outcome: Any, topology: str, out: TextIO) -> None:
+    from pycni.demo import network
+
+    _section(out, "Pods")
+    for pod in outcome.pods:
+        extra = ""
+        if pod is outcome.pods[0]:
+            extra = (
+                f"  web server on :{network.CONTAINER_PORT}, "
+                f"published on node port {network.HOST_PORT}"
+            )
+        shown = pod.address or f"FAILED: {pod.error}"
+        out.write(f"  {pod.name:<24} {shown:<16} ADD {pod.add_ms:6.1f} ms{extra}\n")
+
+    _section(out, "Ping matrix (rows ping columns)")
+    names = [p.name for p in outcome.pods if p.address]
+    columns = [*names, "gateway"]
+    width = max([len(c) for c in columns] + [8]) + 2
+    out.write(" " * width + "".join(c.ljust(width) for c in columns) + "\n")
+    for src in names:
+        cells = []
+        for dst in columns:
+            if dst == src:
+                cells.append("-".ljust(width))
+            else:
+                cells.append(("ok" if outcome.matrix.get((src, dst)) else "FAIL").ljust(width))
+        out.write(src.ljust(width) + "".join(cells).rstrip() + "\n")
+
+    _section(out, f"HTTP through host port {network.HOST_PORT}")
+    for who, target, answer in outcome.http:
+        out.write(f"  {who:<7} -> {target:<22} {answer}\n")
+
+    _section(out, "ADD timings (loopback + bridge/host-local/portmap chain)")
+    times = [p.add_ms for p in outcome.pods if p.address]
+    if times:
+        out.write(
+            f"  {len(times)} pods: min {min(times):.1f} ms, max {max(times):.1f} ms, "
+            f"mean {sum(times) / len(times):.1f} ms (mode: {outcome.state.mode})\n"
+        )
+
+    _section(out, "Topology")
+    out.write(topology)
+
+    failed = [c for c in outcome.checks if not c.ok]
+    _section(out, f"Checks: {len(outcome.checks) - len(failed)} passed, {len(failed)} failed")
+    for check in failed:
+        out.write(f"  FAILED {check.name}: {check.detail}\n")
+
+
+def _topology(state: Any) -> str:
+    from pycni.demo import topology
+    from pycni.demo.run import netns_path
+    from pycni.inspect.collect import Paths, collect
+    from pycni.net.ns import NetNS
+
+    with NetNS.open(netns_path(state.node)) as ns, ns.entered():
+        node_state = collect(Paths(state.conf_dir, state.cache_dir, state.data_dir))
+    return topology.render(node_state, state.client)
+
+
+def _down(args: argparse.Namespace, out: TextIO) -> int:
+    from pycni.demo import run as demo
+
+    root = args.state_dir or demo.KEEP_DIR
+    try:
+        state = demo.DemoState.load(root)
+    except (OSError, ValueError, TypeError):
+        out.write(f"no kept demo in {root}: nothing to remove\n")
+        return 0
+    problems = demo.down(state, demo.Progress(out))
+    for problem in problems:
+        sys.stderr.write(f"warning: {problem}\n")
+    out.write("demo removed\n")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    from pycni.demo import run as demo
+
+    out = sys.stdout
+    if os.geteuid() != 0:
+        sys.stderr.write("pycni demo needs root (it creates network namespaces)\n")
+        return 2
+    if args.down:
+        return _down(args, out)
+    try:
+        state = demo.new_state(args.keep, args.state_dir, args.prefix)
+    except demo.DemoError as exc:
+        sys.stderr.write(f"pycni demo: {exc}\n")
+        return 2
+    progress = demo.Progress(out)
+    ok = False
+    try:
+        outcome = demo.up(state, out, mode=args.mode, plugin_dir=args.plugin_dir)
+        progress("reading the topology back (as `pycni inspect` does)")
+        topology = _topology(state)
+        _report(outcome, topology, out)
+        ok = outcome.ok
+    except demo.DemoError as exc:
+        sys.stderr.write(f"pycni demo: {exc}\n")
+        if os.path.exists(os.path.join(state.root, demo.STATE_FILE)) and not args.keep:
+            demo.down(state)
+        return 2
+    except BaseException:
+        if not args.keep:
+            demo.down(state)
+        raise
+    out.write("\n")
+    if args.keep:
+        out.write(
+            f"The demo is still up (state in {state.root}). Look around with:\n"
+            f"  ip netns exec {state.node} pycni inspect --netconf-dir {state.conf_dir} "
+            f"--cache-dir {state.cache_dir} --data-dir {state.data_dir}\n"
+            f"Remove it with:\n  pycni demo --down"
+            + (f" --state-dir {state.root}" if args.state_dir else "")
+            + "\n"
+        )
+    else:
+        progress("cleaning up")
+        problems = demo.down(state, progress)
+        for problem in problems:
+            sys.stderr.write(f"warning: {problem}\n")
+        ok = ok and not problems
+    return 0 if ok else 1
