@@ -18,6 +18,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "pycni.cli.info_cmd",
     "pycni.cli.plugins_cmd",
     "pycni.cli.daemon_cmd",
+    "pycni.cli.demo_cmd",
+    "pycni.cli.inspect_cmd",
 )
 
 
