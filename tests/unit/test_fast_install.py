@@ -76,3 +76,9 @@ def test_marker_check_on_other_files(tmp_path: Path) -> None:
     (tmp_path / "plain").write_bytes(b"#!/bin/sh\nexit 0\n")
     assert not is_entry_point(tmp_path / "plain")
     assert not is_entry_point(tmp_path / "missing")
+
+
+def test_cli_offers_the_installer_forms() -> None:
+    from pycni.cli import plugins_cmd
+
+    assert plugins_cmd.FORMS == install.FORMS

@@ -7,7 +7,8 @@ import sys
 from typing import Any
 
 from pycni.fast import protocol
-from pycni.fast.install import FORMS
+
+FORMS = ("auto", "c", "python", "inprocess")  # pycni.fast.install.FORMS, kept import-free
 
 
 def register(subparsers: Any) -> None:
