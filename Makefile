@@ -23,8 +23,14 @@ $(STAMPS)/venv: pyproject.toml
 demo: setup
 	$(VENV)/bin/pycni demo
 
+# The whole suite with in-process entry points, then the plugin integration suite again with
+# every call going through the warm daemon (the fast forwarders).
 test: setup
 	$(PY) -m pytest -q -p no:cacheprovider tests
+	PYCNI_TEST_MODE=daemon $(PY) -m pytest -q -p no:cacheprovider tests/integration
+
+test-daemon: setup
+	PYCNI_TEST_MODE=daemon $(PY) -m pytest -q -p no:cacheprovider tests/integration
 
 lint: setup
 	$(VENV)/bin/ruff check src tests bench

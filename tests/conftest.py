@@ -12,7 +12,9 @@ The session fails when a namespace of this run or any global CNI state leaked.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -71,18 +73,35 @@ def tmp_state(tmp_path: Path) -> harness.State:
 
 
 @pytest.fixture(scope="session")
-def plugin_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    directory = tmp_path_factory.mktemp("pycni-plugins")
-    mode = os.environ.get("PYCNI_TEST_MODE", "inprocess")
-    try:
-        from pycni.fast import install
-    except ImportError:
-        from pycni.plugin import registry
+def plugin_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """pycni's entry points, for CNI_PATH.
 
-        harness.write_python_entry_points(directory, registry.names(), sys.executable)
-        return directory
-    install.install(directory, form="inprocess" if mode == "inprocess" else "auto")
-    return directory
+    PYCNI_TEST_MODE=daemon starts a daemon on a private socket for the session and installs the
+    fast forwarders pointed at it, so every plugin test runs through the daemon; the default is
+    the in-process form.
+    """
+    from pycni.fast import install
+
+    directory = tmp_path_factory.mktemp("pycni-plugins")
+    if os.environ.get("PYCNI_TEST_MODE", "inprocess") != "daemon":
+        install.install(directory, form="inprocess")
+        yield directory
+        return
+    sock = str(tmp_path_factory.mktemp("pycni-daemon") / "pycni.sock")
+    install.install(directory, form="auto", socket_path=sock)
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "pycni.cli.daemon_cmd", "--socket", sock, "--log-level", "WARNING"]
+    )
+    try:
+        for _ in range(200):
+            if os.path.exists(sock):
+                break
+            time.sleep(0.05)
+        assert os.path.exists(sock), "the pycni daemon did not start"
+        yield directory
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=60)
 
 
 @pytest.fixture
