@@ -226,12 +226,13 @@ class Bridge(Plugin):
     def add(self, req: Request) -> Result:
         conf = load_conf(req)
         _validate_for_add(conf)
-        with Rollback(req.env) as rb:
-            return self._add(req, conf, rb)
+        # the undos use the node socket, so the rollback must run before it closes
+        with rtnl() as hipr, req.open_netns() as pod, Rollback(req.env) as rb:
+            return self._add(req, conf, rb, hipr, pod)
 
-    def _add(self, req: Request, conf: BridgeConf, rb: Rollback) -> Result:
+    def _add(self, req: Request, conf: BridgeConf, rb: Rollback, hipr: Any, pod: Any) -> Result:
         ifname = req.ifname
-        with rtnl() as hipr, req.open_netns() as pod:
+        if True:
             rb.step("bridge")
             try:
                 info = br.ensure_bridge(
@@ -372,12 +373,14 @@ class Bridge(Plugin):
 
     def delete(self, req: Request) -> None:
         conf = load_conf(req)
-        if not req.netns:
-            self._ipam_del(req, conf)
-            return
         ipnets: list[Any] = []
-        netns_gone = False
+        # Without a namespace (none given, or already deleted) there is no link to remove,
+        # but unlike the reference we still remove the firewall rules: they are keyed by
+        # the attachment, not by anything inside the namespace.
+        netns_gone = not req.netns
         try:
+            if netns_gone:
+                raise NetNSNotFound("")
             with (
                 req.open_netns() as pod,
                 pod.entered(),
