@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from pycni.cli import cnitool
-from pycni.cli.main import main
+from pycni.cli.main import COMMAND_MODULES, main
 from tests.unit.test_runtime_support import FakePlugins, conflist
 
 
@@ -176,11 +176,15 @@ def test_no_command_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert "usage: pycni" in capsys.readouterr().err
 
 
-def test_startup_does_not_import_the_runtime() -> None:
+@pytest.mark.parametrize("module", COMMAND_MODULES)
+def test_command_modules_import_cheaply(module: str) -> None:
+    """Registering a command must not import the runtime, results or pyroute2 (lazy imports)."""
     code = (
-        "import sys; from pycni.cli import main; main.build_parser(); "
+        f"import sys, argparse, {module} as m; "
+        "m.register(argparse.ArgumentParser().add_subparsers()); "
         "heavy = ('pycni.runtime', 'pycni.spec.result', 'pyroute2'); "
-        "print(sorted(m for m in sys.modules if m.startswith(heavy)))"
+        "print(sorted({n.split('.')[0] if n.startswith('pyroute2') else n "
+        "for n in sys.modules if n.startswith(heavy)}))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code],
@@ -189,4 +193,4 @@ def test_startup_does_not_import_the_runtime() -> None:
         check=True,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
-    assert out.stdout.strip() == "[]"
+    assert out.stdout.strip() == "[]", f"{module} imports heavy modules at start-up"
