@@ -1,0 +1,177 @@
+"""`pycni inspect` and `pycni cleanup` against a node networked by pycni's own chain."""
+
+from __future__ import annotations
+
+import json
+import sys
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pycni.runtime.api import CNIConfig
+from pycni.runtime.types import RuntimeConf
+from pycni.spec.conf import conf_list_from_bytes
+from tests import harness
+
+PYCNI = str(Path(sys.executable).parent / "pycni")
+NET = "insp-net"
+BRIDGE = "insp0"
+
+pytestmark = pytest.mark.kernel
+
+
+def _conflist(data_dir: Path) -> bytes:
+    return json.dumps(
+        {
+            "cniVersion": "1.1.0",
+            "name": NET,
+            "plugins": [
+                {
+                    "type": "bridge",
+                    "bridge": BRIDGE,
+                    "isGateway": True,
+                    "ipam": {
+                        "type": "host-local",
+                        "ranges": [[{"subnet": "10.77.0.0/24"}]],
+                        "dataDir": str(data_dir),
+                    },
+                },
+                {"type": "portmap", "capabilities": {"portMappings": True}},
+            ],
+        }
+    ).encode()
+
+
+class Node:
+    """A node with a configured network and a way to attach pods and run inspect."""
+
+    def __init__(self, node: harness.Namespace, state: harness.State, cni_path: str) -> None:
+        self.node = node
+        self.state = state
+        self.raw = _conflist(state.data_dir)
+        (state.conf_dir / "10-insp.conflist").write_bytes(self.raw)
+        self.cni = CNIConfig([cni_path], cache_dir=str(state.cache_dir))
+        self.cni_path = cni_path
+
+    def attach(self, pod: harness.Namespace, port: int) -> str:
+        rt = RuntimeConf(
+            container_id=pod.name,
+            netns=pod.path,
+            ifname="eth0",
+            capability_args={
+                "portMappings": [{"hostPort": port, "containerPort": 80, "protocol": "tcp"}]
+            },
+        )
+        with self.node.entered():
+            result = self.cni.add_network_list(conf_list_from_bytes(self.raw), rt)
+        return str(result.ips[0].address.ip)
+
+    def dirs(self) -> list[str]:
+        return [
+            "--netconf-dir",
+            str(self.state.conf_dir),
+            "--cache-dir",
+            str(self.state.cache_dir),
+            "--data-dir",
+            str(self.state.data_dir),
+        ]
+
+    def inspect(self, *extra: str) -> dict[str, Any]:
+        proc = self.node.run(PYCNI, "inspect", *self.dirs(), "--json", *extra)
+        data = json.loads(proc.stdout)
+        assert isinstance(data, dict)
+        return data
+
+
+@pytest.fixture
+def net(node: harness.Namespace, tmp_state: harness.State, cni_path: str) -> Node:
+    return Node(node, tmp_state, cni_path)
+
+
+def _kinds(data: dict[str, Any]) -> set[str]:
+    return {leak["kind"] for leak in data["leaks"]}
+
+
+def test_inspect_shows_pods_bridge_veths_and_mappings(
+    net: Node, pod_factory: Callable[[], harness.Namespace]
+) -> None:
+    pods = [pod_factory(), pod_factory()]
+    addrs = [net.attach(pod, 8080 + i) for i, pod in enumerate(pods)]
+    data = net.inspect()
+    assert [n["name"] for n in data["networks"]] == [NET]
+    assert {a["container_id"] for a in data["attachments"]} == {p.name for p in pods}
+    assert sorted(r["ip"] for r in data["reservations"]) == sorted(addrs)
+    (bridge,) = data["bridges"]
+    assert bridge["name"] == BRIDGE and len(bridge["ports"]) == 2
+    peers = {v["peer"]["namespace"]: v["peer"] for v in data["veths"] if v["peer"]}
+    for pod, addr in zip(pods, addrs, strict=True):
+        assert peers[pod.name]["name"] == "eth0"
+        assert f"{addr}/24" in peers[pod.name]["addresses"]
+    assert sorted((m["host_port"], m["target_ip"]) for m in data["port_mappings"]) == sorted(
+        (8080 + i, a) for i, a in enumerate(addrs)
+    )
+    assert any(r["dst"] == "10.77.0.0/24" and r["dev"] == BRIDGE for r in data["routes"])
+    assert data["leaks"] == []
+    text = net.node.run(PYCNI, "inspect", *net.dirs()).stdout
+    for word in ("Networks", "Attachments", "Reservations", "Bridges", "Veths", "Port mappings"):
+        assert word in text
+    assert "Leaks: none" in text
+
+
+def test_leaks_of_each_kind_are_reported_and_cleaned(
+    net: Node, pod_factory: Callable[[], harness.Namespace]
+) -> None:
+    keep, gone, stray = pod_factory(), pod_factory(), pod_factory()
+    keep_ip = net.attach(keep, 8080)
+    net.attach(gone, 8081)
+    gone.delete()  # attachment with a dead namespace, and its mapping now points nowhere
+    ghost = net.state.data_dir / NET / "10.77.0.200"
+    ghost.write_bytes(b"ghost-container\r\neth0")  # reservation without attachment
+    net.node.run(
+        "ip", "link", "add", "vstray0", "type", "veth", "peer", "name", "eth0", "netns", stray.name
+    )
+    net.node.run("ip", "link", "set", "vstray0", "master", BRIDGE, "up")  # veth, no attachment
+
+    data = net.inspect()
+    assert _kinds(data) == {"attachment", "reservation", "veth", "mapping"}
+    by_kind = {leak["kind"]: leak for leak in data["leaks"]}
+    assert by_kind["attachment"]["container_id"] == gone.name
+    assert by_kind["reservation"]["subject"] == str(ghost)
+    assert by_kind["veth"]["subject"] == "vstray0"
+    assert "8081" in by_kind["mapping"]["reason"]
+    assert net.node.run(PYCNI, "inspect", *net.dirs(), "--check", check=False).returncode == 3
+
+    proc = net.node.run(PYCNI, "cleanup", *net.dirs(), "--cni-path", net.cni_path, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    after = net.inspect()
+    assert after["leaks"] == []
+    assert [a["container_id"] for a in after["attachments"]] == [keep.name]
+    assert [r["ip"] for r in after["reservations"]] == [keep_ip]
+    assert [m["host_port"] for m in after["port_mappings"]] == [8080]
+    assert "vstray0" not in net.node.links()
+    assert not ghost.exists()
+    assert net.state.cache_files() == [f"{NET}-{keep.name}-eth0"]
+
+
+def test_svg_names_every_pod_and_interface(
+    net: Node, pod_factory: Callable[[], harness.Namespace], tmp_path: Path
+) -> None:
+    pods = [pod_factory(), pod_factory()]
+    for i, pod in enumerate(pods):
+        net.attach(pod, 9000 + i)
+    svg = tmp_path / "topology.svg"
+    data = net.inspect("--svg", str(svg))
+    root = ET.parse(svg).getroot()
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    texts = " ".join(el.text or "" for el in root.iter("{http://www.w3.org/2000/svg}text"))
+    for pod in pods:
+        assert pod.name in texts
+    for veth in data["veths"]:
+        assert veth["name"] in texts
+        assert veth["peer"]["name"] in texts
+        for addr in veth["peer"]["addresses"]:
+            assert addr in texts
+    assert BRIDGE in texts
