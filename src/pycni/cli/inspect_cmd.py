@@ -8,28 +8,27 @@ import os
 import sys
 from typing import Any
 
-from pycni.inspect import collect as collect_mod
-
 DEFAULT_CNI_PATH = "/opt/cni/bin"
+# Same defaults as pycni.inspect.collect, repeated so that registering stays import-free.
+DEFAULT_CONF_DIR = "/etc/cni/net.d"
+DEFAULT_CACHE_DIR = "/var/lib/cni"
+DEFAULT_DATA_DIR = "/var/lib/cni/networks"
+DEFAULT_NETNS_DIR = "/run/netns"
 
 
 def _add_paths(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--netconf-dir",
-        default=os.environ.get("NETCONFPATH", collect_mod.DEFAULT_CONF_DIR),
+        default=os.environ.get("NETCONFPATH", DEFAULT_CONF_DIR),
         help="network configuration dir (default $NETCONFPATH or /etc/cni/net.d)",
     )
-    parser.add_argument(
-        "--cache-dir", default=collect_mod.DEFAULT_CACHE_DIR, help="result cache dir"
-    )
+    parser.add_argument("--cache-dir", default=DEFAULT_CACHE_DIR, help="result cache dir")
     parser.add_argument(
         "--data-dir",
-        default=collect_mod.DEFAULT_DATA_DIR,
+        default=DEFAULT_DATA_DIR,
         help="host-local store for networks whose config sets no dataDir",
     )
-    parser.add_argument(
-        "--netns-dir", default=collect_mod.DEFAULT_NETNS_DIR, help="named namespaces dir"
-    )
+    parser.add_argument("--netns-dir", default=DEFAULT_NETNS_DIR, help="named namespaces dir")
 
 
 def register(subparsers: Any) -> None:
@@ -67,8 +66,10 @@ def register(subparsers: Any) -> None:
     clean.set_defaults(func=run_cleanup)
 
 
-def _paths(args: argparse.Namespace) -> collect_mod.Paths:
-    return collect_mod.Paths(
+def _paths(args: argparse.Namespace) -> Any:
+    from pycni.inspect.collect import Paths
+
+    return Paths(
         conf_dir=args.netconf_dir,
         cache_dir=args.cache_dir,
         data_dir=args.data_dir,
@@ -79,8 +80,9 @@ def _paths(args: argparse.Namespace) -> collect_mod.Paths:
 def run_inspect(args: argparse.Namespace) -> int:
     from pycni.inspect import leaks as leaks_mod
     from pycni.inspect import model, render_svg, render_text
+    from pycni.inspect.collect import collect
 
-    state = collect_mod.collect(_paths(args))
+    state = collect(_paths(args))
     found = leaks_mod.find_leaks(state)
     if args.svg:
         with open(args.svg, "w", encoding="utf-8") as f:
@@ -99,10 +101,11 @@ def run_inspect(args: argparse.Namespace) -> int:
 def run_cleanup(args: argparse.Namespace) -> int:
     from pycni.inspect import cleanup
     from pycni.inspect import leaks as leaks_mod
+    from pycni.inspect.collect import collect
 
     paths = _paths(args)
     if args.dry_run:
-        found = leaks_mod.find_leaks(collect_mod.collect(paths))
+        found = leaks_mod.find_leaks(collect(paths))
         for leak in found:
             sys.stdout.write(f"would remove {leak.kind} {leak.subject}: {leak.reason}\n")
         if not found:
