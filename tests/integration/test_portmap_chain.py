@@ -78,11 +78,26 @@ class Env:
             conf["prevResult"] = prev
         return conf
 
-    def run(self, plugin: str, command: str, conf: dict[str, Any], cid: str, pod: Namespace,
-            ifname: str = "eth0", binary: Path | None = None) -> Any:
+    def run(
+        self,
+        plugin: str,
+        command: str,
+        conf: dict[str, Any],
+        cid: str,
+        pod: Namespace,
+        ifname: str = "eth0",
+        binary: Path | None = None,
+    ) -> Any:
         with self.node.entered():
-            return exec_plugin(binary or self.bin_dir / plugin, command, conf, container_id=cid,
-                               netns=pod.path, ifname=ifname, cni_path=str(self.bin_dir))
+            return exec_plugin(
+                binary or self.bin_dir / plugin,
+                command,
+                conf,
+                container_id=cid,
+                netns=pod.path,
+                ifname=ifname,
+                cni_path=str(self.bin_dir),
+            )
 
     def add(self, cid: str, pod: Namespace, mappings: list[dict[str, Any]]) -> dict[str, Any]:
         lo = {"cniVersion": "1.0.0", "name": NET, "type": "loopback"}
@@ -108,14 +123,30 @@ def pod_ip(prev: dict[str, Any], family: int) -> str:
 
 
 @pytest.fixture
-def env_factory(node: Namespace, pod_factory: Callable[[], Namespace], plugin_dir: Path,
-                tmp_state: State, tmp_path: Path) -> Iterator[Callable[..., Env]]:
+def env_factory(
+    node: Namespace,
+    pod_factory: Callable[[], Namespace],
+    plugin_dir: Path,
+    tmp_state: State,
+    tmp_path: Path,
+) -> Iterator[Callable[..., Env]]:
     made: list[Env] = []
 
     def make(**portmap_extra: Any) -> Env:
         outside = pod_factory()
-        node.run("ip", "link", "add", "up0", "type", "veth", "peer", "name", "out0",
-                 "netns", outside.name)
+        node.run(
+            "ip",
+            "link",
+            "add",
+            "up0",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "out0",
+            "netns",
+            outside.name,
+        )
         node.run("ip", "addr", "add", f"{NODE_UP4}/24", "dev", "up0")
         node.run("ip", "addr", "add", f"{NODE_UP6}/64", "dev", "up0", "nodad")
         node.run("ip", "link", "set", "up0", "up")
@@ -146,8 +177,13 @@ def servers() -> Iterator[Callable[[Namespace, str], None]]:
             ["socat", "TCP6-LISTEN:80,fork,reuseaddr,ipv6only=0", f"SYSTEM:echo tcp-{tag}"],
             ["socat", "UDP6-RECVFROM:81,fork,ipv6only=0", f"SYSTEM:echo udp-{tag}"],
         ):
-            procs.append(subprocess.Popen(["nsenter", f"--net={pod.path}", "--", *argv],
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            procs.append(
+                subprocess.Popen(
+                    ["nsenter", f"--net={pod.path}", "--", *argv],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
             out = pod.run("ss", "-Hlntu", check=False).stdout
@@ -171,8 +207,15 @@ def fetch(ns: Namespace, proto: str, host: str, port: int, attempts: int = 3) ->
     target = f"{'TCP' if proto == 'tcp' else 'UDP'}:{addr}:{port}"
     answer = ""
     for _ in range(attempts):
-        proc = ns.run("socat", f"-T{wait}", "-", f"{target},connect-timeout={wait}", check=False,
-                      input=b"ping\n", timeout=10)
+        proc = ns.run(
+            "socat",
+            f"-T{wait}",
+            "-",
+            f"{target},connect-timeout={wait}",
+            check=False,
+            input=b"ping\n",
+            timeout=10,
+        )
         answer = proc.stdout.strip()
         if answer:
             return answer
@@ -191,8 +234,11 @@ def iptables_nat(node: Namespace) -> str:
     out = []
     for tool in ("iptables-save", "ip6tables-save"):
         text = node.run(tool, "-t", "nat").stdout
-        out += [re.sub(r"\[\d+:\d+\]", "", line) for line in text.splitlines()
-                if not line.startswith("#")]
+        out += [
+            re.sub(r"\[\d+:\d+\]", "", line)
+            for line in text.splitlines()
+            if not line.startswith("#")
+        ]
     return "\n".join(out)
 
 
@@ -211,8 +257,9 @@ MAPPINGS = [
 ]
 
 
-def scenario(env: Env, pod_factory: Callable[[], Namespace],
-             servers: Callable[[Namespace, str], None]) -> None:
+def scenario(
+    env: Env, pod_factory: Callable[[], Namespace], servers: Callable[[Namespace, str], None]
+) -> None:
     node, outside = env.node, env.outside
     before = (nft_ruleset(node), iptables_nat(node))
     pod1, pod2 = pod_factory(), pod_factory()
@@ -220,8 +267,12 @@ def scenario(env: Env, pod_factory: Callable[[], Namespace],
     env.add("cid-pod2", pod2, [])
     servers(pod1, "pod1")
     ip6 = pod_ip(prev1, 6)
-    pod1.run("sh", "-c", f"for i in $(seq 50); do ip -6 addr show tentative | grep -q {ip6} "
-             "|| exit 0; sleep 0.1; done")
+    pod1.run(
+        "sh",
+        "-c",
+        f"for i in $(seq 50); do ip -6 addr show tentative | grep -q {ip6} "
+        "|| exit 0; sleep 0.1; done",
+    )
 
     # node: localhost (route_localnet + masquerade) and its own addresses
     assert fetch(node, "tcp", "127.0.0.1", 8080) == "tcp-pod1"
@@ -282,8 +333,11 @@ def scenario(env: Env, pod_factory: Callable[[], Namespace],
     env.delete("cid-pod2", None)
 
 
-def test_nftables_chain(env_factory: Callable[..., Env], pod_factory: Callable[[], Namespace],
-                        servers: Callable[[Namespace, str], None]) -> None:
+def test_nftables_chain(
+    env_factory: Callable[..., Env],
+    pod_factory: Callable[[], Namespace],
+    servers: Callable[[Namespace, str], None],
+) -> None:
     env = env_factory()
     scenario(env, pod_factory, servers)
     text = nft_ruleset(env.node)
@@ -291,8 +345,11 @@ def test_nftables_chain(env_factory: Callable[..., Env], pod_factory: Callable[[
     assert "fib daddr type local jump hostports" in text
 
 
-def test_iptables_chain(env_factory: Callable[..., Env], pod_factory: Callable[[], Namespace],
-                        servers: Callable[[Namespace, str], None]) -> None:
+def test_iptables_chain(
+    env_factory: Callable[..., Env],
+    pod_factory: Callable[[], Namespace],
+    servers: Callable[[Namespace, str], None],
+) -> None:
     env = env_factory(backend="iptables")
     scenario(env, pod_factory, servers)
     saved = iptables_nat(env.node)
@@ -302,8 +359,9 @@ def test_iptables_chain(env_factory: Callable[..., Env], pod_factory: Callable[[
     assert "pycni_portmap" not in nft_ruleset(env.node)
 
 
-def test_hostport_conflict_is_an_error(env_factory: Callable[..., Env],
-                                       pod_factory: Callable[[], Namespace]) -> None:
+def test_hostport_conflict_is_an_error(
+    env_factory: Callable[..., Env], pod_factory: Callable[[], Namespace]
+) -> None:
     env = env_factory()
     pod1, pod2 = pod_factory(), pod_factory()
     env.add("cid-a", pod1, MAPPINGS[:1])
