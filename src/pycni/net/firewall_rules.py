@@ -1,0 +1,357 @@
+"""The firewall plugin's rules: the reference's iptables chains, and an nftables equivalent.
+
+iptables (filter table, per family): ``FORWARD`` jumps to ``CNI-FORWARD`` (inserted first),
+which jumps to the admin chain (``CNI-ADMIN`` by default, first rule) and then accepts, per pod
+IP, ``-d IP/32 … RELATED,ESTABLISHED`` and ``-s IP/32``. ingressPolicy same-bridge/isolated
+adds ``CNI-ISOLATION-STAGE-1/2``. Rule texts are byte-for-byte the reference's, so rules made
+by either implementation are found and removed by the other. Each call reads the table once
+(iptables-save) and writes its whole change with one iptables-restore; a change that lost a
+race with another writer fails as a whole and is recomputed.
+
+nftables: our own table ``inet pycni_firewall``, one transaction per call::
+
+    chain forward        (filter hook forward, priority filter, policy accept; rebuilt by
+                          every ADD) : jump isolation_stage1; jump admin; jump pods
+    chain admin          the admin's own overrides; never touched by pycni after creation
+    chain pods           per pod IP: daddr + ct state established,related accept; saddr accept
+    chain isolation_stage1/2   ingressPolicy, per bridge, as the iptables stage chains
+
+Per-IP nft rules carry a comment starting with ``<hash(network)>-<hash(ifname:containerID)>``
+(the reference ipmasq's instance hash), so DEL and GC find an attachment's rules without
+knowing its IPs.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from pycni.net import iptables, nft
+from pycni.net.ipmasq import hash_for_instance, hash_for_network
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+FORWARD = "FORWARD"
+PRIV_CHAIN = "CNI-FORWARD"
+DEFAULT_ADMIN_CHAIN = "CNI-ADMIN"
+STAGE1 = "CNI-ISOLATION-STAGE-1"
+STAGE2 = "CNI-ISOLATION-STAGE-2"
+FILTER_COMMENT = "CNI firewall plugin rules"
+ADMIN_COMMENT = "CNI firewall plugin admin overrides"
+ISOLATION_COMMENT = "CNI firewall plugin rules (ingressPolicy: same-bridge)"
+POLICIES = ("open", "same-bridge", "isolated")
+RETRIES = 3
+
+
+class FirewallError(RuntimeError):
+    """A firewall tool refused a change; the message is the tool's."""
+
+
+def host_cidr(ip: IPAddress) -> str:
+    return f"{ip}/{32 if ip.version == 4 else 128}"
+
+
+# --- iptables --------------------------------------------------------------------------------
+
+
+def _line(chain: str, args: Sequence[str]) -> str:
+    """A rule as iptables-save prints it (``-A CHAIN …``)."""
+    return iptables.rule_line("-A", chain, args)
+
+
+def forward_jump() -> list[str]:
+    return ["-m", "comment", "--comment", FILTER_COMMENT, "-j", PRIV_CHAIN]
+
+
+def admin_jump(admin_chain: str) -> list[str]:
+    return ["-m", "comment", "--comment", ADMIN_COMMENT, "-j", admin_chain]
+
+
+def ip_rules(ip: IPAddress) -> list[list[str]]:
+    """The two per-IP rules of CNI-FORWARD, in the reference's order."""
+    cidr = host_cidr(ip)
+    return [
+        ["-d", cidr, "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ACCEPT"],
+        ["-s", cidr, "-j", "ACCEPT"],
+    ]
+
+
+def _isolation(bridge: str, policy: str) -> tuple[list[list[str]], list[list[str]]]:
+    """(stage-1 rules to insert first, stage-2 rules to insert first) for one bridge."""
+    comment = ["-m", "comment", "--comment", ISOLATION_COMMENT]
+    stage1 = [["-i", bridge, "!", "-o", bridge, *comment, "-j", STAGE2]]
+    if policy == "isolated":
+        stage1.append(["-i", bridge, "-o", bridge, *comment, "-j", "DROP"])
+    stage2 = [["-o", bridge, *comment, "-j", "DROP"]]
+    return stage1, stage2
+
+
+def _return_rule() -> list[str]:
+    return ["-m", "comment", "--comment", ISOLATION_COMMENT, "-j", "RETURN"]
+
+
+@dataclass
+class _Plan:
+    """Lines of one restore script, built against one saved table."""
+
+    saved: iptables.SavedTable
+    lines: list[str]
+
+    def ensure_chain(self, chain: str) -> None:
+        if chain not in self.saved.chains:
+            self.lines.append(f"-N {chain}")
+            self.saved.chains.add(chain)
+
+    def has(self, chain: str, args: Sequence[str]) -> bool:
+        return _line(chain, args) in self.saved.rules_of(chain)
+
+    def insert_first(self, chain: str, args: Sequence[str]) -> None:
+        if not self.has(chain, args):
+            self.lines.append(iptables.rule_line("-I", chain, ["1", *args]))
+            self.saved.rules.setdefault(chain, []).insert(0, _line(chain, args))
+
+    def append(self, chain: str, args: Sequence[str]) -> None:
+        if not self.has(chain, args):
+            self.lines.append(iptables.rule_line("-A", chain, args))
+            self.saved.rules.setdefault(chain, []).append(_line(chain, args))
+
+    def delete_all(self, chain: str, args: Sequence[str]) -> None:
+        wanted = _line(chain, args)
+        for saved in self.saved.rules_of(chain):
+            if saved == wanted:
+                self.lines.append(iptables.delete_line(saved))
+
+
+def _apply(family: int, build: _Builder) -> None:
+    """Read, plan, write; recompute when another writer changed the table meanwhile."""
+    last: Exception | None = None
+    for _ in range(RETRIES):
+        try:
+            plan = _Plan(iptables.save("filter", family), [])
+        except iptables.IptablesError as exc:
+            raise FirewallError(str(exc)) from None
+        build(plan)
+        if not plan.lines:
+            return
+        try:
+            iptables.restore(iptables.script("filter", [], plan.lines), family)
+            return
+        except iptables.IptablesError as exc:
+            last = exc
+    raise FirewallError(str(last))
+
+
+class _Builder:
+    def __call__(self, plan: _Plan) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class _AddBuilder(_Builder):
+    def __init__(
+        self, ips: Sequence[IPAddress], admin_chain: str, bridge: str, policy: str
+    ) -> None:
+        self.ips, self.admin_chain, self.bridge, self.policy = ips, admin_chain, bridge, policy
+
+    def __call__(self, plan: _Plan) -> None:
+        if self.ips:
+            plan.ensure_chain(PRIV_CHAIN)
+            plan.ensure_chain(self.admin_chain)
+            plan.insert_first(FORWARD, forward_jump())
+            plan.insert_first(PRIV_CHAIN, admin_jump(self.admin_chain))
+            for ip in self.ips:
+                for rule in ip_rules(ip):
+                    plan.append(PRIV_CHAIN, rule)
+        if self.policy in ("same-bridge", "isolated"):
+            plan.ensure_chain(STAGE1)
+            plan.ensure_chain(STAGE2)
+            plan.insert_first(
+                FORWARD, ["-m", "comment", "--comment", ISOLATION_COMMENT, "-j", STAGE1]
+            )
+            stage1, stage2 = _isolation(self.bridge, self.policy)
+            for rule in reversed(stage1):
+                plan.insert_first(STAGE1, rule)
+            plan.append(STAGE1, _return_rule())
+            for rule in stage2:
+                plan.insert_first(STAGE2, rule)
+            plan.append(STAGE2, _return_rule())
+
+
+class _DelBuilder(_Builder):
+    def __init__(self, ips: Sequence[IPAddress]) -> None:
+        self.ips = ips
+
+    def __call__(self, plan: _Plan) -> None:
+        for ip in self.ips:
+            for rule in ip_rules(ip):
+                plan.delete_all(PRIV_CHAIN, rule)
+
+
+def ipt_add(
+    family: int,
+    ips: Sequence[IPAddress],
+    admin_chain: str = DEFAULT_ADMIN_CHAIN,
+    bridge: str = "",
+    policy: str = "open",
+) -> None:
+    """Chains, jumps and per-IP rules of one family (and the isolation chains), one restore."""
+    _apply(family, _AddBuilder(ips, admin_chain, bridge, policy))
+
+
+def ipt_delete(family: int, ips: Sequence[IPAddress]) -> None:
+    """Remove the per-IP rules (every copy); chains and jumps stay, as in the reference."""
+    _apply(family, _DelBuilder(ips))
+
+
+def ipt_check(family: int, ips: Sequence[IPAddress], admin_chain: str) -> None:
+    """The reference's CHECK: both jumps and every per-IP rule exist."""
+    try:
+        saved = iptables.save("filter", family)
+    except iptables.IptablesError as exc:
+        raise FirewallError(str(exc)) from None
+    expected = [
+        (FORWARD, forward_jump()),
+        (PRIV_CHAIN, admin_jump(admin_chain)),
+        *[(PRIV_CHAIN, rule) for ip in ips for rule in ip_rules(ip)],
+    ]
+    for chain, args in expected:
+        if _line(chain, args) not in saved.rules_of(chain):
+            raise FirewallError(f"expected {chain} rule {list(args)} not found")
+
+
+# --- nftables ---------------------------------------------------------------------------------
+
+NFT_TABLE = "pycni_firewall"
+NFT_FAMILY = "inet"
+NFT_TABLE_COMMENT = "CNI firewall plugin rules (pycni)"
+NFT_COMMENT_MAX = 128
+
+
+def nft_comment(network: str, ifname: str, container_id: str) -> str:
+    text = f"{hash_for_instance(network, ifname, container_id)}, net: {network}, "
+    text += f"if: {ifname}, id: {container_id}"
+    return text.replace('"', "")[:NFT_COMMENT_MAX]
+
+
+def _skeleton(admin_chain: str) -> list[str]:
+    t = f"{NFT_FAMILY} {NFT_TABLE}"
+    return [
+        f'add table {t} {{ comment "{NFT_TABLE_COMMENT}" ; }}',
+        f"add chain {t} forward {{ type filter hook forward priority filter ; policy accept ; }}",
+        f"add chain {t} {admin_chain}",
+        f"add chain {t} pods",
+        f"add chain {t} isolation_stage1",
+        f"add chain {t} isolation_stage2",
+        f"flush chain {t} forward",
+        f"add rule {t} forward jump isolation_stage1",
+        f"add rule {t} forward jump {admin_chain}",
+        f"add rule {t} forward jump pods",
+    ]
+
+
+def nft_admin_chain(name: str) -> str:
+    """nft chain names are identifiers: the iptables default maps to ``admin``."""
+    return "admin" if name in ("", DEFAULT_ADMIN_CHAIN) else name
+
+
+def _rules(chain: str) -> list[dict[str, object]]:
+    """The rules of one chain of our table ([] when the table does not exist)."""
+    try:
+        items = nft.query(f"list chain {NFT_FAMILY} {NFT_TABLE} {chain}")
+    except nft.NftError:
+        return []
+    return [item["rule"] for item in items if isinstance(item.get("rule"), dict)]
+
+
+def _deletes(chain: str, match: Iterable[dict[str, object]]) -> list[str]:
+    return [f"delete rule {NFT_FAMILY} {NFT_TABLE} {chain} handle {r['handle']}" for r in match]
+
+
+def _with_prefix(rules: list[dict[str, object]], prefix: str) -> list[dict[str, object]]:
+    return [r for r in rules if str(r.get("comment", "")).startswith(prefix)]
+
+
+def _isolation_nft(bridge: str, policy: str) -> tuple[list[str], list[str]]:
+    tag = f'comment "{ISOLATION_COMMENT}: {bridge}"'
+    b = f'"{bridge}"'
+    stage1 = [f"iifname {b} oifname != {b} jump isolation_stage2 {tag}"]
+    if policy == "isolated":
+        stage1.append(f"iifname {b} oifname {b} drop {tag}")
+    return stage1, [f"oifname {b} drop {tag}"]
+
+
+def nft_add(
+    ips: Sequence[IPAddress],
+    network: str,
+    ifname: str,
+    container_id: str,
+    admin_chain: str = DEFAULT_ADMIN_CHAIN,
+    bridge: str = "",
+    policy: str = "open",
+) -> None:
+    """The attachment's rules (replacing any it already had), in one transaction."""
+    t = f"{NFT_FAMILY} {NFT_TABLE}"
+    comment = nft_comment(network, ifname, container_id)
+    prefix = hash_for_instance(network, ifname, container_id)
+    lines = _skeleton(nft_admin_chain(admin_chain))
+    lines += _deletes("pods", _with_prefix(_rules("pods"), prefix))
+    for ip in ips:
+        fam = "ip" if ip.version == 4 else "ip6"
+        lines.append(
+            f"add rule {t} pods {fam} daddr {ip} ct state established,related accept "
+            f'comment "{comment}"'
+        )
+        lines.append(f'add rule {t} pods {fam} saddr {ip} accept comment "{comment}"')
+    if policy in ("same-bridge", "isolated"):
+        stage1, stage2 = _isolation_nft(bridge, policy)
+        tag = f"{ISOLATION_COMMENT}: {bridge}"
+        have1 = {str(r.get("comment", "")) for r in _rules("isolation_stage1")}
+        have2 = {str(r.get("comment", "")) for r in _rules("isolation_stage2")}
+        if tag not in have1:
+            lines += [f"add rule {t} isolation_stage1 {r}" for r in stage1]
+        if tag not in have2:
+            lines += [f"add rule {t} isolation_stage2 {r}" for r in stage2]
+    _nft_apply(lines)
+
+
+def nft_delete(network: str, ifname: str, container_id: str) -> None:
+    """Remove the attachment's rules, found by comment (no IPs needed)."""
+    prefix = hash_for_instance(network, ifname, container_id)
+    lines = _deletes("pods", _with_prefix(_rules("pods"), prefix))
+    if lines:
+        _nft_apply(lines)
+
+
+def nft_gc(network: str, valid: Iterable[tuple[str, str]]) -> int:
+    """Remove the network's per-IP rules whose attachment is not in ``valid``; returns a count."""
+    keep = {hash_for_instance(network, ifname, cid) for cid, ifname in valid}
+    net_prefix = hash_for_network(network) + "-"
+    stale = [
+        r
+        for r in _with_prefix(_rules("pods"), net_prefix)
+        if str(r.get("comment", ""))[: len(net_prefix) + 16] not in keep
+    ]
+    if stale:
+        _nft_apply(_deletes("pods", stale))
+    return len(stale)
+
+
+def nft_check(ips: Sequence[IPAddress], network: str, ifname: str, container_id: str) -> None:
+    prefix = hash_for_instance(network, ifname, container_id)
+    mine = _with_prefix(_rules("pods"), prefix)
+    if not mine and ips:
+        raise FirewallError(f"expected nftables rules of {container_id}/{ifname} not found")
+    if len(mine) < 2 * len(ips):
+        raise FirewallError(
+            f"expected {2 * len(ips)} nftables rules of {container_id}/{ifname}, found {len(mine)}"
+        )
+    forward = _rules("forward")
+    if not any("pods" in str(r.get("expr", "")) for r in forward):
+        raise FirewallError(f"the forward chain of {NFT_FAMILY} {NFT_TABLE} does not jump to pods")
+
+
+def _nft_apply(lines: list[str]) -> None:
+    try:
+        nft.apply("\n".join(lines) + "\n")
+    except nft.NftError as exc:
+        raise FirewallError(str(exc)) from None

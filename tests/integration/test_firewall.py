@@ -1,0 +1,372 @@
+"""firewall on real namespaces: the same iptables rules as the Go reference, traffic accepted
+and dropped where that is the point, the nftables backend, GC, and refusals."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import harness
+from tests.harness import Namespace, exec_plugin
+
+pytestmark = pytest.mark.kernel
+
+GO_DIR = Path("/usr/lib/cni")
+
+
+def bridge_conf(
+    net: str, bridge: str, subnet: str, data_dir: Path, v6: str = "", version: str = "1.0.0"
+) -> dict[str, Any]:
+    ranges = [[{"subnet": subnet}]] + ([[{"subnet": v6}]] if v6 else [])
+    routes = [{"dst": "0.0.0.0/0"}] + ([{"dst": "::/0"}] if v6 else [])
+    return {
+        "cniVersion": version,
+        "name": net,
+        "type": "bridge",
+        "bridge": bridge,
+        "isGateway": True,
+        "ipam": {
+            "type": "host-local",
+            "dataDir": str(data_dir),
+            "ranges": ranges,
+            "routes": routes,
+        },
+    }
+
+
+def fw_conf(
+    net: str, prev: dict[str, Any] | None, version: str = "1.0.0", **extra: Any
+) -> dict[str, Any]:
+    conf: dict[str, Any] = {"cniVersion": version, "name": net, "type": "firewall", **extra}
+    if prev is not None:
+        conf["prevResult"] = prev
+    return conf
+
+
+def run(
+    node: Namespace, plugin: Path, command: str, conf: dict[str, Any], cid: str, netns: str
+) -> harness.PluginRun:
+    with node.entered():
+        return exec_plugin(
+            plugin, command, conf, container_id=cid, netns=netns, cni_path=str(GO_DIR)
+        )
+
+
+def bridge(node: Namespace, command: str, conf: dict[str, Any], cid: str, pod: Namespace) -> Any:
+    """The first link of the chain: the Go bridge (until ours lands)."""
+    out = run(node, GO_DIR / "bridge", command, conf, cid, pod.path).ok()
+    return out.json if command == "ADD" else None
+
+
+def filter_rules(node: Namespace, family: int = 4) -> list[str]:
+    tool = "iptables-save" if family == 4 else "ip6tables-save"
+    text = node.run(tool, "-t", "filter").stdout
+    return [
+        re.sub(r"\[\d+:\d+\]", "", line)
+        for line in text.splitlines()
+        if line and not line.startswith("#")
+    ]
+
+
+def pod_ip(result: dict[str, Any], family: int = 4) -> str:
+    for ip in result["ips"]:
+        addr = ip["address"].split("/")[0]
+        if (":" in addr) == (family == 6):
+            return str(addr)
+    raise AssertionError("no address of that family")
+
+
+@pytest.fixture
+def second_node() -> Iterator[Namespace]:
+    ns = harness.create_namespace("node")
+    try:
+        yield ns
+    finally:
+        ns.delete()
+
+
+@pytest.mark.interop
+def test_iptables_rules_identical_to_go(
+    node: Namespace, second_node: Namespace, pod_factory: Any, tmp_path: Path, plugin_dir: Path
+) -> None:
+    """Same dual-stack config through Go and pycni on two nodes: same filter table after
+    ADD, after a second pod, and after DEL; each CHECK passes on the other's rules."""
+    states = []
+    for impl, node_ns, plugin in (
+        ("go", node, GO_DIR / "firewall"),
+        ("py", second_node, plugin_dir / "firewall"),
+    ):
+        seen = []
+        pods = []
+        for n in (1, 2):
+            pod = pod_factory()
+            bconf = bridge_conf(
+                "fwdiff", "cnifwd0", "10.80.0.0/24", tmp_path / impl, v6="fd80::/64"
+            )
+            prev = bridge(node_ns, "ADD", bconf, f"c{n}", pod)
+            conf = fw_conf("fwdiff", prev, backend="iptables", ingressPolicy="same-bridge")
+            run(node_ns, plugin, "ADD", conf, f"c{n}", pod.path).ok()
+            pods.append((pod, bconf, conf, f"c{n}"))
+        seen.append(filter_rules(node_ns, 4) + filter_rules(node_ns, 6))
+        other = plugin_dir / "firewall" if impl == "go" else GO_DIR / "firewall"
+        for pod, _b, conf, cid in pods:
+            run(node_ns, plugin, "CHECK", conf, cid, pod.path).ok()
+            run(node_ns, other, "CHECK", conf, cid, pod.path).ok()
+        pod, bconf, conf, cid = pods[0]
+        run(node_ns, plugin, "DEL", conf, cid, pod.path).ok()
+        seen.append(filter_rules(node_ns, 4) + filter_rules(node_ns, 6))
+        run(node_ns, plugin, "DEL", conf, cid, pod.path).ok()  # idempotent
+        for pod, bconf, _conf, cid in pods:
+            bridge(node_ns, "DEL", bconf, cid, pod)
+        states.append(seen)
+    go, py = states
+    assert any("-d 10.80.0.2/32" in line for line in go[0])
+    assert any("fd80::2/128" in line for line in go[0])
+    assert go == py
+
+
+def node_gateway(result: dict[str, Any]) -> str:
+    return str(result["ips"][0]["gateway"])
+
+
+def forward_drop(node: Namespace) -> None:
+    node.run("iptables", "-P", "FORWARD", "DROP")
+
+
+@pytest.mark.parametrize("backend", ["iptables", "nftables"])
+def test_same_bridge_isolation_by_traffic(
+    backend: str, node: Namespace, pod_factory: Any, tmp_path: Path, plugin_dir: Path
+) -> None:
+    """Pods of one bridge reach each other and are reachable from the node; a pod of another
+    isolated bridge is dropped."""
+    fw = plugin_dir / "firewall"
+    nets = {
+        "a": bridge_conf("fwisoa", "cniisoa", "10.82.0.0/24", tmp_path),
+        "b": bridge_conf("fwisob", "cniisob", "10.83.0.0/24", tmp_path),
+    }
+    pods: dict[str, tuple[Namespace, dict[str, Any], dict[str, Any]]] = {}
+    for name, net in (("a1", "a"), ("a2", "a"), ("b1", "b")):
+        pod = pod_factory()
+        prev = bridge(node, "ADD", nets[net], name, pod)
+        conf = fw_conf(nets[net]["name"], prev, backend=backend, ingressPolicy="same-bridge")
+        pods[name] = (pod, prev, conf)
+    assert pods["a1"][0].ping(pod_ip(pods["b1"][1])), "routed between bridges before firewall"
+    for name, (pod, _prev, conf) in pods.items():
+        run(node, fw, "ADD", conf, name, pod.path).ok()
+        run(node, fw, "CHECK", conf, name, pod.path).ok()
+    a1, b1 = pods["a1"][0], pods["b1"][0]
+    ip = {n: pod_ip(pods[n][1]) for n in pods}
+    assert a1.ping(ip["a2"]), "same bridge must stay open"
+    assert b1.ping(node_gateway(pods["a1"][1])), "the node itself stays reachable"
+    assert node.ping(ip["b1"]), "the node must reach pods"
+    assert not a1.ping(ip["b1"], timeout=1), "another isolated bridge must be dropped"
+    assert not b1.ping(ip["a2"], timeout=1)
+    for name, (pod, _prev, conf) in pods.items():
+        run(node, fw, "DEL", conf, name, pod.path).ok()
+        bridge(node, "DEL", nets[name[0]], name, pod)
+
+
+def test_rules_accept_pod_traffic_under_drop_policy(
+    node: Namespace, pod_factory: Any, tmp_path: Path, plugin_dir: Path
+) -> None:
+    """With the node's FORWARD policy at DROP, pods on two bridges talk only once firewall
+    ADD ran for both, and stop again after DEL (the reference's iptables accept rules)."""
+    backend = "iptables"
+    fw = plugin_dir / "firewall"
+    confs = {}
+    for name, subnet in (("x", "10.84.0.0/24"), ("y", "10.85.0.0/24")):
+        pod = pod_factory()
+        bconf = bridge_conf(f"fwdrop{name}", f"cnidrop{name}", subnet, tmp_path)
+        prev = bridge(node, "ADD", bconf, name, pod)
+        confs[name] = (pod, bconf, prev, fw_conf(bconf["name"], prev, backend=backend))
+    forward_drop(node)
+    x = confs["x"][0]
+    y_ip = pod_ip(confs["y"][2])
+    assert not x.ping(y_ip, timeout=1)
+    for name, (pod, _b, _p, conf) in confs.items():
+        run(node, fw, "ADD", conf, name, pod.path).ok()
+    assert x.ping(y_ip)
+    for name, (pod, _b, _p, conf) in confs.items():
+        run(node, fw, "DEL", conf, name, pod.path).ok()
+    assert not x.ping(y_ip, timeout=1)
+    for name, (pod, bconf, _p, _c) in confs.items():
+        bridge(node, "DEL", bconf, name, pod)
+
+
+def nft_pod_rules(node: Namespace) -> list[str]:
+    proc = node.run("nft", "list", "chain", "inet", "pycni_firewall", "pods", check=False)
+    return [line.strip() for line in proc.stdout.splitlines() if "accept" in line]
+
+
+def test_nftables_add_del_gc(
+    node: Namespace, pod_factory: Any, tmp_path: Path, plugin_dir: Path
+) -> None:
+    fw = plugin_dir / "firewall"
+    bconf = bridge_conf(
+        "fwnft", "cninft0", "10.86.0.0/24", tmp_path, v6="fd86::/64", version="1.1.0"
+    )
+    pods = {}
+    for cid in ("n1", "n2", "n3"):
+        pod = pod_factory()
+        prev = bridge(node, "ADD", {**bconf, "cniVersion": "1.0.0"}, cid, pod)
+        conf = fw_conf("fwnft", prev, version="1.1.0", backend="nftables")
+        run(node, fw, "ADD", conf, cid, pod.path).ok()
+        run(node, fw, "ADD", conf, cid, pod.path).ok()  # repeated ADD: no duplicates
+        pods[cid] = (pod, conf)
+    assert len(nft_pod_rules(node)) == 3 * 2 * 2
+    assert any("ip6 saddr fd86::2" in r for r in nft_pod_rules(node))
+    run(node, fw, "DEL", pods["n1"][1], "n1", pods["n1"][0].path).ok()
+    assert len(nft_pod_rules(node)) == 2 * 2 * 2
+    assert not any("id: n1" in r for r in nft_pod_rules(node))
+    bad = run(node, fw, "CHECK", pods["n1"][1], "n1", pods["n1"][0].path)
+    assert bad.code == 1
+    gc = fw_conf(
+        "fwnft",
+        None,
+        version="1.1.0",
+        backend="nftables",
+        **{"cni.dev/valid-attachments": [{"containerID": "n2", "ifname": "eth0"}]},
+    )
+    with node.entered():
+        exec_plugin(fw, "GC", gc, cni_path=str(GO_DIR)).ok()
+    left = nft_pod_rules(node)
+    assert len(left) == 4 and all("id: n2" in r for r in left)
+    # DEL without prevResult still finds the rules by their comment
+    run(node, fw, "DEL", fw_conf("fwnft", None, backend="nftables"), "n2", pods["n2"][0].path).ok()
+    assert nft_pod_rules(node) == []
+    for cid, (pod, _c) in pods.items():
+        bridge(node, "DEL", {**bconf, "cniVersion": "1.0.0"}, cid, pod)
+
+
+def test_iptables_gc_uses_records(
+    node: Namespace, pod_factory: Any, tmp_path: Path, plugin_dir: Path
+) -> None:
+    fw = plugin_dir / "firewall"
+    bconf = bridge_conf("fwgc", "cnigc0", "10.87.0.0/24", tmp_path)
+    records = tmp_path / "records"
+    ips = {}
+    pods = {}
+    for cid in ("g1", "g2"):
+        pod = pod_factory()
+        prev = bridge(node, "ADD", bconf, cid, pod)
+        conf = fw_conf("fwgc", prev, version="1.1.0", backend="iptables", dataDir=str(records))
+        run(node, fw, "ADD", conf, cid, pod.path).ok()
+        ips[cid] = pod_ip(prev)
+        pods[cid] = pod
+    gc = fw_conf(
+        "fwgc",
+        None,
+        version="1.1.0",
+        backend="iptables",
+        dataDir=str(records),
+        **{"cni.dev/valid-attachments": [{"containerID": "g2", "ifname": "eth0"}]},
+    )
+    with node.entered():
+        exec_plugin(fw, "GC", gc, cni_path=str(GO_DIR)).ok()
+    rules = "\n".join(filter_rules(node))
+    assert f"-s {ips['g1']}/32" not in rules
+    assert f"-s {ips['g2']}/32" in rules
+    assert sorted(p.name for p in (records / "fwgc").iterdir()) == ["g2_eth0"]
+    # DEL without prevResult uses the record
+    run(node, fw, "DEL", fw_conf("fwgc", None, dataDir=str(records)), "g2", pods["g2"].path).ok()
+    assert f"-s {ips['g2']}/32" not in "\n".join(filter_rules(node))
+    assert not (records / "fwgc").exists()
+    for cid, pod in pods.items():
+        bridge(node, "DEL", bconf, cid, pod)
+
+
+def test_podman_conflist_form(
+    node: Namespace, pod_factory: Any, tmp_path: Path, plugin_dir: Path
+) -> None:
+    """What `podman network create` writes: cniVersion 0.4.0, "backend": "" (iptables here)."""
+    pod = pod_factory()
+    bconf = bridge_conf("podman1", "cni-podman1", "10.89.0.0/24", tmp_path, version="0.4.0")
+    prev = bridge(node, "ADD", bconf, "pm", pod)
+    conf = fw_conf("podman1", prev, version="0.4.0", backend="")
+    out = run(node, plugin_dir / "firewall", "ADD", conf, "pm", pod.path).ok().json
+    assert out["cniVersion"] == "0.4.0" and out["ips"][0]["version"] == "4"
+    assert "-A CNI-FORWARD -s 10.89.0.2/32 -j ACCEPT" in filter_rules(node)
+    run(node, GO_DIR / "firewall", "CHECK", conf, "pm", pod.path).ok()
+    run(node, plugin_dir / "firewall", "DEL", conf, "pm", pod.path).ok()
+    assert "-A CNI-FORWARD -s 10.89.0.2/32 -j ACCEPT" not in filter_rules(node)
+    bridge(node, "DEL", bconf, "pm", pod)
+
+
+def test_refusals(node: Namespace, pod_factory: Any, tmp_path: Path, plugin_dir: Path) -> None:
+    pod = pod_factory()
+    fw = plugin_dir / "firewall"
+    prev = {"cniVersion": "1.0.0", "ips": [{"address": "10.90.0.2/24"}]}
+    r = run(node, fw, "ADD", fw_conf("n", prev, backend="firewalld"), "r", pod.path)
+    assert r.code == 1 and r.json["code"] == 2 and "firewalld" in r.json["msg"]
+    run(node, fw, "DEL", fw_conf("n", prev, backend="firewalld"), "r", pod.path).ok()
+    r = run(node, fw, "ADD", fw_conf("n", None), "r", pod.path)
+    assert r.code == 1 and "prevResult" in r.json["msg"]
+    r = run(node, fw, "ADD", fw_conf("n", prev, backend="ebtables"), "r", pod.path)
+    assert r.code == 1 and r.json["code"] == 7
+    r = run(node, fw, "ADD", fw_conf("n", prev, ingressPolicy="same-bridge"), "r", pod.path)
+    assert r.code == 1 and "bridge" in r.json["msg"]
+    r = run(node, fw, "ADD", fw_conf("n", prev, version="0.3.1"), "r", pod.path)
+    assert r.code == 1 and r.json["code"] == 1
+    # nothing was left behind by the refused calls
+    assert not any(line.startswith("-A CNI-FORWARD") for line in filter_rules(node))
+
+
+def test_failed_add_rolls_back(
+    node: Namespace, pod_factory: Any, tmp_path: Path, plugin_dir: Path
+) -> None:
+    """A failure after the IPv4 rules (injected at the IPv6 step) removes them again."""
+    pod = pod_factory()
+    prev = {
+        "cniVersion": "1.0.0",
+        "ips": [{"address": "10.91.0.2/24"}, {"address": "fd91::2/64"}],
+    }
+    with node.entered():
+        r = exec_plugin(
+            plugin_dir / "firewall",
+            "ADD",
+            fw_conf("rb", prev, backend="iptables", dataDir=str(tmp_path)),
+            container_id="rb",
+            netns=pod.path,
+            cni_path=str(GO_DIR),
+            extra_env={"PYCNI_TEST_FAIL_AT": "iptables6"},
+        )
+    assert r.code == 1
+    assert not any("10.91.0.2" in line for line in filter_rules(node))
+    assert not list(tmp_path.glob("rb/*"))
+
+
+@pytest.mark.parametrize("backend", ["iptables", "nftables"])
+def test_admin_chain_overrides(
+    backend: str, node: Namespace, pod_factory: Any, tmp_path: Path, plugin_dir: Path
+) -> None:
+    """A drop the admin puts in the admin chain wins over the plugin's accepts."""
+    fw = plugin_dir / "firewall"
+    confs = {}
+    for name, subnet in (("p", "10.92.0.0/24"), ("q", "10.93.0.0/24")):
+        pod = pod_factory()
+        bconf = bridge_conf(f"fwadm{name}", f"cniadm{name}", subnet, tmp_path)
+        prev = bridge(node, "ADD", bconf, name, pod)
+        conf = fw_conf(bconf["name"], prev, backend=backend)
+        run(node, fw, "ADD", conf, name, pod.path).ok()
+        confs[name] = (pod, bconf, prev, conf)
+    p, q_ip = confs["p"][0], pod_ip(confs["q"][2])
+    assert p.ping(q_ip)
+    if backend == "iptables":
+        node.run("iptables", "-A", "CNI-ADMIN", "-d", q_ip, "-j", "DROP")
+    else:
+        node.run(
+            "nft", "add", "rule", "inet", "pycni_firewall", "admin", "ip", "daddr", q_ip, "drop"
+        )
+    assert not p.ping(q_ip, timeout=1)
+    # a later ADD keeps the admin's rule
+    run(node, fw, "ADD", confs["p"][3], "p", p.path).ok()
+    assert not p.ping(q_ip, timeout=1)
+    for name, (pod, bconf, _p, conf) in confs.items():
+        run(node, fw, "DEL", conf, name, pod.path).ok()
+        bridge(node, "DEL", bconf, name, pod)
+    if backend == "iptables":
+        node.run("iptables", "-F", "CNI-ADMIN")
