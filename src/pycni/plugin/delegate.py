@@ -12,32 +12,15 @@ import subprocess
 from typing import TYPE_CHECKING
 
 from pycni.fast.marker import is_entry_point
-from pycni.spec.errors import INTERNAL, INVALID_NETWORK_CONFIG, CNIError
+from pycni.runtime.exec import plugin_error
+from pycni.runtime.find import find_in_path
+from pycni.spec.errors import INTERNAL, CNIError
 
 if TYPE_CHECKING:
     from pycni.plugin.base import Request
     from pycni.spec.result import Result
 
 _marker_cache: dict[tuple[str, int, int], bool] = {}
-
-
-def find_in_path(plugin_type: str, paths: list[str]) -> str:
-    """The first regular file named ``plugin_type`` in ``paths`` (libcni's FindInPath)."""
-    if plugin_type == "":
-        raise CNIError(INVALID_NETWORK_CONFIG, "no plugin name provided")
-    if "/" in plugin_type:
-        raise CNIError(INVALID_NETWORK_CONFIG, f"invalid plugin name: {plugin_type}")
-    if not paths:
-        raise CNIError(INVALID_NETWORK_CONFIG, "no paths provided")
-    for directory in paths:
-        candidate = os.path.join(directory, plugin_type)
-        try:
-            st = os.stat(candidate)
-        except OSError:
-            continue
-        if (st.st_mode & 0o170000) == 0o100000:
-            return candidate
-    raise CNIError(INVALID_NETWORK_CONFIG, f'failed to find plugin "{plugin_type}" in path {paths}')
 
 
 def is_pycni_entry_point(path: str) -> bool:
@@ -79,7 +62,7 @@ def delegate(
     if stderr:
         req.stderr.write(stderr.decode(errors="replace"))
     if code != 0:
-        raise _decode_failure(stdout, stderr, code)
+        raise plugin_error(f"exit status {code}", stdout, stderr)
     if command != "ADD":
         return None
     from pycni.spec.result import Result
@@ -99,23 +82,3 @@ def _exec(path: str, env: dict[str, str], stdin: bytes) -> tuple[bytes, bytes, i
     except OSError as exc:
         raise CNIError(INTERNAL, f"failed to exec {path}: {exc.strerror}") from None
     return proc.stdout, proc.stderr, proc.returncode
-
-
-def _decode_failure(stdout: bytes, stderr: bytes, code: int) -> CNIError:
-    """libcni's rules for a plugin that exited non-zero."""
-    text = stdout.strip()
-    if text:
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            return CNIError(
-                INTERNAL,
-                f'netplugin failed but error parsing its diagnostic message "{text.decode(errors="replace")}": {exc}',
-            )
-        if isinstance(data, dict):
-            return CNIError.from_dict(data)
-    if stderr.strip():
-        return CNIError(
-            INTERNAL, f'netplugin failed: "{stderr.decode(errors="replace")}": exit status {code}'
-        )
-    return CNIError(INTERNAL, f"netplugin failed with no error message: exit status {code}")

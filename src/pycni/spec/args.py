@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 
 from pycni.spec.errors import INVALID_NETWORK_CONFIG, CNIError
@@ -52,8 +53,9 @@ def load_args(text: str, known: Iterable[str]) -> dict[str, str]:
         if key in known_keys:
             values[key] = value
         else:
-            unknown.append(key)
+            unknown.append(item)
     ignore = truthy(values["IgnoreUnknown"]) if "IgnoreUnknown" in values else False
     if unknown and not ignore:
-        raise CNIError(INVALID_NETWORK_CONFIG, f"ARGS: unknown args {unknown!r}")
+        quoted = " ".join(json.dumps(u) for u in unknown)
+        raise CNIError(INVALID_NETWORK_CONFIG, f"ARGS: unknown args [{quoted}]")
     return values
