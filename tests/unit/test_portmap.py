@@ -1,0 +1,297 @@
+"""portmap pure logic: reference chain names and comments, config validation, container IP
+selection, and the rules both backends generate."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+
+import pytest
+
+from pycni.net import iptables
+from pycni.net.chain_names import (
+    format_chain_name,
+    format_comment,
+    must_format_chain_name_with_prefix,
+    must_format_hash_with_prefix,
+)
+from pycni.plugin.base import Request
+from pycni.plugins.meta.portmap import iptables_backend, nft_backend
+from pycni.plugins.meta.portmap.config import PortMapConfig, PortMapping, parse
+from pycni.spec.errors import CNIError
+
+LONG_ID = (
+    "icee6giejonei6sohng6ahngee7laquohquee9shiGo7fohferakah3Feiyoolu2pei7ciPhoh7shaoX6vai3"
+    "vuf0ahfaeng8yohb9ceu0daez5hashee8ooYai5wa3y"
+)
+
+
+# --- chain names (reference test vectors) ---------------------------------------------------
+
+
+def test_chain_name_vectors() -> None:
+    assert format_chain_name("test", "1234") == "CNI-2bbe0c48b91a7d1b8a6753a8"
+    assert must_format_chain_name_with_prefix("test", "1234", "PREFIX-") == (
+        "CNI-PREFIX-2bbe0c48b91a7d1b8"
+    )
+    assert iptables_backend.dnat_chain("testNetName", LONG_ID) == "CNI-DN-bfd599665540dd91d5d28"
+    assert iptables_backend.dnat_chain("test", LONG_ID) == "CNI-DN-67e92b96e692a494b6b85"
+    assert len(format_chain_name("x", "y")) == 28
+
+
+def test_hash_concatenates_without_separator() -> None:
+    assert format_chain_name("ab", "c") == format_chain_name("a", "bc")
+
+
+def test_hash_length_limits() -> None:
+    with pytest.raises(ValueError):
+        must_format_hash_with_prefix(4, "CNI-", "x")
+    with pytest.raises(ValueError):
+        must_format_hash_with_prefix(129, "CNI-", "x")
+
+
+def test_comment_is_go_quoted() -> None:
+    assert format_comment("net", "id1") == 'name: "net" id: "id1"'
+    assert format_comment('a"b', "c\\d") == 'name: "a\\"b" id: "c\\\\d"'
+
+
+def test_long_entry_comment_is_truncated() -> None:
+    comment = iptables_backend.entry_comment("n", "x" * 300)
+    assert len(comment) == 256 and comment.endswith("...")
+
+
+# --- config ------------------------------------------------------------------------------------
+
+PREV = {
+    "cniVersion": "1.0.0",
+    "interfaces": [
+        {"name": "br0"},
+        {"name": "vethx"},
+        {"name": "eth0", "sandbox": "/run/netns/p"},
+        {"name": "eth1", "sandbox": "/run/netns/p"},
+    ],
+    "ips": [
+        {"address": "10.1.0.5/24", "interface": 3},
+        {"address": "10.0.0.2/24", "interface": 2},
+        {"address": "10.0.0.3/24", "interface": 2},
+        {"address": "fd00::2/64"},
+    ],
+}
+
+
+def request(mappings: Any = None, command: str = "ADD", prev: Any = PREV, **conf: Any) -> Request:
+    config: dict[str, Any] = {"cniVersion": "1.0.0", "name": "net", "type": "portmap", **conf}
+    if mappings is not None:
+        config["runtimeConfig"] = {"portMappings": mappings}
+    if prev is not None:
+        config["prevResult"] = prev
+    return Request(command, "cid", "/run/netns/p", "eth0", "", [], config, b"", {})
+
+
+M = [{"hostPort": 8080, "containerPort": 80, "protocol": "TCP"}]
+
+
+def test_container_ips_pick_first_of_ifname() -> None:
+    cfg = parse(request(M), need_prev=True)
+    assert str(cfg.container_ips[4]) == "10.0.0.2/24"
+    assert str(cfg.container_ips[6]) == "fd00::2/64"
+    assert cfg.mappings == [PortMapping(8080, 80, "tcp")]
+    assert cfg.backend == "nftables"
+
+
+def test_needs_prev_result() -> None:
+    with pytest.raises(CNIError) as err:
+        parse(request(M, prev=None), need_prev=True)
+    assert err.value.code == 7 and "chained" in err.value.msg
+
+
+@pytest.mark.parametrize(
+    ("mapping", "fragment"),
+    [
+        ({"hostPort": 0, "containerPort": 80}, "hostPort"),
+        ({"hostPort": 70000, "containerPort": 80}, "hostPort"),
+        ({"hostPort": 80, "containerPort": -1}, "containerPort"),
+        ({"hostPort": 80, "containerPort": 80, "protocol": "icmp"}, "protocol"),
+        ({"hostPort": 80, "containerPort": 80, "hostIP": "nope"}, "hostIP"),
+        ({"hostPort": "80", "containerPort": 80}, "hostPort"),
+    ],
+)
+def test_bad_mappings(mapping: dict[str, Any], fragment: str) -> None:
+    with pytest.raises(CNIError) as err:
+        parse(request([mapping]), need_prev=True)
+    assert err.value.code == 7 and fragment in err.value.msg
+
+
+@pytest.mark.parametrize(
+    ("conf", "fragment"),
+    [
+        ({"backend": "nftables", "externalSetMarkChain": "KUBE-MARK-MASQ"}, "iptables-specific"),
+        ({"backend": "nftables", "conditionsV4": ["-s", "1.2.3.4"]}, "iptables-specific"),
+        ({"backend": "iptables", "conditionsV4": ["ip", "saddr", "1.2.3.4"]}, "nftables-specific"),
+        ({"markMasqBit": 5, "externalSetMarkChain": "X", "backend": "iptables"}, "cannot both"),
+        ({"markMasqBit": 32}, "between 0 and 31"),
+        ({"backend": "ebpf"}, "Invalid backend"),
+        ({"iptablesVariant": "xt", "backend": "iptables"}, "iptablesVariant"),
+    ],
+)
+def test_option_conflicts(conf: dict[str, Any], fragment: str) -> None:
+    with pytest.raises(CNIError) as err:
+        parse(request(M, **conf), need_prev=True)
+    assert err.value.code == 7 and fragment in err.value.msg
+
+
+def test_iptables_options_select_iptables_without_backend() -> None:
+    cfg = parse(request(M, conditionsV4=["-s", "1.2.3.4"]), need_prev=True)
+    assert cfg.backend == "iptables"
+
+
+# --- nftables rules ------------------------------------------------------------------------------
+
+
+def cfg_of(**kw: Any) -> PortMapConfig:
+    base: dict[str, Any] = {
+        "network": "net",
+        "container_id": "cid",
+        "ifname": "eth0",
+        "mappings": [
+            PortMapping(8080, 80, "tcp"),
+            PortMapping(8081, 81, "udp", ipaddress.ip_address("192.0.2.1")),
+            PortMapping(8082, 82, "sctp", ipaddress.ip_address("2001:db8::1")),
+            PortMapping(8083, 83, "tcp", ipaddress.ip_address("0.0.0.0")),
+        ],
+        "backend": "nftables",
+        "container_ips": {
+            4: ipaddress.ip_interface("10.0.0.2/24"),
+            6: ipaddress.ip_interface("fd00::2/64"),
+        },
+    }
+    base.update(kw)
+    return PortMapConfig(**base)
+
+
+def test_nft_pod_rules() -> None:
+    rules, elements = nft_backend.pod_rules(cfg_of())
+    assert rules[0] == (
+        "ip saddr { 10.0.0.0/24, 127.0.0.1 } meta nfproto ipv4 tcp dport 8080 "
+        "meta mark set meta mark | 0x2000"
+    )
+    assert rules[1] == (
+        'meta nfproto ipv4 tcp dport 8080 dnat ip to 10.0.0.2:80 comment "k ports4 tcp . 8080"'
+    )
+    assert "ip daddr 192.0.2.1 udp dport 8081 dnat ip to 10.0.0.2:81" in rules[3]
+    assert any("dnat ip6 to [fd00::2]:82" in r and "ip6 daddr 2001:db8::1" in r for r in rules)
+    assert not any("192.0.2.1" in r and "ip6" in r for r in rules)  # other family skipped
+    assert [e.comment for e in elements] == [
+        "k ports4 tcp . 8080",
+        "k hostip4 192.0.2.1 . udp . 8081",
+        "k ports4 tcp . 8083",  # 0.0.0.0 = any address
+        "k ports6 tcp . 8080",
+        "k hostip6 2001:db8::1 . sctp . 8082",
+    ]  # 0.0.0.0 is an IPv4 hostIP: skipped for IPv6, as the reference does
+    assert all(nft_backend.Element.from_comment(e.comment) == e for e in elements)
+
+
+def test_nft_snat_variants_and_conditions() -> None:
+    rules, _ = nft_backend.pod_rules(cfg_of(snat=False))
+    assert not any("mark" in r for r in rules)
+    rules, _ = nft_backend.pod_rules(cfg_of(masq_all=True, mark_bit=3))
+    assert rules[0] == "meta nfproto ipv4 tcp dport 8080 meta mark set meta mark | 0x8"
+    rules, _ = nft_backend.pod_rules(cfg_of(conditions_v4=["iifname", '"eth9"']))
+    assert 'tcp dport 8080 iifname "eth9" dnat ip to' in rules[1]
+
+
+def test_nft_scaffold_gates_on_local_destination() -> None:
+    script = nft_backend.add_script(cfg_of())
+    assert "add rule inet pycni_portmap prerouting fib daddr type local jump hostports" in script
+    assert "add rule inet pycni_portmap output fib daddr type local jump hostports" in script
+    assert "meta mark & 0x2000 == 0x2000 masquerade" in script
+    chain = nft_backend.chain_name("net", "cid", "eth0")
+    assert f"add element inet pycni_portmap ports4 {{ tcp . 8080 : jump {chain} }}" in script
+
+
+def test_nft_chain_names_differ_per_attachment_and_network() -> None:
+    a = nft_backend.chain_name("net", "cid", "eth0")
+    assert a != nft_backend.chain_name("net", "cid", "eth1")
+    assert a != nft_backend.chain_name("net2", "cid", "eth0")
+    assert a.startswith(nft_backend.network_prefix("net"))
+    assert len(a) <= 64
+
+
+def test_nft_map_elements_parse() -> None:
+    items = [
+        {
+            "map": {
+                "name": "hostip4",
+                "elem": [
+                    [{"concat": ["192.0.2.1", "udp", 53]}, {"jump": {"target": "pm-a"}}],
+                ],
+            }
+        },
+        {"map": {"name": "other", "elem": [[1, {"jump": {"target": "x"}}]]}},
+    ]
+    assert nft_backend.map_elements(items) == {
+        nft_backend.Element("hostip4", "192.0.2.1 . udp . 53"): "pm-a"
+    }
+
+
+# --- iptables rules --------------------------------------------------------------------------
+
+
+def test_iptables_chain_rules_mark_first_and_canonical() -> None:
+    cfg = cfg_of(backend="iptables")
+    chain = iptables_backend.dnat_chain("net", "cid")
+    rules = iptables_backend.chain_rules(cfg, 4, cfg.container_ips[4], chain)
+    assert rules[:3] == [
+        f"-A {chain} -s 10.0.0.0/24 -p tcp -m tcp --dport 8080 -j CNI-HOSTPORT-SETMARK",
+        f"-A {chain} -s 127.0.0.1/32 -p tcp -m tcp --dport 8080 -j CNI-HOSTPORT-SETMARK",
+        f"-A {chain} -p tcp -m tcp --dport 8080 -j DNAT --to-destination 10.0.0.2:80",
+    ]
+    assert f"-A {chain} -d 192.0.2.1/32 -p udp -m udp --dport 8081 -j DNAT" in rules[5]
+    rules6 = iptables_backend.chain_rules(cfg, 6, cfg.container_ips[6], chain)
+    assert f"-A {chain} -s fd00::/64 -p tcp -m tcp --dport 8080 -j CNI-HOSTPORT-SETMARK" in rules6
+    assert not any("127.0.0.1" in r for r in rules6)
+    assert any("--to-destination [fd00::2]:82" in r for r in rules6)
+
+
+def test_iptables_entry_rules_split_at_15() -> None:
+    mappings = [PortMapping(7000 + i, 80, "tcp") for i in range(17)]
+    mappings.append(PortMapping(53, 53, "udp"))
+    cfg = cfg_of(backend="iptables", mappings=mappings)
+    lines = iptables_backend.entry_rules(cfg, 4, "CNI-DN-x")
+    assert len(lines) == 3
+    assert lines[0].startswith(
+        '-A CNI-HOSTPORT-DNAT -p tcp -m comment --comment "dnat name: \\"net\\" id: \\"cid\\""'
+    )
+    assert "--dports 7015,7016 -j CNI-DN-x" in lines[1]
+    assert lines[2].startswith("-A CNI-HOSTPORT-DNAT -p udp")
+
+
+def test_iptables_add_script_declares_only_missing_shared_chains() -> None:
+    cfg = cfg_of(backend="iptables")
+    chain = iptables_backend.dnat_chain("net", "cid")
+    fresh = iptables_backend.add_script(cfg, 4, iptables.SavedTable())
+    assert ":CNI-HOSTPORT-DNAT - [0:0]" in fresh and f":{chain} - [0:0]" in fresh
+    assert "-I POSTROUTING 1 -m comment" in fresh
+    saved = iptables.parse_save(fresh.replace("-I POSTROUTING 1", "-A POSTROUTING"), "nat")
+    again = iptables_backend.add_script(cfg, 4, saved)
+    assert ":CNI-HOSTPORT-DNAT" not in again and ":CNI-HOSTPORT-SETMARK" not in again
+    assert "POSTROUTING" not in again and "PREROUTING" not in again
+    assert f":{chain} - [0:0]" in again  # the container chain is rebuilt
+    assert again.count("-D CNI-HOSTPORT-DNAT") == 2  # old entry rules replaced
+    assert again.rstrip().endswith("COMMIT")
+
+
+def test_external_mark_chain_replaces_setmark() -> None:
+    cfg = cfg_of(backend="iptables", external_mark_chain="KUBE-MARK-MASQ")
+    script = iptables_backend.add_script(cfg, 4, iptables.SavedTable())
+    assert "-j KUBE-MARK-MASQ" in script and "CNI-HOSTPORT-SETMARK" not in script
+
+
+def test_iptables_quote_and_parse_roundtrip() -> None:
+    assert iptables.quote("plain") == "plain"
+    assert iptables.quote('a "b"') == '"a \\"b\\""'
+    saved = iptables.parse_save("*nat\n:X - [0:0]\n-A X -j Y\nCOMMIT\n*filter\n-A F -j Z\n", "nat")
+    assert saved.chains == {"X"} and saved.jumps_to("X", "Y") == ["-A X -j Y"]
+    assert "F" not in saved.rules
+    assert iptables.delete_line("-A X -j Y") == "-D X -j Y"
+    assert iptables.tool(6, "save", "legacy") == "ip6tables-legacy-save"
