@@ -277,7 +277,7 @@ def test_iptables_add_script_declares_only_missing_shared_chains() -> None:
     assert ":CNI-HOSTPORT-DNAT" not in again and ":CNI-HOSTPORT-SETMARK" not in again
     assert "POSTROUTING" not in again and "PREROUTING" not in again
     assert f":{chain} - [0:0]" in again  # the container chain is rebuilt
-    assert again.count("-D CNI-HOSTPORT-DNAT") == 2  # old entry rules replaced
+    assert again.count("-D CNI-HOSTPORT-DNAT") == 3  # the 3 protocols: entries replaced
     assert again.rstrip().endswith("COMMIT")
 
 
