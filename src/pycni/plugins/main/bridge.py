@@ -232,75 +232,72 @@ class Bridge(Plugin):
 
     def _add(self, req: Request, conf: BridgeConf, rb: Rollback, hipr: Any, pod: Any) -> Result:
         ifname = req.ifname
-        if True:
-            rb.step("bridge")
+        rb.step("bridge")
+        try:
+            info = br.ensure_bridge(hipr, conf.bridge, conf.mtu, conf.promisc, conf.vlan_filtering)
+        except br.VlanFilteringUnsupported:
+            raise _vlan_error(conf) from None
+        except br.NotABridge as exc:
+            raise CNIError(
+                INVALID_NETWORK_CONFIG, f'failed to create bridge "{conf.bridge}": {exc}'
+            ) from None
+        if info.created:
+            rb.push("bridge", lambda: br.delete_if_unused(hipr, conf.bridge))
+
+        rb.step("veth")
+        try:
+            pair = create_pair(hipr, pod.fd, ifname, conf.mtu, conf.mac)
+        except VethNameTaken as exc:
+            raise CNIError(INTERNAL, str(exc)) from None
+        rb.push("veth", lambda: _delete_index(hipr, pair.host_index))
+
+        rb.step("port")
+        br.attach_port(hipr, pair.host_index, info.index, conf.hairpin, conf.port_isolation)
+        if conf.vlan_filtering:
             try:
-                info = br.ensure_bridge(
-                    hipr, conf.bridge, conf.mtu, conf.promisc, conf.vlan_filtering
+                br.port_vlans(
+                    hipr, pair.host_index, conf.vlan, conf.vlans, conf.preserve_default_vlan
                 )
             except br.VlanFilteringUnsupported:
                 raise _vlan_error(conf) from None
-            except br.NotABridge as exc:
-                raise CNIError(
-                    INVALID_NETWORK_CONFIG, f'failed to create bridge "{conf.bridge}": {exc}'
-                ) from None
-            if info.created:
-                rb.push("bridge", lambda: br.delete_if_unused(hipr, conf.bridge))
 
-            rb.step("veth")
-            try:
-                pair = create_pair(hipr, pod.fd, ifname, conf.mtu, conf.mac)
-            except VethNameTaken as exc:
-                raise CNIError(INTERNAL, str(exc)) from None
-            rb.push("veth", lambda: _delete_index(hipr, pair.host_index))
+        with pod.entered(), rtnl() as pipr:
+            cont_msg = link.get(pipr, ifname)
+        cont_index = int(cont_msg["index"])
+        result = Result(
+            cni_version=req.cni_version,
+            interfaces=[
+                Interface(name=conf.bridge, mac=""),
+                Interface(name=pair.host_name, mac=""),
+                Interface(name=ifname, mac=link.mac_of(cont_msg), sandbox=req.netns),
+            ],
+        )
 
-            rb.step("port")
-            br.attach_port(hipr, pair.host_index, info.index, conf.hairpin, conf.port_isolation)
-            if conf.vlan_filtering:
-                try:
-                    br.port_vlans(
-                        hipr, pair.host_index, conf.vlan, conf.vlans, conf.preserve_default_vlan
-                    )
-                except br.VlanFilteringUnsupported:
-                    raise _vlan_error(conf) from None
+        if conf.macspoofchk:
+            rb.step("macspoofchk")
+            ref = macspoofchk.ref_id(req.container_id, ifname)
+            macspoofchk.setup(pair.host_name, link.mac_of(cont_msg), ref)
+            rb.push("macspoofchk", lambda: macspoofchk.teardown(ref))
 
+        if conf.layer3:
+            self._add_layer3(req, conf, rb, hipr, pod, cont_index, result)
+        elif not conf.disable_container_interface:
+            rb.step("container-up")
             with pod.entered(), rtnl() as pipr:
-                cont_msg = link.get(pipr, ifname)
-            cont_index = int(cont_msg["index"])
-            result = Result(
-                cni_version=req.cni_version,
-                interfaces=[
-                    Interface(name=conf.bridge, mac=""),
-                    Interface(name=pair.host_name, mac=""),
-                    Interface(name=ifname, mac=link.mac_of(cont_msg), sandbox=req.netns),
-                ],
-            )
+                pipr.link("set", index=cont_index, state="up")
 
-            if conf.macspoofchk:
-                rb.step("macspoofchk")
-                ref = macspoofchk.ref_id(req.container_id, ifname)
-                macspoofchk.setup(pair.host_name, link.mac_of(cont_msg), ref)
-                rb.push("macspoofchk", lambda: macspoofchk.teardown(ref))
+        if not conf.disable_container_interface:
+            rb.step("port-up")
+            up, state = link.wait_oper_up(hipr, pair.host_index)
+            if not up:
+                raise CNIError(INTERNAL, f"bridge port in error state: {state}")
 
-            if conf.layer3:
-                self._add_layer3(req, conf, rb, hipr, pod, cont_index, result)
-            elif not conf.disable_container_interface:
-                rb.step("container-up")
-                with pod.entered(), rtnl() as pipr:
-                    pipr.link("set", index=cont_index, state="up")
-
-            if not conf.disable_container_interface:
-                rb.step("port-up")
-                up, state = link.wait_oper_up(hipr, pair.host_index)
-                if not up:
-                    raise CNIError(INTERNAL, f"bridge port in error state: {state}")
-
-            result.interfaces[1].mac = link.mac_of(hipr.get_links(pair.host_index)[0])
-            result.interfaces[0].mac = link.mac_of(link.get(hipr, conf.bridge))
-            rb.step("done")
-            if not conf.dns.is_empty():
-                result.dns = conf.dns
-            return result
+        result.interfaces[1].mac = link.mac_of(hipr.get_links(pair.host_index)[0])
+        result.interfaces[0].mac = link.mac_of(link.get(hipr, conf.bridge))
+        rb.step("done")
+        if not conf.dns.is_empty():
+            result.dns = conf.dns
+        return result
 
     def _add_layer3(
         self,
