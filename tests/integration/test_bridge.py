@@ -32,6 +32,7 @@ def test_two_pods_reach_each_other_and_the_gateway(
     bridge_dir: Path, node: harness.Namespace, pod_factory: Any, tmp_state: harness.State
 ) -> None:
     c = conf(tmp_state, subnets=DUAL, isGateway=True)
+    root_forward = Path("/proc/sys/net/ipv4/ip_forward").read_text()
     a, b = pod_factory(), pod_factory()
     ra = run(bridge_dir, node, "ADD", c, a, cid="a").ok().json
     rb = run(bridge_dir, node, "ADD", c, b, cid="b").ok().json
@@ -43,6 +44,8 @@ def test_two_pods_reach_each_other_and_the_gateway(
     assert sorted(node.addresses("cnibr0"))[:2] == ["10.77.0.1/24", "fd77::1/64"]
     assert sysctl_in(node, "net/ipv4/ip_forward") == "1"
     assert sysctl_in(node, "net/ipv6/conf/all/forwarding") == "1"
+    # the write went to the node namespace only (sysctls under net/ are per namespace)
+    assert Path("/proc/sys/net/ipv4/ip_forward").read_text() == root_forward
     assert a.ping(b4)
     assert b.ping(a4)
     assert a.ping("10.77.0.1")
