@@ -1,0 +1,277 @@
+"""ptp: a veth pair per pod, routed (no bridge): the node end holds the gateway address.
+
+ADD: IPAM ADD; forwarding on for each family; veth (``veth%08x`` on the node, CNI_IFNAME in
+the pod); in the pod, the IPAM addresses and routes, then per address the automatic subnet
+route is replaced by ``<gw>/32 scope link`` plus ``<subnet> via <gw>``; on the node,
+``<gw>/32`` on the host end and ``<podIP>/32 dev <host end>``; optional masquerading. Every step
+is undone if a later one fails. See docs/plugins/ptp.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+from dataclasses import dataclass
+from typing import Any
+
+from pycni.net import ipmasq, link, sysctl
+from pycni.net.addr import AddressError, configure_iface, tolerate_exists, validate_ips
+from pycni.net.netlink import rtnl
+from pycni.net.nft import NftError
+from pycni.net.ns import NetNSNotFound
+from pycni.net.route import RouteError, validate_routes
+from pycni.net.veth import VethNameTaken, create_pair
+from pycni.plugin.base import Plugin, Request
+from pycni.plugin.config import field, section
+from pycni.plugin.delegate import delegate
+from pycni.plugin.rollback import Rollback
+from pycni.spec.errors import INTERNAL, INVALID_NETWORK_CONFIG, CNIError
+from pycni.spec.result import DNS, Interface, IPConfig, Result
+
+SCOPE_UNIVERSE = 0
+SCOPE_LINK = 253
+SCOPE_HOST = 254
+RTPROT_BOOT = 3  # what the reference's netlink library leaves routes with
+
+
+@dataclass
+class PtpConf:
+    name: str
+    ipam_type: str
+    ip_masq: bool
+    ip_masq_backend: str
+    mtu: int
+    dns: DNS
+
+
+def _bad(msg: str) -> CNIError:
+    return CNIError(INVALID_NETWORK_CONFIG, msg)
+
+
+def load_conf(req: Request) -> PtpConf:
+    c = req.config
+    ipam_type = field(section(c, "ipam"), "type", str, "", "ipam")
+    if not ipam_type:
+        raise _bad("invalid config: ipam.type is required (ptp needs an IPAM plugin)")
+    backend = field(c, "ipMasqBackend", str, "") or ipmasq.DEFAULT_BACKEND
+    if backend not in ipmasq.BACKENDS:
+        raise _bad(f'unknown ipmasq backend "{backend}" (use "nftables" or "iptables")')
+    mtu = field(c, "mtu", int, 0)
+    if mtu < 0:
+        raise _bad(f"invalid config: mtu must not be negative, got {mtu}")
+    raw_dns = section(c, "dns")
+    dns = Result.from_dict({"cniVersion": "1.1.0", "dns": raw_dns}).dns if raw_dns else DNS()
+    return PtpConf(
+        name=req.name,
+        ipam_type=ipam_type,
+        ip_masq=field(c, "ipMasq", bool, False),
+        ip_masq_backend=backend,
+        mtu=mtu,
+        dns=dns,
+    )
+
+
+def _host_len(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> int:
+    return 32 if ip.version == 4 else 128
+
+
+class Ptp(Plugin):
+    about = "pycni ptp: a routed veth pair per pod"
+
+    def add(self, req: Request) -> Result:
+        conf = load_conf(req)
+        with rtnl() as hipr, req.open_netns() as pod, Rollback(req.env) as rb:
+            return self._add(req, conf, rb, hipr, pod)
+
+    def _add(self, req: Request, conf: PtpConf, rb: Rollback, hipr: Any, pod: Any) -> Result:
+        ifname = req.ifname
+        rb.step("ipam")
+        ipam_result = delegate(req, conf.ipam_type, "ADD")
+        rb.push("ipam", lambda: delegate(req, conf.ipam_type, "DEL"))
+        assert ipam_result is not None
+        if not ipam_result.ips:
+            raise CNIError(INTERNAL, "IPAM plugin returned missing IP config")
+        for ipc in ipam_result.ips:
+            if ipc.gateway is None:
+                raise CNIError(
+                    INTERNAL, f"IPAM result for {ipc.address} has no gateway (ptp routes via it)"
+                )
+
+        rb.step("forwarding")
+        for fam in sorted({ipc.address.version for ipc in ipam_result.ips}):
+            sysctl.enable_forwarding(fam)
+
+        rb.step("veth")
+        try:
+            pair = create_pair(hipr, pod.fd, ifname, conf.mtu)
+        except VethNameTaken as exc:
+            raise CNIError(INTERNAL, str(exc)) from None
+        rb.push("veth", lambda: _delete_index(hipr, pair.host_index))
+
+        with pod.entered(), rtnl() as pipr:
+            cont_msg = link.get(pipr, ifname)
+        cont_index = int(cont_msg["index"])
+        result = Result(
+            cni_version=req.cni_version,
+            interfaces=[
+                Interface(name=pair.host_name, mac=link.mac_of(hipr.get_links(pair.host_index)[0])),
+                Interface(name=ifname, mac=link.mac_of(cont_msg), sandbox=req.netns),
+            ],
+            ips=[IPConfig(ipc.address, ipc.gateway, interface=1) for ipc in ipam_result.ips],
+            routes=ipam_result.routes,
+            dns=ipam_result.dns,
+        )
+
+        rb.step("container-config")
+        with pod.entered(), rtnl() as pipr:
+            try:
+                configure_iface(pipr, ifname, cont_index, result)
+                _pod_routes(pipr, cont_index, result)
+            except (AddressError, RouteError) as exc:
+                raise CNIError(INTERNAL, str(exc)) from None
+
+        rb.step("host-config")
+        try:
+            _host_side(hipr, pair.host_index, result)
+        except Exception as exc:
+            raise CNIError(INTERNAL, f"failed to configure the host veth: {exc}") from None
+
+        if conf.ip_masq:
+            rb.step("ipmasq")
+            ipns = [ipc.address for ipc in result.ips]
+            rb.push(
+                "ipmasq",
+                lambda: ipmasq.teardown(
+                    conf.ip_masq_backend, ipns, conf.name, ifname, req.container_id
+                ),
+            )
+            try:
+                ipmasq.setup(conf.ip_masq_backend, ipns, conf.name, ifname, req.container_id)
+            except (ipmasq.IPMasqError, NftError) as exc:
+                raise CNIError(INTERNAL, f"failed to set up IP masquerading: {exc}") from None
+
+        rb.step("done")
+        if not conf.dns.is_empty():
+            result.dns = conf.dns
+        return result
+
+    def delete(self, req: Request) -> None:
+        conf = load_conf(req)
+        delegate(req, conf.ipam_type, "DEL")  # first, as the reference
+        ipnets: list[Any] = []
+        if req.netns:
+            try:
+                with (
+                    req.open_netns() as pod,
+                    pod.entered(),
+                    rtnl() as pipr,
+                    contextlib.suppress(link.LinkNotFound),
+                ):
+                    ipnets = link.delete_by_name(pipr, req.ifname)
+            except NetNSNotFound:
+                pass
+        if conf.ip_masq:
+            # unlike the reference, also when the link was already gone (no IPs known): the
+            # nftables rules are found by their comment, so they do not leak
+            errors = ipmasq.teardown(
+                conf.ip_masq_backend, ipnets, conf.name, req.ifname, req.container_id
+            )
+            if errors:
+                raise CNIError(INTERNAL, "; ".join(errors))
+
+    def check(self, req: Request) -> None:
+        conf = load_conf(req)
+        delegate(req, conf.ipam_type, "CHECK")
+        prev = req.prev_result()
+        if prev is None:
+            raise CNIError(INTERNAL, "Required prevResult missing")
+        result = prev.as_version("1.1.0")
+        with req.open_netns() as pod, pod.entered(), rtnl() as pipr:
+            try:
+                msg = link.get(pipr, req.ifname)
+            except link.LinkNotFound:
+                raise CNIError(INTERNAL, f"Cannot find container link {req.ifname}") from None
+            if link.kind_of(msg) != "veth":
+                raise CNIError(
+                    INTERNAL, f"Error: Container interface {req.ifname} not of type veth"
+                )
+            for intf in result.interfaces:
+                if (
+                    intf.name == req.ifname
+                    and intf.sandbox
+                    and intf.mac
+                    and intf.mac.lower() != link.mac_of(msg).lower()
+                ):
+                    raise CNIError(
+                        INTERNAL,
+                        f"Interface {req.ifname} Mac {intf.mac} doesn't match container "
+                        f"Mac: {link.mac_of(msg)}",
+                    )
+            idx = next(
+                (i for i, f in enumerate(result.interfaces) if f.name == req.ifname and f.sandbox),
+                1,
+            )
+            try:
+                validate_ips(pipr, req.ifname, int(msg["index"]), result, idx)
+                validate_routes(pipr, req.ifname, result.routes)
+            except (AddressError, RouteError) as exc:
+                raise CNIError(INTERNAL, str(exc)) from None
+
+    def gc(self, req: Request) -> None:
+        conf = load_conf(req)
+        delegate(req, conf.ipam_type, "GC")
+        if conf.ip_masq:
+            with contextlib.suppress(NftError, OSError):
+                ipmasq.gc_nftables(conf.name, req.valid_attachments() or [])
+
+    def status(self, req: Request) -> None:
+        conf = load_conf(req)
+        delegate(req, conf.ipam_type, "STATUS")
+
+
+def _pod_routes(pipr: Any, index: int, result: Result) -> None:
+    """Replace each address's automatic subnet route by ``gw/32 scope link`` + ``subnet via gw``."""
+    for ipc in result.ips:
+        gw = ipc.gateway
+        assert gw is not None
+        subnet = ipc.address.network
+        src = str(ipc.address.ip)
+        try:
+            pipr.route("del", dst=str(subnet), oif=index, scope=SCOPE_LINK)
+        except Exception as exc:
+            raise RouteError(f"failed to delete route {subnet}: {exc}") from None
+        for spec in (
+            {"dst": f"{gw}/{_host_len(gw)}", "oif": index, "scope": SCOPE_LINK, "prefsrc": src},
+            {"dst": str(subnet), "oif": index, "gateway": str(gw), "prefsrc": src},
+        ):
+            try:
+                pipr.route("add", proto=RTPROT_BOOT, **spec)
+            except Exception as exc:
+                if not tolerate_exists(exc):
+                    raise RouteError(f"failed to add route {spec['dst']}: {exc}") from None
+
+
+def _host_side(hipr: Any, host_index: int, result: Result) -> None:
+    """The gateway address on the host end and a host route to each pod address."""
+    for ipc in result.ips:
+        gw = ipc.gateway
+        assert gw is not None
+        try:
+            hipr.addr("add", index=host_index, address=str(gw), prefixlen=_host_len(gw))
+        except Exception as exc:
+            if not tolerate_exists(exc):
+                raise
+        pod_ip = ipc.address.ip
+        try:
+            hipr.route("add", dst=f"{pod_ip}/{_host_len(pod_ip)}", oif=host_index, scope=SCOPE_HOST)
+        except Exception as exc:
+            if not tolerate_exists(exc):
+                raise
+
+
+def _delete_index(ipr: Any, index: int) -> None:
+    with contextlib.suppress(Exception):
+        ipr.link("del", index=index)
+
+
+PLUGIN = Ptp()
