@@ -52,7 +52,7 @@ def test_nft_rules_grow_by_a_constant_per_pod(node: Namespace) -> None:
                 counts[i + 1] = nft_counts(node)
     rules_per_pod = counts[2][0] - counts[1][0]
     elems_per_pod = counts[2][1] - counts[1][1]
-    assert rules_per_pod == 8  # 2 mappings x 2 families x (mark + dnat)
+    assert rules_per_pod == 10  # 2 mappings x (v4: 2 marks + dnat, v6: mark + dnat)
     assert elems_per_pod == 4  # tcp and udp keys in ports4 and ports6
     for n in (100, 200):
         assert counts[n][0] == counts[1][0] + (n - 1) * rules_per_pod

@@ -108,8 +108,10 @@ def pod_rules(cfg: PortMapConfig) -> tuple[list[str], list[Element]]:
             dst = f"{fam} daddr {host}" if host is not None else f"meta nfproto ipv{family}"
             match = " ".join(p for p in (dst, f"{m.protocol} dport {m.host_port}", conds) if p)
             if cfg.snat:
-                sources = _masq_sources(cip, family, cfg.masq_all)
-                rules.append(f"{sources}{match} meta mark set meta mark | {cfg.mark:#x}")
+                mark = f"meta mark set meta mark | {cfg.mark:#x}"
+                rules += [
+                    f"{src}{match} {mark}" for src in _masq_sources(cip, family, cfg.masq_all)
+                ]
             target = f"{cip.ip}:{m.container_port}"
             if family == 6:
                 target = f"[{cip.ip}]:{m.container_port}"
@@ -120,14 +122,16 @@ def pod_rules(cfg: PortMapConfig) -> tuple[list[str], list[Element]]:
     return rules, elements
 
 
-def _masq_sources(cip: IPInterface, family: int, masq_all: bool) -> str:
+def _masq_sources(cip: IPInterface, family: int, masq_all: bool) -> list[str]:
     """Sources whose DNATed packets must be masqueraded: hairpin (the pod's subnet) and
-    localhost for IPv4 (needs route_localnet); ``masqAll`` means every source."""
+    localhost for IPv4 (needs route_localnet); ``masqAll`` means every source. One rule per
+    source rather than an anonymous set: every anonymous set is a kernel set object whose
+    elements libnftables fetches on each transaction, which made the cost grow per pod."""
     if masq_all:
-        return ""
+        return [""]
     if family == 4:
-        return f"ip saddr {{ {cip.network}, 127.0.0.1 }} "
-    return f"ip6 saddr {cip.network} "
+        return [f"ip saddr {cip.network} ", "ip saddr 127.0.0.1 "]
+    return [f"ip6 saddr {cip.network} "]
 
 
 def scaffold_script(cfg: PortMapConfig) -> list[str]:
