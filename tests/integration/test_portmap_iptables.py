@@ -135,3 +135,24 @@ def test_legacy_variant(host: Namespace, plugin_dir: Path) -> None:
     run(host, ours, "DEL", conf(None, **extra))
     assert "CNI-DN-" not in nat(host, 4, "legacy")
     assert "CNI-DN-" not in nat(host, 6, "legacy")
+
+
+def _exec(node: Namespace, plugin: Path, command: str, config: dict[str, Any], **kw: Any) -> Any:
+    with node.entered():
+        return exec_plugin(
+            plugin, command, config, container_id=CID, netns=_POD[0].path, cni_path="/x", **kw
+        )
+
+
+def test_status_and_bad_input(host: Namespace, plugin_dir: Path) -> None:
+    ours = plugin_dir / "portmap"
+    status = {"cniVersion": "1.1.0", "name": NET, "type": "portmap"}
+    _exec(host, ours, "STATUS", status).ok()
+    _exec(host, ours, "STATUS", {**status, "backend": "iptables"}).ok()
+    # without the iptables tools on PATH the iptables backend is not usable: code 50
+    run = _exec(host, ours, "STATUS", {**status, "backend": "iptables"}, extra_env={"PATH": "/"})
+    assert run.code == 1 and run.json["code"] == 50
+    bad = conf([{"hostPort": 99999, "containerPort": 80}])
+    run = _exec(host, ours, "ADD", bad)
+    assert run.code == 1 and run.json["code"] == 7 and "hostPort" in str(run.json["msg"])
+    assert "Traceback" not in run.stdout
