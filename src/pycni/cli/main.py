@@ -20,6 +20,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "pycni.cli.daemon_cmd",
     "pycni.cli.demo_cmd",
     "pycni.cli.inspect_cmd",
+    "pycni.cli.cluster_cmd",
+    "pycni.cli.agent_cmd",
 )
 
 

@@ -24,6 +24,7 @@ PLUGIN_TYPES: dict[str, str] = {
     "bandwidth": "pycni.plugins.meta.bandwidth:PLUGIN",
     "firewall": "pycni.plugins.meta.firewall:PLUGIN",
     "sbr": "pycni.plugins.meta.sbr:PLUGIN",
+    "flannel": "pycni.plugins.meta.flannel:PLUGIN",
 }
 
 _loaded: dict[str, Plugin] = {}

@@ -1,0 +1,5 @@
+"""Cluster networking: a pod subnet per node leased in etcd, host-gw or VXLAN between nodes.
+
+``agent`` runs on each node (``pycni agent``); ``plugins.meta.flannel`` attaches pods to the
+node's subnet; ``up`` builds a whole cluster on one machine (``pycni cluster up``).
+"""

@@ -1,0 +1,40 @@
+"""What the agent needs from a data-path backend (host-gw, vxlan)."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from pycni.cluster.lease import LeaseInfo
+from pycni.cluster.subnet import Net
+
+
+@dataclass(frozen=True)
+class Underlay:
+    """The node's link to the other nodes."""
+
+    ifname: str
+    index: int
+    address: ipaddress.IPv4Address
+    mtu: int
+
+
+class Backend(Protocol):
+    type_name: str
+
+    def backend_data(self) -> dict[str, Any]:
+        """What other nodes need to reach us (published with the lease)."""
+        ...
+
+    def pod_mtu(self) -> int:
+        """The MTU pods must use (written as FLANNEL_MTU)."""
+        ...
+
+    def configure(self, own: Net) -> None:
+        """Set up the local side once our subnet is known (and again after a change)."""
+        ...
+
+    def sync(self, own: Net, remotes: dict[Net, LeaseInfo]) -> list[str]:
+        """Make the data path reach exactly ``remotes``; returns what changed."""
+        ...

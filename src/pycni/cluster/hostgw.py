@@ -1,0 +1,46 @@
+"""host-gw: a route per remote node subnet via that node's underlay address.
+
+Needs every node on one L2 segment (the remote address must be directly reachable);
+no encapsulation, so pods keep the underlay's full MTU.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pycni.cluster.backend import Underlay
+from pycni.cluster.lease import LeaseInfo
+from pycni.cluster.subnet import Net
+from pycni.net import owned_routes
+from pycni.net.netlink import rtnl
+
+TYPE = "host-gw"
+
+
+class HostGateway:
+    type_name = TYPE
+
+    def __init__(self, underlay: Underlay) -> None:
+        self.underlay = underlay
+
+    def backend_data(self) -> dict[str, Any]:
+        return {}
+
+    def pod_mtu(self) -> int:
+        return self.underlay.mtu
+
+    def configure(self, own: Net) -> None:
+        return None
+
+    def wanted(self, own: Net, remotes: dict[Net, LeaseInfo]) -> dict[Net, owned_routes.OwnedRoute]:
+        return {
+            subnet: owned_routes.OwnedRoute(subnet, info.public_ip, self.underlay.index)
+            for subnet, info in remotes.items()
+            if subnet != own
+            and info.backend_type == TYPE
+            and info.public_ip != self.underlay.address
+        }
+
+    def sync(self, own: Net, remotes: dict[Net, LeaseInfo]) -> list[str]:
+        with rtnl() as ipr:
+            return owned_routes.sync(ipr, self.wanted(own, remotes))

@@ -1,0 +1,186 @@
+"""Node subnet leases in etcd: acquire (race-free), renew, list.
+
+Layout under a prefix (default ``/pycni.dev/network``), the same shape as flannel's::
+
+    <prefix>/config                 {"Network": "10.244.0.0/16", "SubnetLen": 24}
+    <prefix>/subnets/10.244.1.0-24  {"PublicIP": "...", "BackendType": "vxlan",
+                                     "BackendData": {...}}
+
+Each subnet key is attached to an etcd lease with a TTL; the agent renews it, so a dead
+node's key vanishes by itself. Claiming a subnet is one transaction "create if absent",
+so two nodes can never hold the same subnet, however they race. A node that comes back
+gets its old subnet: a live key with its address is taken over, else the subnet it
+remembers (from its subnet file) is claimed again if still free.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import json
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from pycni.cluster import subnet as sn
+from pycni.cluster.etcd import Etcd, EtcdError, KeyValue
+
+DEFAULT_PREFIX = "/pycni.dev/network"
+DEFAULT_TTL = 60
+MAX_ATTEMPTS = 64
+
+
+class LeaseError(RuntimeError):
+    """No subnet could be leased (exhausted network, config mismatch, etcd trouble)."""
+
+
+@dataclass(frozen=True)
+class LeaseInfo:
+    """What a node publishes about itself with its subnet."""
+
+    public_ip: ipaddress.IPv4Address
+    backend_type: str
+    backend_data: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> bytes:
+        return json.dumps(
+            {
+                "PublicIP": str(self.public_ip),
+                "BackendType": self.backend_type,
+                "BackendData": self.backend_data,
+            },
+            sort_keys=True,
+        ).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> LeaseInfo | None:
+        try:
+            data = json.loads(raw)
+            backend_data = data.get("BackendData") or {}
+            return cls(
+                ipaddress.IPv4Address(data["PublicIP"]),
+                str(data.get("BackendType", "")),
+                backend_data if isinstance(backend_data, dict) else {},
+            )
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+
+@dataclass(frozen=True)
+class Lease:
+    subnet: sn.Net
+    info: LeaseInfo
+    lease_id: int
+    ttl: int
+
+
+class LeaseStore:
+    """The subnet registry of one cluster network in etcd."""
+
+    def __init__(self, etcd: Etcd, prefix: str = DEFAULT_PREFIX) -> None:
+        self.etcd = etcd
+        self.prefix = prefix.rstrip("/")
+
+    @property
+    def config_key(self) -> str:
+        return f"{self.prefix}/config"
+
+    @property
+    def subnets_prefix(self) -> str:
+        return f"{self.prefix}/subnets/"
+
+    def key(self, subnet: sn.Net) -> str:
+        return self.subnets_prefix + sn.key_of(subnet)
+
+    def ensure_config(self, config: sn.NetworkConfig) -> sn.NetworkConfig:
+        """Publish the network config if there is none; refuse to join a different one."""
+        wanted = json.dumps(config.to_json(), sort_keys=True)
+        if self.etcd.create(self.config_key, wanted):
+            return config
+        found = self.etcd.get(self.config_key)
+        if found is None:  # deleted between the two calls: try once more
+            self.etcd.create(self.config_key, wanted)
+            return config
+        try:
+            current = sn.NetworkConfig.from_json(json.loads(found.value))
+        except (ValueError, sn.SubnetError) as exc:
+            raise LeaseError(f"{self.config_key} in etcd is not a valid config: {exc}") from None
+        if (current.network, current.subnet_len) != (config.network, config.subnet_len):
+            raise LeaseError(
+                f"etcd already holds network {current.network} with /{current.subnet_len} "
+                f"node subnets; this agent was given {config.network} with /{config.subnet_len}"
+            )
+        return current
+
+    def list(self) -> tuple[dict[sn.Net, tuple[LeaseInfo, KeyValue]], int]:
+        """Every live lease and the etcd revision it was read at."""
+        kvs, revision = self.etcd.get_prefix(self.subnets_prefix)
+        out: dict[sn.Net, tuple[LeaseInfo, KeyValue]] = {}
+        for kv in kvs:
+            subnet = sn.subnet_of_key(kv.key)
+            info = LeaseInfo.from_json(kv.value)
+            if subnet is not None and info is not None:
+                out[subnet] = (info, kv)
+        return out, revision
+
+    def acquire(
+        self,
+        config: sn.NetworkConfig,
+        info: LeaseInfo,
+        ttl: int,
+        previous: sn.Net | None = None,
+        rng: random.Random | None = None,
+    ) -> Lease:
+        """Lease a subnet for ``info.public_ip``: its live one, else ``previous``, else a free one.
+
+        Raises LeaseError when none can be had, EtcdError when etcd cannot be reached.
+        """
+        lease_id = self.etcd.grant(ttl)
+        try:
+            for _ in range(MAX_ATTEMPTS):
+                leases, _rev = self.list()
+                mine = [
+                    (s, kv)
+                    for s, (other, kv) in leases.items()
+                    if other.public_ip == info.public_ip and config.contains(s)
+                ]
+                if mine:
+                    subnet, kv = mine[0]
+                    if self.etcd.replace(
+                        self.key(subnet), info.to_json(), kv.mod_revision, lease_id
+                    ):
+                        if kv.lease and kv.lease != lease_id:
+                            self.etcd.revoke(kv.lease)
+                        return Lease(subnet, info, lease_id, ttl)
+                    continue
+                if previous is not None and config.contains(previous) and previous not in leases:
+                    candidate = previous
+                else:
+                    candidate = sn.choose_free(config, leases, rng)
+                if self.etcd.create(self.key(candidate), info.to_json(), lease_id):
+                    return Lease(candidate, info, lease_id, ttl)
+                previous = None  # someone else got it first: pick again from a fresh list
+        except sn.SubnetError as exc:
+            self.etcd.revoke(lease_id)
+            raise LeaseError(str(exc)) from None
+        except EtcdError:
+            with contextlib.suppress(EtcdError):
+                self.etcd.revoke(lease_id)
+            raise
+        self.etcd.revoke(lease_id)
+        raise LeaseError(f"could not claim a subnet after {MAX_ATTEMPTS} attempts")
+
+    def renew(self, lease: Lease) -> bool:
+        """Keep ``lease`` alive; False when it is gone (expired, revoked or its key deleted)."""
+        if self.etcd.keepalive(lease.lease_id) <= 0:
+            return False
+        kv = self.etcd.get(self.key(lease.subnet))
+        return kv is not None and kv.lease == lease.lease_id
+
+    def publish(self, lease: Lease, info: LeaseInfo) -> Lease:
+        """Update what we publish (e.g. a new VTEP MAC) under the same lease."""
+        self.etcd.put(self.key(lease.subnet), info.to_json(), lease.lease_id)
+        return Lease(lease.subnet, info, lease.lease_id, lease.ttl)
+
+    def release(self, lease: Lease) -> None:
+        self.etcd.revoke(lease.lease_id)

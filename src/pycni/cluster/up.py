@@ -1,0 +1,564 @@
+"""A whole cluster on one machine: `pycni cluster up`, `down`, and what `status` reads.
+
+Layout (names start with the prefix, default ``pycni-cl-``)::
+
+    underlay   bridge br0 10.99.0.1/24, etcd listening on 10.99.0.1:2379
+      |-- n1 ~ eth0  node1  10.99.0.11  agent, cni0, pods node1-pod1..M
+      |-- n2 ~ eth0  node2  10.99.0.12  agent, cni0, pods node2-pod1..M
+      ...
+
+Every node namespace runs its own ``pycni agent`` process; pods are attached exactly as a
+runtime would: ``CNIConfig.add_network_list`` exec'ing the installed entry points with a
+``flannel`` config, from inside the node namespace. Everything ``down`` needs (pids,
+namespaces, paths) is in ``cluster.json`` in the state directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pycni.cluster import subnet as sn
+from pycni.cluster.etcd import Etcd
+from pycni.net.ns import NetNS
+
+DEFAULT_STATE_DIR = "/run/pycni-cluster"
+DEFAULT_PREFIX = "pycni-cl-"
+DEFAULT_NETWORK = "10.244.0.0/16"
+DEFAULT_UNDERLAY = "10.99.0.0/24"
+STATE_FILE = "cluster.json"
+ETCD_CLIENT_PORT = 2379
+ETCD_PEER_PORT = 2380
+NETWORK_NAME = "pycni-cluster"
+POD_IFNAME = "eth0"
+NODE_IFNAME = "eth0"
+BRIDGE = "cni0"
+ETCD_PREFIX = "/pycni.dev/network"
+AGENT_MARKER = "pycni.cli.agent_cmd"
+
+Progress = Callable[[str], None]
+
+
+class ClusterError(RuntimeError):
+    """The cluster could not be set up (the message says what to do)."""
+
+
+@dataclass
+class NodeState:
+    name: str  # the node's namespace
+    address: str  # its underlay address
+    dir: str
+    agent_pid: int | None = None
+
+    @property
+    def subnet_file(self) -> str:
+        return os.path.join(self.dir, "subnet.env")
+
+    @property
+    def conflist(self) -> str:
+        return os.path.join(self.dir, "net.d", "10-pycni-cluster.conflist")
+
+    @property
+    def cache_dir(self) -> str:
+        return os.path.join(self.dir, "cache")
+
+    @property
+    def agent_log(self) -> str:
+        return os.path.join(self.dir, "agent.log")
+
+    def subnet(self) -> str:
+        try:
+            return str(sn.read_subnet_env(self.subnet_file).subnet)
+        except (OSError, sn.SubnetError):
+            return ""
+
+
+@dataclass
+class PodState:
+    name: str  # namespace and container ID
+    node: str
+    address: str = ""
+    error: str = ""
+
+
+@dataclass
+class ClusterState:
+    root: str
+    prefix: str = DEFAULT_PREFIX
+    backend: str = "vxlan"
+    network: str = DEFAULT_NETWORK
+    subnet_len: int = 24
+    underlay: str = DEFAULT_UNDERLAY
+    ttl: int = 60
+    reconcile_interval: float = 10.0
+    plugin_dir: str = ""
+    etcd_pid: int | None = None
+    nodes: list[NodeState] = field(default_factory=list)
+    pods: list[PodState] = field(default_factory=list)
+    created: list[str] = field(default_factory=list)  # namespaces made, in order
+
+    @property
+    def underlay_ns(self) -> str:
+        return f"{self.prefix}underlay"
+
+    @property
+    def underlay_gateway(self) -> ipaddress.IPv4Interface:
+        net = ipaddress.IPv4Network(self.underlay)
+        return ipaddress.IPv4Interface((int(net.network_address) + 1, net.prefixlen))
+
+    @property
+    def etcd_endpoint(self) -> str:
+        return f"http://{self.underlay_gateway.ip}:{ETCD_CLIENT_PORT}"
+
+    def etcd(self) -> Etcd:
+        """A client that reaches etcd from inside the underlay namespace."""
+        return Etcd(self.etcd_endpoint, netns=netns_path(self.underlay_ns), timeout=3.0)
+
+    def path(self, *parts: str) -> str:
+        return os.path.join(self.root, *parts)
+
+    def save(self) -> None:
+        tmp = self.path(STATE_FILE + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(asdict(self), f, indent=2)
+        os.replace(tmp, self.path(STATE_FILE))
+
+    @classmethod
+    def load(cls, root: str) -> ClusterState:
+        with open(os.path.join(root, STATE_FILE), encoding="utf-8") as f:
+            data = json.load(f)
+        data["nodes"] = [NodeState(**n) for n in data.get("nodes", [])]
+        data["pods"] = [PodState(**p) for p in data.get("pods", [])]
+        return cls(**data)
+
+    def node(self, name_or_index: str | int) -> NodeState:
+        if isinstance(name_or_index, int):
+            return self.nodes[name_or_index]
+        for node in self.nodes:
+            if name_or_index in (node.name, node.name.removeprefix(self.prefix)):
+                return node
+        raise ClusterError(f"no node {name_or_index!r} in this cluster")
+
+
+def netns_path(name: str) -> str:
+    return f"/run/netns/{name}"
+
+
+def _ip(*argv: str) -> None:
+    proc = subprocess.run(["ip", *argv], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise ClusterError(f"ip {' '.join(argv)}: {proc.stderr.strip()}")
+
+
+@contextlib.contextmanager
+def inside(name: str) -> Iterator[None]:
+    """Run the block on this thread in namespace ``name``."""
+    with NetNS.open(netns_path(name)) as ns, ns.entered():
+        yield
+
+
+# --- processes ----------------------------------------------------------------------------------
+
+
+def _spawn_in(namespace: str, argv: list[str], log_path: str) -> int:
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(
+            ["nsenter", f"--net={netns_path(namespace)}", "--", *argv],
+            stdout=log,
+            stderr=log,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
+        )
+    return proc.pid
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _stop(pid: int | None, marker: str, *, hard: bool = False, wait: float = 10.0) -> None:
+    """Stop our process ``pid`` (only if its command line still carries ``marker``)."""
+    if pid is None or marker.encode() not in _cmdline(pid):
+        return
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGKILL if hard else signal.SIGTERM)
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, os.WNOHANG)
+        if not _alive(pid):
+            return
+        time.sleep(0.05)
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, 0)
+
+
+def agent_running(node: NodeState) -> bool:
+    return (
+        node.agent_pid is not None
+        and _alive(node.agent_pid)
+        and node.subnet_file.encode() in _cmdline(node.agent_pid)
+    )
+
+
+# --- pieces of `up` -----------------------------------------------------------------------------
+
+
+def _new_namespace(state: ClusterState, name: str) -> None:
+    if os.path.exists(netns_path(name)):
+        raise ClusterError(
+            f"namespace {name} already exists: a cluster is still up "
+            "(remove it with `pycni cluster down`)"
+        )
+    _ip("netns", "add", name)
+    state.created.append(name)
+    state.save()
+    _ip("-n", name, "link", "set", "lo", "up")
+
+
+def _build_underlay(state: ClusterState, count: int) -> None:
+    _new_namespace(state, state.underlay_ns)
+    gw = state.underlay_gateway
+    _ip("-n", state.underlay_ns, "link", "add", "name", "br0", "type", "bridge")
+    _ip("-n", state.underlay_ns, "addr", "add", str(gw), "dev", "br0")
+    _ip("-n", state.underlay_ns, "link", "set", "br0", "up")
+    net = ipaddress.IPv4Network(state.underlay)
+    if count + 11 > net.num_addresses - 1:
+        raise ClusterError(f"underlay {state.underlay} is too small for {count} nodes")
+    for i in range(1, count + 1):
+        name = f"{state.prefix}node{i}"
+        address = ipaddress.IPv4Interface((int(net.network_address) + 10 + i, net.prefixlen))
+        node = NodeState(name, str(address.ip), state.path(f"node{i}"))
+        os.makedirs(os.path.join(node.dir, "net.d"), exist_ok=True)
+        _new_namespace(state, name)
+        state.nodes.append(node)
+        port = f"n{i}"
+        _ip(
+            "-n", state.underlay_ns, "link", "add", port, "type", "veth",
+            "peer", "name", NODE_IFNAME, "netns", name,
+        )  # fmt: skip
+        _ip("-n", state.underlay_ns, "link", "set", port, "master", "br0", "up")
+        _ip("-n", name, "addr", "add", str(address), "dev", NODE_IFNAME)
+        _ip("-n", name, "link", "set", NODE_IFNAME, "up")
+        _ip("-n", name, "route", "add", "default", "via", str(gw.ip))
+    state.save()
+
+
+def _start_etcd(state: ClusterState) -> None:
+    etcd = shutil.which("etcd")
+    if etcd is None:
+        raise ClusterError(
+            "etcd is not installed: run scripts/setup-cluster.sh "
+            "(apt-get install etcd-server etcd-client)"
+        )
+    host = state.underlay_gateway.ip
+    client = f"http://{host}:{ETCD_CLIENT_PORT}"
+    peer = f"http://{host}:{ETCD_PEER_PORT}"
+    argv = [
+        etcd,
+        "--name", "pycni-cluster",
+        "--data-dir", state.path("etcd"),
+        "--listen-client-urls", client,
+        "--advertise-client-urls", client,
+        "--listen-peer-urls", peer,
+        "--initial-advertise-peer-urls", peer,
+        "--initial-cluster", f"pycni-cluster={peer}",
+        "--initial-cluster-state", "new",
+        "--log-level", "warn",
+    ]  # fmt: skip
+    state.etcd_pid = _spawn_in(state.underlay_ns, argv, state.path("etcd.log"))
+    state.save()
+    client_api = state.etcd()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if client_api.healthy():
+            return
+        if not _alive(state.etcd_pid):
+            break
+        time.sleep(0.1)
+    raise ClusterError(f"etcd did not come up; see {state.path('etcd.log')}")
+
+
+def agent_argv(state: ClusterState, node: NodeState) -> list[str]:
+    return [
+        sys.executable, "-m", AGENT_MARKER,
+        "--etcd-endpoint", state.etcd_endpoint,
+        "--etcd-prefix", ETCD_PREFIX,
+        "--network", state.network,
+        "--subnet-len", str(state.subnet_len),
+        "--backend", state.backend,
+        "--iface", NODE_IFNAME,
+        "--subnet-file", node.subnet_file,
+        "--ttl", str(state.ttl),
+        "--reconcile-interval", str(state.reconcile_interval),
+    ]  # fmt: skip
+
+
+def start_agent(state: ClusterState, node: NodeState) -> int:
+    """Start ``node``'s agent inside its namespace; returns its pid."""
+    node.agent_pid = _spawn_in(node.name, agent_argv(state, node), node.agent_log)
+    state.save()
+    return node.agent_pid
+
+
+def stop_agent(state: ClusterState, node: NodeState, *, hard: bool = False) -> None:
+    """Stop ``node``'s agent (``hard``: SIGKILL, as a crash would)."""
+    _stop(node.agent_pid, node.subnet_file, hard=hard)
+    node.agent_pid = None
+    state.save()
+
+
+def wait_for_subnet(node: NodeState, timeout: float = 30.0) -> str:
+    """Wait until the agent wrote its subnet file; returns the subnet."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = node.subnet()
+        if found:
+            return found
+        if node.agent_pid is not None and not _alive(node.agent_pid):
+            break
+        time.sleep(0.05)
+    raise ClusterError(f"the agent of {node.name} wrote no subnet file; see {node.agent_log}")
+
+
+def node_routes(node: NodeState) -> dict[str, str]:
+    """The agent's routes in ``node``: destination → gateway."""
+    from pycni.net import owned_routes
+    from pycni.net.netlink import rtnl
+
+    with inside(node.name), rtnl() as ipr:
+        return {str(d): str(r.gateway) for d, r in owned_routes.current(ipr).items()}
+
+
+def wait_converged(state: ClusterState, timeout: float = 30.0) -> None:
+    """Wait until every node routes to every other node's subnet."""
+    deadline = time.monotonic() + timeout
+    subnets = {n.name: n.subnet() for n in state.nodes}
+    missing: list[str] = []
+    while time.monotonic() < deadline:
+        missing = []
+        for node in state.nodes:
+            routes = node_routes(node)
+            missing += [
+                f"{node.name} -> {s}"
+                for other, s in subnets.items()
+                if other != node.name and s not in routes
+            ]
+        if not missing:
+            return
+        time.sleep(0.1)
+    raise ClusterError(f"routes still missing after {timeout:.0f}s: {', '.join(missing)}")
+
+
+def conflist(state: ClusterState, node: NodeState) -> dict[str, Any]:
+    return {
+        "cniVersion": "1.0.0",
+        "name": NETWORK_NAME,
+        "plugins": [
+            {
+                "type": "flannel",
+                "subnetFile": node.subnet_file,
+                "dataDir": os.path.join(node.dir, "flannel"),
+                "ipam": {"dataDir": os.path.join(node.dir, "ipam")},
+                "delegate": {"bridge": BRIDGE, "hairpinMode": True},
+            }
+        ],
+    }
+
+
+def _install_plugins(state: ClusterState) -> None:
+    from pycni.fast import install
+
+    state.plugin_dir = state.path("bin")
+    install.install(state.plugin_dir, form="inprocess")
+    state.save()
+
+
+def _runtime(state: ClusterState, node: NodeState) -> Any:
+    from pycni.runtime.api import CNIConfig
+
+    return CNIConfig([state.plugin_dir], cache_dir=node.cache_dir, timeout=60)
+
+
+def _rt(pod: PodState) -> Any:
+    from pycni.runtime.types import RuntimeConf
+
+    return RuntimeConf(container_id=pod.name, netns=netns_path(pod.name), ifname=POD_IFNAME)
+
+
+def _load_conf(node: NodeState) -> Any:
+    from pycni.spec.conf import conf_list_from_bytes
+
+    with open(node.conflist, "rb") as f:
+        return conf_list_from_bytes(f.read())
+
+
+def _attach_node(state: ClusterState, node: NodeState, pods: list[PodState]) -> None:
+    from pycni.spec.errors import CNIError
+
+    with open(node.conflist, "w", encoding="utf-8") as f:
+        json.dump(conflist(state, node), f, indent=2)
+    conf = _load_conf(node)
+    cni = _runtime(state, node)
+    with inside(node.name):
+        for pod in pods:
+            try:
+                result = cni.add_network_list(conf, _rt(pod))
+                pod.address = str(result.ips[0].address.ip) if result.ips else ""
+            except CNIError as err:
+                pod.error = str(err)
+
+
+def _attach_pods(state: ClusterState, per_node: int, progress: Progress) -> None:
+    _install_plugins(state)
+    progress(f"plugins installed in {state.plugin_dir}")
+    by_node: dict[str, list[PodState]] = {}
+    for node in state.nodes:
+        pods = [PodState(f"{node.name}-pod{j}", node.name) for j in range(1, per_node + 1)]
+        for pod in pods:
+            _new_namespace(state, pod.name)
+        state.pods += pods
+        by_node[node.name] = pods
+    state.save()
+    with ThreadPoolExecutor(max_workers=max(len(state.nodes), 1)) as pool:
+        futures = [pool.submit(_attach_node, state, n, by_node[n.name]) for n in state.nodes]
+        for future in futures:
+            future.result()
+    state.save()
+    for pod in state.pods:
+        progress(f"pod {pod.name} on {pod.node}: {pod.address or 'FAILED: ' + pod.error}")
+    failed = [p for p in state.pods if p.error]
+    if failed:
+        raise ClusterError(f"ADD failed for {failed[0].name}: {failed[0].error}")
+
+
+# --- up / down ----------------------------------------------------------------------------------
+
+
+@dataclass
+class UpOptions:
+    nodes: int = 3
+    pods_per_node: int = 2
+    backend: str = "vxlan"
+    network: str = DEFAULT_NETWORK
+    subnet_len: int = 24
+    underlay: str = DEFAULT_UNDERLAY
+    ttl: int = 60
+    reconcile_interval: float = 10.0
+
+
+def new_state(root: str, prefix: str) -> ClusterState:
+    if os.path.exists(os.path.join(root, STATE_FILE)):
+        raise ClusterError(f"a cluster is already up (state in {root}): `pycni cluster down` first")
+    return ClusterState(root=root, prefix=prefix)
+
+
+def up(state: ClusterState, opts: UpOptions, progress: Progress) -> ClusterState:
+    """Build the cluster described by ``opts``; leaves it running (``down`` removes it)."""
+    if opts.nodes < 1 or opts.pods_per_node < 0:
+        raise ClusterError("--nodes must be at least 1 and --pods-per-node at least 0")
+    try:
+        network = sn.NetworkConfig.parse(opts.network, opts.subnet_len)
+        if network.count_in_network() - 1 < opts.nodes:
+            raise ClusterError(
+                f"{opts.network} has too few /{opts.subnet_len}s for {opts.nodes} nodes"
+            )
+    except sn.SubnetError as exc:
+        raise ClusterError(str(exc)) from None
+    os.makedirs(state.root, mode=0o700, exist_ok=True)
+    state.backend, state.network, state.subnet_len = opts.backend, opts.network, opts.subnet_len
+    state.underlay, state.ttl = opts.underlay, opts.ttl
+    state.reconcile_interval = opts.reconcile_interval
+    state.save()
+    _build_underlay(state, opts.nodes)
+    progress(f"underlay {state.underlay_ns} (br0 {state.underlay_gateway}) and {opts.nodes} nodes")
+    _start_etcd(state)
+    progress(f"etcd up at {state.etcd_endpoint} inside {state.underlay_ns} (pid {state.etcd_pid})")
+    for node in state.nodes:
+        start_agent(state, node)
+    for node in state.nodes:
+        progress(f"agent on {node.name} ({node.address}) leased {wait_for_subnet(node)}")
+    wait_converged(state)
+    progress(f"{opts.backend} routes between all {opts.nodes} nodes in place")
+    if opts.pods_per_node:
+        _attach_pods(state, opts.pods_per_node, progress)
+    return state
+
+
+def _detach(state: ClusterState) -> list[str]:
+    from pycni.spec.errors import CNIError
+
+    problems: list[str] = []
+    if not state.plugin_dir or not os.path.isdir(state.plugin_dir):
+        return problems
+    for node in state.nodes:
+        pods = [p for p in state.pods if p.node == node.name]
+        if not pods or not os.path.exists(node.conflist):
+            continue
+        if not os.path.exists(netns_path(node.name)):
+            continue
+        try:
+            conf = _load_conf(node)
+        except (OSError, ValueError) as exc:
+            problems.append(f"{node.conflist}: {exc}")
+            continue
+        cni = _runtime(state, node)
+        with inside(node.name):
+            for pod in pods:
+                try:
+                    cni.del_network_list(conf, _rt(pod))
+                except CNIError as err:
+                    problems.append(f"DEL {pod.name}: {err}")
+    return problems
+
+
+def down(state: ClusterState, progress: Progress | None = None) -> list[str]:
+    """Remove everything ``up`` made, even a half-made cluster; returns the problems seen."""
+    say = progress or (lambda _m: None)
+    problems: list[str] = []
+    for node in state.nodes:
+        _stop(node.agent_pid, node.subnet_file)
+    say("agents stopped")
+    try:
+        problems += _detach(state)
+    except Exception as exc:  # a broken runtime must not keep the namespaces alive
+        problems.append(f"DEL failed: {exc}")
+    if state.pods:
+        say(f"{len(state.pods)} pods detached")
+    _stop(state.etcd_pid, "etcd")
+    say("etcd stopped")
+    for name in reversed(state.created):
+        if os.path.exists(netns_path(name)):
+            try:
+                _ip("netns", "del", name)
+            except ClusterError as exc:
+                problems.append(str(exc))
+    say(f"{len(state.created)} namespaces removed")
+    shutil.rmtree(state.root, ignore_errors=True)
+    return problems

@@ -1,0 +1,118 @@
+"""vxlan: an overlay device per node; per remote node a neighbor, an FDB entry and a route.
+
+For a remote subnet 10.244.2.0/24 owned by VTEP MAC m at underlay address u::
+
+    neighbor  10.244.2.0 lladdr m dev pycni.1          (so no ARP crosses the overlay)
+    fdb       m dst u dev pycni.1                       (where to send frames for m)
+    route     10.244.2.0/24 via 10.244.2.0 dev pycni.1 onlink
+
+The device carries the node subnet's network address as a /32 and an MTU 50 bytes below
+the underlay's (the encapsulation overhead); pods get that MTU too.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+
+from pycni.cluster.backend import Underlay
+from pycni.cluster.lease import LeaseInfo
+from pycni.cluster.subnet import Net
+from pycni.net import fdb, neigh, owned_routes
+from pycni.net import vxlan as vxdev
+from pycni.net.netlink import rtnl
+
+TYPE = "vxlan"
+DEFAULT_VNI = 1
+
+
+def device_name(vni: int) -> str:
+    return f"pycni.{vni}"
+
+
+class Vxlan:
+    type_name = TYPE
+
+    def __init__(self, underlay: Underlay, vni: int = DEFAULT_VNI, port: int = vxdev.DEFAULT_PORT):
+        self.underlay = underlay
+        self.spec = vxdev.VxlanSpec(
+            device_name(vni), vni, underlay.address, underlay.index, self.pod_mtu(), port
+        )
+        self.mac = ""
+        self.index = 0
+
+    def pod_mtu(self) -> int:
+        return self.underlay.mtu - vxdev.OVERHEAD
+
+    def _ensure_device(self, ipr: Any) -> None:
+        self.index, self.mac = vxdev.ensure(ipr, self.spec)
+
+    def backend_data(self) -> dict[str, Any]:
+        if not self.mac:
+            with rtnl() as ipr:
+                self._ensure_device(ipr)
+        return {"VNI": self.spec.vni, "VtepMAC": self.mac}
+
+    def configure(self, own: Net) -> None:
+        with rtnl() as ipr:
+            self._ensure_device(ipr)
+            vxdev.ensure_address(
+                ipr, self.index, ipaddress.IPv4Interface((own.network_address, 32))
+            )
+
+    def sync(self, own: Net, remotes: dict[Net, LeaseInfo]) -> list[str]:
+        changes: list[str] = []
+        with rtnl() as ipr:
+            before = self.index
+            self._ensure_device(ipr)
+            if self.index != before:
+                vxdev.ensure_address(
+                    ipr, self.index, ipaddress.IPv4Interface((own.network_address, 32))
+                )
+                changes.append(f"device {self.spec.name} recreated")
+            peers = {
+                subnet: (info.public_ip, str(info.backend_data.get("VtepMAC", "")).lower())
+                for subnet, info in remotes.items()
+                if subnet != own
+                and info.backend_type == TYPE
+                and info.public_ip != self.underlay.address
+                and info.backend_data.get("VtepMAC")
+            }
+            changes += self._sync_neighbors(ipr, peers)
+            changes += self._sync_fdb(ipr, peers)
+            routes = {
+                subnet: owned_routes.OwnedRoute(subnet, subnet.network_address, self.index, True)
+                for subnet in peers
+            }
+            changes += owned_routes.sync(ipr, routes)
+        return changes
+
+    def _sync_neighbors(
+        self, ipr: Any, peers: dict[Net, tuple[ipaddress.IPv4Address, str]]
+    ) -> list[str]:
+        wanted = {subnet.network_address: mac for subnet, (_ip, mac) in peers.items()}
+        have = neigh.permanent(ipr, self.index)
+        changes = []
+        for address in have.keys() - wanted.keys():
+            neigh.delete(ipr, self.index, address)
+            changes.append(f"neighbor {address} removed")
+        for address, mac in wanted.items():
+            if have.get(address, "").lower() != mac:
+                neigh.set_permanent(ipr, self.index, address, mac)
+                changes.append(f"neighbor {address} -> {mac} set")
+        return changes
+
+    def _sync_fdb(self, ipr: Any, peers: dict[Net, tuple[ipaddress.IPv4Address, str]]) -> list[str]:
+        wanted = {mac: public for public, mac in peers.values()}
+        have = {mac.lower(): dst for mac, dst in fdb.remote_entries(ipr, self.index).items()}
+        changes = []
+        for mac, dst in have.items():
+            if wanted.get(mac) != dst:
+                fdb.delete(ipr, self.index, mac, dst)
+                if mac not in wanted:
+                    changes.append(f"fdb {mac} removed")
+        for mac, dst in wanted.items():
+            if have.get(mac) != dst:
+                fdb.set_remote(ipr, self.index, mac, dst)
+                changes.append(f"fdb {mac} -> {dst} set")
+        return changes

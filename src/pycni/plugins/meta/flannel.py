@@ -1,0 +1,171 @@
+"""flannel: attach a pod to this node's cluster subnet by delegating to bridge + host-local.
+
+Compatible with flannel's CNI config::
+
+    {"type": "flannel", "subnetFile": "/run/flannel/subnet.env",
+     "dataDir": "/var/lib/cni/flannel", "delegate": {...}, "ipam": {...}}
+
+ADD reads the subnet file the node agent (``pycni agent``) writes, builds the delegate's
+config (bridge by default, ``isGateway``, the node's MTU, ``ipMasq`` only when the agent
+does not masquerade, host-local over the node subnet with a route to the cluster network),
+saves it in ``dataDir/<containerID>`` and runs the delegate. DEL runs the delegate with the
+saved config, so it works even when the subnet file changed or is gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from typing import Any
+
+from pycni.cluster import subnet as sn
+from pycni.plugin.base import Plugin, Request
+from pycni.plugin.config import field, lookup, section
+from pycni.plugin.delegate import delegate
+from pycni.spec.errors import (
+    DECODING_FAILURE,
+    INTERNAL,
+    INVALID_NETWORK_CONFIG,
+    TRY_AGAIN_LATER,
+    CNIError,
+)
+from pycni.spec.result import Result
+
+DEFAULT_SUBNET_FILE = "/run/flannel/subnet.env"
+DEFAULT_DATA_DIR = "/var/lib/cni/flannel"
+
+
+def _has(data: dict[str, Any], key: str) -> bool:
+    return lookup(data, key)[0]
+
+
+def load_subnet_env(path: str) -> sn.SubnetEnv:
+    try:
+        return sn.read_subnet_env(path)
+    except FileNotFoundError:
+        raise CNIError(
+            TRY_AGAIN_LATER,
+            f"failed to load subnet file {path}: no such file; is the node agent "
+            "(`pycni agent`) running on this node?",
+        ) from None
+    except (OSError, sn.SubnetError) as exc:
+        raise CNIError(
+            INVALID_NETWORK_CONFIG, f"failed to load subnet file {path}: {exc}"
+        ) from None
+
+
+def delegate_ipam(req: Request, env: sn.SubnetEnv) -> dict[str, Any]:
+    """The user's ``ipam`` with host-local over the node subnet and a cluster route added."""
+    ipam = dict(section(req.config, "ipam"))
+    if not _has(ipam, "type"):
+        ipam["type"] = "host-local"
+    ipam["ranges"] = [[{"subnet": str(env.subnet)}]]
+    routes = field(ipam, "routes", list, [], where="ipam")
+    ipam["routes"] = [*routes, {"dst": str(env.network)}]
+    return ipam
+
+
+def delegate_config(req: Request, env: sn.SubnetEnv) -> dict[str, Any]:
+    """What the delegate gets as stdin on ADD (and, saved, on DEL)."""
+    conf = dict(section(req.config, "delegate"))
+    conf["name"] = req.name
+    if not _has(conf, "type"):
+        conf["type"] = "bridge"
+    if not isinstance(conf["type"], str) or not conf["type"]:
+        raise CNIError(INVALID_NETWORK_CONFIG, "invalid config: delegate.type must be a string")
+    if not _has(conf, "ipMasq"):
+        conf["ipMasq"] = not env.ipmasq  # the agent masquerades unless told not to
+    if not _has(conf, "mtu"):
+        conf["mtu"] = env.mtu
+    if conf["type"] == "bridge" and not _has(conf, "isGateway"):
+        conf["isGateway"] = True
+    if req.cni_version:
+        conf["cniVersion"] = req.cni_version
+    conf["ipam"] = delegate_ipam(req, env)
+    runtime_config = req.runtime_config
+    if runtime_config:
+        conf["runtimeConfig"] = runtime_config
+    return conf
+
+
+def _paths(req: Request) -> tuple[str, str]:
+    data_dir = field(req.config, "dataDir", str, "") or DEFAULT_DATA_DIR
+    subnet_file = field(req.config, "subnetFile", str, "") or DEFAULT_SUBNET_FILE
+    if not req.container_id or "/" in req.container_id or req.container_id in (".", ".."):
+        raise CNIError(INVALID_NETWORK_CONFIG, f"unusable container ID {req.container_id!r}")
+    return os.path.join(data_dir, req.container_id), subnet_file
+
+
+def _save(path: str, data: bytes) -> None:
+    directory = os.path.dirname(path)
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".flannel.", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _load_saved(path: str) -> dict[str, Any] | None:
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise CNIError(INTERNAL, f"failed to read saved delegate config {path}: {exc}") from None
+    try:
+        conf = json.loads(raw)
+    except ValueError as exc:
+        raise CNIError(DECODING_FAILURE, f"saved delegate config {path}: {exc}") from None
+    if not isinstance(conf, dict) or not isinstance(conf.get("type"), str):
+        raise CNIError(DECODING_FAILURE, f"saved delegate config {path} has no type")
+    return conf
+
+
+class Flannel(Plugin):
+    about = "pycni flannel: node subnet from the cluster agent, delegated to bridge + host-local"
+
+    def add(self, req: Request) -> Result:
+        saved, subnet_file = _paths(req)
+        env = load_subnet_env(subnet_file)
+        conf = delegate_config(req, env)
+        data = json.dumps(conf).encode()
+        _save(saved, data)
+        try:
+            result = delegate(req, conf["type"], "ADD", data)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(saved)
+            raise
+        if result is None:
+            raise CNIError(INTERNAL, f"delegate {conf['type']} returned no result")
+        return result
+
+    def delete(self, req: Request) -> None:
+        saved, _subnet_file = _paths(req)
+        conf = _load_saved(saved)
+        if conf is None:
+            return  # never added, or already deleted: nothing to undo
+        delegate(req, conf["type"], "DEL", json.dumps(conf).encode())
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(saved)
+
+    def check(self, req: Request) -> None:
+        saved, _subnet_file = _paths(req)
+        conf = _load_saved(saved)
+        if conf is None:
+            raise CNIError(INTERNAL, f"no saved delegate config for {req.container_id}")
+        found, prev = lookup(req.config, "prevResult")
+        if found:
+            conf["prevResult"] = prev
+        delegate(req, conf["type"], "CHECK", json.dumps(conf).encode())
+
+
+PLUGIN = Flannel()
