@@ -9,6 +9,7 @@ from typing import Any
 from pycni.spec.result import IPAddress, IPInterface, Route
 
 MAIN_TABLE = 254
+RTPROT_BOOT = 3  # what Go's netlink library leaves routes with, so `ip route` reads the same
 
 
 class RouteError(Exception):
@@ -27,7 +28,7 @@ def add_routes(
         gw = r.gw
         if gw is None:
             gw = v4gw if r.dst.version == 4 else v6gw
-        spec: dict[str, Any] = {"dst": str(r.dst), "oif": index}
+        spec: dict[str, Any] = {"dst": str(r.dst), "oif": index, "proto": RTPROT_BOOT}
         if gw is not None:
             spec["gateway"] = str(gw)
         if r.priority:

@@ -19,7 +19,7 @@ from pycni.net.addr import AddressError, configure_iface, tolerate_exists, valid
 from pycni.net.netlink import rtnl
 from pycni.net.nft import NftError
 from pycni.net.ns import NetNSNotFound
-from pycni.net.route import RouteError, validate_routes
+from pycni.net.route import RTPROT_BOOT, RouteError, validate_routes
 from pycni.net.veth import VethNameTaken, create_pair
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.config import field, section
@@ -31,7 +31,6 @@ from pycni.spec.result import DNS, Interface, IPConfig, Result
 SCOPE_UNIVERSE = 0
 SCOPE_LINK = 253
 SCOPE_HOST = 254
-RTPROT_BOOT = 3  # what the reference's netlink library leaves routes with
 
 
 @dataclass
