@@ -11,6 +11,7 @@ setup: $(STAMPS)/system $(STAMPS)/venv
 $(STAMPS)/system: scripts/setup-system.sh
 	@mkdir -p $(STAMPS)
 	bash scripts/setup-system.sh
+	bash scripts/setup-cluster.sh
 	bash scripts/setup-runtimes.sh
 	@touch $@
 
