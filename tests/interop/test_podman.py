@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import statistics
-import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -46,14 +45,10 @@ class Setup:
         return sorted(p.name for p in d.iterdir() if p.name.startswith(self.subnet_prefix))
 
     def cached_results(self) -> list[str]:
-        d = CNI_STATE / "results"
-        return sorted(p.name for p in d.glob(f"{self.network}-*")) if d.exists() else []
+        return hostnet.cached_results(self.network)
 
     def bridge_ports(self) -> list[str]:
-        out = subprocess.run(
-            ["ip", "-o", "link", "show", "master", self.bridge], capture_output=True, text=True
-        ).stdout
-        return [line.split(":")[1].strip() for line in out.splitlines()]
+        return hostnet.bridge_ports(self.bridge)
 
 
 @pytest.fixture(scope="module")
@@ -94,16 +89,6 @@ def setup(
         p.name.startswith(subnet_prefix) for p in (CNI_STATE / "networks" / network).iterdir()
     ), "an address of a removed container is still reserved"
     assert bridge not in hostnet.root_links(), "podman network rm left the bridge"
-
-
-def firewall_state() -> str:
-    """The root namespace's rules without counters or dates, to compare before and after."""
-    rules = subprocess.run(["nft", "-s", "list", "ruleset"], capture_output=True, text=True)
-    saved = []
-    for tool in ("iptables-nft-save", "iptables-legacy-save"):
-        out = subprocess.run([tool], capture_output=True, text=True).stdout
-        saved += [line.split(" [")[0] for line in out.splitlines() if not line.startswith("#")]
-    return rules.stdout + "\n".join(saved)
 
 
 def test_hostport_answers_on_loopback_and_node_address(setup: Setup) -> None:
@@ -152,7 +137,7 @@ def test_twenty_containers_leave_nothing_behind(setup: Setup) -> None:
     kind = setup.plugins.kind
     warm = setup.podman.start_httpd("warm", setup.network, "-p", f"{hostnet.free_port()}:80")
     setup.podman.remove(warm)
-    rules_before = firewall_state()
+    rules_before = hostnet.firewall_state()
     ports = [hostnet.free_port() for _ in range(LOOP_CONTAINERS)]
     ids = []
     for i, port in enumerate(ports):
@@ -170,7 +155,7 @@ def test_twenty_containers_leave_nothing_behind(setup: Setup) -> None:
     assert setup.cached_results() == []
     assert setup.bridge_ports() == []
     assert setup.podman.run("ps", "-a", "-q") == ""
-    assert firewall_state() == rules_before, "the containers left firewall rules behind"
+    assert hostnet.firewall_state() == rules_before, "the containers left firewall rules behind"
 
 
 def test_run_timings(setup: Setup) -> None:

@@ -169,3 +169,23 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("0.0.0.0", 0))
         return int(sock.getsockname()[1])
+
+
+def firewall_state() -> str:
+    """The root namespace's rules without counters or dates, to compare before and after."""
+    rules = _out("nft", "-s", "list", "ruleset")
+    saved = []
+    for tool in ("iptables-nft-save", "iptables-legacy-save"):
+        saved += [line.split(" [")[0] for line in _out(tool).splitlines() if line[:1] != "#"]
+    return rules + "\n".join(saved)
+
+
+def cached_results(network: str) -> list[str]:
+    """The runtime's CNI result cache entries for ``network`` (libcni's default cache dir)."""
+    d = CNI_STATE / "results"
+    return sorted(p.name for p in d.glob(f"{network}-*")) if d.exists() else []
+
+
+def bridge_ports(bridge: str) -> list[str]:
+    out = _out("ip", "-o", "link", "show", "master", bridge)
+    return [line.split(":")[1].strip().split("@")[0] for line in out.splitlines()]
