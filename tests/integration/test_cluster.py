@@ -175,7 +175,7 @@ def test_data_path_of_the_backend(up: Cluster) -> None:
         return
     assert routes == {s: s.split("/")[0] for s in others}
     links = up.ns(node1.name).links()
-    assert links["pycni.1"]["mtu"] == links["eth0"]["mtu"] - 50 == 1450
+    assert links["pycni.1"]["mtu"] == int(str(links["eth0"]["mtu"])) - 50 == 1450
     assert up.ns(state.pods[0].name).links()["eth0"]["mtu"] == 1450
     leases, _ = LeaseStore(state.etcd(), cluster.ETCD_PREFIX).list()
     macs = {str(s): info.backend_data["VtepMAC"] for s, (info, _kv) in leases.items()}
@@ -218,7 +218,7 @@ def test_dead_node_loses_its_routes_and_gets_its_subnet_back(up: Cluster) -> Non
         TTL + RECONCILE + 5,
         "the other nodes to drop the dead node's routes",
     )
-    assert time.monotonic() - started >= TTL - 1  # removed because the lease expired
+    assert time.monotonic() - started >= TTL - 1.5  # removed because the lease expired
     assert subnet3 not in {str(s) for s in store.list()[0]}
     if up.backend == "vxlan":
         neigh = up.ns(node1.name).run("ip", "neigh", "show", "dev", "pycni.1").stdout

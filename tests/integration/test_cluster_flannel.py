@@ -44,7 +44,7 @@ def test_add_check_del_survives_a_vanished_subnet_file(
     plugin = Path(cni_path) / "flannel"
     call = {"container_id": "ctr-fl-1", "netns": pod.path, "cni_path": cni_path}
     with node.entered():
-        added = harness.exec_plugin(plugin, "ADD", config, **call).ok().json
+        added: dict[str, Any] = harness.exec_plugin(plugin, "ADD", config, **call).ok().json
     ip = added["ips"][0]
     assert ip["address"] == "10.246.7.2/24" and ip["gateway"] == "10.246.7.1"
     assert added["routes"] == [{"dst": "10.246.0.0/16"}]
