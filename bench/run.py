@@ -149,7 +149,7 @@ def pod_del(impl: Impl, cid: str, netns: str, port: int | None) -> float:
 
 def p(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))] * 1000
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] * 1000
 
 
 class Bench:
@@ -181,6 +181,17 @@ class Bench:
         for name in impl.pods.values():
             netns_del(name)
         impl.pods.clear()
+
+    def warm_up(self) -> None:
+        """Two pods per implementation, not measured: page cache, daemon caches, first nft use."""
+        self.fresh_nodes()
+        for impl in self.impls:
+            for k in range(2):
+                cid, path = self.new_pod(impl)
+                with inside(f"/run/netns/{impl.node}"):
+                    pod_add(impl, cid, path, 50000 + k)
+                    pod_del(impl, cid, path, 50000 + k)
+            self.drop_pods(impl)
 
     def sequential(self, n: int, with_port: bool) -> None:
         self.fresh_nodes()
@@ -298,16 +309,16 @@ class Bench:
 
 
 def peak_rss_kib(argv: list[str], stdin: bytes, env: dict[str, str]) -> int:
-    """Peak RSS of one child process (ru_maxrss from wait4)."""
-    proc = subprocess.Popen(
-        argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
+    """Peak RSS of one process, measured by GNU time (a child forked from this Python would
+    report this Python's RSS: the kernel carries the pre-exec high-water mark over)."""
+    proc = subprocess.run(
+        ["/usr/bin/time", "-f", "%M", *argv],
+        input=stdin,
+        capture_output=True,
+        env=env,
+        check=False,
     )
-    assert proc.stdin is not None
-    proc.stdin.write(stdin)
-    proc.stdin.close()
-    _pid, _status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = 0
-    return int(usage.ru_maxrss)
+    return int(proc.stderr.decode().strip().splitlines()[-1])
 
 
 def daemon_hwm_kib(pid: int) -> int:
@@ -371,6 +382,7 @@ def main() -> int:
         print(
             f"bench: entry point form {report.form}; {args.pods} sequential pods", file=sys.stderr
         )
+        bench.warm_up()
         bench.sequential(args.pods, with_port=False)
         bench.sequential(args.pods, with_port=True)
         print(f"bench: {args.parallel} pods, {args.width} in parallel", file=sys.stderr)
@@ -397,10 +409,15 @@ def main() -> int:
     labels = [i.label for i in impls]
     table = render(bench.rows, labels, "go")
     print(table)
+    go_version = subprocess.run(
+        ["dpkg-query", "-W", "-f=${Version}", "containernetworking-plugins"],
+        capture_output=True,
+        text=True,
+    ).stdout
     machine = (
         f"{platform.node()}: {os.cpu_count()} CPUs, kernel {platform.release()}, "
         f"Python {platform.python_version()}, Go plugins {GO_DIR} "
-        f"({subprocess.run(['dpkg-query', '-W', '-f=${Version}', 'containernetworking-plugins'], capture_output=True, text=True).stdout})"
+        f"({go_version})"
     )
     text = (
         f"# Benchmarks\n\nMeasured by `make bench` ({' '.join(sys.argv[1:]) or 'defaults'}) on "

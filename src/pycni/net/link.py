@@ -53,8 +53,10 @@ def addresses(ipr: Any, index: int) -> list[IPInterface]:
 IFF_UP = 0x1
 IFF_PROMISC = 0x100
 
-# The bridge port-up wait of the reference: sleep these many seconds between looks.
-PORT_UP_SCHEDULE = (0.0, 0.05, 0.5, 1.0, 1.0)
+# The bridge port-up wait: the reference looks after 0, 50, 500, 1000 and 1000 ms. A veth port is
+# usually up within a few milliseconds, so we look every 2 ms for the first 50 ms instead of
+# sleeping 50 ms at once, then follow the reference's schedule (same total wait, ~2.55 s).
+PORT_UP_SCHEDULE = (0.0,) + (0.002,) * 25 + (0.5, 1.0, 1.0)
 
 
 def get(ipr: Any, name: str) -> Any:

@@ -3,16 +3,21 @@
 Test-only failure injection: when the request's environment has ``PYCNI_TEST_FAIL_AT`` set to
 the name of a step, :meth:`Rollback.step` raises there, so tests can prove that a failure at
 any point leaves nothing behind. Runtimes never set it; it has no other effect.
+
+Steps are also timed: with ``PYCNI_STEP_TIMINGS=1`` in the request's environment the plugin
+logs one stderr line with the milliseconds each step took (how the hot path is profiled).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from types import TracebackType
 
 from pycni.spec.errors import INTERNAL, CNIError
 
 FAIL_AT_ENV = "PYCNI_TEST_FAIL_AT"
+TIMINGS_ENV = "PYCNI_STEP_TIMINGS"
 
 
 class Rollback:
@@ -22,9 +27,13 @@ class Rollback:
         self._fail_at = (env or {}).get(FAIL_AT_ENV, "")
         self._undos: list[tuple[str, Callable[[], object]]] = []
         self.errors: list[str] = []
+        self._timed = (env or {}).get(TIMINGS_ENV, "") == "1"
+        self._marks: list[tuple[str, float]] = [("start", time.perf_counter())]
 
     def step(self, name: str) -> None:
         """Mark the start of a named step (the failure-injection point for tests)."""
+        if self._timed:
+            self._marks.append((name, time.perf_counter()))
         if self._fail_at and self._fail_at == name:
             raise CNIError(INTERNAL, f"injected failure at step {name!r} ({FAIL_AT_ENV})")
 
@@ -58,3 +67,12 @@ class Rollback:
             self.run()
         else:
             self.commit()
+
+    def timings(self) -> str:
+        """``step=ms …`` for the steps so far ("" unless PYCNI_STEP_TIMINGS=1)."""
+        if not self._timed:
+            return ""
+        marks = [*self._marks, ("end", time.perf_counter())]
+        return " ".join(
+            f"{name}={(marks[i + 1][1] - at) * 1000:.2f}" for i, (name, at) in enumerate(marks[:-1])
+        )

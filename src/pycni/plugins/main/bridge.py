@@ -228,7 +228,10 @@ class Bridge(Plugin):
         _validate_for_add(conf)
         # the undos use the node socket, so the rollback must run before it closes
         with rtnl() as hipr, req.open_netns() as pod, Rollback(req.env) as rb:
-            return self._add(req, conf, rb, hipr, pod)
+            result = self._add(req, conf, rb, hipr, pod)
+            if timings := rb.timings():
+                req.log(f"bridge ADD {req.container_id} steps(ms): {timings}")
+            return result
 
     def _add(self, req: Request, conf: BridgeConf, rb: Rollback, hipr: Any, pod: Any) -> Result:
         ifname = req.ifname
