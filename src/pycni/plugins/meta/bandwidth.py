@@ -1,0 +1,218 @@
+"""bandwidth: shape a pod's traffic with tbf on the node side of its veth.
+
+"ingress" is traffic towards the pod: a root tbf on the host veth (its egress). "egress" is
+traffic from the pod: the host veth's ingress is redirected (u32 + mirred) to an ifb device
+named ``bwp`` + 12 hex of sha512(network name + container ID), which carries the tbf.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from pycni.net import tc
+from pycni.net.link import LinkNotFound, index_of, kind_of, mac_of, peer_index_of
+from pycni.net.netlink import rtnl
+from pycni.plugin.base import Plugin, Request
+from pycni.plugin.config import lookup
+from pycni.plugin.rollback import Rollback
+from pycni.spec import version
+from pycni.spec.errors import INTERNAL, INVALID_NETWORK_CONFIG, UNSUPPORTED_FIELD, CNIError
+from pycni.spec.result import Interface, Result
+
+IFB_PREFIX = "bwp"
+IFB_NAME_LEN = 15
+_KEYS = ("ingressRate", "ingressBurst", "egressRate", "egressBurst")
+_MAX_BURST_BYTES = 0xFFFFFFFF
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Rates in bit/s, bursts in bits; 0 means unlimited in that direction."""
+
+    ingress_rate: int = 0
+    ingress_burst: int = 0
+    egress_rate: int = 0
+    egress_burst: int = 0
+
+    def is_zero(self) -> bool:
+        return not (
+            self.ingress_rate or self.ingress_burst or self.egress_rate or self.egress_burst
+        )
+
+
+def ifb_name(network: str, container_id: str) -> str:
+    digest = hashlib.sha512((network + container_id).encode()).hexdigest()
+    return (IFB_PREFIX + digest)[:IFB_NAME_LEN]
+
+
+def _uint(entry: dict[str, Any], key: str, where: str) -> int:
+    _, value = lookup(entry, key)
+    if value is None:
+        return 0
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise CNIError(
+            INVALID_NETWORK_CONFIG,
+            f"failed to parse network configuration: {where}{key} must be a non-negative "
+            f"integer, got {value!r}",
+        )
+    return value
+
+
+def _validate(rate: int, burst: int, direction: str) -> None:
+    if burst == 0 and rate != 0:
+        raise CNIError(INVALID_NETWORK_CONFIG, f"if {direction}Rate is set, burst must also be set")
+    if rate == 0 and burst != 0:
+        raise CNIError(INVALID_NETWORK_CONFIG, f"if {direction}Burst is set, rate must also be set")
+    if burst // 8 >= _MAX_BURST_BYTES:
+        raise CNIError(INVALID_NETWORK_CONFIG, "burst cannot be more than 4GB")
+    if rate and rate // 8 > 0xFFFFFFFF:
+        raise CNIError(UNSUPPORTED_FIELD, f"{direction}Rate {rate} bit/s is above 34 Gbit/s")
+    if rate and rate < 8:
+        raise CNIError(INVALID_NETWORK_CONFIG, f"{direction}Rate must be at least 8 bit/s")
+
+
+def load_limits(req: Request) -> Limits | None:
+    """Top-level keys win as a whole when any is present, else ``runtimeConfig.bandwidth``."""
+    if any(lookup(req.config, key)[0] for key in _KEYS):
+        entry, where = req.config, ""
+    else:
+        found, raw = lookup(req.runtime_config, "bandwidth")
+        if not found or raw is None:
+            return None
+        if not isinstance(raw, dict):
+            raise CNIError(INVALID_NETWORK_CONFIG, "runtimeConfig.bandwidth must be an object")
+        entry, where = raw, "runtimeConfig.bandwidth."
+    limits = Limits(*(_uint(entry, key, where) for key in _KEYS))
+    _validate(limits.ingress_rate, limits.ingress_burst, "ingress")
+    _validate(limits.egress_rate, limits.egress_burst, "egress")
+    return limits
+
+
+def _host_veth(req: Request, prev: Result) -> tuple[str, int]:
+    """The node end of the pod's veth, which prevResult must list with an empty sandbox."""
+    if not prev.interfaces:
+        raise CNIError(INTERNAL, "no interfaces provided")
+    with req.open_netns() as pod, pod.entered(), rtnl() as ipr:
+        try:
+            msg = ipr.get_links(index_of(ipr, req.ifname))[0]
+        except LinkNotFound:
+            raise CNIError(INTERNAL, f"container interface {req.ifname} not found") from None
+        peer = peer_index_of(msg) if kind_of(msg) == "veth" else 0
+    if peer <= 0:
+        raise CNIError(INTERNAL, f"container interface {req.ifname} has no veth peer")
+    with rtnl() as ipr:
+        try:
+            name = str(ipr.get_links(peer)[0].get_attr("IFLA_IFNAME"))
+        except Exception:
+            raise CNIError(INTERNAL, f"veth peer with index {peer} is not in host ns") from None
+    for intf in prev.interfaces:
+        if not intf.sandbox and intf.name == name:
+            return name, peer
+    raise CNIError(INTERNAL, "no veth peer of container interface found in host ns")
+
+
+def _prev(req: Request) -> Result | None:
+    try:
+        return req.prev_result()
+    except CNIError as exc:
+        raise CNIError(exc.code, f"could not parse prevResult: {exc.msg}") from None
+
+
+class Bandwidth(Plugin):
+    about = "pycni bandwidth: tbf rate limits on a pod's veth (ifb for its outgoing traffic)"
+    supported_versions = tuple(v for v in version.ALL if version.at_least(v, "0.3.0"))
+
+    def add(self, req: Request) -> Result:
+        limits = load_limits(req)
+        prev = _prev(req)
+        if limits is None or limits.is_zero():
+            return prev if prev is not None else Result(cni_version=req.cni_version)
+        if prev is None:
+            raise CNIError(INVALID_NETWORK_CONFIG, "must be called as chained plugin")
+        _, host_index = _host_veth(req, prev)
+        result = Result(
+            cni_version=prev.cni_version,
+            interfaces=list(prev.interfaces),
+            ips=prev.ips,
+            routes=prev.routes,
+            dns=prev.dns,
+        )
+        with rtnl() as ipr, Rollback(req.env) as rb:
+            if limits.ingress_rate:
+                rb.step("ingress-tbf")
+                params = tc.TbfParams.from_bits(limits.ingress_rate, limits.ingress_burst)
+                _kernel(lambda: tc.add_tbf(ipr, host_index, params), "create qdisc")
+                rb.push("ingress-tbf", lambda: tc.delete_root_qdisc(ipr, host_index))
+            if limits.egress_rate:
+                name = ifb_name(req.name, req.container_id)
+                mtu = int(ipr.get_links(host_index)[0].get_attr("IFLA_MTU"))
+                rb.step("ifb")
+                ifb = _kernel(lambda: tc.create_ifb(ipr, name, mtu), "adding link")
+                rb.push("ifb", lambda: ipr.link("del", index=ifb))
+                result.interfaces.append(Interface(name=name, mac=mac_of(ipr.get_links(ifb)[0])))
+                rb.step("redirect")
+                _kernel(lambda: tc.add_ingress(ipr, host_index), "create ingress qdisc")
+                rb.push("redirect", lambda: tc.delete_ingress(ipr, host_index))
+                _kernel(lambda: tc.redirect_ingress_to(ipr, host_index, ifb), "add filter")
+                rb.step("egress-tbf")
+                params = tc.TbfParams.from_bits(limits.egress_rate, limits.egress_burst)
+                _kernel(lambda: tc.add_tbf(ipr, ifb, params), "create ifb qdisc")
+        return result
+
+    def delete(self, req: Request) -> None:
+        load_limits(req)
+        _prev(req)
+        with rtnl() as ipr:
+            try:
+                ipr.link("del", index=index_of(ipr, ifb_name(req.name, req.container_id)))
+            except LinkNotFound:
+                return
+
+    def check(self, req: Request) -> None:
+        limits = load_limits(req) or Limits()
+        prev = _prev(req)
+        if prev is None:
+            raise CNIError(INVALID_NETWORK_CONFIG, "must be called as a chained plugin")
+        _, host_index = _host_veth(req, prev)
+        with rtnl() as ipr:
+            if limits.ingress_rate:
+                want = tc.TbfParams.from_bits(limits.ingress_rate, limits.ingress_burst)
+                _check_tbf(ipr, host_index, want)
+            if limits.egress_rate:
+                name = ifb_name(req.name, req.container_id)
+                try:
+                    ifb = index_of(ipr, name)
+                except LinkNotFound:
+                    raise CNIError(INTERNAL, f"get ifb device: Link not found: {name}") from None
+                want = tc.TbfParams.from_bits(limits.egress_rate, limits.egress_burst)
+                _check_tbf(ipr, ifb, want)
+
+
+def _check_tbf(ipr: Any, index: int, want: tc.TbfParams) -> None:
+    found = tc.qdiscs(ipr, index)
+    if not found:
+        raise CNIError(INTERNAL, "Failed to find qdisc")
+    for kind, msg in found:
+        if kind != "tbf":
+            break
+        have = tc.tbf_params_of(msg)
+        for what in ("rate", "limit", "buffer"):
+            if getattr(have, what) != getattr(want, what):
+                raise CNIError(INTERNAL, f"{what.capitalize()} doesn't match")
+
+
+def _kernel(action: Any, what: str) -> Any:
+    """Run one kernel change; a netlink failure becomes a CNI error naming the step."""
+    try:
+        return action()
+    except CNIError:
+        raise
+    except Exception as exc:
+        raise CNIError(INTERNAL, f"{what}: {exc}") from None
+
+
+PLUGIN = Bandwidth()
