@@ -6,7 +6,9 @@ grpcio-tools into a temp dir, so nothing generated is checked in.
 
 from __future__ import annotations
 
+import atexit
 import importlib
+import shutil
 import sys
 import tempfile
 import time
@@ -27,6 +29,7 @@ def _compile() -> tuple[ModuleType, ModuleType]:
         from grpc_tools import protoc
 
         out = Path(tempfile.mkdtemp(prefix="pycni-cri-proto-"))
+        atexit.register(shutil.rmtree, out, True)
         code = protoc.main(
             [
                 "protoc",
