@@ -130,6 +130,22 @@ def test_two_containers_reach_each_other(setup: Setup) -> None:
     assert setup.reservations() == []
 
 
+def test_static_ip_and_mac_reach_the_plugins(setup: Setup) -> None:
+    """--ip goes to host-local as runtimeConfig.ips, --mac-address to bridge as CNI_ARGS MAC."""
+    ip, mac = f"{setup.subnet_prefix}77", "02:42:0a:7b:00:4d"
+    cid = setup.podman.start_httpd("fixed", setup.network, "--ip", ip, "--mac-address", mac)
+    try:
+        assert setup.podman.address(cid, setup.network) == ip
+        assert setup.reservations() == [ip]
+        link = setup.podman.run("exec", cid, "cat", "/sys/class/net/eth0/address").strip()
+        assert link == mac
+        shown = setup.podman.run("exec", cid, "ip", "-4", "-o", "addr", "show", "eth0")
+        assert f"inet {ip}/24" in shown
+    finally:
+        setup.podman.remove(cid)
+    assert setup.reservations() == []
+
+
 def test_twenty_containers_leave_nothing_behind(setup: Setup) -> None:
     """20 containers with a port mapping each, all up at once, then removed together."""
     if setup.plugins.kind not in PYCNI_KINDS:

@@ -20,6 +20,9 @@ from pathlib import Path
 
 CNI_STATE = Path("/var/lib/cni")
 IP_FORWARD = Path("/proc/sys/net/ipv4/ip_forward")
+# created by the runtimes themselves outside their configurable roots: runc's default state dir
+# (podman) and containers/image's blob info cache (podman load)
+RUNTIME_DIRS = (Path("/run/runc"), Path("/var/lib/containers"))
 IPTABLES_TOOLS = ("iptables-nft", "ip6tables-nft", "iptables-legacy", "ip6tables-legacy")
 BUILTIN_CHAINS = {"INPUT", "OUTPUT", "FORWARD", "PREROUTING", "POSTROUTING"}
 
@@ -73,6 +76,7 @@ class RootSnapshot:
     files: set[Path]
     cni_state_existed: bool
     ip_forward: str
+    runtime_dirs: set[Path]
     removed: list[str] = field(default_factory=list)
 
     @classmethod
@@ -87,6 +91,7 @@ class RootSnapshot:
             files=cni_files(),
             cni_state_existed=CNI_STATE.exists(),
             ip_forward=IP_FORWARD.read_text().strip(),
+            runtime_dirs={d for d in RUNTIME_DIRS if d.exists()},
         )
 
     def restore(self, link_prefixes: tuple[str, ...] = ("veth",)) -> list[str]:
@@ -110,6 +115,10 @@ class RootSnapshot:
         if not self.cni_state_existed and CNI_STATE.exists() and not any(CNI_STATE.iterdir()):
             CNI_STATE.rmdir()
         IP_FORWARD.write_text(self.ip_forward)
+        for directory in RUNTIME_DIRS:
+            if directory not in self.runtime_dirs and directory.exists():
+                shutil.rmtree(directory, ignore_errors=True)
+                self.removed.append(f"dir {directory}")
         return self.removed
 
     def _drop_chains(self, tool: str, table: str, lines: list[str], before: set[str]) -> None:
