@@ -1,0 +1,319 @@
+"""host-device: move an existing node link into the pod (renamed to CNI_IFNAME) and back on DEL.
+
+The link is moved and renamed in one netlink request, so a pod link with the node name is no
+obstacle and the node never sees a half-renamed device. Its node name is kept in the link's
+alias (as the reference, so either implementation can undo the other's ADD). pycni also keeps
+the link's node addresses and up state in a small file and puts them back on DEL: moving a
+link between namespaces makes the kernel drop its addresses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import json
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from pycni.net.link import IFF_UP, LinkNotFound, addresses, index_of, mac_of, name_of
+from pycni.net.netlink import rtnl
+from pycni.net.ns import THREAD_NETNS, NetNS, NetNSNotFound
+from pycni.plugin.base import Plugin, Request
+from pycni.plugin.config import field
+from pycni.plugin.rollback import Rollback
+from pycni.plugins.main._attach import (
+    check_ips_and_routes,
+    configure_pod_iface,
+    internal,
+    invalid,
+    ipam_add,
+    ipam_passthrough,
+    ipam_type,
+    pod_result,
+    prev_interface,
+)
+from pycni.spec.result import Interface, Result
+
+SYS_BUS_PCI = "/sys/bus/pci/devices"
+SYS_BUS_AUX = "/sys/bus/auxiliary/devices"
+USERSPACE_DRIVERS = ("vfio-pci", "uio_pci_generic", "igb_uio")
+DEFAULT_DATA_DIR = "/run/cni/pycni-host-device"
+DATA_DIR_ENV = "PYCNI_HOST_DEVICE_DATA_DIR"
+_MAC = re.compile(r"^[0-9a-fA-F]{2}([:-])[0-9a-fA-F]{2}(\1[0-9a-fA-F]{2}){4}$")
+
+
+@dataclass
+class HostDeviceConf:
+    device: str
+    hwaddr: str
+    kernelpath: str
+    pci: str
+    dpdk: bool
+    ipam: str
+    data_dir: str
+
+
+def load_conf(req: Request) -> HostDeviceConf:
+    pci = field(req.config, "pciBusID", str, "")
+    device_id = field(req.runtime_config, "deviceID", str, "", where="runtimeConfig")
+    if device_id:
+        pci = device_id
+    conf = HostDeviceConf(
+        device=field(req.config, "device", str, ""),
+        hwaddr=field(req.config, "hwaddr", str, ""),
+        kernelpath=field(req.config, "kernelpath", str, ""),
+        pci=pci,
+        dpdk=False,
+        ipam=ipam_type(req),
+        data_dir=field(req.config, "dataDir", str, "")
+        or req.env.get(DATA_DIR_ENV, "")
+        or DEFAULT_DATA_DIR,
+    )
+    if not (conf.device or conf.hwaddr or conf.kernelpath or conf.pci):
+        raise invalid('specify either "device", "hwaddr", "kernelpath" or "pciBusID"')
+    if conf.hwaddr and not _MAC.match(conf.hwaddr):
+        raise invalid(f'failed to parse MAC address "{conf.hwaddr}"')
+    if conf.kernelpath and not (
+        os.path.isabs(conf.kernelpath) and conf.kernelpath.startswith("/sys/devices/")
+    ):
+        raise invalid(
+            f'kernel device path "{conf.kernelpath}" must be absolute and begin with /sys/devices/'
+        )
+    if conf.pci:
+        conf.dpdk = has_userspace_driver(conf.pci)
+    return conf
+
+
+def has_userspace_driver(pci: str) -> bool:
+    """True when the PCI device is bound to a DPDK-style driver (then nothing is moved)."""
+    driver = os.path.join(SYS_BUS_PCI, pci, "driver")
+    if not os.path.exists(os.path.join(SYS_BUS_PCI, pci)):
+        if os.path.exists(os.path.join(SYS_BUS_AUX, pci)):
+            return False
+        raise internal(f"error with host device: no PCI or auxiliary device {pci}")
+    try:
+        return os.path.basename(os.path.realpath(driver, strict=True)) in USERSPACE_DRIVERS
+    except OSError:
+        return False
+
+
+def net_names_under(directory: str) -> list[str]:
+    try:
+        return sorted(os.listdir(directory))
+    except OSError:
+        return []
+
+
+def find_host_link(ipr: Any, conf: HostDeviceConf) -> int:
+    """The index of the node link the selectors name (device, hwaddr, kernelpath, PCI)."""
+    if conf.device:
+        try:
+            return index_of(ipr, conf.device)
+        except LinkNotFound:
+            raise internal(f'failed to find host device: Link not found: "{conf.device}"') from None
+    links = ipr.get_links()
+    if conf.hwaddr:
+        want = conf.hwaddr.replace("-", ":").lower()
+        for msg in links:
+            if mac_of(msg).lower() == want:
+                return int(msg["index"])
+    elif conf.kernelpath:
+        names = net_names_under(os.path.join(conf.kernelpath, "net"))
+        for name in names:
+            for msg in links:
+                if name_of(msg) == name:
+                    return int(msg["index"])
+    elif conf.pci:
+        candidates = [os.path.join(base, conf.pci, "net") for base in (SYS_BUS_PCI, SYS_BUS_AUX)]
+        pci_dir = os.path.join(SYS_BUS_PCI, conf.pci)
+        with contextlib.suppress(OSError):
+            candidates += [
+                os.path.join(pci_dir, d, "net")
+                for d in os.listdir(pci_dir)
+                if d.startswith("virtio")
+            ]
+        for directory in candidates:
+            names = net_names_under(directory)
+            if names:
+                try:
+                    return index_of(ipr, names[0])
+                except LinkNotFound:
+                    break
+        raise internal(f"failed to find host device: no net directory under device {conf.pci}")
+    raise internal("failed to find host device: failed to find physical interface")
+
+
+def _state_file(conf: HostDeviceConf, req: Request) -> str:
+    return os.path.join(conf.data_dir, f"{req.container_id}-{req.ifname}.json")
+
+
+def _save_node_state(path: str, name: str, up: bool, addrs: list[str]) -> None:
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    with open(path, "w") as fh:
+        json.dump({"name": name, "up": up, "addresses": addrs}, fh)
+
+
+def _load_node_state(path: str) -> dict[str, Any] | None:
+    try:
+        with open(path) as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def move_in(ipr: Any, index: int, pod: NetNS, ifname: str) -> None:
+    """Record the node name in the alias, then move and rename in one request."""
+    name = name_of(ipr.get_links(index)[0])
+    ipr.link("set", index=index, state="down")
+    ipr.link("set", index=index, ifalias=name)
+    ipr.link("set", index=index, net_ns_fd=pod.fd, ifname=ifname)
+
+
+def move_out(pod: NetNS, ifname: str, node_fd: int) -> str:
+    """From the pod back to the node under the name kept in the alias; returns that name."""
+    with pod.entered(), rtnl() as ipr:
+        index = index_of(ipr, ifname)
+        alias = str(ipr.get_links(index)[0].get_attr("IFLA_IFALIAS") or "")
+        if not alias:
+            raise internal(f'failed to restore "{ifname}": alias is not set')
+        ipr.link("set", index=index, state="down")
+        ipr.link("set", index=index, net_ns_fd=node_fd, ifname=alias)
+    return alias
+
+
+class HostDevice(Plugin):
+    about = "pycni host-device: moves an existing node link into the pod"
+
+    def add(self, req: Request) -> Result:
+        conf = load_conf(req)
+        node_fd = os.open(THREAD_NETNS, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            return self._add(req, conf, node_fd)
+        finally:
+            os.close(node_fd)
+
+    def _add(self, req: Request, conf: HostDeviceConf, node_fd: int) -> Result:
+        with req.open_netns() as pod, Rollback(req.env) as rb:
+            iface = Interface(name=req.ifname, sandbox=req.netns)
+            if not conf.dpdk:
+                iface.mac = self._move_in(req, conf, pod, node_fd, rb)
+            if not conf.ipam:
+                return Result(cni_version=req.cni_version, interfaces=[iface])
+            ipam = ipam_add(req, conf.ipam, rb)
+            result = pod_result(req, iface, ipam)
+            if not conf.dpdk:
+                rb.step("configure")
+                with pod.entered(), rtnl() as ipr:
+                    index = index_of(ipr, req.ifname)
+                    configure_pod_iface(ipr, req.ifname, index, result, ndisc_notify=False)
+            return result
+
+    def _move_in(
+        self, req: Request, conf: HostDeviceConf, pod: NetNS, node_fd: int, rb: Rollback
+    ) -> str:
+        state_path = _state_file(conf, req)
+        with rtnl() as ipr:
+            index = find_host_link(ipr, conf)
+            msg = ipr.get_links(index)[0]
+            name, was_up = name_of(msg), bool(int(msg["flags"]) & IFF_UP)
+            node_addrs = [str(a) for a in addresses(ipr, index) if not a.ip.is_link_local]
+            rb.step("save")
+            _save_node_state(state_path, name, was_up, node_addrs)
+            rb.push("save", lambda: os.unlink(state_path))
+            rb.step("move")
+            try:
+                move_in(ipr, index, pod, req.ifname)
+            except Exception as exc:
+                with contextlib.suppress(Exception):
+                    ipr.link("set", index=index, ifalias="")
+                    if was_up:
+                        ipr.link("set", index=index, state="up")
+                raise internal(f"failed to move link {exc}") from None
+        rb.push("move", lambda: _restore(move_out(pod, req.ifname, node_fd), state_path))
+        rb.step("up")
+        with pod.entered(), rtnl() as ipr:
+            index = index_of(ipr, req.ifname)
+            ipr.link("set", index=index, state="up")
+            return mac_of(ipr.get_links(index)[0])
+
+    def delete(self, req: Request) -> None:
+        conf = load_conf(req)
+        if not req.netns:
+            return
+        state_path = _state_file(conf, req)
+        try:
+            pod = req.open_netns()
+        except NetNSNotFound:
+            # The kernel gave a physical link back to the initial namespace (a virtual one
+            # died with the pod): nothing is left to move.
+            _forget(state_path)
+            return
+        with pod:
+            if conf.ipam:
+                ipam_passthrough(req, "DEL")
+            if conf.dpdk:
+                return
+            node_fd = os.open(THREAD_NETNS, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                name = move_out(pod, req.ifname, node_fd)
+            except LinkNotFound:
+                return  # already moved back (DEL is idempotent)
+            finally:
+                os.close(node_fd)
+        _restore(name, state_path)
+        _forget(state_path)
+
+    def check(self, req: Request) -> None:
+        conf = load_conf(req)
+        with req.open_netns() as pod:
+            if conf.ipam:
+                ipam_passthrough(req, "CHECK")
+            prev, intf = prev_interface(req)
+            if conf.dpdk:
+                return
+            with pod.entered(), rtnl() as ipr:
+                if not intf.name:
+                    raise internal("Container interface name missing in prevResult")
+                try:
+                    index = index_of(ipr, intf.name)
+                except LinkNotFound:
+                    raise internal(
+                        f"Container Interface name in prevResult: {intf.name} not found"
+                    ) from None
+                mac = mac_of(ipr.get_links(index)[0])
+                if intf.mac and intf.mac != mac:
+                    raise internal(
+                        f"Interface {intf.name} Mac {intf.mac} doesn't match container Mac: {mac}"
+                    )
+                check_ips_and_routes(ipr, req.ifname, index, prev)
+
+    def status(self, req: Request) -> None:
+        ipam_passthrough(req, "STATUS")
+
+
+def _restore(name: str, state_path: str) -> None:
+    """Back on the node: drop the alias, re-add the saved addresses and up state."""
+    with rtnl() as ipr:
+        index = index_of(ipr, name)
+        ipr.link("set", index=index, ifalias="")
+        state = _load_node_state(state_path)
+        if state is not None and state.get("name") == name:
+            for text in state.get("addresses", []):
+                addr = ipaddress.ip_interface(text)
+                with contextlib.suppress(Exception):  # already there
+                    ipr.addr(
+                        "add", index=index, address=str(addr.ip), prefixlen=addr.network.prefixlen
+                    )
+            if state.get("up"):
+                ipr.link("set", index=index, state="up")
+
+
+def _forget(state_path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(state_path)
+
+
+PLUGIN = HostDevice()
