@@ -1,0 +1,143 @@
+"""sbr: source-based routing. Each pod address gets its own routing table (from 100 up) and a
+rule ``from <address> lookup <table>``, so replies leave through the interface that owns the
+address; the interface's main-table routes move into those tables."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+from functools import partial
+from typing import Any
+
+from pycni.net import rules
+from pycni.net.link import LinkNotFound, addresses, index_of
+from pycni.net.netlink import rtnl
+from pycni.net.ns import NetNS, NetNSNotFound
+from pycni.plugin.base import Plugin, Request
+from pycni.plugin.rollback import Rollback
+from pycni.spec.errors import INTERNAL, INVALID_NETWORK_CONFIG, CNIError
+from pycni.spec.result import IPConfig, Result
+
+FIRST_TABLE = 100
+
+
+def ip_configs(ifname: str, prev: Result) -> list[IPConfig]:
+    """prevResult IPs of this interface, plus those that name no interface."""
+    if not prev.ips:
+        raise CNIError(INTERNAL, f"No IP addresses supplied on interface: {ifname}")
+    out = []
+    for ipc in prev.ips:
+        idx = ipc.interface
+        if (
+            idx is not None
+            and 0 <= idx < len(prev.interfaces)
+            and prev.interfaces[idx].name != ifname
+        ):
+            continue
+        out.append(ipc)
+    return out
+
+
+@contextlib.contextmanager
+def _locked(pod: NetNS) -> Any:
+    """Serialise sbr runs on one pod: flock on the namespace file (as the reference)."""
+    fcntl.flock(pod.fd, fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        fcntl.flock(pod.fd, fcntl.LOCK_UN)
+
+
+def _same_family(ip: Any, address: Any) -> bool:
+    return ip is not None and ip.version == address.version
+
+
+class Sbr(Plugin):
+    about = "pycni sbr: per-address routing tables and source rules in the pod"
+
+    def add(self, req: Request) -> Result:
+        prev = req.prev_result()
+        if prev is None:
+            raise CNIError(INVALID_NETWORK_CONFIG, "This plugin must be called as chained plugin")
+        ipcs = ip_configs(req.ifname, prev)
+        with (
+            req.open_netns() as pod,
+            _locked(pod),
+            pod.entered(),
+            rtnl() as ipr,
+            Rollback(req.env) as rb,
+        ):
+            self._route(ipr, req.ifname, ipcs, rb)
+        return prev
+
+    def _route(self, ipr: Any, ifname: str, ipcs: list[IPConfig], rb: Rollback) -> None:
+        used = {rules.table_of(r) for r in rules.rules(ipr)} | {rules.MAIN_TABLE}
+        table = rules.next_free_table(used, FIRST_TABLE)
+        try:
+            index = index_of(ipr, ifname)
+        except LinkNotFound:
+            raise CNIError(INTERNAL, f"Cannot find network interface {ifname}") from None
+        link_routes = rules.main_routes_of(ipr, index)
+        for ipc in ipcs:
+            rb.step("rule")
+            _kernel(partial(rules.add_source_rule, ipr, ipc.address, table), "Failed to add rule")
+            for rule in [r for r in rules.rules(ipr) if rules.table_of(r) == table]:
+                rb.push("rule", partial(rules.delete_rule, ipr, rule))
+            if ipc.gateway is not None:
+                dst = "0.0.0.0/0" if ipc.address.version == 4 else "::/0"
+                spec = {"dst": dst, "gateway": str(ipc.gateway), "table": table, "oif": index}
+                rb.step("default-route")
+                what = f"Failed to add default route to {ipc.gateway}"
+                _kernel(partial(ipr.route, "add", **spec), what)
+                rb.push("default-route", partial(ipr.route, "del", **spec))
+            for msg in link_routes:
+                src, gw = rules.route_prefsrc(msg), rules.route_gateway(msg)
+                if (
+                    (_same_family(src, ipc.address) and src in ipc.address.network)
+                    or (_same_family(gw, ipc.address) and gw in ipc.address.network)
+                    or (src is None and gw is None)
+                ):
+                    spec = rules.route_spec(msg, table)
+                    rb.step("copy-route")
+                    _kernel(partial(ipr.route, "replace", **spec), "Failed to readd route")
+                    rb.push("copy-route", partial(ipr.route, "del", **spec))
+            table = rules.next_free_table(used, table + 1)
+        for msg in link_routes:
+            spec = rules.route_spec(msg)
+            rb.step("delete-route")
+            _kernel(partial(ipr.route, "del", **spec), "Failed to delete route")
+            rb.push("delete-route", partial(ipr.route, "add", **spec))
+
+    def delete(self, req: Request) -> None:
+        if not req.netns:
+            return
+        try:
+            pod = req.open_netns()
+        except NetNSNotFound:
+            return
+        with pod, _locked(pod), pod.entered(), rtnl() as ipr:
+            try:
+                index = index_of(ipr, req.ifname)
+            except LinkNotFound:
+                return  # the interface is gone, and its addresses with it
+            mine = {a.ip for a in addresses(ipr, index)}
+            failed = []
+            for msg in rules.rules(ipr):
+                src = rules.rule_source(msg)
+                if src is not None and src in mine:
+                    try:
+                        rules.delete_rule(ipr, msg)
+                    except Exception as exc:
+                        failed.append(str(exc))
+            if failed:
+                raise CNIError(INTERNAL, f"Failed to delete rule {failed[0]}")
+
+
+def _kernel(action: Any, what: str) -> None:
+    try:
+        action()
+    except Exception as exc:
+        raise CNIError(INTERNAL, f"{what}: {exc}") from None
+
+
+PLUGIN = Sbr()
