@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import subprocess
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -127,7 +128,10 @@ def global_state() -> set[str]:
             subprocess.run(["ip", "-j", "link", "show"], capture_output=True, text=True).stdout
             or "[]"
         ):
-            items.add(f"link {link['ifname']}")
+            if not re.fullmatch(
+                r"ifb\d+", link["ifname"]
+            ):  # the kernel's own, made on first ifb use
+                items.add(f"link {link['ifname']}")
     except ValueError:
         pass
     tables = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True).stdout

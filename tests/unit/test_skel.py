@@ -194,3 +194,8 @@ def test_own_netns_is_code_8_unless_overridden() -> None:
     env = ENV | {"CNI_NETNS": "/proc/thread-self/ns/net"}
     assert error_of(run(env, conf()))["code"] == 8
     assert run(env | {"CNI_NETNS_OVERRIDE": "true"}, conf()).exit_code == 0
+
+
+def test_env_error_reports_the_configs_version() -> None:
+    err = error_of(run({"CNI_COMMAND": "ADD"}, conf("0.4.0")))
+    assert err["code"] == 4 and err["cniVersion"] == "0.4.0"

@@ -94,13 +94,16 @@ def run_plugin(
             _check_not_own_netns(req)
         return Outcome(stdout, req.stderr.getvalue().encode(), 0)
     except CNIError as err:
-        return _failure(err, config_version, req, err_lines)
+        return _failure(err, config_version or _peek_version(stdin), req, err_lines)
     except (
         Exception
     ) as exc:  # a bug or an unexpected kernel answer: code 999, no traceback on stdout
         err_lines.append(traceback.format_exc())
         return _failure(
-            CNIError(INTERNAL, str(exc) or type(exc).__name__), config_version, req, err_lines
+            CNIError(INTERNAL, str(exc) or type(exc).__name__),
+            config_version or _peek_version(stdin),
+            req,
+            err_lines,
         )
 
 
@@ -110,6 +113,16 @@ def _failure(
     stderr = (req.stderr.getvalue() if req else "") + "".join(extra)
     body = json.dumps(err.to_dict(config_version or version.CURRENT), indent=4)
     return Outcome(body.encode(), stderr.encode(), 1)
+
+
+def _peek_version(stdin: bytes) -> str | None:
+    """The config's cniVersion for an error reported before the config was parsed."""
+    try:
+        data = json.loads(stdin)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    value = data.get("cniVersion") if isinstance(data, dict) else None
+    return value if isinstance(value, str) and value else None
 
 
 def _check_env(command: str, env: Mapping[str, str]) -> None:
