@@ -4,13 +4,21 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMPS := .stamps
 
-.PHONY: setup demo test test-daemon lint bench clean
+.PHONY: setup setup-test demo test test-daemon lint bench clean
 
 setup: $(STAMPS)/system $(STAMPS)/venv
+
+# What the tests need beyond the demo: etcd for the cluster tests, podman and containerd for the
+# real-runtime interop tests.
+setup-test: setup $(STAMPS)/test-system
 
 $(STAMPS)/system: scripts/setup-system.sh
 	@mkdir -p $(STAMPS)
 	bash scripts/setup-system.sh
+	@touch $@
+
+$(STAMPS)/test-system: scripts/setup-cluster.sh scripts/setup-runtimes.sh
+	@mkdir -p $(STAMPS)
 	bash scripts/setup-cluster.sh
 	bash scripts/setup-runtimes.sh
 	@touch $@
@@ -27,11 +35,11 @@ demo: setup
 
 # The whole suite with in-process entry points, then the plugin integration suite again with
 # every call going through the warm daemon (the fast forwarders).
-test: setup
+test: setup-test
 	$(PY) -m pytest -q -p no:cacheprovider tests
 	PYCNI_TEST_MODE=daemon $(PY) -m pytest -q -p no:cacheprovider tests/integration
 
-test-daemon: setup
+test-daemon: setup-test
 	PYCNI_TEST_MODE=daemon $(PY) -m pytest -q -p no:cacheprovider tests/integration
 
 lint: setup
