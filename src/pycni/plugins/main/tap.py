@@ -1,0 +1,191 @@
+"""tap: a tap device in the pod (for a VM monitor inside it), L2 only or with IPAM.
+
+The tap is made under a temporary ``veth<hex>`` name inside the pod, given its MTU and MAC,
+renamed to CNI_IFNAME, optionally enslaved to a bridge that already exists *inside the pod*
+(``bridge``), and set up. We create it with /dev/net/tun ioctls in-process where the
+reference runs ``ip tuntap`` for some configurations; the flags are kept the same (see
+:mod:`pycni.net.tun`).
+
+``selinuxContext`` is accepted; SELinux labelling of the tap is not implemented, so a context
+is refused (code 2) when SELinux is enabled on the machine and ignored when it is not.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from pycni.net import link_attrs, tun
+from pycni.net.link import LinkNotFound, index_of, mac_of
+from pycni.net.netlink import rtnl
+from pycni.net.ns import NetNS, NetNSNotFound
+from pycni.net.veth import random_host_name
+from pycni.plugin.base import Plugin, Request
+from pycni.plugin.config import field
+from pycni.plugin.rollback import Rollback
+from pycni.plugins.main._attach import (
+    check_ips_and_routes,
+    configure_pod_iface,
+    internal,
+    invalid,
+    ipam_add,
+    ipam_passthrough,
+    ipam_type,
+    pod_result,
+    prev_interface,
+    requested_mac,
+)
+from pycni.spec.errors import UNSUPPORTED_FIELD, CNIError
+from pycni.spec.result import Interface, Result
+
+SELINUX_ENFORCE = "/sys/fs/selinux/enforce"
+_UINT32_MAX = 0xFFFFFFFF
+
+
+@dataclass
+class TapConf:
+    multi_queue: bool
+    mtu: int
+    mac: str
+    owner: int | None
+    group: int | None
+    selinux_context: str
+    bridge: str
+    ipam: str
+
+
+def _uint32(req: Request, key: str) -> int | None:
+    """An optional uid/gid (Go's ``*uint32``): absent or null is None."""
+    if field(req.config, key, object, None) is None:
+        return None
+    value = field(req.config, key, int, 0)
+    if not 0 <= value <= _UINT32_MAX:
+        raise invalid(f"invalid config: {key} must be a uid/gid in [0, {_UINT32_MAX}], got {value}")
+    return value
+
+
+def load_conf(req: Request) -> TapConf:
+    """The config, validated before anything is created."""
+    mtu = field(req.config, "mtu", int, 0)
+    if mtu < 0:
+        raise invalid(f"invalid config: mtu must be >= 0, got {mtu}")
+    conf = TapConf(
+        multi_queue=field(req.config, "multiQueue", bool, False),
+        mtu=mtu,
+        mac=requested_mac(req),
+        owner=_uint32(req, "owner"),
+        group=_uint32(req, "group"),
+        selinux_context=field(req.config, "selinuxContext", str, ""),
+        bridge=field(req.config, "bridge", str, ""),
+        ipam=ipam_type(req),
+    )
+    if conf.selinux_context and os.path.exists(SELINUX_ENFORCE):
+        raise CNIError(
+            UNSUPPORTED_FIELD,
+            "selinuxContext: SELinux labelling of tap devices is not implemented by pycni's "
+            "tap; remove selinuxContext or use the reference plugin",
+        )
+    return conf
+
+
+def _make_tap(ipr: Any, pod: NetNS, conf: TapConf, ifname: str, rb: Rollback) -> tuple[int, str]:
+    """In the pod: create, configure, rename, enslave and set up the tap; (index, MAC)."""
+    flags = tun.tap_flags(conf.multi_queue, conf.owner, conf.group)
+    for _ in range(10):
+        tmp = random_host_name()
+        if not ipr.link_lookup(ifname=tmp):
+            break
+    rb.step("create")
+    try:
+        tun.create_tap(tmp, flags, conf.owner, conf.group)
+    except tun.TunError as exc:
+        raise internal(f"failed to create tap: {exc}") from None
+    index = index_of(ipr, tmp)
+    rb.push("create", lambda: _delete_in(pod, index))
+    rb.step("configure-link")
+    try:
+        if conf.mtu:
+            link_attrs.set_mtu(ipr, index, conf.mtu)
+        if conf.mac:
+            link_attrs.set_mac(ipr, index, conf.mac)
+    except Exception as exc:
+        raise internal(f"failed to configure tap {tmp}: {exc}") from None
+    rb.step("rename")
+    try:
+        ipr.link("set", index=index, ifname=ifname)
+    except Exception as exc:
+        raise internal(f'failed to rename tap to "{ifname}": {exc}') from None
+    if conf.bridge:
+        rb.step("bridge")
+        try:
+            bridge_index = index_of(ipr, conf.bridge)
+        except LinkNotFound:
+            raise internal(f"failed to get bridge {conf.bridge}: Link not found") from None
+        try:
+            ipr.link("set", index=index, master=bridge_index)
+        except Exception as exc:
+            raise internal(
+                f"failed to set tap {ifname} as a port of bridge {conf.bridge}: {exc}"
+            ) from None
+    rb.step("up")
+    try:
+        ipr.link("set", index=index, state="up")
+    except Exception as exc:
+        raise internal(f"failed to set tap interface up: {exc}") from None
+    return index, mac_of(ipr.get_links(index)[0])
+
+
+class Tap(Plugin):
+    about = "pycni tap: a tap device in the pod"
+
+    def add(self, req: Request) -> Result:
+        conf = load_conf(req)
+        with req.open_netns() as pod, Rollback(req.env) as rb:
+            with pod.entered(), rtnl() as ipr:
+                index, mac = _make_tap(ipr, pod, conf, req.ifname, rb)
+            iface = Interface(name=req.ifname, mac=mac, sandbox=req.netns)
+            ipam = ipam_add(req, conf.ipam, rb) if conf.ipam else None
+            result = pod_result(req, iface, ipam)
+            if ipam is not None:
+                rb.step("configure")
+                with pod.entered(), rtnl() as ipr:
+                    configure_pod_iface(ipr, req.ifname, index, result, ndisc_notify=False)
+        return result
+
+    def delete(self, req: Request) -> None:
+        load_conf(req)
+        ipam_passthrough(req, "DEL")
+        if not req.netns:
+            return
+        try:
+            with req.open_netns() as pod, pod.entered(), rtnl() as ipr:
+                try:
+                    ipr.link("del", index=index_of(ipr, req.ifname))
+                except LinkNotFound:
+                    return
+        except NetNSNotFound:
+            return
+
+    def check(self, req: Request) -> None:
+        load_conf(req)
+        with req.open_netns() as pod:
+            ipam_passthrough(req, "CHECK")
+            prev, _ = prev_interface(req)
+            with pod.entered(), rtnl() as ipr:
+                try:
+                    index = index_of(ipr, req.ifname)
+                except LinkNotFound:
+                    raise internal(f'failed to find interface "{req.ifname}"') from None
+                check_ips_and_routes(ipr, req.ifname, index, prev)
+
+    def status(self, req: Request) -> None:
+        ipam_passthrough(req, "STATUS")
+
+
+def _delete_in(pod: NetNS, index: int) -> None:
+    with pod.entered(), rtnl() as ipr:
+        ipr.link("del", index=index)
+
+
+PLUGIN = Tap()
