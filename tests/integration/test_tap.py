@@ -46,7 +46,7 @@ def _tun(pod: harness.Namespace, ifname: str = "eth0") -> dict[str, Any]:
     info = link["linkinfo"]
     assert isinstance(info, dict) and info["info_kind"] == "tun"
     data: dict[str, Any] = dict(info["info_data"])
-    data.update(mtu=link["mtu"], mac=link["address"], up="UP" in link["flags"])
+    data.update(mtu=link["mtu"], mac=link["address"], up="UP" in str(link["flags"]))
     data["master"] = link.get("master", "")
     return data
 
