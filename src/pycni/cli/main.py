@@ -22,6 +22,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "pycni.cli.inspect_cmd",
     "pycni.cli.cluster_cmd",
     "pycni.cli.agent_cmd",
+    "pycni.cli.dhcp_cmd",
 )
 
 

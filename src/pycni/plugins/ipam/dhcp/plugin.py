@@ -1,0 +1,86 @@
+"""The dhcp IPAM plugin: ADD/CHECK/DEL/STATUS are calls to the DHCP daemon.
+
+The lease has to outlive the plugin process (it is renewed for the pod's whole life), so the
+plugin only forwards the request, with the pod namespace as an fd. Our plugin speaks to
+pycni's daemon (``pycni dhcp-daemon``), not to the reference's Go net/rpc daemon.
+"""
+
+from __future__ import annotations
+
+import os
+
+from pycni.plugin.base import Plugin, Request
+from pycni.plugin.config import field, section
+from pycni.plugins.ipam.dhcp import protocol
+from pycni.spec.errors import INTERNAL, PLUGIN_NOT_AVAILABLE, CNIError
+from pycni.spec.result import Result
+
+# ADD may wait the daemon's whole retry schedule (208 s by default) before it answers.
+CALL_TIMEOUT = 300.0
+
+
+def socket_path(req: Request) -> str:
+    ipam = section(req.config, "ipam")
+    return field(ipam, "daemonSocketPath", str, "", where="ipam") or protocol.DEFAULT_SOCKET
+
+
+def _call(req: Request, method: str, with_netns: bool) -> dict[str, object]:
+    netns = os.path.abspath(req.netns) if req.netns else ""
+    request: dict[str, object] = {
+        "method": method,
+        "containerID": req.container_id,
+        "netns": netns,
+        "ifName": req.ifname,
+        "args": req.args,
+        "config": req.config,
+    }
+    path = socket_path(req)
+    if not with_netns:
+        return _send(path, request, None, method)
+    with req.open_netns() as pod:
+        return _send(path, request, pod.fd, method)
+
+
+def _send(path: str, request: dict[str, object], fd: int | None, method: str) -> dict[str, object]:
+    try:
+        reply = protocol.call(path, request, fd, CALL_TIMEOUT)
+    except protocol.DaemonUnreachable as exc:
+        raise CNIError(INTERNAL, f"error dialing DHCP daemon: {exc}") from None
+    except (OSError, ValueError) as exc:
+        raise CNIError(INTERNAL, f"error calling {method}: {exc}") from None
+    error = reply.get("error")
+    if isinstance(error, dict):
+        code = error.get("code")
+        raise CNIError(
+            code if isinstance(code, int) else INTERNAL,
+            f"error calling {method}: {error.get('msg', '')}",
+            str(error.get("details") or ""),
+        )
+    result = reply.get("result")
+    return result if isinstance(result, dict) else {}
+
+
+class Dhcp(Plugin):
+    about = "pycni dhcp: IPv4 addresses leased from a DHCP server by pycni's DHCP daemon"
+
+    def add(self, req: Request) -> Result:
+        data = _call(req, "allocate", with_netns=True)
+        return Result.from_dict(data).as_version("1.1.0")
+
+    def check(self, req: Request) -> None:
+        _call(req, "allocate", with_netns=True)
+
+    def delete(self, req: Request) -> None:
+        _call(req, "release", with_netns=False)
+
+    def status(self, req: Request) -> None:
+        try:
+            protocol.call(socket_path(req), {"method": "ping"}, None, 10.0)
+        except (OSError, ValueError) as exc:
+            raise CNIError(
+                PLUGIN_NOT_AVAILABLE,
+                f"DHCP daemon not reachable at {socket_path(req)}: {exc}",
+            ) from None
+
+
+PLUGIN = Dhcp()

@@ -1,0 +1,51 @@
+"""Leases on disk, one JSON file per client ID, so a restarted daemon keeps renewing them."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+DEFAULT_LEASE_DIR = "/run/pycni/dhcp"
+
+
+class LeaseStore:
+    """A directory of lease records (0700, files 0600, written atomically)."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.dir = Path(directory)
+
+    def _file(self, client_id: str) -> Path:
+        return self.dir / (hashlib.sha256(client_id.encode()).hexdigest()[:40] + ".json")
+
+    def save(self, record: dict[str, Any]) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        target = self._file(str(record["clientID"]))
+        tmp = target.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            json.dump(record, fh)
+        os.replace(tmp, target)
+
+    def remove(self, client_id: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self._file(client_id).unlink()
+
+    def load_all(self) -> list[dict[str, Any]]:
+        """Every readable record; unreadable files are removed."""
+        out: list[dict[str, Any]] = []
+        if not self.dir.is_dir():
+            return out
+        for path in sorted(self.dir.glob("*.json")):
+            try:
+                record = json.loads(path.read_text())
+                if isinstance(record, dict) and isinstance(record.get("clientID"), str):
+                    out.append(record)
+                    continue
+            except (OSError, ValueError):
+                pass
+            path.unlink(missing_ok=True)
+        return out
