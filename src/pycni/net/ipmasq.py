@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import subprocess
 from collections.abc import Iterable, Sequence
 
-from pycni.net import nft
+from pycni.net import nft, tools
 from pycni.net.nft import NftError
 from pycni.spec.result import IPInterface
 
@@ -146,7 +145,7 @@ def gc_nftables(network: str, valid: Iterable[tuple[str, str]]) -> int:
 
 def _ipt(version: int, *args: str) -> subprocess.CompletedProcess[str]:
     binary = "iptables" if version == 4 else "ip6tables"
-    path = shutil.which(binary)
+    path = tools.which(binary)
     if path is None:
         raise IPMasqError(f"failed to locate iptables: {binary} not found")
     return subprocess.run(

@@ -12,10 +12,11 @@ exists, so scripts declare only chains they own or know to be missing.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+
+from pycni.net import tools
 
 VARIANTS = ("legacy", "nft")
 
@@ -72,7 +73,7 @@ def parse_save(text: str, table: str) -> SavedTable:
 
 
 def _run(argv: Sequence[str], stdin: str | None = None) -> str:
-    binary = shutil.which(argv[0])
+    binary = tools.which(argv[0])
     if binary is None:
         raise IptablesError(f"{argv[0]} is not installed")
     try:

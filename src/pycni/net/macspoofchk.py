@@ -54,8 +54,8 @@ def teardown(ref: str) -> None:
         if rule and rule.get("comment") == comment and _jumps_to(rule, ic):
             lines.append(f"delete rule {TABLE} {BASE_CHAIN} handle {int(rule['handle'])}")
     present = [c for c in (ic, ic + "-mac") if _chain_exists(c)]
-    lines += [f'flush chain {TABLE} {c}' for c in present]
-    lines += [f'delete chain {TABLE} {c}' for c in present]
+    lines += [f"flush chain {TABLE} {c}" for c in present]
+    lines += [f"delete chain {TABLE} {c}" for c in present]
     if lines:
         nft.apply("\n".join(lines) + "\n")
 
@@ -66,7 +66,7 @@ def exists(ref: str) -> bool:
 
 def _chain_exists(chain: str) -> bool:
     try:
-        nft.query(f'list chain {TABLE} {chain}')
+        nft.query(f"list chain {TABLE} {chain}")
     except NftError:
         return False
     return True

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import threading
 from collections import OrderedDict
 from typing import Any
 
+from pycni.net import tools
 from pycni.net.ns import THREAD_NETNS
 
 _MAX_CONTEXTS = 16
@@ -65,7 +65,7 @@ def _run(script: str) -> str:
         if rc != 0:
             raise NftError(err.strip() or f"nft failed with {rc}")
         return str(out)
-    nft = shutil.which("nft")
+    nft = tools.which("nft")
     if nft is None:
         raise NftError("nft is not installed")
     proc = subprocess.run(

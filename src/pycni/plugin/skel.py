@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pycni.net import ns as netns
+from pycni.net import tools
 from pycni.plugin import registry
 from pycni.plugin.base import Plugin, Request
 from pycni.spec import validate, version
@@ -89,7 +90,8 @@ def run_plugin(
             env=env,
             netns_fd=netns_fd,
         )
-        stdout = _dispatch(plugin, req, config_version)
+        with tools.search_path(env.get("PATH")):
+            stdout = _dispatch(plugin, req, config_version)
         if command in ("ADD", "DEL"):
             _check_not_own_netns(req)
         return Outcome(stdout, req.stderr.getvalue().encode(), 0)

@@ -11,13 +11,12 @@ import contextlib
 import ipaddress
 import json
 import os
-import shutil
 import tempfile
 from dataclasses import dataclass
 from functools import partial
 
 from pycni.net import firewall_rules as rules
-from pycni.net import nft
+from pycni.net import nft, tools
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.config import field
 from pycni.plugin.rollback import Rollback
@@ -78,7 +77,7 @@ def _resolve_backend(backend: str) -> str:
 
 
 def _iptables_tools() -> bool:
-    return all(shutil.which(t) for t in ("iptables-restore", "ip6tables-restore"))
+    return all(tools.which(t) for t in ("iptables-restore", "ip6tables-restore"))
 
 
 def _firewalld_refused() -> CNIError:
