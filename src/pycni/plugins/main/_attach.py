@@ -124,3 +124,18 @@ def ipam_passthrough(req: Request, command: str) -> None:
     kind = ipam_type(req)
     if kind:
         delegate(req, kind, command=command)
+
+
+def masquerade(rb: Rollback, backend: str, result: Result, network: str, req: Request) -> None:
+    """bridge's and ptp's ipMasq step: masquerade the result's addresses, undone on failure."""
+    from pycni.net import ipmasq
+    from pycni.net.nft import NftError
+
+    rb.step("ipmasq")
+    ipns = [ipc.address for ipc in result.ips]
+    ifname, cid = req.ifname, req.container_id
+    rb.push("ipmasq", lambda: ipmasq.teardown(backend, ipns, network, ifname, cid))
+    try:
+        ipmasq.setup(backend, ipns, network, ifname, cid)
+    except (ipmasq.IPMasqError, NftError) as exc:
+        raise CNIError(INTERNAL, f"failed to set up IP masquerading: {exc}") from None

@@ -27,6 +27,7 @@ from pycni.plugin.config import field as cfg
 from pycni.plugin.config import lookup, section
 from pycni.plugin.delegate import delegate
 from pycni.plugin.rollback import Rollback
+from pycni.plugins.main._attach import masquerade
 from pycni.spec.args import load_args
 from pycni.spec.errors import (
     INTERNAL,
@@ -356,18 +357,7 @@ class Bridge(Plugin):
                     sysctl.enable_forwarding(fam)
 
         if conf.ip_masq:
-            rb.step("ipmasq")
-            ipns = [ipc.address for ipc in result.ips]
-            rb.push(
-                "ipmasq",
-                lambda: ipmasq.teardown(
-                    conf.ip_masq_backend, ipns, conf.name, ifname, req.container_id
-                ),
-            )
-            try:
-                ipmasq.setup(conf.ip_masq_backend, ipns, conf.name, ifname, req.container_id)
-            except (ipmasq.IPMasqError, NftError) as exc:
-                raise CNIError(INTERNAL, f"failed to set up IP masquerading: {exc}") from None
+            masquerade(rb, conf.ip_masq_backend, result, conf.name, req)
 
     # ---------------------------------------------------------------- DEL
 

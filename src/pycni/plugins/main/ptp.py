@@ -25,6 +25,7 @@ from pycni.plugin.base import Plugin, Request
 from pycni.plugin.config import field, section
 from pycni.plugin.delegate import delegate
 from pycni.plugin.rollback import Rollback
+from pycni.plugins.main._attach import masquerade
 from pycni.spec.errors import INTERNAL, INVALID_NETWORK_CONFIG, CNIError
 from pycni.spec.result import DNS, Interface, IPConfig, Result
 
@@ -136,18 +137,7 @@ class Ptp(Plugin):
             raise CNIError(INTERNAL, f"failed to configure the host veth: {exc}") from None
 
         if conf.ip_masq:
-            rb.step("ipmasq")
-            ipns = [ipc.address for ipc in result.ips]
-            rb.push(
-                "ipmasq",
-                lambda: ipmasq.teardown(
-                    conf.ip_masq_backend, ipns, conf.name, ifname, req.container_id
-                ),
-            )
-            try:
-                ipmasq.setup(conf.ip_masq_backend, ipns, conf.name, ifname, req.container_id)
-            except (ipmasq.IPMasqError, NftError) as exc:
-                raise CNIError(INTERNAL, f"failed to set up IP masquerading: {exc}") from None
+            masquerade(rb, conf.ip_masq_backend, result, conf.name, req)
 
         rb.step("done")
         if not conf.dns.is_empty():
