@@ -9,11 +9,11 @@ FLANNEL_MTU and FLANNEL_IPMASQ.
 from __future__ import annotations
 
 import ipaddress
-import os
 import random
-import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+
+from pycni.fsutil import write_atomic
 
 Net = ipaddress.IPv4Network
 
@@ -205,15 +205,4 @@ def read_subnet_env(path: str) -> SubnetEnv:
 
 def write_subnet_env(path: str, env: SubnetEnv) -> None:
     """Atomically (temp file + rename), so the plugin never reads half a file."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".subnet.", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(env.render())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, env.render(), mode=0o644, dir_mode=0o777, fsync=False, prefix=".subnet.")

@@ -31,6 +31,7 @@ from typing import Any
 
 from pycni.cluster import subnet as sn
 from pycni.cluster.etcd import Etcd
+from pycni.fsutil import write_atomic
 from pycni.net.ns import NetNS
 
 DEFAULT_STATE_DIR = "/run/pycni-cluster"
@@ -129,10 +130,8 @@ class ClusterState:
         return os.path.join(self.root, *parts)
 
     def save(self) -> None:
-        tmp = self.path(STATE_FILE + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(asdict(self), f, indent=2)
-        os.replace(tmp, self.path(STATE_FILE))
+        body = json.dumps(asdict(self), indent=2)
+        write_atomic(self.path(STATE_FILE), body, mode=0o644, fsync=False, make_dirs=False)
 
     @classmethod
     def load(cls, root: str) -> ClusterState:

@@ -12,7 +12,6 @@ import os
 import re
 import sys
 import sysconfig
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import resources
@@ -21,6 +20,7 @@ from pathlib import Path
 import pycni
 from pycni.fast import build, protocol
 from pycni.fast.marker import ENTRY_MARKER
+from pycni.fsutil import write_atomic
 from pycni.plugin import registry
 
 FORMS = ("auto", "c", "python", "inprocess")
@@ -98,16 +98,9 @@ def fallback_code() -> str:
 
 
 def _write_atomic(directory: Path, name: str, data: bytes) -> Path:
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, directory / name)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_atomic(
+        directory / name, data, mode=0o755, fsync=False, make_dirs=False, prefix=f".{name}."
+    )
     return directory / name
 
 

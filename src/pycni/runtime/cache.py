@@ -12,10 +12,10 @@ import base64
 import binascii
 import contextlib
 import os
-import tempfile
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pycni.fsutil import write_atomic
 from pycni.spec.conf import go_field, go_marshal, go_unmarshal
 from pycni.spec.errors import DECODING_FAILURE, INTERNAL, UNKNOWN, CNIError
 from pycni.spec.result import Result
@@ -81,20 +81,7 @@ def write_cache(
     """Persist the final ADD result atomically (dir 0700, file 0600)."""
     path = cache_file_path(cache_dir, net_name, rt)
     data = encode_cache(result, config, net_name, rt)
-    directory = os.path.dirname(path)
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=_TEMP_PREFIX, dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, data, mode=0o600, dir_mode=0o700, fsync=True, prefix=_TEMP_PREFIX)
 
 
 def delete_cache(cache_dir: str, net_name: str, rt: RuntimeConf) -> None:

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from pycni.fsutil import write_atomic
 from pycni.net.link import IFF_UP, LinkNotFound, addresses, index_of, mac_of, name_of
 from pycni.net.netlink import rtnl
 from pycni.net.ns import THREAD_NETNS, NetNS, NetNSNotFound
@@ -150,9 +151,8 @@ def _state_file(conf: HostDeviceConf, req: Request) -> str:
 
 
 def _save_node_state(path: str, name: str, up: bool, addrs: list[str]) -> None:
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    with open(path, "w") as fh:
-        json.dump({"name": name, "up": up, "addresses": addrs}, fh)
+    body = json.dumps({"name": name, "up": up, "addresses": addrs})
+    write_atomic(path, body, mode=0o644, dir_mode=0o700, fsync=False)
 
 
 def _load_node_state(path: str) -> dict[str, Any] | None:

@@ -11,10 +11,10 @@ import contextlib
 import ipaddress
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from functools import partial
 
+from pycni.fsutil import write_atomic
 from pycni.net import firewall_rules as rules
 from pycni.net import nft, tools
 from pycni.plugin.base import Plugin, Request
@@ -237,14 +237,10 @@ class _Records:
         return os.path.join(self.directory, f"{cid}_{ifname}")
 
     def save(self, cid: str, ifname: str, result: Result) -> None:
-        os.makedirs(self.directory, mode=0o700, exist_ok=True)
         body = json.dumps(
             {"containerID": cid, "ifname": ifname, "ips": [str(ip.address.ip) for ip in result.ips]}
         )
-        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-")
-        with os.fdopen(fd, "w") as fh:
-            fh.write(body)
-        os.replace(tmp, self._path(cid, ifname))
+        write_atomic(self._path(cid, ifname), body, mode=0o600, dir_mode=0o700, fsync=False)
 
     def load(self, cid: str, ifname: str) -> dict[int, list[IPAddress]]:
         try:

@@ -17,10 +17,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 from typing import Any
 
 from pycni.cluster import subnet as sn
+from pycni.fsutil import write_atomic
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.config import field, lookup, section
 from pycni.plugin.delegate import delegate
@@ -99,17 +99,7 @@ def _paths(req: Request) -> tuple[str, str]:
 
 
 def _save(path: str, data: bytes) -> None:
-    directory = os.path.dirname(path)
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".flannel.", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, data, mode=0o600, dir_mode=0o700, fsync=False, prefix=".flannel.")
 
 
 def _load_saved(path: str) -> dict[str, Any] | None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
+
+from pycni.fsutil import write_atomic
 
 DEFAULT_LEASE_DIR = "/run/pycni/dhcp"
 
@@ -22,13 +23,8 @@ class LeaseStore:
         return self.dir / (hashlib.sha256(client_id.encode()).hexdigest()[:40] + ".json")
 
     def save(self, record: dict[str, Any]) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         target = self._file(str(record["clientID"]))
-        tmp = target.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            json.dump(record, fh)
-        os.replace(tmp, target)
+        write_atomic(target, json.dumps(record), mode=0o600, dir_mode=0o700, fsync=False)
 
     def remove(self, client_id: str) -> None:
         with contextlib.suppress(FileNotFoundError):

@@ -11,9 +11,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from typing import Any
+
+from pycni.fsutil import write_atomic
 
 
 @dataclass
@@ -101,18 +102,7 @@ def load(path: str) -> Backup | None:
 
 def save(path: str, backup: Backup) -> None:
     """Write atomically (temp file + rename), mode 0600."""
-    directory = os.path.dirname(path)
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(backup.to_json())
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, backup.to_json(), mode=0o600, dir_mode=0o700, fsync=False)
 
 
 def remove(path: str) -> None:

@@ -1,0 +1,87 @@
+"""write_atomic: the one way state files are written (mode, replace, nothing left on failure)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from pycni.fsutil import write_atomic
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_writes_bytes_and_str_with_the_mode_asked_for(tmp_path: Path) -> None:
+    write_atomic(tmp_path / "a", b"\x00bytes", mode=0o600)
+    write_atomic(tmp_path / "b", "text é", mode=0o644)
+    assert (tmp_path / "a").read_bytes() == b"\x00bytes"
+    assert (tmp_path / "b").read_text(encoding="utf-8") == "text é"
+    assert _mode(tmp_path / "a") == 0o600
+    assert _mode(tmp_path / "b") == 0o644
+
+
+def test_creates_the_directory_with_dir_mode(tmp_path: Path) -> None:
+    target = tmp_path / "state" / "file"
+    write_atomic(target, b"x", dir_mode=0o700, fsync=False)
+    assert _mode(tmp_path / "state") == 0o700
+    assert target.read_bytes() == b"x"
+
+
+def test_make_dirs_false_does_not_create_the_directory(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        write_atomic(tmp_path / "missing" / "file", b"x", make_dirs=False)
+    assert not (tmp_path / "missing").exists()
+
+
+def test_replaces_the_old_file_as_a_new_inode(tmp_path: Path) -> None:
+    target = tmp_path / "f"
+    target.write_bytes(b"old contents that are longer")
+    os.chmod(target, 0o666)
+    reader = target.open("rb")  # a reader that opened the old file keeps the old bytes
+    try:
+        write_atomic(target, b"new", mode=0o600)
+        assert reader.read() == b"old contents that are longer"
+    finally:
+        reader.close()
+    assert target.read_bytes() == b"new"
+    assert _mode(target) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]
+
+
+def test_failure_keeps_the_old_file_and_leaves_no_temp_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "f"
+    target.write_bytes(b"old")
+
+    def broken_replace(src: str, dst: str) -> None:
+        raise OSError("disk on fire")
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    with pytest.raises(OSError, match="disk on fire"):
+        write_atomic(target, b"new", prefix=".tmp-")
+    assert target.read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["f"]
+
+
+def test_failure_while_writing_leaves_no_temp_file(tmp_path: Path) -> None:
+    with pytest.raises(TypeError):
+        write_atomic(tmp_path / "f", 42, prefix=".mine-")  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_temp_file_uses_the_prefix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[str] = []
+    real_replace = os.replace
+
+    def spy(src: str, dst: str) -> None:
+        seen.append(os.path.basename(src))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", spy)
+    write_atomic(tmp_path / "f", b"x", prefix=".pycni-tmp-")
+    assert len(seen) == 1 and seen[0].startswith(".pycni-tmp-")
