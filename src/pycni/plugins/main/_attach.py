@@ -14,6 +14,9 @@ from typing import Any
 
 from pycni.net import sysctl
 from pycni.net.addr import AddressError, configure_iface, validate_ips
+from pycni.net.link import LinkNotFound, index_of
+from pycni.net.netlink import rtnl
+from pycni.net.ns import NetNS, NetNSNotFound
 from pycni.net.route import RouteError, validate_routes
 from pycni.plugin.base import Request
 from pycni.plugin.config import field, section
@@ -124,6 +127,26 @@ def ipam_passthrough(req: Request, command: str) -> None:
     kind = ipam_type(req)
     if kind:
         delegate(req, kind, command=command)
+
+
+def delete_in_pod(pod: NetNS, index: int) -> None:
+    """Rollback step: remove the link this ADD created in the pod."""
+    with pod.entered(), rtnl() as ipr:
+        ipr.link("del", index=index)
+
+
+def delete_pod_link(req: Request) -> None:
+    """DEL of a link that lives and dies in the pod: a gone netns or link is already done."""
+    if not req.netns:
+        return
+    try:
+        with req.open_netns() as pod, pod.entered(), rtnl() as ipr:
+            try:
+                ipr.link("del", index=index_of(ipr, req.ifname))
+            except LinkNotFound:
+                return
+    except NetNSNotFound:
+        return
 
 
 def masquerade(rb: Rollback, backend: str, result: Result, network: str, req: Request) -> None:

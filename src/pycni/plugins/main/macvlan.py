@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-from contextlib import ExitStack, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 from pycni.net import macvlan
 from pycni.net.link import LinkNotFound, index_of, mac_of
 from pycni.net.netlink import rtnl
-from pycni.net.ns import NetNS, NetNSNotFound
+from pycni.net.ns import NetNS
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.config import field
 from pycni.plugin.rollback import Rollback
 from pycni.plugins.main._attach import (
     check_ips_and_routes,
     configure_pod_iface,
+    delete_in_pod,
+    delete_pod_link,
     internal,
     invalid,
     ipam_add,
@@ -96,7 +98,7 @@ class Macvlan(Plugin):
                     raise internal(f"failed to create macvlan: {exc}") from None
             with pod.entered(), rtnl() as ipr:
                 index = index_of(ipr, tmp)
-                rb.push("create", lambda: _delete_index(pod, index))
+                rb.push("create", lambda: delete_in_pod(pod, index))
                 rb.step("rename")
                 try:
                     ipr.link("set", index=index, ifname=req.ifname)
@@ -116,16 +118,7 @@ class Macvlan(Plugin):
 
     def delete(self, req: Request) -> None:
         ipam_passthrough(req, "DEL")
-        if not req.netns:
-            return
-        try:
-            with req.open_netns() as pod, pod.entered(), rtnl() as ipr:
-                try:
-                    ipr.link("del", index=index_of(ipr, req.ifname))
-                except LinkNotFound:
-                    return
-        except NetNSNotFound:
-            return
+        delete_pod_link(req)
 
     def check(self, req: Request) -> None:
         conf = load_conf(req)
@@ -162,13 +155,6 @@ def _check_link(ipr: Any, intf: Interface, mode: str) -> int:
             f"Interface {intf.name} Mac {intf.mac} doesn't match container Mac: {mac_of(msg)}"
         )
     return index
-
-
-def _delete_index(pod: NetNS, index: int) -> None:
-    with ExitStack() as stack:
-        stack.enter_context(pod.entered())
-        ipr = stack.enter_context(rtnl())
-        ipr.link("del", index=index)
 
 
 PLUGIN = Macvlan()

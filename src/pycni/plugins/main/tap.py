@@ -19,7 +19,7 @@ from typing import Any
 from pycni.net import link_attrs, tun
 from pycni.net.link import LinkNotFound, index_of, mac_of
 from pycni.net.netlink import rtnl
-from pycni.net.ns import NetNS, NetNSNotFound
+from pycni.net.ns import NetNS
 from pycni.net.veth import random_host_name
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.config import field
@@ -27,6 +27,8 @@ from pycni.plugin.rollback import Rollback
 from pycni.plugins.main._attach import (
     check_ips_and_routes,
     configure_pod_iface,
+    delete_in_pod,
+    delete_pod_link,
     internal,
     invalid,
     ipam_add,
@@ -102,7 +104,7 @@ def _make_tap(ipr: Any, pod: NetNS, conf: TapConf, ifname: str, rb: Rollback) ->
     except tun.TunError as exc:
         raise internal(f"failed to create tap: {exc}") from None
     index = index_of(ipr, tmp)
-    rb.push("create", lambda: _delete_in(pod, index))
+    rb.push("create", lambda: delete_in_pod(pod, index))
     rb.step("configure-link")
     try:
         if conf.mtu:
@@ -156,16 +158,7 @@ class Tap(Plugin):
     def delete(self, req: Request) -> None:
         load_conf(req)
         ipam_passthrough(req, "DEL")
-        if not req.netns:
-            return
-        try:
-            with req.open_netns() as pod, pod.entered(), rtnl() as ipr:
-                try:
-                    ipr.link("del", index=index_of(ipr, req.ifname))
-                except LinkNotFound:
-                    return
-        except NetNSNotFound:
-            return
+        delete_pod_link(req)
 
     def check(self, req: Request) -> None:
         load_conf(req)
@@ -181,11 +174,6 @@ class Tap(Plugin):
 
     def status(self, req: Request) -> None:
         ipam_passthrough(req, "STATUS")
-
-
-def _delete_in(pod: NetNS, index: int) -> None:
-    with pod.entered(), rtnl() as ipr:
-        ipr.link("del", index=index)
 
 
 PLUGIN = Tap()
