@@ -159,6 +159,23 @@ class CNIConfig:
         conf = self._build_config(name, cni_version, plugin, prev_result, rt)
         exec_plugin_without_result(self.exec, path, conf.raw, self._env(command, rt), control)
 
+    def _write_cache(self, name: str, raw: bytes, result: Result, rt: RuntimeConf) -> None:
+        """Cache ADD's final result; a failure fails the ADD (the caller must DEL)."""
+        try:
+            cache.write_cache(self.cache_dir, result, raw, name, rt)
+        except (OSError, CNIError) as err:
+            text = err.msg if isinstance(err, CNIError) else str(err)
+            raise CNIError(
+                INTERNAL, f'failed to set network "{name}" cached result: {text}'
+            ) from err
+
+    def _read_cache(self, name: str, cni_version: str, rt: RuntimeConf) -> Result | None:
+        """The cached ADD result for CHECK/DEL; an unreadable cache fails the call."""
+        try:
+            return cache.read_cached_result(self.cache_dir, name, cni_version, rt)
+        except CNIError as err:
+            raise _wrap(f'failed to get network "{name}" cached result', err) from err
+
     # --- network lists ------------------------------------------------------------------------
 
     def add_network_list(
@@ -185,13 +202,7 @@ class CNIConfig:
                     raise _wrap(f"plugin {plugin.description()} failed (add)", err) from err
             if result is None:
                 raise CNIError(INTERNAL, f'network "{conf.name}" has no plugins')
-            try:
-                cache.write_cache(self.cache_dir, result, conf.raw, conf.name, rt)
-            except (OSError, CNIError) as err:
-                text = err.msg if isinstance(err, CNIError) else str(err)
-                raise CNIError(
-                    INTERNAL, f'failed to set network "{conf.name}" cached result: {text}'
-                ) from err
+            self._write_cache(conf.name, conf.raw, result, rt)
             return result
 
     def check_network_list(
@@ -216,10 +227,7 @@ class CNIConfig:
             return
         control = self._control(timeout, cancel)
         with self._attachment_lock(conf.name, rt):
-            try:
-                cached = cache.read_cached_result(self.cache_dir, conf.name, conf.cni_version, rt)
-            except CNIError as err:
-                raise _wrap(f'failed to get network "{conf.name}" cached result', err) from err
+            cached = self._read_cache(conf.name, conf.cni_version, rt)
             for plugin in conf.plugins:
                 self._run_without_result(
                     "CHECK", conf.name, conf.cni_version, plugin, cached, rt, control
@@ -364,12 +372,7 @@ class CNIConfig:
         name, cni_version = plugin.name, plugin.cni_version
         with self._attachment_lock(name, rt):
             result = self._add(name, cni_version, plugin, None, rt, control)
-            try:
-                cache.write_cache(self.cache_dir, result, plugin.raw, name, rt)
-            except (OSError, CNIError) as err:
-                raise CNIError(
-                    INTERNAL, f'failed to set network "{name}" cached result: {err}'
-                ) from err
+            self._write_cache(name, plugin.raw, result, rt)
             return result
 
     def check_network(
@@ -383,10 +386,7 @@ class CNIConfig:
             )
         control = self._control(timeout, None)
         with self._attachment_lock(name, rt):
-            try:
-                cached = cache.read_cached_result(self.cache_dir, name, cni_version, rt)
-            except CNIError as err:
-                raise _wrap(f'failed to get network "{name}" cached result', err) from err
+            cached = self._read_cache(name, cni_version, rt)
             self._run_without_result("CHECK", name, cni_version, plugin, cached, rt, control)
 
     def del_network(
@@ -397,10 +397,7 @@ class CNIConfig:
         with self._attachment_lock(name, rt):
             cached: Result | None = None
             if spec_version.at_least(cni_version, "0.4.0"):
-                try:
-                    cached = cache.read_cached_result(self.cache_dir, name, cni_version, rt)
-                except CNIError as err:
-                    raise _wrap(f'failed to get network "{name}" cached result', err) from err
+                cached = self._read_cache(name, cni_version, rt)
             self._run_without_result("DEL", name, cni_version, plugin, cached, rt, control)
             cache.delete_cache(self.cache_dir, name, rt)
 
