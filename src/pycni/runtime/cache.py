@@ -142,6 +142,15 @@ def decode_cached_info(data: bytes) -> CachedInfo:
     return info
 
 
+def _read_cache_file(cache_dir: str, net_name: str, rt: RuntimeConf) -> bytes | None:
+    """The raw cache file; None when it cannot be read (no cache is not an error)."""
+    try:
+        with open(cache_file_path(cache_dir, net_name, rt), "rb") as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
 def _create_from_bytes(data: bytes) -> Result:
     """libcni ``create.CreateFromBytes``: decode the version, then the result."""
     try:
@@ -166,11 +175,8 @@ def read_cached_result(
     A file that is not a V1 cache is read as a bare (legacy) result; a 0-byte or corrupt file
     is an error here (DEL tolerates it, CHECK reports it).
     """
-    path = cache_file_path(cache_dir, net_name, rt)
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except OSError:
+    data = _read_cache_file(cache_dir, net_name, rt)
+    if data is None:
         return None
     try:
         info = decode_cached_info(data)
@@ -194,11 +200,8 @@ def read_cached_config(
     cache_dir: str, net_name: str, rt: RuntimeConf
 ) -> tuple[bytes, RuntimeConf] | None:
     """The cached conflist bytes and ``rt`` with the cached args; None when there is no file."""
-    path = cache_file_path(cache_dir, net_name, rt)
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except OSError:
+    data = _read_cache_file(cache_dir, net_name, rt)
+    if data is None:
         return None
     try:
         info = decode_cached_info(data)
