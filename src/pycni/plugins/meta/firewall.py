@@ -111,17 +111,23 @@ def _fail(exc: Exception) -> CNIError:
     return CNIError(INTERNAL, f"firewall: {exc}")
 
 
+def _conf_and_prev(req: Request) -> tuple[FirewallConf, Result]:
+    """What ADD and CHECK start from: the config and the required prevResult (no firewalld)."""
+    conf = parse(req)
+    prev = req.prev_result()
+    if prev is None:
+        raise CNIError(INVALID_NETWORK_CONFIG, "missing prevResult from earlier plugin")
+    if conf.backend == "firewalld":
+        raise _firewalld_refused()
+    return conf, prev
+
+
 class Firewall(Plugin):
     about = "pycni firewall: allow forwarded traffic of a pod, optionally isolate its bridge"
     supported_versions = ("0.4.0", "1.0.0", "1.1.0")
 
     def add(self, req: Request) -> Result:
-        conf = parse(req)
-        prev = req.prev_result()
-        if prev is None:
-            raise CNIError(INVALID_NETWORK_CONFIG, "missing prevResult from earlier plugin")
-        if conf.backend == "firewalld":
-            raise _firewalld_refused()
+        conf, prev = _conf_and_prev(req)
         families = _by_family(prev)
         bridge = _bridge_of(prev, conf.ingress_policy)
         with Rollback(req.env) as rb:
@@ -178,12 +184,7 @@ class Firewall(Plugin):
         records.remove(req.container_id, req.ifname)
 
     def check(self, req: Request) -> None:
-        conf = parse(req)
-        prev = req.prev_result()
-        if prev is None:
-            raise CNIError(INVALID_NETWORK_CONFIG, "missing prevResult from earlier plugin")
-        if conf.backend == "firewalld":
-            raise _firewalld_refused()
+        conf, prev = _conf_and_prev(req)
         families = _by_family(prev)
         try:
             if conf.backend == "iptables":
