@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from pycni import playground
 from pycni.cluster import up as cluster
 from pycni.cluster.lease import LeaseError, LeaseInfo, LeaseStore
 from pycni.cluster.subnet import NetworkConfig
@@ -271,7 +272,7 @@ def test_down_leaves_nothing(up: Cluster) -> None:
     assert "cluster removed" in proc.stdout
     assert [n for n in names if os.path.exists(cluster.netns_path(n))] == []
     assert [n for n in harness.leftover_namespaces() if n.startswith(up.prefix)] == []
-    assert [p for p in pids if os.path.exists(f"/proc/{p}") and cluster._alive(p)] == []
+    assert [p for p in pids if os.path.exists(f"/proc/{p}") and playground.alive(p)] == []
     assert not up.root.exists()
     again = _pycni("cluster", "--state-dir", str(up.root), "down")
     assert again.returncode == 0 and "nothing to remove" in again.stdout

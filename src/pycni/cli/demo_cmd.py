@@ -100,9 +100,9 @@ def _report(outcome: Any, topology: str, out: TextIO) -> None:
 
 def _topology(state: Any) -> str:
     from pycni.demo import topology
-    from pycni.demo.run import netns_path
     from pycni.inspect.collect import Paths, collect
     from pycni.net.ns import NetNS
+    from pycni.playground import netns_path
 
     with NetNS.open(netns_path(state.node)) as ns, ns.entered():
         node_state = collect(Paths(state.conf_dir, state.cache_dir, state.data_dir))

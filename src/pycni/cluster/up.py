@@ -33,6 +33,7 @@ from pycni.cluster import subnet as sn
 from pycni.cluster.etcd import Etcd
 from pycni.fsutil import write_atomic
 from pycni.net.ns import NetNS
+from pycni.playground import add_namespace, alive, cmdline, netns_path, remove_namespaces, run_ip
 
 DEFAULT_STATE_DIR = "/run/pycni-cluster"
 DEFAULT_PREFIX = "pycni-cl-"
@@ -150,14 +151,8 @@ class ClusterState:
         raise ClusterError(f"no node {name_or_index!r} in this cluster")
 
 
-def netns_path(name: str) -> str:
-    return f"/run/netns/{name}"
-
-
 def _ip(*argv: str) -> None:
-    proc = subprocess.run(["ip", *argv], capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise ClusterError(f"ip {' '.join(argv)}: {proc.stderr.strip()}")
+    run_ip(argv, ClusterError)
 
 
 @contextlib.contextmanager
@@ -183,25 +178,9 @@ def _spawn_in(namespace: str, argv: list[str], log_path: str) -> int:
     return proc.pid
 
 
-def _cmdline(pid: int) -> bytes:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read()
-    except OSError:
-        return b""
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
 def _stop(pid: int | None, marker: str, *, hard: bool = False, wait: float = 10.0) -> None:
     """Stop our process ``pid`` (only if its command line still carries ``marker``)."""
-    if pid is None or marker.encode() not in _cmdline(pid):
+    if pid is None or marker.encode() not in cmdline(pid):
         return
     with contextlib.suppress(OSError):
         os.kill(pid, signal.SIGKILL if hard else signal.SIGTERM)
@@ -209,7 +188,7 @@ def _stop(pid: int | None, marker: str, *, hard: bool = False, wait: float = 10.
     while time.monotonic() < deadline:
         with contextlib.suppress(ChildProcessError, OSError):
             os.waitpid(pid, os.WNOHANG)
-        if not _alive(pid):
+        if not alive(pid):
             return
         time.sleep(0.05)
     with contextlib.suppress(OSError):
@@ -221,8 +200,8 @@ def _stop(pid: int | None, marker: str, *, hard: bool = False, wait: float = 10.
 def agent_running(node: NodeState) -> bool:
     return (
         node.agent_pid is not None
-        and _alive(node.agent_pid)
-        and node.subnet_file.encode() in _cmdline(node.agent_pid)
+        and alive(node.agent_pid)
+        and node.subnet_file.encode() in cmdline(node.agent_pid)
     )
 
 
@@ -235,10 +214,7 @@ def _new_namespace(state: ClusterState, name: str) -> None:
             f"namespace {name} already exists: a cluster is still up "
             "(remove it with `pycni cluster down`)"
         )
-    _ip("netns", "add", name)
-    state.created.append(name)
-    state.save()
-    _ip("-n", name, "link", "set", "lo", "up")
+    add_namespace(name, state.created, state.save, ClusterError)
 
 
 def _build_underlay(state: ClusterState, count: int) -> None:
@@ -298,7 +274,7 @@ def _start_etcd(state: ClusterState) -> None:
     while time.monotonic() < deadline:
         if client_api.healthy():
             return
-        if not _alive(state.etcd_pid):
+        if not alive(state.etcd_pid):
             break
         time.sleep(0.1)
     raise ClusterError(f"etcd did not come up; see {state.path('etcd.log')}")
@@ -340,7 +316,7 @@ def wait_for_subnet(node: NodeState, timeout: float = 30.0) -> str:
         found = node.subnet()
         if found:
             return found
-        if node.agent_pid is not None and not _alive(node.agent_pid):
+        if node.agent_pid is not None and not alive(node.agent_pid):
             break
         time.sleep(0.05)
     raise ClusterError(f"the agent of {node.name} wrote no subnet file; see {node.agent_log}")
@@ -552,12 +528,7 @@ def down(state: ClusterState, progress: Progress | None = None) -> list[str]:
         say(f"{len(state.pods)} pods detached")
     _stop(state.etcd_pid, "etcd")
     say("etcd stopped")
-    for name in reversed(state.created):
-        if os.path.exists(netns_path(name)):
-            try:
-                _ip("netns", "del", name)
-            except ClusterError as exc:
-                problems.append(str(exc))
+    problems += remove_namespaces(state.created, ClusterError)
     say(f"{len(state.created)} namespaces removed")
     shutil.rmtree(state.root, ignore_errors=True)
     return problems

@@ -25,7 +25,9 @@ from typing import Any, TextIO
 
 from pycni.demo import checks, network
 from pycni.demo.checks import Check
+from pycni.fsutil import write_atomic
 from pycni.net.ns import NetNS
+from pycni.playground import add_namespace, alive, cmdline, netns_path, remove_namespaces, run_ip
 
 KEEP_DIR = "/run/pycni-demo"
 DEFAULT_PREFIX = "pycni-demo-"
@@ -78,8 +80,8 @@ class DemoState:
         return self.path("networks")
 
     def save(self) -> None:
-        with open(self.path(STATE_FILE), "w", encoding="utf-8") as f:
-            json.dump(asdict(self), f, indent=2)
+        body = json.dumps(asdict(self), indent=2)
+        write_atomic(self.path(STATE_FILE), body, mode=0o644, fsync=False, make_dirs=False)
 
     @classmethod
     def load(cls, root: str) -> DemoState:
@@ -111,14 +113,8 @@ class Outcome:
         return all(c.ok for c in self.checks)
 
 
-def netns_path(name: str) -> str:
-    return f"/run/netns/{name}"
-
-
 def _ip(*argv: str) -> None:
-    proc = subprocess.run(["ip", *argv], capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise DemoError(f"ip {' '.join(argv)}: {proc.stderr.strip()}")
+    run_ip(argv, DemoError)
 
 
 class Progress:
@@ -164,10 +160,7 @@ def _create_namespaces(state: DemoState) -> None:
             "(remove it with `pycni demo --down`)"
         )
     for name in [state.node, state.client, *state.pods]:
-        _ip("netns", "add", name)
-        state.created.append(name)
-        state.save()
-        _ip("-n", name, "link", "set", "lo", "up")
+        add_namespace(name, state.created, state.save, DemoError)
     _ip(
         "-n",
         state.node,
@@ -303,29 +296,20 @@ def _start_server(state: DemoState, pod: str) -> int:
 def _stop_server(pid: int | None) -> None:
     if pid is None:
         return
+    if b"http.server" not in cmdline(pid):
+        return  # gone, or not ours any more
     try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            if b"http.server" not in f.read():
-                return  # not ours any more
         os.killpg(pid, signal.SIGTERM)
-    except (OSError, ProcessLookupError):
+    except OSError:
         return
     for _ in range(50):
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
-        if not os.path.exists(f"/proc/{pid}") or _is_zombie(pid):
+        if not alive(pid):
             return
         time.sleep(0.02)
     with contextlib.suppress(OSError):
         os.killpg(pid, signal.SIGKILL)
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return True
 
 
 def _run_checks(outcome: Outcome, progress: Progress) -> None:
@@ -402,12 +386,7 @@ def down(state: DemoState, progress: Callable[[str], None] | None = None) -> lis
     problems += errors
     if timings:
         say("DEL " + ", ".join(f"{ms:.0f} ms" for ms in timings))
-    for name in reversed(state.created):
-        if os.path.exists(netns_path(name)):
-            try:
-                _ip("netns", "del", name)
-            except DemoError as exc:
-                problems.append(str(exc))
+    problems += remove_namespaces(state.created, DemoError)
     say("namespaces removed")
     shutil.rmtree(state.root, ignore_errors=True)
     return problems
