@@ -305,7 +305,8 @@ def _dump_links(ipr: Any) -> list[_RawLink]:
     return out
 
 
-def _ns_key(path: str) -> tuple[int, int] | None:
+def ns_key(path: str) -> tuple[int, int] | None:
+    """What identifies a namespace file (device, inode); None when it cannot be stat'ed."""
     try:
         st = os.stat(path)
     except OSError:
@@ -315,7 +316,7 @@ def _ns_key(path: str) -> tuple[int, int] | None:
 
 def candidate_namespaces(netns_dir: str, attachments: list[Attachment]) -> list[tuple[str, str]]:
     """(name, path) of the namespaces worth looking into, one per namespace, not our own."""
-    own = _ns_key(THREAD_NETNS)
+    own = ns_key(THREAD_NETNS)
     seen = {own}
     out = []
     paths: list[tuple[str, str]] = []
@@ -323,7 +324,7 @@ def candidate_namespaces(netns_dir: str, attachments: list[Attachment]) -> list[
         paths += [(n, os.path.join(netns_dir, n)) for n in sorted(os.listdir(netns_dir))]
     paths += [(a.netns, a.netns) for a in attachments if a.netns_exists]
     for name, path in paths:
-        key = _ns_key(path)
+        key = ns_key(path)
         if key is None or key in seen:
             continue
         seen.add(key)
@@ -440,14 +441,14 @@ def read_kernel(state: NodeState, netns_dir: str) -> None:
 
 
 def _current_netns_label(netns_dir: str) -> str:
-    own = _ns_key(THREAD_NETNS)
+    own = ns_key(THREAD_NETNS)
     try:
         for name in sorted(os.listdir(netns_dir)):
-            if _ns_key(os.path.join(netns_dir, name)) == own:
+            if ns_key(os.path.join(netns_dir, name)) == own:
                 return name
     except OSError:
         pass
-    return "host" if own == _ns_key("/proc/1/ns/net") else f"netns:[{own[1] if own else '?'}]"
+    return "host" if own == ns_key("/proc/1/ns/net") else f"netns:[{own[1] if own else '?'}]"
 
 
 def collect(paths: Paths) -> NodeState:

@@ -11,10 +11,9 @@ Four kinds, each with what `pycni cleanup` does about it:
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
-from pycni.inspect.collect import iter_live_pod_ips
+from pycni.inspect.collect import iter_live_pod_ips, ns_key
 from pycni.inspect.model import NodeState
 from pycni.inspect.nftmap import owner_chain
 
@@ -29,14 +28,6 @@ class Leak:
     network: str = ""
     container_id: str = ""
     ifname: str = ""
-
-
-def _ns_key(path: str) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino)
 
 
 def _cni_bridges(state: NodeState) -> set[str]:
@@ -82,7 +73,7 @@ def find_leaks(state: NodeState) -> list[Leak]:
                 )
             )
 
-    live_ns = {key for key in (_ns_key(a.netns) for a in live) if key is not None}
+    live_ns = {key for key in (ns_key(a.netns) for a in live) if key is not None}
     live_host_ifs = {name for a in live for name in a.host_interfaces}
     cached_host_ifs = {name for a in state.attachments for name in a.host_interfaces}
     bridges = _cni_bridges(state)
@@ -90,7 +81,7 @@ def find_leaks(state: NodeState) -> list[Leak]:
         managed = (veth.master in bridges) or veth.name in cached_host_ifs
         if not managed:
             continue
-        if veth.peer is not None and _ns_key(veth.peer.namespace_path) in live_ns:
+        if veth.peer is not None and ns_key(veth.peer.namespace_path) in live_ns:
             continue
         if veth.peer is None and veth.name in live_host_ifs:
             continue  # the peer's namespace is not one we can see, but the cache vouches for it
