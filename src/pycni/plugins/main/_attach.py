@@ -2,7 +2,8 @@
 
 These plugins hand the pod exactly one interface (index 0 of the result); when an IPAM type
 is configured its addresses all go on that interface, and the result's DNS is the config's
-``dns`` (the IPAM plugin's DNS is dropped, as the reference does).
+``dns`` (the IPAM plugin's DNS is dropped, as the reference does). bridge and ptp use the
+pod link's DEL and the ipMasq step from here too.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from pycni.net import sysctl
 from pycni.net.addr import AddressError, configure_iface, validate_ips
-from pycni.net.link import LinkNotFound, index_of
+from pycni.net.link import IPInterface, LinkNotFound, delete_by_name
 from pycni.net.netlink import rtnl
 from pycni.net.ns import NetNS, NetNSNotFound
 from pycni.net.route import RouteError, validate_routes
@@ -135,18 +136,22 @@ def delete_in_pod(pod: NetNS, index: int) -> None:
         ipr.link("del", index=index)
 
 
-def delete_pod_link(req: Request) -> None:
-    """DEL of a link that lives and dies in the pod: a gone netns or link is already done."""
+def delete_pod_link(req: Request) -> list[IPInterface] | None:
+    """DEL: delete CNI_IFNAME in the pod and return its global addresses.
+
+    A link already gone gives ``[]``; no namespace (none given, or already deleted) gives
+    None, so a caller can still clean what is keyed by the attachment rather than the link.
+    """
     if not req.netns:
-        return
+        return None
     try:
         with req.open_netns() as pod, pod.entered(), rtnl() as ipr:
             try:
-                ipr.link("del", index=index_of(ipr, req.ifname))
+                return delete_by_name(ipr, req.ifname)
             except LinkNotFound:
-                return
+                return []
     except NetNSNotFound:
-        return
+        return None
 
 
 def masquerade(rb: Rollback, backend: str, result: Result, network: str, req: Request) -> None:

@@ -19,7 +19,6 @@ from pycni.net import ipmasq, link, macspoofchk, sysctl
 from pycni.net.addr import AddressError, configure_iface, validate_ips
 from pycni.net.netlink import rtnl
 from pycni.net.nft import NftError
-from pycni.net.ns import NetNSNotFound
 from pycni.net.route import RouteError, validate_routes
 from pycni.net.veth import VethNameTaken, create_pair
 from pycni.plugin.base import Plugin, Request
@@ -27,7 +26,7 @@ from pycni.plugin.config import field as cfg
 from pycni.plugin.config import lookup, section
 from pycni.plugin.delegate import delegate
 from pycni.plugin.rollback import Rollback
-from pycni.plugins.main._attach import masquerade
+from pycni.plugins.main._attach import delete_pod_link, masquerade
 from pycni.spec.args import load_args
 from pycni.spec.errors import (
     INTERNAL,
@@ -363,23 +362,12 @@ class Bridge(Plugin):
 
     def delete(self, req: Request) -> None:
         conf = load_conf(req)
-        ipnets: list[Any] = []
         # Without a namespace (none given, or already deleted) there is no link to remove,
         # but unlike the reference we still remove the firewall rules: they are keyed by
         # the attachment, not by anything inside the namespace.
-        netns_gone = not req.netns
-        try:
-            if netns_gone:
-                raise NetNSNotFound("")
-            with (
-                req.open_netns() as pod,
-                pod.entered(),
-                rtnl() as pipr,
-                contextlib.suppress(link.LinkNotFound),
-            ):
-                ipnets = link.delete_by_name(pipr, req.ifname)
-        except NetNSNotFound:
-            netns_gone = True  # unlike the reference we still clean the firewall below
+        found = delete_pod_link(req)
+        netns_gone = found is None
+        ipnets: list[Any] = found or []
         self._ipam_del(req, conf)
         errors: list[str] = []
         if conf.macspoofchk or netns_gone:

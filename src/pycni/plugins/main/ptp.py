@@ -18,14 +18,13 @@ from pycni.net import ipmasq, link, sysctl
 from pycni.net.addr import AddressError, configure_iface, tolerate_exists, validate_ips
 from pycni.net.netlink import rtnl
 from pycni.net.nft import NftError
-from pycni.net.ns import NetNSNotFound
 from pycni.net.route import RTPROT_BOOT, RouteError, validate_routes
 from pycni.net.veth import VethNameTaken, create_pair
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.config import field, section
 from pycni.plugin.delegate import delegate
 from pycni.plugin.rollback import Rollback
-from pycni.plugins.main._attach import masquerade
+from pycni.plugins.main._attach import delete_pod_link, masquerade
 from pycni.spec.errors import INTERNAL, INVALID_NETWORK_CONFIG, CNIError
 from pycni.spec.result import DNS, Interface, IPConfig, Result
 
@@ -147,18 +146,7 @@ class Ptp(Plugin):
     def delete(self, req: Request) -> None:
         conf = load_conf(req)
         delegate(req, conf.ipam_type, "DEL")  # first, as the reference
-        ipnets: list[Any] = []
-        if req.netns:
-            try:
-                with (
-                    req.open_netns() as pod,
-                    pod.entered(),
-                    rtnl() as pipr,
-                    contextlib.suppress(link.LinkNotFound),
-                ):
-                    ipnets = link.delete_by_name(pipr, req.ifname)
-            except NetNSNotFound:
-                pass
+        ipnets: list[Any] = delete_pod_link(req) or []
         if conf.ip_masq:
             # unlike the reference, also when the link was already gone (no IPs known): the
             # nftables rules are found by their comment, so they do not leak
