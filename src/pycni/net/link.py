@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
+from pycni.net import addrdump
 from pycni.net.netlink import rtnl
 
 IPInterface = ipaddress.IPv4Interface | ipaddress.IPv6Interface
@@ -38,7 +39,12 @@ def flags_of(name: str) -> int:
 
 
 def addresses(ipr: Any, index: int) -> list[IPInterface]:
-    """Every address on the link, IPv4 first, as the kernel reports them."""
+    """Every address on the link, IPv4 first, as the kernel reports them.
+
+    When ``ipr`` belongs to the thread's current namespace (the usual case) this is one
+    kernel-filtered dump (see net/addrdump.py for why not pyroute2's); otherwise pyroute2's."""
+    if addrdump.socket_in_current_netns(ipr.fileno()):
+        return addrdump.addresses(index)
     out: list[IPInterface] = []
     for msg in ipr.get_addr(index=index):
         addr = msg.get_attr("IFA_ADDRESS") or msg.get_attr("IFA_LOCAL")

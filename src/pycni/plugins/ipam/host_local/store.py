@@ -29,6 +29,9 @@ _GO_SPACE = "\t\n\v\f\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000" + "".join(
 )
 
 
+_READ_MAX = 1 << 16  # a reservation holds an ID and an ifname
+
+
 def go_trim(text: str) -> str:
     return text.strip(_GO_SPACE)
 
@@ -134,12 +137,15 @@ class Store:
                 if not is_reservation_name(name):
                     continue
                 path = os.path.join(base, name)
-                try:
-                    with open(path, "rb") as handle:
-                        content = handle.read().decode("utf-8", errors="surrogateescape")
+                try:  # os-level I/O: this loop runs over every reservation on each ADD and DEL
+                    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+                    try:
+                        raw = os.read(fd, _READ_MAX)
+                    finally:
+                        os.close(fd)
                 except OSError:
                     continue
-                yield path, name, go_trim(content)
+                yield path, name, go_trim(raw.decode("utf-8", errors="surrogateescape"))
 
     def get_by_id(self, container_id: str, ifname: str) -> list[IPAddress]:
         """Addresses held by this attachment, or by a legacy file holding only the ID."""
