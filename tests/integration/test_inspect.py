@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
@@ -121,8 +122,9 @@ def test_inspect_shows_pods_bridge_veths_and_mappings(
     assert "Leaks: none" in text
 
 
+@pytest.mark.parametrize("command", ["cleanup", "gc"])
 def test_leaks_of_each_kind_are_reported_and_cleaned(
-    net: Node, pod_factory: Callable[[], harness.Namespace]
+    net: Node, pod_factory: Callable[[], harness.Namespace], command: str
 ) -> None:
     keep, gone, stray = pod_factory(), pod_factory(), pod_factory()
     keep_ip = net.attach(keep, 8080)
@@ -144,7 +146,17 @@ def test_leaks_of_each_kind_are_reported_and_cleaned(
     assert "8081" in by_kind["mapping"]["reason"]
     assert net.node.run(PYCNI, "inspect", *net.dirs(), "--check", check=False).returncode == 3
 
-    proc = net.node.run(PYCNI, "cleanup", *net.dirs(), "--cni-path", net.cni_path, check=False)
+    if command == "cleanup":
+        proc = net.node.run(PYCNI, "cleanup", *net.dirs(), "--cni-path", net.cni_path, check=False)
+    else:  # `pycni gc` without NETWORK and NETNS: the same, configured like cnitool
+        env = {
+            **os.environ,
+            "NETCONFPATH": str(net.state.conf_dir),
+            "CNI_PATH": net.cni_path,
+        }
+        proc = net.node.run(
+            PYCNI, "gc", "--cache-dir", str(net.state.cache_dir), check=False, env=env
+        )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     after = net.inspect()
     assert after["leaks"] == []

@@ -52,8 +52,22 @@ def register(subparsers: Any) -> None:
         parser: argparse.ArgumentParser = subparsers.add_parser(
             verb, parents=[common], help=text, description=text
         )
-        parser.add_argument("network", help="network name (a config in NETCONFPATH)")
-        parser.add_argument("netns", help="network namespace path, e.g. /run/netns/pod1")
+        node_wide = verb == "gc"  # `pycni gc` alone: every network of the node (not in cnitool)
+        parser.add_argument(
+            "network",
+            nargs="?" if node_wide else None,
+            help="network name (a config in NETCONFPATH)"
+            + (
+                "; without NETWORK and NETNS: GC every network and remove leaks"
+                if node_wide
+                else ""
+            ),
+        )
+        parser.add_argument(
+            "netns",
+            nargs="?" if node_wide else None,
+            help="network namespace path, e.g. /run/netns/pod1",
+        )
         parser.set_defaults(func=functools.partial(run, verb))
 
 
@@ -112,6 +126,11 @@ def run(verb: str, args: argparse.Namespace) -> int:
     from pycni.runtime import CNIConfig
     from pycni.spec.errors import CNIError
 
+    if verb == "gc" and args.network is None:
+        return _gc_node(args)
+    if args.netns is None:
+        sys.stderr.write(f"pycni: {verb} needs NETWORK and NETNS\n")
+        return 2
     try:
         conf = load_conf(args.network)
         rt = runtime_conf_from_env(args.netns, args.ifname)
@@ -132,3 +151,20 @@ def run(verb: str, args: argparse.Namespace) -> int:
         sys.stderr.write(f"pycni: {err}\n")
         return 1
     return 0
+
+
+def _gc_node(args: argparse.Namespace) -> int:
+    """`pycni gc` with no arguments: the node-wide GC that `pycni cleanup` does (GC of every
+    network in NETCONFPATH with the live attachments as the valid ones, then leak removal)."""
+    from pycni.cli import inspect_cmd
+
+    node_args = argparse.Namespace(
+        netconf_dir=os.environ.get("NETCONFPATH") or DEFAULT_NET_DIR,
+        cache_dir=args.cache_dir,
+        data_dir=inspect_cmd.DEFAULT_DATA_DIR,
+        netns_dir=inspect_cmd.DEFAULT_NETNS_DIR,
+        cni_path=os.environ.get("CNI_PATH", ""),
+        no_gc=False,
+        dry_run=False,
+    )
+    return inspect_cmd.run_cleanup(node_args)
