@@ -49,6 +49,7 @@ lint: setup
 
 bench: setup
 	$(PY) bench/run.py
+	$(PY) bench/bench_portmap_scale.py
 
 clean:
 	rm -rf $(STAMPS) $(VENV) build src/*.egg-info
