@@ -1,0 +1,128 @@
+"""Netlink framing: build attributes, send one request, collect the replies or the error."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import struct
+from collections.abc import Iterable
+
+NETLINK_ROUTE = 0
+SOL_NETLINK = 270
+NETLINK_GET_STRICT_CHK = 12
+
+NLM_F_REQUEST = 0x1
+NLM_F_ACK = 0x4
+NLM_F_DUMP = 0x300
+NLM_F_REPLACE = 0x100
+NLM_F_EXCL = 0x200
+NLM_F_CREATE = 0x400
+
+NLMSG_ERROR = 2
+NLMSG_DONE = 3
+
+NLMSGHDR = struct.Struct("=IHHII")
+RTATTR = struct.Struct("=HH")
+NLA_F_NESTED = 0x8000
+NLA_TYPE_MASK = 0x3FFF
+_ERRNO = struct.Struct("=i")
+_RECV_SIZE = 1 << 17
+
+
+class RtnlError(Exception):
+    """A netlink error reply; ``code`` is the errno, as pyroute2's NetlinkError."""
+
+    def __init__(self, code: int, msg: str = "") -> None:
+        super().__init__(code, msg or os.strerror(code))
+        self.code = code
+
+
+def align(n: int) -> int:
+    return (n + 3) & ~3
+
+
+def attr(kind: int, payload: bytes) -> bytes:
+    """One attribute, padded to 4 bytes."""
+    length = RTATTR.size + len(payload)
+    return RTATTR.pack(length, kind) + payload + b"\0" * (align(length) - length)
+
+
+def attr_u32(kind: int, value: int) -> bytes:
+    return attr(kind, struct.pack("=I", value))
+
+
+def attr_str(kind: int, value: str) -> bytes:
+    return attr(kind, value.encode() + b"\0")
+
+
+def nested(kind: int, parts: Iterable[bytes]) -> bytes:
+    return attr(kind | NLA_F_NESTED, b"".join(parts))
+
+
+def parse_attrs(data: bytes, start: int, end: int) -> dict[int, bytes]:
+    """The attributes in ``data[start:end]`` by type (the first of each type wins)."""
+    found: dict[int, bytes] = {}
+    pos = start
+    while pos + RTATTR.size <= end:
+        length, kind = RTATTR.unpack_from(data, pos)
+        if length < RTATTR.size:
+            break
+        found.setdefault(kind & NLA_TYPE_MASK, data[pos + RTATTR.size : pos + length])
+        pos += align(length)
+    return found
+
+
+class Socket:
+    """A NETLINK_ROUTE socket; it belongs to the namespace of the thread that made it."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(
+            socket.AF_NETLINK, socket.SOCK_RAW | socket.SOCK_CLOEXEC, NETLINK_ROUTE
+        )
+        # lets the kernel filter dumps (addresses of one link) instead of sending them all
+        with contextlib.suppress(OSError):
+            self.sock.setsockopt(SOL_NETLINK, NETLINK_GET_STRICT_CHK, 1)
+        self.sock.bind((0, 0))
+        self._seq = 0
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def request(self, kind: int, flags: int, body: bytes) -> list[tuple[int, bytes]]:
+        """Send one message and return the (type, payload) replies until the ack, the end of
+        a dump, or the single answer of a get; an error reply raises RtnlError."""
+        self._seq = seq = (self._seq + 1) & 0xFFFFFFFF
+        flags |= NLM_F_REQUEST
+        self.sock.send(NLMSGHDR.pack(NLMSGHDR.size + len(body), kind, flags, seq, 0) + body)
+        dump = flags & NLM_F_DUMP == NLM_F_DUMP
+        acked = bool(flags & NLM_F_ACK)
+        out: list[tuple[int, bytes]] = []
+        while True:
+            data = self.sock.recv(_RECV_SIZE)
+            offset = 0
+            while offset + NLMSGHDR.size <= len(data):
+                length, mtype, _flags, mseq, _pid = NLMSGHDR.unpack_from(data, offset)
+                if length < NLMSGHDR.size:
+                    raise RtnlError(71, "netlink: truncated message")  # EPROTO
+                payload = data[offset + NLMSGHDR.size : offset + length]
+                offset += align(length)
+                if mseq != seq:
+                    continue  # a late answer to an earlier request: not ours any more
+                if mtype == NLMSG_ERROR:
+                    (code,) = _ERRNO.unpack_from(payload, 0)
+                    if code:
+                        raise RtnlError(-code)
+                    return out
+                if mtype == NLMSG_DONE:
+                    if len(payload) >= 4:
+                        (code,) = _ERRNO.unpack_from(payload, 0)
+                        if code:
+                            raise RtnlError(-code)
+                    return out
+                out.append((mtype, payload))
+                if not dump and not acked:
+                    return out
