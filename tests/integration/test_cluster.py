@@ -1,8 +1,11 @@
 """`pycni cluster up --nodes 3 --pods-per-node 2` for each backend, with a real etcd.
 
 Checks traffic between every pair of pods (and that the receiver sees the sender's pod IP),
-the data path each backend programs, leases that expire when an agent dies (routes go),
-a restarted agent getting its subnet back, racing claims never sharing a subnet, routes
+pod traffic leaving the cluster network masqueraded to the node's address, the data path
+each backend programs and what `pycni inspect` shows of it, leases that expire when an
+agent dies (routes go), a restarted agent getting its subnet back with its pods still
+reachable both ways, racing claims never sharing a subnet (in-process, and 20 real agents
+started at once), etcd crashing and coming back without disturbing the data path, routes
 deleted by hand coming back, and `down` leaving nothing behind.
 """
 
@@ -25,7 +28,7 @@ import pytest
 from pycni import playground
 from pycni.cluster import up as cluster
 from pycni.cluster.lease import LeaseError, LeaseInfo, LeaseStore
-from pycni.cluster.subnet import NetworkConfig
+from pycni.cluster.subnet import NetworkConfig, read_subnet_env
 from tests import harness
 
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]
@@ -63,13 +66,22 @@ def _pycni(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess[str]
     )
 
 
-def _wait(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+def _wait(
+    predicate: Callable[[], bool],
+    timeout: float,
+    what: str,
+    details: Callable[[], str] = lambda: "",
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
             return
         time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{details()}")
+
+
+def _agent_logs(state: cluster.ClusterState) -> str:
+    return "\n".join(f"--- {n.name}\n{Path(n.agent_log).read_text()}" for n in state.nodes)
 
 
 class Cluster:
@@ -146,7 +158,7 @@ def test_receiver_sees_the_senders_pod_ip(up: Cluster) -> None:
     try:
         for pod in state.pods:
             proc = subprocess.Popen(
-                ["nsenter", f"--net={cluster.netns_path(pod.name)}", "--",
+                ["nsenter", f"--net={playground.netns_path(pod.name)}", "--",
                  sys.executable, "-c", SERVER],
                 stdout=subprocess.PIPE, text=True,
             )  # fmt: skip
@@ -162,6 +174,74 @@ def test_receiver_sees_the_senders_pod_ip(up: Cluster) -> None:
         for proc in servers:
             proc.kill()
             proc.wait()
+
+
+def _serve_in(namespace: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        ["nsenter", f"--net={playground.netns_path(namespace)}", "--",
+         sys.executable, "-c", SERVER],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def test_traffic_leaving_the_cluster_network_comes_from_the_node(up: Cluster) -> None:
+    """A pod talking to the underlay gateway (outside 10.244.0.0/16) is masqueraded to its
+    node's underlay address; the outside has no route to pod subnets, so without the
+    masquerade no answer could come back at all."""
+    state = up.state()
+    outside = str(state.underlay_gateway.ip)
+    server = _serve_in(state.underlay_ns)
+    try:
+        for node in state.nodes:
+            pod = next(p for p in state.pods if p.node == node.name)
+            out = up.ns(pod.name).run(sys.executable, "-c", CLIENT, outside).stdout
+            assert out.split() == [outside, node.address], (pod.name, out)
+    finally:
+        server.kill()
+        server.wait()
+    rules = up.ns(state.nodes[0].name).run("nft", "list", "table", "ip", "pycni-cluster").stdout
+    assert f"ip saddr {state.network} ip daddr {state.network} return" in rules
+
+
+def test_inspect_shows_the_agents_lease_routes_and_device(up: Cluster) -> None:
+    state = up.state()
+    node1 = state.nodes[0]
+    others = {n.subnet(): n for n in state.nodes[1:]}
+    paths = [
+        "--netconf-dir", os.path.dirname(node1.conflist), "--cache-dir", node1.cache_dir,
+        "--data-dir", os.path.join(node1.dir, "ipam"),
+    ]  # fmt: skip
+    report = json.loads(up.ns(node1.name).run(PYCNI, "inspect", "--json", *paths).stdout)
+    agent = report["cluster"]
+    assert agent is not None and agent["masquerade_table"] is True
+    [lease] = agent["leases"]
+    assert lease["subnet_file"] == node1.subnet_file and lease["error"] is None
+    assert (lease["network"], lease["subnet"]) == (state.network, node1.subnet())
+    assert lease["mtu"] == (1500 if up.backend == "host-gw" else 1450) and lease["ipmasq"] is True
+    routes = {r["dst"]: r for r in agent["routes"]}
+    assert routes.keys() == others.keys()
+    if up.backend == "host-gw":
+        assert {d: (r["gateway"], r["dev"]) for d, r in routes.items()} == {
+            s: (n.address, "eth0") for s, n in others.items()
+        }
+        assert agent["vxlan_devices"] == []
+    else:
+        assert all(r["dev"] == "pycni.1" and r["onlink"] for r in routes.values())
+        [dev] = agent["vxlan_devices"]
+        assert (dev["name"], dev["vni"], dev["local"], dev["port"]) == (
+            "pycni.1",
+            1,
+            node1.address,
+            8472,
+        )
+        assert dev["addresses"] == [node1.subnet().replace("/24", "/32")]
+        assert sorted(dev["peers"].values()) == sorted(n.address for n in others.values())
+    assert report["leaks"] == []
+    text = up.ns(node1.name).run(PYCNI, "inspect", *paths).stdout
+    assert "Cluster agent (masquerade table present)" in text
+    assert node1.subnet() in text and all(s in text for s in others)
 
 
 def test_data_path_of_the_backend(up: Cluster) -> None:
@@ -230,9 +310,17 @@ def test_dead_node_loses_its_routes_and_gets_its_subnet_back(up: Cluster) -> Non
     assert str(leases[ipaddress.IPv4Network(subnet3)][0].public_ip) == node3.address
     assert node3.subnet() == subnet3
     cluster.wait_converged(state, timeout=10)
-    src = next(p for p in state.pods if p.node == node1.name)
-    dst = next(p for p in state.pods if p.node == node3.name)
-    assert up.ns(src.name).ping(dst.address)
+    # its pods kept their addresses and work both ways, with every other node
+    for pod in (p for p in state.pods if p.node == node3.name):
+        assert (
+            up.ns(pod.name)
+            .run("ip", "-4", "-br", "addr", "show", "eth0")
+            .stdout.split()[2]
+            .startswith(pod.address + "/")
+        )
+        for other in (p for p in state.pods if p.node != node3.name):
+            assert up.ns(pod.name).ping(other.address), (pod.name, other.name)
+            assert up.ns(other.name).ping(pod.address), (other.name, pod.name)
 
 
 def test_racing_claims_never_share_a_subnet(up: Cluster) -> None:
@@ -264,13 +352,127 @@ def test_racing_claims_never_share_a_subnet(up: Cluster) -> None:
     state.etcd().delete_prefix(store.prefix)
 
 
+def _agent_argv(namespace: str, endpoint: str, prefix: str, backend: str, file: str) -> list[str]:
+    return [
+        "nsenter", f"--net={playground.netns_path(namespace)}", "--",
+        sys.executable, "-m", cluster.AGENT_MARKER,
+        "--etcd-endpoint", endpoint, "--etcd-prefix", prefix,
+        "--network", "10.245.0.0/16", "--subnet-len", "21",
+        "--backend", backend, "--iface", "eth0", "--subnet-file", file,
+        "--ttl", "30", "--reconcile-interval", "5", "--no-ipmasq",
+    ]  # fmt: skip
+
+
+def test_twenty_agents_starting_together_get_twenty_distinct_subnets(
+    up: Cluster, tmp_path: Path
+) -> None:
+    """20 real agent processes in 20 small node namespaces on the underlay, started in one
+    burst against the same etcd, in a network of 31 subnets (so random picks collide)."""
+    state = up.state()
+    prefix = f"/twenty-{up.backend}-{os.getpid()}"
+    names = [f"{up.prefix}r{i}" for i in range(1, 21)]
+    addresses = [f"10.99.0.{100 + i}" for i in range(1, 21)]
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        batch = ""
+        for i, name in enumerate(names, 1):
+            subprocess.run(["ip", "netns", "add", name], check=True, capture_output=True)
+            batch += f"link add r{i} type veth peer name eth0 netns {name}\n"
+            batch += f"link set r{i} master br0 up\n"
+        subprocess.run(
+            ["ip", "-n", state.underlay_ns, "-batch", "-"], input=batch.encode(), check=True
+        )
+        for name, address in zip(names, addresses, strict=True):
+            node_batch = f"addr add {address}/24 dev eth0\nlink set eth0 up\nlink set lo up\n"
+            subprocess.run(["ip", "-n", name, "-batch", "-"], input=node_batch.encode(), check=True)
+        files = [tmp_path / f"r{i}.env" for i in range(1, 21)]
+        argvs = [
+            _agent_argv(name, state.etcd_endpoint, prefix, up.backend, str(f))
+            for name, f in zip(names, files, strict=True)
+        ]
+        logs = (tmp_path / "agents.log").open("wb")
+        started = time.monotonic()
+        procs = [subprocess.Popen(a, stdout=logs, stderr=logs) for a in argvs]
+        _wait(lambda: all(f.exists() for f in files), 20, "20 subnet files")
+        elapsed = time.monotonic() - started
+        assert [p.poll() for p in procs] == [None] * 20, (tmp_path / "agents.log").read_text()
+        subnets = [str(read_subnet_env(str(f)).subnet) for f in files]
+        assert len(set(subnets)) == 20, subnets
+        leases, _ = LeaseStore(state.etcd(), prefix).list()
+        assert {str(s): str(info.public_ip) for s, (info, _kv) in leases.items()} == dict(
+            zip(subnets, addresses, strict=True)
+        )
+        assert elapsed < 20
+        first = harness.Namespace(names[0])
+        _wait(
+            lambda: len(first.json("ip", "-j", "route", "show", "proto", "157")) == 19,  # type: ignore[arg-type]
+            10,
+            "the first agent's routes to the 19 others",
+        )
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(10)
+        for name in names:
+            harness.Namespace(name).delete()
+        state.etcd().delete_prefix(prefix)
+
+
+def test_etcd_crash_leaves_the_data_path_and_agents_reconnect(up: Cluster) -> None:
+    state = up.state()
+    node1 = state.nodes[0]
+    routes = {n.name: cluster.node_routes(n) for n in state.nodes}
+    subnets = {n.name: n.subnet() for n in state.nodes}
+    pod1 = next(p for p in state.pods if p.node == node1.name)
+    remote_pods = [p for p in state.pods if p.node != node1.name]
+    cluster.stop_etcd(state, hard=True)
+    try:
+        time.sleep(TTL + RECONCILE)  # renewals and reconcile passes fail meanwhile
+        assert {n.name: cluster.node_routes(n) for n in state.nodes} == routes
+        assert all(cluster.agent_running(n) for n in state.nodes)
+        assert all(up.ns(pod1.name).ping(p.address) for p in remote_pods)
+    finally:
+        cluster.start_etcd(state)  # same data dir: the leases are still there
+    restarted = time.monotonic()
+    # a node that joins now (a lease written by hand) is seen by every agent: watch and
+    # list reconnected
+    ghost = ipaddress.IPv4Network("10.244.250.0/24")
+    data = {"VNI": 1, "VtepMAC": "02:00:00:00:02:50"} if up.backend == "vxlan" else {}
+    info = LeaseInfo(ipaddress.IPv4Address("10.99.0.250"), up.backend, data)
+    store = LeaseStore(state.etcd(), cluster.ETCD_PREFIX)
+    state.etcd().put(store.key(ghost), info.to_json())
+    try:
+        _wait(
+            lambda: all(str(ghost) in cluster.node_routes(n) for n in state.nodes),
+            10,
+            "every node to route to the node that joined after the restart",
+            lambda: _agent_logs(state),
+        )
+    finally:
+        state.etcd().delete(store.key(ghost))
+    _wait(
+        lambda: all(str(ghost) not in cluster.node_routes(n) for n in state.nodes),
+        10,
+        "the routes to the removed node to go",
+    )
+    # leases are renewed again: past a TTL after the restart every node still holds its
+    # subnet, and nothing moved
+    time.sleep(max(TTL + 1 - (time.monotonic() - restarted), 0))
+    live = {str(s): str(i.public_ip) for s, (i, _kv) in store.list()[0].items()}
+    assert live == {subnets[n.name]: n.address for n in state.nodes}
+    assert {n.name: n.subnet() for n in state.nodes} == subnets
+    assert {n.name: cluster.node_routes(n) for n in state.nodes} == routes
+    assert all(up.ns(pod1.name).ping(p.address) for p in remote_pods)
+
+
 def test_down_leaves_nothing(up: Cluster) -> None:
     pids = up.pids()
     names = [n for n in up.state().created]
     proc = up.down()
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "cluster removed" in proc.stdout
-    assert [n for n in names if os.path.exists(cluster.netns_path(n))] == []
+    assert [n for n in names if os.path.exists(playground.netns_path(n))] == []
     assert [n for n in harness.leftover_namespaces() if n.startswith(up.prefix)] == []
     assert [p for p in pids if os.path.exists(f"/proc/{p}") and playground.alive(p)] == []
     assert not up.root.exists()

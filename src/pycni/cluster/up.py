@@ -46,6 +46,7 @@ NETWORK_NAME = "pycni-cluster"
 POD_IFNAME = "eth0"
 NODE_IFNAME = "eth0"
 BRIDGE = "cni0"
+UNDERLAY_BRIDGE_MAC = "02:70:63:6e:69:01"
 ETCD_PREFIX = "/pycni.dev/network"
 AGENT_MARKER = "pycni.cli.agent_cmd"
 
@@ -218,34 +219,50 @@ def _new_namespace(state: ClusterState, name: str) -> None:
 
 
 def _build_underlay(state: ClusterState, count: int) -> None:
+    if count + 11 > ipaddress.IPv4Network(state.underlay).num_addresses - 1:
+        raise ClusterError(f"underlay {state.underlay} is too small for {count} nodes")
     _new_namespace(state, state.underlay_ns)
     gw = state.underlay_gateway
-    _ip("-n", state.underlay_ns, "link", "add", "name", "br0", "type", "bridge")
+    # A fixed MAC: a bridge otherwise takes its lowest port's, so nodes joining or leaving
+    # would change it under every node's ARP cache and cut them off etcd for a while.
+    _ip(
+        "-n", state.underlay_ns, "link", "add", "name", "br0",
+        "address", UNDERLAY_BRIDGE_MAC, "type", "bridge",
+    )  # fmt: skip
     _ip("-n", state.underlay_ns, "addr", "add", str(gw), "dev", "br0")
     _ip("-n", state.underlay_ns, "link", "set", "br0", "up")
+    for _ in range(count):
+        add_node(state)
+
+
+def add_node(state: ClusterState) -> NodeState:
+    """One more node namespace on the underlay bridge (its agent is not started)."""
     net = ipaddress.IPv4Network(state.underlay)
-    if count + 11 > net.num_addresses - 1:
-        raise ClusterError(f"underlay {state.underlay} is too small for {count} nodes")
-    for i in range(1, count + 1):
-        name = f"{state.prefix}node{i}"
-        address = ipaddress.IPv4Interface((int(net.network_address) + 10 + i, net.prefixlen))
-        node = NodeState(name, str(address.ip), state.path(f"node{i}"))
-        os.makedirs(os.path.join(node.dir, "net.d"), exist_ok=True)
-        _new_namespace(state, name)
-        state.nodes.append(node)
-        port = f"n{i}"
-        _ip(
-            "-n", state.underlay_ns, "link", "add", port, "type", "veth",
-            "peer", "name", NODE_IFNAME, "netns", name,
-        )  # fmt: skip
-        _ip("-n", state.underlay_ns, "link", "set", port, "master", "br0", "up")
-        _ip("-n", name, "addr", "add", str(address), "dev", NODE_IFNAME)
-        _ip("-n", name, "link", "set", NODE_IFNAME, "up")
-        _ip("-n", name, "route", "add", "default", "via", str(gw.ip))
+    i = len(state.nodes) + 1
+    if i + 11 > net.num_addresses - 1:
+        raise ClusterError(f"underlay {state.underlay} is too small for {i} nodes")
+    gw = state.underlay_gateway
+    name = f"{state.prefix}node{i}"
+    address = ipaddress.IPv4Interface((int(net.network_address) + 10 + i, net.prefixlen))
+    node = NodeState(name, str(address.ip), state.path(f"node{i}"))
+    os.makedirs(os.path.join(node.dir, "net.d"), exist_ok=True)
+    _new_namespace(state, name)
+    state.nodes.append(node)
+    port = f"n{i}"
+    _ip(
+        "-n", state.underlay_ns, "link", "add", port, "type", "veth",
+        "peer", "name", NODE_IFNAME, "netns", name,
+    )  # fmt: skip
+    _ip("-n", state.underlay_ns, "link", "set", port, "master", "br0", "up")
+    _ip("-n", name, "addr", "add", str(address), "dev", NODE_IFNAME)
+    _ip("-n", name, "link", "set", NODE_IFNAME, "up")
+    _ip("-n", name, "route", "add", "default", "via", str(gw.ip))
     state.save()
+    return node
 
 
-def _start_etcd(state: ClusterState) -> None:
+def start_etcd(state: ClusterState) -> None:
+    """Start etcd in the underlay (again: it keeps its data dir) and wait until it answers."""
     etcd = shutil.which("etcd")
     if etcd is None:
         raise ClusterError(
@@ -278,6 +295,13 @@ def _start_etcd(state: ClusterState) -> None:
             break
         time.sleep(0.1)
     raise ClusterError(f"etcd did not come up; see {state.path('etcd.log')}")
+
+
+def stop_etcd(state: ClusterState, *, hard: bool = False) -> None:
+    """Stop etcd (``hard``: SIGKILL, as a crash would); its data dir stays."""
+    _stop(state.etcd_pid, "etcd", hard=hard)
+    state.etcd_pid = None
+    state.save()
 
 
 def agent_argv(state: ClusterState, node: NodeState) -> list[str]:
@@ -361,7 +385,7 @@ def conflist(state: ClusterState, node: NodeState) -> dict[str, Any]:
                 "subnetFile": node.subnet_file,
                 "dataDir": os.path.join(node.dir, "flannel"),
                 "ipam": {"dataDir": os.path.join(node.dir, "ipam")},
-                "delegate": {"bridge": BRIDGE, "hairpinMode": True},
+                "delegate": {"bridge": BRIDGE, "hairpinMode": True, "isDefaultGateway": True},
             }
         ],
     }
@@ -473,7 +497,7 @@ def up(state: ClusterState, opts: UpOptions, progress: Progress) -> ClusterState
     state.save()
     _build_underlay(state, opts.nodes)
     progress(f"underlay {state.underlay_ns} (br0 {state.underlay_gateway}) and {opts.nodes} nodes")
-    _start_etcd(state)
+    start_etcd(state)
     progress(f"etcd up at {state.etcd_endpoint} inside {state.underlay_ns} (pid {state.etcd_pid})")
     for node in state.nodes:
         start_agent(state, node)

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from pycni.inspect import cluster as agent_state
 from pycni.inspect import nftmap
 from pycni.inspect.model import (
     Attachment,
@@ -399,6 +400,12 @@ def read_kernel(state: NodeState, netns_dir: str) -> None:
         links = _dump_links(ipr)
         names = {link.index: link.name for link in links}
         state.routes = _routes(ipr, names)
+        try:
+            state.cluster = agent_state.read_agent_state(
+                ipr, state.networks, names, {link.index: link.addresses for link in links}
+            )
+        except Exception as exc:  # a partial picture beats none
+            state.problems.append(f"cannot read the cluster agent's state: {exc}")
     views = []
     for name, path in candidate_namespaces(netns_dir, state.attachments):
         try:

@@ -129,6 +129,54 @@ class Namespace:
 
 
 @dataclass
+class OwnedRoute:
+    """A route the cluster agent programmed (routing protocol 157)."""
+
+    dst: str
+    gateway: str
+    dev: str = ""
+    onlink: bool = False
+
+
+@dataclass
+class VxlanDevice:
+    """A VXLAN device with its remote VTEPs (FDB: MAC → underlay address)."""
+
+    name: str
+    index: int
+    vni: int | None = None
+    local: str | None = None
+    port: int | None = None
+    mac: str = ""
+    up: bool = False
+    addresses: list[str] = field(default_factory=list)
+    peers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ClusterLease:
+    """The node's lease as the agent wrote it to a subnet file (flannel's subnet.env)."""
+
+    subnet_file: str
+    network: str = ""
+    subnet: str = ""
+    gateway: str = ""
+    mtu: int | None = None
+    ipmasq: bool | None = None
+    error: str | None = None
+
+
+@dataclass
+class ClusterAgentState:
+    """What the cluster agent (`pycni agent`) keeps on this node."""
+
+    leases: list[ClusterLease] = field(default_factory=list)
+    routes: list[OwnedRoute] = field(default_factory=list)
+    vxlan_devices: list[VxlanDevice] = field(default_factory=list)
+    masquerade_table: bool = False
+
+
+@dataclass
 class NodeState:
     netns: str
     conf_dir: str
@@ -144,6 +192,7 @@ class NodeState:
     port_mappings: list[PortMapping] = field(default_factory=list)
     namespaces: list[Namespace] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    cluster: ClusterAgentState | None = None
 
 
 def to_dict(obj: Any) -> dict[str, Any]:

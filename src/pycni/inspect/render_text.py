@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pycni.inspect.leaks import Leak
-from pycni.inspect.model import NodeState
+from pycni.inspect.model import ClusterAgentState, NodeState
 
 
 def _short(cid: str) -> str:
@@ -18,6 +18,45 @@ def _table(rows: list[list[str]], indent: str = "  ") -> list[str]:
         indent + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
         for row in rows
     ]
+
+
+def _cluster_lines(agent: ClusterAgentState) -> list[str]:
+    out = [f"Cluster agent (masquerade table {'present' if agent.masquerade_table else 'absent'})"]
+    out += ["  Lease"]
+    out += _table(
+        [
+            [
+                lease.subnet or "-",
+                f"of {lease.network}" if lease.network else "",
+                f"mtu {lease.mtu}" if lease.mtu is not None else "",
+                f"ipmasq {str(lease.ipmasq).lower()}" if lease.ipmasq is not None else "",
+                lease.subnet_file,
+                lease.error or "",
+            ]
+            for lease in agent.leases
+        ],
+        indent="    ",
+    )
+    out += [f"  Routes to other nodes ({len(agent.routes)}, proto 157)"]
+    out += _table(
+        [
+            [
+                r.dst,
+                f"via {r.gateway}",
+                f"dev {r.dev}" if r.dev else "",
+                "onlink" if r.onlink else "",
+            ]
+            for r in agent.routes
+        ],
+        indent="    ",
+    )
+    for dev in agent.vxlan_devices:
+        out += [
+            f"  VXLAN {dev.name} vni {dev.vni} local {dev.local or '-'} port {dev.port} "
+            f"mac {dev.mac} {'up' if dev.up else 'down'} {', '.join(dev.addresses)}".rstrip()
+        ]
+        out += _table([[mac, f"→ {dst}"] for mac, dst in dev.peers.items()], indent="    ")
+    return out
 
 
 def render(state: NodeState, leaks: list[Leak]) -> str:
@@ -111,6 +150,8 @@ def render(state: NodeState, leaks: list[Leak]) -> str:
             for m in state.port_mappings
         ]
     )
+    if state.cluster is not None:
+        out += ["", *_cluster_lines(state.cluster)]
     if state.problems:
         out += ["", f"Problems ({len(state.problems)})"]
         out += [f"  {p}" for p in state.problems]

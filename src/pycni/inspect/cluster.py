@@ -1,0 +1,127 @@
+"""The cluster agent's part of a node: its lease (subnet files), its routes, its VXLAN device.
+
+The subnet files are the ones the conf dir's ``flannel`` networks read (``subnetFile``),
+else flannel's default path when it exists. Routes are those marked with pycni's routing
+protocol (157); VXLAN devices are listed with their remote VTEPs, whoever made them.
+Only reads; ``None`` when this node shows no trace of an agent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from typing import Any
+
+from pycni.inspect.model import (
+    ClusterAgentState,
+    ClusterLease,
+    Network,
+    OwnedRoute,
+    VxlanDevice,
+)
+
+DEFAULT_SUBNET_FILE = "/run/flannel/subnet.env"
+MASQ_TABLE = "pycni-cluster"
+IFF_UP = 0x1
+
+
+def subnet_files(networks: list[Network]) -> list[str]:
+    """The subnet files named by ``flannel`` plugins in these networks (default path if none)."""
+    found: list[str] = []
+    for net in networks:
+        if "flannel" not in net.plugins:
+            continue
+        with contextlib.suppress(OSError, ValueError):
+            with open(net.file, "rb") as f:
+                raw = json.loads(f.read())
+            plugins = raw.get("plugins") if isinstance(raw, dict) else None
+            for plugin in plugins if isinstance(plugins, list) else [raw]:
+                if isinstance(plugin, dict) and plugin.get("type") == "flannel":
+                    path = plugin.get("subnetFile") or DEFAULT_SUBNET_FILE
+                    if isinstance(path, str) and path not in found:
+                        found.append(path)
+    if not found and os.path.exists(DEFAULT_SUBNET_FILE):
+        found.append(DEFAULT_SUBNET_FILE)
+    return found
+
+
+def read_lease(path: str) -> ClusterLease:
+    from pycni.cluster import subnet as sn
+
+    try:
+        env = sn.read_subnet_env(path)
+    except FileNotFoundError:
+        return ClusterLease(path, error="missing (the agent has not written it yet)")
+    except (OSError, sn.SubnetError) as exc:
+        return ClusterLease(path, error=f"unreadable: {exc}")
+    return ClusterLease(
+        subnet_file=path,
+        network=str(env.network),
+        subnet=str(env.subnet),
+        gateway=str(env.gateway),
+        mtu=env.mtu,
+        ipmasq=env.ipmasq,
+    )
+
+
+def _owned_routes(ipr: Any, names: dict[int, str]) -> list[OwnedRoute]:
+    from pycni.net import owned_routes
+
+    return [
+        OwnedRoute(str(dst), str(r.gateway), names.get(r.oif, ""), r.onlink)
+        for dst, r in sorted(owned_routes.current(ipr).items())
+    ]
+
+
+def _vxlan_devices(ipr: Any, addresses: dict[int, list[str]]) -> list[VxlanDevice]:
+    from pycni.net import fdb
+
+    out = []
+    for msg in ipr.get_links():
+        info = msg.get_attr("IFLA_LINKINFO")
+        if info is None or info.get_attr("IFLA_INFO_KIND") != "vxlan":
+            continue
+        data = info.get_attr("IFLA_INFO_DATA")
+        index = int(msg["index"])
+        device = VxlanDevice(
+            name=str(msg.get_attr("IFLA_IFNAME")),
+            index=index,
+            mac=str(msg.get_attr("IFLA_ADDRESS") or ""),
+            up=bool(msg["flags"] & IFF_UP),
+            addresses=addresses.get(index, []),
+        )
+        if data is not None:
+            vni, local, port = (data.get_attr(f"IFLA_VXLAN_{k}") for k in ("ID", "LOCAL", "PORT"))
+            device.vni = int(vni) if vni is not None else None
+            device.local = str(local) if local else None
+            device.port = int(port) if port is not None else None
+        device.peers = {
+            mac: str(dst) for mac, dst in sorted(fdb.remote_entries(ipr, index).items())
+        }
+        out.append(device)
+    return out
+
+
+def _masquerade_table() -> bool:
+    from pycni.net import nft
+
+    try:
+        return nft.table_exists("ip", MASQ_TABLE)
+    except Exception:  # no nftables here: nothing to report
+        return False
+
+
+def read_agent_state(
+    ipr: Any, networks: list[Network], names: dict[int, str], addresses: dict[int, list[str]]
+) -> ClusterAgentState | None:
+    """The agent's state in the current namespace; None when there is no sign of one."""
+    state = ClusterAgentState(
+        leases=[read_lease(path) for path in subnet_files(networks)],
+        routes=_owned_routes(ipr, names),
+        vxlan_devices=_vxlan_devices(ipr, addresses),
+    )
+    if not (state.leases or state.routes or state.vxlan_devices):
+        return None
+    state.masquerade_table = _masquerade_table()
+    return state
