@@ -48,7 +48,7 @@ lint: setup
 	$(VENV)/bin/mypy src
 
 bench: setup
-	$(PY) bench/run.py
+	$(PY) bench/run.py && $(PY) bench/bench_cluster.py
 	$(PY) bench/bench_portmap_scale.py
 
 clean:

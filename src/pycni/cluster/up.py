@@ -218,7 +218,7 @@ def _new_namespace(state: ClusterState, name: str) -> None:
     add_namespace(name, state.created, state.save, ClusterError)
 
 
-def _build_underlay(state: ClusterState, count: int) -> None:
+def build_underlay(state: ClusterState, count: int) -> None:
     if count + 11 > ipaddress.IPv4Network(state.underlay).num_addresses - 1:
         raise ClusterError(f"underlay {state.underlay} is too small for {count} nodes")
     _new_namespace(state, state.underlay_ns)
@@ -495,7 +495,7 @@ def up(state: ClusterState, opts: UpOptions, progress: Progress) -> ClusterState
     state.underlay, state.ttl = opts.underlay, opts.ttl
     state.reconcile_interval = opts.reconcile_interval
     state.save()
-    _build_underlay(state, opts.nodes)
+    build_underlay(state, opts.nodes)
     progress(f"underlay {state.underlay_ns} (br0 {state.underlay_gateway}) and {opts.nodes} nodes")
     start_etcd(state)
     progress(f"etcd up at {state.etcd_endpoint} inside {state.underlay_ns} (pid {state.etcd_pid})")
