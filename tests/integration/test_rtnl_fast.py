@@ -246,6 +246,12 @@ def test_routes(node: harness.Namespace, hyb: Any) -> None:
     with pytest.raises(RtnlError) as exc:
         fast.route("del", dst="10.60.0.0/16", oif=idx)
     assert exc.value.code == errno.ESRCH
+    # a spelling the native path does not parse goes to pyroute2
+    fast.route("add", dst="default", gateway="10.50.0.2", oif=idx, table=101)
+    assert ip_json(node, "route", "show", "table", "101")[0]["gateway"] == "10.50.0.2"
+    # as pyroute2: a delete without proto matches the kernel's own subnet route (ptp does this)
+    fast.route("del", dst="10.50.0.0/24", oif=idx, scope=253)
+    assert "10.50.0.0/24" not in {r["dst"] for r in ip_json(node, "route", "show")}
 
 
 @pytest.mark.kernel
@@ -327,3 +333,26 @@ def test_switch_back_to_pyroute2(node: harness.Namespace) -> None:
     env.pop("PYCNI_NETLINK")
     out = node.run(sys.executable, "-c", code, env=env).stdout.split()
     assert out == ["pycni", "[1]"]
+
+
+def test_plugin_adds_do_not_import_pyroute2(node: harness.Namespace, pod_factory: Any) -> None:
+    """loopback and bridge ADD/DEL in a fresh interpreter leave pyroute2 unimported."""
+    pod = pod_factory()
+    code = (
+        "import json, sys\n"
+        "from pycni.plugin import skel\n"
+        f"env = dict(CNI_CONTAINERID='c1', CNI_NETNS='{pod.path}', CNI_PATH='/nonexistent')\n"
+        "lo = json.dumps({'cniVersion': '1.0.0', 'name': 'n', 'type': 'loopback'}).encode()\n"
+        "br = json.dumps({'cniVersion': '1.0.0', 'name': 'n', 'type': 'bridge',\n"
+        "                 'bridge': 'brfast0'}).encode()\n"
+        "for cmd in ('ADD', 'DEL'):\n"
+        "    for plugin, conf, ifname in (('loopback', lo, 'lo'), ('bridge', br, 'eth0')):\n"
+        "        out = skel.run(plugin, dict(env, CNI_COMMAND=cmd, CNI_IFNAME=ifname), conf)\n"
+        "        assert out.exit_code == 0, out.stdout\n"
+        "print('pyroute2' in sys.modules)\n"
+    )
+    out = node.run(sys.executable, "-c", code).stdout.strip()
+    assert out == "False"
+    (br,) = ip_json(node, "link", "show", "brfast0")
+    assert "UP" in br["flags"]
+    assert [d["ifname"] for d in ip_json(pod, "link", "show")] == ["lo"]

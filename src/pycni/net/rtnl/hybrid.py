@@ -270,7 +270,10 @@ class HybridIPRoute:
 
     def _route(self, command: str, kw: dict[str, Any]) -> list[Any]:
         if command == "get" and set(kw) == {"dst"}:
-            family, packed = _ip(str(kw["dst"]))
+            try:
+                family, packed = _ip(str(kw["dst"]))
+            except OSError:
+                raise Unsupported("dst") from None
             bits = 32 if family == socket.AF_INET else 128
             body = m.RTMSG.pack(family, bits, 0, 0, 0, 0, 0, 0, 0) + attr(RTA_DST, packed)
             replies = self._sock.request(RTM_GETROUTE, 0, body)
@@ -279,7 +282,10 @@ class HybridIPRoute:
             raise Unsupported(command)
         if "dst" not in kw or isinstance(kw.get("scope"), str) or isinstance(kw.get("proto"), str):
             raise Unsupported("dst/scope")
-        body = self._route_body(kw)
+        try:
+            body = self._route_body(kw, deleting=command == "del")
+        except (OSError, ValueError):  # e.g. dst="default": pyroute2 knows those spellings
+            raise Unsupported("dst") from None
         if command == "add":
             flags = NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL
         elif command == "replace":
@@ -291,17 +297,20 @@ class HybridIPRoute:
         return []
 
     @staticmethod
-    def _route_body(kw: dict[str, Any]) -> bytes:
+    def _route_body(kw: dict[str, Any], deleting: bool) -> bytes:
+        """As pyroute2: a new route defaults to proto static and type unicast; a delete
+        leaves both 0 (any), so it matches the kernel's own routes (proto kernel)."""
         dst = str(kw["dst"])
         address, _, plen = dst.partition("/")
         family, packed = _ip(address)
         bits = 32 if family == socket.AF_INET else 128
         dst_len = int(plen) if plen else bits
         table = int(kw.get("table") or RT_TABLE_MAIN)
-        proto = RTPROT_STATIC if kw.get("proto") is None else int(kw["proto"])
+        default_proto, kind = (0, 0) if deleting else (RTPROT_STATIC, RTN_UNICAST)
+        proto = default_proto if kw.get("proto") is None else int(kw["proto"])
         scope = int(kw.get("scope") or 0)
         header = m.RTMSG.pack(
-            family, dst_len, 0, 0, table if table < 256 else 252, proto, scope, RTN_UNICAST, 0
+            family, dst_len, 0, 0, table if table < 256 else 252, proto, scope, kind, 0
         )
         attrs = [attr_u32(RTA_TABLE, table)]
         if dst_len:
