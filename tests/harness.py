@@ -141,7 +141,7 @@ def global_state() -> set[str]:
         items.update(
             f"{tool} {line.split()[0]}" for line in saved.splitlines() if line.startswith(":CNI-")
         )
-    for root in ("/var/lib/cni", "/run/pycni"):
+    for root in ("/var/lib/cni", "/run/pycni", "/run/cni"):
         for base, _dirs, files in os.walk(root):
             items.update(f"file {os.path.join(base, f)}" for f in files)
     return items

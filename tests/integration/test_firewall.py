@@ -120,6 +120,8 @@ def test_iptables_rules_identical_to_go(
         run(node_ns, plugin, "DEL", conf, cid, pod.path).ok()
         seen.append(filter_rules(node_ns, 4) + filter_rules(node_ns, 6))
         run(node_ns, plugin, "DEL", conf, cid, pod.path).ok()  # idempotent
+        pod, bconf, conf, cid = pods[1]
+        run(node_ns, plugin, "DEL", conf, cid, pod.path).ok()  # nothing of it stays behind
         for pod, bconf, _conf, cid in pods:
             bridge(node_ns, "DEL", bconf, cid, pod)
         states.append(seen)
