@@ -11,6 +11,7 @@ checks it got back home afterwards; a worker that cannot get back retires and is
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -364,15 +365,40 @@ class Daemon:
                 f" ({rec.note})" if rec.note else "",
             )
 
-    def _reply(self, call: _Call, reply: Reply) -> None:
+    def _reply(self, call: _Call, reply: Reply) -> bool:
+        """Send the reply; False when the caller is gone (it never saw the result)."""
         start = time.perf_counter_ns()
         call.record.exit_code = reply.exit_code
+        delivered = True
         try:
             call.conn.settimeout(self.recv_timeout)
             call.conn.sendall(protocol.encode_reply(reply), socket.MSG_NOSIGNAL)
         except OSError as exc:
             call.record.note = f"client gone before the reply: {exc}"
+            delivered = False
         call.record.send = _ms(start, time.perf_counter_ns())
+        return delivered
+
+    def _undo_add(self, call: _Call, req: Request, reply: Reply) -> None:
+        """An ADD whose caller died before it got the result: the runtime will treat the ADD
+        as failed and has no result to cache, so nothing may stay half-made. Run the same
+        plugin's DEL, with the ADD's result as prevResult, as the caller would have."""
+        try:
+            config = json.loads(req.stdin)
+            config["prevResult"] = json.loads(reply.stdout)
+            stdin = json.dumps(config).encode()
+        except (ValueError, TypeError, AttributeError):
+            stdin = req.stdin
+        undo = dataclasses.replace(req, env={**req.env, "CNI_COMMAND": "DEL"}, stdin=stdin)
+        result = self._execute(undo)
+        outcome = "rolled back" if result.exit_code == 0 else "rollback DEL failed"
+        call.record.note += f"; {outcome}"
+        log.warning(
+            "%s %s ADD: caller gone before the reply, %s",
+            req.env.get("CNI_CONTAINERID", "-")[:12],
+            req.plugin_type,
+            outcome,
+        )
 
     def _receive(self, call: _Call) -> None:
         try:
@@ -449,7 +475,9 @@ class Daemon:
         try:
             reply = self._execute(req)
             call.record.run = _ms(start, time.perf_counter_ns())
-            self._reply(call, reply)
+            delivered = self._reply(call, reply)
+            if not delivered and reply.exit_code == 0 and req.env.get("CNI_COMMAND") == "ADD":
+                self._undo_add(call, req, reply)
         finally:
             self._finish(call)
             self._ensure_home()
