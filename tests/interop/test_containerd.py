@@ -24,7 +24,7 @@ from tests.interop.runtimes import hostnet, timings
 from tests.interop.runtimes.containerd import Containerd
 from tests.interop.runtimes.cri import CRIClient, Sandbox
 from tests.interop.runtimes.hostnet import RootSnapshot
-from tests.interop.runtimes.image import IMAGE_NAME, INDEX_HTML, build_oci_archive
+from tests.interop.runtimes.image import IMAGE_NAME, INDEX_HTML
 from tests.interop.runtimes.plugins import KINDS, PluginSet, plugin_set
 
 pytestmark = [pytest.mark.kernel, pytest.mark.interop, pytest.mark.slow]
@@ -81,18 +81,6 @@ def conflist(network: str, bridge: str, subnet: str, data_dir: Path) -> dict[str
             {"type": "portmap", "capabilities": {"portMappings": True}},
         ],
     }
-
-
-@pytest.fixture(scope="module")
-def root_state() -> Iterator[RootSnapshot]:
-    snapshot = RootSnapshot.take()
-    yield snapshot
-    snapshot.restore(link_prefixes=("veth", BRIDGE_PREFIX))
-
-
-@pytest.fixture(scope="module")
-def image(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_oci_archive(tmp_path_factory.mktemp("image") / "busybox-oci.tar")
 
 
 @pytest.fixture(scope="module", params=KINDS)

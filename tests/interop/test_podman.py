@@ -19,7 +19,7 @@ import pytest
 
 from tests.interop.runtimes import hostnet, timings
 from tests.interop.runtimes.hostnet import CNI_STATE, RootSnapshot
-from tests.interop.runtimes.image import IMAGE_NAME, INDEX_HTML, build_oci_archive
+from tests.interop.runtimes.image import IMAGE_NAME, INDEX_HTML
 from tests.interop.runtimes.plugins import KINDS, PluginSet, plugin_set
 from tests.interop.runtimes.podman import Podman
 
@@ -49,18 +49,6 @@ class Setup:
 
     def bridge_ports(self) -> list[str]:
         return hostnet.bridge_ports(self.bridge)
-
-
-@pytest.fixture(scope="module")
-def root_state() -> Iterator[RootSnapshot]:
-    snapshot = RootSnapshot.take()
-    yield snapshot
-    snapshot.restore(link_prefixes=("veth", BRIDGE_PREFIX))
-
-
-@pytest.fixture(scope="module")
-def image(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_oci_archive(tmp_path_factory.mktemp("image") / "busybox-oci.tar")
 
 
 @pytest.fixture(scope="module", params=KINDS)
