@@ -122,6 +122,22 @@ def go_field(obj: dict[str, Any], name: str) -> Any:
     return found
 
 
+def _decode_object(data: bytes, prefix: str, go_type: str) -> dict[str, Any]:
+    """Decode a JSON object as Go's json.Unmarshal into ``go_type`` would (``null`` is empty);
+    errors carry ``prefix`` and Go's wording."""
+    try:
+        obj = go_unmarshal(data)
+    except ValueError as err:
+        raise ConfError(f"{prefix}: {err}") from None
+    if obj is None:
+        return {}
+    if not isinstance(obj, dict):
+        raise ConfError(
+            f"{prefix}: json: cannot unmarshal {_json_kind(obj)} into Go value of type {go_type}"
+        )
+    return obj
+
+
 def _type_error(json_value: Any, path: str, go_type: str) -> ConfError:
     return ConfError(
         f"error parsing configuration: json: cannot unmarshal {_json_kind(json_value)} "
@@ -206,17 +222,7 @@ class PluginConfig:
 
 def plugin_conf_from_bytes(data: bytes) -> PluginConfig:
     """Parse one plugin object (libcni ``NetworkPluginConfFromBytes`` / ``ConfFromBytes``)."""
-    try:
-        obj = go_unmarshal(data)
-    except ValueError as err:
-        raise ConfError(f"error parsing configuration: {err}") from None
-    if obj is None:
-        obj = {}
-    if not isinstance(obj, dict):
-        raise ConfError(
-            f"error parsing configuration: json: cannot unmarshal {_json_kind(obj)} "
-            "into Go value of type types.PluginConf"
-        )
+    obj = _decode_object(data, "error parsing configuration", "types.PluginConf")
     _check_plugin_fields(obj)
     if not go_field(obj, "type"):
         raise ConfError("error parsing configuration: missing 'type'")
@@ -319,17 +325,7 @@ def conf_list_from_bytes(data: bytes) -> NetworkConfigList:
     A list without a ``plugins`` key is valid here (its plugins may come from a sibling
     folder); the file loader refuses a list that ends up with none.
     """
-    try:
-        raw = go_unmarshal(data)
-    except ValueError as err:
-        raise ConfError(f"{_LIST_PREFIX}: {err}") from None
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, dict):
-        raise ConfError(
-            f"{_LIST_PREFIX}: json: cannot unmarshal {_json_kind(raw)} "
-            "into Go value of type map[string]interface {}"
-        )
+    raw = _decode_object(data, _LIST_PREFIX, "map[string]interface {}")
     if "name" not in raw:
         raise ConfError(f"{_LIST_PREFIX}: no name")
     name = raw["name"]
