@@ -35,9 +35,19 @@ class Server:
     log: Path
 
     def lease_lines(self) -> list[list[str]]:
-        if not self.leases.exists():
-            return []
-        return [line.split() for line in self.leases.read_text().splitlines() if line.strip()]
+        """The lease file's lines, read until two reads 20 ms apart agree.
+
+        dnsmasq rewrites the file in place (truncate, then write), so one read can catch it empty
+        or half written.
+        """
+        previous: str | None = None
+        for _ in range(50):
+            text = self.leases.read_text() if self.leases.exists() else ""
+            if text == previous:
+                break
+            previous = text
+            time.sleep(0.02)
+        return [line.split() for line in (previous or "").splitlines() if line.strip()]
 
     def lease_for(self, mac: str) -> list[str] | None:
         for fields in self.lease_lines():
@@ -162,7 +172,11 @@ def test_macvlan_pod_gets_its_fixed_lease_renews_and_releases_on_del(
     assert len(list(daemon.lease_dir.glob("*.json"))) == 1
 
     # T1 is 4 s: the daemon renews, and dnsmasq moves the lease's expiry forward
-    assert _wait(lambda: int(dhcp_server.lease_for(MAC)[0]) > int(first[0]), timeout=15)  # type: ignore[index]
+    def renewed() -> bool:
+        lease = dhcp_server.lease_for(MAC)
+        return lease is not None and int(lease[0]) > int(first[0])
+
+    assert _wait(renewed, timeout=15)
     assert "DHCPREQUEST(srv0) 10.72.0.77" in dhcp_server.log.read_text()
 
     with node.entered():
