@@ -36,7 +36,8 @@ demo: setup
 # The whole suite with in-process entry points, then the plugin integration suite again with
 # every call going through the warm daemon (the fast forwarders).
 test: setup-test
-	$(PY) -m pytest -q -p no:cacheprovider tests
+	$(PY) -m pytest -q -p no:cacheprovider tests/unit
+	$(PY) -m pytest -q -p no:cacheprovider tests/integration tests/interop
 	PYCNI_TEST_MODE=daemon $(PY) -m pytest -q -p no:cacheprovider tests/integration
 
 test-daemon: setup-test
@@ -46,6 +47,7 @@ lint: setup
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/ruff format --check src tests bench
 	$(VENV)/bin/mypy src
+	$(VENV)/bin/lint-imports
 
 bench: setup
 	$(PY) bench/run.py && $(PY) bench/bench_cluster.py

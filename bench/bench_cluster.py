@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from pycni.cluster import up as cluster  # noqa: E402
+from pycni.playground import cluster  # noqa: E402
 
 PREFIX = f"pcbench{os.getpid() % 10000}-"
 CLK_TCK = os.sysconf("SC_CLK_TCK")

@@ -26,9 +26,9 @@ from typing import Any
 import pytest
 
 from pycni import playground
-from pycni.cluster import up as cluster
 from pycni.cluster.lease import LeaseError, LeaseInfo, LeaseStore
 from pycni.cluster.subnet import NetworkConfig, read_subnet_env
+from pycni.playground import cluster
 from tests import harness
 
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]

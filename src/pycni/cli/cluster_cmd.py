@@ -68,7 +68,7 @@ def _need_root(verb: str) -> bool:
 
 
 def run_up(args: argparse.Namespace) -> int:
-    from pycni.cluster import up as cluster
+    from pycni.playground import cluster
 
     if not _need_root("up"):
         return 2
@@ -103,7 +103,7 @@ def run_up(args: argparse.Namespace) -> int:
 
 
 def _load(args: argparse.Namespace) -> Any:
-    from pycni.cluster import up as cluster
+    from pycni.playground import cluster
 
     try:
         return cluster.ClusterState.load(args.state_dir)
@@ -112,7 +112,7 @@ def _load(args: argparse.Namespace) -> Any:
 
 
 def run_down(args: argparse.Namespace) -> int:
-    from pycni.cluster import up as cluster
+    from pycni.playground import cluster
 
     if not _need_root("down"):
         return 2
@@ -128,7 +128,7 @@ def run_down(args: argparse.Namespace) -> int:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    from pycni.cluster import status
+    from pycni.playground import cluster_status as status
 
     if not _need_root("status"):
         return 2

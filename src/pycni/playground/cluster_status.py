@@ -9,8 +9,8 @@ from typing import Any, TextIO
 
 from pycni.cluster.etcd import EtcdError
 from pycni.cluster.lease import LeaseStore
-from pycni.cluster.up import ETCD_PREFIX, ClusterState, agent_running, node_routes
 from pycni.playground import netns_path
+from pycni.playground.cluster import ETCD_PREFIX, ClusterState, agent_running, node_routes
 
 
 @dataclass
