@@ -414,3 +414,32 @@ def test_parent_env_is_inherited(
     assert env["FAKE_MARK"] == "inherited"
     assert env["CNI_IFNAME"] == "eth0"
     assert os.environ["CNI_IFNAME"] == "should-be-overridden"
+
+
+def test_validate_network_single_plugin(fakes: FakePlugins, cni: CNIConfig) -> None:
+    from pycni.runtime import plugin_conf_from_bytes
+
+    fakes.add("a", versions=["0.4.0", "1.0.0"])
+    ok = plugin_conf_from_bytes(
+        json.dumps(
+            {
+                "cniVersion": "1.0.0",
+                "name": "n",
+                "type": "a",
+                "capabilities": {"x": True, "w": False},
+            }
+        ).encode()
+    )
+    assert cni.validate_network(ok) == ["x"]
+    too_new = plugin_conf_from_bytes(
+        json.dumps({"cniVersion": "1.1.0", "name": "n", "type": "a"}).encode()
+    )
+    with pytest.raises(CNIError) as info:
+        cni.validate_network(too_new)
+    assert info.value.code == 1
+    assert 'plugin a does not support config version "1.1.0"' in info.value.msg
+    missing = plugin_conf_from_bytes(
+        json.dumps({"cniVersion": "1.0.0", "name": "n", "type": "nowhere"}).encode()
+    )
+    with pytest.raises(CNIError, match='failed to find plugin "nowhere"'):
+        cni.validate_network(missing)

@@ -80,10 +80,6 @@ def prev_ip(address: IPAddress) -> IPAddress:
     return make_ip((int(address) - 1) % (1 << width), width)
 
 
-def same_family(a: IPAddress, b: IPAddress) -> bool:
-    return a.version == b.version
-
-
 def network_of(address: IPAddress, prefix: int) -> IPNetwork:
     """The network that ``address/prefix`` belongs to (host bits cleared)."""
     if isinstance(address, IPv4Address):
