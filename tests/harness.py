@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from pycni import playground
 from pycni.net.ns import NetNS
 
 RUN_PREFIX = f"pct{os.getpid() % 100000}-"
@@ -31,7 +32,7 @@ class Namespace:
 
     @property
     def path(self) -> str:
-        return f"/run/netns/{self.name}"
+        return playground.netns_path(self.name)
 
     def run(
         self,
@@ -103,14 +104,12 @@ class Namespace:
         return os.path.exists(self.path)
 
     def delete(self) -> None:
-        if self.exists():
-            subprocess.run(["ip", "netns", "del", self.name], capture_output=True, check=False)
+        playground.delete_netns(self.name)
 
 
 def create_namespace(role: str) -> Namespace:
     ns = Namespace(f"{RUN_PREFIX}{role}{next(_counter)}")
-    subprocess.run(["ip", "netns", "add", ns.name], check=True, capture_output=True)
-    ns.run("ip", "link", "set", "lo", "up")
+    playground.create_netns(ns.name)
     return ns
 
 

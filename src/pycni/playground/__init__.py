@@ -1,8 +1,9 @@
-"""What `pycni demo` and `pycni cluster` share: throw-away named namespaces and child processes.
+"""Throw-away named namespaces and child processes: the one helper module for the demo, the
+cluster playground, the benchmarks and the test harness.
 
-Both build their networks with ip(8) in named namespaces under /run/netns, record every
-namespace they made in a state file as soon as it exists (so ``down`` can remove a half-made
-setup), and find their own background processes again by pid and command line.
+The demo and the cluster build their networks with ip(8) in named namespaces under /run/netns,
+record every namespace they made in a state file as soon as it exists (so ``down`` can remove a
+half-made setup), and find their own background processes again by pid and command line.
 """
 
 from __future__ import annotations
@@ -23,6 +24,19 @@ def run_ip(argv: Sequence[str], error: Callable[[str], Exception]) -> None:
     proc = subprocess.run(["ip", *argv], capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise error(f"ip {' '.join(argv)}: {proc.stderr.strip()}")
+
+
+def create_netns(name: str) -> str:
+    """Create namespace ``name`` with lo up; returns its path. Raises CalledProcessError."""
+    subprocess.run(["ip", "netns", "add", name], check=True, capture_output=True)
+    subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True, capture_output=True)
+    return netns_path(name)
+
+
+def delete_netns(name: str) -> None:
+    """Delete namespace ``name`` if it exists (best effort: it may be gone already)."""
+    if os.path.exists(netns_path(name)):
+        subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
 
 
 def add_namespace(
