@@ -213,8 +213,9 @@ def check_daemon(socket_path: str, plugin_dirs: Setting) -> list[Check]:
             Check(
                 "daemon",
                 FAIL,
-                f"no daemon answers on {socket_path} ({status.error}), but {len(forwarding)} "
-                "entry points forward to it: every call falls back to a slow in-process run",
+                f"{status.error or f'no daemon answers on {socket_path}'}, but "
+                f"{len(forwarding)} entry points forward to it: every call falls back to a "
+                "slow in-process run",
                 f"start it: pycni daemon --socket {socket_path} (or systemctl start pycni)",
                 data,
             )
