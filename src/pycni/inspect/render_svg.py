@@ -443,6 +443,10 @@ def _leaked_subjects(leaks: Iterable[Leak]) -> set[str]:
     return {lk.subject for lk in leaks if lk.kind in ("veth", "mapping")}
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def _marker(name: str, colour: str) -> str:
     return (
         f'<marker id="{name}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
@@ -480,10 +484,10 @@ def render(state: NodeState, leaks: list[Leak] | None = None) -> str:
                 "bridge",
                 f"bridge {bridge.name}",
                 f"{', '.join(bridge.addresses) or 'no address'}  ·  "
-                f"{'up' if bridge.up else 'down'}  ·  {len(veths)} ports",
+                f"{'up' if bridge.up else 'down'}  ·  {_count(len(veths), 'port')}",
             )
         else:
-            title = box("veth", "veths on no bridge", Line(f"{len(veths)} ports", "dim"))
+            title = box("veth", "veths on no bridge", Line(_count(len(veths), "port"), "dim"))
         y = _draw_group(canvas, title, cells, x0, y) + GAP
 
     y = _draw_mappings(canvas, state, leaked, x0, y)
