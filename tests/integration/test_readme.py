@@ -54,6 +54,14 @@ def test_skips_are_few_and_explained() -> None:
     assert any(b.mode == "always" for b in blocks), "the tour must clean up after itself"
 
 
+def _demo_excerpt() -> list[str]:
+    """The unindented lines of the demo output the README shows (its first ```text block):
+    headings, ping rows, topology, checks. They carry no timings or random names."""
+    text = README.read_text(encoding="utf-8")
+    block = text.split("```text\n", 1)[1].split("```", 1)[0]
+    return [ln.rstrip() for ln in block.splitlines() if ln.strip() and not ln[0].isspace()]
+
+
 def test_readme_runs_as_written(tmp_path: Path) -> None:
     assert not _tour_namespaces(), f"left over from an earlier run: {_tour_namespaces()}"
     assert not TOUR_DIR.exists() and not DEMO_DIR.exists(), "a tour or kept demo is still up"
@@ -65,6 +73,10 @@ def test_readme_runs_as_written(tmp_path: Path) -> None:
     )
     out = outcome.stdout
     assert "Checks: 16 passed, 0 failed" in out  # the demo, kept and then removed
+    shown = _demo_excerpt()
+    assert len(shown) >= 12
+    printed = {ln.rstrip() for ln in out.splitlines()}
+    assert [ln for ln in shown if ln not in printed] == [], "the README's demo output is stale"
     assert '"address": "10.99.0.2/24"' in out  # pycni add's result
     assert out.count("2 received, 0% packet loss") == 2
     assert "tcp/8080" in out and "→ 10.99.0.2:80" in out  # inspect: the port mapping
