@@ -38,6 +38,12 @@ def test_a_check_that_raises_is_a_fail_line_and_the_rest_still_run() -> None:
     assert lines[-1] == "1 ok, 1 warn, 1 fail"
 
 
+def test_terminal_escapes_from_names_are_not_printed() -> None:
+    text = report.as_text([Check("network \x1b]0;pwned\x07", report.FAIL, "bad\x1b[2J")])
+    assert "\x1b" not in text and "\x07" not in text
+    assert "network ?]0;pwned?" in text
+
+
 def test_entry_points_are_read_by_form_and_socket(tmp_path: Path) -> None:
     from pycni.fast import install
 

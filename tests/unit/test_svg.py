@@ -144,6 +144,16 @@ def test_long_names_are_shortened_and_still_fit() -> None:
     assert any(t.startswith("netns-0123") and "…" in t for t in _texts(svg))
 
 
+def test_control_characters_and_undecodable_names_stay_valid_xml(tmp_path: Path) -> None:
+    state, leaks = demo_like(2)
+    assert state.veths[1].peer is not None
+    state.veths[1].peer.namespace = "evil\x1b[31m\x00\udcff"  # as os.listdir may return it
+    svg = render_svg.render(state, leaks)
+    (tmp_path / "x.svg").write_text(svg, encoding="utf-8")  # encodable
+    assert "evil\ufffd[31m\ufffd\ufffd" in _texts(svg)
+    assert svg_check.layout_problems(svg) == []
+
+
 def test_the_checker_catches_overlap_and_overflow() -> None:
     bad = (
         '<svg xmlns="http://www.w3.org/2000/svg" width="100" height="50" viewBox="0 0 100 50">'

@@ -49,6 +49,11 @@ def summary(checks: Iterable[Check]) -> dict[str, int]:
     return counts
 
 
+def _printable(value: str) -> str:
+    """Names from configs and the kernel may hold terminal escapes: never print them raw."""
+    return "".join(ch if ch.isprintable() else "?" for ch in value)
+
+
 def as_text(checks: list[Check]) -> str:
     width = max([len(c.name) for c in checks] + [10])
     lines = []
@@ -56,7 +61,7 @@ def as_text(checks: list[Check]) -> str:
         line = f"{c.status:<4}  {c.name:<{width}}  {c.detail}"
         if c.fix and c.status != OK:
             line += f" → {c.fix}"
-        lines.append(line)
+        lines.append(_printable(line))
     counts = summary(checks)
     lines.append(f"{counts[OK]} ok, {counts[WARN]} warn, {counts[FAIL]} fail")
     return "\n".join(lines) + "\n"

@@ -78,6 +78,14 @@ def text_width(value: str, size: float) -> float:
     return sum(char_width(ch, size) for ch in value)
 
 
+def printable(value: str) -> str:
+    """Control characters and undecodable bytes (surrogates from file names) as U+FFFD: XML
+    forbids the first, UTF-8 cannot carry the second, and names come from anyone."""
+    if value.isprintable():
+        return value
+    return "".join(ch if ch.isprintable() else "\ufffd" for ch in value)
+
+
 def shorten(value: str, limit: int = MAX_CHARS) -> str:
     """``value`` cut in the middle to ``limit`` characters (the ends say the most)."""
     if len(value) <= limit:
@@ -90,6 +98,9 @@ def shorten(value: str, limit: int = MAX_CHARS) -> str:
 class Line:
     text: str
     style: str = ""  # "head", "dim", "leak", "ok"
+
+    def __post_init__(self) -> None:
+        self.text = printable(self.text)
 
     @property
     def size(self) -> int:
@@ -134,6 +145,7 @@ class Canvas:
         self.bottom = max(self.bottom, y)
 
     def text(self, x: float, y: float, value: str, size: int, style: str = "") -> None:
+        value = printable(value)
         cls = f' class="t-{style}"' if style else ""
         self.items.append(
             f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}"{cls}>{escape(value)}</text>'
