@@ -261,8 +261,8 @@ def _daemon(state: NodeState) -> Box:
             "daemon-off",
             "pycni daemon: not running",
             "mode: in-process",
-            Line("(entry points run plugins", "dim"),
-            Line(" in their own process)", "dim"),
+            Line("(the entry points run the", "dim"),
+            Line("plugins themselves)", "dim"),
             Line(d.socket, "dim"),
         )
     facts = [f"pid {d.pid}"] if d.pid is not None else []
@@ -522,7 +522,7 @@ def render(state: NodeState, leaks: list[Leak] | None = None) -> str:
     return (
         '<?xml version="1.0" encoding="UTF-8"?>\n'
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" font-family="{FONT}">\n'
+        f'viewBox="0 0 {width} {height}" font-family="{FONT}" xml:space="preserve">\n'
         f"<style>{_STYLE}</style>\n"
         f"<defs>{_marker('head', '#3b6fd8')}{_marker('head-leak', '#d0021b')}</defs>\n"
         f'<rect x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>\n'
