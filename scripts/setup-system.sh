@@ -4,6 +4,7 @@ set -euo pipefail
 packages=(
   iproute2 iptables nftables libnftables1 conntrack iputils-ping util-linux procps
   containernetworking-plugins socat tcpdump time gcc libc6-dev dnsmasq-base
+  librsvg2-bin
 )
 missing=()
 for p in "${packages[@]}"; do

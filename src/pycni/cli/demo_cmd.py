@@ -42,6 +42,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--plugin-dir", help="use the plugins in this dir instead of installing pycni's"
     )
+    parser.add_argument(
+        "--svg",
+        metavar="FILE",
+        help="also write the node's topology diagram (as `pycni inspect --svg`) to FILE",
+    )
     parser.set_defaults(func=run)
 
 
@@ -98,14 +103,23 @@ def _report(outcome: Any, topology: str, out: TextIO) -> None:
         out.write(f"  FAILED {check.name}: {check.detail}\n")
 
 
-def _topology(state: Any) -> str:
+def _topology(state: Any, svg: str | None = None) -> str:
     from pycni.demo import topology
+    from pycni.fast.protocol import DEFAULT_SOCKET
+    from pycni.inspect import leaks, render_svg
     from pycni.inspect.collect import Paths, collect
+    from pycni.inspect.daemon import read_daemon
     from pycni.net.ns import NetNS
     from pycni.playground import netns_path
 
     with NetNS.open(netns_path(state.node)) as ns, ns.entered():
         node_state = collect(Paths(state.conf_dir, state.cache_dir, state.data_dir))
+    if svg:
+        node_state.daemon = read_daemon(DEFAULT_SOCKET)
+        if state.mode != "daemon":  # these entry points never forward to a daemon
+            node_state.daemon.mode = "in-process"
+        with open(svg, "w", encoding="utf-8") as f:
+            f.write(render_svg.render(node_state, leaks.find_leaks(node_state)))
     return topology.render(node_state, state.client)
 
 
@@ -144,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         outcome = demo.up(state, out, mode=args.mode, plugin_dir=args.plugin_dir)
         progress("reading the topology back (as `pycni inspect` does)")
-        topology = _topology(state)
+        topology = _topology(state, args.svg)
         _report(outcome, topology, out)
         ok = outcome.ok
     except demo.DemoError as exc:

@@ -14,6 +14,7 @@ DEFAULT_CONF_DIR = "/etc/cni/net.d"
 DEFAULT_CACHE_DIR = "/var/lib/cni"
 DEFAULT_DATA_DIR = "/var/lib/cni/networks"
 DEFAULT_NETNS_DIR = "/run/netns"
+DEFAULT_DAEMON_SOCKET = "/run/pycni/pycni.sock"  # pycni.fast.protocol.DEFAULT_SOCKET
 
 
 def _add_paths(parser: argparse.ArgumentParser) -> None:
@@ -44,6 +45,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("--svg", metavar="FILE", help="also write a topology diagram to FILE")
     parser.add_argument("--check", action="store_true", help="exit 3 when leaks were found")
+    parser.add_argument(
+        "--socket",
+        default=DEFAULT_DAEMON_SOCKET,
+        help=f"the daemon's socket, asked whether it answers (default {DEFAULT_DAEMON_SOCKET})",
+    )
     parser.set_defaults(func=run_inspect)
 
     clean = subparsers.add_parser(
@@ -81,12 +87,14 @@ def run_inspect(args: argparse.Namespace) -> int:
     from pycni.inspect import leaks as leaks_mod
     from pycni.inspect import model, render_svg, render_text
     from pycni.inspect.collect import collect
+    from pycni.inspect.daemon import read_daemon
 
     state = collect(_paths(args))
+    state.daemon = read_daemon(args.socket)
     found = leaks_mod.find_leaks(state)
     if args.svg:
         with open(args.svg, "w", encoding="utf-8") as f:
-            f.write(render_svg.render(state))
+            f.write(render_svg.render(state, found))
     if args.json:
         data = model.to_dict(state)
         data["leaks"] = [model.to_dict(leak) for leak in found]

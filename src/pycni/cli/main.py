@@ -23,6 +23,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "pycni.cli.cluster_cmd",
     "pycni.cli.agent_cmd",
     "pycni.cli.dhcp_cmd",
+    "pycni.cli.doctor_cmd",
 )
 
 

@@ -177,6 +177,25 @@ class ClusterAgentState:
 
 
 @dataclass
+class DaemonStatus:
+    """Whether the warm daemon answers on its socket, and how it was started.
+
+    ``mode`` is what the installed entry points do: ``warm`` (they forward to this daemon) or
+    ``in-process`` (no daemon answers, so each call runs the plugin in its own process).
+    """
+
+    socket: str
+    answers: bool = False
+    mode: str = "in-process"
+    status: str = ""
+    pid: int | None = None
+    workers: int | None = None
+    uptime_seconds: float | None = None
+    started_by: str = ""
+    error: str = ""
+
+
+@dataclass
 class NodeState:
     netns: str
     conf_dir: str
@@ -193,6 +212,7 @@ class NodeState:
     namespaces: list[Namespace] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     cluster: ClusterAgentState | None = None
+    daemon: DaemonStatus | None = None
 
 
 def to_dict(obj: Any) -> dict[str, Any]:

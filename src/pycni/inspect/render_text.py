@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pycni.inspect.leaks import Leak
-from pycni.inspect.model import ClusterAgentState, NodeState
+from pycni.inspect.model import ClusterAgentState, DaemonStatus, NodeState
 
 
 def _short(cid: str) -> str:
@@ -57,6 +57,22 @@ def _cluster_lines(agent: ClusterAgentState) -> list[str]:
         ]
         out += _table([[mac, f"→ {dst}"] for mac, dst in dev.peers.items()], indent="    ")
     return out
+
+
+def _daemon_line(daemon: DaemonStatus) -> str:
+    if not daemon.answers:
+        return (
+            f"Daemon: not running on {daemon.socket} "
+            "(mode in-process: the entry points run the plugins themselves)"
+        )
+    facts = [f"pid {daemon.pid}"] if daemon.pid is not None else []
+    if daemon.workers is not None:
+        facts.append(f"{daemon.workers} workers")
+    if daemon.started_by:
+        facts.append(f"started {daemon.started_by}")
+    return f"Daemon: answering on {daemon.socket} (mode {daemon.mode}, {daemon.status}; " + (
+        ", ".join(facts) + ")"
+    )
 
 
 def render(state: NodeState, leaks: list[Leak]) -> str:
@@ -150,6 +166,8 @@ def render(state: NodeState, leaks: list[Leak]) -> str:
             for m in state.port_mappings
         ]
     )
+    if state.daemon is not None:
+        out += ["", _daemon_line(state.daemon)]
     if state.cluster is not None:
         out += ["", *_cluster_lines(state.cluster)]
     if state.problems:

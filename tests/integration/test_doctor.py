@@ -1,0 +1,196 @@
+"""`pycni doctor` against a node namespace and test dirs (never the host's /etc/cni):
+a healthy node is all ok (warnings only for link types this kernel lacks); a stopped daemon,
+a network naming a missing plugin and a leaked reservation give one fail line each, exit 1."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pycni.runtime.api import CNIConfig
+from pycni.runtime.types import RuntimeConf
+from pycni.spec.conf import conf_list_from_bytes
+from tests import harness
+
+PYCNI = str(Path(sys.executable).parent / "pycni")
+NET = "doc-net"
+# What this kernel (a Firecracker VM's) is built without; anything else must be ok.
+MISSING_HERE = {"kernel: vlan", "kernel: ipvlan", "kernel: vrf", "kernel: dummy"}
+
+pytestmark = [pytest.mark.kernel, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def forwarders(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """Entry points that forward to a private daemon socket (which nobody serves yet)."""
+    from pycni.fast import install
+
+    directory = tmp_path_factory.mktemp("doctor-plugins")
+    sock = str(tmp_path_factory.mktemp("doctor-daemon") / "pycni.sock")
+    install.install(directory, form="auto", socket_path=sock)
+    return directory, sock
+
+
+@pytest.fixture
+def daemon(forwarders: tuple[Path, str]) -> Iterator[str]:
+    _dir, sock = forwarders
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pycni.cli.daemon_cmd", "--socket", sock, "--log-level", "ERROR"]
+    )
+    try:
+        for _ in range(400):
+            if os.path.exists(sock):
+                break
+            time.sleep(0.05)
+        assert os.path.exists(sock), "the daemon did not start"
+        yield sock
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+def _conflist(name: str, data_dir: Path, plugins: list[dict[str, Any]]) -> bytes:
+    first = {
+        "type": "bridge",
+        "bridge": "doc0",
+        "isGateway": True,
+        "ipam": {
+            "type": "host-local",
+            "ranges": [[{"subnet": "10.79.0.0/24"}]],
+            "dataDir": str(data_dir),
+        },
+    }
+    return json.dumps({"cniVersion": "1.1.0", "name": name, "plugins": [first, *plugins]}).encode()
+
+
+def _doctor(
+    node: harness.Namespace, state: harness.State, plugins: Path, sock: str, *extra: str
+) -> subprocess.CompletedProcess[str]:
+    return node.run(
+        PYCNI,
+        "doctor",
+        "--conf-dir",
+        str(state.conf_dir),
+        "--plugin-dir",
+        str(plugins),
+        "--cache-dir",
+        str(state.cache_dir),
+        "--data-dir",
+        str(state.data_dir),
+        "--socket",
+        sock,
+        *extra,
+        check=False,
+        timeout=180,
+    )
+
+
+def _scratch_namespaces() -> set[str]:
+    return {n for n in os.listdir("/run/netns") if n.startswith("pycni-doctor-")}
+
+
+def _attach(node: harness.Namespace, state: harness.State, plugins: Path, pod: Any) -> None:
+    raw = (state.conf_dir / "10-doc.conflist").read_bytes()
+    cni = CNIConfig([str(plugins)], cache_dir=str(state.cache_dir))
+    with node.entered():
+        cni.add_network_list(
+            conf_list_from_bytes(raw),
+            RuntimeConf(container_id=pod.name, netns=pod.path, ifname="eth0"),
+        )
+
+
+def _detach(node: harness.Namespace, state: harness.State, plugins: Path, pod: Any) -> None:
+    raw = (state.conf_dir / "10-doc.conflist").read_bytes()
+    cni = CNIConfig([str(plugins)], cache_dir=str(state.cache_dir))
+    with node.entered():
+        cni.del_network_list(
+            conf_list_from_bytes(raw),
+            RuntimeConf(container_id=pod.name, netns=pod.path, ifname="eth0"),
+        )
+
+
+def test_healthy_node_is_all_ok(
+    node: harness.Namespace,
+    tmp_state: harness.State,
+    forwarders: tuple[Path, str],
+    daemon: str,
+    pod_factory: Callable[[], harness.Namespace],
+) -> None:
+    plugins, _ = forwarders
+    scratch_before = _scratch_namespaces()
+    body = _conflist(
+        NET, tmp_state.data_dir, [{"type": "portmap", "capabilities": {"portMappings": True}}]
+    )
+    (tmp_state.conf_dir / "10-doc.conflist").write_bytes(body)
+    pod = pod_factory()
+    _attach(node, tmp_state, plugins, pod)
+    try:
+        proc = _doctor(node, tmp_state, plugins, daemon, "--json")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        checks = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}
+        warned = {name for name, c in checks.items() if c["status"] == "warn"}
+        assert warned <= MISSING_HERE, {n: checks[n]["detail"] for n in warned - MISSING_HERE}
+        assert all(c["status"] in ("ok", "warn") for c in checks.values())
+        for name in (
+            "kernel: bridge",
+            "kernel: veth",
+            "kernel: vxlan",
+            "kernel: macvlan",
+            "kernel: tc",
+            "kernel: nf_tables",
+            "kernel: conntrack",
+            "iptables-legacy",
+            "iptables-nft",
+            "plugin dirs",
+            "daemon",
+            "conf dir",
+            f"network {NET}",
+            "leaks",
+        ):
+            assert checks[name]["status"] == "ok", checks[name]
+        assert checks["daemon"]["answers"] is True and checks["daemon"]["pid"] > 0
+        assert checks["daemon"]["forwardingEntryPoints"] > 0
+        assert "bridge → portmap installed" in checks[f"network {NET}"]["detail"]
+        text = _doctor(node, tmp_state, plugins, daemon)
+        assert text.returncode == 0
+        assert not [ln for ln in text.stdout.splitlines() if ln.startswith("fail")]
+        assert text.stdout.rstrip().endswith("0 fail")
+    finally:
+        _detach(node, tmp_state, plugins, pod)
+    assert _scratch_namespaces() <= scratch_before, "the doctor left its scratch namespace"
+
+
+def test_stopped_daemon_missing_plugin_and_leak_fail_once_each(
+    node: harness.Namespace, tmp_state: harness.State, forwarders: tuple[Path, str]
+) -> None:
+    plugins, sock = forwarders  # no daemon serves the socket the entry points forward to
+    ok = _conflist(NET, tmp_state.data_dir, [])
+    (tmp_state.conf_dir / "10-doc.conflist").write_bytes(ok)
+    broken = _conflist("doc-broken", tmp_state.data_dir, [{"type": "no-such-plugin"}])
+    (tmp_state.conf_dir / "20-broken.conflist").write_bytes(broken)
+    store = tmp_state.data_dir / NET
+    store.mkdir(parents=True)
+    (store / "10.79.0.77").write_bytes(b"ghost-container\r\neth0")
+
+    proc = _doctor(node, tmp_state, plugins, sock)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    fails = [ln for ln in proc.stdout.splitlines() if ln.startswith("fail")]
+    assert len(fails) == 3, proc.stdout
+    daemon_line, network_line, leak_line = fails
+    assert daemon_line.split()[1] == "daemon" and "pycni daemon --socket" in daemon_line
+    assert "network doc-broken" in network_line and "no-such-plugin" in network_line
+    assert "leaks" in leak_line and "1 reservation" in leak_line and "pycni cleanup" in leak_line
+    assert "network doc-net" in proc.stdout  # the healthy network next to it stays ok
+
+    data = json.loads(_doctor(node, tmp_state, plugins, sock, "--json").stdout)
+    assert data["summary"]["fail"] == 3
+    failed = {c["name"] for c in data["checks"] if c["status"] == "fail"}
+    assert failed == {"daemon", "network doc-broken", "leaks"}

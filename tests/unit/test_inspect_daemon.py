@@ -1,0 +1,32 @@
+"""`pycni inspect`'s daemon line: a socket nobody serves is mode in-process (not an error),
+and the text report says which; how a process was started is read from /proc."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pycni.inspect import daemon, render_text
+from pycni.inspect.model import DaemonStatus, NodeState
+
+
+def test_a_socket_nobody_serves_means_in_process(tmp_path: Path) -> None:
+    status = daemon.read_daemon(str(tmp_path / "none.sock"), timeout=1.0)
+    assert (status.answers, status.mode, status.pid) == (False, "in-process", None)
+    assert str(tmp_path / "none.sock") in status.error
+    state = NodeState("n", "c", "k", "d", daemon=status)
+    assert f"Daemon: not running on {tmp_path / 'none.sock'}" in render_text.render(state, [])
+
+
+def test_the_text_report_names_a_warm_daemon_and_how_it_started() -> None:
+    status = DaemonStatus("/run/x.sock", True, "warm", "ok", 42, 16, 1.0, "systemd unit p.service")
+    text = render_text.render(NodeState("n", "c", "k", "d", daemon=status), [])
+    assert "Daemon: answering on /run/x.sock (mode warm, ok; pid 42, 16 workers, " in text
+    assert "started systemd unit p.service)" in text
+    assert "Daemon:" not in render_text.render(NodeState("n", "c", "k", "d"), [])
+
+
+def test_started_by_names_a_unit_or_the_parent() -> None:
+    found = daemon.started_by(os.getpid())
+    assert found.startswith("systemd unit ") or f"(pid {os.getppid()})" in found
+    assert daemon.started_by(2**22 + 12345) == ""  # no such process
