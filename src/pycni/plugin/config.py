@@ -1,7 +1,8 @@
-"""Typed, case-insensitive access to a plugin's JSON config.
+"""The pre-decoder config helpers, kept for the plugins not yet declared with spec/decode.
 
-Go's encoding/json matches keys case-insensitively, so configs in the wild use
-e.g. ``"bandWidth"`` or ``"IPMasq"``; a strict lookup would break them.
+New code declares a config dataclass and calls :func:`pycni.spec.decode.decode`; these
+functions remain for the few loaders that still read one key at a time (portmap, firewall).
+Keys match case-insensitively as Go's encoding/json does (``"bandWidth"``, ``"IPMasq"``).
 """
 
 from __future__ import annotations
@@ -9,7 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from pycni.spec.errors import INVALID_NETWORK_CONFIG, CNIError
+from pycni.spec.decode import check_text, join, lookup, shown
+from pycni.spec.errors import InvalidConfig
+
+__all__ = ["field", "lookup", "section"]
 
 T = TypeVar("T")
 
@@ -22,33 +26,27 @@ _TYPE_NAMES = {
 }
 
 
-def lookup(data: Mapping[str, Any], key: str) -> tuple[bool, Any]:
-    """(found, value): an exact key wins, then the first case-insensitive match."""
-    if key in data:
-        return True, data[key]
-    lowered = key.lower()
-    for k, v in data.items():
-        if k.lower() == lowered:
-            return True, v
-    return False, None
-
-
 def field(data: Mapping[str, Any], key: str, kind: type[T], default: T, where: str = "") -> T:
-    """The value of ``key`` checked to be of ``kind``; ``null`` or absent gives ``default``."""
+    """The value of ``key`` checked to be of ``kind``; ``null`` or absent gives ``default``.
+
+    Strings also obey the decoder's text rules (UTF-8, no NUL, bounded length).
+    """
     found, value = lookup(data, key)
     if not found or value is None:
         return default
+    name = join(where, key)
     ok = isinstance(value, kind)
     if kind is int and isinstance(value, bool):
         ok = False
     if kind is int and isinstance(value, float) and value.is_integer():
         return int(value)  # type: ignore[return-value]
     if not ok:
-        name = f"{where}.{key}" if where else key
-        raise CNIError(
-            INVALID_NETWORK_CONFIG,
-            f"invalid config: {name} must be {_TYPE_NAMES.get(kind, kind.__name__)}, got {value!r}",
+        raise InvalidConfig(
+            f"invalid config: {name} must be {_TYPE_NAMES.get(kind, kind.__name__)}, "
+            f"got {shown(value)}"
         )
+    if isinstance(value, str):
+        check_text(value, name)
     return value  # type: ignore[no-any-return]
 
 
