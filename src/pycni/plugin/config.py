@@ -1,19 +1,20 @@
-"""The pre-decoder config helpers, kept for the plugins not yet declared with spec/decode.
+"""Config pieces the plugins share, and the pre-decoder helpers.
 
-New code declares a config dataclass and calls :func:`pycni.spec.decode.decode`; these
-functions remain for the few loaders that still read one key at a time (portmap, firewall).
-Keys match case-insensitively as Go's encoding/json does (``"bandWidth"``, ``"IPMasq"``).
+Plugins declare their config as a dataclass and decode it with :mod:`pycni.spec.decode`;
+the sections several of them read (``ipam.type``, ``dns``, a ``mac`` argument, an MTU) are
+declared once here. ``field``/``section`` remain for the loaders that still read one key at a
+time (portmap, firewall). Keys match case-insensitively as Go's encoding/json does.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from pycni.spec.decode import check_text, join, lookup, shown
+from pycni.spec.decode import ETH_MAX_MTU, Int, ListOf, Str, check_text, join, lookup, option, shown
 from pycni.spec.errors import InvalidConfig
-
-__all__ = ["field", "lookup", "section"]
+from pycni.spec.result import DNS
 
 T = TypeVar("T")
 
@@ -53,3 +54,44 @@ def field(data: Mapping[str, Any], key: str, kind: type[T], default: T, where: s
 def section(data: Mapping[str, Any], key: str) -> dict[str, Any]:
     """A nested object (``{}`` when absent)."""
     return field(data, key, dict, {})
+
+
+# --- config pieces several plugins declare -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IPAMRef:
+    """The ``ipam`` section as a main plugin reads it: only its type (the rest is the
+    IPAM plugin's, which gets the whole config)."""
+
+    type: str = option("type", Str(max_len=255, no_control=True), "")
+
+
+@dataclass(frozen=True)
+class DNSConf:
+    """A config's ``dns`` section (types.DNS)."""
+
+    nameservers: list[str] = option("nameservers", ListOf(Str(max_len=255)), factory=list)
+    domain: str = option("domain", Str(max_len=255), "")
+    search: list[str] = option("search", ListOf(Str(max_len=255)), factory=list)
+    options: list[str] = option("options", ListOf(Str(max_len=255)), factory=list)
+
+    def to_dns(self) -> DNS:
+        return DNS(
+            nameservers=list(self.nameservers),
+            domain=self.domain,
+            search=list(self.search),
+            options=list(self.options),
+        )
+
+
+@dataclass(frozen=True)
+class MacArg:
+    """``mac`` as ``args.cni`` and ``runtimeConfig`` carry it (checked as a MAC by the plugin)."""
+
+    mac: str = option("mac", Str(max_len=64), "")
+
+
+def MTU(message: str = "") -> Int:
+    """An Ethernet-like link's MTU: 0 (the default) up to the kernel's ETH_MAX_MTU."""
+    return Int(0, ETH_MAX_MTU, message)

@@ -111,7 +111,7 @@ def run_plugin(
             req,
             err_lines,
         )
-    except Exception as exc:  # a bug or an unexpected kernel answer: code 999, no traceback on stdout
+    except Exception as exc:  # a bug or an unexpected kernel answer: code 999, no traceback
         err_lines.append(traceback.format_exc())
         notes = "; ".join(str(n) for n in getattr(exc, "__notes__", ()))
         return _failure(

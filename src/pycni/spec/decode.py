@@ -93,10 +93,15 @@ class Bool:
 
 @dataclasses.dataclass(frozen=True)
 class Int:
-    """A JSON number with an integral value in [lo, hi] (Go's intN/uintN fields)."""
+    """A JSON number with an integral value in [lo, hi] (Go's intN/uintN fields).
+
+    ``message``, when set, is the text for a number out of range (``{path}``, ``{value}``),
+    for ranges whose wording the reference plugin fixes; a wrong type keeps the standard text.
+    """
 
     lo: int = INT64[0]
     hi: int = INT64[1]
+    message: str = ""
 
     def describe(self) -> str:
         if (self.lo, self.hi) == INT64:
@@ -109,6 +114,8 @@ class Int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise fail(path, self.describe(), value)
         if not self.lo <= value <= self.hi:
+            if self.message:
+                raise InvalidConfig(self.message.format(path=path, value=shown(value)))
             raise fail(path, self.describe(), value)
         return value
 
@@ -132,13 +139,19 @@ def check_text(value: str, path: str, max_len: int = MAX_STRING) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Str:
-    """A string; optionally one of ``choices`` or matching ``pattern`` (``what`` says which)."""
+    """A string; optionally one of ``choices`` or matching ``pattern`` (``what`` says which).
+
+    ``message``, when set, is the text for a value outside ``choices``/``pattern``, for
+    errors whose wording the reference plugin fixes: ``{path}``, ``{raw}`` (the string) and
+    ``{value}`` (it as JSON, shortened).
+    """
 
     max_len: int = MAX_STRING
     choices: tuple[str, ...] = ()
     pattern: str = ""
     what: str = ""
     no_control: bool = False
+    message: str = ""
 
     def describe(self) -> str:
         if self.what:
@@ -153,9 +166,12 @@ class Str:
         check_text(value, path, self.max_len)
         if self.no_control and any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
             raise fail(path, f"{self.describe()} without control characters", value)
-        if self.choices and value not in self.choices:
-            raise fail(path, self.describe(), value)
-        if self.pattern and value and not re.fullmatch(self.pattern, value):
+        wrong = (self.choices and value not in self.choices) or (
+            self.pattern and value and not re.fullmatch(self.pattern, value)
+        )
+        if wrong:
+            if self.message:
+                raise InvalidConfig(self.message.format(path=path, raw=value, value=shown(value)))
             raise fail(path, self.describe(), value)
         return value
 
@@ -170,7 +186,7 @@ class IfName:
     required: bool = False
 
     def describe(self) -> str:
-        return "an interface name (1-15 bytes, no '/', ':' or whitespace)"
+        return "a string naming an interface (1-15 bytes, no '/', ':' or whitespace)"
 
     def decode(self, value: Any, path: str) -> str:
         if not isinstance(value, str):
@@ -238,15 +254,15 @@ def _mac(text: str) -> str:
     return text
 
 
-def CIDR(message: str = "") -> Parsed:  # noqa: N802 - a kind, read like a type
+def CIDR(message: str = "") -> Parsed:
     return Parsed(_cidr, "a CIDR like 10.1.0.0/16", message)
 
 
-def IP(message: str = "") -> Parsed:  # noqa: N802
+def IP(message: str = "") -> Parsed:
     return Parsed(_ip, "an IP address like 10.1.0.1", message)
 
 
-def MAC(message: str = "") -> Parsed:  # noqa: N802
+def MAC(message: str = "") -> Parsed:
     return Parsed(_mac, "a MAC address like 02:aa:bb:cc:dd:ee", message)
 
 
