@@ -210,7 +210,7 @@ def test_routes_kept() -> None:
         ),
         (
             {"ranges": "10.0.0.0/24"},
-            'invalid config: ipam.ranges must be a list of range sets (lists of range objects), '
+            "invalid config: ipam.ranges must be a list of range sets (lists of range objects), "
             'got "10.0.0.0/24"',
         ),
         (

@@ -57,4 +57,3 @@ def load(plugin_type: str) -> Plugin:
         plugin = getattr(importlib.import_module(module_name), attr)
         _loaded[plugin_type] = plugin
     return plugin
-

@@ -384,9 +384,7 @@ def option(
 
 def specs(cls: type[Any]) -> list[tuple[str, Spec]]:
     """(attribute, spec) of every declared field of a config dataclass."""
-    return [
-        (f.name, f.metadata[_META]) for f in dataclasses.fields(cls) if _META in f.metadata
-    ]
+    return [(f.name, f.metadata[_META]) for f in dataclasses.fields(cls) if _META in f.metadata]
 
 
 def decode(cls: type[T], data: Mapping[str, Any] | None, path: str = "") -> T:

@@ -32,10 +32,6 @@ class Address:
     gateway: IPAddress | None = None
 
 
-def invalid(msg: str) -> CNIError:
-    return InvalidConfig(msg)
-
-
 @dataclass(frozen=True)
 class AddressConf:
     """One ``ipam.addresses`` entry (parsed below, with the reference's messages)."""
@@ -87,11 +83,15 @@ def load_addresses(req: Request, ipam: StaticIPAM) -> list[Address]:
         text = item.address
         parsed = parse_cidr(text)
         if parsed is None:
-            raise invalid(f"the 'address' field is expected to be in CIDR notation, got: '{text}'")
+            raise InvalidConfig(
+                f"the 'address' field is expected to be in CIDR notation, got: '{text}'"
+            )
         gw_text = item.gateway
         gateway = _parse_ip(gw_text) if gw_text else None
         if gw_text and gateway is None:
-            raise invalid(f"invalid config: ipam.addresses[{i}].gateway: invalid IP {gw_text!r}")
+            raise InvalidConfig(
+                f"invalid config: ipam.addresses[{i}].gateway: invalid IP {gw_text!r}"
+            )
         addresses.append(Address(parsed, gateway))
 
     env = load_args(req.args, known=["IP", "GATEWAY"])
@@ -100,13 +100,13 @@ def load_addresses(req: Request, ipam: StaticIPAM) -> list[Address]:
         text = arg.strip()
         parsed = parse_cidr(text)
         if parsed is None:
-            raise invalid(f"the 'ip' field is expected to be in CIDR notation, got: '{text}'")
+            raise InvalidConfig(f"the 'ip' field is expected to be in CIDR notation, got: '{text}'")
         from_args.append(Address(parsed))
     addresses += from_args
     for arg in env.get("GATEWAY", "").split(",") if env.get("GATEWAY") else []:
         gateway = _parse_ip(arg)
         if gateway is None:
-            raise invalid(f"invalid gateway address: {arg}")
+            raise InvalidConfig(f"invalid gateway address: {arg}")
         # as the reference: only CNI_ARGS addresses get it (config ones are not parsed yet there)
         for addr in from_args:
             if gateway in addr.address.network:
@@ -121,14 +121,14 @@ def load_addresses(req: Request, ipam: StaticIPAM) -> list[Address]:
             for text in texts:
                 parsed = parse_cidr(text)
                 if parsed is None:
-                    raise invalid(
+                    raise InvalidConfig(
                         f"an entry in the 'ips' field is NOT in CIDR notation, got: '{text}'"
                     )
                 addresses.append(Address(parsed))
 
     v4 = sum(1 for a in addresses if a.address.version == 4)
     if (v4 > 1 or len(addresses) - v4 > 1) and req.cni_version in (*version.LEGACY, ""):
-        raise invalid(
+        raise InvalidConfig(
             f"CNI version {req.cni_version} does not support more than 1 address per family"
         )
     return addresses
@@ -137,9 +137,9 @@ def load_addresses(req: Request, ipam: StaticIPAM) -> list[Address]:
 def _ipam(req: Request) -> StaticIPAM:
     found, ipam = lookup(req.config, "ipam")
     if not found or ipam is None:
-        raise invalid("IPAM config missing 'ipam' key")
+        raise InvalidConfig("IPAM config missing 'ipam' key")
     if not isinstance(ipam, dict):
-        raise invalid(f"invalid config: ipam must be an object, got {shown(ipam)}")
+        raise InvalidConfig(f"invalid config: ipam must be an object, got {shown(ipam)}")
     return decode(StaticIPAM, ipam, "ipam")
 
 
@@ -150,7 +150,7 @@ def _routes_and_dns(ipam: StaticIPAM) -> Result:
         return Result.from_dict({"cniVersion": "1.1.0", "routes": ipam.routes, "dns": ipam.dns})
     except CNIError as exc:
         text = exc.msg.removeprefix("failed to decode CNI result: ")
-        raise invalid(f"invalid config: ipam.{text}") from None
+        raise InvalidConfig(f"invalid config: ipam.{text}") from None
 
 
 class Static(Plugin):

@@ -35,10 +35,6 @@ def internal(msg: str) -> CNIError:
     return CNIError(INTERNAL, msg)
 
 
-def invalid(msg: str) -> CNIError:
-    return InvalidConfig(msg)
-
-
 @dataclass(frozen=True)
 class CommonConf:
     """The keys macvlan, tap and host-device read alike."""
@@ -67,7 +63,9 @@ def requested_mac(req: Request) -> str:
     if rt_mac:
         mac = rt_mac
     if mac and not _MAC.match(mac):
-        raise invalid(f"invalid args {mac} for MAC addr: want six hex bytes (02:aa:bb:cc:dd:ee)")
+        raise InvalidConfig(
+            f"invalid args {mac} for MAC addr: want six hex bytes (02:aa:bb:cc:dd:ee)"
+        )
     return mac.replace("-", ":").lower()
 
 

@@ -30,7 +30,6 @@ from pycni.spec.args import load_args
 from pycni.spec.decode import Bool, IfName, Int, ListOf, Obj, Str, decode, option
 from pycni.spec.errors import (
     INTERNAL,
-    INVALID_NETWORK_CONFIG,
     UNSUPPORTED_FIELD,
     CNIError,
     InvalidConfig,
@@ -103,10 +102,6 @@ class BridgeConf:
         return self.vlan != 0 or self.vlan_trunk_set
 
 
-def _bad(msg: str) -> CNIError:
-    return InvalidConfig(msg)
-
-
 def _vlan_trunk(entries: list[TrunkEntry]) -> list[int]:
     """The reference's collectVlanTrunk: ranges and single IDs, deduplicated and sorted."""
     found: set[int] = set()
@@ -114,19 +109,23 @@ def _vlan_trunk(entries: list[TrunkEntry]) -> list[int]:
         lo, hi, one = item.min_id, item.max_id, item.id
         if lo is not None and hi is not None:
             if lo <= 0 or lo > 4094:
-                raise _bad("incorrect trunk minID parameter")
+                raise InvalidConfig("incorrect trunk minID parameter")
             if hi <= 0 or hi > 4094:
-                raise _bad("incorrect trunk maxID parameter")
+                raise InvalidConfig("incorrect trunk maxID parameter")
             if hi < lo:
-                raise _bad("minID is greater than maxID in trunk parameter")
+                raise InvalidConfig("minID is greater than maxID in trunk parameter")
             found.update(range(lo, hi + 1))
         elif lo is None and hi is not None:
-            raise _bad("minID and maxID should be configured simultaneously, minID is missing")
+            raise InvalidConfig(
+                "minID and maxID should be configured simultaneously, minID is missing"
+            )
         elif lo is not None and hi is None:
-            raise _bad("minID and maxID should be configured simultaneously, maxID is missing")
+            raise InvalidConfig(
+                "minID and maxID should be configured simultaneously, maxID is missing"
+            )
         if one is not None:
             if one <= 0 or one > 4094:
-                raise _bad("incorrect trunk id parameter")
+                raise InvalidConfig("incorrect trunk id parameter")
             found.add(one)
     return sorted(found)
 
@@ -138,7 +137,7 @@ def load_conf(req: Request) -> BridgeConf:
     if conf.trunk is not None:
         conf.vlans = _vlan_trunk(conf.trunk)
     if conf.vlan > 0 and conf.vlans:
-        raise _bad("cannot set vlan and vlanTrunk at the same time")
+        raise InvalidConfig("cannot set vlan and vlanTrunk at the same time")
     conf.dns = conf.dns_conf.to_dns()
     # MAC precedence, lowest first: CNI_ARGS MAC, args.cni.mac, runtimeConfig.mac
     env_mac = load_args(req.args, known=["MAC"]).get("MAC", "") if req.args else ""
@@ -146,7 +145,7 @@ def load_conf(req: Request) -> BridgeConf:
     conf.mac = decode(MacArg, req.cni_args, "args.cni").mac or conf.mac
     conf.mac = decode(MacArg, req.runtime_config, "runtimeConfig").mac or conf.mac
     if conf.mac and not _MAC.match(conf.mac):
-        raise _bad(f'invalid MAC address "{conf.mac}"')
+        raise InvalidConfig(f'invalid MAC address "{conf.mac}"')
     conf.mac = conf.mac.replace("-", ":").lower()
     if conf.is_default_gateway:
         conf.is_gateway = True
@@ -155,9 +154,9 @@ def load_conf(req: Request) -> BridgeConf:
 
 def _validate_for_add(conf: BridgeConf) -> None:
     if conf.layer3 and conf.disable_container_interface:
-        raise _bad("cannot use IPAM when DisableContainerInterface flag is set")
+        raise InvalidConfig("cannot use IPAM when DisableContainerInterface flag is set")
     if conf.hairpin and conf.promisc:
-        raise _bad("cannot set hairpin mode and promiscuous mode at the same time")
+        raise InvalidConfig("cannot set hairpin mode and promiscuous mode at the same time")
 
 
 def _vlan_error(conf: BridgeConf) -> CNIError:
@@ -223,9 +222,7 @@ class Bridge(Plugin):
         except br.VlanFilteringUnsupported:
             raise _vlan_error(conf) from None
         except br.NotABridge as exc:
-            raise CNIError(
-                INVALID_NETWORK_CONFIG, f'failed to create bridge "{conf.bridge}": {exc}'
-            ) from None
+            raise InvalidConfig(f'failed to create bridge "{conf.bridge}": {exc}') from None
         if info.created:
             rb.push("bridge", lambda: br.delete_if_unused(hipr, conf.bridge))
 

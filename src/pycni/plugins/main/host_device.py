@@ -27,7 +27,6 @@ from pycni.plugins.main._attach import (
     check_ips_and_routes,
     configure_pod_iface,
     internal,
-    invalid,
     ipam_add,
     ipam_passthrough,
     ipam_type,
@@ -35,6 +34,7 @@ from pycni.plugins.main._attach import (
     prev_interface,
 )
 from pycni.spec.decode import IfName, Str, decode, option
+from pycni.spec.errors import InvalidConfig
 from pycni.spec.result import Interface, Result
 
 SYS_BUS_PCI = "/sys/bus/pci/devices"
@@ -92,15 +92,15 @@ def load_conf(req: Request) -> HostDeviceConf:
         data_dir=keys.data_dir or req.env.get(DATA_DIR_ENV, "") or DEFAULT_DATA_DIR,
     )
     if not (conf.device or conf.hwaddr or conf.kernelpath or conf.pci):
-        raise invalid('specify either "device", "hwaddr", "kernelpath" or "pciBusID"')
+        raise InvalidConfig('specify either "device", "hwaddr", "kernelpath" or "pciBusID"')
     if conf.hwaddr and not _MAC.match(conf.hwaddr):
-        raise invalid(f'failed to parse MAC address "{conf.hwaddr}"')
+        raise InvalidConfig(f'failed to parse MAC address "{conf.hwaddr}"')
     if conf.kernelpath and not (
         os.path.isabs(conf.kernelpath)
         and conf.kernelpath.startswith("/sys/devices/")
         and ".." not in conf.kernelpath.split("/")
     ):
-        raise invalid(
+        raise InvalidConfig(
             f'kernel device path "{conf.kernelpath}" must be absolute and begin with '
             "/sys/devices/ (no '..')"
         )

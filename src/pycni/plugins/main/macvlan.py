@@ -19,7 +19,6 @@ from pycni.plugins.main._attach import (
     delete_in_pod,
     delete_pod_link,
     internal,
-    invalid,
     ipam_add,
     ipam_passthrough,
     ipam_type,
@@ -28,7 +27,7 @@ from pycni.plugins.main._attach import (
     requested_mac,
 )
 from pycni.spec.decode import UINT32_MAX, Bool, IfName, Int, Str, decode, option
-from pycni.spec.errors import UnsupportedField
+from pycni.spec.errors import InvalidConfig, UnsupportedField
 from pycni.spec.result import Interface, Result
 
 
@@ -59,7 +58,7 @@ def load_conf(req: Request) -> MacvlanConf:
     try:
         mode = macvlan.parse_mode(keys.mode)
     except ValueError as exc:
-        raise invalid(f"{exc}; use bridge, private, vepa or passthru") from None
+        raise InvalidConfig(f"{exc}; use bridge, private, vepa or passthru") from None
     if keys.bcqueuelen:
         raise UnsupportedField("bcqueuelen is not supported by pycni's macvlan")
     return MacvlanConf(
@@ -101,7 +100,9 @@ class Macvlan(Plugin):
             with _master_ns(conf, pod), rtnl() as ipr:
                 master_index, master_mtu = resolve_master(ipr, conf)
                 if conf.mtu < 0 or conf.mtu > master_mtu:
-                    raise invalid(f"invalid MTU {conf.mtu}, must be [0, master MTU({master_mtu})]")
+                    raise InvalidConfig(
+                        f"invalid MTU {conf.mtu}, must be [0, master MTU({master_mtu})]"
+                    )
                 rb.step("create")
                 try:
                     tmp = macvlan.create_in_netns(
@@ -139,7 +140,9 @@ class Macvlan(Plugin):
             with _master_ns(conf, pod), rtnl() as ipr:
                 _, master_mtu = resolve_master(ipr, conf)
                 if conf.mtu < 0 or conf.mtu > master_mtu:
-                    raise invalid(f"invalid MTU {conf.mtu}, must be [0, master MTU({master_mtu})]")
+                    raise InvalidConfig(
+                        f"invalid MTU {conf.mtu}, must be [0, master MTU({master_mtu})]"
+                    )
             ipam_passthrough(req, "CHECK")
             prev, intf = prev_interface(req)
             with pod.entered(), rtnl() as ipr:

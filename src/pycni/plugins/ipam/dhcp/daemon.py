@@ -33,7 +33,7 @@ from pycni.plugins.ipam.dhcp.message import (
 )
 from pycni.plugins.ipam.dhcp.store import LeaseStore
 from pycni.spec.decode import section
-from pycni.spec.errors import INTERNAL, INVALID_NETWORK_CONFIG, CNIError
+from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig
 from pycni.spec.result import Result
 
 log = logging.getLogger("pycni.dhcp")
@@ -68,7 +68,7 @@ def prepare_options(args: str, ipam: dict[str, Any]) -> dict[int, bytes]:
                 continue
             if len(text.encode()) > 255:
                 where = f" from CNI_ARGS {origin!r}" if origin else ""
-                raise CNIError(INVALID_NETWORK_CONFIG, f"value too long for option {name!r}{where}")
+                raise InvalidConfig(f"value too long for option {name!r}{where}")
             opts[code] = text.encode()
     wanted: list[int] = []
     skip_default = False
@@ -88,7 +88,7 @@ def _code(name: str) -> int:
     try:
         return parse_option_name(name)
     except ValueError as exc:
-        raise CNIError(INVALID_NETWORK_CONFIG, f"Can not parse option {name!r}: {exc}") from None
+        raise InvalidConfig(f"Can not parse option {name!r}: {exc}") from None
 
 
 class DhcpDaemon:
@@ -140,7 +140,7 @@ class DhcpDaemon:
     def allocate(self, request: dict[str, Any], fd: int | None) -> dict[str, Any]:
         config = request.get("config")
         if not isinstance(config, dict):
-            raise CNIError(INVALID_NETWORK_CONFIG, "error parsing netconf: not an object")
+            raise InvalidConfig("error parsing netconf: not an object")
         try:
             ipam = section(config, "ipam")
             options = prepare_options(str(request.get("args", "")), ipam)

@@ -30,14 +30,10 @@ from pycni.spec.decode import (
     section,
     shown,
 )
-from pycni.spec.errors import CNIError, InvalidConfig
+from pycni.spec.errors import InvalidConfig
 from pycni.spec.result import Route
 
 DEFAULT_DATA_DIR = "/var/lib/cni/networks"
-
-
-def invalid(message: str) -> CNIError:
-    return InvalidConfig(message)
 
 
 @dataclass
@@ -237,9 +233,9 @@ def load(config: Mapping[str, Any], env_args: str) -> IPAMConfig:
     """Parse, canonicalise and validate the whole network config of a host-local call."""
     found, raw_ipam = lookup(config, "ipam")
     if not found or raw_ipam is None:
-        raise invalid("IPAM config missing 'ipam' key")
+        raise InvalidConfig("IPAM config missing 'ipam' key")
     if not isinstance(raw_ipam, dict):
-        raise invalid(f"invalid config: ipam must be an object, got {shown(raw_ipam)}")
+        raise InvalidConfig(f"invalid config: ipam must be an object, got {shown(raw_ipam)}")
     top = decode(HostLocalTop, config)
     ipam = decode(HostLocalIPAM, raw_ipam, "ipam")
 
@@ -252,22 +248,24 @@ def load(config: Mapping[str, Any], env_args: str) -> IPAMConfig:
     requested = requested_ips(config, env_args)
 
     if not sets:
-        raise invalid("no IP ranges specified")
+        raise InvalidConfig("no IP ranges specified")
     for index, range_set in enumerate(sets):
         try:
             range_set.canonicalize()
         except ValueError as err:
-            raise invalid(f"invalid range set {index}: {err}") from None
+            raise InvalidConfig(f"invalid range set {index}: {err}") from None
     cni_version = top.cni_version
     families = [s.family for s in sets]
     if (families.count(4) > 1 or families.count(6) > 1) and not version.at_least(
         cni_version, "0.3.0"
     ):
-        raise invalid(f"CNI version {cni_version} does not support more than 1 address per family")
+        raise InvalidConfig(
+            f"CNI version {cni_version} does not support more than 1 address per family"
+        )
     for i, first in enumerate(sets[:-1]):
         for j in range(i + 1, len(sets)):
             if first.overlaps(sets[j]):
-                raise invalid(f"range set {i} overlaps with {j}")
+                raise InvalidConfig(f"range set {i} overlaps with {j}")
 
     return IPAMConfig(
         name=str(config.get("name", "")),
@@ -283,16 +281,16 @@ def load(config: Mapping[str, Any], env_args: str) -> IPAMConfig:
 def parse_range_sets(raw: list[Any], where: str) -> list[RangeSet]:
     out: list[RangeSet] = []
     if len(raw) > MAX_ITEMS:
-        raise invalid(f"invalid config: {where} must have at most {MAX_ITEMS} range sets")
+        raise InvalidConfig(f"invalid config: {where} must have at most {MAX_ITEMS} range sets")
     for i, raw_set in enumerate(raw):
         if raw_set is None:
             raw_set = []  # Go decodes a null RangeSet as an empty one
         if not isinstance(raw_set, list):
-            raise invalid(f"invalid config: {where}[{i}] must be a list of ranges")
+            raise InvalidConfig(f"invalid config: {where}[{i}] must be a list of ranges")
         range_set = RangeSet()
         for j, raw_range in enumerate(raw_set):
             if not isinstance(raw_range, dict):
-                raise invalid(f"invalid config: {where}[{i}][{j}] must be an object")
+                raise InvalidConfig(f"invalid config: {where}[{i}][{j}] must be an object")
             range_set.append(parse_range(raw_range, f"{where}[{i}][{j}]"))
         out.append(range_set)
     return out
@@ -302,11 +300,11 @@ def parse_range(raw: Mapping[str, Any], where: str) -> Range:
     """One range object (also the legacy top-level ``subnet``/``rangeStart``/... of ipam)."""
     conf = decode(RangeConf, raw, where)
     if not conf.subnet and not lookup(raw, "subnet")[0]:
-        raise invalid(f"invalid config: {where}.subnet is required")
+        raise InvalidConfig(f"invalid config: {where}.subnet is required")
     try:
         address, prefix, mapped = ipmath.parse_cidr(conf.subnet)
     except ValueError as err:
-        raise invalid(str(err)) from None
+        raise InvalidConfig(str(err)) from None
     return Range(
         subnet_ip=address,
         prefix=prefix,
@@ -324,7 +322,7 @@ def parse_routes(raw: list[RouteConf]) -> list[Route]:
         try:
             address, prefix, _ = ipmath.parse_cidr(item.dst)
         except ValueError as err:
-            raise invalid(str(err)) from None
+            raise InvalidConfig(str(err)) from None
         routes.append(
             Route(
                 dst=ipmath.network_of(address, prefix),
@@ -349,7 +347,9 @@ def requested_ips(config: Mapping[str, Any], env_args: str) -> list[IPAddress]:
             try:
                 out.append(ipmath.parse_ip_or_cidr(value))
             except ValueError as err:
-                raise invalid(f'ARGS: error parsing value of pair "IP={value}": {err}') from None
+                raise InvalidConfig(
+                    f'ARGS: error parsing value of pair "IP={value}": {err}'
+                ) from None
     cni_args = decode(HostLocalArgs, section(section(config, "args"), "cni", "args"), "args.cni")
     runtime = decode(HostLocalTop, config).runtime
     for source in (cni_args.ips, runtime.ips):
@@ -357,7 +357,7 @@ def requested_ips(config: Mapping[str, Any], env_args: str) -> list[IPAddress]:
             try:
                 out.append(ipmath.parse_ip_or_cidr(item))
             except ValueError as err:
-                raise invalid(str(err)) from None
+                raise InvalidConfig(str(err)) from None
     unique: dict[str, IPAddress] = {}
     for address in out:
         unique.setdefault(str(address), address)
