@@ -40,6 +40,8 @@ MIN_VERSION = {"CHECK": "0.4.0", "GC": "1.1.0", "STATUS": "1.1.0"}
 MAX_STDIN = 16 * 1024 * 1024  # bytes of config; real configs are a few KiB
 MAX_DEPTH = 64  # JSON nesting; real configs nest fewer than 10 levels
 MAX_ENV_VALUE = 1024 * 1024
+MAX_CONTAINER_ID = 200
+MAX_NETWORK_NAME = 255
 
 
 @dataclass
@@ -182,6 +184,9 @@ def _check_env(command: str, env: Mapping[str, str]) -> None:
     cid = env.get("CNI_CONTAINERID", "")
     if cid and command in REQUIRED["CNI_CONTAINERID"]:
         validate.container_id(cid)
+    if len(cid) > MAX_CONTAINER_ID:
+        # plugins name files after it (<id>_<ifname>.json must fit NAME_MAX = 255)
+        raise InvalidEnv(f"CNI_CONTAINERID must be at most {MAX_CONTAINER_ID} characters")
     ifname = env.get("CNI_IFNAME", "")
     if ifname and command in REQUIRED["CNI_IFNAME"]:
         validate.interface_name(ifname)
@@ -196,8 +201,14 @@ def _parse_config(stdin: bytes) -> dict[str, object]:
         config = json.loads(stdin)
     except RecursionError:
         raise DecodingFailure("error unmarshall network config: nested too deeply") from None
-    except (ValueError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
+        raise DecodingFailure(
+            f"error unmarshall network config: invalid UTF-8 at byte {exc.start}"
+        ) from None
+    except json.JSONDecodeError as exc:
         raise DecodingFailure(f"error unmarshall network config: {exc}") from None
+    except ValueError:  # the scanner's int(): a number literal with thousands of digits
+        raise DecodingFailure("error unmarshall network config: a number is too long") from None
     if not isinstance(config, dict):
         raise DecodingFailure("error unmarshall network config: not a JSON object")
     problem = conf.shape_problem(config, MAX_DEPTH)
@@ -207,6 +218,9 @@ def _parse_config(stdin: bytes) -> dict[str, object]:
     if not isinstance(name, str) or name == "":
         raise InvalidConfig("missing network name")
     validate.network_name(name)
+    if len(name) > MAX_NETWORK_NAME:
+        # host-local keeps a directory per network: a longer name cannot be a file name
+        raise InvalidConfig(f"invalid config: name must be at most {MAX_NETWORK_NAME} characters")
     return config
 
 
