@@ -88,10 +88,10 @@ hostile = st.one_of(
     st.integers(min_value=1, max_value=80).map(_nested),
 )
 
-Path = tuple[str | int, ...]
+FieldPath = tuple[str | int, ...]
 
 
-def put(config: dict[str, Any], path: Path, value: Any) -> dict[str, Any]:
+def put(config: dict[str, Any], path: FieldPath, value: Any) -> dict[str, Any]:
     """``config`` (deep-copied) with ``value`` at ``path``, creating what is missing."""
     out: dict[str, Any] = json.loads(json.dumps(config))
     node: Any = out
@@ -156,7 +156,7 @@ def _host_device(req: Request) -> None:
 
 
 # plugin type -> (loader, base config, fields to make hostile)
-PLUGINS: dict[str, tuple[Callable[[Request], Any], dict[str, Any], list[Path]]] = {
+PLUGINS: dict[str, tuple[Callable[[Request], Any], dict[str, Any], list[FieldPath]]] = {
     "bridge": (
         bridge.load_conf,
         {"ipam": {"type": "host-local"}},
@@ -380,7 +380,7 @@ class LoaderOnly(Plugin):
         return Result(ips=[IPConfig(address=ipaddress.ip_interface("10.9.0.2/24"))])
 
 
-def config_for(plugin_type: str, path: Path, value: Any) -> dict[str, Any]:
+def config_for(plugin_type: str, path: FieldPath, value: Any) -> dict[str, Any]:
     base = {"cniVersion": "1.0.0", "name": "net1", "type": plugin_type, **PLUGINS[plugin_type][1]}
     return put(base, path, value)
 
@@ -399,7 +399,7 @@ def assert_cni_outcome(outcome: skel.Outcome, what: str) -> None:
 @pytest.mark.parametrize(("plugin_type", "path"), CASES, ids=[f"{n}:{p}" for n, p in CASES])
 @SETTINGS
 @given(value=hostile)
-def test_hostile_value_through_skel(plugin_type: str, path: Path, value: Any) -> None:
+def test_hostile_value_through_skel(plugin_type: str, path: FieldPath, value: Any) -> None:
     loader = PLUGINS[plugin_type][0]
     stdin = json.dumps(config_for(plugin_type, path, value)).encode()
     outcome = skel.run_plugin(LoaderOnly(loader), ENV, stdin)
@@ -410,7 +410,7 @@ def test_hostile_value_through_skel(plugin_type: str, path: Path, value: Any) ->
 @SETTINGS
 @given(value=st.sampled_from(["\ud800", "a\udcffb", "\x00", "x" * 10_000]))
 def test_text_skel_cannot_pass_is_refused_by_the_loader(
-    plugin_type: str, path: Path, value: str
+    plugin_type: str, path: FieldPath, value: str
 ) -> None:
     """Values that never survive skel's parse (lone surrogates) or are huge, handed straight to
     the loader as the daemon's or a test's Request could: a CNI error or success, no crash."""

@@ -204,6 +204,34 @@ class IfName:
         return value
 
 
+@dataclasses.dataclass(frozen=True)
+class FilePath:
+    """A file system path: at most PATH_MAX-1 bytes, each component at most NAME_MAX bytes,
+    no control characters. ``""`` means "the default". What the path names is the config
+    author's choice (as in the reference plugins); this only keeps the OS from refusing it."""
+
+    max_bytes: int = 4095
+
+    def describe(self) -> str:
+        return (
+            f"a path (at most {self.max_bytes} bytes, parts of at most 255, no control characters)"
+        )
+
+    def decode(self, value: Any, path: str) -> str:
+        if not isinstance(value, str):
+            raise fail(path, self.describe(), value)
+        check_text(value, path)
+        raw = value.encode()
+        bad = (
+            len(raw) > self.max_bytes
+            or any(len(part) > 255 for part in raw.split(b"/"))
+            or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value)
+        )
+        if bad:
+            raise fail(path, self.describe(), value)
+        return value
+
+
 _MAC = re.compile(r"^[0-9a-fA-F]{2}([:-])[0-9a-fA-F]{2}(\1[0-9a-fA-F]{2}){4}$")
 
 

@@ -33,7 +33,7 @@ from pycni.plugins.main._attach import (
     pod_result,
     prev_interface,
 )
-from pycni.spec.decode import IfName, Str, decode, option
+from pycni.spec.decode import FilePath, IfName, Str, decode, option
 from pycni.spec.errors import InvalidConfig
 from pycni.spec.result import Interface, Result
 
@@ -69,9 +69,9 @@ class HostDeviceKeys:
 
     device: str = option("device", IfName(), "")
     hwaddr: str = option("hwaddr", Str(max_len=64), "")
-    kernelpath: str = option("kernelpath", Str(), "")
+    kernelpath: str = option("kernelpath", FilePath(), "")
     pci: str = option("pciBusID", _DEVICE_ID, "")
-    data_dir: str = option("dataDir", Str(), "")
+    data_dir: str = option("dataDir", FilePath(), "")
 
 
 @dataclass(frozen=True)

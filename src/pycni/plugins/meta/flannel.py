@@ -24,7 +24,7 @@ from pycni.cluster import subnet as sn
 from pycni.fsutil import write_atomic
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.delegate import delegate
-from pycni.spec.decode import Raw, Str, decode, lookup, option
+from pycni.spec.decode import FilePath, Raw, Str, decode, lookup, option
 from pycni.spec.errors import (
     DECODING_FAILURE,
     INTERNAL,
@@ -49,8 +49,8 @@ _PLUGIN_TYPE = Str(
 class FlannelConf:
     """flannel's own keys; ``delegate`` and ``ipam`` are handed on (their plugins check them)."""
 
-    subnet_file: str = option("subnetFile", Str(), "")
-    data_dir: str = option("dataDir", Str(), "")
+    subnet_file: str = option("subnetFile", FilePath(), "")
+    data_dir: str = option("dataDir", FilePath(), "")
     delegate: dict[str, Any] = option("delegate", Raw(), factory=dict)
     ipam: dict[str, Any] = option("ipam", Raw(), factory=dict)
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pycni.spec.decode import UINT32_MAX, Bool, Int, ListOf, Obj, Str, decode, option
+from pycni.spec.decode import UINT32_MAX, Bool, FilePath, Int, ListOf, Obj, Str, decode, option
 
-# sun_path holds 108 bytes with the terminating NUL
-SOCKET_PATH = Str(max_len=107, no_control=True, what="a unix socket path (at most 107 bytes)")
+SOCKET_PATH = FilePath(max_bytes=107)  # sun_path: 108 bytes with the NUL
 OPTION_NAME = Str(max_len=64, no_control=True, what="a DHCP option name or number")
 
 

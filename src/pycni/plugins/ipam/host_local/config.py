@@ -17,6 +17,7 @@ from pycni.spec.args import load_args
 from pycni.spec.decode import (
     MAX_ITEMS,
     UINT32_MAX,
+    FilePath,
     Int,
     ListOf,
     Obj,
@@ -202,8 +203,8 @@ class HostLocalIPAM:
 
     ranges: list[Any] = option("ranges", _RANGE_SETS, factory=list)
     routes: list[RouteConf] = option("routes", ListOf(Obj(RouteConf)), factory=list)
-    data_dir: str = option("dataDir", Str(), "")
-    resolv_conf: str = option("resolvConf", Str(), "")
+    data_dir: str = option("dataDir", FilePath(), "")
+    resolv_conf: str = option("resolvConf", FilePath(), "")
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Any
 from pycni.plugin.base import Request
 from pycni.plugin.config import MacArg
 from pycni.spec.args import load_args
-from pycni.spec.decode import UINT32_MAX, Bool, Int, MapOf, Str, decode, option
+from pycni.spec.decode import UINT32_MAX, Bool, FilePath, Int, MapOf, Str, decode, option
 from pycni.spec.errors import InvalidConfig
 
 DEFAULT_DATA_DIR = "/run/cni/tuning"
@@ -92,7 +92,7 @@ _MAC_TEXT = Str(max_len=64)
 class TuningKeys:
     """tuning's top-level keys, declared for the decoder (None: not given)."""
 
-    data_dir: str = option("dataDir", Str(), "")
+    data_dir: str = option("dataDir", FilePath(), "")
     sysctl: dict[str, str] = option("sysctl", _SYSCTLS, factory=dict)
     mac: str = option("mac", _MAC_TEXT, "")
     promisc: bool = option("promisc", Bool(), False)
