@@ -410,9 +410,17 @@ def option(
     return dataclasses.field(default=default, metadata=meta)
 
 
-def specs(cls: type[Any]) -> list[tuple[str, Spec]]:
-    """(attribute, spec) of every declared field of a config dataclass."""
-    return [(f.name, f.metadata[_META]) for f in dataclasses.fields(cls) if _META in f.metadata]
+_SPECS: dict[type[Any], tuple[tuple[str, Spec], ...]] = {}
+
+
+def specs(cls: type[Any]) -> tuple[tuple[str, Spec], ...]:
+    """(attribute, spec) of every declared field of a config dataclass (computed once)."""
+    found = _SPECS.get(cls)
+    if found is None:
+        fields = dataclasses.fields(cls)
+        found = tuple((f.name, f.metadata[_META]) for f in fields if _META in f.metadata)
+        _SPECS[cls] = found
+    return found
 
 
 def decode(cls: type[T], data: Mapping[str, Any] | None, path: str = "") -> T:
@@ -422,11 +430,23 @@ def decode(cls: type[T], data: Mapping[str, Any] | None, path: str = "") -> T:
     as Go's encoding/json does; every present value is checked by its field's kind.
     """
     values: dict[str, Any] = {}
+    if data is None:
+        return cls()
+    folded: dict[str, Any] | None = None  # lower-cased key -> its first key, built when needed
     for attr, spec in specs(cls):
-        if data is None:
-            break
-        found, value = lookup(data, spec.key)
-        if found and value is not None:
+        if spec.key in data:
+            value = data[spec.key]
+        else:
+            if folded is None:
+                folded = {}
+                for k in data:
+                    if isinstance(k, str):
+                        folded.setdefault(k.lower(), k)
+            key = folded.get(spec.key.lower())
+            if key is None:
+                continue
+            value = data[key]
+        if value is not None:
             values[attr] = spec.kind.decode(value, join(path, spec.key))
     return cls(**values)
 
