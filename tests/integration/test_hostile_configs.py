@@ -225,3 +225,41 @@ def test_entry_point_answers_hostile_stdin(
     assert body["code"] == code, body
     assert b"Traceback" not in proc.stdout
     assert node.run("ip", "-o", "link", "show").stdout == before
+
+
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [({"mtu": 70000}, "mtu 70000 refused by the kernel"), ({"mac": "01:00:5e:00:00:01"}, "mac")],
+)
+def test_tuning_value_the_link_refuses_is_a_config_error(
+    extra: dict[str, Any],
+    words: str,
+    node: harness.Namespace,
+    pod_factory: Any,
+    plugin_dir: Path,
+    tmp_path: Path,
+) -> None:
+    """A value only the kernel can judge (above the veth's maximum MTU, a multicast MAC) is
+    code 7, and the link keeps its settings."""
+    pod = pod_factory()
+    node.run(
+        "ip", "link", "add", "tunh0", "type", "veth", "peer", "name", "eth0", "netns", pod.path
+    )
+    before = pod.run("ip", "-o", "link", "show", "eth0").stdout
+    prev = {"cniVersion": "1.0.0", "interfaces": [{"name": "eth0", "sandbox": pod.path}]}
+    config = {
+        "cniVersion": "1.0.0",
+        "name": NET,
+        "type": "tuning",
+        "dataDir": str(tmp_path / "tuning"),
+        "prevResult": prev,
+        **extra,
+    }
+    env = {**env_for(plugin_dir, pod), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+    with node.entered():
+        out = skel.run("tuning", env, json.dumps(config).encode())
+    body = json.loads(out.stdout)
+    assert out.exit_code == 1 and body["code"] == 7 and words in body["msg"], body
+    assert pod.run("ip", "-o", "link", "show", "eth0").stdout == before
+    backups = tmp_path / "tuning"
+    assert not backups.exists() or list(backups.iterdir()) == []

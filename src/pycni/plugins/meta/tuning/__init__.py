@@ -9,7 +9,9 @@ the config. See docs/plugins/tuning.md.
 
 from __future__ import annotations
 
+import errno
 import functools
+import os
 from typing import Any
 
 from pycni.net import link_attrs, sysctl
@@ -31,6 +33,9 @@ from pycni.plugins.meta.tuning.conf import (
 )
 from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig
 from pycni.spec.result import Result
+
+# errnos with which the kernel refuses a link attribute's value (not the link, not the call)
+_REFUSED_VALUE = (errno.EINVAL, errno.ERANGE, errno.EADDRNOTAVAIL)
 
 
 class Tuning(Plugin):
@@ -180,6 +185,13 @@ class Tuning(Plugin):
             try:
                 setter(ipr, index, value)
             except Exception as exc:
+                if getattr(exc, "code", None) in _REFUSED_VALUE:
+                    # the link cannot take the config's value (e.g. an MTU above its maximum)
+                    why = os.strerror(int(getattr(exc, "code", 0)))
+                    raise InvalidConfig(
+                        f"invalid config: {name} {value!r} refused by the kernel for the "
+                        f"interface: {why}"
+                    ) from None
                 raise CNIError(INTERNAL, f"failed to set {name} of the interface: {exc}") from None
             rb.push(name, functools.partial(setter, ipr, index, old))
 
