@@ -124,7 +124,11 @@ def add_then_clean(
     assert b"Traceback" not in out.stdout
     if out.exit_code != 0:
         body = json.loads(out.stdout)
-        assert out.exit_code == 1 and body["code"] in ALLOWED_CODES, body
+        assert out.exit_code == 1, body
+        # a well-formed plugin type that names no file in CNI_PATH is reported as the reference
+        # reports it (runtime/find.py, code 999); anything else a config causes is 1/2/4/6/7
+        not_found = str(body["msg"]).startswith('failed to find plugin "')
+        assert body["code"] in ALLOWED_CODES or not_found, body
         assert snapshot(node, pod, data_dir) == before, body
         return
     with node.entered():

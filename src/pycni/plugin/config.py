@@ -59,12 +59,20 @@ def section(data: Mapping[str, Any], key: str) -> dict[str, Any]:
 # --- config pieces several plugins declare -------------------------------------------------------
 
 
+ETH_MIN_MTU = 68
+PLUGIN_TYPE = Str(
+    max_len=255,
+    pattern=r"[A-Za-z0-9][A-Za-z0-9_.\-]*",
+    what="a plugin type (a file name in CNI_PATH)",
+)
+
+
 @dataclass(frozen=True)
 class IPAMRef:
     """The ``ipam`` section as a main plugin reads it: only its type (the rest is the
     IPAM plugin's, which gets the whole config)."""
 
-    type: str = option("type", Str(max_len=255, no_control=True), "")
+    type: str = option("type", PLUGIN_TYPE, "")
 
 
 @dataclass(frozen=True)
@@ -92,6 +100,21 @@ class MacArg:
     mac: str = option("mac", Str(max_len=64), "")
 
 
-def MTU(message: str = "") -> Int:
-    """An Ethernet-like link's MTU: 0 (the default) up to the kernel's ETH_MAX_MTU."""
-    return Int(0, ETH_MAX_MTU, message)
+@dataclass(frozen=True)
+class MTU:
+    """An Ethernet-like link's MTU: 0 (the default) or ETH_MIN_MTU..ETH_MAX_MTU (68..65535).
+
+    ``message`` (``{path}``, ``{value}``) replaces the text for a number out of range.
+    """
+
+    message: str = ""
+
+    def describe(self) -> str:
+        return f"0 or a number in [{ETH_MIN_MTU}, {ETH_MAX_MTU}]"
+
+    def decode(self, value: Any, path: str) -> int:
+        text = self.message or "invalid config: {path} must be " + self.describe() + ", got {value}"
+        number: int = Int(0, ETH_MAX_MTU, text).decode(value, path)
+        if 0 < number < ETH_MIN_MTU:
+            raise InvalidConfig(text.format(path=path, value=shown(number)))
+        return number

@@ -44,7 +44,7 @@ _BACKEND = Str(
     what='"nftables" or "iptables"',
     message='unknown ipmasq backend "{raw}" (use "nftables" or "iptables")',
 )
-_MTU_RANGE = "invalid MTU {value} (must be between 0 and 65535)"
+_MTU_RANGE = "invalid MTU {value} (must be 0 or between 68 and 65535)"
 _VLAN_RANGE = "invalid VLAN ID {value} (must be between 0 and 4094)"
 
 

@@ -37,7 +37,7 @@ class MacvlanKeys:
 
     master: str = option("master", IfName(), "")
     mode: str = option("mode", Str(max_len=32), "")
-    mtu: int = option("mtu", MTU("invalid MTU {value}, must be [0, 65535]"), 0)
+    mtu: int = option("mtu", MTU("invalid MTU {value}, must be 0 or in [68, 65535]"), 0)
     bcqueuelen: int = option("bcqueuelen", Int(0, UINT32_MAX), 0)
     link_in_container: bool = option("linkInContainer", Bool(), False)
 

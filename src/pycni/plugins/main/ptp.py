@@ -48,7 +48,7 @@ class PtpConf:
     ipam: IPAMRef = option("ipam", Obj(IPAMRef), factory=IPAMRef)
     ip_masq: bool = option("ipMasq", Bool(), False)
     ip_masq_backend: str = option("ipMasqBackend", _BACKEND, "")
-    mtu: int = option("mtu", MTU("invalid config: mtu must be in [0, 65535], got {value}"), 0)
+    mtu: int = option("mtu", MTU(), 0)
     dns_conf: DNSConf = option("dns", Obj(DNSConf), factory=DNSConf)
     name: str = ""
 

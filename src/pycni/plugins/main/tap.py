@@ -63,7 +63,7 @@ class TapKeys:
     """tap's own keys, declared for the decoder (owner/group are Go's ``*uint32``)."""
 
     multi_queue: bool = option("multiQueue", Bool(), False)
-    mtu: int = option("mtu", MTU("invalid config: mtu must be in [0, 65535], got {value}"), 0)
+    mtu: int = option("mtu", MTU(), 0)
     owner: int | None = option("owner", Int(0, _UINT32_MAX, _ID_RANGE))
     group: int | None = option("group", Int(0, _UINT32_MAX, _ID_RANGE))
     selinux_context: str = option("selinuxContext", Str(max_len=1024, no_control=True), "")

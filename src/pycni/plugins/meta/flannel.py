@@ -23,8 +23,9 @@ from typing import Any
 from pycni.cluster import subnet as sn
 from pycni.fsutil import write_atomic
 from pycni.plugin.base import Plugin, Request
+from pycni.plugin.config import PLUGIN_TYPE
 from pycni.plugin.delegate import delegate
-from pycni.spec.decode import FilePath, Raw, Str, decode, lookup, option
+from pycni.spec.decode import FilePath, Raw, decode, lookup, option
 from pycni.spec.errors import (
     DECODING_FAILURE,
     INTERNAL,
@@ -36,13 +37,6 @@ from pycni.spec.result import Result
 
 DEFAULT_SUBNET_FILE = "/run/flannel/subnet.env"
 DEFAULT_DATA_DIR = "/var/lib/cni/flannel"
-
-
-_PLUGIN_TYPE = Str(
-    max_len=255,
-    pattern=r"[A-Za-z0-9][A-Za-z0-9_.\-]*",
-    what="a plugin type (a file name in CNI_PATH)",
-)
 
 
 @dataclass(frozen=True)
@@ -57,7 +51,7 @@ class FlannelConf:
 
 @dataclass(frozen=True)
 class DelegateRef:
-    type: str = option("type", _PLUGIN_TYPE, "")
+    type: str = option("type", PLUGIN_TYPE, "")
 
 
 @dataclass(frozen=True)
