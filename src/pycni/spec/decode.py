@@ -299,7 +299,7 @@ def MAC(message: str = "") -> Parsed:
 
 @dataclasses.dataclass(frozen=True)
 class ListOf:
-    """A JSON array of ``item``; ``null`` entries are refused unless ``item`` is Raw."""
+    """A JSON array of ``item`` (a ``null`` entry is refused, as any wrong type)."""
 
     item: Kind
     max_items: int = MAX_ITEMS
