@@ -210,7 +210,8 @@ def test_routes_kept() -> None:
         ),
         (
             {"ranges": "10.0.0.0/24"},
-            "invalid config: ipam.ranges must be a list, got '10.0.0.0/24'",
+            "invalid config: ipam.ranges must be a list of range sets (lists of range objects), "
+            'got "10.0.0.0/24"',
         ),
         (
             {"ranges": [[{"subnet": 5}]]},
@@ -262,7 +263,7 @@ def test_requested_ips_accumulate_in_order() -> None:
         (
             "",
             {"runtimeConfig": {"ips": [7]}},
-            "invalid config: runtimeConfig.ips must hold strings, got 7",
+            "invalid config: runtimeConfig.ips[0] must be a string, got 7",
         ),
     ],
 )

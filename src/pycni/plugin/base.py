@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pycni.net.ns import NetNS
-from pycni.plugin.config import lookup, section
 from pycni.spec import version
-from pycni.spec.errors import CNIError
+from pycni.spec.decode import IfName, Str, check_text, fail, lookup, section, shown
+from pycni.spec.errors import DecodingFailure, InvalidConfig, InvalidEnv
 
 if TYPE_CHECKING:
     from pycni.spec.result import Result
@@ -53,39 +53,78 @@ class Request:
 
     @property
     def runtime_config(self) -> dict[str, Any]:
+        """``runtimeConfig`` (``{}`` when absent); not an object is code 7 naming it."""
         return section(self.config, "runtimeConfig")
 
     @property
     def cni_args(self) -> dict[str, Any]:
         """``args.cni`` from the config (the CONVENTIONS.md form of per-call arguments)."""
-        return section(section(self.config, "args"), "cni")
+        return section(section(self.config, "args"), "cni", "args")
 
     def prev_result(self) -> Result | None:
-        """``prevResult`` parsed with the config's version, as skel's ParsePrevResult."""
+        """``prevResult`` parsed with the config's version, as skel's ParsePrevResult.
+
+        Beyond the result model's own checks (code 6), every string in it must be text a
+        plugin can hand on (UTF-8, no NUL, bounded), and interface names and MACs must be
+        free of control characters: code 7 naming the field otherwise.
+        """
         found, raw = lookup(self.config, "prevResult")
         if not found or raw is None:
             return None
         from pycni.spec.result import Result
 
         if not isinstance(raw, dict):
-            raise CNIError(6, "could not parse prevResult: not a JSON object")
-        return Result.from_dict(raw, default_version=self.cni_version)
+            raise DecodingFailure("could not parse prevResult: not a JSON object")
+        _check_strings(raw, "prevResult")
+        result = Result.from_dict(raw, default_version=self.cni_version)
+        for i, intf in enumerate(result.interfaces):
+            where = f"prevResult.interfaces[{i}]"
+            _PRINTABLE.decode(intf.name, f"{where}.name")
+            _PRINTABLE.decode(intf.mac, f"{where}.mac")
+        return result
 
     def valid_attachments(self) -> list[tuple[str, str]] | None:
         """GC's ``cni.dev/valid-attachments`` as (containerID, ifname); None when absent."""
-        raw = self.config.get("cni.dev/valid-attachments")
+        key = "cni.dev/valid-attachments"
+        raw = self.config.get(key)
         if raw is None:
-            raw = self.config.get("cni.dev/attachments")
+            key = "cni.dev/attachments"
+            raw = self.config.get(key)
         if raw is None:
             return None
         if not isinstance(raw, list):
-            raise CNIError(7, "cni.dev/valid-attachments must be a list")
+            raise fail(key, "a list of {containerID, ifname} objects", raw)
         out = []
-        for item in raw:
+        for i, item in enumerate(raw):
+            where = f"{key}[{i}]"
             if not isinstance(item, dict):
-                raise CNIError(7, "cni.dev/valid-attachments entries must be objects")
-            out.append((str(item.get("containerID", "")), str(item.get("ifname", ""))))
+                raise fail(where, "an object with containerID and ifname", item)
+            cid = _ATTACHMENT_ID.decode(item.get("containerID", ""), f"{where}.containerID")
+            ifname = _ATTACHMENT_IFNAME.decode(item.get("ifname", ""), f"{where}.ifname")
+            out.append((cid, ifname))
         return out
+
+
+_PRINTABLE = Str(max_len=256, no_control=True, what="a string")
+_ATTACHMENT_ID = Str(max_len=1024, no_control=True, what="a container ID")
+_ATTACHMENT_IFNAME = IfName()
+
+
+def _check_strings(value: Any, path: str) -> None:
+    """Every key and string in a decoded JSON tree obeys the decoder's text rules."""
+    stack: list[tuple[Any, str]] = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str):
+            check_text(item, where)
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                check_text(key, f"{where} key {shown(key)}")
+                stack.append((child, f"{where}.{key}"))
+        elif isinstance(item, list):
+            stack.extend((child, f"{where}[{i}]") for i, child in enumerate(item))
+        elif isinstance(item, int) and not isinstance(item, bool) and abs(item) >= 2**64:
+            raise InvalidConfig(f"invalid config: {where} must be a number below 2^64")
 
 
 class Plugin:
@@ -95,7 +134,7 @@ class Plugin:
     supported_versions: tuple[str, ...] = version.ALL
 
     def add(self, req: Request) -> Result:
-        raise CNIError(4, "unknown CNI_COMMAND: ADD")
+        raise InvalidEnv("unknown CNI_COMMAND: ADD")
 
     def delete(self, req: Request) -> None:
         return None

@@ -7,13 +7,25 @@ import sys
 from typing import NoReturn
 
 from pycni.plugin import skel
+from pycni.spec import version
+from pycni.spec.errors import IOFailure
+
+
+def read_stdin() -> bytes:
+    """stdin, but at most one byte more than skel accepts (skel refuses the rest, code 6)."""
+    return sys.stdin.buffer.read(skel.MAX_STDIN + 1)
 
 
 def main(plugin_type: str | None = None) -> NoReturn:
     if plugin_type is None:
         plugin_type = os.path.basename(sys.argv[0])
-    stdin = sys.stdin.buffer.read()
-    outcome = skel.run(plugin_type, os.environ, stdin)
+    try:
+        stdin = read_stdin()
+    except OSError as exc:
+        err = IOFailure(f"error reading from stdin: {exc}")
+        outcome = skel.Outcome(err.to_json(version.CURRENT).encode(), b"", 1)
+    else:
+        outcome = skel.run(plugin_type, os.environ, stdin)
     if outcome.stderr:
         sys.stderr.buffer.write(outcome.stderr)
         sys.stderr.flush()

@@ -6,6 +6,9 @@ import importlib
 import importlib.util
 from typing import TYPE_CHECKING
 
+from pycni.spec.decode import shown
+from pycni.spec.errors import InvalidConfig
+
 if TYPE_CHECKING:
     from pycni.plugin.base import Plugin
 
@@ -41,15 +44,16 @@ def names() -> list[str]:
 
 
 def load(plugin_type: str) -> Plugin:
+    """The plugin object of ``plugin_type``; an unknown type is a config error (code 7)."""
     plugin = _loaded.get(plugin_type)
     if plugin is None:
-        module_name, attr = PLUGIN_TYPES[plugin_type].split(":", 1)
+        target = PLUGIN_TYPES.get(plugin_type)
+        if target is None:
+            raise InvalidConfig(
+                f"unknown plugin type {shown(plugin_type)}: pycni has no such plugin "
+                f"(it has: {', '.join(PLUGIN_TYPES)})"
+            )
+        module_name, attr = target.split(":", 1)
         plugin = getattr(importlib.import_module(module_name), attr)
         _loaded[plugin_type] = plugin
     return plugin
-
-
-def preload_all() -> None:
-    """Import every plugin (the daemon does this once at start)."""
-    for name in names():
-        load(name)

@@ -4,12 +4,18 @@ Test-only failure injection: when the request's environment has ``PYCNI_TEST_FAI
 the name of a step, :meth:`Rollback.step` raises there, so tests can prove that a failure at
 any point leaves nothing behind. Runtimes never set it; it has no other effect.
 
+An undo that fails does not stop the others; what failed is logged (logger ``pycni.rollback``)
+and added to the error being reported: to a CNIError's ``details``, or as a note on any other
+exception (skel puts the notes of a code-999 error in its details), so a failed ADD that left
+something behind says so.
+
 Steps are also timed: with ``PYCNI_STEP_TIMINGS=1`` in the request's environment the plugin
 logs one stderr line with the milliseconds each step took (how the hot path is profiled).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping
 from types import TracebackType
@@ -18,6 +24,8 @@ from pycni.spec.errors import INTERNAL, CNIError
 
 FAIL_AT_ENV = "PYCNI_TEST_FAIL_AT"
 TIMINGS_ENV = "PYCNI_STEP_TIMINGS"
+
+log = logging.getLogger("pycni.rollback")
 
 
 class Rollback:
@@ -48,7 +56,14 @@ class Rollback:
             try:
                 undo()
             except Exception as exc:
-                self.errors.append(f"undo {name}: {exc}")
+                self.errors.append(f"undo {name}: {exc or type(exc).__name__}")
+                log.warning("rollback: undo of step %s failed: %s", name, exc, exc_info=True)
+
+    def report(self) -> str:
+        """What the last :meth:`run` could not undo ("" when everything was undone)."""
+        if not self.errors:
+            return ""
+        return "rollback incomplete: " + "; ".join(self.errors)
 
     def commit(self) -> None:
         """Success: forget the undos."""
@@ -65,6 +80,9 @@ class Rollback:
     ) -> None:
         if exc is not None:
             self.run()
+            report = self.report()
+            if report:
+                _attach(exc, report)
         else:
             self.commit()
 
@@ -76,3 +94,11 @@ class Rollback:
         return " ".join(
             f"{name}={(marks[i + 1][1] - at) * 1000:.2f}" for i, (name, at) in enumerate(marks[:-1])
         )
+
+
+def _attach(exc: BaseException, report: str) -> None:
+    """Add what the rollback left behind to the error that is about to be reported."""
+    if isinstance(exc, CNIError):
+        exc.details = f"{exc.details}; {report}" if exc.details else report
+    else:
+        exc.add_note(report)

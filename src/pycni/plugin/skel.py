@@ -16,15 +16,16 @@ from pycni.net import ns as netns
 from pycni.net import tools
 from pycni.plugin import registry
 from pycni.plugin.base import Plugin, Request
-from pycni.spec import validate, version
+from pycni.spec import conf, validate, version
+from pycni.spec.decode import shown
 from pycni.spec.errors import (
-    DECODING_FAILURE,
-    INCOMPATIBLE_CNI_VERSION,
     INTERNAL,
-    INVALID_ENVIRONMENT_VARIABLES,
-    INVALID_NETNS,
-    INVALID_NETWORK_CONFIG,
     CNIError,
+    DecodingFailure,
+    IncompatibleVersion,
+    InvalidConfig,
+    InvalidEnv,
+    InvalidNetNS,
 )
 
 VERBS = ("ADD", "DEL", "CHECK", "GC", "STATUS", "VERSION")
@@ -36,6 +37,11 @@ REQUIRED: dict[str, frozenset[str]] = {
     "CNI_PATH": frozenset({"ADD", "CHECK", "DEL", "GC", "STATUS"}),
 }
 MIN_VERSION = {"CHECK": "0.4.0", "GC": "1.1.0", "STATUS": "1.1.0"}
+MAX_STDIN = 16 * 1024 * 1024  # bytes of config; real configs are a few KiB
+MAX_DEPTH = 64  # JSON nesting; real configs nest fewer than 10 levels
+MAX_ENV_VALUE = 1024 * 1024
+MAX_CONTAINER_ID = 200
+MAX_NETWORK_NAME = 255
 
 
 @dataclass
@@ -49,7 +55,10 @@ def run(
     plugin_type: str, env: Mapping[str, str], stdin: bytes, *, netns_fd: int | None = None
 ) -> Outcome:
     """Run one plugin call on this thread, in this thread's network namespace."""
-    plugin = registry.load(plugin_type)
+    try:
+        plugin = registry.load(plugin_type)
+    except CNIError as err:
+        return _failure(err, _peek_version(stdin), None, [])
     return run_plugin(plugin, env, stdin, netns_fd=netns_fd)
 
 
@@ -74,7 +83,7 @@ def run_plugin(
             return Outcome((json.dumps(reply) + "\n").encode(), b"", 0)
         config = _parse_config(stdin)
         if command not in VERBS:
-            raise CNIError(INVALID_ENVIRONMENT_VARIABLES, f"unknown CNI_COMMAND: {command}")
+            raise InvalidEnv(f"unknown CNI_COMMAND: {command}")
         raw_version = config.get("cniVersion")
         config_version = raw_version if isinstance(raw_version, str) and raw_version else None
         config_version = _check_version(command, config, plugin)
@@ -94,95 +103,141 @@ def run_plugin(
             stdout = _dispatch(plugin, req, config_version)
         if command in ("ADD", "DEL"):
             _check_not_own_netns(req)
-        return Outcome(stdout, req.stderr.getvalue().encode(), 0)
+        return Outcome(stdout, _text_bytes(req.stderr.getvalue()), 0)
     except CNIError as err:
         return _failure(err, config_version or _peek_version(stdin), req, err_lines)
-    except (
-        Exception
-    ) as exc:  # a bug or an unexpected kernel answer: code 999, no traceback on stdout
-        err_lines.append(traceback.format_exc())
+    except RecursionError:  # a structure nested too deep for some walk over it
         return _failure(
-            CNIError(INTERNAL, str(exc) or type(exc).__name__),
+            DecodingFailure("error unmarshall network config: nested too deeply"),
+            config_version,
+            req,
+            err_lines,
+        )
+    except Exception as exc:  # a bug or an unexpected kernel answer: code 999, no traceback
+        err_lines.append(traceback.format_exc())
+        notes = "; ".join(str(n) for n in getattr(exc, "__notes__", ()))
+        return _failure(
+            CNIError(INTERNAL, str(exc) or type(exc).__name__, notes),
             config_version or _peek_version(stdin),
             req,
             err_lines,
         )
 
 
+def _text_bytes(text: str) -> bytes:
+    """Log text as bytes; a lone surrogate (from a hostile value) cannot make this raise."""
+    return text.encode("utf-8", errors="backslashreplace")
+
+
 def _failure(
     err: CNIError, config_version: str | None, req: Request | None, extra: list[str]
 ) -> Outcome:
     stderr = (req.stderr.getvalue() if req else "") + "".join(extra)
-    body = json.dumps(err.to_dict(config_version or version.CURRENT), indent=4)
-    return Outcome(body.encode(), stderr.encode(), 1)
+    try:
+        body = json.dumps(err.to_dict(config_version or version.CURRENT), indent=4)
+    except (TypeError, ValueError, RecursionError):
+        body = json.dumps(CNIError(err.code, type(err).__name__).to_dict(version.CURRENT))
+    return Outcome(body.encode(), _text_bytes(stderr), 1)
 
 
 def _peek_version(stdin: bytes) -> str | None:
     """The config's cniVersion for an error reported before the config was parsed."""
+    if len(stdin) > MAX_STDIN:
+        return None
     try:
         data = json.loads(stdin)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return None
     value = data.get("cniVersion") if isinstance(data, dict) else None
-    return value if isinstance(value, str) and value else None
+    return value if isinstance(value, str) and value and len(value) <= 32 else None
 
 
 def _check_env(command: str, env: Mapping[str, str]) -> None:
+    for name in (*ENV_ORDER, "CNI_NETNS_OVERRIDE"):
+        value = env.get(name, "")
+        if not isinstance(value, str):
+            raise InvalidEnv(f"{name} must be a string")
+        bad = "\x00" in value or len(value) > MAX_ENV_VALUE
+        if not bad:
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                bad = True
+        if bad:
+            raise InvalidEnv(
+                f"{name} must be UTF-8 text without NUL of at most {MAX_ENV_VALUE} bytes",
+                shown(value),
+            )
     missing = [
         name
         for name in ENV_ORDER
         if env.get(name, "") == "" and (name == "CNI_COMMAND" or command in REQUIRED.get(name, ()))
     ]
     if missing:
-        raise CNIError(
-            INVALID_ENVIRONMENT_VARIABLES, f"required env variables [{','.join(missing)}] missing"
-        )
+        raise InvalidEnv(f"required env variables [{','.join(missing)}] missing")
     cid = env.get("CNI_CONTAINERID", "")
     if cid and command in REQUIRED["CNI_CONTAINERID"]:
         validate.container_id(cid)
+    if len(cid) > MAX_CONTAINER_ID:
+        # plugins name files after it (<id>_<ifname>.json must fit NAME_MAX = 255)
+        raise InvalidEnv(f"CNI_CONTAINERID must be at most {MAX_CONTAINER_ID} characters")
     ifname = env.get("CNI_IFNAME", "")
     if ifname and command in REQUIRED["CNI_IFNAME"]:
         validate.interface_name(ifname)
 
 
 def _parse_config(stdin: bytes) -> dict[str, object]:
+    if len(stdin) > MAX_STDIN:
+        raise DecodingFailure(
+            f"error unmarshall network config: larger than {MAX_STDIN} bytes ({len(stdin)})"
+        )
     try:
         config = json.loads(stdin)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise CNIError(DECODING_FAILURE, f"error unmarshall network config: {exc}") from None
+    except RecursionError:
+        raise DecodingFailure("error unmarshall network config: nested too deeply") from None
+    except UnicodeDecodeError as exc:
+        raise DecodingFailure(
+            f"error unmarshall network config: invalid UTF-8 at byte {exc.start}"
+        ) from None
+    except json.JSONDecodeError as exc:
+        raise DecodingFailure(f"error unmarshall network config: {exc}") from None
+    except ValueError:  # the scanner's int(): a number literal with thousands of digits
+        raise DecodingFailure("error unmarshall network config: a number is too long") from None
     if not isinstance(config, dict):
-        raise CNIError(DECODING_FAILURE, "error unmarshall network config: not a JSON object")
+        raise DecodingFailure("error unmarshall network config: not a JSON object")
+    problem = conf.shape_problem(config, MAX_DEPTH)
+    if problem:
+        raise DecodingFailure(f"error unmarshall network config: {problem}")
     name = config.get("name")
     if not isinstance(name, str) or name == "":
-        raise CNIError(INVALID_NETWORK_CONFIG, "missing network name")
+        raise InvalidConfig("missing network name")
     validate.network_name(name)
+    if len(name) > MAX_NETWORK_NAME:
+        # host-local keeps a directory per network: a longer name cannot be a file name
+        raise InvalidConfig(f"invalid config: name must be at most {MAX_NETWORK_NAME} characters")
     return config
 
 
 def _check_version(command: str, config: dict[str, object], plugin: Plugin) -> str:
     raw = config.get("cniVersion", "")
     if not isinstance(raw, str):
-        raise CNIError(
-            DECODING_FAILURE, "decoding version from network config: cniVersion must be a string"
-        )
+        raise DecodingFailure("decoding version from network config: cniVersion must be a string")
     config_version = raw or "0.1.0"
     minimum = MIN_VERSION.get(command)
     if minimum is not None:
         try:
             parsed = version.parse(config_version)
         except ValueError as exc:
-            raise CNIError(DECODING_FAILURE, str(exc)) from None
+            raise DecodingFailure(str(exc)) from None
         if parsed < version.parse(minimum):
-            raise CNIError(INCOMPATIBLE_CNI_VERSION, f"config version does not allow {command}")
+            raise IncompatibleVersion(f"config version does not allow {command}")
         if not any(version.parse(v) >= parsed for v in plugin.supported_versions):
-            raise CNIError(INCOMPATIBLE_CNI_VERSION, f"plugin version does not allow {command}")
+            raise IncompatibleVersion(f"plugin version does not allow {command}")
     else:
         try:
             version.parse(config_version)
         except ValueError as exc:
-            raise CNIError(
-                DECODING_FAILURE, f"decoding version from network config: {exc}"
-            ) from None
+            raise DecodingFailure(f"decoding version from network config: {exc}") from None
     version.reconcile(config_version, plugin.supported_versions)
     return config_version
 
@@ -215,6 +270,4 @@ def _check_not_own_netns(req: Request) -> None:
     else:
         same = netns.same_as_current(req.netns)
     if same:
-        raise CNIError(
-            INVALID_NETNS, "plugin's netns and netns from CNI_NETNS should not be the same"
-        )
+        raise InvalidNetNS("plugin's netns and netns from CNI_NETNS should not be the same")

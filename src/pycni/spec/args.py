@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from pycni.spec.errors import INVALID_NETWORK_CONFIG, CNIError
+from pycni.spec.errors import InvalidConfig
 
 
 def parse_pairs(text: str) -> list[tuple[str, str]]:
@@ -32,7 +32,7 @@ def truthy(value: str) -> bool:
         return True
     if lowered in ("0", "false"):
         return False
-    raise CNIError(INVALID_NETWORK_CONFIG, f'boolean unmarshal error: invalid value "{value}"')
+    raise InvalidConfig(f'boolean unmarshal error: invalid value "{value}"')
 
 
 def load_args(text: str, known: Iterable[str]) -> dict[str, str]:
@@ -48,7 +48,7 @@ def load_args(text: str, known: Iterable[str]) -> dict[str, str]:
     for item in text.split(";"):
         kv = item.split("=")
         if len(kv) != 2:
-            raise CNIError(INVALID_NETWORK_CONFIG, f'ARGS: invalid pair "{item}"')
+            raise InvalidConfig(f'ARGS: invalid pair "{item}"')
         key, value = kv
         if key in known_keys:
             values[key] = value
@@ -57,5 +57,5 @@ def load_args(text: str, known: Iterable[str]) -> dict[str, str]:
     ignore = truthy(values["IgnoreUnknown"]) if "IgnoreUnknown" in values else False
     if unknown and not ignore:
         quoted = " ".join(json.dumps(u) for u in unknown)
-        raise CNIError(INVALID_NETWORK_CONFIG, f"ARGS: unknown args [{quoted}]")
+        raise InvalidConfig(f"ARGS: unknown args [{quoted}]")
     return values

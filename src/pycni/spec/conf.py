@@ -13,7 +13,7 @@ from decimal import Decimal
 from typing import Any
 
 from pycni.spec import version
-from pycni.spec.errors import INVALID_NETWORK_CONFIG, CNIError
+from pycni.spec.errors import InvalidConfig
 
 _GO_ESCAPES = {
     "<": "\\u003c",
@@ -24,11 +24,8 @@ _GO_ESCAPES = {
 }
 
 
-class ConfError(CNIError):
+class ConfError(InvalidConfig):
     """A configuration that libcni would refuse (code 7, invalid network config)."""
-
-    def __init__(self, msg: str, details: str = "") -> None:
-        super().__init__(INVALID_NETWORK_CONFIG, msg, details)
 
 
 # --- JSON the way Go's encoding/json reads and writes it ------------------------------------
@@ -45,10 +42,45 @@ def go_unmarshal(data: bytes | str) -> Any:
         raise ValueError("unexpected end of JSON input")
     try:
         return json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise ValueError("exceeded max depth") from None
     except json.JSONDecodeError as err:
         if err.pos >= len(text.rstrip()):
             raise ValueError("unexpected end of JSON input") from None
         raise ValueError(err.msg + f" (offset {err.pos})") from None
+
+
+def shape_problem(value: Any, max_depth: int) -> str:
+    """Why a decoded JSON value cannot be handled safely, or "" when it can.
+
+    Refused: nesting deeper than ``max_depth`` (Go's decoder stops at 10000; every walk over
+    a config here recurses, so the bound is far lower), and strings or keys holding a lone
+    UTF-16 surrogate (``"\\ud800"``), which are not Unicode text and cannot be encoded.
+    Iterative, so the check itself cannot overflow the stack.
+    """
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > max_depth:
+                return f"exceeded max depth (more than {max_depth} nested objects or arrays)"
+            children = item.values() if isinstance(item, dict) else item
+            if isinstance(item, dict) and not all(_is_text(k) for k in item):
+                return "invalid Unicode in an object key (a lone surrogate)"
+            stack.extend((child, depth + 1) for child in children)
+        elif isinstance(item, str) and not _is_text(item):
+            return "invalid Unicode in a string (a lone surrogate)"
+    return ""
+
+
+def _is_text(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _go_float(value: float) -> str:

@@ -1,9 +1,14 @@
-"""The CNI error type and the well-known error codes (spec §5, Go's types.Error)."""
+"""The CNI error type, the well-known error codes (spec §5, Go's types.Error) and one class
+per code, so code says what went wrong (``raise InvalidConfig("...")``) instead of a bare number.
+
+Every class is a :class:`CNIError`: callers that catch ``CNIError`` or read ``.code`` keep
+working, and ``except InvalidConfig`` catches exactly the code-7 errors.
+"""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, ClassVar
 
 UNKNOWN = 0
 INCOMPATIBLE_CNI_VERSION = 1
@@ -89,3 +94,84 @@ class CNIError(Exception):
             msg if isinstance(msg, str) else str(msg),
             details if isinstance(details, str) else str(details),
         )
+
+
+class _Coded(CNIError):
+    """A CNIError whose code is fixed by its class: ``InvalidConfig(msg, details)``."""
+
+    code_of_class: ClassVar[int] = UNKNOWN
+
+    def __init__(self, msg: str, details: str = "") -> None:
+        super().__init__(self.code_of_class, msg, details)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(msg={self.msg!r}, details={self.details!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.msg, self.details))
+
+
+class IncompatibleVersion(_Coded):
+    """Code 1: the config's cniVersion is one this plugin (or verb) cannot serve."""
+
+    code_of_class = INCOMPATIBLE_CNI_VERSION
+
+
+class UnsupportedField(_Coded):
+    """Code 2: a field this implementation understands but does not support here."""
+
+    code_of_class = UNSUPPORTED_FIELD
+
+
+class UnknownContainer(_Coded):
+    """Code 3: the container does not exist."""
+
+    code_of_class = UNKNOWN_CONTAINER
+
+
+class InvalidEnv(_Coded):
+    """Code 4: a CNI_* environment variable is missing or malformed."""
+
+    code_of_class = INVALID_ENVIRONMENT_VARIABLES
+
+
+class IOFailure(_Coded):
+    """Code 5: reading or writing a file the plugin needs failed."""
+
+    code_of_class = IO_FAILURE
+
+
+class DecodingFailure(_Coded):
+    """Code 6: stdin (or a stored document) is not the JSON it must be."""
+
+    code_of_class = DECODING_FAILURE
+
+
+class InvalidConfig(_Coded):
+    """Code 7: a config value has the wrong type, range or form; the message names the field."""
+
+    code_of_class = INVALID_NETWORK_CONFIG
+
+
+class InvalidNetNS(_Coded):
+    """Code 8: CNI_NETNS is unusable."""
+
+    code_of_class = INVALID_NETNS
+
+
+class TryAgainLater(_Coded):
+    """Code 11: a transient condition; the runtime should retry."""
+
+    code_of_class = TRY_AGAIN_LATER
+
+
+class PluginNotAvailable(_Coded):
+    """Code 50: STATUS says the plugin cannot serve ADDs now."""
+
+    code_of_class = PLUGIN_NOT_AVAILABLE
+
+
+class InternalError(_Coded):
+    """Code 999: an unexpected failure (a kernel answer or a bug)."""
+
+    code_of_class = INTERNAL

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from pycni.plugin.base import Plugin, Request
-from pycni.plugin.config import field, lookup
 from pycni.spec import version
 from pycni.spec.args import load_args
-from pycni.spec.errors import INTERNAL, INVALID_NETWORK_CONFIG, CNIError
+from pycni.spec.decode import ListOf, Obj, Raw, Str, decode, lookup, option, shown
+from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig
 from pycni.spec.result import DNS, IPConfig, Result
 
 IPInterface = ipaddress.IPv4Interface | ipaddress.IPv6Interface
@@ -32,8 +32,31 @@ class Address:
     gateway: IPAddress | None = None
 
 
-def invalid(msg: str) -> CNIError:
-    return CNIError(INVALID_NETWORK_CONFIG, msg)
+@dataclass(frozen=True)
+class AddressConf:
+    """One ``ipam.addresses`` entry (parsed below, with the reference's messages)."""
+
+    address: str = option("address", Str(max_len=64), "")
+    gateway: str = option("gateway", Str(max_len=64), "")
+
+
+_IPS = ListOf(Str(max_len=64))
+
+
+@dataclass(frozen=True)
+class StaticIPAM:
+    """The ``ipam`` section static reads; routes and dns are decoded by the result model."""
+
+    addresses: list[AddressConf] = option("addresses", ListOf(Obj(AddressConf)), factory=list)
+    routes: list[Any] = option("routes", Raw((list,), "a list of route objects"), factory=list)
+    dns: dict[str, Any] = option("dns", Raw((dict,), "an object"), factory=dict)
+
+
+@dataclass(frozen=True)
+class IPsArg:
+    """``ips`` as ``args.cni`` and ``runtimeConfig`` carry it."""
+
+    ips: list[str] = option("ips", _IPS, factory=list)
 
 
 def parse_cidr(text: str) -> IPInterface | None:
@@ -53,81 +76,81 @@ def _parse_ip(text: str) -> IPAddress | None:
         return None
 
 
-def _string_list(value: Any, where: str) -> list[str]:
-    if value is None:
-        return []
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise invalid(f"invalid config: {where} must be a list of strings")
-    return list(value)
-
-
-def load_addresses(req: Request, ipam: dict[str, Any]) -> list[Address]:
+def load_addresses(req: Request, ipam: StaticIPAM) -> list[Address]:
     """The final address list, following the reference's sources and precedence."""
-    raw = field(ipam, "addresses", list, [], "ipam")
     addresses: list[Address] = []
-    for i, item in enumerate(raw):
-        if not isinstance(item, dict):
-            raise invalid(f"invalid config: ipam.addresses[{i}] must be an object")
-        text = field(item, "address", str, "", f"ipam.addresses[{i}]")
+    for i, item in enumerate(ipam.addresses):
+        text = item.address
         parsed = parse_cidr(text)
         if parsed is None:
-            raise invalid(f"the 'address' field is expected to be in CIDR notation, got: '{text}'")
-        gw_text = field(item, "gateway", str, "", f"ipam.addresses[{i}]")
+            raise InvalidConfig(
+                f"the 'address' field is expected to be in CIDR notation, got: '{text}'"
+            )
+        gw_text = item.gateway
         gateway = _parse_ip(gw_text) if gw_text else None
         if gw_text and gateway is None:
-            raise invalid(f"invalid config: ipam.addresses[{i}].gateway: invalid IP {gw_text!r}")
+            raise InvalidConfig(
+                f"invalid config: ipam.addresses[{i}].gateway: invalid IP {gw_text!r}"
+            )
         addresses.append(Address(parsed, gateway))
 
     env = load_args(req.args, known=["IP", "GATEWAY"])
     from_args: list[Address] = []
-    for item in env.get("IP", "").split(",") if env.get("IP") else []:
-        text = item.strip()
+    for arg in env.get("IP", "").split(",") if env.get("IP") else []:
+        text = arg.strip()
         parsed = parse_cidr(text)
         if parsed is None:
-            raise invalid(f"the 'ip' field is expected to be in CIDR notation, got: '{text}'")
+            raise InvalidConfig(f"the 'ip' field is expected to be in CIDR notation, got: '{text}'")
         from_args.append(Address(parsed))
     addresses += from_args
-    for item in env.get("GATEWAY", "").split(",") if env.get("GATEWAY") else []:
-        gateway = _parse_ip(item)
+    for arg in env.get("GATEWAY", "").split(",") if env.get("GATEWAY") else []:
+        gateway = _parse_ip(arg)
         if gateway is None:
-            raise invalid(f"invalid gateway address: {item}")
+            raise InvalidConfig(f"invalid gateway address: {arg}")
         # as the reference: only CNI_ARGS addresses get it (config ones are not parsed yet there)
         for addr in from_args:
             if gateway in addr.address.network:
                 addr.gateway = gateway
 
-    found, cni_args = lookup(req.config, "args")
-    cni = lookup(cni_args, "cni")[1] if found and isinstance(cni_args, dict) else None
-    for source, value in (
-        ("args.cni.ips", lookup(cni, "ips")[1] if isinstance(cni, dict) else None),
-        ("runtimeConfig.ips", lookup(req.runtime_config, "ips")[1]),
+    for texts in (
+        decode(IPsArg, req.cni_args, "args.cni").ips,
+        decode(IPsArg, req.runtime_config, "runtimeConfig").ips,
     ):
-        texts = _string_list(value, source)
         if texts:
             addresses = []
             for text in texts:
                 parsed = parse_cidr(text)
                 if parsed is None:
-                    raise invalid(
+                    raise InvalidConfig(
                         f"an entry in the 'ips' field is NOT in CIDR notation, got: '{text}'"
                     )
                 addresses.append(Address(parsed))
 
     v4 = sum(1 for a in addresses if a.address.version == 4)
     if (v4 > 1 or len(addresses) - v4 > 1) and req.cni_version in (*version.LEGACY, ""):
-        raise invalid(
+        raise InvalidConfig(
             f"CNI version {req.cni_version} does not support more than 1 address per family"
         )
     return addresses
 
 
-def _ipam(req: Request) -> dict[str, Any]:
+def _ipam(req: Request) -> StaticIPAM:
     found, ipam = lookup(req.config, "ipam")
     if not found or ipam is None:
-        raise invalid("IPAM config missing 'ipam' key")
+        raise InvalidConfig("IPAM config missing 'ipam' key")
     if not isinstance(ipam, dict):
-        raise invalid("invalid config: ipam must be an object")
-    return ipam
+        raise InvalidConfig(f"invalid config: ipam must be an object, got {shown(ipam)}")
+    return decode(StaticIPAM, ipam, "ipam")
+
+
+def _routes_and_dns(ipam: StaticIPAM) -> Result:
+    """ipam.routes and ipam.dns decoded by the result model (the rules of any result);
+    a problem is a config error (code 7) naming the ipam section."""
+    try:
+        return Result.from_dict({"cniVersion": "1.1.0", "routes": ipam.routes, "dns": ipam.dns})
+    except CNIError as exc:
+        text = exc.msg.removeprefix("failed to decode CNI result: ")
+        raise InvalidConfig(f"invalid config: ipam.{text}") from None
 
 
 class Static(Plugin):
@@ -136,10 +159,7 @@ class Static(Plugin):
     def add(self, req: Request) -> Result:
         ipam = _ipam(req)
         addresses = load_addresses(req, ipam)
-        routes = field(ipam, "routes", list, [], "ipam")
-        dns = field(ipam, "dns", dict, {}, "ipam")
-        # routes and dns are decoded by the result model (same rules as any plugin's result)
-        shell = Result.from_dict({"cniVersion": "1.1.0", "routes": routes, "dns": dns})
+        shell = _routes_and_dns(ipam)
         return Result(
             cni_version=req.cni_version,
             ips=[IPConfig(address=a.address, gateway=a.gateway) for a in addresses],

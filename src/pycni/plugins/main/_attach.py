@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pycni.net import sysctl
@@ -20,11 +20,12 @@ from pycni.net.netlink import rtnl
 from pycni.net.ns import NetNS, NetNSNotFound
 from pycni.net.route import RouteError, validate_routes
 from pycni.plugin.base import Request
-from pycni.plugin.config import field, section
+from pycni.plugin.config import DNSConf, IPAMRef, MacArg
 from pycni.plugin.delegate import delegate
 from pycni.plugin.rollback import Rollback
 from pycni.spec.args import load_args
-from pycni.spec.errors import INTERNAL, INVALID_NETWORK_CONFIG, CNIError
+from pycni.spec.decode import Obj, Str, decode, option
+from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig
 from pycni.spec.result import DNS, Interface, Result
 
 _MAC = re.compile(r"^[0-9a-fA-F]{2}([:-])[0-9a-fA-F]{2}(\1[0-9a-fA-F]{2}){4}$")
@@ -34,33 +35,37 @@ def internal(msg: str) -> CNIError:
     return CNIError(INTERNAL, msg)
 
 
-def invalid(msg: str) -> CNIError:
-    return CNIError(INVALID_NETWORK_CONFIG, msg)
+@dataclass(frozen=True)
+class CommonConf:
+    """The keys macvlan, tap and host-device read alike."""
+
+    ipam: IPAMRef = option("ipam", Obj(IPAMRef), factory=IPAMRef)
+    dns: DNSConf = option("dns", Obj(DNSConf), factory=DNSConf)
+    mac: str = option("mac", Str(max_len=64), "")
 
 
 def ipam_type(req: Request) -> str:
-    return field(section(req.config, "ipam"), "type", str, "", where="ipam")
+    return decode(CommonConf, req.config).ipam.type
 
 
 def config_dns(req: Request) -> DNS:
-    """The config's ``dns`` section, decoded with the result model's rules."""
-    raw = section(req.config, "dns")
-    if not raw:
-        return DNS()
-    return Result.from_dict({"cniVersion": "1.1.0", "dns": raw}).dns
+    """The config's ``dns`` section."""
+    return decode(CommonConf, req.config).dns.to_dns()
 
 
 def requested_mac(req: Request) -> str:
     """runtimeConfig.mac wins, then CNI_ARGS MAC, then the config's ``mac``; validated."""
-    mac = field(req.config, "mac", str, "")
+    mac = decode(CommonConf, req.config).mac
     env_mac = load_args(req.args, known=["MAC"]).get("MAC", "")
     if env_mac:
         mac = env_mac
-    rt_mac = field(req.runtime_config, "mac", str, "", where="runtimeConfig")
+    rt_mac = decode(MacArg, req.runtime_config, "runtimeConfig").mac
     if rt_mac:
         mac = rt_mac
     if mac and not _MAC.match(mac):
-        raise invalid(f"invalid args {mac} for MAC addr: want six hex bytes (02:aa:bb:cc:dd:ee)")
+        raise InvalidConfig(
+            f"invalid args {mac} for MAC addr: want six hex bytes (02:aa:bb:cc:dd:ee)"
+        )
     return mac.replace("-", ":").lower()
 
 

@@ -22,50 +22,76 @@ from pycni.net.nft import NftError
 from pycni.net.route import RouteError, validate_routes
 from pycni.net.veth import VethNameTaken, create_pair
 from pycni.plugin.base import Plugin, Request
-from pycni.plugin.config import field as cfg
-from pycni.plugin.config import lookup, section
+from pycni.plugin.config import MTU, DNSConf, IPAMRef, MacArg
 from pycni.plugin.delegate import delegate
 from pycni.plugin.rollback import Rollback
 from pycni.plugins.main._attach import delete_pod_link, masquerade
 from pycni.spec.args import load_args
+from pycni.spec.decode import Bool, IfName, Int, ListOf, Obj, Str, decode, option
 from pycni.spec.errors import (
     INTERNAL,
-    INVALID_NETWORK_CONFIG,
     UNSUPPORTED_FIELD,
     CNIError,
+    InvalidConfig,
 )
 from pycni.spec.result import DNS, Interface, Result, Route
 
 DEFAULT_BRIDGE = "cni0"
 _MAC = re.compile(r"^([0-9A-Fa-f]{2}[:-]){5}[0-9A-Fa-f]{2}$")
 IF_CONTAINER = 2  # index of the pod interface in the result
+_BACKEND = Str(
+    choices=ipmasq.BACKENDS,
+    what='"nftables" or "iptables"',
+    message='unknown ipmasq backend "{raw}" (use "nftables" or "iptables")',
+)
+_MTU_RANGE = "invalid MTU {value} (must be 0 or between 68 and 65535)"
+_VLAN_RANGE = "invalid VLAN ID {value} (must be between 0 and 4094)"
+
+
+@dataclass(frozen=True)
+class TrunkEntry:
+    """One ``vlanTrunk`` entry: a range ``minID``..``maxID`` and/or a single ``id``."""
+
+    min_id: int | None = option("minID", Int())
+    max_id: int | None = option("maxID", Int())
+    id: int | None = option("id", Int())
 
 
 @dataclass
 class BridgeConf:
-    """The bridge plugin's config, validated as the reference's loadNetConf."""
+    """The bridge plugin's config, declared for the decoder; checks as the reference's
+    loadNetConf. The fields after ``port_isolation`` are derived by :func:`load_conf`."""
 
-    name: str
-    bridge: str = DEFAULT_BRIDGE
-    is_gateway: bool = False
-    is_default_gateway: bool = False
-    force_address: bool = False
-    ip_masq: bool = False
-    ip_masq_backend: str = ipmasq.DEFAULT_BACKEND
-    mtu: int = 0
-    hairpin: bool = False
-    promisc: bool = False
-    vlan: int = 0
+    bridge: str = option("bridge", IfName(), DEFAULT_BRIDGE)
+    is_gateway: bool = option("isGateway", Bool(), False)
+    is_default_gateway: bool = option("isDefaultGateway", Bool(), False)
+    force_address: bool = option("forceAddress", Bool(), False)
+    ip_masq: bool = option("ipMasq", Bool(), False)
+    ip_masq_backend: str = option("ipMasqBackend", _BACKEND, ipmasq.DEFAULT_BACKEND)
+    mtu: int = option("mtu", MTU(_MTU_RANGE), 0)
+    hairpin: bool = option("hairpinMode", Bool(), False)
+    promisc: bool = option("promiscMode", Bool(), False)
+    vlan: int = option("vlan", Int(0, 4094, _VLAN_RANGE), 0)
+    trunk: list[TrunkEntry] | None = option("vlanTrunk", ListOf(Obj(TrunkEntry)))
+    preserve_default_vlan: bool = option("preserveDefaultVlan", Bool(), False)
+    macspoofchk: bool = option("macspoofchk", Bool(), False)
+    enable_dad: bool = option("enabledad", Bool(), False)
+    disable_container_interface: bool = option("disableContainerInterface", Bool(), False)
+    port_isolation: bool = option("portIsolation", Bool(), False)
+    ipam: IPAMRef = option("ipam", Obj(IPAMRef), factory=IPAMRef)
+    dns_conf: DNSConf = option("dns", Obj(DNSConf), factory=DNSConf)
+    name: str = ""
     vlans: list[int] = field(default_factory=list)
-    vlan_trunk_set: bool = False
-    preserve_default_vlan: bool = False
-    macspoofchk: bool = False
-    enable_dad: bool = False
-    disable_container_interface: bool = False
-    port_isolation: bool = False
-    ipam_type: str = ""
     dns: DNS = field(default_factory=DNS)
     mac: str = ""
+
+    @property
+    def ipam_type(self) -> str:
+        return self.ipam.type
+
+    @property
+    def vlan_trunk_set(self) -> bool:
+        return self.trunk is not None
 
     @property
     def layer3(self) -> bool:
@@ -76,95 +102,50 @@ class BridgeConf:
         return self.vlan != 0 or self.vlan_trunk_set
 
 
-def _bad(msg: str) -> CNIError:
-    return CNIError(INVALID_NETWORK_CONFIG, msg)
-
-
-def _vlan_trunk(raw: list[Any]) -> list[int]:
+def _vlan_trunk(entries: list[TrunkEntry]) -> list[int]:
     """The reference's collectVlanTrunk: ranges and single IDs, deduplicated and sorted."""
     found: set[int] = set()
-    for item in raw:
-        if not isinstance(item, dict):
-            raise _bad("invalid config: vlanTrunk entries must be objects")
-        lo = cfg(item, "minID", int, None, "vlanTrunk")
-        hi = cfg(item, "maxID", int, None, "vlanTrunk")
-        one = cfg(item, "id", int, None, "vlanTrunk")
+    for item in entries:
+        lo, hi, one = item.min_id, item.max_id, item.id
         if lo is not None and hi is not None:
             if lo <= 0 or lo > 4094:
-                raise _bad("incorrect trunk minID parameter")
+                raise InvalidConfig("incorrect trunk minID parameter")
             if hi <= 0 or hi > 4094:
-                raise _bad("incorrect trunk maxID parameter")
+                raise InvalidConfig("incorrect trunk maxID parameter")
             if hi < lo:
-                raise _bad("minID is greater than maxID in trunk parameter")
+                raise InvalidConfig("minID is greater than maxID in trunk parameter")
             found.update(range(lo, hi + 1))
         elif lo is None and hi is not None:
-            raise _bad("minID and maxID should be configured simultaneously, minID is missing")
+            raise InvalidConfig(
+                "minID and maxID should be configured simultaneously, minID is missing"
+            )
         elif lo is not None and hi is None:
-            raise _bad("minID and maxID should be configured simultaneously, maxID is missing")
+            raise InvalidConfig(
+                "minID and maxID should be configured simultaneously, maxID is missing"
+            )
         if one is not None:
             if one <= 0 or one > 4094:
-                raise _bad("incorrect trunk id parameter")
+                raise InvalidConfig("incorrect trunk id parameter")
             found.add(one)
     return sorted(found)
 
 
-def _dns(raw: dict[str, Any]) -> DNS:
-    def strings(key: str) -> list[str]:
-        values = cfg(raw, key, list, [], "dns")
-        if not all(isinstance(v, str) for v in values):
-            raise _bad(f"invalid config: dns.{key} must be a list of strings")
-        return list(values)
-
-    return DNS(
-        nameservers=strings("nameservers"),
-        domain=cfg(raw, "domain", str, "", "dns"),
-        search=strings("search"),
-        options=strings("options"),
-    )
-
-
 def load_conf(req: Request) -> BridgeConf:
-    c = req.config
-    conf = BridgeConf(name=req.name)
-    conf.bridge = cfg(c, "bridge", str, DEFAULT_BRIDGE) or DEFAULT_BRIDGE
-    conf.is_gateway = cfg(c, "isGateway", bool, False)
-    conf.is_default_gateway = cfg(c, "isDefaultGateway", bool, False)
-    conf.force_address = cfg(c, "forceAddress", bool, False)
-    conf.ip_masq = cfg(c, "ipMasq", bool, False)
-    backend = cfg(c, "ipMasqBackend", str, ipmasq.DEFAULT_BACKEND)
-    if backend not in ipmasq.BACKENDS:
-        raise _bad(f'unknown ipmasq backend "{backend}" (use "nftables" or "iptables")')
-    conf.ip_masq_backend = backend
-    conf.mtu = cfg(c, "mtu", int, 0)
-    if conf.mtu < 0:
-        raise _bad(f"invalid MTU {conf.mtu}")
-    conf.hairpin = cfg(c, "hairpinMode", bool, False)
-    conf.promisc = cfg(c, "promiscMode", bool, False)
-    conf.vlan = cfg(c, "vlan", int, 0)
-    if conf.vlan < 0 or conf.vlan > 4094:
-        raise _bad(f"invalid VLAN ID {conf.vlan} (must be between 0 and 4094)")
-    found, trunk = lookup(c, "vlanTrunk")
-    if found and trunk is not None:
-        if not isinstance(trunk, list):
-            raise _bad("invalid config: vlanTrunk must be a list")
-        conf.vlan_trunk_set = True
-        conf.vlans = _vlan_trunk(trunk)
+    conf = decode(BridgeConf, req.config)
+    conf.name = req.name
+    conf.bridge = conf.bridge or DEFAULT_BRIDGE
+    if conf.trunk is not None:
+        conf.vlans = _vlan_trunk(conf.trunk)
     if conf.vlan > 0 and conf.vlans:
-        raise _bad("cannot set vlan and vlanTrunk at the same time")
-    conf.preserve_default_vlan = cfg(c, "preserveDefaultVlan", bool, False)
-    conf.macspoofchk = cfg(c, "macspoofchk", bool, False)
-    conf.enable_dad = cfg(c, "enabledad", bool, False)
-    conf.disable_container_interface = cfg(c, "disableContainerInterface", bool, False)
-    conf.port_isolation = cfg(c, "portIsolation", bool, False)
-    conf.ipam_type = cfg(section(c, "ipam"), "type", str, "", "ipam")
-    conf.dns = _dns(section(c, "dns"))
+        raise InvalidConfig("cannot set vlan and vlanTrunk at the same time")
+    conf.dns = conf.dns_conf.to_dns()
     # MAC precedence, lowest first: CNI_ARGS MAC, args.cni.mac, runtimeConfig.mac
     env_mac = load_args(req.args, known=["MAC"]).get("MAC", "") if req.args else ""
     conf.mac = env_mac
-    conf.mac = cfg(req.cni_args, "mac", str, "", "args.cni") or conf.mac
-    conf.mac = cfg(req.runtime_config, "mac", str, "", "runtimeConfig") or conf.mac
+    conf.mac = decode(MacArg, req.cni_args, "args.cni").mac or conf.mac
+    conf.mac = decode(MacArg, req.runtime_config, "runtimeConfig").mac or conf.mac
     if conf.mac and not _MAC.match(conf.mac):
-        raise _bad(f'invalid MAC address "{conf.mac}"')
+        raise InvalidConfig(f'invalid MAC address "{conf.mac}"')
     conf.mac = conf.mac.replace("-", ":").lower()
     if conf.is_default_gateway:
         conf.is_gateway = True
@@ -173,9 +154,9 @@ def load_conf(req: Request) -> BridgeConf:
 
 def _validate_for_add(conf: BridgeConf) -> None:
     if conf.layer3 and conf.disable_container_interface:
-        raise _bad("cannot use IPAM when DisableContainerInterface flag is set")
+        raise InvalidConfig("cannot use IPAM when DisableContainerInterface flag is set")
     if conf.hairpin and conf.promisc:
-        raise _bad("cannot set hairpin mode and promiscuous mode at the same time")
+        raise InvalidConfig("cannot set hairpin mode and promiscuous mode at the same time")
 
 
 def _vlan_error(conf: BridgeConf) -> CNIError:
@@ -241,9 +222,7 @@ class Bridge(Plugin):
         except br.VlanFilteringUnsupported:
             raise _vlan_error(conf) from None
         except br.NotABridge as exc:
-            raise CNIError(
-                INVALID_NETWORK_CONFIG, f'failed to create bridge "{conf.bridge}": {exc}'
-            ) from None
+            raise InvalidConfig(f'failed to create bridge "{conf.bridge}": {exc}') from None
         if info.created:
             rb.push("bridge", lambda: br.delete_if_unused(hipr, conf.bridge))
 

@@ -22,19 +22,19 @@ from pycni.net.link import IFF_UP, LinkNotFound, addresses, index_of, mac_of, na
 from pycni.net.netlink import rtnl
 from pycni.net.ns import THREAD_NETNS, NetNS, NetNSNotFound
 from pycni.plugin.base import Plugin, Request
-from pycni.plugin.config import field
 from pycni.plugin.rollback import Rollback
 from pycni.plugins.main._attach import (
     check_ips_and_routes,
     configure_pod_iface,
     internal,
-    invalid,
     ipam_add,
     ipam_passthrough,
     ipam_type,
     pod_result,
     prev_interface,
 )
+from pycni.spec.decode import FilePath, IfName, Str, decode, option
+from pycni.spec.errors import InvalidConfig
 from pycni.spec.result import Interface, Result
 
 SYS_BUS_PCI = "/sys/bus/pci/devices"
@@ -56,31 +56,53 @@ class HostDeviceConf:
     data_dir: str
 
 
+_DEVICE_ID = Str(
+    max_len=255,
+    pattern=r"[A-Za-z0-9][A-Za-z0-9_.:\-]*",
+    what="a PCI or auxiliary device ID like 0000:03:00.1",
+)
+
+
+@dataclass(frozen=True)
+class HostDeviceKeys:
+    """host-device's own keys, declared for the decoder."""
+
+    device: str = option("device", IfName(), "")
+    hwaddr: str = option("hwaddr", Str(max_len=64), "")
+    kernelpath: str = option("kernelpath", FilePath(), "")
+    pci: str = option("pciBusID", _DEVICE_ID, "")
+    data_dir: str = option("dataDir", FilePath(), "")
+
+
+@dataclass(frozen=True)
+class HostDeviceRuntime:
+    device_id: str = option("deviceID", _DEVICE_ID, "")
+
+
 def load_conf(req: Request) -> HostDeviceConf:
-    pci = field(req.config, "pciBusID", str, "")
-    device_id = field(req.runtime_config, "deviceID", str, "", where="runtimeConfig")
-    if device_id:
-        pci = device_id
+    keys = decode(HostDeviceKeys, req.config)
+    device_id = decode(HostDeviceRuntime, req.runtime_config, "runtimeConfig").device_id
     conf = HostDeviceConf(
-        device=field(req.config, "device", str, ""),
-        hwaddr=field(req.config, "hwaddr", str, ""),
-        kernelpath=field(req.config, "kernelpath", str, ""),
-        pci=pci,
+        device=keys.device,
+        hwaddr=keys.hwaddr,
+        kernelpath=keys.kernelpath,
+        pci=device_id or keys.pci,
         dpdk=False,
         ipam=ipam_type(req),
-        data_dir=field(req.config, "dataDir", str, "")
-        or req.env.get(DATA_DIR_ENV, "")
-        or DEFAULT_DATA_DIR,
+        data_dir=keys.data_dir or req.env.get(DATA_DIR_ENV, "") or DEFAULT_DATA_DIR,
     )
     if not (conf.device or conf.hwaddr or conf.kernelpath or conf.pci):
-        raise invalid('specify either "device", "hwaddr", "kernelpath" or "pciBusID"')
+        raise InvalidConfig('specify either "device", "hwaddr", "kernelpath" or "pciBusID"')
     if conf.hwaddr and not _MAC.match(conf.hwaddr):
-        raise invalid(f'failed to parse MAC address "{conf.hwaddr}"')
+        raise InvalidConfig(f'failed to parse MAC address "{conf.hwaddr}"')
     if conf.kernelpath and not (
-        os.path.isabs(conf.kernelpath) and conf.kernelpath.startswith("/sys/devices/")
+        os.path.isabs(conf.kernelpath)
+        and conf.kernelpath.startswith("/sys/devices/")
+        and ".." not in conf.kernelpath.split("/")
     ):
-        raise invalid(
-            f'kernel device path "{conf.kernelpath}" must be absolute and begin with /sys/devices/'
+        raise InvalidConfig(
+            f'kernel device path "{conf.kernelpath}" must be absolute and begin with '
+            "/sys/devices/ (no '..')"
         )
     if conf.pci:
         conf.dpdk = has_userspace_driver(conf.pci)

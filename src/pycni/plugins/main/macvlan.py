@@ -11,7 +11,7 @@ from pycni.net.link import LinkNotFound, index_of, mac_of
 from pycni.net.netlink import rtnl
 from pycni.net.ns import NetNS
 from pycni.plugin.base import Plugin, Request
-from pycni.plugin.config import field
+from pycni.plugin.config import MTU
 from pycni.plugin.rollback import Rollback
 from pycni.plugins.main._attach import (
     check_ips_and_routes,
@@ -19,7 +19,6 @@ from pycni.plugins.main._attach import (
     delete_in_pod,
     delete_pod_link,
     internal,
-    invalid,
     ipam_add,
     ipam_passthrough,
     ipam_type,
@@ -27,8 +26,20 @@ from pycni.plugins.main._attach import (
     prev_interface,
     requested_mac,
 )
-from pycni.spec.errors import UNSUPPORTED_FIELD, CNIError
+from pycni.spec.decode import UINT32_MAX, Bool, IfName, Int, Str, decode, option
+from pycni.spec.errors import InvalidConfig, UnsupportedField
 from pycni.spec.result import Interface, Result
+
+
+@dataclass(frozen=True)
+class MacvlanKeys:
+    """macvlan's own keys, declared for the decoder."""
+
+    master: str = option("master", IfName(), "")
+    mode: str = option("mode", Str(max_len=32), "")
+    mtu: int = option("mtu", MTU("invalid MTU {value}, must be 0 or in [68, 65535]"), 0)
+    bcqueuelen: int = option("bcqueuelen", Int(0, UINT32_MAX), 0)
+    link_in_container: bool = option("linkInContainer", Bool(), False)
 
 
 @dataclass
@@ -43,18 +54,19 @@ class MacvlanConf:
 
 def load_conf(req: Request) -> MacvlanConf:
     """The static part of the config (no kernel lookups)."""
+    keys = decode(MacvlanKeys, req.config)
     try:
-        mode = macvlan.parse_mode(field(req.config, "mode", str, ""))
+        mode = macvlan.parse_mode(keys.mode)
     except ValueError as exc:
-        raise invalid(f"{exc}; use bridge, private, vepa or passthru") from None
-    if field(req.config, "bcqueuelen", int, 0):
-        raise CNIError(UNSUPPORTED_FIELD, "bcqueuelen is not supported by pycni's macvlan")
+        raise InvalidConfig(f"{exc}; use bridge, private, vepa or passthru") from None
+    if keys.bcqueuelen:
+        raise UnsupportedField("bcqueuelen is not supported by pycni's macvlan")
     return MacvlanConf(
-        master=field(req.config, "master", str, ""),
+        master=keys.master,
         mode=mode,
-        mtu=field(req.config, "mtu", int, 0),
+        mtu=keys.mtu,
         mac=requested_mac(req),
-        link_in_container=field(req.config, "linkInContainer", bool, False),
+        link_in_container=keys.link_in_container,
         ipam=ipam_type(req),
     )
 
@@ -88,7 +100,9 @@ class Macvlan(Plugin):
             with _master_ns(conf, pod), rtnl() as ipr:
                 master_index, master_mtu = resolve_master(ipr, conf)
                 if conf.mtu < 0 or conf.mtu > master_mtu:
-                    raise invalid(f"invalid MTU {conf.mtu}, must be [0, master MTU({master_mtu})]")
+                    raise InvalidConfig(
+                        f"invalid MTU {conf.mtu}, must be [0, master MTU({master_mtu})]"
+                    )
                 rb.step("create")
                 try:
                     tmp = macvlan.create_in_netns(
@@ -126,7 +140,9 @@ class Macvlan(Plugin):
             with _master_ns(conf, pod), rtnl() as ipr:
                 _, master_mtu = resolve_master(ipr, conf)
                 if conf.mtu < 0 or conf.mtu > master_mtu:
-                    raise invalid(f"invalid MTU {conf.mtu}, must be [0, master MTU({master_mtu})]")
+                    raise InvalidConfig(
+                        f"invalid MTU {conf.mtu}, must be [0, master MTU({master_mtu})]"
+                    )
             ipam_passthrough(req, "CHECK")
             prev, intf = prev_interface(req)
             with pod.entered(), rtnl() as ipr:

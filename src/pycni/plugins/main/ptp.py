@@ -21,11 +21,12 @@ from pycni.net.nft import NftError
 from pycni.net.route import RTPROT_BOOT, RouteError, validate_routes
 from pycni.net.veth import VethNameTaken, create_pair
 from pycni.plugin.base import Plugin, Request
-from pycni.plugin.config import field, section
+from pycni.plugin.config import MTU, DNSConf, IPAMRef
 from pycni.plugin.delegate import delegate
 from pycni.plugin.rollback import Rollback
 from pycni.plugins.main._attach import delete_pod_link, masquerade
-from pycni.spec.errors import INTERNAL, INVALID_NETWORK_CONFIG, CNIError
+from pycni.spec.decode import Bool, Obj, Str, decode, option
+from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig
 from pycni.spec.result import DNS, Interface, IPConfig, Result
 
 SCOPE_UNIVERSE = 0
@@ -33,41 +34,40 @@ SCOPE_LINK = 253
 SCOPE_HOST = 254
 
 
+_BACKEND = Str(
+    choices=("", *ipmasq.BACKENDS),
+    what='"nftables" or "iptables"',
+    message='unknown ipmasq backend "{raw}" (use "nftables" or "iptables")',
+)
+
+
 @dataclass
 class PtpConf:
-    name: str
-    ipam_type: str
-    ip_masq: bool
-    ip_masq_backend: str
-    mtu: int
-    dns: DNS
+    """ptp's config, declared for the decoder (``name`` is set by :func:`load_conf`)."""
 
+    ipam: IPAMRef = option("ipam", Obj(IPAMRef), factory=IPAMRef)
+    ip_masq: bool = option("ipMasq", Bool(), False)
+    ip_masq_backend: str = option("ipMasqBackend", _BACKEND, "")
+    mtu: int = option("mtu", MTU(), 0)
+    dns_conf: DNSConf = option("dns", Obj(DNSConf), factory=DNSConf)
+    name: str = ""
 
-def _bad(msg: str) -> CNIError:
-    return CNIError(INVALID_NETWORK_CONFIG, msg)
+    @property
+    def ipam_type(self) -> str:
+        return self.ipam.type
+
+    @property
+    def dns(self) -> DNS:
+        return self.dns_conf.to_dns()
 
 
 def load_conf(req: Request) -> PtpConf:
-    c = req.config
-    ipam_type = field(section(c, "ipam"), "type", str, "", "ipam")
-    if not ipam_type:
-        raise _bad("invalid config: ipam.type is required (ptp needs an IPAM plugin)")
-    backend = field(c, "ipMasqBackend", str, "") or ipmasq.DEFAULT_BACKEND
-    if backend not in ipmasq.BACKENDS:
-        raise _bad(f'unknown ipmasq backend "{backend}" (use "nftables" or "iptables")')
-    mtu = field(c, "mtu", int, 0)
-    if mtu < 0:
-        raise _bad(f"invalid config: mtu must not be negative, got {mtu}")
-    raw_dns = section(c, "dns")
-    dns = Result.from_dict({"cniVersion": "1.1.0", "dns": raw_dns}).dns if raw_dns else DNS()
-    return PtpConf(
-        name=req.name,
-        ipam_type=ipam_type,
-        ip_masq=field(c, "ipMasq", bool, False),
-        ip_masq_backend=backend,
-        mtu=mtu,
-        dns=dns,
-    )
+    conf = decode(PtpConf, req.config)
+    if not conf.ipam_type:
+        raise InvalidConfig("invalid config: ipam.type is required (ptp needs an IPAM plugin)")
+    conf.ip_masq_backend = conf.ip_masq_backend or ipmasq.DEFAULT_BACKEND
+    conf.name = req.name
+    return conf
 
 
 def _host_len(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> int:

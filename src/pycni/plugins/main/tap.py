@@ -22,7 +22,7 @@ from pycni.net.netlink import rtnl
 from pycni.net.ns import NetNS
 from pycni.net.veth import random_host_name
 from pycni.plugin.base import Plugin, Request
-from pycni.plugin.config import field
+from pycni.plugin.config import MTU
 from pycni.plugin.rollback import Rollback
 from pycni.plugins.main._attach import (
     check_ips_and_routes,
@@ -30,7 +30,6 @@ from pycni.plugins.main._attach import (
     delete_in_pod,
     delete_pod_link,
     internal,
-    invalid,
     ipam_add,
     ipam_passthrough,
     ipam_type,
@@ -38,11 +37,13 @@ from pycni.plugins.main._attach import (
     prev_interface,
     requested_mac,
 )
+from pycni.spec.decode import Bool, IfName, Int, Str, decode, option
 from pycni.spec.errors import UNSUPPORTED_FIELD, CNIError
 from pycni.spec.result import Interface, Result
 
 SELINUX_ENFORCE = "/sys/fs/selinux/enforce"
 _UINT32_MAX = 0xFFFFFFFF
+_ID_RANGE = "invalid config: {path} must be a uid/gid in [0, 4294967295], got {value}"
 
 
 @dataclass
@@ -57,29 +58,29 @@ class TapConf:
     ipam: str
 
 
-def _uint32(req: Request, key: str) -> int | None:
-    """An optional uid/gid (Go's ``*uint32``): absent or null is None."""
-    if field(req.config, key, object, None) is None:
-        return None
-    value = field(req.config, key, int, 0)
-    if not 0 <= value <= _UINT32_MAX:
-        raise invalid(f"invalid config: {key} must be a uid/gid in [0, {_UINT32_MAX}], got {value}")
-    return value
+@dataclass(frozen=True)
+class TapKeys:
+    """tap's own keys, declared for the decoder (owner/group are Go's ``*uint32``)."""
+
+    multi_queue: bool = option("multiQueue", Bool(), False)
+    mtu: int = option("mtu", MTU(), 0)
+    owner: int | None = option("owner", Int(0, _UINT32_MAX, _ID_RANGE))
+    group: int | None = option("group", Int(0, _UINT32_MAX, _ID_RANGE))
+    selinux_context: str = option("selinuxContext", Str(max_len=1024, no_control=True), "")
+    bridge: str = option("bridge", IfName(), "")
 
 
 def load_conf(req: Request) -> TapConf:
     """The config, validated before anything is created."""
-    mtu = field(req.config, "mtu", int, 0)
-    if mtu < 0:
-        raise invalid(f"invalid config: mtu must be >= 0, got {mtu}")
+    keys = decode(TapKeys, req.config)
     conf = TapConf(
-        multi_queue=field(req.config, "multiQueue", bool, False),
-        mtu=mtu,
+        multi_queue=keys.multi_queue,
+        mtu=keys.mtu,
         mac=requested_mac(req),
-        owner=_uint32(req, "owner"),
-        group=_uint32(req, "group"),
-        selinux_context=field(req.config, "selinuxContext", str, ""),
-        bridge=field(req.config, "bridge", str, ""),
+        owner=keys.owner,
+        group=keys.group,
+        selinux_context=keys.selinux_context,
+        bridge=keys.bridge,
         ipam=ipam_type(req),
     )
     if conf.selinux_context and os.path.exists(SELINUX_ENFORCE):

@@ -15,10 +15,10 @@ from pycni.net import tc
 from pycni.net.link import LinkNotFound, index_of, kind_of, mac_of, peer_index_of
 from pycni.net.netlink import rtnl
 from pycni.plugin.base import Plugin, Request
-from pycni.plugin.config import lookup
 from pycni.plugin.rollback import Rollback
 from pycni.spec import version
-from pycni.spec.errors import INTERNAL, INVALID_NETWORK_CONFIG, UNSUPPORTED_FIELD, CNIError
+from pycni.spec.decode import Int, decode, fail, lookup, option
+from pycni.spec.errors import INTERNAL, UNSUPPORTED_FIELD, CNIError, InvalidConfig
 from pycni.spec.result import Interface, Result
 
 IFB_PREFIX = "bwp"
@@ -27,14 +27,22 @@ _KEYS = ("ingressRate", "ingressBurst", "egressRate", "egressBurst")
 _MAX_BURST_BYTES = 0xFFFFFFFF
 
 
+_UINT64 = Int(
+    0,
+    2**64 - 1,
+    "failed to parse network configuration: {path} must be a non-negative integer "
+    "(at most 2^64-1), got {value}",
+)
+
+
 @dataclass(frozen=True)
 class Limits:
-    """Rates in bit/s, bursts in bits; 0 means unlimited in that direction."""
+    """Rates in bit/s, bursts in bits; 0 means unlimited in that direction (Go's uint64s)."""
 
-    ingress_rate: int = 0
-    ingress_burst: int = 0
-    egress_rate: int = 0
-    egress_burst: int = 0
+    ingress_rate: int = option("ingressRate", _UINT64, 0)
+    ingress_burst: int = option("ingressBurst", _UINT64, 0)
+    egress_rate: int = option("egressRate", _UINT64, 0)
+    egress_burst: int = option("egressBurst", _UINT64, 0)
 
     def is_zero(self) -> bool:
         return not (
@@ -47,46 +55,30 @@ def ifb_name(network: str, container_id: str) -> str:
     return (IFB_PREFIX + digest)[:IFB_NAME_LEN]
 
 
-def _uint(entry: dict[str, Any], key: str, where: str) -> int:
-    _, value = lookup(entry, key)
-    if value is None:
-        return 0
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise CNIError(
-            INVALID_NETWORK_CONFIG,
-            f"failed to parse network configuration: {where}{key} must be a non-negative "
-            f"integer, got {value!r}",
-        )
-    return value
-
-
 def _validate(rate: int, burst: int, direction: str) -> None:
     if burst == 0 and rate != 0:
-        raise CNIError(INVALID_NETWORK_CONFIG, f"if {direction}Rate is set, burst must also be set")
+        raise InvalidConfig(f"if {direction}Rate is set, burst must also be set")
     if rate == 0 and burst != 0:
-        raise CNIError(INVALID_NETWORK_CONFIG, f"if {direction}Burst is set, rate must also be set")
+        raise InvalidConfig(f"if {direction}Burst is set, rate must also be set")
     if burst // 8 >= _MAX_BURST_BYTES:
-        raise CNIError(INVALID_NETWORK_CONFIG, "burst cannot be more than 4GB")
+        raise InvalidConfig("burst cannot be more than 4GB")
     if rate and rate // 8 > 0xFFFFFFFF:
         raise CNIError(UNSUPPORTED_FIELD, f"{direction}Rate {rate} bit/s is above 34 Gbit/s")
     if rate and rate < 8:
-        raise CNIError(INVALID_NETWORK_CONFIG, f"{direction}Rate must be at least 8 bit/s")
+        raise InvalidConfig(f"{direction}Rate must be at least 8 bit/s")
 
 
 def load_limits(req: Request) -> Limits | None:
     """Top-level keys win as a whole when any is present, else ``runtimeConfig.bandwidth``."""
     if any(lookup(req.config, key)[0] for key in _KEYS):
-        entry, where = req.config, ""
+        limits = decode(Limits, req.config)
     else:
         found, raw = lookup(req.runtime_config, "bandwidth")
         if not found or raw is None:
             return None
         if not isinstance(raw, dict):
-            raise CNIError(INVALID_NETWORK_CONFIG, "runtimeConfig.bandwidth must be an object")
-        entry, where = raw, "runtimeConfig.bandwidth."
-    limits = Limits(*(_uint(entry, key, where) for key in _KEYS))
+            raise fail("runtimeConfig.bandwidth", "an object", raw)
+        limits = decode(Limits, raw, "runtimeConfig.bandwidth")
     _validate(limits.ingress_rate, limits.ingress_burst, "ingress")
     _validate(limits.egress_rate, limits.egress_burst, "egress")
     return limits
@@ -132,7 +124,7 @@ class Bandwidth(Plugin):
         if limits is None or limits.is_zero():
             return prev if prev is not None else Result(cni_version=req.cni_version)
         if prev is None:
-            raise CNIError(INVALID_NETWORK_CONFIG, "must be called as chained plugin")
+            raise InvalidConfig("must be called as chained plugin")
         _, host_index = _host_veth(req, prev)
         result = Result(
             cni_version=prev.cni_version,
@@ -176,7 +168,7 @@ class Bandwidth(Plugin):
         limits = load_limits(req) or Limits()
         prev = _prev(req)
         if prev is None:
-            raise CNIError(INVALID_NETWORK_CONFIG, "must be called as a chained plugin")
+            raise InvalidConfig("must be called as a chained plugin")
         _, host_index = _host_veth(req, prev)
         with rtnl() as ipr:
             if limits.ingress_rate:

@@ -17,24 +17,46 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from dataclasses import dataclass
 from typing import Any
 
 from pycni.cluster import subnet as sn
 from pycni.fsutil import write_atomic
 from pycni.plugin.base import Plugin, Request
-from pycni.plugin.config import field, lookup, section
+from pycni.plugin.config import PLUGIN_TYPE
 from pycni.plugin.delegate import delegate
+from pycni.spec.decode import FilePath, Raw, decode, lookup, option
 from pycni.spec.errors import (
     DECODING_FAILURE,
     INTERNAL,
-    INVALID_NETWORK_CONFIG,
     TRY_AGAIN_LATER,
     CNIError,
+    InvalidConfig,
 )
 from pycni.spec.result import Result
 
 DEFAULT_SUBNET_FILE = "/run/flannel/subnet.env"
 DEFAULT_DATA_DIR = "/var/lib/cni/flannel"
+
+
+@dataclass(frozen=True)
+class FlannelConf:
+    """flannel's own keys; ``delegate`` and ``ipam`` are handed on (their plugins check them)."""
+
+    subnet_file: str = option("subnetFile", FilePath(), "")
+    data_dir: str = option("dataDir", FilePath(), "")
+    delegate: dict[str, Any] = option("delegate", Raw(), factory=dict)
+    ipam: dict[str, Any] = option("ipam", Raw(), factory=dict)
+
+
+@dataclass(frozen=True)
+class DelegateRef:
+    type: str = option("type", PLUGIN_TYPE, "")
+
+
+@dataclass(frozen=True)
+class IPAMRoutes:
+    routes: list[Any] = option("routes", Raw((list,), "a list of route objects"), factory=list)
 
 
 def _has(data: dict[str, Any], key: str) -> bool:
@@ -51,30 +73,28 @@ def load_subnet_env(path: str) -> sn.SubnetEnv:
             "(`pycni agent`) running on this node?",
         ) from None
     except (OSError, sn.SubnetError) as exc:
-        raise CNIError(
-            INVALID_NETWORK_CONFIG, f"failed to load subnet file {path}: {exc}"
-        ) from None
+        raise InvalidConfig(f"failed to load subnet file {path}: {exc}") from None
 
 
 def delegate_ipam(req: Request, env: sn.SubnetEnv) -> dict[str, Any]:
     """The user's ``ipam`` with host-local over the node subnet and a cluster route added."""
-    ipam = dict(section(req.config, "ipam"))
+    ipam = dict(decode(FlannelConf, req.config).ipam)
     if not _has(ipam, "type"):
         ipam["type"] = "host-local"
     ipam["ranges"] = [[{"subnet": str(env.subnet)}]]
-    routes = field(ipam, "routes", list, [], where="ipam")
+    routes = decode(IPAMRoutes, ipam, "ipam").routes
     ipam["routes"] = [*routes, {"dst": str(env.network)}]
     return ipam
 
 
 def delegate_config(req: Request, env: sn.SubnetEnv) -> dict[str, Any]:
     """What the delegate gets as stdin on ADD (and, saved, on DEL)."""
-    conf = dict(section(req.config, "delegate"))
+    conf = dict(decode(FlannelConf, req.config).delegate)
     conf["name"] = req.name
     if not _has(conf, "type"):
         conf["type"] = "bridge"
-    if not isinstance(conf["type"], str) or not conf["type"]:
-        raise CNIError(INVALID_NETWORK_CONFIG, "invalid config: delegate.type must be a string")
+    if not decode(DelegateRef, conf, "delegate").type:
+        raise InvalidConfig('invalid config: delegate.type must be a plugin type, got ""')
     if not _has(conf, "ipMasq"):
         conf["ipMasq"] = not env.ipmasq  # the agent masquerades unless told not to
     if not _has(conf, "mtu"):
@@ -91,10 +111,11 @@ def delegate_config(req: Request, env: sn.SubnetEnv) -> dict[str, Any]:
 
 
 def _paths(req: Request) -> tuple[str, str]:
-    data_dir = field(req.config, "dataDir", str, "") or DEFAULT_DATA_DIR
-    subnet_file = field(req.config, "subnetFile", str, "") or DEFAULT_SUBNET_FILE
+    conf = decode(FlannelConf, req.config)
+    data_dir = conf.data_dir or DEFAULT_DATA_DIR
+    subnet_file = conf.subnet_file or DEFAULT_SUBNET_FILE
     if not req.container_id or "/" in req.container_id or req.container_id in (".", ".."):
-        raise CNIError(INVALID_NETWORK_CONFIG, f"unusable container ID {req.container_id!r}")
+        raise InvalidConfig(f"unusable container ID {req.container_id!r}")
     return os.path.join(data_dir, req.container_id), subnet_file
 
 

@@ -15,7 +15,7 @@ from pycni.net.netlink import rtnl
 from pycni.net.ns import NetNS, NetNSNotFound
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.rollback import Rollback
-from pycni.spec.errors import INTERNAL, INVALID_NETWORK_CONFIG, CNIError
+from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig
 from pycni.spec.result import IPConfig, Result
 
 FIRST_TABLE = 100
@@ -58,7 +58,7 @@ class Sbr(Plugin):
     def add(self, req: Request) -> Result:
         prev = req.prev_result()
         if prev is None:
-            raise CNIError(INVALID_NETWORK_CONFIG, "This plugin must be called as chained plugin")
+            raise InvalidConfig("This plugin must be called as chained plugin")
         ipcs = ip_configs(req.ifname, prev)
         with (
             req.open_netns() as pod,

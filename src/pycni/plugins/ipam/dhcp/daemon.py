@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pycni.net.ns import NetNS
-from pycni.plugin.config import field, section
+from pycni.plugins.ipam.dhcp import config as dhcp_config
 from pycni.plugins.ipam.dhcp import protocol
 from pycni.plugins.ipam.dhcp.client import ClientTuning, DhcpError
 from pycni.plugins.ipam.dhcp.lease import Lease
@@ -32,7 +32,8 @@ from pycni.plugins.ipam.dhcp.message import (
     parse_option_name,
 )
 from pycni.plugins.ipam.dhcp.store import LeaseStore
-from pycni.spec.errors import INTERNAL, INVALID_NETWORK_CONFIG, CNIError
+from pycni.spec.decode import section
+from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig
 from pycni.spec.result import Result
 
 log = logging.getLogger("pycni.dhcp")
@@ -57,27 +58,23 @@ def prepare_options(args: str, ipam: dict[str, Any]) -> dict[int, bytes]:
     """The options every packet carries: ``provide`` values, then the request list."""
     opts: dict[int, bytes] = {}
     from_args = _cni_args(args)
-    for entry in field(ipam, "provide", list, [], where="ipam"):
-        if not isinstance(entry, dict):
-            raise CNIError(INVALID_NETWORK_CONFIG, "ipam.provide entries must be objects")
-        name = field(entry, "option", str, "", where="ipam.provide")
+    conf = dhcp_config.load(ipam)
+    for entry in conf.provide:
+        name = entry.name
         code = _code(name)
-        value = field(entry, "value", str, "", where="ipam.provide")
-        arg = field(entry, "fromArg", str, "", where="ipam.provide")
+        value, arg = entry.value, entry.from_arg
         for text, origin in ((value, ""), (from_args.get(arg, "") if arg else "", arg)):
             if not text:
                 continue
             if len(text.encode()) > 255:
                 where = f" from CNI_ARGS {origin!r}" if origin else ""
-                raise CNIError(INVALID_NETWORK_CONFIG, f"value too long for option {name!r}{where}")
+                raise InvalidConfig(f"value too long for option {name!r}{where}")
             opts[code] = text.encode()
     wanted: list[int] = []
     skip_default = False
-    for entry in field(ipam, "request", list, [], where="ipam"):
-        if not isinstance(entry, dict):
-            raise CNIError(INVALID_NETWORK_CONFIG, "ipam.request entries must be objects")
-        skip_default = skip_default or field(entry, "skipDefault", bool, False)
-        name = field(entry, "option", str, "", where="ipam.request")
+    for request in conf.request:
+        skip_default = skip_default or request.skip_default
+        name = request.name
         if name and _code(name) not in wanted:
             wanted.append(_code(name))
     if not skip_default:
@@ -91,7 +88,7 @@ def _code(name: str) -> int:
     try:
         return parse_option_name(name)
     except ValueError as exc:
-        raise CNIError(INVALID_NETWORK_CONFIG, f"Can not parse option {name!r}: {exc}") from None
+        raise InvalidConfig(f"Can not parse option {name!r}: {exc}") from None
 
 
 class DhcpDaemon:
@@ -143,11 +140,11 @@ class DhcpDaemon:
     def allocate(self, request: dict[str, Any], fd: int | None) -> dict[str, Any]:
         config = request.get("config")
         if not isinstance(config, dict):
-            raise CNIError(INVALID_NETWORK_CONFIG, "error parsing netconf: not an object")
-        ipam = section(config, "ipam")
+            raise InvalidConfig("error parsing netconf: not an object")
         try:
+            ipam = section(config, "ipam")
             options = prepare_options(str(request.get("args", "")), ipam)
-            priority = field(ipam, "priority", int, 0, where="ipam")
+            priority = dhcp_config.load(ipam).priority
         except BaseException:
             if fd is not None:
                 os.close(fd)

@@ -10,8 +10,9 @@ from __future__ import annotations
 import os
 
 from pycni.plugin.base import Plugin, Request
-from pycni.plugin.config import field, section
+from pycni.plugins.ipam.dhcp import config as dhcp_config
 from pycni.plugins.ipam.dhcp import protocol
+from pycni.spec.decode import section
 from pycni.spec.errors import INTERNAL, PLUGIN_NOT_AVAILABLE, CNIError
 from pycni.spec.result import Result
 
@@ -20,8 +21,8 @@ CALL_TIMEOUT = 300.0
 
 
 def socket_path(req: Request) -> str:
-    ipam = section(req.config, "ipam")
-    return field(ipam, "daemonSocketPath", str, "", where="ipam") or protocol.DEFAULT_SOCKET
+    conf = dhcp_config.load(section(req.config, "ipam"))
+    return conf.daemon_socket_path or protocol.DEFAULT_SOCKET
 
 
 def _call(req: Request, method: str, with_netns: bool) -> dict[str, object]:

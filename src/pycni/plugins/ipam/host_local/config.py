@@ -12,18 +12,29 @@ from typing import Any
 
 from pycni.net import ipmath
 from pycni.net.ipmath import IPAddress, IPNetwork
-from pycni.plugin.config import field as get_field
-from pycni.plugin.config import lookup, section
 from pycni.spec import version
 from pycni.spec.args import load_args
-from pycni.spec.errors import INVALID_NETWORK_CONFIG, CNIError
+from pycni.spec.decode import (
+    MAX_ITEMS,
+    UINT32_MAX,
+    FilePath,
+    Int,
+    ListOf,
+    Obj,
+    Parsed,
+    Raw,
+    Str,
+    decode,
+    lookup,
+    option,
+    present,
+    section,
+    shown,
+)
+from pycni.spec.errors import InvalidConfig
 from pycni.spec.result import Route
 
 DEFAULT_DATA_DIR = "/var/lib/cni/networks"
-
-
-def invalid(message: str) -> CNIError:
-    return CNIError(INVALID_NETWORK_CONFIG, message)
 
 
 @dataclass
@@ -154,49 +165,114 @@ class IPAMConfig:
     requested: list[IPAddress]
 
 
+# --- the declared config ------------------------------------------------------------------------
+
+_ADDRESS = Str(max_len=64)  # parsed below with ipmath so the messages are the reference's
+_IP = Parsed(ipmath.parse_ip, "an IP address like 10.1.0.1", "invalid IP address: {value}")
+
+
+@dataclass(frozen=True)
+class RangeConf:
+    """One range object (also the legacy top-level ``subnet``/``rangeStart``/... of ipam)."""
+
+    subnet: str = option("subnet", _ADDRESS, "")
+    range_start: IPAddress | None = option("rangeStart", _IP)
+    range_end: IPAddress | None = option("rangeEnd", _IP)
+    gateway: IPAddress | None = option("gateway", _IP)
+
+
+@dataclass(frozen=True)
+class RouteConf:
+    """One ``ipam.routes`` entry (types.Route with the spec 1.1 attributes)."""
+
+    dst: str = option("dst", _ADDRESS, "")
+    gw: IPAddress | None = option("gw", _IP)
+    mtu: int = option("mtu", Int(0, UINT32_MAX), 0)
+    advmss: int = option("advmss", Int(0, UINT32_MAX), 0)
+    priority: int = option("priority", Int(0, UINT32_MAX), 0)
+    table: int | None = option("table", Int(0, UINT32_MAX))
+    scope: int | None = option("scope", Int(0, 255))
+
+
+_RANGE_SETS = Raw((list,), "a list of range sets (lists of range objects)")
+
+
+@dataclass(frozen=True)
+class HostLocalIPAM:
+    """The ``ipam`` section host-local reads."""
+
+    ranges: list[Any] = option("ranges", _RANGE_SETS, factory=list)
+    routes: list[RouteConf] = option("routes", ListOf(Obj(RouteConf)), factory=list)
+    data_dir: str = option("dataDir", FilePath(), "")
+    resolv_conf: str = option("resolvConf", FilePath(), "")
+
+
+@dataclass(frozen=True)
+class HostLocalRuntime:
+    """``runtimeConfig`` keys host-local reads."""
+
+    ip_ranges: list[Any] = option("ipRanges", _RANGE_SETS, factory=list)
+    ips: list[str] = option("ips", ListOf(Str(max_len=64)), factory=list)
+
+
+@dataclass(frozen=True)
+class HostLocalArgs:
+    """``args.cni`` keys host-local reads."""
+
+    ips: list[str] = option("ips", ListOf(Str(max_len=64)), factory=list)
+
+
+@dataclass(frozen=True)
+class HostLocalTop:
+    cni_version: str = option("cniVersion", Str(max_len=32), "")
+    runtime: HostLocalRuntime = option(
+        "runtimeConfig", Obj(HostLocalRuntime), factory=HostLocalRuntime
+    )
+
+
 def load(config: Mapping[str, Any], env_args: str) -> IPAMConfig:
     """Parse, canonicalise and validate the whole network config of a host-local call."""
-    found, ipam = lookup(config, "ipam")
-    if not found or ipam is None:
-        raise invalid("IPAM config missing 'ipam' key")
-    if not isinstance(ipam, dict):
-        raise invalid("invalid config: ipam must be an object")
-    runtime = section(config, "runtimeConfig")
+    found, raw_ipam = lookup(config, "ipam")
+    if not found or raw_ipam is None:
+        raise InvalidConfig("IPAM config missing 'ipam' key")
+    if not isinstance(raw_ipam, dict):
+        raise InvalidConfig(f"invalid config: ipam must be an object, got {shown(raw_ipam)}")
+    top = decode(HostLocalTop, config)
+    ipam = decode(HostLocalIPAM, raw_ipam, "ipam")
 
     sets: list[RangeSet] = []
-    sets += parse_range_sets(
-        get_field(runtime, "ipRanges", list, [], "runtimeConfig"), "runtimeConfig.ipRanges"
-    )
-    found, subnet = lookup(ipam, "subnet")
-    if found and subnet is not None:
-        sets.append(RangeSet([parse_range(ipam, "ipam")]))
-    sets += parse_range_sets(get_field(ipam, "ranges", list, [], "ipam"), "ipam.ranges")
-    routes = parse_routes(get_field(ipam, "routes", list, [], "ipam"))
+    sets += parse_range_sets(top.runtime.ip_ranges, "runtimeConfig.ipRanges")
+    if present(raw_ipam, "subnet"):
+        sets.append(RangeSet([parse_range(raw_ipam, "ipam")]))
+    sets += parse_range_sets(ipam.ranges, "ipam.ranges")
+    routes = parse_routes(ipam.routes)
     requested = requested_ips(config, env_args)
 
     if not sets:
-        raise invalid("no IP ranges specified")
+        raise InvalidConfig("no IP ranges specified")
     for index, range_set in enumerate(sets):
         try:
             range_set.canonicalize()
         except ValueError as err:
-            raise invalid(f"invalid range set {index}: {err}") from None
-    cni_version = get_field(config, "cniVersion", str, "")
+            raise InvalidConfig(f"invalid range set {index}: {err}") from None
+    cni_version = top.cni_version
     families = [s.family for s in sets]
     if (families.count(4) > 1 or families.count(6) > 1) and not version.at_least(
         cni_version, "0.3.0"
     ):
-        raise invalid(f"CNI version {cni_version} does not support more than 1 address per family")
+        raise InvalidConfig(
+            f"CNI version {cni_version} does not support more than 1 address per family"
+        )
     for i, first in enumerate(sets[:-1]):
         for j in range(i + 1, len(sets)):
             if first.overlaps(sets[j]):
-                raise invalid(f"range set {i} overlaps with {j}")
+                raise InvalidConfig(f"range set {i} overlaps with {j}")
 
     return IPAMConfig(
         name=str(config.get("name", "")),
         cni_version=cni_version,
-        data_dir=get_field(ipam, "dataDir", str, "", "ipam") or DEFAULT_DATA_DIR,
-        resolv_conf=get_field(ipam, "resolvConf", str, "", "ipam"),
+        data_dir=ipam.data_dir or DEFAULT_DATA_DIR,
+        resolv_conf=ipam.resolv_conf,
         routes=routes,
         range_sets=sets,
         requested=requested,
@@ -205,15 +281,17 @@ def load(config: Mapping[str, Any], env_args: str) -> IPAMConfig:
 
 def parse_range_sets(raw: list[Any], where: str) -> list[RangeSet]:
     out: list[RangeSet] = []
+    if len(raw) > MAX_ITEMS:
+        raise InvalidConfig(f"invalid config: {where} must have at most {MAX_ITEMS} range sets")
     for i, raw_set in enumerate(raw):
         if raw_set is None:
-            raw_set = []
+            raw_set = []  # Go decodes a null RangeSet as an empty one
         if not isinstance(raw_set, list):
-            raise invalid(f"invalid config: {where}[{i}] must be a list of ranges")
+            raise InvalidConfig(f"invalid config: {where}[{i}] must be a list of ranges")
         range_set = RangeSet()
         for j, raw_range in enumerate(raw_set):
             if not isinstance(raw_range, dict):
-                raise invalid(f"invalid config: {where}[{i}][{j}] must be an object")
+                raise InvalidConfig(f"invalid config: {where}[{i}][{j}] must be an object")
             range_set.append(parse_range(raw_range, f"{where}[{i}][{j}]"))
         out.append(range_set)
     return out
@@ -221,64 +299,40 @@ def parse_range_sets(raw: list[Any], where: str) -> list[RangeSet]:
 
 def parse_range(raw: Mapping[str, Any], where: str) -> Range:
     """One range object (also the legacy top-level ``subnet``/``rangeStart``/... of ipam)."""
-    subnet = get_field(raw, "subnet", str, "", where)
-    if not subnet:
-        found, _ = lookup(raw, "subnet")
-        if not found:
-            raise invalid(f"invalid config: {where}.subnet is required")
+    conf = decode(RangeConf, raw, where)
+    if not conf.subnet and not lookup(raw, "subnet")[0]:
+        raise InvalidConfig(f"invalid config: {where}.subnet is required")
     try:
-        address, prefix, mapped = ipmath.parse_cidr(subnet)
+        address, prefix, mapped = ipmath.parse_cidr(conf.subnet)
     except ValueError as err:
-        raise invalid(str(err)) from None
+        raise InvalidConfig(str(err)) from None
     return Range(
         subnet_ip=address,
         prefix=prefix,
-        range_start=_optional_ip(raw, "rangeStart", where),
-        range_end=_optional_ip(raw, "rangeEnd", where),
-        gateway=_optional_ip(raw, "gateway", where),
+        range_start=conf.range_start,
+        range_end=conf.range_end,
+        gateway=conf.gateway,
         mapped_subnet=mapped,
     )
 
 
-def _optional_ip(raw: Mapping[str, Any], key: str, where: str) -> IPAddress | None:
-    text = get_field(raw, key, str, "", where)
-    if text == "":
-        return None  # Go's net.IP decodes "" as nil
-    try:
-        return ipmath.parse_ip(text)
-    except ValueError:
-        raise invalid(f"invalid IP address: {text}") from None
-
-
-def parse_routes(raw: list[Any]) -> list[Route]:
+def parse_routes(raw: list[RouteConf]) -> list[Route]:
     """``routes`` as given: ``dst`` (required), ``gw`` and the spec 1.1 route attributes."""
     routes: list[Route] = []
-    for i, item in enumerate(raw):
-        where = f"ipam.routes[{i}]"
-        if not isinstance(item, dict):
-            raise invalid(f"invalid config: {where} must be an object")
-        dst = get_field(item, "dst", str, "", where)
+    for item in raw:
         try:
-            address, prefix, _ = ipmath.parse_cidr(dst)
+            address, prefix, _ = ipmath.parse_cidr(item.dst)
         except ValueError as err:
-            raise invalid(str(err)) from None
-        found, table = lookup(item, "table")
-        found_scope, scope = lookup(item, "scope")
+            raise InvalidConfig(str(err)) from None
         routes.append(
             Route(
                 dst=ipmath.network_of(address, prefix),
-                gw=_optional_ip(item, "gw", where),
-                mtu=get_field(item, "mtu", int, 0, where),
-                advmss=get_field(item, "advmss", int, 0, where),
-                priority=get_field(item, "priority", int, 0, where),
-                table=get_field(item, "table", int, 0, where)
-                if found and table is not None
-                else None,
-                scope=(
-                    get_field(item, "scope", int, 0, where)
-                    if found_scope and scope is not None
-                    else None
-                ),
+                gw=item.gw,
+                mtu=item.mtu,
+                advmss=item.advmss,
+                priority=item.priority,
+                table=item.table,
+                scope=item.scope,
             )
         )
     return routes
@@ -294,19 +348,17 @@ def requested_ips(config: Mapping[str, Any], env_args: str) -> list[IPAddress]:
             try:
                 out.append(ipmath.parse_ip_or_cidr(value))
             except ValueError as err:
-                raise invalid(f'ARGS: error parsing value of pair "IP={value}": {err}') from None
-    cni_args = section(section(config, "args"), "cni")
-    for where, source in (
-        ("args.cni.ips", get_field(cni_args, "ips", list, [])),
-        ("runtimeConfig.ips", get_field(section(config, "runtimeConfig"), "ips", list, [])),
-    ):
+                raise InvalidConfig(
+                    f'ARGS: error parsing value of pair "IP={value}": {err}'
+                ) from None
+    cni_args = decode(HostLocalArgs, section(section(config, "args"), "cni", "args"), "args.cni")
+    runtime = decode(HostLocalTop, config).runtime
+    for source in (cni_args.ips, runtime.ips):
         for item in source:
-            if not isinstance(item, str):
-                raise invalid(f"invalid config: {where} must hold strings, got {item!r}")
             try:
                 out.append(ipmath.parse_ip_or_cidr(item))
             except ValueError as err:
-                raise invalid(str(err)) from None
+                raise InvalidConfig(str(err)) from None
     unique: dict[str, IPAddress] = {}
     for address in out:
         unique.setdefault(str(address), address)

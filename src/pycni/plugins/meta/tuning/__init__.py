@@ -9,7 +9,9 @@ the config. See docs/plugins/tuning.md.
 
 from __future__ import annotations
 
+import errno
 import functools
+import os
 from typing import Any
 
 from pycni.net import link_attrs, sysctl
@@ -25,13 +27,15 @@ from pycni.plugins.meta.tuning.conf import (
     backup_path,
     check_allowlist,
     duplicate_sysctl_keys,
-    invalid,
     parse,
     read_allowlist,
     sysctl_path,
 )
-from pycni.spec.errors import INTERNAL, CNIError
+from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig
 from pycni.spec.result import Result
+
+# errnos with which the kernel refuses a link attribute's value (not the link, not the call)
+_REFUSED_VALUE = (errno.EINVAL, errno.ERANGE, errno.EADDRNOTAVAIL)
 
 
 class Tuning(Plugin):
@@ -42,7 +46,7 @@ class Tuning(Plugin):
         paths = self._sysctl_paths(req, conf)
         prev = req.prev_result()
         if prev is None:
-            raise invalid("Required prevResult missing")
+            raise InvalidConfig("Required prevResult missing")
         path = backup_path(conf.data_dir, req.container_id, req.ifname)
         with req.open_netns() as ns, ns.entered(), rtnl() as ipr, Rollback(req.env) as rb:
             index = self._link_index(ipr, req.ifname) if conf.changes_link() else 0
@@ -89,7 +93,7 @@ class Tuning(Plugin):
         conf = self._load(req)
         paths = self._sysctl_paths(req, conf)
         if req.prev_result() is None:
-            raise invalid("Required prevResult missing")
+            raise InvalidConfig("Required prevResult missing")
         with req.open_netns() as ns, ns.entered(), rtnl() as ipr:
             for key, proc_path in paths.items():
                 try:
@@ -116,7 +120,7 @@ class Tuning(Plugin):
     def _load(req: Request) -> TuningConf:
         dups = duplicate_sysctl_keys(req.stdin)
         if dups:
-            raise invalid(f"duplicated sysctl keys are not allowed: {', '.join(dups)}")
+            raise InvalidConfig(f"duplicated sysctl keys are not allowed: {', '.join(dups)}")
         return parse(req)
 
     @staticmethod
@@ -140,7 +144,7 @@ class Tuning(Plugin):
             try:
                 saved.sysctl[proc_path] = sysctl.read(proc_path)
             except FileNotFoundError:
-                raise invalid(f'sysctl "{key}" does not exist in the pod namespace') from None
+                raise InvalidConfig(f'sysctl "{key}" does not exist in the pod namespace') from None
             except OSError as exc:
                 raise CNIError(INTERNAL, f"failed to read sysctl {key}: {exc.strerror}") from None
         if not conf.changes_link():
@@ -181,6 +185,13 @@ class Tuning(Plugin):
             try:
                 setter(ipr, index, value)
             except Exception as exc:
+                if getattr(exc, "code", None) in _REFUSED_VALUE:
+                    # the link cannot take the config's value (e.g. an MTU above its maximum)
+                    why = os.strerror(int(getattr(exc, "code", 0)))
+                    raise InvalidConfig(
+                        f"invalid config: {name} {value!r} refused by the kernel for the "
+                        f"interface: {why}"
+                    ) from None
                 raise CNIError(INTERNAL, f"failed to set {name} of the interface: {exc}") from None
             rb.push(name, functools.partial(setter, ipr, index, old))
 

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pycni.plugin.base import Request
-from pycni.plugin.config import field as config_field
-from pycni.plugin.config import lookup, section
+from pycni.plugin.config import MacArg
 from pycni.spec.args import load_args
-from pycni.spec.errors import INVALID_NETWORK_CONFIG, CNIError
+from pycni.spec.decode import UINT32_MAX, Bool, FilePath, Int, MapOf, Str, decode, option
+from pycni.spec.errors import InvalidConfig
 
 DEFAULT_DATA_DIR = "/run/cni/tuning"
 DATA_DIR_ENV = "PYCNI_TUNING_DATA_DIR"
@@ -52,14 +52,10 @@ class TuningConf:
         )
 
 
-def invalid(msg: str) -> CNIError:
-    return CNIError(INVALID_NETWORK_CONFIG, msg)
-
-
 def normalize_mac(text: str) -> str:
     """A 6-byte MAC in the kernel's lower-case colon form; anything else is a config error."""
     if not any(p.match(text) for p in _MAC_PATTERNS):
-        raise invalid(f"invalid args {text} for MAC addr: not a 6-byte Ethernet address")
+        raise InvalidConfig(f"invalid args {text} for MAC addr: not a 6-byte Ethernet address")
     digits = re.sub(r"[^0-9a-fA-F]", "", text).lower()
     return ":".join(digits[i : i + 2] for i in range(0, 12, 2))
 
@@ -86,66 +82,76 @@ class _Pairs(list[tuple[str, Any]]):
     """A JSON object kept as its (key, value) list, so repeated keys stay visible."""
 
 
-def _string_map(value: Any, where: str) -> dict[str, str]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-        raise invalid(f"invalid config: {where} must be an object of string values")
-    return dict(value)
+_SYSCTLS = MapOf(Str(max_len=4096))
+_MTU = Int(0, 2**31 - 1, "invalid config: {path} must be in [0, 2147483647], got {value}")
+_TXQLEN = Int(0, UINT32_MAX, "invalid config: {path} must be in [0, 4294967295], got {value}")
+_MAC_TEXT = Str(max_len=64)
+
+
+@dataclass(frozen=True)
+class TuningKeys:
+    """tuning's top-level keys, declared for the decoder (None: not given)."""
+
+    data_dir: str = option("dataDir", FilePath(), "")
+    sysctl: dict[str, str] = option("sysctl", _SYSCTLS, factory=dict)
+    mac: str = option("mac", _MAC_TEXT, "")
+    promisc: bool = option("promisc", Bool(), False)
+    mtu: int = option("mtu", _MTU, 0)
+    allmulti: bool | None = option("allmulti", Bool())
+    txqlen: int | None = option("txQLen", _TXQLEN)
+    alias: str | None = option("alias", Str(max_len=255, no_control=True))
+
+
+@dataclass(frozen=True)
+class TuningArgs:
+    """``args.cni`` keys that override the config when given."""
+
+    sysctl: dict[str, str] | None = option("sysctl", _SYSCTLS)
+    mac: str | None = option("mac", _MAC_TEXT)
+    promisc: bool | None = option("promisc", Bool())
+    mtu: int | None = option("mtu", _MTU)
+    allmulti: bool | None = option("allmulti", Bool())
+    txqlen: int | None = option("txQLen", _TXQLEN)
 
 
 def parse(req: Request) -> TuningConf:
     """The effective settings: config, then CNI_ARGS MAC, runtimeConfig.mac, then args.cni."""
-    cfg = req.config
-    data_dir = config_field(cfg, "dataDir", str, "") or req.env.get(DATA_DIR_ENV, "")
-    conf = TuningConf(data_dir=data_dir or DEFAULT_DATA_DIR)
-    found, raw_sysctl = lookup(cfg, "sysctl")
-    conf.sysctl = _string_map(raw_sysctl if found else None, "sysctl")
-    conf.mac = config_field(cfg, "mac", str, "")
-    conf.promisc = config_field(cfg, "promisc", bool, False)
-    conf.mtu = config_field(cfg, "mtu", int, 0)
-    found, value = lookup(cfg, "allmulti")
-    conf.allmulti = (
-        config_field(cfg, "allmulti", bool, False) if found and value is not None else None
+    keys = decode(TuningKeys, req.config)
+    data_dir = keys.data_dir or req.env.get(DATA_DIR_ENV, "")
+    conf = TuningConf(
+        data_dir=data_dir or DEFAULT_DATA_DIR,
+        sysctl=dict(keys.sysctl),
+        mac=keys.mac,
+        promisc=keys.promisc,
+        mtu=keys.mtu,
+        allmulti=keys.allmulti,
+        txqlen=keys.txqlen,
+        alias=keys.alias,
     )
-    found, value = lookup(cfg, "txQLen")
-    conf.txqlen = config_field(cfg, "txQLen", int, 0) if found and value is not None else None
-    found, value = lookup(cfg, "alias")
-    conf.alias = config_field(cfg, "alias", str, "") if found and value is not None else None
 
     env_mac = load_args(req.args, known=["MAC"]).get("MAC", "")
     if env_mac:
         conf.mac = env_mac
-    runtime_mac = config_field(req.runtime_config, "mac", str, "", "runtimeConfig")
+    runtime_mac = decode(MacArg, req.runtime_config, "runtimeConfig").mac
     if runtime_mac:
         conf.mac = runtime_mac
 
-    cni = section(section(cfg, "args"), "cni")
-    found, value = lookup(cni, "sysctl")
-    if found and value is not None:
-        conf.sysctl.update(_string_map(value, "args.cni.sysctl"))
-    found, value = lookup(cni, "mac")
-    if found and value is not None:
-        conf.mac = config_field(cni, "mac", str, "", "args.cni")
-    found, value = lookup(cni, "promisc")
-    if found and value is not None:
-        conf.promisc = config_field(cni, "promisc", bool, False, "args.cni")
-    found, value = lookup(cni, "mtu")
-    if found and value is not None:
-        conf.mtu = config_field(cni, "mtu", int, 0, "args.cni")
-    found, value = lookup(cni, "allmulti")
-    if found and value is not None:
-        conf.allmulti = config_field(cni, "allmulti", bool, False, "args.cni")
-    found, value = lookup(cni, "txQLen")
-    if found and value is not None:
-        conf.txqlen = config_field(cni, "txQLen", int, 0, "args.cni")
+    args = decode(TuningArgs, req.cni_args, "args.cni")
+    if args.sysctl is not None:
+        conf.sysctl.update(args.sysctl)
+    if args.mac is not None:
+        conf.mac = args.mac
+    if args.promisc is not None:
+        conf.promisc = args.promisc
+    if args.mtu is not None:
+        conf.mtu = args.mtu
+    if args.allmulti is not None:
+        conf.allmulti = args.allmulti
+    if args.txqlen is not None:
+        conf.txqlen = args.txqlen
 
     if conf.mac:
         conf.mac = normalize_mac(conf.mac)
-    if conf.mtu < 0:
-        raise invalid(f"invalid config: mtu must not be negative, got {conf.mtu}")
-    if conf.txqlen is not None and conf.txqlen < 0:
-        raise invalid(f"invalid config: txQLen must not be negative, got {conf.txqlen}")
     return conf
 
 
@@ -160,7 +166,7 @@ def sysctl_path(key: str, ifname: str) -> str:
     namespace it is opened from, so the write only ever reaches the pod's own values.
     """
     if not key or "\x00" in key:
-        raise invalid(f"invalid net sysctl key: {key!r}")
+        raise InvalidConfig(f"invalid net sysctl key: {key!r}")
     slash, dot = key.find("/"), key.find(".")
     path = key
     if dot != -1 and (slash == -1 or dot < slash):
@@ -168,7 +174,7 @@ def sysctl_path(key: str, ifname: str) -> str:
     path = path.replace("IFNAME", ifname, 1)
     parts = path.split("/")
     if len(parts) < 2 or parts[0] != "net" or any(p in ("", ".", "..") for p in parts):
-        raise invalid(
+        raise InvalidConfig(
             f'invalid net sysctl key: "{key}" (only keys under net. are allowed, '
             "without empty, '.' or '..' parts)"
         )
@@ -184,7 +190,7 @@ def read_allowlist(env: dict[str, str] | None = None) -> list[str] | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise invalid(f"failed to read sysctl allowlist {path}: {exc.strerror}") from None
+        raise InvalidConfig(f"failed to read sysctl allowlist {path}: {exc.strerror}") from None
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
@@ -195,9 +201,9 @@ def check_allowlist(keys: list[str], allowlist: list[str] | None) -> None:
         try:
             ok = any(re.search(pattern, key) for pattern in allowlist)
         except re.error as exc:
-            raise invalid(f"invalid regexp in sysctl allowlist: {exc}") from None
+            raise InvalidConfig(f"invalid regexp in sysctl allowlist: {exc}") from None
         if not ok:
-            raise invalid(
+            raise InvalidConfig(
                 f"Sysctl {key} is not allowed. Only the following sysctls are allowed: {allowlist}"
             )
 
