@@ -5,6 +5,7 @@ These calls are VERSION and hand-made requests: nothing here changes the kernel.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -256,16 +257,13 @@ def _connect_as_nobody(socket_path: str) -> tuple[str, bytes]:
             except PermissionError:
                 os.write(w, b"EACCES")
                 os._exit(0)
-            try:  # refused at accept: the daemon may close before reading this
+            # Refused at accept: the daemon may close before reading this ...
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                 s.sendall(protocol.encode_request(protocol.KIND_PING))
-            except (BrokenPipeError, ConnectionResetError):
-                pass
             data = b""
-            try:
+            with contextlib.suppress(ConnectionResetError):  # ... our request unread
                 while chunk := s.recv(65536):
                     data += chunk
-            except ConnectionResetError:
-                pass  # after the reply: the daemon closed with our request unread
             os.write(w, b"REPLY" + data)
             os._exit(0)
         except BaseException as exc:
