@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 __all__ = ["call_control", "current_control", "delegate", "is_pycni_entry_point"]
 
+CLEANUP_TIMEOUT = 30.0  # seconds an exec'd delegate's DEL may take, whatever the call's state
+
 _control: ContextVar[CallControl] = ContextVar("pycni_call_control", default=NO_CONTROL)
 
 
@@ -69,7 +71,10 @@ def delegate(
             raise plugin_error(f"exit status {outcome.exit_code}", outcome.stdout, outcome.stderr)
         stdout = outcome.stdout
     else:
-        stdout = RawExec(req.stderr).exec_plugin(path, data, env, current_control())
+        control = current_control()
+        if command == "DEL":  # cleanup, often a rollback of a cancelled ADD: never cancelled
+            control = CallControl.start(CLEANUP_TIMEOUT)
+        stdout = RawExec(req.stderr).exec_plugin(path, data, env, control)
     if command != "ADD":
         return None
     from pycni.spec.result import Result
