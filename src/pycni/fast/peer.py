@@ -19,6 +19,7 @@ while we looked cannot lend its capabilities or namespace to the caller.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import socket
@@ -34,6 +35,8 @@ _UCRED = struct.Struct("3i")
 SERVE = "serve"
 REFUSE = "refuse"
 RUN_LOCALLY = "run-locally"
+OUT_OF_FDS = "out-of-fds"  # we could not look: our own fd limit, not the caller's fault
+_FD_ERRNOS = (errno.EMFILE, errno.ENFILE)
 
 
 @dataclass(frozen=True)
@@ -95,12 +98,16 @@ class PeerChecker:
         try:
             pidfd = _peer_pidfd(conn, pid)
         except OSError as exc:
+            if exc.errno in _FD_ERRNOS:
+                return Verdict(OUT_OF_FDS, pid, uid, os.strerror(exc.errno or 0))
             return Verdict(REFUSE, pid, uid, f"caller process {pid} is gone: {exc.strerror}")
         try:
             caps = effective_caps(pid)
             mnt = _mount_ns(pid)
             signal.pidfd_send_signal(pidfd, 0)  # still the process that connected
         except OSError as exc:
+            if exc.errno in _FD_ERRNOS:
+                return Verdict(OUT_OF_FDS, pid, uid, os.strerror(exc.errno or 0))
             return Verdict(REFUSE, pid, uid, f"cannot inspect caller process {pid}: {exc}")
         finally:
             with contextlib.suppress(OSError):

@@ -32,7 +32,7 @@ from typing import Any
 
 from pycni.fast import policy, protocol
 from pycni.fast.lanes import Admission, Lanes
-from pycni.fast.peer import REFUSE, RUN_LOCALLY, PeerChecker
+from pycni.fast.peer import OUT_OF_FDS, REFUSE, RUN_LOCALLY, PeerChecker
 from pycni.fast.policy import Runner
 from pycni.fast.pool import WorkerPool
 from pycni.fast.protocol import Reply, Request
@@ -165,6 +165,7 @@ class Daemon:
         self._accept_resume_at: float | None = None
         self._backoff = ACCEPT_BACKOFF[0]
         self._pause_reason = ""
+        self._refusal_log = _RateLimitedLog(log, per_second=1.0)
         self.started = time.time()
         self.plugins: dict[str, str] = {}
 
@@ -355,18 +356,31 @@ class Daemon:
                 self._backoff = min(self._backoff * 2, ACCEPT_BACKOFF[1])
                 self._pause_accept(f"accept failed: {os.strerror(exc.errno or 0)}", delay)
                 return
-            self._backoff = ACCEPT_BACKOFF[0]
-            if self._pause_reason:
-                log.info("accepting connections again (%d open)", self._open_socks)
-                self._pause_reason = ""
             self._admit(sock)
+            if self._accepting:
+                self._backoff = ACCEPT_BACKOFF[0]
+                if self._pause_reason:
+                    log.info("accepting connections again (%d open)", self._open_socks)
+                    self._pause_reason = ""
+            else:
+                return
 
     def _admit(self, sock: socket.socket) -> None:
         accepted = time.perf_counter_ns()
         sock.setblocking(False)
         verdict = self._peers.check(sock)
+        if verdict.action == OUT_OF_FDS:
+            err = CNIError(
+                TRY_AGAIN_LATER, "pycni daemon is out of file descriptors", "try again later"
+            )
+            self._answer_at_once(sock, protocol.error_reply(err), "bad-request", verdict.reason)
+            self._stats.bump("accept_backoffs")
+            delay = self._backoff
+            self._backoff = min(self._backoff * 2, ACCEPT_BACKOFF[1])
+            self._pause_accept(f"accept failed: {verdict.reason}", delay)
+            return
         if verdict.action == REFUSE:
-            log.warning(
+            self._refusal_log.warning(
                 "refused a connection from pid %d uid %d: %s", verdict.pid, verdict.uid,
                 verdict.reason,
             )  # fmt: skip
@@ -792,6 +806,27 @@ class Daemon:
             "queued": self._lanes.waiting(),
             **snap,
         }
+
+
+class _RateLimitedLog:
+    """At most ``per_second`` warnings; the ones left out are counted in the next."""
+
+    def __init__(self, logger: logging.Logger, per_second: float) -> None:
+        self._log = logger
+        self._interval = 1.0 / per_second
+        self._next = 0.0
+        self._suppressed = 0
+
+    def warning(self, msg: str, *args: object) -> None:
+        now = time.monotonic()
+        if now < self._next:
+            self._suppressed += 1
+            return
+        if self._suppressed:
+            msg += f" (and {self._suppressed} more not logged)"
+            self._suppressed = 0
+        self._next = now + self._interval
+        self._log.warning(msg, *args)
 
 
 def _json(data: dict[str, Any]) -> bytes:
