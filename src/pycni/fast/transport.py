@@ -122,9 +122,10 @@ def socket_from_systemd() -> socket.socket | None:
             st = os.lstat(os.path.basename(path), dir_fd=dir_fd)
         finally:
             os.close(dir_fd)
-        if st.st_uid != 0 or st.st_mode & 0o077:
+        if st.st_uid != 0 or st.st_mode & 0o022:  # connect() needs write permission
             raise SocketSetupError(
-                f"{path} must be owned by root with mode 0600 (SocketMode=0600 in pycni.socket)"
+                f"{path} must be owned by root and writable by root only "
+                "(SocketMode=0600 in pycni.socket)"
             )
     sock.setblocking(False)
     return sock
