@@ -69,11 +69,15 @@ def _mount_ns(pid: int | str) -> tuple[int, int]:
 
 
 def effective_caps(pid: int) -> int:
-    with open(f"/proc/{pid}/status", "rb") as status:
-        for line in status:
-            if line.startswith(b"CapEff:"):
-                return int(line.split()[1], 16)
-    raise OSError(f"no CapEff in /proc/{pid}/status")
+    fd = os.open(f"/proc/{pid}/status", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        data = os.read(fd, 16384)
+    finally:
+        os.close(fd)
+    at = data.find(b"\nCapEff:")
+    if at < 0:
+        raise OSError(f"no CapEff in /proc/{pid}/status")
+    return int(data[at + 8 : data.index(b"\n", at + 1)].strip(), 16)
 
 
 def missing_caps(cap_eff: int) -> list[str]:
