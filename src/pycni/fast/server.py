@@ -100,6 +100,7 @@ class _Call:
     gone: bool = False
     timed_out: bool = False
     answered: bool = False  # an error reply was already given (deadline)
+    undone: bool = False  # the worker already rolled back an ADD nobody received
     result: Reply | None = None
 
 
@@ -535,6 +536,7 @@ class Daemon:
             abandoned = call.abandoned
         if undeliverable and _is_successful_add(req, reply):
             self._undo(call, req, reply)
+            call.undone = True
         if abandoned:
             self._pool.give_back()
         self._post("done", call)
@@ -574,6 +576,8 @@ class Daemon:
         if call.writer is not None:
             return  # our earlier answer is still being written; its end finishes the call
         if call.skipped or call.answered or call.gone or call.sock is None:
+            if not call.skipped and not call.undone and self._undo_late_add(call):
+                return  # "undone" finishes it
             self._finish_call(call)
             return
         reply = call.result
@@ -583,6 +587,14 @@ class Daemon:
             call.record.add_note("deadline passed; cancelled")
         call.undo_if_undelivered = _is_successful_add(call.request, reply)
         self._reply(call, reply)
+
+    def _undo_late_add(self, call: _Call) -> bool:
+        """The caller left just as its ADD returned successfully: nobody will DEL it."""
+        req, result = call.request, call.result
+        if req is None or result is None or not _is_successful_add(req, result):
+            return False
+        self._pool.submit(lambda: self._undo_job(call, req, result))
+        return True
 
     # ---- deadlines and callers that leave ------------------------------------------------
 
