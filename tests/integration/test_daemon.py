@@ -375,3 +375,32 @@ def test_second_daemon_on_the_same_socket_refuses(daemon: DaemonProc) -> None:
     assert proc.returncode == 1
     assert "another pycni daemon" in proc.stderr
     assert client.ping(daemon.socket_path)["status"] == "ok"
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_entry_point_reads_stdin_before_connecting(
+    form: str, daemon: DaemonProc, short_dir: Path
+) -> None:
+    """A runtime that writes stdin slowly holds its entry point, never the daemon."""
+    install.install(short_dir / form, socket_path=daemon.socket_path, form=form, names=["loopback"])
+    env = {"CNI_COMMAND": "DEL", "CNI_CONTAINERID": "slowstdin", "CNI_IFNAME": "lo",
+           "CNI_NETNS": "", "CNI_PATH": str(short_dir / form), "PATH": "/usr/bin:/bin"}  # fmt: skip
+    before = daemon.calls()
+    proc = subprocess.Popen(
+        [str(short_dir / form / "loopback")], env=env,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdin is not None
+    for piece in (b'{"cniVersion": "1.0.0", ', b'"name": "slow", ', b'"type": "loopback"}'):
+        proc.stdin.write(piece)
+        proc.stdin.flush()
+        time.sleep(0.7)
+    assert client.stats(daemon.socket_path)["inFlight"] == 1  # only this stats request
+    proc.stdin.close()
+    proc.stdin = None  # closed: communicate() must not flush it
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, (out, err)
+    assert daemon.count("calls", before + 1) == before + 1
+    recent = client.stats(daemon.socket_path)["recent"][-1]
+    assert recent["container_id"] == "slowstdin"
+    assert recent["recv"] < 500  # ms: the request came in one piece, not over 2 s
