@@ -1,19 +1,18 @@
 """The warm daemon: runs plugin calls forwarded by the entry points, with every plugin imported.
 
 One connection carries one call (protocol.py). The main thread owns every socket: it
-accepts, checks the caller (peer.py) before reading a byte, reads requests without blocking
-(transport.py), answers ping and stats itself, admits calls into per-container lanes with
-bounds (lanes.py), hands them to worker threads that live in the daemon's home network
-namespace (pool.py), and writes the replies. Deadlines (request receipt, call, reply) are
-timers of the main loop, so a slow client or a hung plugin holds a worker at most until the
-call's deadline and never delays a call for another container. What a call does is
-policy.py; the counters are stats.py.
+accepts and checks the caller before reading a byte (acceptor.py, peer.py), reads requests
+without blocking (transport.py), answers ping and stats itself, admits calls into
+per-container lanes with bounds (lanes.py), hands them to worker threads that live in the
+daemon's home network namespace (pool.py), and writes the replies. Deadlines (request
+receipt, call, reply) are timers of the main loop, so a slow client or a hung plugin holds
+a worker at most until the call's deadline and never delays a call for another container.
+What a call does is policy.py; the counters are stats.py.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import heapq
 import itertools
 import json
@@ -31,8 +30,8 @@ from enum import Enum
 from typing import Any
 
 from pycni.fast import policy, protocol
+from pycni.fast.acceptor import Acceptor
 from pycni.fast.lanes import Admission, Lanes
-from pycni.fast.peer import OUT_OF_FDS, REFUSE, RUN_LOCALLY, PeerChecker
 from pycni.fast.policy import Runner
 from pycni.fast.pool import WorkerPool
 from pycni.fast.protocol import Reply, Request
@@ -46,7 +45,7 @@ from pycni.fast.transport import (
     socket_from_systemd,
 )
 from pycni.runtime.exec import CallControl
-from pycni.spec.errors import IO_FAILURE, TRY_AGAIN_LATER, CNIError
+from pycni.spec.errors import TRY_AGAIN_LATER, CNIError
 
 log = logging.getLogger("pycni.daemon")
 
@@ -60,7 +59,6 @@ CANCEL_GRACE = 2.0  # after the deadline, time for a cancelled plugin to roll ba
 MAX_PER_CONTAINER = 8  # admitted calls (running + waiting) for one CNI_CONTAINERID
 MAX_QUEUED = 256  # admitted calls in total
 FD_RESERVE = 64  # fds kept free for the plugins, plus 16 per worker
-ACCEPT_BACKOFF = (0.1, 2.0)  # first and longest pause after EMFILE/ENFILE
 
 
 class Phase(Enum):
@@ -104,7 +102,6 @@ class _Call:
     result: Reply | None = None
 
 
-_LISTENER = object()
 _WAKE = object()
 
 
@@ -148,9 +145,9 @@ class Daemon:
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
         self._pool = WorkerPool(workers, max_extra=workers, wake=self._wake)
-        self._peers = PeerChecker()
         self._stopping = threading.Event()
         self._listener: socket.socket | None = None
+        self._acceptor: Acceptor | None = None
         self._listener_ino: tuple[int, int] | None = None
         self._from_systemd = False
         self._sel: selectors.BaseSelector | None = None
@@ -162,11 +159,6 @@ class Daemon:
         self.max_connections = max_connections or max(
             4, (fd_limit - FD_RESERVE - 16 * workers) // 3
         )
-        self._accepting = False
-        self._accept_resume_at: float | None = None
-        self._backoff = ACCEPT_BACKOFF[0]
-        self._pause_reason = ""
-        self._refusal_log = _RateLimitedLog(log, per_second=1.0)
         self.started = time.time()
         self.plugins: dict[str, str] = {}
 
@@ -200,7 +192,16 @@ class Daemon:
             self._install_signals()
         self._sel = selectors.DefaultSelector()
         self._sel.register(self._wake_r, selectors.EVENT_READ, _WAKE)
-        self._resume_accept()
+        assert self._listener is not None
+        self._acceptor = Acceptor(
+            self._listener,
+            self._sel,
+            max_connections=self.max_connections,
+            stats=self._stats,
+            admit=self._admit,
+            open_count=lambda: self._open_socks,
+        )
+        self._acceptor.resume()
         log.info(
             "pycni daemon serving on %s%s with %d workers (call deadline %gs, "
             "at most %d connections)",
@@ -237,10 +238,11 @@ class Daemon:
     def _close_listener(self) -> None:
         if self._listener is None:
             return
-        if self._accepting and self._sel is not None:
-            self._sel.unregister(self._listener)
-        self._accepting = False
-        self._listener.close()
+        if self._acceptor is not None:
+            self._acceptor.close()
+            self._acceptor = None
+        else:
+            self._listener.close()
         self._listener = None
         if self._from_systemd:
             return  # systemd owns the socket file
@@ -270,8 +272,8 @@ class Daemon:
         if cap is not None:
             timeout = cap if timeout is None else min(timeout, cap)
         for key, mask in self._sel.select(timeout):
-            if key.data is _LISTENER:
-                self._accept_some()
+            if isinstance(key.data, Acceptor):
+                key.data.accept_some()
             elif key.data is _WAKE:
                 with contextlib.suppress(OSError):
                     self._wake_r.recv(4096)
@@ -283,8 +285,8 @@ class Daemon:
                     self._readable(call)
         self._handle_events()
         self._fire_timers()
-        if not self._accepting and self._listener is not None:
-            self._maybe_resume_accept()
+        if self._acceptor is not None:
+            self._acceptor.maybe_resume()
 
     def _next_timeout(self) -> float | None:
         now = time.monotonic()
@@ -293,8 +295,8 @@ class Daemon:
         candidates = []
         if self._timers:
             candidates.append(self._timers[0][0] - now)
-        if self._accept_resume_at is not None:
-            candidates.append(self._accept_resume_at - now)
+        if self._acceptor is not None and self._acceptor.resume_at is not None:
+            candidates.append(self._acceptor.resume_at - now)
         return max(0.0, min(candidates)) if candidates else None
 
     def _set_timer(self, call: _Call, when: float) -> None:
@@ -309,116 +311,16 @@ class Daemon:
                 call.timer_gen += 1
                 self._on_timer(call, now)
 
-    # ---- accepting -----------------------------------------------------------------------
+    # ---- admitted connections ------------------------------------------------------
 
-    def _resume_accept(self) -> None:
-        if self._listener is None or self._accepting or self._sel is None:
-            return
-        self._sel.register(self._listener, selectors.EVENT_READ, _LISTENER)
-        self._accepting = True
-        self._accept_resume_at = None
-
-    def _pause_accept(self, reason: str, resume_in: float | None) -> None:
-        if self._accepting and self._sel is not None and self._listener is not None:
-            self._sel.unregister(self._listener)
-        self._accepting = False
-        self._accept_resume_at = None if resume_in is None else time.monotonic() + resume_in
-        if reason != self._pause_reason:
-            log.warning(
-                "not accepting connections: %s (%d open)%s; callers fall back to running "
-                "plugins themselves",
-                reason,
-                self._open_socks,
-                f", retrying in {resume_in:g}s" if resume_in is not None else "",
-            )
-            self._pause_reason = reason
-
-    def _maybe_resume_accept(self) -> None:
-        if self._open_socks >= self.max_connections:
-            return
-        if self._accept_resume_at is None or time.monotonic() >= self._accept_resume_at:
-            self._resume_accept()
-
-    def _accept_some(self) -> None:
-        assert self._listener is not None
-        for _ in range(64):  # then let the other sockets have a turn
-            if self._open_socks >= self.max_connections:
-                self._pause_accept(f"connection limit of {self.max_connections} reached", None)
-                return
-            try:
-                sock, _ = self._listener.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as exc:
-                if exc.errno in (errno.ECONNABORTED, errno.EPROTO):
-                    continue
-                self._stats.bump("accept_backoffs")
-                delay = self._backoff
-                self._backoff = min(self._backoff * 2, ACCEPT_BACKOFF[1])
-                self._pause_accept(f"accept failed: {os.strerror(exc.errno or 0)}", delay)
-                return
-            self._admit(sock)
-            if self._accepting:
-                self._backoff = ACCEPT_BACKOFF[0]
-                if self._pause_reason:
-                    log.info("accepting connections again (%d open)", self._open_socks)
-                    self._pause_reason = ""
-            else:
-                return
-
-    def _admit(self, sock: socket.socket) -> None:
-        accepted = time.perf_counter_ns()
-        sock.setblocking(False)
-        verdict = self._peers.check(sock)
-        if verdict.action == OUT_OF_FDS:
-            err = CNIError(
-                TRY_AGAIN_LATER, "pycni daemon is out of file descriptors", "try again later"
-            )
-            self._answer_at_once(sock, protocol.error_reply(err), "bad-request", verdict.reason)
-            self._stats.bump("accept_backoffs")
-            delay = self._backoff
-            self._backoff = min(self._backoff * 2, ACCEPT_BACKOFF[1])
-            self._pause_accept(f"accept failed: {verdict.reason}", delay)
-            return
-        if verdict.action == REFUSE:
-            self._refusal_log.warning(
-                "refused a connection from pid %d uid %d: %s", verdict.pid, verdict.uid,
-                verdict.reason,
-            )  # fmt: skip
-            err = CNIError(
-                IO_FAILURE,
-                "permission denied: the pycni daemon serves root only "
-                "(uid 0 with CAP_NET_ADMIN and CAP_SYS_ADMIN)",
-                verdict.reason,
-            )
-            self._answer_at_once(sock, protocol.error_reply(err), "refused", verdict.reason)
-            return
-        if verdict.action == RUN_LOCALLY:
-            err = CNIError(
-                IO_FAILURE,
-                "pycni daemon: the caller is in another mount namespace; run the plugin in "
-                "the caller's own (installed entry points do this themselves)",
-                "reinstall the entry points with `pycni plugins install DIR`",
-            )
-            reply = protocol.error_reply(err, flags=protocol.REPLY_RUN_LOCALLY)
-            self._answer_at_once(sock, reply, "run-locally", verdict.reason)
-            return
+    def _admit(self, sock: socket.socket, accepted: int) -> None:
+        """A caller the acceptor checked: start reading its request (deadline: recv_timeout)."""
         call = _Call(sock, accepted, time.monotonic() + self.recv_timeout, new_record("call"))
         self._calls.add(call)
         self._open_socks += 1
         assert self._sel is not None
         self._sel.register(sock, selectors.EVENT_READ, call)
         self._set_timer(call, call.deadline)
-
-    def _answer_at_once(self, sock: socket.socket, reply: Reply, kind: str, note: str) -> None:
-        """Best effort, never blocking: a fresh socket's send buffer takes a small reply."""
-        rec = new_record(kind)
-        rec.note = note
-        rec.exit_code = reply.exit_code
-        with contextlib.suppress(OSError):
-            ReplyWriter(reply).write(sock)
-        sock.close()
-        self._stats.record(rec)
 
     # ---- receiving -----------------------------------------------------------------------
 
@@ -818,27 +720,6 @@ class Daemon:
             "queued": self._lanes.waiting(),
             **snap,
         }
-
-
-class _RateLimitedLog:
-    """At most ``per_second`` warnings; the ones left out are counted in the next."""
-
-    def __init__(self, logger: logging.Logger, per_second: float) -> None:
-        self._log = logger
-        self._interval = 1.0 / per_second
-        self._next = 0.0
-        self._suppressed = 0
-
-    def warning(self, msg: str, *args: object) -> None:
-        now = time.monotonic()
-        if now < self._next:
-            self._suppressed += 1
-            return
-        if self._suppressed:
-            msg += f" (and {self._suppressed} more not logged)"
-            self._suppressed = 0
-        self._next = now + self._interval
-        self._log.warning(msg, *args)
 
 
 def _json(data: dict[str, Any]) -> bytes:
