@@ -404,3 +404,30 @@ def test_entry_point_reads_stdin_before_connecting(
     recent = client.stats(daemon.socket_path)["recent"][-1]
     assert recent["container_id"] == "slowstdin"
     assert recent["recv"] < 500  # ms: the request came in one piece, not over 2 s
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_full_backlog_falls_back_to_in_process_after_a_second(form: str, short_dir: Path) -> None:
+    """A daemon that does not accept (overloaded, or paused at its fd limit) is not waited
+    for: connect() gives up after 1 s, nothing was sent, the plugin runs in-process."""
+    sock_path = str(short_dir / "full.sock")
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(sock_path)
+    listener.listen(0)
+    fillers = []
+    while True:
+        filler = socket.socket(socket.AF_UNIX)
+        filler.setblocking(False)
+        if filler.connect_ex(sock_path) != 0:
+            filler.close()
+            break
+        fillers.append(filler)
+    install.install(short_dir / form, socket_path=sock_path, form=form, names=["loopback"])
+    try:
+        started = time.monotonic()
+        assert_version_answer(run_version(short_dir / form / "loopback"))
+        assert 0.9 < time.monotonic() - started < 20
+    finally:
+        for filler in fillers:
+            filler.close()
+        listener.close()
