@@ -671,6 +671,11 @@ class Daemon:
                     with contextlib.suppress(OSError):
                         os.close(fd)
             req.caller_netns_fd = req.target_netns_fd = None
+        call.request = call.result = None  # stale timer entries may keep the call a while
+        call.writer = None
+        if len(self._timers) > 1024 and len(self._timers) > 4 * len(self._calls):
+            self._timers = [t for t in self._timers if t[2] == t[3].timer_gen]
+            heapq.heapify(self._timers)
         rec = call.record
         rec.total = ms(call.accepted_ns, time.perf_counter_ns())
         self._stats.record(rec)
