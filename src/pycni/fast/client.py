@@ -7,8 +7,10 @@ entry points do not use it (they must start without importing pycni).
 from __future__ import annotations
 
 import array
+import contextlib
 import json
 import socket
+import struct
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,6 +22,10 @@ class DaemonUnavailable(Exception):
     """No daemon accepted the connection: nothing ran, so running in-process is safe."""
 
 
+class NotRoot(ConnectionError):
+    """The server on the socket is not root: not a pycni daemon, nothing was sent to it."""
+
+
 def _connect(socket_path: str, timeout: float | None) -> socket.socket:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(timeout)
@@ -28,6 +34,12 @@ def _connect(socket_path: str, timeout: float | None) -> socket.socket:
     except OSError as exc:
         sock.close()
         raise DaemonUnavailable(f"no pycni daemon on {socket_path}: {exc.strerror or exc}") from exc
+    _pid, uid, _gid = struct.unpack(
+        "3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    )
+    if uid != 0:
+        sock.close()
+        raise NotRoot(f"refusing {socket_path}: its server runs as uid {uid}, not root")
     return sock
 
 
@@ -52,13 +64,15 @@ def exchange(
     sock = _connect(socket_path, timeout)
     try:
         ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
-        sent = sock.sendmsg([data], ancillary)
-        if sent < len(data):
-            sock.sendall(data[sent:])
-        kind, code, out_len, err_len = protocol.parse_reply_prefix(
-            _recv_exact(sock, protocol.REPLY_PREFIX.size)
-        )
-        return Reply(code, _recv_exact(sock, out_len), _recv_exact(sock, err_len), kind)
+        # A refusal is answered at accept, unread: its reply waits even when sending fails.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            sent = sock.sendmsg([data], ancillary)
+            if sent < len(data):
+                sock.sendall(data[sent:])
+        head = protocol.parse_reply_header(_recv_exact(sock, protocol.REPLY_PREFIX.size))
+        out = _recv_exact(sock, head.stdout_len)
+        err = _recv_exact(sock, head.stderr_len)
+        return Reply(head.exit_code, out, err, head.kind, head.flags)
     except ValueError as exc:
         raise ConnectionError(str(exc)) from exc
     finally:
