@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -414,3 +415,54 @@ def test_through_the_runtime_with_the_aliases_capability(
             cni.del_network_list(conflist, rt)
     assert dnsmasq_pids(str(net.state.root / "rt")) == []
     assert not (net.state.root / "rt" / "containers" / "cni" / "dnsname" / "rtnet").exists()
+
+
+PYCNI = str(Path(sys.executable).parent / "pycni")
+
+
+def test_inspect_shows_servers_and_cleanup_stops_a_server_without_pods(
+    net: Net, plugin_dir: Path
+) -> None:
+    impl = Impl(plugin_dir / "dnsname", net.state.root / "x", net)
+    impl.call("ADD", 0, "web", ["www"]).ok()
+    impl.call("ADD", 1, "db").ok()
+    dirs = [
+        "--netconf-dir",
+        str(net.state.conf_dir),
+        "--cache-dir",
+        str(net.state.cache_dir),
+        "--data-dir",
+        str(net.state.data_dir),
+        "--dnsname-dir",
+        str(impl.base),
+    ]
+
+    def inspect() -> dict[str, Any]:
+        data = json.loads(net.node.run(PYCNI, "inspect", "--json", *dirs).stdout)
+        assert isinstance(data, dict)
+        return data
+
+    data = inspect()
+    (server,) = data["dns_servers"]
+    assert server["network"] == NETWORK and server["domain"] == DOMAIN
+    assert server["interface"] == BRIDGE and server["in_this_namespace"]
+    assert server["pid"] == impl.dnsmasq()[0]
+    assert server["hosts"] == [f"{net.ip(0)} web www", f"{net.ip(1)} db"]
+    assert [leak for leak in data["leaks"] if leak["kind"] == "dnsmasq"] == []
+    text = net.node.run(PYCNI, "inspect", *dirs).stdout
+    assert "DNS servers (dnsname) (1)" in text
+    assert f"{NETWORK}: {GATEWAY} on {BRIDGE}, domain {DOMAIN}, dnsmasq pid" in text
+    assert "web" in text and "aliases www" in text
+
+    for pod in net.pods:  # every container dies without its DEL
+        pod.delete()
+    leaks = [leak for leak in inspect()["leaks"] if leak["kind"] == "dnsmasq"]
+    assert [(leak["subject"], leak["network"]) for leak in leaks] == [
+        (str(impl.base / NETWORK), NETWORK)
+    ]
+    assert "serves no live container" in leaks[0]["reason"]
+    proc = net.node.run(PYCNI, "cleanup", "--no-gc", *dirs, check=False)
+    assert f"removed dnsmasq {impl.base / NETWORK}" in proc.stdout, proc.stdout + proc.stderr
+    assert impl.dnsmasq() == [] and not (impl.base / NETWORK).exists()
+    assert accept_rules(net.node) == []
+    assert inspect()["dns_servers"] == []
