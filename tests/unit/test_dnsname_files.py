@@ -253,6 +253,11 @@ def _call(
             "K8S_POD_NAME=w",
             "interfaces",
         ),
+        (
+            {"prevResult": {**PREV, "interfaces": [{"name": "eth0", "sandbox": "/x"}]}},
+            "K8S_POD_NAME=w",
+            "interfaces[0] (eth0) is inside the container",
+        ),
     ],
 )
 def test_hostile_add_is_code_7_naming_the_field(

@@ -67,7 +67,16 @@ def bridge_name(prev: Result) -> str:
     """The reference serves DNS on the first interface of prevResult (the bridge)."""
     if not prev.interfaces:
         raise CNIError(INVALID_NETWORK_CONFIG, "dnsname: prevResult has no interfaces")
-    return names.interface_name(prev.interfaces[0].name, "prevResult.interfaces[0].name")
+    first = prev.interfaces[0]
+    if first.sandbox:
+        # e.g. macvlan's result: the reference would bind dnsmasq to the node's interface of
+        # the same name (say eth0) and open it to DNS queries from outside
+        raise CNIError(
+            INVALID_NETWORK_CONFIG,
+            f"dnsname: prevResult.interfaces[0] ({first.name}) is inside the container "
+            "(it has a sandbox); dnsname needs a host-side bridge there",
+        )
+    return names.interface_name(first.name, "prevResult.interfaces[0].name")
 
 
 def container_ips(prev: Result) -> list[str]:
