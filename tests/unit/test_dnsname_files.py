@@ -90,7 +90,15 @@ def test_write_and_read_lines(tmp_path: Path) -> None:
     files.write_lines(path, files.host_lines("a", [], ["10.1.1.1"]))
     assert path.read_text() == "10.1.1.1\ta\n"
     assert path.stat().st_mode & 0o777 == 0o644
-    assert [p.name for p in tmp_path.iterdir()] == ["addnhosts"]
+    files.append_lines(path, files.host_lines("b", ["c"], ["10.1.1.2"]))
+    assert files.read_lines(path) == ["10.1.1.1\ta\n", "10.1.1.2\tb\tc\n"]
+    files.write_lines(path, files.without_name(files.read_lines(path), "a"))
+    assert path.read_text() == "10.1.1.2\tb\tc\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["addnhosts"]  # no .old left
+    (tmp_path / "link").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(OSError):
+        files.append_lines(tmp_path / "link", ["x\n"])  # O_NOFOLLOW
+    assert not (tmp_path / "elsewhere").exists()
 
 
 def test_records(tmp_path: Path) -> None:

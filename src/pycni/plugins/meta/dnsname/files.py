@@ -133,8 +133,41 @@ def read_lines(path: Path) -> list[str]:
         return []
 
 
+def _write(path: Path, data: str, flags: int, mode: int = 0o644) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | flags, mode)
+    try:
+        payload = data.encode()
+        while payload:
+            payload = payload[os.write(fd, payload) :]
+    finally:
+        os.close(fd)
+
+
 def write_lines(path: Path, lines: Iterable[str]) -> None:
-    write_atomic(path, "".join(lines), mode=0o644, fsync=False, make_dirs=False)
+    """Rewrite the hosts file, under the network's lock, the reference's way: move it to
+    ``<file>.old``, write a new file, remove the old one.
+
+    Neither temp-file-and-rename-over nor truncate-in-place: on ext4 both make the kernel
+    start writing the data out at once (auto_da_alloc), which took half of an ADD's and DEL's
+    time. dnsmasq rereads the file on the SIGHUP that follows every change."""
+    old = path.with_name(path.name + ".old")
+    try:
+        os.rename(path, old)
+    except FileNotFoundError:
+        old = None  # type: ignore[assignment]
+    try:
+        _write(path, "".join(lines), os.O_EXCL)
+    except BaseException:
+        if old is not None:
+            os.replace(old, path)
+        raise
+    if old is not None:
+        os.unlink(old)
+
+
+def append_lines(path: Path, lines: Iterable[str]) -> None:
+    """Append to the hosts file (the reference's ADD)."""
+    _write(path, "".join(lines), os.O_APPEND)
 
 
 def write_conf(files: NetworkFiles, text: str) -> None:
@@ -194,7 +227,7 @@ def locked(files: NetworkFiles, *, create: bool) -> Iterator[bool]:
 
 def write_record(files: NetworkFiles, container_id: str, ifname: str, name: str) -> None:
     makedirs_private(files.records)
-    write_atomic(files.record(container_id, ifname), name + "\n", fsync=False, make_dirs=False)
+    _write(files.record(container_id, ifname), name + "\n", os.O_TRUNC, 0o600)
 
 
 def read_record(files: NetworkFiles, container_id: str, ifname: str) -> str | None:

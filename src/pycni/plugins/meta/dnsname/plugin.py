@@ -57,9 +57,11 @@ def _publish(
 ) -> None:
     before = files.read_lines(net.hosts)
     rb.step("hosts")
-    files.write_lines(
-        net.hosts, files.without_name(before, name) + files.host_lines(name, aliases, ips)
-    )
+    lines = files.host_lines(name, aliases, ips)
+    if name in files.names_in(before):  # a repeated ADD replaces the name's lines
+        files.write_lines(net.hosts, files.without_name(before, name) + lines)
+    else:
+        files.append_lines(net.hosts, lines)
 
     def undo() -> None:
         files.write_lines(net.hosts, before)
