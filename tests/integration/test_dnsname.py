@@ -92,6 +92,9 @@ class Net:
     state: harness.State
     pods: list[harness.Namespace] = field(default_factory=list)
     prev: list[dict[str, Any]] = field(default_factory=list)
+    ranges: list[list[dict[str, str]]] = field(
+        default_factory=lambda: [[{"subnet": f"{SUBNET}.0/24", "gateway": GATEWAY}]]
+    )
 
     def bridge_conf(self) -> dict[str, Any]:
         return {
@@ -103,7 +106,7 @@ class Net:
             "ipam": {
                 "type": "host-local",
                 "dataDir": str(self.state.data_dir),
-                "ranges": [[{"subnet": f"{SUBNET}.0/24", "gateway": GATEWAY}]],
+                "ranges": self.ranges,
                 "routes": [{"dst": "0.0.0.0/0"}],
             },
         }
@@ -276,6 +279,34 @@ def test_same_results_files_and_command_line_as_go(net: Net, plugin_dir: Path) -
     assert f"containers/cni/dnsname/{NETWORK}/" not in ours["files_down"]
     assert accept_rules(net.node) == [], "pycni removes its accept rule with the network"
     assert not (ours_impl.xdg / "containers" / "cni" / "dnsname-pycni").exists()
+
+
+def test_dual_stack_same_as_go(
+    node: harness.Namespace,
+    pod_factory: Callable[[], harness.Namespace],
+    tmp_state: harness.State,
+    plugin_dir: Path,
+) -> None:
+    """Two addresses per container: one hosts line each, both bridge addresses as servers."""
+    net = Net(node, tmp_state)
+    net.ranges = [net.ranges[0], [{"subnet": "fd97:3::/64", "gateway": "fd97:3::1"}]]
+    try:
+        net.attach(pod_factory())
+        seen = {}
+        for label, binary in (("go", GO_DNSNAME), ("pycni", plugin_dir / "dnsname")):
+            impl = Impl(binary, tmp_state.root / label, net)
+            result = impl.call("ADD", 0, "web", ["www"]).ok().json
+            files_up = impl.snapshot()
+            impl.call("DEL", 0, "web").ok()
+            seen[label] = (result, files_up, impl.snapshot())
+        assert seen["pycni"] == seen["go"]
+        result, files_up, _ = seen["pycni"]
+        assert result["dns"]["nameservers"] == [GATEWAY, "fd97:3::1"]
+        hosts = files_up[f"containers/cni/dnsname/{NETWORK}/addnhosts"][1]
+        assert hosts.splitlines() == [f"{net.ip(0)}\tweb\twww", "fd97:3::2\tweb\twww"]
+    finally:
+        for pid in dnsmasq_pids(str(tmp_state.root)):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_prev_dns_is_kept_and_1_0_result(net: Net, plugin_dir: Path) -> None:
