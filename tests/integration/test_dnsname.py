@@ -309,6 +309,26 @@ def test_dual_stack_same_as_go(
             os.kill(pid, signal.SIGKILL)
 
 
+def test_go_and_pycni_share_a_network(net: Net, plugin_dir: Path) -> None:
+    """Switching implementations with live containers: same lock, files and dnsmasq."""
+    xdg = net.state.root / "shared"
+    go, ours = Impl(GO_DNSNAME, xdg, net), Impl(plugin_dir / "dnsname", xdg, net)
+    go.call("ADD", 0, "web").ok()
+    ours.call("ADD", 1, "db", ["dbalias"]).ok()
+    assert len(ours.dnsmasq()) == 1
+    assert wait_resolves(net.pods[2], "dbalias", [net.ip(1)]) == [net.ip(1)]
+    assert resolve(net.pods[2], "web") == [net.ip(0)]
+    ours.call("CHECK", 0, "web").ok()
+    ours.call("DEL", 0, "web").ok()  # pycni removes the reference's name
+    assert wait_resolves(net.pods[2], "web", []) == []
+    records = xdg / "containers" / "cni" / "dnsname-pycni" / NETWORK
+    assert [p.name for p in records.iterdir()] == ["c1-eth0"]
+    go.call("DEL", 1, "db").ok()  # and the reference pycni's last one: it stops dnsmasq
+    assert ours.dnsmasq() == [] and not (ours.base / NETWORK).exists()
+    ours.call("DEL", 1, "db").ok()  # a late DEL prunes pycni's record of it
+    assert not records.parent.exists()
+
+
 def test_prev_dns_is_kept_and_1_0_result(net: Net, plugin_dir: Path) -> None:
     impl = Impl(plugin_dir / "dnsname", net.state.root / "x", net)
     prev = dict(net.prev[0], cniVersion="1.0.0", dns={"nameservers": ["9.9.9.9"], "search": ["a"]})

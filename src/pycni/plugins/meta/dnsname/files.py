@@ -226,8 +226,14 @@ def locked(files: NetworkFiles, *, create: bool) -> Iterator[bool]:
 
 
 def write_record(files: NetworkFiles, container_id: str, ifname: str, name: str) -> None:
-    makedirs_private(files.records)
-    _write(files.record(container_id, ifname), name + "\n", os.O_TRUNC, 0o600)
+    for attempt in (1, 2):
+        makedirs_private(files.records)
+        try:
+            _write(files.record(container_id, ifname), name + "\n", os.O_TRUNC, 0o600)
+            return
+        except FileNotFoundError:
+            if attempt == 2:  # pruned by a DEL of the network's leftovers meanwhile
+                raise
 
 
 def read_record(files: NetworkFiles, container_id: str, ifname: str) -> str | None:
@@ -240,6 +246,17 @@ def read_record(files: NetworkFiles, container_id: str, ifname: str) -> str | No
 def remove_record(files: NetworkFiles, container_id: str, ifname: str) -> None:
     with contextlib.suppress(FileNotFoundError, NotADirectoryError):
         files.record(container_id, ifname).unlink()
+
+
+def prune_records(files: NetworkFiles) -> None:
+    """Remove the network's record directory, and its parent, when they are empty."""
+    for directory in (files.records, files.records.parent):
+        try:
+            directory.rmdir()
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return
 
 
 def all_records(files: NetworkFiles) -> dict[str, str]:
@@ -261,5 +278,4 @@ def remove_network(files: NetworkFiles) -> None:
     """The whole per-network directory and pycni's records (the reference's RemoveAll)."""
     shutil.rmtree(files.directory, ignore_errors=True)
     shutil.rmtree(files.records, ignore_errors=True)
-    with contextlib.suppress(OSError):
-        files.records.parent.rmdir()  # only when empty
+    prune_records(files)

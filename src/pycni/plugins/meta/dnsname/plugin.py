@@ -113,8 +113,9 @@ class Dnsname(Plugin):
             return
         net = NetworkFiles(files.base_dir(req.env), cfg.network)
         name = cfg.pod_name or files.read_record(net, req.container_id, req.ifname)
-        if not net.directory.is_dir():
+        if not net.directory.is_dir():  # e.g. the reference's DEL of the last name removed it
             files.remove_record(net, req.container_id, req.ifname)
+            files.prune_records(net)
             return
         log: list[str] = []
         with files.locked(net, create=False) as held:
