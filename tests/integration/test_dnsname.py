@@ -477,7 +477,13 @@ def test_inspect_shows_servers_and_cleanup_stops_a_server_without_pods(
     impl = Impl(plugin_dir / "dnsname", net.state.root / "x", net)
     impl.call("ADD", 0, "web", ["www"]).ok()
     impl.call("ADD", 1, "db").ok()
+    netns_dir = net.state.root / "netns"  # only our pods: the machine may have hundreds more
+    netns_dir.mkdir()
+    for pod in net.pods:
+        (netns_dir / pod.name).symlink_to(pod.path)
     dirs = [
+        "--netns-dir",
+        str(netns_dir),
         "--netconf-dir",
         str(net.state.conf_dir),
         "--cache-dir",
