@@ -1,6 +1,6 @@
 """What looks left behind: state that no live attachment accounts for.
 
-Four kinds, each with what `pycni cleanup` does about it:
+Kinds, each with what `pycni cleanup` does about it:
 - ``attachment``: a cached result whose network namespace is gone (DEL it through the chain);
 - ``reservation``: a host-local reservation with no cached attachment (release the file);
 - ``veth``: a host veth on a CNI bridge (or named in the cache) whose pod end is in no namespace
