@@ -65,6 +65,9 @@ def test_base_dir_follows_xdg_runtime_dir() -> None:
     assert files.base_dir({}) == Path("/run/containers/cni/dnsname")
     assert files.base_dir({"XDG_RUNTIME_DIR": ""}) == Path("/run/containers/cni/dnsname")
     assert files.base_dir({"XDG_RUNTIME_DIR": "/tmp/x"}) == Path("/tmp/x/containers/cni/dnsname")
+    with pytest.raises(CNIError) as err:
+        files.base_dir({"XDG_RUNTIME_DIR": "run/user"})
+    assert err.value.code == 4 and "XDG_RUNTIME_DIR" in err.value.msg
     net = NetworkFiles(Path("/tmp/x/containers/cni/dnsname"), "n1")
     assert net.record("cid", "eth0") == Path("/tmp/x/containers/cni/dnsname-pycni/n1/cid-eth0")
 

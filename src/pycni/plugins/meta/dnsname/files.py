@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pycni.fsutil import write_atomic
+from pycni.spec.errors import INVALID_ENVIRONMENT_VARIABLES, CNIError
 
 CONF_FILE = "dnsmasq.conf"
 HOSTS_FILE = "addnhosts"
@@ -47,9 +48,17 @@ addn-hosts={hosts_file}
 
 
 def base_dir(env: Mapping[str, str]) -> Path:
-    """The reference's rule: ``$XDG_RUNTIME_DIR/containers/cni/dnsname`` when it is set."""
+    """The reference's rule: ``$XDG_RUNTIME_DIR/containers/cni/dnsname`` when it is set.
+
+    A relative XDG_RUNTIME_DIR would name a different place in the daemon (its own working
+    directory) than in an exec'd plugin, so it is refused (code 4)."""
     runtime = env.get("XDG_RUNTIME_DIR", "")
     if runtime:
+        if not os.path.isabs(runtime):
+            raise CNIError(
+                INVALID_ENVIRONMENT_VARIABLES,
+                f"dnsname: XDG_RUNTIME_DIR must be an absolute path, got {runtime!r}",
+            )
         return Path(runtime) / "containers" / "cni" / "dnsname"
     return DEFAULT_BASE
 

@@ -108,10 +108,10 @@ class Dnsname(Plugin):
         """Never fails for a bad config (as the reference): later plugins' DEL must still run."""
         try:
             cfg = config.parse(req)
+            net = NetworkFiles(files.base_dir(req.env), cfg.network)
         except CNIError as err:
             req.log(f"dnsname: DEL skipped: {err.msg}")
             return
-        net = NetworkFiles(files.base_dir(req.env), cfg.network)
         name = cfg.pod_name or files.read_record(net, req.container_id, req.ifname)
         if not net.directory.is_dir():  # e.g. the reference's DEL of the last name removed it
             files.remove_record(net, req.container_id, req.ifname)
