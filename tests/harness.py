@@ -143,6 +143,32 @@ def global_state() -> set[str]:
     for root in ("/var/lib/cni", "/run/pycni", "/run/cni"):
         for base, _dirs, files in os.walk(root):
             items.update(f"file {os.path.join(base, f)}" for f in files)
+    items.update(dnsname_state())
+    return items
+
+
+DNSNAME_DIRS = ("/run/containers/cni/dnsname", "/run/containers/cni/dnsname-pycni")
+
+
+def dnsname_state() -> set[str]:
+    """dnsname's per-network directories and every live dnsmasq run from a dnsname dir
+    (``--conf-file=…/containers/cni/dnsname/<net>/dnsmasq.conf``, wherever the base dir is)."""
+    items: set[str] = set()
+    for root in DNSNAME_DIRS:
+        if os.path.isdir(root):
+            items.update(f"dnsname dir {os.path.join(root, d)}" for d in os.listdir(root))
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+        except OSError:
+            continue
+        if argv and os.path.basename(argv[0]) == "dnsmasq":
+            conf = [a for a in argv if "/containers/cni/dnsname/" in a]
+            if conf:
+                items.add(f"dnsmasq pid {entry} {conf[0]}")
     return items
 
 

@@ -30,6 +30,19 @@ def _add_paths(parser: argparse.ArgumentParser) -> None:
         help="host-local store for networks whose config sets no dataDir",
     )
     parser.add_argument("--netns-dir", default=DEFAULT_NETNS_DIR, help="named namespaces dir")
+    parser.add_argument(
+        "--dnsname-dir",
+        default=_dnsname_dir(),
+        help="the dnsname plugin's base dir (default as the plugin: "
+        "$XDG_RUNTIME_DIR/containers/cni/dnsname or /run/containers/cni/dnsname)",
+    )
+
+
+def _dnsname_dir() -> str:
+    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+    if runtime:
+        return os.path.join(runtime, "containers", "cni", "dnsname")
+    return "/run/containers/cni/dnsname"
 
 
 def register(subparsers: Any) -> None:
@@ -80,6 +93,7 @@ def _paths(args: argparse.Namespace) -> Any:
         cache_dir=args.cache_dir,
         data_dir=args.data_dir,
         netns_dir=args.netns_dir,
+        dnsname_dir=getattr(args, "dnsname_dir", None) or _dnsname_dir(),  # `pycni gc` has none
     )
 
 

@@ -5,7 +5,7 @@ being the cached ones whose namespace still exists: stale attachments get a DEL 
 chain (releasing addresses, veths and port mappings the plugin's way) and 1.1.0 plugins get GC.
 Cached attachments of networks no longer configured are DELeted with their cached config.
 Then the node is inspected again and any leak still there is removed directly: reservation
-files (under the store's lock), host veths, portmap rules.
+files (under the store's lock), host veths, portmap rules, dnsname servers without live pods.
 """
 
 from __future__ import annotations
@@ -128,6 +128,13 @@ def _direct(state: NodeState, leaks: list[Leak], report: CleanupReport) -> None:
 
             def action(mapping: PortMapping = mapping) -> None:
                 nftmap.delete_mapping(mapping)
+
+        elif leak.kind == "dnsmasq":
+
+            def action(leak: Leak = leak) -> None:
+                from pycni.inspect import dnsname
+
+                dnsname.remove(state, leak)
 
         if action is None:
             continue

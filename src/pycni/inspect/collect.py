@@ -40,6 +40,7 @@ DEFAULT_CONF_DIR = "/etc/cni/net.d"
 DEFAULT_CACHE_DIR = "/var/lib/cni"
 DEFAULT_DATA_DIR = "/var/lib/cni/networks"
 DEFAULT_NETNS_DIR = "/run/netns"
+DEFAULT_DNSNAME_DIR = "/run/containers/cni/dnsname"
 CACHE_KIND = "cniCacheV1"
 IFF_UP = 0x1
 _STORE_SKIP = ("lock", "last_reserved_ip.")
@@ -53,6 +54,7 @@ class Paths:
     cache_dir: str = DEFAULT_CACHE_DIR
     data_dir: str = DEFAULT_DATA_DIR
     netns_dir: str = DEFAULT_NETNS_DIR
+    dnsname_dir: str = DEFAULT_DNSNAME_DIR
 
 
 # --- on-disk state -------------------------------------------------------------------------
@@ -473,7 +475,17 @@ def collect(paths: Paths) -> NodeState:
     read_kernel(state, paths.netns_dir)
     state.port_mappings, problems = nftmap.read_mappings()
     state.problems.extend(problems)
+    _collect_dns_servers(state, paths.dnsname_dir)
     return state
+
+
+def _collect_dns_servers(state: NodeState, dnsname_dir: str) -> None:
+    from pycni.inspect import dnsname
+
+    try:
+        state.dns_servers = dnsname.read_servers(dnsname_dir)
+    except Exception as exc:  # a partial picture beats none
+        state.problems.append(f"cannot read the dnsname servers in {dnsname_dir}: {exc}")
 
 
 def iter_live_pod_ips(state: NodeState) -> Iterator[str]:

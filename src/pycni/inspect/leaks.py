@@ -1,12 +1,14 @@
 """What looks left behind: state that no live attachment accounts for.
 
-Four kinds, each with what `pycni cleanup` does about it:
+Kinds, each with what `pycni cleanup` does about it:
 - ``attachment``: a cached result whose network namespace is gone (DEL it through the chain);
 - ``reservation``: a host-local reservation with no cached attachment (release the file);
 - ``veth``: a host veth on a CNI bridge (or named in the cache) whose pod end is in no namespace
   that a live attachment owns (delete the link);
 - ``mapping``: a portmap rule whose target address is no live pod's, or whose owner container
-  has no live attachment (delete the owner's rules).
+  has no live attachment (delete the owner's rules);
+- ``dnsmasq``: a dnsname server (dnsmasq and its directory) that names no live pod (stop it and
+  remove the directory; see inspect/dnsname.py).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pycni.inspect.collect import iter_live_pod_ips, ns_key
 from pycni.inspect.model import NodeState
 from pycni.inspect.nftmap import owner_chain
 
-KINDS = ("attachment", "reservation", "veth", "mapping")
+KINDS = ("attachment", "reservation", "veth", "mapping", "dnsmasq")
 
 
 @dataclass
@@ -110,4 +112,7 @@ def find_leaks(state: NodeState) -> list[Leak]:
                     container_id=m.owner,
                 )
             )
+    from pycni.inspect import dnsname
+
+    leaks += dnsname.find_leaks(state, live_ips)
     return leaks

@@ -196,6 +196,21 @@ class DaemonStatus:
 
 
 @dataclass
+class DnsServer:
+    """A dnsname plugin's per-network dnsmasq (``<dnsname dir>/<network>/``)."""
+
+    network: str
+    directory: str
+    domain: str = ""
+    interface: str = ""
+    pid: int | None = None
+    in_this_namespace: bool = False
+    hosts: list[str] = field(default_factory=list)  # "IP name alias…" per hosts-file line
+    records: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass
 class NodeState:
     netns: str
     conf_dir: str
@@ -213,6 +228,7 @@ class NodeState:
     problems: list[str] = field(default_factory=list)
     cluster: ClusterAgentState | None = None
     daemon: DaemonStatus | None = None
+    dns_servers: list[DnsServer] = field(default_factory=list)
 
 
 def to_dict(obj: Any) -> dict[str, Any]:

@@ -75,6 +75,30 @@ def _daemon_line(daemon: DaemonStatus) -> str:
     )
 
 
+def _host_row(line: str) -> list[str]:
+    """A hosts-file line ``IP name alias…`` as [name, → IP, aliases]."""
+    parts = line.split()
+    aliases = f"aliases {', '.join(parts[2:])}" if len(parts) > 2 else ""
+    return [parts[1] if len(parts) > 1 else "?", f"→ {parts[0]}", aliases]
+
+
+def _dns_lines(state: NodeState) -> list[str]:
+    """The dnsname plugin's servers: where each answers, for which domain, and the names."""
+    from pycni.inspect.dnsname import addresses
+
+    out = [f"DNS servers (dnsname) ({len(state.dns_servers)})"]
+    for s in state.dns_servers:
+        where = ", ".join(addresses(s, state)) or "-"
+        running = f"dnsmasq pid {s.pid}" if s.pid is not None else "dnsmasq not running"
+        if s.pid is not None and not s.in_this_namespace:
+            running += " (another namespace)"
+        domain = f"domain {s.domain}" if s.domain else "no domain"
+        out.append(f"  {s.network}: {where} on {s.interface or '?'}, {domain}, {running}")
+        out += _table([_host_row(line) for line in s.hosts], indent="    ")
+        out += [f"    problem: {p}" for p in s.problems]
+    return out
+
+
 def render(state: NodeState, leaks: list[Leak]) -> str:
     out = [
         f"CNI state of namespace {state.netns}",
@@ -170,6 +194,8 @@ def render(state: NodeState, leaks: list[Leak]) -> str:
         out += ["", _daemon_line(state.daemon)]
     if state.cluster is not None:
         out += ["", *_cluster_lines(state.cluster)]
+    if state.dns_servers:
+        out += ["", *_dns_lines(state)]
     if state.problems:
         out += ["", f"Problems ({len(state.problems)})"]
         out += [f"  {p}" for p in state.problems]

@@ -28,6 +28,7 @@ PLUGIN_TYPES: dict[str, str] = {
     "firewall": "pycni.plugins.meta.firewall:PLUGIN",
     "sbr": "pycni.plugins.meta.sbr:PLUGIN",
     "flannel": "pycni.plugins.meta.flannel:PLUGIN",
+    "dnsname": "pycni.plugins.meta.dnsname:PLUGIN",
 }
 
 _loaded: dict[str, Plugin] = {}

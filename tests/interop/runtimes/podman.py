@@ -103,13 +103,19 @@ class Podman:
     def load_image(self, archive: Path) -> None:
         self.run("load", "-q", "-i", str(archive))
 
-    def create_network(self, name: str, subnet: str, bridge: str) -> dict[str, object]:
+    def create_network(
+        self, name: str, subnet: str, bridge: str, dns: bool = False
+    ) -> dict[str, object]:
         """``podman network create``, then give the bridge a name unique to this test run.
 
         podman 4.3 has no option for the bridge name with the CNI backend (it picks the next
         free ``cni-podmanN``); the conflist it wrote is otherwise used exactly as written.
+        With ``dns`` podman adds the dnsname plugin (when the plugin dir has one); without it
+        ``--disable-dns`` keeps the chain at bridge, portmap, firewall and tuning.
         """
-        self.run("network", "create", "--subnet", subnet, name)
+        self.run(
+            "network", "create", "--subnet", subnet, *(() if dns else ("--disable-dns",)), name
+        )
         self.networks.append(name)
         path = self.config_dir / f"{name}.conflist"
         conflist = json.loads(path.read_text())

@@ -1,0 +1,111 @@
+"""The dnsname plugin's DNS servers: what `pycni inspect` shows of them and the ``dnsmasq`` leak.
+
+Each per-network directory under the dnsname base dir (``/run/containers/cni/dnsname``) is one
+server: its dnsmasq (pid file checked against /proc), the bridge it serves, the domain and the
+names of the hosts file. A server whose dnsmasq runs in this namespace (or runs nowhere) and
+none of whose names belongs to a live pod is a leak: every container it served is gone, so
+the plugin's last DEL never came. `pycni cleanup` stops it and removes its directory, under
+the plugin's lock and only if its hosts file did not change since it was inspected.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pycni.inspect.leaks import Leak
+from pycni.inspect.model import DnsServer, NodeState
+from pycni.net.ns import THREAD_NETNS
+
+KIND = "dnsmasq"
+
+
+def _ns_key(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _conf_value(text: str, key: str) -> str:
+    for line in text.splitlines():
+        if line.startswith(f"{key}="):
+            return line.split("=", 1)[1]
+    return ""
+
+
+def read_server(directory: Path) -> DnsServer:
+    from pycni.plugins.meta.dnsname import dnsmasq, files
+
+    net = files.NetworkFiles(directory.parent, directory.name)
+    server = DnsServer(network=directory.name, directory=str(directory))
+    try:
+        conf = net.conf.read_text(errors="replace")
+    except OSError:
+        conf = ""
+        server.problems.append("no dnsmasq.conf")
+    server.domain = _conf_value(conf, "domain")
+    server.interface = _conf_value(conf, "interface")
+    server.pid = dnsmasq.running_pid(net)
+    if server.pid is not None:
+        key = _ns_key(f"/proc/{server.pid}/ns/net")
+        server.in_this_namespace = key is not None and key == _ns_key(THREAD_NETNS)
+    lines = files.read_lines(net.hosts)
+    server.hosts = [" ".join(line.split()) for line in lines if line.split()]
+    server.records = len(files.all_records(net))
+    return server
+
+
+def read_servers(base: str) -> list[DnsServer]:
+    """One entry per network directory under ``base`` (none when it does not exist)."""
+    try:
+        entries = sorted(p for p in Path(base).iterdir() if p.is_dir())
+    except OSError:
+        return []
+    return [read_server(entry) for entry in entries]
+
+
+def addresses(server: DnsServer, state: NodeState) -> list[str]:
+    """Where the server answers: the addresses of its bridge in this namespace."""
+    found = [b.addresses for b in state.bridges if b.name == server.interface]
+    found += [i.addresses for i in state.interfaces if i.name == server.interface]
+    return [a.split("/")[0] for a in found[0]] if found else []
+
+
+def find_leaks(state: NodeState, live_ips: set[str]) -> list[Leak]:
+    out = []
+    for server in state.dns_servers:
+        if server.pid is not None and not server.in_this_namespace:
+            continue  # another namespace's pods: we cannot tell whether they live
+        ips = {entry.split()[0] for entry in server.hosts}
+        if ips & live_ips:
+            continue
+        why = (
+            f"dnsmasq pid {server.pid} serves no live container"
+            if server.pid is not None
+            else "no dnsmasq runs for it and no live container is named in it"
+        )
+        if server.hosts:
+            why += f" ({len(server.hosts)} stale name line(s))"
+        out.append(Leak(KIND, server.directory, why, server.network))
+    return out
+
+
+def remove(state: NodeState, leak: Leak) -> None:
+    """Stop the leaked dnsmasq and remove its directory, as the plugin's last DEL would."""
+    from pycni.plugins.meta.dnsname import files
+    from pycni.plugins.meta.dnsname.plugin import teardown
+
+    directory = Path(leak.subject)
+    seen = next((s for s in state.dns_servers if s.directory == leak.subject), None)
+    if seen is None:
+        return
+    net = files.NetworkFiles(directory.parent, directory.name)
+    with files.locked(net, create=False) as held:
+        if not held:
+            return  # removed meanwhile
+        now = [" ".join(line.split()) for line in files.read_lines(net.hosts) if line.split()]
+        if now != seen.hosts:
+            raise RuntimeError("its hosts file changed since it was inspected; left alone")
+        teardown(net)
