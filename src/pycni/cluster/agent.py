@@ -22,10 +22,10 @@ import time
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from pycni.cluster import masq
+from pycni.cluster import masq, validate
 from pycni.cluster import subnet as sn
 from pycni.cluster.backend import Backend, Underlay
-from pycni.cluster.etcd import Etcd, EtcdError
+from pycni.cluster.etcd import Etcd, EtcdCredentials, EtcdError, KeyValue
 from pycni.cluster.lease import (
     DEFAULT_PREFIX,
     DEFAULT_TTL,
@@ -34,7 +34,7 @@ from pycni.cluster.lease import (
     LeaseInfo,
     LeaseStore,
 )
-from pycni.net import link, sysctl
+from pycni.net import link, owned_routes, sysctl
 from pycni.net.netlink import rtnl
 
 BACKENDS = ("host-gw", "vxlan")
@@ -48,8 +48,9 @@ class AgentError(RuntimeError):
 
 @dataclass
 class AgentConfig:
-    etcd_endpoint: str
+    etcd_endpoints: str  # comma-separated http(s)://HOST:PORT
     network: sn.NetworkConfig
+    etcd_credentials: EtcdCredentials = field(default_factory=EtcdCredentials)
     backend: str = "vxlan"
     etcd_prefix: str = DEFAULT_PREFIX
     iface: str = ""
@@ -59,6 +60,7 @@ class AgentConfig:
     reconcile_interval: float = DEFAULT_RECONCILE
     ipmasq: bool = True
     vni: int = 1
+    mtu: int = 0  # pod MTU; 0: the underlay's minus the backend's overhead
 
 
 def find_underlay(iface: str, public_ip: str) -> Underlay:
@@ -96,16 +98,29 @@ def find_underlay(iface: str, public_ip: str) -> Underlay:
     raise AgentError("no underlay link found: give --iface")
 
 
-def make_backend(kind: str, underlay: Underlay, vni: int) -> Backend:
+def make_backend(kind: str, underlay: Underlay, vni: int, mtu: int = 0) -> Backend:
+    """The backend ``kind``; ``mtu`` overrides its pod MTU (it may not exceed what the
+    underlay carries after the backend's overhead)."""
+    backend: Backend
     if kind == "host-gw":
         from pycni.cluster.hostgw import HostGateway
 
-        return HostGateway(underlay)
-    if kind == "vxlan":
+        backend = HostGateway(underlay)
+    elif kind == "vxlan":
         from pycni.cluster.vxlan import Vxlan
 
-        return Vxlan(underlay, vni)
-    raise AgentError(f"unknown backend {kind!r}: choose one of {', '.join(BACKENDS)}")
+        backend = Vxlan(underlay, vni)
+    else:
+        raise AgentError(f"unknown backend {kind!r}: choose one of {', '.join(BACKENDS)}")
+    if mtu:
+        limit = backend.pod_mtu()
+        if not 576 <= mtu <= limit:
+            raise AgentError(
+                f"--mtu {mtu}: {kind} over {underlay.ifname} (mtu {underlay.mtu}) carries "
+                f"at most {limit}; give 576..{limit}"
+            )
+        backend.set_pod_mtu(mtu)
+    return backend
 
 
 def previous_subnet(path: str, network: sn.NetworkConfig) -> sn.Net | None:
@@ -124,8 +139,15 @@ class Agent:
     stop: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
-        self.etcd = Etcd(self.config.etcd_endpoint)
+        try:
+            self.etcd = Etcd(self.config.etcd_endpoints, credentials=self.config.etcd_credentials)
+        except EtcdError as exc:
+            raise AgentError(str(exc)) from None
         self.store = LeaseStore(self.etcd, self.config.etcd_prefix)
+        self.rejections = validate.Rejections()
+        self.underlay: Underlay | None = None
+        self._written: sn.SubnetEnv | None = None
+        self._renewed_at = 0.0
         self.wake = threading.Event()
         self.lease: Lease | None = None
         self._watch_lock = threading.Lock()
@@ -159,28 +181,58 @@ class Agent:
                 self.log(f"lease failed, retrying: {exc}")
                 self.stop.wait(1.0)
 
-    def _publish_local(self, backend: Backend, lease: Lease) -> None:
-        backend.configure(lease.subnet)
-        env = sn.SubnetEnv(
-            self.config.network.network, lease.subnet, backend.pod_mtu(), self.config.ipmasq
+    def _subnet_env(self, backend: Backend, lease: Lease) -> sn.SubnetEnv:
+        return sn.SubnetEnv(
+            self.config.network.network,
+            lease.subnet,
+            backend.pod_mtu(),
+            self.config.ipmasq,
+            fresh_for=self.fresh_for,
         )
-        sn.write_subnet_env(self.config.subnet_file, env)
+
+    @property
+    def fresh_for(self) -> int:
+        """How long the subnet file stays valid after a touch: the file is touched every
+        loop pass while the lease is held, and a pass comes at least every TTL/3."""
+        return int(self.config.ttl + min(self.config.reconcile_interval, self.config.ttl) + 2)
+
+    def _refresh_subnet_file(self, backend: Backend, lease: Lease) -> None:
+        """Write the subnet file (the node becomes ready), or touch it while the lease is
+        held; an agent that lost its lease lets it go stale."""
+        env = self._subnet_env(backend, lease)
+        path = self.config.subnet_file
+        if env != self._written:
+            sn.write_subnet_env(path, env)
+            if self._written is None:
+                self.log(f"ready: subnet file {path} written (mtu {env.mtu})")
+            self._written = env
+            return
+        if time.monotonic() - self._renewed_at < self.config.ttl:
+            try:
+                os.utime(path)
+            except FileNotFoundError:  # removed by hand: write it again
+                sn.write_subnet_env(path, env)
+            except OSError as exc:
+                self.log(f"cannot refresh {path}: {exc}")
 
     def run(self) -> int:
         cfg = self.config
         underlay = find_underlay(cfg.iface, cfg.public_ip)
-        backend = make_backend(cfg.backend, underlay, cfg.vni)
+        self.underlay = underlay
+        backend = make_backend(cfg.backend, underlay, cfg.vni, cfg.mtu)
         info = LeaseInfo(underlay.address, backend.type_name, backend.backend_data())
         self.log(
             f"underlay {underlay.ifname} {underlay.address} mtu {underlay.mtu}; "
-            f"backend {backend.type_name}; etcd {cfg.etcd_endpoint}"
+            f"backend {backend.type_name} (pod mtu {backend.pod_mtu()}); "
+            f"etcd {', '.join(e.url for e in self.etcd.endpoints)}"
         )
         self._wait_for_etcd()
         lease = self._acquire(info, previous_subnet(cfg.subnet_file, cfg.network))
+        self._renewed_at = time.monotonic()
         self.lease = lease
         self.log(f"leased {lease.subnet} (lease {lease.lease_id:x}, ttl {lease.ttl}s)")
         sysctl.enable_forwarding(4)
-        self._publish_local(backend, lease)
+        backend.configure(lease.subnet)
         if cfg.ipmasq:
             masq.ensure(cfg.network.network)
         watcher = threading.Thread(target=self._watch_loop, name="lease-watch", daemon=True)
@@ -192,7 +244,9 @@ class Agent:
             if now >= next_renew:
                 lease = self._renew(lease, backend)
                 next_renew = now + renew_every
-            lease = self._reconcile(lease, backend)
+            lease, synced = self._reconcile(lease, backend)
+            if synced or self._written is not None:
+                self._refresh_subnet_file(backend, lease)
             timeout = min(cfg.reconcile_interval, max(next_renew - time.monotonic(), 0.05))
             self.wake.wait(timeout)
             self.wake.clear()
@@ -205,6 +259,7 @@ class Agent:
     def _renew(self, lease: Lease, backend: Backend) -> Lease:
         try:
             if self.store.renew(lease):
+                self._renewed_at = time.monotonic()
                 return lease
         except EtcdError as exc:
             self.log(f"renew failed (will retry): {exc}")
@@ -218,11 +273,14 @@ class Agent:
             return lease
         if new.subnet != lease.subnet:
             self.log(f"now leased {new.subnet}")
-        self._publish_local(backend, new)
+        self._renewed_at = time.monotonic()
+        backend.configure(new.subnet)
         self.lease = new
         return new
 
-    def _reconcile(self, lease: Lease, backend: Backend) -> Lease:
+    def _reconcile(self, lease: Lease, backend: Backend) -> tuple[Lease, bool]:
+        """One pass: publish changed backend data, list, check and program the leases.
+        Returns the lease and whether the data path now matches etcd."""
         try:
             data = backend.backend_data()
             if data != lease.info.backend_data:
@@ -231,21 +289,65 @@ class Agent:
                 )
                 self.lease = lease
                 self.log(f"published new backend data {data}")
-            leases, _rev = self.store.list()
+            listing = self.store.list_checked()
         except EtcdError as exc:
             self.log(f"cannot list leases (keeping the data path as is): {exc}")
-            return lease
-        remotes = {s: info for s, (info, _kv) in leases.items() if s != lease.subnet}
+            return lease, False
         try:
+            view = self._node_view(lease, backend)
+            remotes, rejected = self._checked(listing.leases, lease, view)
+            for line in self.rejections.fresh(listing.rejected + rejected):
+                self.log(line)
             changes = backend.sync(lease.subnet, remotes)
             if self.config.ipmasq and masq.ensure(self.config.network.network):
                 changes.append("masquerade rules restored")
         except Exception as exc:  # a kernel hiccup must not kill the agent
             self.log(f"sync failed (will retry): {type(exc).__name__}: {exc}")
-            return lease
+            return lease, False
         for change in changes:
             self.log(change)
-        return lease
+        return lease, True
+
+    def _node_view(self, lease: Lease, backend: Backend) -> validate.NodeView:
+        """This node's facts every lease is checked against (read fresh each pass)."""
+        assert self.underlay is not None
+        with rtnl() as ipr:
+            underlay_nets = tuple(
+                a.network
+                for a in link.addresses(ipr, self.underlay.index)
+                if isinstance(a.ip, ipaddress.IPv4Address)
+            )
+            foreign = owned_routes.foreign(ipr)
+        return validate.NodeView(
+            network=self.config.network,
+            own=lease.subnet,
+            backend_type=backend.type_name,
+            public_ip=self.underlay.address,
+            underlay_networks=underlay_nets,
+            foreign_routes=tuple(
+                (r.dst, r.text)
+                for r in foreign
+                if r.connected or r.dst.prefixlen >= self.config.network.subnet_len
+            ),
+            vni=self.config.vni if backend.type_name == "vxlan" else None,
+        )
+
+    @staticmethod
+    def _checked(
+        leases: dict[sn.Net, tuple[LeaseInfo, KeyValue]], lease: Lease, view: validate.NodeView
+    ) -> tuple[dict[sn.Net, LeaseInfo], list[tuple[str, int, str]]]:
+        """The remote leases safe to route to, and the others with why."""
+        remotes: dict[sn.Net, LeaseInfo] = {}
+        rejected: list[tuple[str, int, str]] = []
+        for subnet, (info, kv) in leases.items():
+            if subnet == lease.subnet:
+                continue
+            problem = validate.lease_problem(subnet, info, view)
+            if problem is None:
+                remotes[subnet] = info
+            else:
+                rejected.append((kv.key, kv.mod_revision, problem))
+        return remotes, rejected
 
     def _watch_loop(self) -> None:
         while not self.stop.is_set():

@@ -31,6 +31,10 @@ class Backend(Protocol):
         """The MTU pods must use (written as FLANNEL_MTU)."""
         ...
 
+    def set_pod_mtu(self, mtu: int) -> None:
+        """Use ``mtu`` instead of the computed one (checked by the caller)."""
+        ...
+
     def configure(self, own: Net) -> None:
         """Set up the local side once our subnet is known (and again after a change)."""
         ...

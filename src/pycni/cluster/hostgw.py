@@ -22,12 +22,16 @@ class HostGateway:
 
     def __init__(self, underlay: Underlay) -> None:
         self.underlay = underlay
+        self._mtu = underlay.mtu  # no encapsulation: the underlay's own MTU
 
     def backend_data(self) -> dict[str, Any]:
         return {}
 
     def pod_mtu(self) -> int:
-        return self.underlay.mtu
+        return self._mtu
+
+    def set_pod_mtu(self, mtu: int) -> None:
+        self._mtu = mtu
 
     def configure(self, own: Net) -> None:
         return None

@@ -23,11 +23,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pycni.cluster import subnet as sn
-from pycni.cluster.etcd import Etcd, EtcdError, KeyValue
+from pycni.cluster.etcd import Etcd, EtcdError, EtcdResponseTooLarge, KeyValue
 
 DEFAULT_PREFIX = "/pycni.dev/network"
 DEFAULT_TTL = 60
 MAX_ATTEMPTS = 64
+MAX_LEASE_VALUE = 16 << 10  # a lease is ~150 bytes; anything this big is not one of ours
+MAX_KEY_ANSWER = 4 * MAX_LEASE_VALUE  # one key's answer: base64 and JSON around the value
 
 
 class LeaseError(RuntimeError):
@@ -53,17 +55,47 @@ class LeaseInfo:
         ).encode()
 
     @classmethod
-    def from_json(cls, raw: bytes) -> LeaseInfo | None:
+    def parse(cls, raw: bytes) -> LeaseInfo:
+        """The lease value's fields, checked for shape; BadLease says what is wrong."""
+        if len(raw) > MAX_LEASE_VALUE:
+            raise BadLease(f"value of {len(raw)} bytes (at most {MAX_LEASE_VALUE})")
         try:
             data = json.loads(raw)
-            backend_data = data.get("BackendData") or {}
-            return cls(
-                ipaddress.IPv4Address(data["PublicIP"]),
-                str(data.get("BackendType", "")),
-                backend_data if isinstance(backend_data, dict) else {},
-            )
-        except (ValueError, KeyError, TypeError, AttributeError):
+        except ValueError:
+            raise BadLease("value is not JSON") from None
+        if not isinstance(data, dict):
+            raise BadLease("value is not a JSON object")
+        public, kind = data.get("PublicIP"), data.get("BackendType", "")
+        backend_data = data.get("BackendData") or {}
+        if not isinstance(public, str):
+            raise BadLease("PublicIP is missing or not a string")
+        try:
+            address = ipaddress.IPv4Address(public)
+        except ValueError:
+            raise BadLease(f"PublicIP {public[:50]!r} is not an IPv4 address") from None
+        if not isinstance(kind, str) or not isinstance(backend_data, dict):
+            raise BadLease("BackendType must be a string and BackendData an object")
+        return cls(address, kind, backend_data)
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> LeaseInfo | None:
+        try:
+            return cls.parse(raw)
+        except BadLease:
             return None
+
+
+class BadLease(ValueError):
+    """A lease key or value that is not a well-formed lease."""
+
+
+@dataclass
+class Listing:
+    """The leases under the subnets prefix at one revision, and the keys that were not."""
+
+    leases: dict[sn.Net, tuple[LeaseInfo, KeyValue]] = field(default_factory=dict)
+    rejected: list[tuple[str, int, str]] = field(default_factory=list)
+    revision: int = 0
 
 
 @dataclass(frozen=True)
@@ -113,15 +145,44 @@ class LeaseStore:
         return current
 
     def list(self) -> tuple[dict[sn.Net, tuple[LeaseInfo, KeyValue]], int]:
-        """Every live lease and the etcd revision it was read at."""
-        kvs, revision = self.etcd.get_prefix(self.subnets_prefix)
-        out: dict[sn.Net, tuple[LeaseInfo, KeyValue]] = {}
+        """Every well-formed live lease and the etcd revision it was read at."""
+        listing = self.list_checked()
+        return listing.leases, listing.revision
+
+    def list_checked(self) -> Listing:
+        """Every live lease, with the malformed ones and why (key, mod_revision, reason).
+
+        A list too large to read at once (someone stored huge values) is read key by key,
+        each with a small cap, so one oversized value costs only itself."""
+        listing = Listing()
+        try:
+            kvs, listing.revision = self.etcd.get_prefix(self.subnets_prefix)
+        except EtcdResponseTooLarge:
+            keys, listing.revision = self.etcd.get_prefix(self.subnets_prefix, keys_only=True)
+            kvs = []
+            for item in keys:
+                try:
+                    kv = self.etcd.get(item.key, limit=MAX_KEY_ANSWER)
+                except EtcdResponseTooLarge:
+                    listing.rejected.append(
+                        (item.key, item.mod_revision, f"value over {MAX_LEASE_VALUE} bytes")
+                    )
+                    continue
+                if kv is not None:
+                    kvs.append(kv)
         for kv in kvs:
             subnet = sn.subnet_of_key(kv.key)
-            info = LeaseInfo.from_json(kv.value)
-            if subnet is not None and info is not None:
-                out[subnet] = (info, kv)
-        return out, revision
+            if subnet is None or kv.key != self.key(subnet):
+                reason = "key does not name a subnet (ADDRESS-LENGTH)"
+                listing.rejected.append((kv.key, kv.mod_revision, reason))
+                continue
+            try:
+                info = LeaseInfo.parse(kv.value)
+            except BadLease as exc:
+                listing.rejected.append((kv.key, kv.mod_revision, str(exc)))
+                continue
+            listing.leases[subnet] = (info, kv)
+        return listing
 
     def acquire(
         self,

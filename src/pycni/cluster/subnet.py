@@ -3,13 +3,17 @@
 The names follow flannel so its tools and its CNI plugin config read ours: a lease key is
 ``<prefix>/subnets/10.244.1.0-24``, the node's subnet file carries FLANNEL_NETWORK,
 FLANNEL_SUBNET (the node's first address with the subnet's length, e.g. 10.244.1.1/24),
-FLANNEL_MTU and FLANNEL_IPMASQ.
+FLANNEL_MTU and FLANNEL_IPMASQ. pycni's agent adds PYCNI_FRESH_FOR: it touches the file
+while it holds its lease, and a file not touched for that many seconds is stale (the agent
+is gone); flannel's plugin ignores the key.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import os
 import random
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -151,6 +155,7 @@ class SubnetEnv:
     subnet: Net
     mtu: int
     ipmasq: bool
+    fresh_for: int = 0  # seconds the file stays valid after its last touch; 0: no limit
 
     @property
     def gateway(self) -> ipaddress.IPv4Interface:
@@ -165,6 +170,7 @@ class SubnetEnv:
             f"FLANNEL_SUBNET={self.gateway}\n"
             f"FLANNEL_MTU={self.mtu}\n"
             f"FLANNEL_IPMASQ={'true' if self.ipmasq else 'false'}\n"
+            + (f"PYCNI_FRESH_FOR={self.fresh_for}\n" if self.fresh_for else "")
         )
 
     @classmethod
@@ -195,7 +201,12 @@ class SubnetEnv:
             raise SubnetError(
                 f"FLANNEL_IPMASQ must be true or false, not {values['FLANNEL_IPMASQ']!r}"
             )
-        return cls(network, subnet, mtu, values["FLANNEL_IPMASQ"] == "true")
+        fresh = values.get("PYCNI_FRESH_FOR", "0")
+        if not fresh.isascii() or not fresh.isdigit():
+            raise SubnetError(f"PYCNI_FRESH_FOR must be a number of seconds, not {fresh!r}")
+        if not 68 <= mtu <= 65535:
+            raise SubnetError(f"FLANNEL_MTU {mtu} is not between 68 and 65535")
+        return cls(network, subnet, mtu, values["FLANNEL_IPMASQ"] == "true", int(fresh))
 
 
 def read_subnet_env(path: str) -> SubnetEnv:
@@ -205,4 +216,44 @@ def read_subnet_env(path: str) -> SubnetEnv:
 
 def write_subnet_env(path: str, env: SubnetEnv) -> None:
     """Atomically (temp file + rename), so the plugin never reads half a file."""
-    write_atomic(path, env.render(), mode=0o644, dir_mode=0o777, fsync=False, prefix=".subnet.")
+    write_atomic(path, env.render(), mode=0o644, dir_mode=0o755, fsync=False, prefix=".subnet.")
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """Whether pods can be attached on this node now, and why (not)."""
+
+    ready: bool
+    reason: str
+    env: SubnetEnv | None = None
+    problem: str = ""  # "missing", "unusable", "stale" or "" when ready
+
+
+def readiness(path: str, now: float | None = None) -> Readiness:
+    """Ready when the agent's subnet file is there, parses, and (when the agent said how
+    long it stays valid) was touched recently enough: the agent holds its lease and has
+    programmed its routes. A file written by flannel itself carries no freshness: present
+    is ready."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            stamp = os.fstat(f.fileno()).st_mtime
+            env = SubnetEnv.parse(f.read(64 << 10))
+    except FileNotFoundError:
+        return Readiness(
+            False,
+            f"no subnet file {path}: the node agent (`pycni agent`) has no lease yet "
+            "or is not running",
+            problem="missing",
+        )
+    except (OSError, UnicodeDecodeError, SubnetError) as exc:
+        return Readiness(False, f"subnet file {path} is unusable: {exc}", problem="unusable")
+    age = (time.time() if now is None else now) - stamp
+    if env.fresh_for and age > env.fresh_for:
+        return Readiness(
+            False,
+            f"subnet file {path} was last refreshed {age:.0f}s ago (valid for "
+            f"{env.fresh_for}s): the node agent is not running or has lost its lease",
+            env,
+            "stale",
+        )
+    return Readiness(True, f"node subnet {env.subnet} of {env.network}, mtu {env.mtu}", env)

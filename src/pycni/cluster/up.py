@@ -307,7 +307,7 @@ def stop_etcd(state: ClusterState, *, hard: bool = False) -> None:
 def agent_argv(state: ClusterState, node: NodeState) -> list[str]:
     return [
         sys.executable, "-m", AGENT_MARKER,
-        "--etcd-endpoint", state.etcd_endpoint,
+        "--etcd-endpoints", state.etcd_endpoint,
         "--etcd-prefix", ETCD_PREFIX,
         "--network", state.network,
         "--subnet-len", str(state.subnet_len),

@@ -6,12 +6,14 @@ For a remote subnet 10.244.2.0/24 owned by VTEP MAC m at underlay address u::
     fdb       m dst u dev pycni.1                       (where to send frames for m)
     route     10.244.2.0/24 via 10.244.2.0 dev pycni.1 onlink
 
-The device carries the node subnet's network address as a /32 and an MTU 50 bytes below
-the underlay's (the encapsulation overhead); pods get that MTU too.
+The device carries the node subnet's network address as a /32 and an MTU below the
+underlay's by the encapsulation overhead (50 bytes over an IPv4 underlay, 70 over IPv6);
+pods get that MTU too.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 from typing import Any
 
@@ -36,13 +38,20 @@ class Vxlan:
     def __init__(self, underlay: Underlay, vni: int = DEFAULT_VNI, port: int = vxdev.DEFAULT_PORT):
         self.underlay = underlay
         self.spec = vxdev.VxlanSpec(
-            device_name(vni), vni, underlay.address, underlay.index, self.pod_mtu(), port
+            device_name(vni), vni, underlay.address, underlay.index, self.computed_mtu(), port
         )
         self.mac = ""
         self.index = 0
 
+    def computed_mtu(self) -> int:
+        """The underlay's MTU minus what encapsulation over its address family costs."""
+        return self.underlay.mtu - vxdev.overhead(self.underlay.address.version)
+
     def pod_mtu(self) -> int:
-        return self.underlay.mtu - vxdev.OVERHEAD
+        return self.spec.mtu
+
+    def set_pod_mtu(self, mtu: int) -> None:
+        self.spec = dataclasses.replace(self.spec, mtu=mtu)
 
     def _ensure_device(self, ipr: Any) -> None:
         self.index, self.mac = vxdev.ensure(ipr, self.spec)

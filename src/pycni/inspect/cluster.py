@@ -69,7 +69,7 @@ def _owned_routes(ipr: Any, names: dict[int, str]) -> list[OwnedRoute]:
     from pycni.net import owned_routes
 
     return [
-        OwnedRoute(str(dst), str(r.gateway), names.get(r.oif, ""), r.onlink)
+        OwnedRoute(str(dst), str(r.gateway or ""), names.get(r.oif, ""), r.onlink)
         for dst, r in sorted(owned_routes.current(ipr).items())
     ]
 

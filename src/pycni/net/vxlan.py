@@ -14,7 +14,13 @@ from typing import Any
 from pycni.net import link
 
 DEFAULT_PORT = 8472  # the Linux default, also flannel's
-OVERHEAD = 50  # outer IPv4 + UDP + VXLAN + inner Ethernet headers
+OVERHEAD = 50  # outer IPv4 (20) + UDP (8) + VXLAN (8) + inner Ethernet (14) headers
+OVERHEAD_V6 = 70  # the same over an IPv6 underlay (40-byte outer header)
+
+
+def overhead(underlay_version: int) -> int:
+    """Bytes VXLAN adds to each packet over an underlay of that IP version."""
+    return OVERHEAD_V6 if underlay_version == 6 else OVERHEAD
 
 
 @dataclass(frozen=True)
