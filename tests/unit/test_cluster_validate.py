@@ -1,0 +1,158 @@
+"""What the agent accepts from etcd: lease values, lease subnets against the node's facts,
+etcd endpoints and credentials, and the subnet file's readiness (pure logic)."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from pycni.cluster import subnet as sn
+from pycni.cluster import validate
+from pycni.cluster.etcd import Etcd, EtcdCredentials, EtcdError, parse_endpoints
+from pycni.cluster.lease import MAX_LEASE_VALUE, BadLease, LeaseInfo
+
+N = ipaddress.IPv4Network
+A = ipaddress.IPv4Address
+MAC = "02:42:ac:11:00:02"
+
+
+def view(backend: str = "vxlan", **changes: object) -> validate.NodeView:
+    base: dict[str, object] = {
+        "network": sn.NetworkConfig.parse("10.244.0.0/16", 24),
+        "own": N("10.244.5.0/24"),
+        "backend_type": backend,
+        "public_ip": A("10.99.0.11"),
+        "underlay_networks": (N("10.99.0.0/24"),),
+        "foreign_routes": ((N("10.244.77.0/24"), "10.244.77.0/24 via 10.99.0.1 proto 4"),),
+        "vni": 1 if backend == "vxlan" else None,
+    }
+    base.update(changes)
+    return validate.NodeView(**base)  # type: ignore[arg-type]
+
+
+def info(backend: str = "vxlan", ip: str = "10.99.0.12", **data: object) -> LeaseInfo:
+    backend_data = {"VNI": 1, "VtepMAC": MAC, **data} if backend == "vxlan" else dict(data)
+    return LeaseInfo(A(ip), backend, backend_data)
+
+
+def test_a_good_lease_passes() -> None:
+    assert validate.lease_problem(N("10.244.9.0/24"), info(), view()) is None
+    assert validate.lease_problem(N("10.244.9.0/24"), info("host-gw"), view("host-gw")) is None
+
+
+@pytest.mark.parametrize(
+    ("subnet", "lease", "node", "reason"),
+    [
+        ("0.0.0.0/0", info(), view(), "prefix length /0"),
+        ("10.244.5.128/25", info(), view(), "prefix length /25"),
+        ("10.244.8.0/23", info(), view(), "prefix length /23"),
+        ("10.245.1.0/24", info(), view(), "outside the cluster network"),
+        ("10.244.0.0/24", info(), view(), "outside the leasable range"),
+        ("10.244.5.0/24", info(), view(own=N("10.244.4.0/22")), "overlaps this node's subnet"),
+        (
+            "10.244.99.0/24",
+            info(),
+            view(underlay_networks=(N("10.244.99.0/24"),)),
+            "overlaps the underlay",
+        ),
+        ("10.244.77.0/24", info(), view(), "overlaps the route 10.244.77.0/24"),
+        ("10.244.9.0/24", info(ip="0.0.0.0"), view(), "not a unicast node address"),
+        ("10.244.9.0/24", info(ip="127.0.0.1"), view(), "not a unicast node address"),
+        ("10.244.9.0/24", info(ip="224.0.0.5"), view(), "not a unicast node address"),
+        ("10.244.9.0/24", info(ip="255.255.255.255"), view(), "not a unicast node address"),
+        ("10.244.9.0/24", info(ip="10.244.7.1"), view(), "inside the cluster network"),
+        ("10.244.9.0/24", info(ip="10.99.0.11"), view(), "this node's own address"),
+        ("10.244.9.0/24", info("host-gw"), view(), "this node runs vxlan"),
+        (
+            "10.244.9.0/24",
+            info("host-gw", ip="192.0.2.7"),
+            view("host-gw"),
+            "not on this node's underlay",
+        ),
+        ("10.244.9.0/24", info(VtepMAC="zz:zz:zz:zz:zz:zz"), view(), "not a MAC address"),
+        ("10.244.9.0/24", info(VtepMAC="ff:ff:ff:ff:ff:ff"), view(), "multicast/broadcast"),
+        ("10.244.9.0/24", info(VtepMAC="00:00:00:00:00:00"), view(), "all zeros"),
+        ("10.244.9.0/24", info(VtepMAC=["x"]), view(), "not a MAC address"),
+        ("10.244.9.0/24", info(VNI=7), view(), "VNI 7"),
+    ],
+)
+def test_bad_leases_are_named(
+    subnet: str, lease: LeaseInfo, node: validate.NodeView, reason: str
+) -> None:
+    problem = validate.lease_problem(N(subnet), lease, node)
+    assert problem is not None and reason in problem, problem
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (b"not json", "not JSON"),
+        (b"[1]", "not a JSON object"),
+        (b"{}", "PublicIP is missing"),
+        (b'{"PublicIP": "10.0.0.0/8"}', "not an IPv4 address"),
+        (b'{"PublicIP": "10.0.0.1", "BackendData": [1]}', "BackendData an object"),
+        (json.dumps({"PublicIP": "10.0.0.1", "x": "y" * MAX_LEASE_VALUE}).encode(), "bytes"),
+    ],
+)
+def test_malformed_lease_values(raw: bytes, reason: str) -> None:
+    with pytest.raises(BadLease, match=reason):
+        LeaseInfo.parse(raw)
+
+
+def test_each_bad_lease_version_is_reported_once() -> None:
+    seen = validate.Rejections()
+    assert seen.fresh([("/p/a", 5, "bad")]) == ["ignoring lease /p/a: bad"]
+    assert seen.fresh([("/p/a", 5, "bad")]) == []
+    assert seen.fresh([("/p/a", 6, "worse")]) == ["ignoring lease /p/a: worse"]
+    flood = [(f"/p/{i}", 1, "bad") for i in range(100)]
+    lines = seen.fresh(flood)
+    assert len(lines) == validate.MAX_REPORTS_PER_PASS + 1
+    assert lines[-1] == f"ignoring {100 - validate.MAX_REPORTS_PER_PASS} more bad leases"
+    assert validate.safe_key("/p/\x1b[31m\n") == "/p/?[31m?"
+
+
+def test_endpoints() -> None:
+    eps = parse_endpoints("https://10.0.0.1:2379, http://etcd.local ,")
+    assert [(e.https, e.host, e.port) for e in eps] == [
+        (True, "10.0.0.1", 2379),
+        (False, "etcd.local", 2379),
+    ]
+    for bad in ("ftp://x:1", "http://user:pw@x:1", "http://x:1/v3", "http://x:99999", "", "x"):
+        with pytest.raises(EtcdError):
+            parse_endpoints(bad)
+
+
+def test_credentials_need_https() -> None:
+    with pytest.raises(EtcdError, match="clear text"):
+        Etcd("http://10.0.0.1:2379", credentials=EtcdCredentials(username="u", password="p"))
+    with pytest.raises(EtcdError, match="clear text"):
+        Etcd("https://a:1,http://b:1", credentials=EtcdCredentials(certfile="/x"))
+    with pytest.raises(EtcdError, match="needs a password"):
+        Etcd("https://a:1", credentials=EtcdCredentials(username="u"))
+    with pytest.raises(EtcdError, match="TLS files"):
+        Etcd("https://a:1", credentials=EtcdCredentials(cafile="/nonexistent/ca.pem"))
+
+
+def test_readiness_of_the_subnet_file(tmp_path: Path) -> None:
+    path = tmp_path / "subnet.env"
+    state = sn.readiness(str(path))
+    assert not state.ready and state.problem == "missing" and "no subnet file" in state.reason
+    env = sn.SubnetEnv(N("10.244.0.0/16"), N("10.244.5.0/24"), 1450, True, fresh_for=30)
+    sn.write_subnet_env(str(path), env)
+    assert "PYCNI_FRESH_FOR=30" in path.read_text()
+    state = sn.readiness(str(path))
+    assert state.ready and state.env == env
+    old = path.stat().st_mtime - 31
+    os.utime(path, (old, old))
+    state = sn.readiness(str(path))
+    assert not state.ready and state.problem == "stale" and "not running" in state.reason
+    # flannel's own file has no freshness: present is ready
+    path.write_text(env.render().replace("PYCNI_FRESH_FOR=30\n", ""))
+    os.utime(path, (old, old))
+    assert sn.readiness(str(path)).ready
+    path.write_text("FLANNEL_MTU=1\n")
+    assert sn.readiness(str(path)).problem == "unusable"
