@@ -258,6 +258,7 @@ def test_data_path_of_the_backend(up: Cluster) -> None:
     links = up.ns(node1.name).links()
     assert links["pycni.1"]["mtu"] == int(str(links["eth0"]["mtu"])) - 50 == 1450
     assert up.ns(state.pods[0].name).links()["eth0"]["mtu"] == 1450
+    assert read_subnet_env(node1.subnet_file).mtu == 1450
     leases, _ = LeaseStore(state.etcd(), cluster.ETCD_PREFIX).list()
     macs = {str(s): info.backend_data["VtepMAC"] for s, (info, _kv) in leases.items()}
     neigh = up.ns(node1.name).json("ip", "-j", "neigh", "show", "dev", "pycni.1")
@@ -268,6 +269,28 @@ def test_data_path_of_the_backend(up: Cluster) -> None:
     assert {(e["mac"], e["dst"]) for e in fdb if "dst" in e} == {
         (macs[s], n.address) for s, n in others.items()
     }
+
+
+def _df_ping(ns: harness.Namespace, address: str, packet: int) -> bool:
+    """One don't-fragment ping whose IPv4 packet is ``packet`` bytes long."""
+    proc = ns.run(
+        "ping", "-4", "-M", "do", "-s", str(packet - 28), "-c", "1", "-W", "3", address,
+        check=False,
+    )  # fmt: skip
+    return proc.returncode == 0
+
+
+def test_pod_mtu_is_exactly_what_crosses_the_overlay(up: Cluster) -> None:
+    """The MTU the agent computed (underlay 1500 - 50 for VXLAN over IPv4, 1500 for host-gw)
+    is what pods get: a don't-fragment packet of exactly that size reaches a pod on
+    another node, one byte more does not."""
+    state = up.state()
+    src = next(p for p in state.pods if p.node == state.nodes[0].name)
+    dst = next(p for p in state.pods if p.node == state.nodes[1].name)
+    mtu = read_subnet_env(state.nodes[0].subnet_file).mtu
+    assert mtu == (1450 if up.backend == "vxlan" else 1500)
+    assert _df_ping(up.ns(src.name), dst.address, mtu)
+    assert not _df_ping(up.ns(src.name), dst.address, mtu + 1)
 
 
 def test_route_deleted_by_hand_comes_back(up: Cluster) -> None:
@@ -304,6 +327,8 @@ def test_dead_node_loses_its_routes_and_gets_its_subnet_back(up: Cluster) -> Non
     if up.backend == "vxlan":
         neigh = up.ns(node1.name).run("ip", "neigh", "show", "dev", "pycni.1").stdout
         assert subnet3.split("/")[0] not in neigh
+        fdb = up.ns(node1.name).run("bridge", "fdb", "show", "dev", "pycni.1").stdout
+        assert f"dst {node3.address} " not in fdb, fdb
     cluster.start_agent(state, node3)
     _wait(lambda: subnet3 in {str(s) for s in store.list()[0]}, 15, "the restarted lease")
     leases = store.list()[0]
@@ -350,6 +375,33 @@ def test_racing_claims_never_share_a_subnet(up: Cluster) -> None:
     assert sorted(won.values()) == ["10.250.0.16/28", "10.250.0.32/28", "10.250.0.48/28"]
     assert len(lost) == 2
     state.etcd().delete_prefix(store.prefix)
+
+
+def test_a_departed_nodes_subnet_is_reused_only_after_its_lease_expired(up: Cluster) -> None:
+    """A network with one leasable subnet: while the departed node's lease lives a new
+    node gets none; once the TTL ran out the new node gets that subnet."""
+    if up.backend != "host-gw":
+        pytest.skip("backend-independent: run once")
+    state = up.state()
+    store = LeaseStore(state.etcd(), f"/reuse-{os.getpid()}")
+    network = NetworkConfig.parse("10.251.0.0/27", 28)  # 10.251.0.16/28 only
+    gone = store.acquire(network, LeaseInfo(ipaddress.IPv4Address("10.99.0.201"), "host-gw"), 3)
+    granted = time.monotonic()
+    newcomer = LeaseInfo(ipaddress.IPv4Address("10.99.0.202"), "host-gw")
+    got = None
+    try:
+        with pytest.raises(LeaseError, match="no free"):
+            store.acquire(network, newcomer, 30)
+        deadline = granted + 15
+        while got is None and time.monotonic() < deadline:
+            try:
+                got = store.acquire(network, newcomer, 30)
+            except LeaseError:
+                time.sleep(0.2)
+        assert got is not None and got.subnet == gone.subnet
+        assert time.monotonic() - granted >= 3 - 0.5  # not before the TTL ran out
+    finally:
+        state.etcd().delete_prefix(store.prefix)
 
 
 def _agent_argv(namespace: str, endpoint: str, prefix: str, backend: str, file: str) -> list[str]:
