@@ -93,7 +93,7 @@ def test_bad_leases_are_named(
         (b"not json", "not JSON"),
         (b"[1]", "not a JSON object"),
         (b"{}", "PublicIP is missing"),
-        (b'{"PublicIP": "10.0.0.0/8"}', "not an IPv4 address"),
+        (b'{"PublicIP": "10.0.0.0/8"}', "not an IP address"),
         (b'{"PublicIP": "10.0.0.1", "BackendData": [1]}', "BackendData an object"),
         (json.dumps({"PublicIP": "10.0.0.1", "x": "y" * MAX_LEASE_VALUE}).encode(), "bytes"),
     ],

@@ -29,6 +29,7 @@ ENVIRONMENT = {
     "etcd_password": "FLANNELD_ETCD_PASSWORD",
     "iface": "FLANNELD_IFACE",
     "public_ip": "FLANNELD_PUBLIC_IP",
+    "public_ipv6": "FLANNELD_PUBLIC_IPV6",
     "subnet_file": "FLANNELD_SUBNET_FILE",
 }
 DEFAULTS = {
@@ -63,13 +64,22 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--etcd-password", help="etcd password (prefer FLANNELD_ETCD_PASSWORD) [env]"
     )
-    parser.add_argument("--network", help="cluster pod network, e.g. 10.244.0.0/16")
+    parser.add_argument("--network", help="IPv4 cluster pod network, e.g. 10.244.0.0/16")
     parser.add_argument(
         "--subnet-len", type=int, default=24, help="prefix length of each node's subnet (24)"
     )
+    parser.add_argument(
+        "--ipv6-network",
+        help="IPv6 cluster pod network, e.g. fd10:244::/56 (with --network: dual-stack; "
+        "alone: IPv6-only)",
+    )
+    parser.add_argument(
+        "--ipv6-subnet-len", type=int, default=64, help="IPv6 node subnet length (64)"
+    )
     parser.add_argument("--backend", choices=("host-gw", "vxlan"), default="vxlan")
     parser.add_argument("--iface", help="underlay link (default: the default route's) [env]")
-    parser.add_argument("--public-ip", help="this node's underlay address [env]")
+    parser.add_argument("--public-ip", help="this node's IPv4 underlay address [env]")
+    parser.add_argument("--public-ipv6", help="this node's IPv6 underlay address [env]")
     parser.add_argument(
         "--subnet-file", help=f"where to write subnet.env ({DEFAULT_SUBNET_FILE}) [env]"
     )
@@ -126,8 +136,10 @@ def run(args: argparse.Namespace) -> int:
     if os.geteuid() != 0:
         sys.stderr.write("pycni agent: must run as root (it changes routes)\n")
         return 2
-    if not args.network:
-        sys.stderr.write("pycni agent: --network is required (e.g. 10.244.0.0/16)\n")
+    if not args.network and not args.ipv6_network:
+        sys.stderr.write(
+            "pycni agent: give --network (e.g. 10.244.0.0/16), --ipv6-network or both\n"
+        )
         return 2
     if args.ttl < 2:
         sys.stderr.write("pycni agent: --ttl must be at least 2 seconds\n")
@@ -138,7 +150,12 @@ def run(args: argparse.Namespace) -> int:
             "use FLANNELD_ETCD_PASSWORD\n"
         )
     try:
-        network = sn.NetworkConfig.parse(args.network, args.subnet_len)
+        network = sn.ClusterConfig(
+            sn.NetworkConfig.parse(args.network, args.subnet_len) if args.network else None,
+            sn.NetworkConfig.parse(args.ipv6_network, args.ipv6_subnet_len, version=6)
+            if args.ipv6_network
+            else None,
+        )
     except sn.SubnetError as exc:
         sys.stderr.write(f"pycni agent: {exc}\n")
         return 2
@@ -156,6 +173,7 @@ def run(args: argparse.Namespace) -> int:
         etcd_prefix=args.etcd_prefix,
         iface=args.iface,
         public_ip=args.public_ip,
+        public_ipv6=args.public_ipv6,
         subnet_file=args.subnet_file,
         ttl=args.ttl,
         reconcile_interval=max(args.reconcile_interval, 0.2),

@@ -16,8 +16,12 @@ class Underlay:
 
     ifname: str
     index: int
-    address: ipaddress.IPv4Address
+    address: ipaddress.IPv4Address | ipaddress.IPv6Address  # of the family it carries
     mtu: int
+
+    @property
+    def version(self) -> int:
+        return self.address.version
 
 
 class Backend(Protocol):

@@ -37,14 +37,17 @@ class HostGateway:
         return None
 
     def wanted(self, own: Net, remotes: dict[Net, LeaseInfo]) -> dict[Net, owned_routes.OwnedRoute]:
+        """A route per remote subnet of our family via its node's underlay address."""
         return {
             subnet: owned_routes.OwnedRoute(subnet, info.public_ip, self.underlay.index)
             for subnet, info in remotes.items()
             if subnet != own
             and info.backend_type == TYPE
             and info.public_ip != self.underlay.address
+            and subnet.version == info.public_ip.version == self.underlay.version
         }
 
     def sync(self, own: Net, remotes: dict[Net, LeaseInfo]) -> list[str]:
+        family = owned_routes.family_of(self.underlay.version)
         with rtnl() as ipr:
-            return owned_routes.sync(ipr, self.wanted(own, remotes))
+            return owned_routes.sync(ipr, self.wanted(own, remotes), family=family)

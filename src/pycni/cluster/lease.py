@@ -40,7 +40,7 @@ class LeaseError(RuntimeError):
 class LeaseInfo:
     """What a node publishes about itself with its subnet."""
 
-    public_ip: ipaddress.IPv4Address
+    public_ip: ipaddress.IPv4Address | ipaddress.IPv6Address  # of the subnet's family
     backend_type: str
     backend_data: dict[str, Any] = field(default_factory=dict)
 
@@ -70,9 +70,9 @@ class LeaseInfo:
         if not isinstance(public, str):
             raise BadLease("PublicIP is missing or not a string")
         try:
-            address = ipaddress.IPv4Address(public)
+            address = ipaddress.ip_address(public)
         except ValueError:
-            raise BadLease(f"PublicIP {public[:50]!r} is not an IPv4 address") from None
+            raise BadLease(f"PublicIP {public[:50]!r} is not an IP address") from None
         if not isinstance(kind, str) or not isinstance(backend_data, dict):
             raise BadLease("BackendType must be a string and BackendData an object")
         return cls(address, kind, backend_data)
@@ -124,23 +124,26 @@ class LeaseStore:
     def key(self, subnet: sn.Net) -> str:
         return self.subnets_prefix + sn.key_of(subnet)
 
-    def ensure_config(self, config: sn.NetworkConfig) -> sn.NetworkConfig:
+    def ensure_config(self, config: sn.ClusterConfig) -> sn.ClusterConfig:
         """Publish the network config if there is none; refuse to join a different one."""
         wanted = json.dumps(config.to_json(), sort_keys=True)
         if self.etcd.create(self.config_key, wanted):
             return config
-        found = self.etcd.get(self.config_key)
+        found = self.etcd.get(self.config_key, limit=MAX_KEY_ANSWER)
         if found is None:  # deleted between the two calls: try once more
             self.etcd.create(self.config_key, wanted)
             return config
         try:
-            current = sn.NetworkConfig.from_json(json.loads(found.value))
+            data = json.loads(found.value)
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
+            current = sn.ClusterConfig.from_json(data)
         except (ValueError, sn.SubnetError) as exc:
             raise LeaseError(f"{self.config_key} in etcd is not a valid config: {exc}") from None
-        if (current.network, current.subnet_len) != (config.network, config.subnet_len):
+        if not current.same_as(config):
             raise LeaseError(
-                f"etcd already holds network {current.network} with /{current.subnet_len} "
-                f"node subnets; this agent was given {config.network} with /{config.subnet_len}"
+                f"etcd already holds network {current.describe()}; this agent was given "
+                f"{config.describe()}"
             )
         return current
 

@@ -25,6 +25,14 @@ MAX_REPORTS_PER_PASS = 20  # log lines about bad leases per pass (a flood is sum
 IPNet = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
+def _overlap(a: IPNet, b: IPNet) -> bool:
+    return a.version == b.version and a.overlaps(b)
+
+
+def _within(a: IPNet, b: IPNet) -> bool:
+    return a.version == b.version and a.subnet_of(b)  # type: ignore[arg-type]
+
+
 def mac_problem(mac: object) -> str | None:
     """Why ``mac`` cannot be a remote VTEP's address (None when it can)."""
     if not isinstance(mac, str) or not MAC_RE.match(mac.lower()):
@@ -57,7 +65,7 @@ class NodeView:
     network: sn.NetworkConfig
     own: sn.Net
     backend_type: str
-    public_ip: ipaddress.IPv4Address
+    public_ip: ipaddress.IPv4Address | ipaddress.IPv6Address
     underlay_networks: tuple[IPNet, ...] = ()  # the underlay link's connected prefixes
     foreign_routes: tuple[tuple[IPNet, str], ...] = ()  # (dst, what) of routes not ours
     vni: int | None = None  # vxlan: the VNI peers must use
@@ -66,23 +74,27 @@ class NodeView:
 def lease_problem(subnet: sn.Net, info: LeaseInfo, view: NodeView) -> str | None:
     """Why the lease of ``subnet`` must not be used on this node (None when it may)."""
     net = view.network
+    if subnet.version != net.version:
+        return f"an IPv{subnet.version} subnet, and this node has no IPv{subnet.version} network"
     if subnet.prefixlen != net.subnet_len:
         return f"prefix length /{subnet.prefixlen} is not the cluster's /{net.subnet_len}"
-    if not subnet.subnet_of(net.network):
+    if not _within(subnet, net.network):
         return f"outside the cluster network {net.network}"
     if not net.contains(subnet):
         return f"outside the leasable range {net.first.network_address}-{net.last}"
-    if subnet.overlaps(view.own):
+    if _overlap(subnet, view.own):
         return f"overlaps this node's subnet {view.own}"
     for under in view.underlay_networks:
-        if isinstance(under, ipaddress.IPv4Network) and subnet.overlaps(under):
+        if _overlap(subnet, under):
             return f"overlaps the underlay {under}"
     for dst, what in view.foreign_routes:
-        if isinstance(dst, ipaddress.IPv4Network) and subnet.overlaps(dst):
+        if _overlap(subnet, dst):
             return f"overlaps the route {what}, which is not the agent's"
     problem = address_problem(info.public_ip)
     if problem:
         return problem
+    if info.public_ip.version != view.public_ip.version:
+        return f"PublicIP {info.public_ip} is not of this node's underlay family"
     if info.public_ip in net.network:
         return f"PublicIP {info.public_ip} is inside the cluster network"
     if info.public_ip == view.public_ip:

@@ -57,8 +57,8 @@ def read_lease(path: str) -> ClusterLease:
         return ClusterLease(path, error=f"unreadable: {exc}")
     return ClusterLease(
         subnet_file=path,
-        network=str(env.network),
-        subnet=str(env.subnet),
+        network=", ".join(str(network) for network, _subnet in env.pairs),
+        subnet=", ".join(str(subnet) for _network, subnet in env.pairs),
         gateway=str(env.gateway),
         mtu=env.mtu,
         ipmasq=env.ipmasq,
@@ -71,6 +71,9 @@ def _owned_routes(ipr: Any, names: dict[int, str]) -> list[OwnedRoute]:
     return [
         OwnedRoute(str(dst), str(r.gateway or ""), names.get(r.oif, ""), r.onlink)
         for dst, r in sorted(owned_routes.current(ipr).items())
+    ] + [
+        OwnedRoute(str(dst), str(r.gateway or ""), names.get(r.oif, ""), r.onlink)
+        for dst, r in sorted(owned_routes.current(ipr, family=owned_routes.AF_INET6).items())
     ]
 
 

@@ -17,38 +17,48 @@ PROTO_PYCNI = 157  # unused by iproute2's rt_protos; shows as "proto 157"
 RTNH_F_ONLINK = 0x4
 MAIN_TABLE = 254
 AF_INET = 2
+AF_INET6 = 10
 RT_SCOPE_LINK = 253
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+def family_of(version: int) -> int:
+    return AF_INET6 if version == 6 else AF_INET
 
 
 @dataclass(frozen=True)
 class OwnedRoute:
-    dst: ipaddress.IPv4Network
-    gateway: ipaddress.IPv4Address | None
+    dst: Network
+    gateway: Address | None
     oif: int
     onlink: bool = False
 
 
-def _dst(msg: Any) -> ipaddress.IPv4Network:
+def _dst(msg: Any) -> Network:
     """The destination of a route message; no RTA_DST is the default route."""
     dst = msg.get_attr("RTA_DST")
-    return ipaddress.IPv4Network(f"{dst or '0.0.0.0'}/{int(msg['dst_len'])}", strict=False)
+    if not dst:
+        dst = "::" if int(msg["family"]) == AF_INET6 else "0.0.0.0"
+    return ipaddress.ip_network(f"{dst}/{int(msg['dst_len'])}", strict=False)
 
 
 def _main_table(msg: Any) -> bool:
     return int(msg.get_attr("RTA_TABLE") or msg["table"]) == MAIN_TABLE
 
 
-def current(ipr: Any, proto: int = PROTO_PYCNI) -> dict[ipaddress.IPv4Network, OwnedRoute]:
-    """Our IPv4 routes in the main table, by destination (a default route included)."""
-    out: dict[ipaddress.IPv4Network, OwnedRoute] = {}
-    for msg in ipr.get_routes(family=AF_INET, proto=proto):
+def current(ipr: Any, proto: int = PROTO_PYCNI, family: int = AF_INET) -> dict[Network, OwnedRoute]:
+    """Our routes of ``family`` in the main table, by destination (a default route too)."""
+    out: dict[Network, OwnedRoute] = {}
+    for msg in ipr.get_routes(family=family, proto=proto):
         if not _main_table(msg) or int(msg["proto"]) != proto:
             continue
         net = _dst(msg)
         gw = msg.get_attr("RTA_GATEWAY")
         out[net] = OwnedRoute(
             net,
-            ipaddress.IPv4Address(gw) if gw else None,
+            ipaddress.ip_address(gw) if gw else None,
             int(msg.get_attr("RTA_OIF") or 0),
             bool(int(msg["flags"]) & RTNH_F_ONLINK),
         )
@@ -59,19 +69,24 @@ def current(ipr: Any, proto: int = PROTO_PYCNI) -> dict[ipaddress.IPv4Network, O
 class ForeignRoute:
     """A main-table route that is not ours (the kernel's, an administrator's, a plugin's)."""
 
-    dst: ipaddress.IPv4Network
-    connected: bool  # scope link: a network directly on a link of this node
+    dst: Network
+    connected: bool  # scope link, or an IPv6 route without gateway: directly on a link
     text: str
 
 
-def foreign(ipr: Any, proto: int = PROTO_PYCNI) -> list[ForeignRoute]:
-    """Every IPv4 main-table route not marked ``proto`` (default routes left out)."""
+def foreign(ipr: Any, proto: int = PROTO_PYCNI, family: int = AF_INET) -> list[ForeignRoute]:
+    """Every main-table route of ``family`` not marked ``proto`` (default routes and IPv6
+    multicast/link-local left out)."""
     out = []
-    for msg in ipr.get_routes(family=AF_INET):
+    for msg in ipr.get_routes(family=family):
         if not _main_table(msg) or int(msg["proto"]) == proto or not int(msg["dst_len"]):
             continue
         net = _dst(msg)
-        connected = int(msg["scope"]) == RT_SCOPE_LINK
+        if net.is_link_local or net.is_multicast:
+            continue
+        connected = int(msg["scope"]) == RT_SCOPE_LINK or (
+            family == AF_INET6 and not msg.get_attr("RTA_GATEWAY")
+        )
         gw = msg.get_attr("RTA_GATEWAY")
         text = f"{net} {'via ' + str(gw) if gw else 'scope link'} proto {int(msg['proto'])}"
         out.append(ForeignRoute(net, connected, text))
@@ -117,11 +132,11 @@ def delete(ipr: Any, route: OwnedRoute, proto: int = PROTO_PYCNI) -> None:
 
 
 def sync(
-    ipr: Any, wanted: dict[ipaddress.IPv4Network, OwnedRoute], proto: int = PROTO_PYCNI
+    ipr: Any, wanted: dict[Network, OwnedRoute], proto: int = PROTO_PYCNI, family: int = AF_INET
 ) -> list[str]:
-    """Make our routes exactly ``wanted``; returns what changed, one line each."""
+    """Make our routes of ``family`` exactly ``wanted``; returns what changed, one line each."""
     changes: list[str] = []
-    have = current(ipr, proto)
+    have = current(ipr, proto, family)
     for dst, route in have.items():
         if dst not in wanted:
             delete(ipr, route, proto)

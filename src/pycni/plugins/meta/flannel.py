@@ -57,13 +57,14 @@ def load_subnet_env(path: str) -> sn.SubnetEnv:
 
 
 def delegate_ipam(req: Request, env: sn.SubnetEnv) -> dict[str, Any]:
-    """The user's ``ipam`` with host-local over the node subnet and a cluster route added."""
+    """The user's ``ipam`` with host-local over the node subnets (one range per family, IPv4
+    first) and a route to each cluster network added."""
     ipam = dict(section(req.config, "ipam"))
     if not _has(ipam, "type"):
         ipam["type"] = "host-local"
-    ipam["ranges"] = [[{"subnet": str(env.subnet)}]]
+    ipam["ranges"] = [[{"subnet": str(subnet)}] for _network, subnet in env.pairs]
     routes = field(ipam, "routes", list, [], where="ipam")
-    ipam["routes"] = [*routes, {"dst": str(env.network)}]
+    ipam["routes"] = [*routes, *({"dst": str(network)} for network, _subnet in env.pairs)]
     return ipam
 
 
