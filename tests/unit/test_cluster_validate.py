@@ -156,3 +156,80 @@ def test_readiness_of_the_subnet_file(tmp_path: Path) -> None:
     assert sn.readiness(str(path)).ready
     path.write_text("FLANNEL_MTU=1\n")
     assert sn.readiness(str(path)).problem == "unusable"
+
+
+def test_ipv6_networks_and_keys() -> None:
+    config = sn.NetworkConfig.parse("fd10:244::/56", 64, version=6)
+    subnets = config.subnets()
+    assert [str(next(subnets)) for _ in range(2)] == ["fd10:244:0:1::/64", "fd10:244:0:2::/64"]
+    assert config.contains(ipaddress.IPv6Network("fd10:244:0:ff::/64"))
+    assert not config.contains(ipaddress.IPv6Network("fd10:244:0:100::/64"))
+    assert not config.contains(N("10.244.1.0/24"))
+    key = sn.key_of(ipaddress.IPv6Network("fd10:244:0:1::/64"))
+    assert key == "fd10:244:0:1::-64"
+    assert sn.subnet_of_key(f"/p/subnets/{key}") == ipaddress.IPv6Network("fd10:244:0:1::/64")
+    assert sn.subnet_of_key("/p/subnets/fd10::1-64") is None  # not aligned
+    with pytest.raises(sn.SubnetError, match="IPv6"):
+        sn.NetworkConfig.parse("10.0.0.0/8", 24, version=6)
+    with pytest.raises(sn.SubnetError, match="at most 126"):
+        sn.NetworkConfig.parse("fd10::/64", 127, version=6)
+
+
+def test_cluster_config_in_flannels_keys() -> None:
+    v4 = sn.NetworkConfig.parse("10.244.0.0/16", 24)
+    v6 = sn.NetworkConfig.parse("fd10:244::/56", 64, version=6)
+    dual = sn.ClusterConfig(v4, v6)
+    assert dual.to_json() == {
+        "Network": "10.244.0.0/16",
+        "SubnetLen": 24,
+        "EnableIPv6": True,
+        "IPv6Network": "fd10:244::/56",
+        "IPv6SubnetLen": 64,
+    }
+    assert sn.ClusterConfig.from_json(dual.to_json()).same_as(dual)
+    only6 = sn.ClusterConfig(None, v6)
+    assert only6.to_json()["EnableIPv4"] is False
+    assert sn.ClusterConfig.from_json(only6.to_json()).same_as(only6)
+    assert not only6.same_as(dual)
+    assert sn.ClusterConfig.from_json({"Network": "10.244.0.0/16"}).same_as(sn.ClusterConfig(v4))
+    with pytest.raises(sn.SubnetError):
+        sn.ClusterConfig(None, None)
+
+
+def test_dual_stack_and_ipv6_only_subnet_files() -> None:
+    env = sn.SubnetEnv(
+        N("10.244.0.0/16"),
+        N("10.244.5.0/24"),
+        1430,
+        True,
+        ipv6_network=ipaddress.IPv6Network("fd10:244::/56"),
+        ipv6_subnet=ipaddress.IPv6Network("fd10:244:0:5::/64"),
+    )
+    text = env.render()
+    assert "FLANNEL_IPV6_NETWORK=fd10:244::/56\n" in text
+    assert "FLANNEL_IPV6_SUBNET=fd10:244:0:5::1/64\n" in text
+    assert sn.SubnetEnv.parse(text) == env
+    only6 = sn.SubnetEnv.parse(
+        "FLANNEL_IPV6_NETWORK=fd10:244::/56\nFLANNEL_IPV6_SUBNET=fd10:244:0:5::1/64\n"
+        "FLANNEL_MTU=1430\nFLANNEL_IPMASQ=true\n"
+    )
+    assert only6.network is None and [str(s) for _n, s in only6.pairs] == ["fd10:244:0:5::/64"]
+    assert str(only6.gateway) == "fd10:244:0:5::1/64"
+    with pytest.raises(sn.SubnetError, match="must be IPv6"):
+        sn.SubnetEnv.parse(
+            "FLANNEL_IPV6_NETWORK=10.0.0.0/8\nFLANNEL_IPV6_SUBNET=10.0.0.1/24\n"
+            "FLANNEL_MTU=1430\nFLANNEL_IPMASQ=true\n"
+        )
+    with pytest.raises(sn.SubnetError, match="not inside"):
+        sn.SubnetEnv.parse(
+            "FLANNEL_NETWORK=10.244.0.0/16\nFLANNEL_SUBNET=10.9.0.1/24\n"
+            "FLANNEL_MTU=1430\nFLANNEL_IPMASQ=true\n"
+        )
+
+
+def test_leases_of_the_other_family_are_refused() -> None:
+    v6_lease = LeaseInfo(ipaddress.IPv6Address("fd99::12"), "vxlan", {"VNI": 1, "VtepMAC": MAC})
+    problem = validate.lease_problem(ipaddress.IPv6Network("fd10:244:0:9::/64"), v6_lease, view())
+    assert problem is not None and "IPv6 subnet" in problem
+    problem = validate.lease_problem(N("10.244.9.0/24"), v6_lease, view())
+    assert problem is not None and "underlay family" in problem
