@@ -44,6 +44,7 @@ from pycni.net.netlink import rtnl
 BACKENDS = ("host-gw", "vxlan")
 DEFAULT_SUBNET_FILE = "/run/flannel/subnet.env"
 DEFAULT_RECONCILE = 10.0
+SETTLE = 0.05  # seconds to let a burst of watch events gather before a pass
 
 
 class AgentError(RuntimeError):
@@ -312,7 +313,8 @@ class Agent:
             if synced or self._written is not None:
                 self._refresh_subnet_file()
             timeout = min(cfg.reconcile_interval, max(next_renew - time.monotonic(), 0.05))
-            self.wake.wait(timeout)
+            if self.wake.wait(timeout) and not self.stop.is_set():
+                self.stop.wait(SETTLE)  # a burst of lease changes: one pass for all of it
             self.wake.clear()
         self._close_watch()
         self.log("stopped (the leases stay until their TTL runs out)")

@@ -44,6 +44,14 @@ def _dst(msg: Any) -> Network:
     return ipaddress.ip_network(f"{dst}/{int(msg['dst_len'])}", strict=False)
 
 
+def _routes(ipr: Any, family: int) -> list[Any]:
+    """Every route of ``family``: natively when the socket can (pycni's rtnl client), else
+    through pyroute2."""
+    if hasattr(type(ipr), "dump_routes"):
+        return list(ipr.dump_routes(family))
+    return list(ipr.get_routes(family=family))
+
+
 def _main_table(msg: Any) -> bool:
     return int(msg.get_attr("RTA_TABLE") or msg["table"]) == MAIN_TABLE
 
@@ -51,7 +59,7 @@ def _main_table(msg: Any) -> bool:
 def current(ipr: Any, proto: int = PROTO_PYCNI, family: int = AF_INET) -> dict[Network, OwnedRoute]:
     """Our routes of ``family`` in the main table, by destination (a default route too)."""
     out: dict[Network, OwnedRoute] = {}
-    for msg in ipr.get_routes(family=family, proto=proto):
+    for msg in _routes(ipr, family):
         if not _main_table(msg) or int(msg["proto"]) != proto:
             continue
         net = _dst(msg)
@@ -78,7 +86,7 @@ def foreign(ipr: Any, proto: int = PROTO_PYCNI, family: int = AF_INET) -> list[F
     """Every main-table route of ``family`` not marked ``proto`` (default routes and IPv6
     multicast/link-local left out)."""
     out = []
-    for msg in ipr.get_routes(family=family):
+    for msg in _routes(ipr, family):
         if not _main_table(msg) or int(msg["proto"]) == proto or not int(msg["dst_len"]):
             continue
         net = _dst(msg)
