@@ -233,3 +233,25 @@ def test_leases_of_the_other_family_are_refused() -> None:
     assert problem is not None and "IPv6 subnet" in problem
     problem = validate.lease_problem(N("10.244.9.0/24"), v6_lease, view())
     assert problem is not None and "underlay family" in problem
+
+
+def test_agent_options_come_from_flags_then_flannels_environment() -> None:
+    import argparse
+
+    from pycni.cli import agent_cmd
+
+    parser = argparse.ArgumentParser()
+    agent_cmd.register(parser.add_subparsers())
+    args = parser.parse_args(["agent", "--etcd-cafile", "/flag/ca.pem"])
+    agent_cmd.resolve(
+        args,
+        {
+            "FLANNELD_ETCD_ENDPOINTS": "https://a:2379,https://b:2379",
+            "FLANNELD_ETCD_CAFILE": "/env/ca.pem",
+            "FLANNELD_ETCD_PASSWORD": "pw",
+        },
+    )
+    assert args.etcd_endpoints == "https://a:2379,https://b:2379"
+    assert args.etcd_cafile == "/flag/ca.pem"  # the flag wins
+    assert args.etcd_password == "pw"
+    assert args.etcd_username == "" and args.subnet_file == "/run/flannel/subnet.env"

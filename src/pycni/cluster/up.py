@@ -586,7 +586,7 @@ def up(state: ClusterState, opts: UpOptions, progress: Progress) -> ClusterState
     for node in state.nodes:
         wait_for_subnet(node)
         progress(f"agent on {node.name} ({node.address}) leased {' '.join(node.subnets())}")
-    wait_converged(state)
+    wait_converged(state, timeout=max(30.0, opts.nodes * 0.6))  # 100 agents share the CPUs
     progress(f"{opts.backend} routes between all {opts.nodes} nodes in place")
     if opts.pods_per_node:
         _attach_pods(state, opts.pods_per_node, progress)

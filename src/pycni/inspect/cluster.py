@@ -96,6 +96,7 @@ def _vxlan_devices(ipr: Any, addresses: dict[int, list[str]]) -> list[VxlanDevic
         )
         if data is not None:
             vni, local, port = (data.get_attr(f"IFLA_VXLAN_{k}") for k in ("ID", "LOCAL", "PORT"))
+            local = local or data.get_attr("IFLA_VXLAN_LOCAL6")
             device.vni = int(vni) if vni is not None else None
             device.local = str(local) if local else None
             device.port = int(port) if port is not None else None
