@@ -77,7 +77,7 @@ def test_a_good_lease_passes() -> None:
         ("10.244.9.0/24", info(VtepMAC="ff:ff:ff:ff:ff:ff"), view(), "multicast/broadcast"),
         ("10.244.9.0/24", info(VtepMAC="00:00:00:00:00:00"), view(), "all zeros"),
         ("10.244.9.0/24", info(VtepMAC=["x"]), view(), "not a MAC address"),
-        ("10.244.9.0/24", info(VNI=7), view(), "VNI 7"),
+        ("10.244.9.0/24", info(VNI=7), view(), "VNI '7'"),
     ],
 )
 def test_bad_leases_are_named(
@@ -255,3 +255,13 @@ def test_agent_options_come_from_flags_then_flannels_environment() -> None:
     assert args.etcd_cafile == "/flag/ca.pem"  # the flag wins
     assert args.etcd_password == "pw"
     assert args.etcd_username == "" and args.subnet_file == "/run/flannel/subnet.env"
+
+
+def test_hostile_bytes_never_raise_anything_but_bad_lease() -> None:
+    for raw in (b"[" * 10000, b"\xff\xfe\x00garbage", b'{"PublicIP": "\\ud800"}'):
+        with pytest.raises(BadLease):
+            LeaseInfo.parse(raw)
+    from pycni.cluster.etcd import KeyValue
+
+    kv = KeyValue.from_json({"key": "L3Av/w==", "value": ""})  # "/p/\xff"
+    assert kv.key == "/p/\ufffd" and sn.subnet_of_key(kv.key) is None

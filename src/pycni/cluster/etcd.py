@@ -80,7 +80,7 @@ class KeyValue:
     @classmethod
     def from_json(cls, item: dict[str, Any]) -> KeyValue:
         return cls(
-            key=_unb64(item.get("key")).decode(),
+            key=_unb64(item.get("key")).decode(errors="replace"),  # any bytes: never crash
             value=_unb64(item.get("value")),
             create_revision=int(item.get("create_revision", 0)),
             mod_revision=int(item.get("mod_revision", 0)),

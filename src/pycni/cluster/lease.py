@@ -61,7 +61,7 @@ class LeaseInfo:
             raise BadLease(f"value of {len(raw)} bytes (at most {MAX_LEASE_VALUE})")
         try:
             data = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: deeply nested on purpose
             raise BadLease("value is not JSON") from None
         if not isinstance(data, dict):
             raise BadLease("value is not a JSON object")

@@ -111,7 +111,7 @@ def lease_problem(subnet: sn.Net, info: LeaseInfo, view: NodeView) -> str | None
             return problem
         vni = info.backend_data.get("VNI", view.vni)
         if view.vni is not None and vni != view.vni:
-            return f"VNI {str(vni)[:20]} is not this node's {view.vni}"
+            return f"VNI {str(vni)[:20]!r} is not this node's {view.vni}"
     return None
 
 
