@@ -520,6 +520,26 @@ def _attach_pods(state: ClusterState, per_node: int, progress: Progress) -> None
     failed = [p for p in state.pods if p.error]
     if failed:
         raise ClusterError(f"ADD failed for {failed[0].name}: {failed[0].error}")
+    if state.has_v6:
+        _settle_bridges(state)
+
+
+def _settle_bridges(state: ClusterState) -> None:
+    """Wait until each node's bridge has finished DAD for its IPv6 gateway address: until
+    then the node answers no neighbour solicitation for it and pods' IPv6 goes nowhere."""
+    from pycni.net import addr, link
+    from pycni.net.netlink import rtnl
+
+    for node in state.nodes:
+        with inside(node.name), rtnl() as ipr:
+            try:
+                index = link.index_of(ipr, BRIDGE)
+            except link.LinkNotFound:  # no pod on this node: no bridge
+                continue
+            try:
+                addr.wait_dad(ipr, BRIDGE, index, timeout=10.0)
+            except addr.AddressError as exc:
+                raise ClusterError(f"{node.name}: {exc}") from None
 
 
 # --- up / down ----------------------------------------------------------------------------------
