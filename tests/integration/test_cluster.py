@@ -31,7 +31,15 @@ from pycni.cluster.subnet import NetworkConfig, read_subnet_env
 from pycni.playground import cluster
 from tests import harness
 
-pytestmark = [pytest.mark.kernel, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.kernel,
+    pytest.mark.slow,
+    # the cluster execs its own in-process entry points: a daemon-mode run would only repeat
+    # these minutes (the flannel plugin itself is covered in both modes by test_cluster_flannel)
+    pytest.mark.skipif(
+        os.environ.get("PYCNI_TEST_MODE") == "daemon", reason="same test as in-process"
+    ),
+]
 
 PYCNI = str(Path(sys.executable).parent / "pycni")
 TTL = 3
@@ -258,6 +266,7 @@ def test_data_path_of_the_backend(up: Cluster) -> None:
     links = up.ns(node1.name).links()
     assert links["pycni.1"]["mtu"] == int(str(links["eth0"]["mtu"])) - 50 == 1450
     assert up.ns(state.pods[0].name).links()["eth0"]["mtu"] == 1450
+    assert read_subnet_env(node1.subnet_file).mtu == 1450
     leases, _ = LeaseStore(state.etcd(), cluster.ETCD_PREFIX).list()
     macs = {str(s): info.backend_data["VtepMAC"] for s, (info, _kv) in leases.items()}
     neigh = up.ns(node1.name).json("ip", "-j", "neigh", "show", "dev", "pycni.1")
@@ -268,6 +277,28 @@ def test_data_path_of_the_backend(up: Cluster) -> None:
     assert {(e["mac"], e["dst"]) for e in fdb if "dst" in e} == {
         (macs[s], n.address) for s, n in others.items()
     }
+
+
+def _df_ping(ns: harness.Namespace, address: str, packet: int) -> bool:
+    """One don't-fragment ping whose IPv4 packet is ``packet`` bytes long."""
+    proc = ns.run(
+        "ping", "-4", "-M", "do", "-s", str(packet - 28), "-c", "1", "-W", "3", address,
+        check=False,
+    )  # fmt: skip
+    return proc.returncode == 0
+
+
+def test_pod_mtu_is_exactly_what_crosses_the_overlay(up: Cluster) -> None:
+    """The MTU the agent computed (underlay 1500 - 50 for VXLAN over IPv4, 1500 for host-gw)
+    is what pods get: a don't-fragment packet of exactly that size reaches a pod on
+    another node, one byte more does not."""
+    state = up.state()
+    src = next(p for p in state.pods if p.node == state.nodes[0].name)
+    dst = next(p for p in state.pods if p.node == state.nodes[1].name)
+    mtu = read_subnet_env(state.nodes[0].subnet_file).mtu
+    assert mtu == (1450 if up.backend == "vxlan" else 1500)
+    assert _df_ping(up.ns(src.name), dst.address, mtu)
+    assert not _df_ping(up.ns(src.name), dst.address, mtu + 1)
 
 
 def test_route_deleted_by_hand_comes_back(up: Cluster) -> None:
@@ -304,6 +335,8 @@ def test_dead_node_loses_its_routes_and_gets_its_subnet_back(up: Cluster) -> Non
     if up.backend == "vxlan":
         neigh = up.ns(node1.name).run("ip", "neigh", "show", "dev", "pycni.1").stdout
         assert subnet3.split("/")[0] not in neigh
+        fdb = up.ns(node1.name).run("bridge", "fdb", "show", "dev", "pycni.1").stdout
+        assert f"dst {node3.address} " not in fdb, fdb
     cluster.start_agent(state, node3)
     _wait(lambda: subnet3 in {str(s) for s in store.list()[0]}, 15, "the restarted lease")
     leases = store.list()[0]
@@ -352,11 +385,38 @@ def test_racing_claims_never_share_a_subnet(up: Cluster) -> None:
     state.etcd().delete_prefix(store.prefix)
 
 
+def test_a_departed_nodes_subnet_is_reused_only_after_its_lease_expired(up: Cluster) -> None:
+    """A network with one leasable subnet: while the departed node's lease lives a new
+    node gets none; once the TTL ran out the new node gets that subnet."""
+    if up.backend != "host-gw":
+        pytest.skip("backend-independent: run once")
+    state = up.state()
+    store = LeaseStore(state.etcd(), f"/reuse-{os.getpid()}")
+    network = NetworkConfig.parse("10.251.0.0/27", 28)  # 10.251.0.16/28 only
+    gone = store.acquire(network, LeaseInfo(ipaddress.IPv4Address("10.99.0.201"), "host-gw"), 3)
+    granted = time.monotonic()
+    newcomer = LeaseInfo(ipaddress.IPv4Address("10.99.0.202"), "host-gw")
+    got = None
+    try:
+        with pytest.raises(LeaseError, match="no free"):
+            store.acquire(network, newcomer, 30)
+        deadline = granted + 15
+        while got is None and time.monotonic() < deadline:
+            try:
+                got = store.acquire(network, newcomer, 30)
+            except LeaseError:
+                time.sleep(0.2)
+        assert got is not None and got.subnet == gone.subnet
+        assert time.monotonic() - granted >= 3 - 0.5  # not before the TTL ran out
+    finally:
+        state.etcd().delete_prefix(store.prefix)
+
+
 def _agent_argv(namespace: str, endpoint: str, prefix: str, backend: str, file: str) -> list[str]:
     return [
         "nsenter", f"--net={playground.netns_path(namespace)}", "--",
         sys.executable, "-m", cluster.AGENT_MARKER,
-        "--etcd-endpoint", endpoint, "--etcd-prefix", prefix,
+        "--etcd-endpoints", endpoint, "--etcd-prefix", prefix,
         "--network", "10.245.0.0/16", "--subnet-len", "21",
         "--backend", backend, "--iface", "eth0", "--subnet-file", file,
         "--ttl", "30", "--reconcile-interval", "5", "--no-ipmasq",
@@ -391,10 +451,9 @@ def test_twenty_agents_starting_together_get_twenty_distinct_subnets(
             for name, f in zip(names, files, strict=True)
         ]
         logs = (tmp_path / "agents.log").open("wb")
-        started = time.monotonic()
         procs = [subprocess.Popen(a, stdout=logs, stderr=logs) for a in argvs]
-        _wait(lambda: all(f.exists() for f in files), 20, "20 subnet files")
-        elapsed = time.monotonic() - started
+        # generous: 20 agents start on a shared 2-core machine (speed is in bench/)
+        _wait(lambda: all(f.exists() for f in files), 60, "20 subnet files")
         assert [p.poll() for p in procs] == [None] * 20, (tmp_path / "agents.log").read_text()
         subnets = [str(read_subnet_env(str(f)).subnet) for f in files]
         assert len(set(subnets)) == 20, subnets
@@ -402,11 +461,10 @@ def test_twenty_agents_starting_together_get_twenty_distinct_subnets(
         assert {str(s): str(info.public_ip) for s, (info, _kv) in leases.items()} == dict(
             zip(subnets, addresses, strict=True)
         )
-        assert elapsed < 20
         first = harness.Namespace(names[0])
         _wait(
             lambda: len(first.json("ip", "-j", "route", "show", "proto", "157")) == 19,  # type: ignore[arg-type]
-            10,
+            30,
             "the first agent's routes to the 19 others",
         )
     finally:

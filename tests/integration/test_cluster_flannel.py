@@ -5,6 +5,8 @@ after the subnet file is gone."""
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -100,3 +102,38 @@ def test_bad_subnet_file_is_a_config_error(
         )  # fmt: skip
     assert run.code == 1 and run.json["code"] == 7
     assert "FLANNEL_SUBNET" in str(run.json["msg"])
+
+
+def _status(state: harness.State, subnet_file: Path, cni_path: str) -> harness.PluginRun:
+    config = {**conf(state, subnet_file), "cniVersion": "1.1.0"}
+    return harness.exec_plugin(Path(cni_path) / "flannel", "STATUS", config, cni_path=cni_path)
+
+
+def test_status_and_add_wait_for_a_fresh_subnet_file(
+    node: harness.Namespace, pod_factory: Any, tmp_state: harness.State, cni_path: str
+) -> None:
+    """STATUS is 50 until the agent wrote the subnet file, and again once the agent stopped
+    refreshing it; an ADD on a stale file is 11 and leaves nothing behind."""
+    subnet_file = tmp_state.root / "subnet.env"
+    missing = _status(tmp_state, subnet_file, cni_path)
+    assert missing.code == 1 and missing.json["code"] == 50, missing.stdout
+    assert "no subnet file" in str(missing.json["msg"])
+    subnet_file.write_text(SUBNET_ENV + "PYCNI_FRESH_FOR=30\n")
+    ok = _status(tmp_state, subnet_file, cni_path)
+    assert ok.code == 0 and ok.stdout == "", ok.stdout + ok.stderr
+    stale = time.time() - 60
+    os.utime(subnet_file, (stale, stale))
+    late = _status(tmp_state, subnet_file, cni_path)
+    assert late.code == 1 and late.json["code"] == 50
+    assert "last refreshed" in str(late.json["msg"])
+    pod = pod_factory()
+    with node.entered():
+        run = harness.exec_plugin(
+            Path(cni_path) / "flannel", "ADD", conf(tmp_state, subnet_file),
+            container_id="ctr-fl-4", netns=pod.path, cni_path=cni_path,
+        )  # fmt: skip
+    assert run.code == 1 and run.json["code"] == 11, run.stdout
+    assert "not ready" in str(run.json["msg"])
+    assert not (tmp_state.root / "flannel" / "ctr-fl-4").exists()
+    assert "eth0" not in pod.links() and "fl0" not in node.links()
+    assert tmp_state.reservations("flnet") == []

@@ -40,6 +40,24 @@ def register(subparsers: Any) -> None:
     up.add_argument(
         "--reconcile-interval", type=float, default=10.0, help="agents' resync period (s)"
     )
+    family = up.add_mutually_exclusive_group()
+    family.add_argument(
+        "--dual-stack",
+        dest="family",
+        action="store_const",
+        const="dual",
+        help="IPv4 and IPv6 pod networks (and underlay)",
+    )
+    family.add_argument(
+        "--ipv6-only",
+        dest="family",
+        action="store_const",
+        const="ipv6",
+        help="IPv6 pod network and underlay only (etcd on the IPv6 underlay)",
+    )
+    up.set_defaults(family="ipv4")
+    up.add_argument("--ipv6-network", default="fd10:244::/56", help="IPv6 pod network")
+    up.add_argument("--ipv6-subnet-len", type=int, default=64, help="IPv6 node subnet length")
     up.set_defaults(func=run_up)
 
     down = verbs.add_parser("down", help="remove the cluster (processes, namespaces, state)")
@@ -86,6 +104,9 @@ def run_up(args: argparse.Namespace) -> int:
         underlay=args.underlay,
         ttl=args.ttl,
         reconcile_interval=args.reconcile_interval,
+        family=args.family,
+        ipv6_network=args.ipv6_network,
+        ipv6_subnet_len=args.ipv6_subnet_len,
     )
     progress = _Progress()
     try:

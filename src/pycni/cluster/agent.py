@@ -1,15 +1,19 @@
-"""The node agent: lease this node's pod subnet and keep the data path to the others right.
+"""The node agent: lease this node's pod subnets and keep the data path to the others right.
 
-Runs in the node's network namespace, one per node, until stopped:
+Runs in the node's network namespace, one per node, until stopped. Per address family of
+the cluster (IPv4, IPv6 or both; each family has its own lease and its own data path over
+the underlay address of that family):
 
 1. find the underlay link and address, prepare the backend (the VXLAN device: its MAC
    is published with the lease);
 2. lease a subnet (its old one when it had one), renewed every TTL/3;
-3. write the subnet file for the CNI plugin, enable forwarding, install masquerading;
-4. loop: list every lease, program routes (and neighbors, FDB entries) for the other
-   nodes, remove those of nodes whose lease is gone. A watch on the leases wakes the loop
-   at once; the loop also runs every reconcile interval, so a route removed by hand comes
-   back. Stopping leaves the lease to expire (a restarted agent takes it over).
+3. enable forwarding, install masquerading;
+4. loop: list every lease, check it (see ``validate``), program routes (and neighbors, FDB
+   entries) for the other nodes, remove those of nodes whose lease is gone. A watch on the
+   leases wakes the loop at once; the loop also runs every reconcile interval, so a route
+   removed by hand comes back. After the first complete pass the subnet file is written
+   (the node is ready), then touched every pass while the leases are renewed. Stopping
+   leaves the leases to expire (a restarted agent takes them over).
 """
 
 from __future__ import annotations
@@ -22,10 +26,10 @@ import time
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from pycni.cluster import masq
+from pycni.cluster import masq, validate
 from pycni.cluster import subnet as sn
 from pycni.cluster.backend import Backend, Underlay
-from pycni.cluster.etcd import Etcd, EtcdError
+from pycni.cluster.etcd import Etcd, EtcdCredentials, EtcdError, KeyValue
 from pycni.cluster.lease import (
     DEFAULT_PREFIX,
     DEFAULT_TTL,
@@ -34,12 +38,13 @@ from pycni.cluster.lease import (
     LeaseInfo,
     LeaseStore,
 )
-from pycni.net import link, sysctl
+from pycni.net import link, owned_routes, sysctl
 from pycni.net.netlink import rtnl
 
 BACKENDS = ("host-gw", "vxlan")
 DEFAULT_SUBNET_FILE = "/run/flannel/subnet.env"
 DEFAULT_RECONCILE = 10.0
+SETTLE = 0.05  # seconds to let a burst of watch events gather before a pass
 
 
 class AgentError(RuntimeError):
@@ -48,73 +53,120 @@ class AgentError(RuntimeError):
 
 @dataclass
 class AgentConfig:
-    etcd_endpoint: str
-    network: sn.NetworkConfig
+    etcd_endpoints: str  # comma-separated http(s)://HOST:PORT
+    network: sn.ClusterConfig
+    etcd_credentials: EtcdCredentials = field(default_factory=EtcdCredentials)
     backend: str = "vxlan"
     etcd_prefix: str = DEFAULT_PREFIX
     iface: str = ""
     public_ip: str = ""
+    public_ipv6: str = ""
     subnet_file: str = DEFAULT_SUBNET_FILE
     ttl: int = DEFAULT_TTL
     reconcile_interval: float = DEFAULT_RECONCILE
     ipmasq: bool = True
     vni: int = 1
+    mtu: int = 0  # pod MTU; 0: the underlay's minus the backend's overhead
 
 
-def find_underlay(iface: str, public_ip: str) -> Underlay:
-    """The link to the other nodes: ``iface``, else the one holding ``public_ip``, else the
-    one of the default route, else the first non-loopback link with an IPv4 address."""
+def _usable(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    return not (address.is_link_local or address.is_loopback)
+
+
+def find_underlay(iface: str, public_ip: str, version: int = 4) -> Underlay:
+    """The link to the other nodes for IPv``version``: ``iface``, else the one holding
+    ``public_ip``, else the one of that family's default route, else the first
+    non-loopback link with an address of that family (IPv6: not link-local)."""
+    family = owned_routes.family_of(version)
     with rtnl() as ipr:
-        candidates: list[tuple[str, int, int, list[ipaddress.IPv4Address]]] = []
+        candidates: list[tuple[str, int, int, list[ipaddress.IPv4Address | ipaddress.IPv6Address]]]
+        candidates = []
         for msg in ipr.get_links():
             name = link.name_of(msg)
             index = int(msg["index"])
-            v4 = [
-                a.ip for a in link.addresses(ipr, index) if isinstance(a.ip, ipaddress.IPv4Address)
+            mine = [
+                a.ip for a in link.addresses(ipr, index) if a.version == version and _usable(a.ip)
             ]
-            candidates.append((name, index, link.mtu_of(msg), v4))
+            candidates.append((name, index, link.mtu_of(msg), mine))
         default_oif = 0
-        for route in ipr.get_default_routes(family=2):
+        for route in ipr.get_default_routes(family=family):
             default_oif = int(route.get_attr("RTA_OIF") or 0)
             break
-    wanted_ip = ipaddress.IPv4Address(public_ip) if public_ip else None
-    for name, index, mtu, v4 in candidates:
+    try:
+        wanted_ip = ipaddress.ip_address(public_ip) if public_ip else None
+    except ValueError:
+        raise AgentError(f"bad --public-ip {public_ip!r}") from None
+    if wanted_ip is not None and wanted_ip.version != version:
+        raise AgentError(
+            f"--public-ip{'v6' if version == 6 else ''} {public_ip} is not IPv{version}"
+        )
+    for name, index, mtu, addresses in candidates:
         if iface and name != iface:
             continue
-        if wanted_ip is not None and not iface and wanted_ip not in v4:
+        if wanted_ip is not None and not iface and wanted_ip not in addresses:
             continue
         if not iface and wanted_ip is None and default_oif and index != default_oif:
             continue
-        if not iface and wanted_ip is None and not default_oif and (name == "lo" or not v4):
+        if not iface and wanted_ip is None and not default_oif and (name == "lo" or not addresses):
             continue
-        address = wanted_ip or (v4[0] if v4 else None)
+        address = wanted_ip or (addresses[0] if addresses else None)
         if address is None:
-            raise AgentError(f"link {name} has no IPv4 address: give --public-ip")
+            flag = "--public-ipv6" if version == 6 else "--public-ip"
+            raise AgentError(f"link {name} has no IPv{version} address: give {flag}")
         return Underlay(name, index, address, mtu)
     if iface:
         raise AgentError(f"no link named {iface} in this namespace")
-    raise AgentError("no underlay link found: give --iface")
+    raise AgentError(f"no IPv{version} underlay link found: give --iface")
 
 
-def make_backend(kind: str, underlay: Underlay, vni: int) -> Backend:
+def make_backend(kind: str, underlay: Underlay, vni: int, mtu: int = 0) -> Backend:
+    """The backend ``kind``; ``mtu`` overrides its pod MTU (it may not exceed what the
+    underlay carries after the backend's overhead)."""
+    backend: Backend
     if kind == "host-gw":
         from pycni.cluster.hostgw import HostGateway
 
-        return HostGateway(underlay)
-    if kind == "vxlan":
+        backend = HostGateway(underlay)
+    elif kind == "vxlan":
         from pycni.cluster.vxlan import Vxlan
 
-        return Vxlan(underlay, vni)
-    raise AgentError(f"unknown backend {kind!r}: choose one of {', '.join(BACKENDS)}")
+        backend = Vxlan(underlay, vni)
+    else:
+        raise AgentError(f"unknown backend {kind!r}: choose one of {', '.join(BACKENDS)}")
+    if mtu:
+        limit = backend.pod_mtu()
+        low = 1280 if underlay.version == 6 else 576
+        if not low <= mtu <= limit:
+            raise AgentError(
+                f"--mtu {mtu}: {kind} over {underlay.ifname} (mtu {underlay.mtu}, "
+                f"IPv{underlay.version}) carries at most {limit}; give {low}..{limit}"
+            )
+        backend.set_pod_mtu(mtu)
+    return backend
 
 
-def previous_subnet(path: str, network: sn.NetworkConfig) -> sn.Net | None:
-    """The subnet this node had before (from its subnet file), if it fits the network."""
+def previous_subnets(path: str) -> list[sn.Net]:
+    """The subnets this node had before (from its subnet file)."""
     try:
         env = sn.read_subnet_env(path)
     except (OSError, sn.SubnetError):
-        return None
-    return env.subnet if network.contains(env.subnet) else None
+        return []
+    return [subnet for _network, subnet in env.pairs]
+
+
+@dataclass
+class FamilyPath:
+    """One address family's part of the node: its network, underlay, backend and lease."""
+
+    network: sn.NetworkConfig
+    underlay: Underlay
+    backend: Backend
+    lease: Lease | None = None
+    renewed_at: float = 0.0
+
+    @property
+    def version(self) -> int:
+        return self.network.version
 
 
 @dataclass
@@ -124,12 +176,22 @@ class Agent:
     stop: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
-        self.etcd = Etcd(self.config.etcd_endpoint)
+        try:
+            self.etcd = Etcd(self.config.etcd_endpoints, credentials=self.config.etcd_credentials)
+        except EtcdError as exc:
+            raise AgentError(str(exc)) from None
         self.store = LeaseStore(self.etcd, self.config.etcd_prefix)
+        self.rejections = validate.Rejections()
+        self.paths: list[FamilyPath] = []
+        self._written: sn.SubnetEnv | None = None
         self.wake = threading.Event()
-        self.lease: Lease | None = None
         self._watch_lock = threading.Lock()
         self._watch: object | None = None
+
+    @property
+    def lease(self) -> Lease | None:
+        """The first family's lease (IPv4 on a dual-stack node)."""
+        return self.paths[0].lease if self.paths else None
 
     def log(self, message: str) -> None:
         stamp = time.strftime("%H:%M:%S")
@@ -138,51 +200,105 @@ class Agent:
 
     # --- start ----------------------------------------------------------------------------------
 
-    def _wait_for_etcd(self) -> sn.NetworkConfig:
+    def _wait_for_etcd(self) -> None:
         while not self.stop.is_set():
             try:
-                return self.store.ensure_config(self.config.network)
+                self.store.ensure_config(self.config.network)
+                return
+            except LeaseError as exc:
+                raise AgentError(str(exc)) from None
             except EtcdError as exc:
                 self.log(f"waiting for etcd: {exc}")
                 self.stop.wait(1.0)
         raise AgentError("stopped before etcd answered")
 
-    def _acquire(self, info: LeaseInfo, previous: sn.Net | None) -> Lease:
+    def _acquire(self, path: FamilyPath, info: LeaseInfo, previous: sn.Net | None) -> Lease:
         while True:
             try:
-                return self.store.acquire(self.config.network, info, self.config.ttl, previous)
+                return self.store.acquire(path.network, info, self.config.ttl, previous)
             except LeaseError as exc:
-                raise AgentError(f"cannot lease a subnet: {exc}") from None
+                raise AgentError(f"cannot lease an IPv{path.version} subnet: {exc}") from None
             except EtcdError as exc:
                 if self.stop.is_set():
                     raise AgentError(f"stopped while leasing: {exc}") from None
                 self.log(f"lease failed, retrying: {exc}")
                 self.stop.wait(1.0)
 
-    def _publish_local(self, backend: Backend, lease: Lease) -> None:
-        backend.configure(lease.subnet)
-        env = sn.SubnetEnv(
-            self.config.network.network, lease.subnet, backend.pod_mtu(), self.config.ipmasq
+    def pod_mtu(self) -> int:
+        """One MTU for pods: the smallest any family's data path carries."""
+        return min(p.backend.pod_mtu() for p in self.paths)
+
+    def _subnet_env(self) -> sn.SubnetEnv:
+        by_version = {p.version: p for p in self.paths if p.lease is not None}
+        v4, v6 = by_version.get(4), by_version.get(6)
+        return sn.SubnetEnv(
+            v4.network.network if v4 else None,
+            v4.lease.subnet if v4 and v4.lease else None,
+            self.pod_mtu(),
+            self.config.ipmasq,
+            fresh_for=self.fresh_for,
+            ipv6_network=v6.network.network if v6 else None,
+            ipv6_subnet=v6.lease.subnet if v6 and v6.lease else None,
         )
-        sn.write_subnet_env(self.config.subnet_file, env)
+
+    @property
+    def fresh_for(self) -> int:
+        """How long the subnet file stays valid after a touch: the file is touched every
+        loop pass while the leases are held, and a pass comes at least every TTL/3."""
+        return int(self.config.ttl + min(self.config.reconcile_interval, self.config.ttl) + 2)
+
+    def _refresh_subnet_file(self) -> None:
+        """Write the subnet file (the node becomes ready), or touch it while every lease is
+        renewed; an agent that lost a lease lets it go stale."""
+        env = self._subnet_env()
+        file = self.config.subnet_file
+        if env != self._written:
+            sn.write_subnet_env(file, env)
+            if self._written is None:
+                self.log(f"ready: subnet file {file} written (mtu {env.mtu})")
+            self._written = env
+            return
+        now = time.monotonic()
+        if all(now - p.renewed_at < self.config.ttl for p in self.paths):
+            try:
+                os.utime(file)
+            except FileNotFoundError:  # removed by hand: write it again
+                sn.write_subnet_env(file, env)
+            except OSError as exc:
+                self.log(f"cannot refresh {file}: {exc}")
+
+    def _prepare(self) -> None:
+        cfg = self.config
+        for network in cfg.network.families:
+            public = cfg.public_ipv6 if network.version == 6 else cfg.public_ip
+            underlay = find_underlay(cfg.iface, public, network.version)
+            backend = make_backend(cfg.backend, underlay, cfg.vni, cfg.mtu)
+            self.paths.append(FamilyPath(network, underlay, backend))
+            self.log(
+                f"IPv{network.version} {network.network}: underlay {underlay.ifname} "
+                f"{underlay.address} mtu {underlay.mtu}; backend {backend.type_name} "
+                f"(pod mtu {backend.pod_mtu()})"
+            )
 
     def run(self) -> int:
         cfg = self.config
-        underlay = find_underlay(cfg.iface, cfg.public_ip)
-        backend = make_backend(cfg.backend, underlay, cfg.vni)
-        info = LeaseInfo(underlay.address, backend.type_name, backend.backend_data())
-        self.log(
-            f"underlay {underlay.ifname} {underlay.address} mtu {underlay.mtu}; "
-            f"backend {backend.type_name}; etcd {cfg.etcd_endpoint}"
-        )
+        self._prepare()
+        self.log(f"etcd {', '.join(e.url for e in self.etcd.endpoints)}")
         self._wait_for_etcd()
-        lease = self._acquire(info, previous_subnet(cfg.subnet_file, cfg.network))
-        self.lease = lease
-        self.log(f"leased {lease.subnet} (lease {lease.lease_id:x}, ttl {lease.ttl}s)")
-        sysctl.enable_forwarding(4)
-        self._publish_local(backend, lease)
-        if cfg.ipmasq:
-            masq.ensure(cfg.network.network)
+        previous = previous_subnets(cfg.subnet_file)
+        for path in self.paths:
+            info = LeaseInfo(
+                path.underlay.address, path.backend.type_name, path.backend.backend_data()
+            )
+            before = next((s for s in previous if path.network.contains(s)), None)
+            path.lease = self._acquire(path, info, before)
+            path.renewed_at = time.monotonic()
+            lease = path.lease
+            self.log(f"leased {lease.subnet} (lease {lease.lease_id:x}, ttl {lease.ttl}s)")
+            sysctl.enable_forwarding(path.version)
+            path.backend.configure(lease.subnet)
+            if cfg.ipmasq:
+                masq.ensure(path.network.network)
         watcher = threading.Thread(target=self._watch_loop, name="lease-watch", daemon=True)
         watcher.start()
         renew_every = max(cfg.ttl / 3.0, 0.5)
@@ -190,62 +306,130 @@ class Agent:
         while not self.stop.is_set():
             now = time.monotonic()
             if now >= next_renew:
-                lease = self._renew(lease, backend)
+                for path in self.paths:
+                    self._renew(path)
                 next_renew = now + renew_every
-            lease = self._reconcile(lease, backend)
+            synced = self._reconcile()
+            if synced or self._written is not None:
+                self._refresh_subnet_file()
             timeout = min(cfg.reconcile_interval, max(next_renew - time.monotonic(), 0.05))
-            self.wake.wait(timeout)
+            if self.wake.wait(timeout) and not self.stop.is_set():
+                self.stop.wait(SETTLE)  # a burst of lease changes: one pass for all of it
             self.wake.clear()
         self._close_watch()
-        self.log("stopped (the lease stays until its TTL runs out)")
+        self.log("stopped (the leases stay until their TTL runs out)")
         return 0
 
     # --- loop -----------------------------------------------------------------------------------
 
-    def _renew(self, lease: Lease, backend: Backend) -> Lease:
+    def _renew(self, path: FamilyPath) -> None:
+        lease = path.lease
+        assert lease is not None
         try:
             if self.store.renew(lease):
-                return lease
+                path.renewed_at = time.monotonic()
+                return
         except EtcdError as exc:
             self.log(f"renew failed (will retry): {exc}")
-            return lease
+            return
         self.log(f"lease on {lease.subnet} was lost; leasing again")
-        info = LeaseInfo(lease.info.public_ip, backend.type_name, backend.backend_data())
+        info = LeaseInfo(lease.info.public_ip, path.backend.type_name, path.backend.backend_data())
         try:
-            new = self.store.acquire(self.config.network, info, self.config.ttl, lease.subnet)
+            new = self.store.acquire(path.network, info, self.config.ttl, lease.subnet)
         except (LeaseError, EtcdError) as exc:
             self.log(f"could not lease again (will retry): {exc}")
-            return lease
+            return
         if new.subnet != lease.subnet:
             self.log(f"now leased {new.subnet}")
-        self._publish_local(backend, new)
-        self.lease = new
-        return new
+        path.renewed_at = time.monotonic()
+        path.backend.configure(new.subnet)
+        path.lease = new
 
-    def _reconcile(self, lease: Lease, backend: Backend) -> Lease:
+    def _reconcile(self) -> bool:
+        """One pass: publish changed backend data, list, check and program the leases.
+        Returns whether the data path now matches etcd."""
         try:
-            data = backend.backend_data()
-            if data != lease.info.backend_data:
-                lease = self.store.publish(
-                    lease, LeaseInfo(lease.info.public_ip, lease.info.backend_type, data)
-                )
-                self.lease = lease
-                self.log(f"published new backend data {data}")
-            leases, _rev = self.store.list()
+            for path in self.paths:
+                lease = path.lease
+                assert lease is not None
+                data = path.backend.backend_data()
+                if data != lease.info.backend_data:
+                    info = LeaseInfo(lease.info.public_ip, lease.info.backend_type, data)
+                    path.lease = self.store.publish(lease, info)
+                    self.log(f"published new backend data {data}")
+            listing = self.store.list_checked()
         except EtcdError as exc:
             self.log(f"cannot list leases (keeping the data path as is): {exc}")
-            return lease
-        remotes = {s: info for s, (info, _kv) in leases.items() if s != lease.subnet}
+            return False
+        own = {p.lease.subnet for p in self.paths if p.lease is not None}
+        rejected = list(listing.rejected)
+        changes: list[str] = []
         try:
-            changes = backend.sync(lease.subnet, remotes)
-            if self.config.ipmasq and masq.ensure(self.config.network.network):
-                changes.append("masquerade rules restored")
+            views = [self._node_view(path) for path in self.paths]
+            for path, view in zip(self.paths, views, strict=True):
+                lease = path.lease
+                assert lease is not None
+                mine = {s: v for s, v in listing.leases.items() if s.version == path.version}
+                remotes, bad = self._checked(mine, own, view)
+                rejected += bad
+                changes += path.backend.sync(lease.subnet, remotes)
+                if self.config.ipmasq and masq.ensure(path.network.network):
+                    changes.append(f"IPv{path.version} masquerade rules restored")
+            versions = {p.version for p in self.paths}
+            for subnet, (_info, kv) in listing.leases.items():
+                if subnet.version not in versions:
+                    reason = f"an IPv{subnet.version} subnet, and this cluster has no such network"
+                    rejected.append((kv.key, kv.mod_revision, reason))
         except Exception as exc:  # a kernel hiccup must not kill the agent
             self.log(f"sync failed (will retry): {type(exc).__name__}: {exc}")
-            return lease
+            return False
+        for line in self.rejections.fresh(rejected):
+            self.log(line)
         for change in changes:
             self.log(change)
-        return lease
+        return True
+
+    def _node_view(self, path: FamilyPath) -> validate.NodeView:
+        """This node's facts every lease of the family is checked against (read fresh)."""
+        assert path.lease is not None
+        family = owned_routes.family_of(path.version)
+        with rtnl() as ipr:
+            underlay_nets = tuple(
+                a.network
+                for a in link.addresses(ipr, path.underlay.index)
+                if a.version == path.version and not a.ip.is_link_local
+            )
+            foreign = owned_routes.foreign(ipr, family=family)
+        return validate.NodeView(
+            network=path.network,
+            own=path.lease.subnet,
+            backend_type=path.backend.type_name,
+            public_ip=path.underlay.address,
+            underlay_networks=underlay_nets,
+            foreign_routes=tuple(
+                (r.dst, r.text)
+                for r in foreign
+                if r.connected or r.dst.prefixlen >= path.network.subnet_len
+            ),
+            vni=self.config.vni if path.backend.type_name == "vxlan" else None,
+        )
+
+    @staticmethod
+    def _checked(
+        leases: dict[sn.Net, tuple[LeaseInfo, KeyValue]], own: set[sn.Net], view: validate.NodeView
+    ) -> tuple[dict[sn.Net, LeaseInfo], list[tuple[str, int, str]]]:
+        """The remote leases safe to route to, and the others with why."""
+        remotes: dict[sn.Net, LeaseInfo] = {}
+        rejected: list[tuple[str, int, str]] = []
+        for subnet, (info, kv) in leases.items():
+            if subnet in own:
+                continue
+            problem = validate.lease_problem(subnet, info, view)
+            if problem is None:
+                remotes[subnet] = info
+            else:
+                rejected.append((kv.key, kv.mod_revision, problem))
+        return remotes, rejected
 
     def _watch_loop(self) -> None:
         while not self.stop.is_set():

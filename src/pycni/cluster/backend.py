@@ -16,8 +16,12 @@ class Underlay:
 
     ifname: str
     index: int
-    address: ipaddress.IPv4Address
+    address: ipaddress.IPv4Address | ipaddress.IPv6Address  # of the family it carries
     mtu: int
+
+    @property
+    def version(self) -> int:
+        return self.address.version
 
 
 class Backend(Protocol):
@@ -29,6 +33,10 @@ class Backend(Protocol):
 
     def pod_mtu(self) -> int:
         """The MTU pods must use (written as FLANNEL_MTU)."""
+        ...
+
+    def set_pod_mtu(self, mtu: int) -> None:
+        """Use ``mtu`` instead of the computed one (checked by the caller)."""
         ...
 
     def configure(self, own: Net) -> None:

@@ -6,6 +6,11 @@ no generated stubs, nothing that fights over protobuf versions. Keys and values 
 base64-encoded; 64-bit integers come back as JSON strings and fields at their default
 value are left out (``succeeded`` missing means false).
 
+Several endpoints (members) may be given: a call goes to the one that answered last and
+moves on when it is down. HTTPS with a CA, a client certificate and username/password
+authentication (a token per member, renewed when etcd no longer accepts it) are supported.
+Every answer is read with a size cap: etcd content is not trusted to be small.
+
 When ``netns`` is given every connection is opened from inside that network namespace
 (a socket stays in the namespace it was created in), so a process in the root namespace
 can talk to an etcd that only listens inside another one.
@@ -18,17 +23,30 @@ import contextlib
 import http.client
 import json
 import socket
+import ssl
 import threading
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pycni.net.ns import NetNS
 
+MAX_RESPONSE = 8 << 20  # one answer (a whole lease list included)
+SMALL_RESPONSE = 64 << 10  # one key, a token, a health answer
+MAX_WATCH_MESSAGE = 1 << 20  # one watch message; longer ones only wake the watcher
+
+# Errors after which another member may do better than this one.
+_UNAVAILABLE = ("no leader", "leader changed", "timed out", "not capable", "stopped")
+_BAD_TOKEN = ("invalid auth token", "auth token is expired", "user name is empty")
+
 
 class EtcdError(RuntimeError):
     """etcd could not be reached or refused a request."""
+
+
+class _BadToken(EtcdError):
+    """The member no longer accepts our token."""
 
 
 def _b64(data: bytes | str) -> str:
@@ -62,7 +80,7 @@ class KeyValue:
     @classmethod
     def from_json(cls, item: dict[str, Any]) -> KeyValue:
         return cls(
-            key=_unb64(item.get("key")).decode(),
+            key=_unb64(item.get("key")).decode(errors="replace"),  # any bytes: never crash
             value=_unb64(item.get("value")),
             create_revision=int(item.get("create_revision", 0)),
             mod_revision=int(item.get("mod_revision", 0)),
@@ -76,23 +94,120 @@ class WatchEvent:
     key: str
 
 
-class Etcd:
-    """One etcd endpoint (``http://host:port``); every call is one HTTP request."""
+@dataclass(frozen=True)
+class EtcdCredentials:
+    """How the agent proves itself to etcd and checks etcd's identity (flannel's
+    ``--etcd-cafile``, ``--etcd-certfile``, ``--etcd-keyfile``, ``--etcd-username``,
+    ``--etcd-password``). Any of them needs ``https://`` endpoints: a password or a client
+    certificate is never offered over plain HTTP."""
 
-    def __init__(self, endpoint: str, *, netns: str | None = None, timeout: float = 5.0) -> None:
-        url = urllib.parse.urlsplit(endpoint)
-        if url.scheme != "http" or not url.hostname:
-            raise EtcdError(f"unsupported etcd endpoint {endpoint!r} (want http://HOST:PORT)")
-        self.endpoint = endpoint
-        self.host = url.hostname
-        self.port = url.port or 2379
+    cafile: str = ""
+    certfile: str = ""
+    keyfile: str = ""
+    username: str = ""
+    password: str = ""
+
+    @property
+    def any_secret(self) -> bool:
+        return bool(self.certfile or self.keyfile or self.username or self.password)
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    url: str
+    https: bool
+    host: str
+    port: int
+
+
+def parse_endpoints(endpoints: str | Sequence[str]) -> list[Endpoint]:
+    """``http(s)://HOST:PORT`` URLs (a comma-separated string or a list); no paths, no users."""
+    items = endpoints.split(",") if isinstance(endpoints, str) else list(endpoints)
+    out: list[Endpoint] = []
+    for item in (i.strip() for i in items):
+        if not item:
+            continue
+        try:
+            url = urllib.parse.urlsplit(item)
+            port = url.port or 2379
+        except ValueError:
+            raise EtcdError(f"bad etcd endpoint {item!r} (want http(s)://HOST:PORT)") from None
+        if (
+            url.scheme not in ("http", "https")
+            or not url.hostname
+            or url.username is not None
+            or url.path not in ("", "/")
+            or url.query
+            or url.fragment
+        ):
+            raise EtcdError(f"bad etcd endpoint {item!r} (want http(s)://HOST:PORT)")
+        out.append(Endpoint(item, url.scheme == "https", url.hostname, port))
+    if not out:
+        raise EtcdError("no etcd endpoint given")
+    return out
+
+
+def _tls_context(creds: EtcdCredentials) -> ssl.SSLContext:
+    try:
+        context = ssl.create_default_context(cafile=creds.cafile or None)
+        if creds.certfile:
+            context.load_cert_chain(creds.certfile, creds.keyfile or None)
+    except (OSError, ssl.SSLError) as exc:
+        raise EtcdError(f"cannot load the etcd TLS files: {exc}") from None
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    return context
+
+
+class _Unavailable(EtcdError):
+    """This member cannot serve the request; another endpoint may."""
+
+
+class EtcdResponseTooLarge(EtcdError):
+    """An answer was larger than the caller allows (a hostile or runaway value)."""
+
+
+class Etcd:
+    """An etcd cluster reached through one or more endpoints; every call is one HTTP(S)
+    request to the endpoint that answered last, moving on to the next one when a member is
+    down, unreachable or has lost its leader."""
+
+    def __init__(
+        self,
+        endpoints: str | Sequence[str],
+        *,
+        netns: str | None = None,
+        timeout: float = 5.0,
+        credentials: EtcdCredentials | None = None,
+    ) -> None:
+        self.endpoints = parse_endpoints(endpoints)
+        self.credentials = credentials or EtcdCredentials()
+        if self.credentials.any_secret and not all(e.https for e in self.endpoints):
+            raise EtcdError(
+                "a client certificate or a username/password needs https:// etcd endpoints "
+                "(they would travel in clear text)"
+            )
+        if self.credentials.username and not self.credentials.password:
+            raise EtcdError("an etcd username needs a password")
+        self._tls = _tls_context(self.credentials) if any(e.https for e in self.endpoints) else None
         self.netns = netns
         self.timeout = timeout
+        self._lock = threading.Lock()
+        self._current = 0
+        self._tokens: dict[str, str] = {}  # per member: etcd's simple tokens are local
+
+    @property
+    def endpoint(self) -> str:
+        """The endpoint in use (the last one that answered)."""
+        return self.endpoints[self._current].url
 
     # --- transport ----------------------------------------------------------------------------
 
-    def _connect(self, timeout: float | None) -> http.client.HTTPConnection:
-        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+    def _connect(self, ep: Endpoint, timeout: float | None) -> http.client.HTTPConnection:
+        conn: http.client.HTTPConnection
+        if ep.https:
+            conn = http.client.HTTPSConnection(ep.host, ep.port, timeout=timeout, context=self._tls)
+        else:
+            conn = http.client.HTTPConnection(ep.host, ep.port, timeout=timeout)
         if self.netns is None:
             conn.connect()
             return conn
@@ -100,56 +215,120 @@ class Etcd:
             conn.connect()
         return conn
 
-    def call(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        """POST ``body`` to ``/v3/<path>`` and return the decoded answer."""
+    def _order(self) -> list[int]:
+        with self._lock:
+            first = self._current
+        n = len(self.endpoints)
+        return [(first + i) % n for i in range(n)]
+
+    def _answered(self, index: int) -> None:
+        with self._lock:
+            self._current = index
+
+    def _headers(self, ep: Endpoint) -> dict[str, str]:
+        headers = {"Content-Type": "application/json"}
+        if self.credentials.username:
+            token = self._tokens.get(ep.url) or self._authenticate(ep)
+            headers["Authorization"] = token
+        return headers
+
+    def _authenticate(self, ep: Endpoint) -> str:
+        body = {"name": self.credentials.username, "password": self.credentials.password}
+        answer = self._post(ep, "auth/authenticate", body, {}, SMALL_RESPONSE)
+        token = answer.get("token")
+        if not isinstance(token, str) or not token:
+            raise EtcdError(f"etcd at {ep.url}: no token in the authentication answer")
+        self._tokens[ep.url] = token
+        return token
+
+    def _post(
+        self, ep: Endpoint, path: str, body: dict[str, Any], headers: dict[str, str], limit: int
+    ) -> dict[str, Any]:
         try:
-            conn = self._connect(self.timeout)
+            conn = self._connect(ep, self.timeout)
             try:
-                conn.request(
-                    "POST",
-                    f"/v3/{path}",
-                    body=json.dumps(body),
-                    headers={"Content-Type": "application/json"},
-                )
+                conn.request("POST", f"/v3/{path}", body=json.dumps(body), headers=headers)
                 resp = conn.getresponse()
-                data = resp.read()
+                length = resp.getheader("Content-Length")
+                if length is not None and length.isdigit() and int(length) > limit:
+                    raise EtcdResponseTooLarge(
+                        f"etcd at {ep.url}: answer to {path} is {length} bytes (limit {limit})"
+                    )
+                data = resp.read(limit + 1)
             finally:
                 conn.close()
-        except OSError as exc:
-            raise EtcdError(f"etcd at {self.endpoint}: {exc}") from None
+        except (OSError, http.client.HTTPException) as exc:
+            raise _Unavailable(f"etcd at {ep.url}: {exc}") from None
+        if len(data) > limit:
+            raise EtcdResponseTooLarge(f"etcd at {ep.url}: answer to {path} is over {limit} bytes")
         try:
             answer = json.loads(data or b"{}")
         except ValueError:
-            raise EtcdError(f"etcd at {self.endpoint}: unparsable answer to {path}") from None
+            raise EtcdError(f"etcd at {ep.url}: unparsable answer to {path}") from None
         if resp.status != 200 or not isinstance(answer, dict) or "error" in answer:
-            message = (
-                answer.get("error") or answer.get("message") if isinstance(answer, dict) else ""
-            )
-            raise EtcdError(f"etcd {path}: {message or f'HTTP {resp.status}'}")
+            message = ""
+            if isinstance(answer, dict):
+                message = str(answer.get("error") or answer.get("message") or "")
+            text = f"etcd at {ep.url}: {path}: {message or f'HTTP {resp.status}'}"
+            if resp.status in (502, 503, 504) or any(m in message for m in _UNAVAILABLE):
+                raise _Unavailable(text)
+            if any(m in message for m in _BAD_TOKEN):
+                raise _BadToken(text)
+            raise EtcdError(text)
         return answer
 
-    def healthy(self) -> bool:
-        try:
-            conn = self._connect(2.0)
+    def call(self, path: str, body: dict[str, Any], *, limit: int = MAX_RESPONSE) -> dict[str, Any]:
+        """POST ``body`` to ``/v3/<path>`` and return the decoded answer (at most ``limit``
+        bytes), failing over to the next endpoint when a member cannot serve it."""
+        failures: list[str] = []
+        for index in self._order():
+            ep = self.endpoints[index]
             try:
-                conn.request("GET", "/health")
-                data = conn.getresponse().read()
-            finally:
-                conn.close()
-            return bool(json.loads(data).get("health") in ("true", True))
-        except (OSError, ValueError, AttributeError):
-            return False
+                try:
+                    answer = self._post(ep, path, body, self._headers(ep), limit)
+                except _BadToken:  # expired or issued by another member: log in again
+                    self._tokens.pop(ep.url, None)
+                    answer = self._post(ep, path, body, self._headers(ep), limit)
+            except _Unavailable as exc:
+                failures.append(str(exc))
+                continue
+            self._answered(index)
+            return answer
+        raise EtcdError("; ".join(failures))
+
+    def healthy(self) -> bool:
+        """Whether some endpoint reports a healthy member."""
+        for index in self._order():
+            ep = self.endpoints[index]
+            try:
+                conn = self._connect(ep, 2.0)
+                try:
+                    conn.request("GET", "/health")
+                    data = conn.getresponse().read(SMALL_RESPONSE)
+                finally:
+                    conn.close()
+                if json.loads(data).get("health") in ("true", True):
+                    return True
+            except (OSError, ValueError, AttributeError, http.client.HTTPException):
+                continue
+        return False
 
     # --- key/value ------------------------------------------------------------------------------
 
-    def get(self, key: str) -> KeyValue | None:
-        kvs = self.call("kv/range", {"key": _b64(key)}).get("kvs", [])
+    def get(self, key: str, *, limit: int = MAX_RESPONSE) -> KeyValue | None:
+        kvs = self.call("kv/range", {"key": _b64(key)}, limit=limit).get("kvs", [])
         return KeyValue.from_json(kvs[0]) if kvs else None
 
-    def get_prefix(self, prefix: str) -> tuple[list[KeyValue], int]:
-        """Every key under ``prefix`` and the store revision they were read at."""
+    def get_prefix(
+        self, prefix: str, *, keys_only: bool = False, limit: int = MAX_RESPONSE
+    ) -> tuple[list[KeyValue], int]:
+        """Every key under ``prefix`` (without values when ``keys_only``) and the store
+        revision they were read at. EtcdResponseTooLarge when the answer exceeds ``limit``."""
         raw = prefix.encode()
-        answer = self.call("kv/range", {"key": _b64(raw), "range_end": _b64(prefix_end(raw))})
+        body: dict[str, Any] = {"key": _b64(raw), "range_end": _b64(prefix_end(raw))}
+        if keys_only:
+            body["keys_only"] = True
+        answer = self.call("kv/range", body, limit=limit)
         revision = int(answer.get("header", {}).get("revision", 0))
         return [KeyValue.from_json(kv) for kv in answer.get("kvs", [])], revision
 
@@ -229,32 +408,57 @@ class Watch:
         self._conn: http.client.HTTPConnection | None = None
         self._closed = threading.Event()
 
+    def _open(self) -> tuple[http.client.HTTPConnection, Endpoint, dict[str, str]]:
+        failures = []
+        for index in self.etcd._order():
+            ep = self.etcd.endpoints[index]
+            try:
+                headers = self.etcd._headers(ep)
+                conn = self.etcd._connect(ep, None)
+            except (OSError, EtcdError) as exc:
+                failures.append(str(exc))
+                continue
+            self.etcd._answered(index)
+            return conn, ep, headers
+        raise EtcdError("; ".join(failures) or "no etcd endpoint")
+
     def run(self, on_events: Callable[[list[WatchEvent]], None]) -> None:
-        try:
-            conn = self.etcd._connect(None)
-        except OSError as exc:
-            raise EtcdError(f"etcd at {self.etcd.endpoint}: {exc}") from None
+        conn, ep, headers = self._open()
         self._conn = conn
         try:
             if self._closed.is_set():
                 return
-            conn.request("POST", "/v3/watch", body=json.dumps(self.request))
+            conn.request("POST", "/v3/watch", body=json.dumps(self.request), headers=headers)
             resp = conn.getresponse()
-            for line in _lines(resp):
+            if resp.status != 200:
+                raise EtcdError(f"etcd at {ep.url}: watch: HTTP {resp.status}")
+            for line in _lines(resp, MAX_WATCH_MESSAGE):
+                if line is None:  # too long to read: something changed, look again
+                    on_events([])
+                    continue
                 try:
-                    message = json.loads(line).get("result", {})
+                    message = json.loads(line)
                 except ValueError:
+                    continue
+                if not isinstance(message, dict):
+                    continue
+                if "error" in message:  # e.g. an expired token: the caller watches again
+                    self.etcd._tokens.pop(ep.url, None)
+                    return
+                result = message.get("result")
+                if not isinstance(result, dict):
                     continue
                 events = [
                     WatchEvent(
-                        ev.get("type", "PUT"),
+                        str(ev.get("type", "PUT")),
                         _unb64(ev.get("kv", {}).get("key")).decode(errors="replace"),
                     )
-                    for ev in message.get("events", [])
+                    for ev in result.get("events", [])
+                    if isinstance(ev, dict)
                 ]
                 if events:
                     on_events(events)
-        except (OSError, http.client.HTTPException):
+        except (OSError, http.client.HTTPException, TypeError, AttributeError):
             return
         finally:
             conn.close()
@@ -267,9 +471,11 @@ class Watch:
                 conn.sock.shutdown(socket.SHUT_RDWR)
 
 
-def _lines(resp: http.client.HTTPResponse) -> Iterator[bytes]:
-    """The newline-delimited JSON messages of a streamed answer."""
+def _lines(resp: http.client.HTTPResponse, limit: int) -> Iterator[bytes | None]:
+    """The newline-delimited JSON messages of a streamed answer; a message longer than
+    ``limit`` is skipped (never held in memory) and reported as None."""
     pending = b""
+    skipping = False
     while True:
         chunk = resp.read1(65536)
         if not chunk:
@@ -277,5 +483,11 @@ def _lines(resp: http.client.HTTPResponse) -> Iterator[bytes]:
         pending += chunk
         while b"\n" in pending:
             line, pending = pending.split(b"\n", 1)
-            if line.strip():
+            if skipping:
+                skipping = False
+                yield None
+            elif line.strip():
                 yield line
+        if len(pending) > limit:
+            pending = b""
+            skipping = True

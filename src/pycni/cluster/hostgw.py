@@ -22,25 +22,32 @@ class HostGateway:
 
     def __init__(self, underlay: Underlay) -> None:
         self.underlay = underlay
+        self._mtu = underlay.mtu  # no encapsulation: the underlay's own MTU
 
     def backend_data(self) -> dict[str, Any]:
         return {}
 
     def pod_mtu(self) -> int:
-        return self.underlay.mtu
+        return self._mtu
+
+    def set_pod_mtu(self, mtu: int) -> None:
+        self._mtu = mtu
 
     def configure(self, own: Net) -> None:
         return None
 
     def wanted(self, own: Net, remotes: dict[Net, LeaseInfo]) -> dict[Net, owned_routes.OwnedRoute]:
+        """A route per remote subnet of our family via its node's underlay address."""
         return {
             subnet: owned_routes.OwnedRoute(subnet, info.public_ip, self.underlay.index)
             for subnet, info in remotes.items()
             if subnet != own
             and info.backend_type == TYPE
             and info.public_ip != self.underlay.address
+            and subnet.version == info.public_ip.version == self.underlay.version
         }
 
     def sync(self, own: Net, remotes: dict[Net, LeaseInfo]) -> list[str]:
+        family = owned_routes.family_of(self.underlay.version)
         with rtnl() as ipr:
-            return owned_routes.sync(ipr, self.wanted(own, remotes))
+            return owned_routes.sync(ipr, self.wanted(own, remotes), family=family)

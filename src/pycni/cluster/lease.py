@@ -23,11 +23,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pycni.cluster import subnet as sn
-from pycni.cluster.etcd import Etcd, EtcdError, KeyValue
+from pycni.cluster.etcd import Etcd, EtcdError, EtcdResponseTooLarge, KeyValue
 
 DEFAULT_PREFIX = "/pycni.dev/network"
 DEFAULT_TTL = 60
 MAX_ATTEMPTS = 64
+MAX_LEASE_VALUE = 16 << 10  # a lease is ~150 bytes; anything this big is not one of ours
+MAX_KEY_ANSWER = 4 * MAX_LEASE_VALUE  # one key's answer: base64 and JSON around the value
 
 
 class LeaseError(RuntimeError):
@@ -38,7 +40,7 @@ class LeaseError(RuntimeError):
 class LeaseInfo:
     """What a node publishes about itself with its subnet."""
 
-    public_ip: ipaddress.IPv4Address
+    public_ip: ipaddress.IPv4Address | ipaddress.IPv6Address  # of the subnet's family
     backend_type: str
     backend_data: dict[str, Any] = field(default_factory=dict)
 
@@ -53,17 +55,47 @@ class LeaseInfo:
         ).encode()
 
     @classmethod
-    def from_json(cls, raw: bytes) -> LeaseInfo | None:
+    def parse(cls, raw: bytes) -> LeaseInfo:
+        """The lease value's fields, checked for shape; BadLease says what is wrong."""
+        if len(raw) > MAX_LEASE_VALUE:
+            raise BadLease(f"value of {len(raw)} bytes (at most {MAX_LEASE_VALUE})")
         try:
             data = json.loads(raw)
-            backend_data = data.get("BackendData") or {}
-            return cls(
-                ipaddress.IPv4Address(data["PublicIP"]),
-                str(data.get("BackendType", "")),
-                backend_data if isinstance(backend_data, dict) else {},
-            )
-        except (ValueError, KeyError, TypeError, AttributeError):
+        except (ValueError, RecursionError):  # RecursionError: deeply nested on purpose
+            raise BadLease("value is not JSON") from None
+        if not isinstance(data, dict):
+            raise BadLease("value is not a JSON object")
+        public, kind = data.get("PublicIP"), data.get("BackendType", "")
+        backend_data = data.get("BackendData") or {}
+        if not isinstance(public, str):
+            raise BadLease("PublicIP is missing or not a string")
+        try:
+            address = ipaddress.ip_address(public)
+        except ValueError:
+            raise BadLease(f"PublicIP {public[:50]!r} is not an IP address") from None
+        if not isinstance(kind, str) or not isinstance(backend_data, dict):
+            raise BadLease("BackendType must be a string and BackendData an object")
+        return cls(address, kind, backend_data)
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> LeaseInfo | None:
+        try:
+            return cls.parse(raw)
+        except BadLease:
             return None
+
+
+class BadLease(ValueError):
+    """A lease key or value that is not a well-formed lease."""
+
+
+@dataclass
+class Listing:
+    """The leases under the subnets prefix at one revision, and the keys that were not."""
+
+    leases: dict[sn.Net, tuple[LeaseInfo, KeyValue]] = field(default_factory=dict)
+    rejected: list[tuple[str, int, str]] = field(default_factory=list)
+    revision: int = 0
 
 
 @dataclass(frozen=True)
@@ -92,36 +124,68 @@ class LeaseStore:
     def key(self, subnet: sn.Net) -> str:
         return self.subnets_prefix + sn.key_of(subnet)
 
-    def ensure_config(self, config: sn.NetworkConfig) -> sn.NetworkConfig:
+    def ensure_config(self, config: sn.ClusterConfig) -> sn.ClusterConfig:
         """Publish the network config if there is none; refuse to join a different one."""
         wanted = json.dumps(config.to_json(), sort_keys=True)
         if self.etcd.create(self.config_key, wanted):
             return config
-        found = self.etcd.get(self.config_key)
+        found = self.etcd.get(self.config_key, limit=MAX_KEY_ANSWER)
         if found is None:  # deleted between the two calls: try once more
             self.etcd.create(self.config_key, wanted)
             return config
         try:
-            current = sn.NetworkConfig.from_json(json.loads(found.value))
+            data = json.loads(found.value)
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
+            current = sn.ClusterConfig.from_json(data)
         except (ValueError, sn.SubnetError) as exc:
             raise LeaseError(f"{self.config_key} in etcd is not a valid config: {exc}") from None
-        if (current.network, current.subnet_len) != (config.network, config.subnet_len):
+        if not current.same_as(config):
             raise LeaseError(
-                f"etcd already holds network {current.network} with /{current.subnet_len} "
-                f"node subnets; this agent was given {config.network} with /{config.subnet_len}"
+                f"etcd already holds network {current.describe()}; this agent was given "
+                f"{config.describe()}"
             )
         return current
 
     def list(self) -> tuple[dict[sn.Net, tuple[LeaseInfo, KeyValue]], int]:
-        """Every live lease and the etcd revision it was read at."""
-        kvs, revision = self.etcd.get_prefix(self.subnets_prefix)
-        out: dict[sn.Net, tuple[LeaseInfo, KeyValue]] = {}
+        """Every well-formed live lease and the etcd revision it was read at."""
+        listing = self.list_checked()
+        return listing.leases, listing.revision
+
+    def list_checked(self) -> Listing:
+        """Every live lease, with the malformed ones and why (key, mod_revision, reason).
+
+        A list too large to read at once (someone stored huge values) is read key by key,
+        each with a small cap, so one oversized value costs only itself."""
+        listing = Listing()
+        try:
+            kvs, listing.revision = self.etcd.get_prefix(self.subnets_prefix)
+        except EtcdResponseTooLarge:
+            keys, listing.revision = self.etcd.get_prefix(self.subnets_prefix, keys_only=True)
+            kvs = []
+            for item in keys:
+                try:
+                    kv = self.etcd.get(item.key, limit=MAX_KEY_ANSWER)
+                except EtcdResponseTooLarge:
+                    listing.rejected.append(
+                        (item.key, item.mod_revision, f"value over {MAX_LEASE_VALUE} bytes")
+                    )
+                    continue
+                if kv is not None:
+                    kvs.append(kv)
         for kv in kvs:
             subnet = sn.subnet_of_key(kv.key)
-            info = LeaseInfo.from_json(kv.value)
-            if subnet is not None and info is not None:
-                out[subnet] = (info, kv)
-        return out, revision
+            if subnet is None or kv.key != self.key(subnet):
+                reason = "key does not name a subnet (ADDRESS-LENGTH)"
+                listing.rejected.append((kv.key, kv.mod_revision, reason))
+                continue
+            try:
+                info = LeaseInfo.parse(kv.value)
+            except BadLease as exc:
+                listing.rejected.append((kv.key, kv.mod_revision, str(exc)))
+                continue
+            listing.leases[subnet] = (info, kv)
+        return listing
 
     def acquire(
         self,

@@ -6,12 +6,14 @@ For a remote subnet 10.244.2.0/24 owned by VTEP MAC m at underlay address u::
     fdb       m dst u dev pycni.1                       (where to send frames for m)
     route     10.244.2.0/24 via 10.244.2.0 dev pycni.1 onlink
 
-The device carries the node subnet's network address as a /32 and an MTU 50 bytes below
-the underlay's (the encapsulation overhead); pods get that MTU too.
+The device carries the node subnet's network address as a /32 and an MTU below the
+underlay's by the encapsulation overhead (50 bytes over an IPv4 underlay, 70 over IPv6);
+pods get that MTU too.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 from typing import Any
 
@@ -23,11 +25,18 @@ from pycni.net import vxlan as vxdev
 from pycni.net.netlink import rtnl
 
 TYPE = "vxlan"
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 DEFAULT_VNI = 1
 
 
-def device_name(vni: int) -> str:
-    return f"pycni.{vni}"
+def device_name(vni: int, version: int = 4) -> str:
+    """``pycni.<VNI>`` for IPv4 pods over an IPv4 underlay, ``pycni-v6.<VNI>`` for IPv6."""
+    return f"pycni-v6.{vni}" if version == 6 else f"pycni.{vni}"
+
+
+def _own_address(own: Net) -> ipaddress.IPv4Interface | ipaddress.IPv6Interface:
+    """The device's address: the node subnet's network address, alone."""
+    return ipaddress.ip_interface(f"{own.network_address}/{own.max_prefixlen}")
 
 
 class Vxlan:
@@ -36,13 +45,25 @@ class Vxlan:
     def __init__(self, underlay: Underlay, vni: int = DEFAULT_VNI, port: int = vxdev.DEFAULT_PORT):
         self.underlay = underlay
         self.spec = vxdev.VxlanSpec(
-            device_name(vni), vni, underlay.address, underlay.index, self.pod_mtu(), port
+            device_name(vni, underlay.version),
+            vni,
+            underlay.address,
+            underlay.index,
+            self.computed_mtu(),
+            port,
         )
         self.mac = ""
         self.index = 0
 
+    def computed_mtu(self) -> int:
+        """The underlay's MTU minus what encapsulation over its address family costs."""
+        return self.underlay.mtu - vxdev.overhead(self.underlay.address.version)
+
     def pod_mtu(self) -> int:
-        return self.underlay.mtu - vxdev.OVERHEAD
+        return self.spec.mtu
+
+    def set_pod_mtu(self, mtu: int) -> None:
+        self.spec = dataclasses.replace(self.spec, mtu=mtu)
 
     def _ensure_device(self, ipr: Any) -> None:
         self.index, self.mac = vxdev.ensure(ipr, self.spec)
@@ -56,9 +77,7 @@ class Vxlan:
     def configure(self, own: Net) -> None:
         with rtnl() as ipr:
             self._ensure_device(ipr)
-            vxdev.ensure_address(
-                ipr, self.index, ipaddress.IPv4Interface((own.network_address, 32))
-            )
+            vxdev.ensure_address(ipr, self.index, _own_address(own))
 
     def sync(self, own: Net, remotes: dict[Net, LeaseInfo]) -> list[str]:
         changes: list[str] = []
@@ -66,9 +85,7 @@ class Vxlan:
             before = self.index
             self._ensure_device(ipr)
             if self.index != before:
-                vxdev.ensure_address(
-                    ipr, self.index, ipaddress.IPv4Interface((own.network_address, 32))
-                )
+                vxdev.ensure_address(ipr, self.index, _own_address(own))
                 changes.append(f"device {self.spec.name} recreated")
             peers = {
                 subnet: (info.public_ip, str(info.backend_data.get("VtepMAC", "")).lower())
@@ -76,6 +93,7 @@ class Vxlan:
                 if subnet != own
                 and info.backend_type == TYPE
                 and info.public_ip != self.underlay.address
+                and subnet.version == info.public_ip.version == self.underlay.version
                 and info.backend_data.get("VtepMAC")
             }
             changes += self._sync_neighbors(ipr, peers)
@@ -84,14 +102,16 @@ class Vxlan:
                 subnet: owned_routes.OwnedRoute(subnet, subnet.network_address, self.index, True)
                 for subnet in peers
             }
-            changes += owned_routes.sync(ipr, routes)
+            family = owned_routes.family_of(self.underlay.version)
+            changes += owned_routes.sync(ipr, routes, family=family)
         return changes
 
-    def _sync_neighbors(
-        self, ipr: Any, peers: dict[Net, tuple[ipaddress.IPv4Address, str]]
-    ) -> list[str]:
-        wanted = {subnet.network_address: mac for subnet, (_ip, mac) in peers.items()}
-        have = neigh.permanent(ipr, self.index)
+    def _sync_neighbors(self, ipr: Any, peers: dict[Net, tuple[Address, str]]) -> list[str]:
+        wanted: dict[Address, str] = {
+            subnet.network_address: mac for subnet, (_ip, mac) in peers.items()
+        }
+        family = owned_routes.family_of(self.underlay.version)
+        have = neigh.permanent(ipr, self.index, family)
         changes = []
         for address in have.keys() - wanted.keys():
             neigh.delete(ipr, self.index, address)
@@ -102,8 +122,8 @@ class Vxlan:
                 changes.append(f"neighbor {address} -> {mac} set")
         return changes
 
-    def _sync_fdb(self, ipr: Any, peers: dict[Net, tuple[ipaddress.IPv4Address, str]]) -> list[str]:
-        wanted = {mac: public for public, mac in peers.values()}
+    def _sync_fdb(self, ipr: Any, peers: dict[Net, tuple[Address, str]]) -> list[str]:
+        wanted: dict[str, Address] = {mac: public for public, mac in peers.values()}
         have = {mac.lower(): dst for mac, dst in fdb.remote_entries(ipr, self.index).items()}
         changes = []
         for mac, dst in have.items():

@@ -57,8 +57,8 @@ def read_lease(path: str) -> ClusterLease:
         return ClusterLease(path, error=f"unreadable: {exc}")
     return ClusterLease(
         subnet_file=path,
-        network=str(env.network),
-        subnet=str(env.subnet),
+        network=", ".join(str(network) for network, _subnet in env.pairs),
+        subnet=", ".join(str(subnet) for _network, subnet in env.pairs),
         gateway=str(env.gateway),
         mtu=env.mtu,
         ipmasq=env.ipmasq,
@@ -69,8 +69,11 @@ def _owned_routes(ipr: Any, names: dict[int, str]) -> list[OwnedRoute]:
     from pycni.net import owned_routes
 
     return [
-        OwnedRoute(str(dst), str(r.gateway), names.get(r.oif, ""), r.onlink)
+        OwnedRoute(str(dst), str(r.gateway or ""), names.get(r.oif, ""), r.onlink)
         for dst, r in sorted(owned_routes.current(ipr).items())
+    ] + [
+        OwnedRoute(str(dst), str(r.gateway or ""), names.get(r.oif, ""), r.onlink)
+        for dst, r in sorted(owned_routes.current(ipr, family=owned_routes.AF_INET6).items())
     ]
 
 
@@ -93,6 +96,7 @@ def _vxlan_devices(ipr: Any, addresses: dict[int, list[str]]) -> list[VxlanDevic
         )
         if data is not None:
             vni, local, port = (data.get_attr(f"IFLA_VXLAN_{k}") for k in ("ID", "LOCAL", "PORT"))
+            local = local or data.get_attr("IFLA_VXLAN_LOCAL6")
             device.vni = int(vni) if vni is not None else None
             device.local = str(local) if local else None
             device.port = int(port) if port is not None else None

@@ -10,9 +10,12 @@ NUD_PERMANENT = 0x80
 NTF_SELF = 0x02  # the entry belongs to the device itself, not to a bridge above it
 
 
-def remote_entries(ipr: Any, index: int) -> dict[str, ipaddress.IPv4Address]:
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+def remote_entries(ipr: Any, index: int) -> dict[str, Address]:
     """MAC → remote underlay address, for the device's unicast entries with a destination."""
-    out: dict[str, ipaddress.IPv4Address] = {}
+    out: dict[str, Address] = {}
     for msg in ipr.fdb("dump", ifindex=index):
         if int(msg["ifindex"]) != index:
             continue
@@ -20,13 +23,13 @@ def remote_entries(ipr: Any, index: int) -> dict[str, ipaddress.IPv4Address]:
         if not mac or not dst or mac == "00:00:00:00:00:00":
             continue
         try:
-            out[str(mac)] = ipaddress.IPv4Address(dst)
+            out[str(mac)] = ipaddress.ip_address(dst)
         except ValueError:
             continue
     return out
 
 
-def set_remote(ipr: Any, index: int, mac: str, remote: ipaddress.IPv4Address) -> None:
+def set_remote(ipr: Any, index: int, mac: str, remote: Address) -> None:
     ipr.fdb(
         "replace",
         ifindex=index,
@@ -37,7 +40,7 @@ def set_remote(ipr: Any, index: int, mac: str, remote: ipaddress.IPv4Address) ->
     )
 
 
-def delete(ipr: Any, index: int, mac: str, remote: ipaddress.IPv4Address) -> None:
+def delete(ipr: Any, index: int, mac: str, remote: Address) -> None:
     try:
         ipr.fdb("del", ifindex=index, lladdr=mac, dst=str(remote), flags=NTF_SELF)
     except Exception as exc:

@@ -14,14 +14,20 @@ from typing import Any
 from pycni.net import link
 
 DEFAULT_PORT = 8472  # the Linux default, also flannel's
-OVERHEAD = 50  # outer IPv4 + UDP + VXLAN + inner Ethernet headers
+OVERHEAD = 50  # outer IPv4 (20) + UDP (8) + VXLAN (8) + inner Ethernet (14) headers
+OVERHEAD_V6 = 70  # the same over an IPv6 underlay (40-byte outer header)
+
+
+def overhead(underlay_version: int) -> int:
+    """Bytes VXLAN adds to each packet over an underlay of that IP version."""
+    return OVERHEAD_V6 if underlay_version == 6 else OVERHEAD
 
 
 @dataclass(frozen=True)
 class VxlanSpec:
     name: str
     vni: int
-    local: ipaddress.IPv4Address
+    local: ipaddress.IPv4Address | ipaddress.IPv6Address
     underlay_index: int
     mtu: int
     port: int = DEFAULT_PORT
@@ -33,7 +39,7 @@ def _matches(msg: Any, spec: VxlanSpec) -> bool:
     data = msg.get_attr("IFLA_LINKINFO").get_attr("IFLA_INFO_DATA")
     if data is None:
         return False
-    local = data.get_attr("IFLA_VXLAN_LOCAL")
+    local = data.get_attr("IFLA_VXLAN_LOCAL6" if spec.local.version == 6 else "IFLA_VXLAN_LOCAL")
     return (
         int(data.get_attr("IFLA_VXLAN_ID") or -1) == spec.vni
         and local is not None
@@ -59,7 +65,7 @@ def ensure(ipr: Any, spec: VxlanSpec) -> tuple[int, str]:
             ifname=spec.name,
             kind="vxlan",
             vxlan_id=spec.vni,
-            vxlan_local=str(spec.local),
+            **{"vxlan_local6" if spec.local.version == 6 else "vxlan_local": str(spec.local)},
             vxlan_link=spec.underlay_index,
             vxlan_port=spec.port,
             vxlan_learning=0,
@@ -74,11 +80,24 @@ def ensure(ipr: Any, spec: VxlanSpec) -> tuple[int, str]:
     return index, link.mac_of(msg)
 
 
-def ensure_address(ipr: Any, index: int, address: ipaddress.IPv4Interface) -> None:
-    """Exactly ``address`` on the device (an old subnet's address is removed)."""
+IFA_F_NODAD = 0x02
+
+
+def ensure_address(
+    ipr: Any, index: int, address: ipaddress.IPv4Interface | ipaddress.IPv6Interface
+) -> None:
+    """Exactly ``address`` of its family on the device (an old subnet's address is removed;
+    IPv6 link-local addresses stay). An IPv6 address skips DAD: it is unique by lease."""
     present = link.addresses(ipr, index)
     for old in present:
-        if old != address and old.version == 4:
+        if old != address and old.version == address.version and not old.ip.is_link_local:
             ipr.addr("del", index=index, address=str(old.ip), prefixlen=old.network.prefixlen)
     if address not in present:
-        ipr.addr("add", index=index, address=str(address.ip), prefixlen=address.network.prefixlen)
+        extra = {"flags": IFA_F_NODAD} if address.version == 6 else {}
+        ipr.addr(
+            "add",
+            index=index,
+            address=str(address.ip),
+            prefixlen=address.network.prefixlen,
+            **extra,
+        )

@@ -39,6 +39,9 @@ DEFAULT_STATE_DIR = "/run/pycni-cluster"
 DEFAULT_PREFIX = "pycni-cl-"
 DEFAULT_NETWORK = "10.244.0.0/16"
 DEFAULT_UNDERLAY = "10.99.0.0/24"
+DEFAULT_IPV6_NETWORK = "fd10:244::/56"
+DEFAULT_UNDERLAY6 = "fd99::/64"
+FAMILIES = ("ipv4", "dual", "ipv6")
 STATE_FILE = "cluster.json"
 ETCD_CLIENT_PORT = 2379
 ETCD_PEER_PORT = 2380
@@ -60,9 +63,10 @@ class ClusterError(RuntimeError):
 @dataclass
 class NodeState:
     name: str  # the node's namespace
-    address: str  # its underlay address
+    address: str  # its underlay address (IPv4; IPv6 on an IPv6-only cluster)
     dir: str
     agent_pid: int | None = None
+    address6: str = ""  # its IPv6 underlay address, when the cluster has IPv6
 
     @property
     def subnet_file(self) -> str:
@@ -81,18 +85,25 @@ class NodeState:
         return os.path.join(self.dir, "agent.log")
 
     def subnet(self) -> str:
+        """The node's subnet (IPv4 first), "" until the agent wrote its subnet file."""
+        found = self.subnets()
+        return found[0] if found else ""
+
+    def subnets(self) -> list[str]:
+        """Every subnet of the node, IPv4 first."""
         try:
-            return str(sn.read_subnet_env(self.subnet_file).subnet)
+            return [str(s) for _n, s in sn.read_subnet_env(self.subnet_file).pairs]
         except (OSError, sn.SubnetError):
-            return ""
+            return []
 
 
 @dataclass
 class PodState:
     name: str  # namespace and container ID
     node: str
-    address: str = ""
+    address: str = ""  # the first address (IPv4 on a dual-stack cluster)
     error: str = ""
+    address6: str = ""  # the IPv6 address on a dual-stack or IPv6-only cluster
 
 
 @dataclass
@@ -107,6 +118,10 @@ class ClusterState:
     reconcile_interval: float = 10.0
     plugin_dir: str = ""
     etcd_pid: int | None = None
+    family: str = "ipv4"  # "ipv4", "dual" or "ipv6"
+    ipv6_network: str = DEFAULT_IPV6_NETWORK
+    ipv6_subnet_len: int = 64
+    underlay6: str = DEFAULT_UNDERLAY6
     nodes: list[NodeState] = field(default_factory=list)
     pods: list[PodState] = field(default_factory=list)
     created: list[str] = field(default_factory=list)  # namespaces made, in order
@@ -121,8 +136,28 @@ class ClusterState:
         return ipaddress.IPv4Interface((int(net.network_address) + 1, net.prefixlen))
 
     @property
+    def underlay_gateway6(self) -> ipaddress.IPv6Interface:
+        net = ipaddress.IPv6Network(self.underlay6)
+        return ipaddress.IPv6Interface((int(net.network_address) + 1, net.prefixlen))
+
+    @property
+    def has_v4(self) -> bool:
+        return self.family != "ipv6"
+
+    @property
+    def has_v6(self) -> bool:
+        return self.family != "ipv4"
+
+    @property
+    def etcd_host(self) -> str:
+        """How etcd's address appears in a URL (bracketed on an IPv6-only cluster)."""
+        if self.has_v4:
+            return str(self.underlay_gateway.ip)
+        return f"[{self.underlay_gateway6.ip}]"
+
+    @property
     def etcd_endpoint(self) -> str:
-        return f"http://{self.underlay_gateway.ip}:{ETCD_CLIENT_PORT}"
+        return f"http://{self.etcd_host}:{ETCD_CLIENT_PORT}"
 
     def etcd(self) -> Etcd:
         """A client that reaches etcd from inside the underlay namespace."""
@@ -229,7 +264,11 @@ def build_underlay(state: ClusterState, count: int) -> None:
         "-n", state.underlay_ns, "link", "add", "name", "br0",
         "address", UNDERLAY_BRIDGE_MAC, "type", "bridge",
     )  # fmt: skip
-    _ip("-n", state.underlay_ns, "addr", "add", str(gw), "dev", "br0")
+    if state.has_v4:
+        _ip("-n", state.underlay_ns, "addr", "add", str(gw), "dev", "br0")
+    if state.has_v6:
+        gw6 = str(state.underlay_gateway6)
+        _ip("-n", state.underlay_ns, "addr", "add", gw6, "dev", "br0", "nodad")
     _ip("-n", state.underlay_ns, "link", "set", "br0", "up")
     for _ in range(count):
         add_node(state)
@@ -244,7 +283,14 @@ def add_node(state: ClusterState) -> NodeState:
     gw = state.underlay_gateway
     name = f"{state.prefix}node{i}"
     address = ipaddress.IPv4Interface((int(net.network_address) + 10 + i, net.prefixlen))
-    node = NodeState(name, str(address.ip), state.path(f"node{i}"))
+    net6 = ipaddress.IPv6Network(state.underlay6)
+    address6 = ipaddress.IPv6Interface((int(net6.network_address) + 16 + i, net6.prefixlen))
+    node = NodeState(
+        name,
+        str(address.ip) if state.has_v4 else str(address6.ip),
+        state.path(f"node{i}"),
+        address6=str(address6.ip) if state.has_v6 else "",
+    )
     os.makedirs(os.path.join(node.dir, "net.d"), exist_ok=True)
     _new_namespace(state, name)
     state.nodes.append(node)
@@ -254,9 +300,15 @@ def add_node(state: ClusterState) -> NodeState:
         "peer", "name", NODE_IFNAME, "netns", name,
     )  # fmt: skip
     _ip("-n", state.underlay_ns, "link", "set", port, "master", "br0", "up")
-    _ip("-n", name, "addr", "add", str(address), "dev", NODE_IFNAME)
+    if state.has_v4:
+        _ip("-n", name, "addr", "add", str(address), "dev", NODE_IFNAME)
+    if state.has_v6:
+        _ip("-n", name, "addr", "add", str(address6), "dev", NODE_IFNAME, "nodad")
     _ip("-n", name, "link", "set", NODE_IFNAME, "up")
-    _ip("-n", name, "route", "add", "default", "via", str(gw.ip))
+    if state.has_v4:
+        _ip("-n", name, "route", "add", "default", "via", str(gw.ip))
+    if state.has_v6:
+        _ip("-n", name, "-6", "route", "add", "default", "via", str(state.underlay_gateway6.ip))
     state.save()
     return node
 
@@ -269,7 +321,7 @@ def start_etcd(state: ClusterState) -> None:
             "etcd is not installed: run scripts/setup-cluster.sh "
             "(apt-get install etcd-server etcd-client)"
         )
-    host = state.underlay_gateway.ip
+    host = state.etcd_host
     client = f"http://{host}:{ETCD_CLIENT_PORT}"
     peer = f"http://{host}:{ETCD_PEER_PORT}"
     argv = [
@@ -305,12 +357,19 @@ def stop_etcd(state: ClusterState, *, hard: bool = False) -> None:
 
 
 def agent_argv(state: ClusterState, node: NodeState) -> list[str]:
+    networks = []
+    if state.has_v4:
+        networks += ["--network", state.network, "--subnet-len", str(state.subnet_len)]
+    if state.has_v6:
+        networks += [
+            "--ipv6-network", state.ipv6_network,
+            "--ipv6-subnet-len", str(state.ipv6_subnet_len),
+        ]  # fmt: skip
     return [
         sys.executable, "-m", AGENT_MARKER,
-        "--etcd-endpoint", state.etcd_endpoint,
+        "--etcd-endpoints", state.etcd_endpoint,
         "--etcd-prefix", ETCD_PREFIX,
-        "--network", state.network,
-        "--subnet-len", str(state.subnet_len),
+        *networks,
         "--backend", state.backend,
         "--iface", NODE_IFNAME,
         "--subnet-file", node.subnet_file,
@@ -347,18 +406,20 @@ def wait_for_subnet(node: NodeState, timeout: float = 30.0) -> str:
 
 
 def node_routes(node: NodeState) -> dict[str, str]:
-    """The agent's routes in ``node``: destination → gateway."""
+    """The agent's routes in ``node`` (both families): destination → gateway."""
     from pycni.net import owned_routes
     from pycni.net.netlink import rtnl
 
     with inside(node.name), rtnl() as ipr:
-        return {str(d): str(r.gateway) for d, r in owned_routes.current(ipr).items()}
+        routes = {**owned_routes.current(ipr)}
+        routes.update(owned_routes.current(ipr, family=owned_routes.AF_INET6))
+        return {str(d): str(r.gateway) for d, r in routes.items()}
 
 
 def wait_converged(state: ClusterState, timeout: float = 30.0) -> None:
     """Wait until every node routes to every other node's subnet."""
     deadline = time.monotonic() + timeout
-    subnets = {n.name: n.subnet() for n in state.nodes}
+    subnets = {n.name: n.subnets() for n in state.nodes}
     missing: list[str] = []
     while time.monotonic() < deadline:
         missing = []
@@ -366,7 +427,8 @@ def wait_converged(state: ClusterState, timeout: float = 30.0) -> None:
             routes = node_routes(node)
             missing += [
                 f"{node.name} -> {s}"
-                for other, s in subnets.items()
+                for other, mine in subnets.items()
+                for s in mine
                 if other != node.name and s not in routes
             ]
         if not missing:
@@ -429,7 +491,9 @@ def _attach_node(state: ClusterState, node: NodeState, pods: list[PodState]) -> 
         for pod in pods:
             try:
                 result = cni.add_network_list(conf, _rt(pod))
-                pod.address = str(result.ips[0].address.ip) if result.ips else ""
+                addresses = [str(ip.address.ip) for ip in result.ips]
+                pod.address = addresses[0] if addresses else ""
+                pod.address6 = next((a for a in addresses if ":" in a), "")
             except CNIError as err:
                 pod.error = str(err)
 
@@ -451,10 +515,31 @@ def _attach_pods(state: ClusterState, per_node: int, progress: Progress) -> None
             future.result()
     state.save()
     for pod in state.pods:
-        progress(f"pod {pod.name} on {pod.node}: {pod.address or 'FAILED: ' + pod.error}")
+        shown = " ".join(a for a in dict.fromkeys((pod.address, pod.address6)) if a)
+        progress(f"pod {pod.name} on {pod.node}: {shown or 'FAILED: ' + pod.error}")
     failed = [p for p in state.pods if p.error]
     if failed:
         raise ClusterError(f"ADD failed for {failed[0].name}: {failed[0].error}")
+    if state.has_v6:
+        _settle_bridges(state)
+
+
+def _settle_bridges(state: ClusterState) -> None:
+    """Wait until each node's bridge has finished DAD for its IPv6 gateway address: until
+    then the node answers no neighbour solicitation for it and pods' IPv6 goes nowhere."""
+    from pycni.net import addr, link
+    from pycni.net.netlink import rtnl
+
+    for node in state.nodes:
+        with inside(node.name), rtnl() as ipr:
+            try:
+                index = link.index_of(ipr, BRIDGE)
+            except link.LinkNotFound:  # no pod on this node: no bridge
+                continue
+            try:
+                addr.wait_dad(ipr, BRIDGE, index, timeout=10.0)
+            except addr.AddressError as exc:
+                raise ClusterError(f"{node.name}: {exc}") from None
 
 
 # --- up / down ----------------------------------------------------------------------------------
@@ -470,6 +555,9 @@ class UpOptions:
     underlay: str = DEFAULT_UNDERLAY
     ttl: int = 60
     reconcile_interval: float = 10.0
+    family: str = "ipv4"  # "ipv4", "dual" (--dual-stack) or "ipv6" (--ipv6-only)
+    ipv6_network: str = DEFAULT_IPV6_NETWORK
+    ipv6_subnet_len: int = 64
 
 
 def new_state(root: str, prefix: str) -> ClusterState:
@@ -482,28 +570,43 @@ def up(state: ClusterState, opts: UpOptions, progress: Progress) -> ClusterState
     """Build the cluster described by ``opts``; leaves it running (``down`` removes it)."""
     if opts.nodes < 1 or opts.pods_per_node < 0:
         raise ClusterError("--nodes must be at least 1 and --pods-per-node at least 0")
+    if opts.family not in FAMILIES:
+        raise ClusterError(f"family {opts.family!r} is not one of {', '.join(FAMILIES)}")
     try:
-        network = sn.NetworkConfig.parse(opts.network, opts.subnet_len)
-        if network.count_in_network() - 1 < opts.nodes:
-            raise ClusterError(
-                f"{opts.network} has too few /{opts.subnet_len}s for {opts.nodes} nodes"
+        networks = []
+        if opts.family != "ipv6":
+            networks.append(sn.NetworkConfig.parse(opts.network, opts.subnet_len))
+        if opts.family != "ipv4":
+            networks.append(
+                sn.NetworkConfig.parse(opts.ipv6_network, opts.ipv6_subnet_len, version=6)
             )
+        for network in networks:
+            if network.count_in_network() - 1 < opts.nodes:
+                raise ClusterError(
+                    f"{network.network} has too few /{network.subnet_len}s for {opts.nodes} nodes"
+                )
     except sn.SubnetError as exc:
         raise ClusterError(str(exc)) from None
     os.makedirs(state.root, mode=0o700, exist_ok=True)
     state.backend, state.network, state.subnet_len = opts.backend, opts.network, opts.subnet_len
     state.underlay, state.ttl = opts.underlay, opts.ttl
     state.reconcile_interval = opts.reconcile_interval
+    state.family, state.ipv6_network = opts.family, opts.ipv6_network
+    state.ipv6_subnet_len = opts.ipv6_subnet_len
     state.save()
     build_underlay(state, opts.nodes)
-    progress(f"underlay {state.underlay_ns} (br0 {state.underlay_gateway}) and {opts.nodes} nodes")
+    shown = " ".join(
+        [str(state.underlay_gateway)] * state.has_v4 + [str(state.underlay_gateway6)] * state.has_v6
+    )
+    progress(f"underlay {state.underlay_ns} (br0 {shown}) and {opts.nodes} nodes")
     start_etcd(state)
     progress(f"etcd up at {state.etcd_endpoint} inside {state.underlay_ns} (pid {state.etcd_pid})")
     for node in state.nodes:
         start_agent(state, node)
     for node in state.nodes:
-        progress(f"agent on {node.name} ({node.address}) leased {wait_for_subnet(node)}")
-    wait_converged(state)
+        wait_for_subnet(node)
+        progress(f"agent on {node.name} ({node.address}) leased {' '.join(node.subnets())}")
+    wait_converged(state, timeout=max(30.0, opts.nodes * 0.6))  # 100 agents share the CPUs
     progress(f"{opts.backend} routes between all {opts.nodes} nodes in place")
     if opts.pods_per_node:
         _attach_pods(state, opts.pods_per_node, progress)

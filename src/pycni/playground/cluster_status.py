@@ -39,8 +39,8 @@ class Report:
 
 def ping(source_ns: str, address: str, timeout: int = 2) -> bool:
     proc = subprocess.run(
-        ["nsenter", f"--net={netns_path(source_ns)}", "--", "ping", "-4", "-c", "1",
-         "-W", str(timeout), address],
+        ["nsenter", f"--net={netns_path(source_ns)}", "--", "ping",
+         "-6" if ":" in address else "-4", "-c", "1", "-W", str(timeout), address],
         capture_output=True,
         check=False,
         timeout=timeout + 10,
@@ -51,12 +51,18 @@ def ping(source_ns: str, address: str, timeout: int = 2) -> bool:
 def ping_matrix(state: ClusterState) -> dict[str, dict[str, bool]]:
     """Every pod pings every other pod (in parallel); rows are sources."""
     pods = [p for p in state.pods if p.address]
-    pairs = [(s, d) for s in pods for d in pods if s.name != d.name]
+    pairs = [
+        (s, d, address)
+        for s in pods
+        for d in pods
+        if s.name != d.name
+        for address in dict.fromkeys(a for a in (d.address, d.address6) if a)
+    ]
     with ThreadPoolExecutor(max_workers=16) as pool:
-        results = list(pool.map(lambda sd: ping(sd[0].name, sd[1].address), pairs))
+        results = list(pool.map(lambda sda: ping(sda[0].name, sda[2]), pairs))
     matrix: dict[str, dict[str, bool]] = {p.name: {} for p in pods}
-    for (src, dst), ok in zip(pairs, results, strict=True):
-        matrix[src.name][dst.name] = ok
+    for (src, dst, _address), ok in zip(pairs, results, strict=True):
+        matrix[src.name][dst.name] = matrix[src.name].get(dst.name, True) and ok
     return matrix
 
 
@@ -67,7 +73,9 @@ def collect(state: ClusterState, *, with_ping: bool = True) -> Report:
             {
                 "namespace": node.name,
                 "address": node.address,
+                "address6": node.address6,
                 "subnet": node.subnet(),
+                "subnets": node.subnets(),
                 "agent_pid": node.agent_pid,
                 "agent_running": agent_running(node),
             }
@@ -76,7 +84,10 @@ def collect(state: ClusterState, *, with_ping: bool = True) -> Report:
             report.routes[node.name] = node_routes(node)
         except Exception as exc:
             report.errors.append(f"routes of {node.name}: {exc}")
-    report.pods = [{"namespace": p.name, "node": p.node, "address": p.address} for p in state.pods]
+    report.pods = [
+        {"namespace": p.name, "node": p.node, "address": p.address, "address6": p.address6}
+        for p in state.pods
+    ]
     try:
         leases, _rev = LeaseStore(state.etcd(), ETCD_PREFIX).list()
         report.leases = [
@@ -87,7 +98,9 @@ def collect(state: ClusterState, *, with_ping: bool = True) -> Report:
                 "backend_data": info.backend_data,
                 "lease": f"{kv.lease:x}",
             }
-            for subnet, (info, kv) in sorted(leases.items())
+            for subnet, (info, kv) in sorted(
+                leases.items(), key=lambda item: (item[0].version, item[0])
+            )
         ]
     except EtcdError as exc:
         report.errors.append(f"leases: {exc}")
@@ -100,7 +113,8 @@ def render(report: Report, out: TextIO) -> None:
     out.write("Nodes\n")
     for n in report.nodes:
         agent = f"agent {n['agent_pid']}" if n["agent_running"] else "agent NOT RUNNING"
-        out.write(f"  {n['namespace']:<28} {n['address']:<15} {n['subnet'] or '-':<18} {agent}\n")
+        subnets = " ".join(n["subnets"]) or "-"
+        out.write(f"  {n['namespace']:<28} {n['address']:<15} {subnets:<40} {agent}\n")
     out.write("\nLeases in etcd\n")
     for lease in report.leases:
         mac = lease["backend_data"].get("VtepMAC", "")
@@ -115,7 +129,8 @@ def render(report: Report, out: TextIO) -> None:
     if report.pods:
         out.write("\nPods\n")
         for p in report.pods:
-            out.write(f"  {p['namespace']:<32} {p['address'] or '-':<15} on {p['node']}\n")
+            shown = " ".join(a for a in dict.fromkeys((p["address"], p["address6"])) if a) or "-"
+            out.write(f"  {p['namespace']:<32} {shown:<40} on {p['node']}\n")
     if report.ping:
         out.write("\nPing matrix (rows ping columns)\n")
         names = list(report.ping)

@@ -260,6 +260,13 @@ class HybridIPRoute:
 
     # ------------------------------------------------------------ routes
 
+    def dump_routes(self, family: int) -> list[m.Message]:
+        """Every route of ``family`` in every table: one kernel dump, parsed natively
+        (pyroute2's get_routes costs ~0.1 ms per route; the cluster agent dumps every pass)."""
+        body = m.RTMSG.pack(family, 0, 0, 0, 0, 0, 0, 0, 0)
+        replies = self._sock.request(RTM_GETROUTE, NLM_F_DUMP, body)
+        return [m.route(p) for t, p in replies if t == RTM_NEWROUTE]
+
     def route(self, command: str, *args: Any, **kwargs: Any) -> list[Any]:
         try:
             if args:

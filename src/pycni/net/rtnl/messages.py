@@ -122,6 +122,8 @@ VXLAN_DATA: Table = {
     "IFLA_VXLAN_TTL": (5, _u8),
     "IFLA_VXLAN_LEARNING": (7, _u8),
     "IFLA_VXLAN_PORT": (15, _be16),
+    "IFLA_VXLAN_GROUP6": (16, _ip),
+    "IFLA_VXLAN_LOCAL6": (17, _ip),
 }
 _INFO_DATA = {"macvlan": MACVLAN_DATA, "vxlan": VXLAN_DATA}
 

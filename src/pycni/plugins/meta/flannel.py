@@ -10,6 +10,10 @@ config (bridge by default, ``isGateway``, the node's MTU, ``ipMasq`` only when t
 does not masquerade, host-local over the node subnet with a route to the cluster network),
 saves it in ``dataDir/<containerID>`` and runs the delegate. DEL runs the delegate with the
 saved config, so it works even when the subnet file changed or is gone.
+
+Readiness (CNI 1.1 STATUS): the node is ready once the agent has its lease and has
+programmed its routes, which it shows by writing the subnet file and keeping it fresh.
+Until then STATUS answers 50 and ADD answers 11 ("try again later"), touching nothing.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from pycni.spec.decode import FilePath, Raw, decode, lookup, option
 from pycni.spec.errors import (
     DECODING_FAILURE,
     INTERNAL,
+    INVALID_NETWORK_CONFIG,
+    PLUGIN_NOT_AVAILABLE,
     TRY_AGAIN_LATER,
     CNIError,
     InvalidConfig,
@@ -64,26 +70,24 @@ def _has(data: dict[str, Any], key: str) -> bool:
 
 
 def load_subnet_env(path: str) -> sn.SubnetEnv:
-    try:
-        return sn.read_subnet_env(path)
-    except FileNotFoundError:
-        raise CNIError(
-            TRY_AGAIN_LATER,
-            f"failed to load subnet file {path}: no such file; is the node agent "
-            "(`pycni agent`) running on this node?",
-        ) from None
-    except (OSError, sn.SubnetError) as exc:
-        raise InvalidConfig(f"failed to load subnet file {path}: {exc}") from None
+    """The node's subnet, when the node is ready for pods: a missing or stale subnet file
+    (no agent, or no lease yet) is 11, try again later; a broken one is a config error."""
+    state = sn.readiness(path)
+    if state.ready and state.env is not None:
+        return state.env
+    code = INVALID_NETWORK_CONFIG if state.problem == "unusable" else TRY_AGAIN_LATER
+    raise CNIError(code, f"node not ready for pods: {state.reason}")
 
 
 def delegate_ipam(req: Request, env: sn.SubnetEnv) -> dict[str, Any]:
-    """The user's ``ipam`` with host-local over the node subnet and a cluster route added."""
+    """The user's ``ipam`` with host-local over the node subnets (one range per family, IPv4
+    first) and a route to each cluster network added."""
     ipam = dict(decode(FlannelConf, req.config).ipam)
     if not _has(ipam, "type"):
         ipam["type"] = "host-local"
-    ipam["ranges"] = [[{"subnet": str(env.subnet)}]]
+    ipam["ranges"] = [[{"subnet": str(subnet)}] for _network, subnet in env.pairs]
     routes = decode(IPAMRoutes, ipam, "ipam").routes
-    ipam["routes"] = [*routes, {"dst": str(env.network)}]
+    ipam["routes"] = [*routes, *({"dst": str(network)} for network, _subnet in env.pairs)]
     return ipam
 
 
@@ -167,6 +171,12 @@ class Flannel(Plugin):
         delegate(req, conf["type"], "DEL", json.dumps(conf).encode())
         with contextlib.suppress(FileNotFoundError):
             os.unlink(saved)
+
+    def status(self, req: Request) -> None:
+        subnet_file = decode(FlannelConf, req.config).subnet_file or DEFAULT_SUBNET_FILE
+        state = sn.readiness(subnet_file)
+        if not state.ready:
+            raise CNIError(PLUGIN_NOT_AVAILABLE, f"node not ready for pods: {state.reason}")
 
     def check(self, req: Request) -> None:
         saved, _subnet_file = _paths(req)

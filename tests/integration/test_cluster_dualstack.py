@@ -1,0 +1,205 @@
+"""Dual-stack and IPv6-only clusters: `pycni cluster up --dual-stack` / `--ipv6-only`,
+3 nodes x 2 pods, host-gw and vxlan (VXLAN over the IPv6 underlay for IPv6 pods).
+
+Every pod gets an address of each family of the cluster from its node's subnets and a
+default route per family; every pod reaches every other pod over each family (ping and
+ping6) and the receiver sees the sender's pod address; traffic to the outside (the
+underlay namespace) is masqueraded to the node's address of that family.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pycni import playground
+from pycni.cluster import up as cluster
+from pycni.cluster.subnet import read_subnet_env
+from tests import harness
+
+pytestmark = [
+    pytest.mark.kernel,
+    pytest.mark.slow,
+    # the cluster execs its own in-process entry points: a daemon-mode run would only repeat
+    # these minutes (the flannel plugin itself is covered in both modes by test_cluster_flannel)
+    pytest.mark.skipif(
+        os.environ.get("PYCNI_TEST_MODE") == "daemon", reason="same test as in-process"
+    ),
+]
+
+PYCNI = str(Path(sys.executable).parent / "pycni")
+PORT = 7778
+
+# Answers every connection with the address it came from (IPv4 peers of the dual-stack
+# socket show as ::ffff:a.b.c.d: unmapped here).
+SERVER = f"""
+import socket
+s = socket.socket(socket.AF_INET6)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+s.bind(("::", {PORT}))
+s.listen(64)
+print("ready", flush=True)
+while True:
+    c, peer = s.accept()
+    c.sendall(peer[0].removeprefix("::ffff:").encode())
+    c.close()
+"""
+
+CLIENT = f"""
+import socket, sys
+for dst in sys.argv[1:]:
+    c = socket.create_connection((dst, {PORT}), timeout=5)
+    print(dst, c.recv(100).decode(), flush=True)
+    c.close()
+"""
+
+CASES = [("dual", "host-gw"), ("dual", "vxlan"), ("ipv6", "host-gw"), ("ipv6", "vxlan")]
+
+
+def _pycni(*argv: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PYCNI, *argv], capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+class Cluster:
+    def __init__(self, family: str, backend: str, root: Path, prefix: str) -> None:
+        self.family, self.backend, self.root, self.prefix = family, backend, root, prefix
+        self.is_down = False
+
+    def state(self) -> cluster.ClusterState:
+        return cluster.ClusterState.load(str(self.root))
+
+    def down(self) -> subprocess.CompletedProcess[str]:
+        self.is_down = True
+        return _pycni("cluster", "--state-dir", str(self.root), "down")
+
+
+@pytest.fixture(scope="module", params=CASES, ids=[f"{f}-{b}" for f, b in CASES])
+def up(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Cluster]:
+    family, backend = request.param
+    root = tmp_path_factory.mktemp(f"cluster-{family}-{backend}") / "state"
+    prefix = f"{harness.RUN_PREFIX}{family[:2]}{backend[:2]}-"
+    c = Cluster(family, backend, root, prefix)
+    flag = "--dual-stack" if family == "dual" else "--ipv6-only"
+    proc = _pycni(
+        "cluster", "--state-dir", str(root), "up", flag, "--nodes", "3",
+        "--pods-per-node", "2", "--backend", backend, "--prefix", prefix,
+        "--ttl", "5", "--reconcile-interval", "1",
+    )  # fmt: skip
+    try:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        yield c
+    finally:
+        if not c.is_down:
+            c.down()
+
+
+def _families(c: Cluster) -> list[int]:
+    return [4, 6] if c.family == "dual" else [6]
+
+
+def test_pods_get_an_address_and_a_default_route_per_family(up: Cluster) -> None:
+    state = up.state()
+    for node in state.nodes:
+        env = read_subnet_env(node.subnet_file)
+        assert [n.version for n, _s in env.pairs] == _families(up)
+        assert env.ipv6_subnet is not None and env.ipv6_subnet.prefixlen == 64
+        assert env.ipv6_network == ipaddress.ip_network(cluster.DEFAULT_IPV6_NETWORK)
+        # one MTU for pods: the smallest data path (VXLAN over IPv6 costs 70)
+        assert env.mtu == (1430 if up.backend == "vxlan" else 1500)
+    assert len(state.pods) == 6
+    for pod in state.pods:
+        node = state.node(pod.node)
+        ns = harness.Namespace(pod.name)
+        subnets = [ipaddress.ip_network(s) for s in node.subnets()]
+        addresses = [ipaddress.ip_address(a) for a in (pod.address, pod.address6) if a]
+        assert sorted({a.version for a in addresses}) == _families(up)
+        for address in addresses:
+            assert any(address in s for s in subnets), (pod.name, address, subnets)
+        for version in _families(up):
+            routes = ns.json("ip", f"-{version}", "-j", "route", "show", "default")
+            assert isinstance(routes, list) and len(routes) == 1, (pod.name, routes)
+        assert ns.links()["eth0"]["mtu"] == (1430 if up.backend == "vxlan" else 1500)
+
+
+def test_every_pod_reaches_every_other_on_each_family(up: Cluster) -> None:
+    proc = _pycni("cluster", "--state-dir", str(up.root), "status", "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads(proc.stdout)
+    assert len(report["ping"]) == 6  # ping and ping6 to every address of every other pod
+    assert all(all(row.values()) and len(row) == 5 for row in report["ping"].values())
+    state = up.state()
+    servers = []
+    try:
+        for pod in state.pods:
+            server = subprocess.Popen(
+                ["nsenter", f"--net={playground.netns_path(pod.name)}", "--",
+                 sys.executable, "-c", SERVER],
+                stdout=subprocess.PIPE, text=True,
+            )  # fmt: skip
+            servers.append(server)
+        for server in servers:
+            assert server.stdout is not None and server.stdout.readline().strip() == "ready"
+        for src in state.pods:
+            own = {4: src.address if up.family == "dual" else "", 6: src.address6}
+            targets = [
+                a for p in state.pods if p.name != src.name for a in (p.address, p.address6) if a
+            ]
+            targets = list(dict.fromkeys(targets))
+            out = harness.Namespace(src.name).run(sys.executable, "-c", CLIENT, *targets).stdout
+            seen = dict(line.split() for line in out.splitlines())
+            expected = {t: own[ipaddress.ip_address(t).version] for t in targets}
+            assert seen == expected, (src.name, out)
+    finally:
+        for server in servers:
+            server.kill()
+            server.wait()
+
+
+def test_traffic_to_the_outside_is_masqueraded_per_family(up: Cluster) -> None:
+    state = up.state()
+    outside = {6: str(state.underlay_gateway6.ip)}
+    if up.family == "dual":
+        outside[4] = str(state.underlay_gateway.ip)
+    server = subprocess.Popen(
+        ["nsenter", f"--net={playground.netns_path(state.underlay_ns)}", "--",
+         sys.executable, "-c", SERVER],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert server.stdout is not None and server.stdout.readline().strip() == "ready"
+        for node in state.nodes:
+            pod = next(p for p in state.pods if p.node == node.name)
+            out = (
+                harness.Namespace(pod.name)
+                .run(sys.executable, "-c", CLIENT, *outside.values())
+                .stdout
+            )
+            seen = dict(line.split() for line in out.splitlines())
+            node_address = {6: node.address6, 4: node.address}
+            assert seen == {dst: node_address[v] for v, dst in outside.items()}, out
+    finally:
+        server.kill()
+        server.wait()
+    tables = harness.Namespace(state.nodes[0].name).run("nft", "list", "tables").stdout
+    assert "table ip6 pycni-cluster" in tables
+    assert ("table ip pycni-cluster" in tables) == (up.family == "dual")
+
+
+def test_down_leaves_nothing(up: Cluster) -> None:
+    names = list(up.state().created)
+    proc = up.down()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [n for n in names if os.path.exists(playground.netns_path(n))] == []
+    assert not up.root.exists()
