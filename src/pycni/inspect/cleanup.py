@@ -91,6 +91,8 @@ def _del_attachment(
         capability_args=dict(info.capability_args or {}),
     )
     CNIConfig(list(cni_path), cache_dir=cache_dir, timeout=DEL_TIMEOUT).del_network_list(conf, rt)
+    with contextlib.suppress(FileNotFoundError):  # an entry under another name than its ids
+        os.unlink(leak.subject)
 
 
 def _runtime_del(

@@ -208,11 +208,11 @@ def read_attachments(cache_dir: str) -> tuple[list[Attachment], list[str]]:
         try:
             with open(path, "rb") as f:
                 mtime = os.fstat(f.fileno()).st_mtime
-                data = json.loads(f.read(_CACHE_READ_MAX))
+                data = json.loads(f.read(_CACHE_READ_MAX).decode("utf-8", errors="replace"))
             out.append(_attachment_from(path, data, mtime))
         except (OSError, ValueError, RecursionError) as exc:
             note = f"cache file {path} skipped: {exc}"
-            log.warning("%s", note)
+            log.info("%s", note)  # reported with the problems, which every command prints
             problems.append(note)
     return out, problems
 
