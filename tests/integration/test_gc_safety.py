@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -28,7 +29,7 @@ from tests import harness
 PYCNI = str(Path(sys.executable).parent / "pycni")
 NET = "gcsafe-net"
 BRIDGE = "gcsafe0"
-SUBNET = "10.93.0.0/24"
+SUBNET = "10.213.97.0/24"  # rare: GC looks for addresses in every namespace
 
 pytestmark = pytest.mark.kernel
 
@@ -408,3 +409,39 @@ def test_corrupt_cache_files_are_skipped_by_gc_cleanup_and_inspect(
     assert gcnode.owners() == {}
     for name in unreadable:
         (results / f"{NET}-corrupt-{name}-eth0").unlink()
+
+
+def test_an_address_in_an_unnamed_namespace_keeps_its_reservation(gcnode: Node) -> None:
+    """A runtime may hold its pod's namespace only through a process: still a live pod."""
+    ip = "10.213.97.77"
+    held = subprocess.Popen(
+        [
+            "unshare",
+            "--net",
+            "sh",
+            "-c",
+            f"ip link add a0 type veth peer name b0 && ip addr add {ip}/32 dev a0 "
+            "&& exec sleep 120",
+        ]
+    )
+    try:
+        store = gcnode.state.data_dir / NET
+        store.mkdir(parents=True, exist_ok=True)
+        (store / ip).write_bytes(b"unnamed-pod\r\neth0")
+        deadline = time.monotonic() + 30
+        while f"pid {held.pid}" not in _address_holders(gcnode, ip):
+            assert time.monotonic() < deadline, "the scan never saw the unnamed namespace"
+            time.sleep(0.2)
+        gcnode.run_gc("cleanup", "--grace-period", "0")
+        assert gcnode.owners() == {ip: "unnamed-pod"}
+    finally:
+        held.kill()
+        held.wait()
+    gcnode.run_gc("cleanup", "--grace-period", "0")
+    assert gcnode.owners() == {}
+
+
+def _address_holders(gcnode: Node, ip: str) -> list[str]:
+    proc = gcnode.node.run(PYCNI, "inspect", *gcnode.dirs(), "--json")
+    holders: list[str] = json.loads(proc.stdout)["live_addresses"].get(ip, [])
+    return holders
