@@ -15,7 +15,6 @@ import json
 import logging
 import os
 import socket
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -539,15 +538,3 @@ def collect(paths: Paths) -> NodeState:
     state.port_mappings, problems = nftmap.read_mappings()
     state.problems.extend(problems)
     return state
-
-
-def iter_live_pod_ips(state: NodeState) -> Iterator[str]:
-    """Addresses that belong to a pod that exists (cache with a live netns, or a veth peer)."""
-    for att in state.attachments:
-        if att.netns_exists:
-            for ip in att.ips:
-                yield ip.split("/")[0]
-    for veth in state.veths:
-        if veth.peer is not None:
-            for ip in veth.peer.addresses:
-                yield ip.split("/")[0]

@@ -18,7 +18,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from pycni.fsutil import create_exclusive, write_atomic
+from pycni.fsutil import create_exclusive, fsync_dir, write_atomic
 from pycni.net import ipmath
 from pycni.net.ipmath import IPAddress
 
@@ -99,20 +99,23 @@ class Store:
         if not create_exclusive(self.path_of(address), data, mode=0o600):
             return False
         self.write_last_reserved(set_index, address)
+        fsync_dir(self.dir)
         return True
 
     def write_last_reserved(self, set_index: int, address: IPAddress) -> None:
-        """Replace ``last_reserved_ip.<set>`` atomically (temp file, fsync, rename, dir fsync).
+        """Replace ``last_reserved_ip.<set>`` atomically (temp file + rename).
 
+        It is only where the next search starts, so its bytes are not fsynced: after a power
+        cut it may be missing or empty, and the search starts over (the reader allows that).
         The temp file's name starts with the same prefix, so no reader takes it for a
-        reservation even if a crash leaves it behind.
+        reservation even if a crash leaves it behind (GC removes it after the grace period).
         """
         path = os.path.join(self.dir, f"{LAST_IP_PREFIX}{set_index}")
         write_atomic(
             path,
             str(address).encode(),
             mode=0o600,
-            fsync=True,
+            fsync=False,
             make_dirs=False,
             prefix=f"{LAST_IP_PREFIX}tmp-",
         )
