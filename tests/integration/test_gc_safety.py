@@ -27,6 +27,7 @@ from pycni.spec.conf import conf_list_from_bytes
 from tests import harness
 
 PYCNI = str(Path(sys.executable).parent / "pycni")
+GC_TIMEOUT = 600  # GC looks into every namespace of the machine: a shared one may have 1000s
 NET = "gcsafe-net"
 BRIDGE = "gcsafe0"
 SUBNET = "10.213.97.0/24"  # rare: GC looks for addresses in every namespace
@@ -164,7 +165,7 @@ class Node:
     def run_gc(self, command: str, *extra: str) -> str:
         if command == "cleanup":
             argv = [PYCNI, "cleanup", *self.dirs(), "--cni-path", ":".join(self.paths), *extra]
-            proc = self.node.run(*argv, check=False)
+            proc = self.node.run(*argv, check=False, timeout=GC_TIMEOUT)
         else:
             env = {
                 **os.environ,
@@ -172,7 +173,7 @@ class Node:
                 "CNI_PATH": ":".join(self.paths),
             }
             argv = [PYCNI, "gc", "--cache-dir", str(self.state.cache_dir), *extra]
-            proc = self.node.run(*argv, check=False, env=env)
+            proc = self.node.run(*argv, check=False, env=env, timeout=GC_TIMEOUT)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         return proc.stdout
 
@@ -365,7 +366,9 @@ def test_corrupt_cache_files_are_skipped_by_gc_cleanup_and_inspect(
         body = real[: len(real) // 2] if data is None else data
         (results / f"{NET}-corrupt-{name}-eth0").write_bytes(body)
 
-    proc = gcnode.node.run(PYCNI, "inspect", *gcnode.dirs(), "--json", "--grace-period", "0")
+    proc = gcnode.node.run(
+        PYCNI, "inspect", *gcnode.dirs(), "--json", "--grace-period", "0", timeout=GC_TIMEOUT
+    )
     data = json.loads(proc.stdout)
     # an entry whose identity is sound but whose result is junk is read, the junk ignored
     ids = sorted(a["container_id"] for a in data["attachments"])
@@ -373,12 +376,12 @@ def test_corrupt_cache_files_are_skipped_by_gc_cleanup_and_inspect(
     unreadable = [name for name in CORRUPT_CACHES if name != "wrong-nested-types"]
     for name in unreadable:
         assert any(f"corrupt-{name}-eth0" in p for p in data["problems"]), name
-    text = gcnode.node.run(PYCNI, "inspect", *gcnode.dirs()).stdout
+    text = gcnode.node.run(PYCNI, "inspect", *gcnode.dirs(), timeout=GC_TIMEOUT).stdout
     assert keep.name in text
 
     if command == "cleanup":
         argv = [PYCNI, "cleanup", *gcnode.dirs(), "--cni-path", ":".join(gcnode.paths)]
-        proc = gcnode.node.run(*argv, "--grace-period", "0", check=False)
+        proc = gcnode.node.run(*argv, "--grace-period", "0", check=False, timeout=GC_TIMEOUT)
     else:
         env = {
             **os.environ,
@@ -386,7 +389,7 @@ def test_corrupt_cache_files_are_skipped_by_gc_cleanup_and_inspect(
             "CNI_PATH": ":".join(gcnode.paths),
         }
         argv = [PYCNI, "gc", "--cache-dir", str(gcnode.state.cache_dir), "--grace-period", "0"]
-        proc = gcnode.node.run(*argv, check=False, env=env)
+        proc = gcnode.node.run(*argv, check=False, env=env, timeout=GC_TIMEOUT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
     assert "corrupt-garbage" in proc.stderr  # named in a log line, not fatal
@@ -404,7 +407,14 @@ def test_corrupt_cache_files_are_skipped_by_gc_cleanup_and_inspect(
         "CNI_PATH": ":".join(gcnode.paths),
     }
     proc = gcnode.node.run(
-        PYCNI, "gc", "--cache-dir", str(gcnode.state.cache_dir), NET, keep.path, env=env
+        PYCNI,
+        "gc",
+        "--cache-dir",
+        str(gcnode.state.cache_dir),
+        NET,
+        keep.path,
+        env=env,
+        timeout=GC_TIMEOUT,
     )
     assert gcnode.owners() == {}
     for name in unreadable:
@@ -442,6 +452,6 @@ def test_an_address_in_an_unnamed_namespace_keeps_its_reservation(gcnode: Node) 
 
 
 def _address_holders(gcnode: Node, ip: str) -> list[str]:
-    proc = gcnode.node.run(PYCNI, "inspect", *gcnode.dirs(), "--json")
+    proc = gcnode.node.run(PYCNI, "inspect", *gcnode.dirs(), "--json", timeout=GC_TIMEOUT)
     holders: list[str] = json.loads(proc.stdout)["live_addresses"].get(ip, [])
     return holders

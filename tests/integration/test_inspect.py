@@ -18,6 +18,7 @@ from pycni.spec.conf import conf_list_from_bytes
 from tests import harness
 
 PYCNI = str(Path(sys.executable).parent / "pycni")
+GC_TIMEOUT = 600  # GC looks into every namespace of the machine: a shared one may have 1000s
 NET = "insp-net"
 BRIDGE = "insp0"
 
@@ -81,7 +82,7 @@ class Node:
         ]
 
     def inspect(self, *extra: str) -> dict[str, Any]:
-        proc = self.node.run(PYCNI, "inspect", *self.dirs(), "--json", *extra)
+        proc = self.node.run(PYCNI, "inspect", *self.dirs(), "--json", *extra, timeout=GC_TIMEOUT)
         data = json.loads(proc.stdout)
         assert isinstance(data, dict)
         return data
@@ -116,7 +117,7 @@ def test_inspect_shows_pods_bridge_veths_and_mappings(
     )
     assert any(r["dst"] == "10.77.0.0/24" and r["dev"] == BRIDGE for r in data["routes"])
     assert data["leaks"] == []
-    text = net.node.run(PYCNI, "inspect", *net.dirs()).stdout
+    text = net.node.run(PYCNI, "inspect", *net.dirs(), timeout=GC_TIMEOUT).stdout
     for word in ("Networks", "Attachments", "Reservations", "Bridges", "Veths", "Port mappings"):
         assert word in text
     assert "Leaks: none" in text
@@ -151,7 +152,14 @@ def test_leaks_with_evidence_are_reported_and_cleaned(
     assert "no cached attachment" in reservations["ghost-container"]["reason"]
     assert "8081" in by_kind["mapping"][0]["reason"]
     check = net.node.run(
-        PYCNI, "inspect", *net.dirs(), "--check", "--grace-period", "0", check=False
+        PYCNI,
+        "inspect",
+        *net.dirs(),
+        "--check",
+        "--grace-period",
+        "0",
+        check=False,
+        timeout=GC_TIMEOUT,
     )
     assert check.returncode == 3
 
@@ -165,6 +173,7 @@ def test_leaks_with_evidence_are_reported_and_cleaned(
             "--grace-period",
             "0",
             check=False,
+            timeout=GC_TIMEOUT,
         )
     else:  # `pycni gc` without NETWORK and NETNS: the same, configured like cnitool
         env = {
@@ -181,6 +190,7 @@ def test_leaks_with_evidence_are_reported_and_cleaned(
             "0",
             check=False,
             env=env,
+            timeout=GC_TIMEOUT,
         )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     after = net.inspect("--grace-period", "0")

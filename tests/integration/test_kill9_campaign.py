@@ -45,6 +45,7 @@ from tests import harness
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]
 
 PYCNI = str(Path(sys.executable).parent / "pycni")
+GC_TIMEOUT = 600  # GC looks into every namespace of the machine: a shared one may have 1000s
 NET = "kill9-net"
 BRIDGE = "kill9br0"
 SUBNET = "10.214.58.0/28"  # 13 addresses for 4 pods: addresses are reused all the time
@@ -170,7 +171,7 @@ class Campaign:
                 assert pod.state == "clean", f"the final DEL of {pod.ns.name} failed"
         env = {**os.environ, "NETCONFPATH": str(self.state.conf_dir), "CNI_PATH": ""}
         argv = [PYCNI, "gc", "--cache-dir", str(self.state.cache_dir), "--grace-period", "0"]
-        proc = self.node.run(*argv, env=env, check=False)
+        proc = self.node.run(*argv, env=env, check=False, timeout=GC_TIMEOUT)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         veths = [n for n in self.node.links() if n.startswith("veth")]
         assert veths == []

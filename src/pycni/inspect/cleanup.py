@@ -8,7 +8,7 @@ What counts as a leak, and the evidence each needs, is :mod:`pycni.inspect.leaks
 2. inspects the node again and removes each leak still there directly: a reservation file
    (under the store's lock, only if it still holds the same owner), a host veth, a portmap
    owner's rules, a writer's temp file;
-3. inspects once more and reports what is left.
+3. reports what is left: the leaks it could not remove.
 
 It never sends the GC verb to plugins: GC's ``cni.dev/valid-attachments`` must list every
 attachment in use, which only the runtime that made them knows, and a list built from the
@@ -145,7 +145,9 @@ def _delete_link(name: str) -> None:
 
 def _direct(
     state: NodeState, leaks: list[Leak], report: CleanupReport, *, drop_attachments: bool
-) -> None:
+) -> set[int]:
+    """Remove each leak; the ids of the leaks that are gone now."""
+    done: set[int] = set()
     done_owners: set[tuple[str, str, str]] = set()
     by_subject: dict[str, PortMapping] = {
         f"{m.family} {m.table} {m.chain} handle {m.handle}": m for m in state.port_mappings
@@ -170,6 +172,7 @@ def _direct(
                 continue
             key = (mapping.family, mapping.table, mapping.owner or leak.subject)
             if key in done_owners:
+                done.add(id(leak))  # removed with its owner's other rules
                 continue
             done_owners.add(key)
 
@@ -188,8 +191,10 @@ def _direct(
         try:
             action()
             report.actions.append(f"removed {leak.kind} {leak.subject}: {leak.reason}")
+            done.add(id(leak))
         except Exception as exc:  # report every failure and go on with the rest
             report.errors.append(f"cannot remove {leak.kind} {leak.subject}: {exc}")
+    return done
 
 
 def _note_blind_spots(state: NodeState, report: CleanupReport) -> None:
@@ -211,7 +216,10 @@ def clean(
     grace: float = DEFAULT_GRACE_PERIOD,
     dry_run: bool = False,
 ) -> CleanupReport:
-    """Free what is proven leaked (see the module text); ``remaining`` is what is left.
+    """Free what is proven leaked (see the module text); ``remaining`` is what it could not.
+
+    The node is inspected once, and once more after DELs (a machine may have a thousand
+    namespaces to look into).
 
     ``dry_run`` changes nothing: ``planned`` lists each leak with its reason.  Without
     ``use_runtime`` no plugin runs: a dead attachment's cache file is removed directly,
@@ -231,6 +239,6 @@ def clean(
         _note_blind_spots(state, report)
         leaks = find_leaks(state, grace=grace)
     ordered = sorted(leaks, key=lambda leak: leak.kind == "attachment")  # files last
-    _direct(state, ordered, report, drop_attachments=not use_runtime)
-    report.remaining = find_leaks(collect(paths), grace=grace)
+    done = _direct(state, ordered, report, drop_attachments=not use_runtime)
+    report.remaining = [leak for leak in leaks if id(leak) not in done]
     return report

@@ -363,17 +363,20 @@ def candidate_namespaces(
     return [(ns.label, ns.path) for ns in found.namespaces if ns.key != own], found
 
 
-def _look_into(name: str, path: str) -> tuple[Namespace, list[_RawLink], int | None]:
-    """A namespace's links, and the nsid this (node) namespace knows it by."""
+def _look_into(name: str, path: str, node_ipr: Any) -> tuple[Namespace, list[_RawLink], int | None]:
+    """A namespace's links, and the nsid this (node) namespace knows it by.
+
+    ``node_ipr`` is one client of the node namespace shared by every look (a machine can
+    have a thousand namespaces: one client each would cost more than the looks).
+    """
     with NetNS.open(path) as ns:
         nsid: int | None = None
-        with rtnl() as ipr:
-            try:
-                answer = ipr.get_netnsid(fd=ns.fd)
-                if answer and answer.get("nsid") is not None and answer["nsid"] >= 0:
-                    nsid = int(answer["nsid"])
-            except Exception:  # older kernels do not answer RTM_GETNSID by fd
-                nsid = None
+        try:
+            answer = node_ipr.get_netnsid(fd=ns.fd)
+            if answer and answer.get("nsid") is not None and answer["nsid"] >= 0:
+                nsid = int(answer["nsid"])
+        except Exception:  # older kernels do not answer RTM_GETNSID by fd
+            nsid = None
         with ns.entered(), rtnl() as ipr:
             links = _dump_links(ipr)
     view = Namespace(
@@ -386,6 +389,20 @@ def _look_into(name: str, path: str) -> tuple[Namespace, list[_RawLink], int | N
         ],
     )
     return view, links, nsid
+
+
+def _look_into_or_note(
+    name: str, path: str, node_ipr: Any, state: NodeState
+) -> tuple[Namespace, list[_RawLink], int | None] | None:
+    """``_look_into``, or None: a namespace gone meanwhile, or one we could not read (noted)."""
+    try:
+        return _look_into(name, path, node_ipr)
+    except NetNSNotFound:
+        return None
+    except (OSError, CNIError) as exc:
+        if namespace_key(path) is not None:  # still there: a blind spot, say so
+            state.problems.append(f"cannot look into namespace {path}: {exc}")
+        return None
 
 
 def _match_peer(
@@ -446,16 +463,13 @@ def read_kernel(state: NodeState, netns_dir: str) -> None:
     state.problems.extend(found.problems)
     complete = found.complete
     views = []
-    for name, path in candidates:
-        try:
-            views.append(_look_into(name, path))
-        except NetNSNotFound:
-            continue  # removed while we looked: not ours to report
-        except (OSError, CNIError) as exc:
-            if namespace_key(path) is None:
-                continue  # it went away while we looked (a process exited, a pod was removed)
-            state.problems.append(f"cannot look into namespace {path}: {exc}")
-            complete = False
+    with rtnl() as node_ipr:
+        for name, path in candidates:
+            look = _look_into_or_note(name, path, node_ipr, state)
+            if look is None:
+                complete = complete and namespace_key(path) is None
+                continue
+            views.append(look)
     state.live_namespaces = len(views) + 1
     state.addresses_complete = complete
     state.peers_complete = complete and not found.opaque

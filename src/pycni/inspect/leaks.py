@@ -36,7 +36,7 @@ from pycni.inspect.nftmap import owner_chain
 KINDS = ("attachment", "reservation", "veth", "mapping", "temp")
 DEFAULT_GRACE_PERIOD = 600.0  # seconds; an ADD (even a slow DHCP one) is over long before
 
-_CACHE_TEMP_PREFIX = "."
+_CACHE_TEMP_PREFIX = ".pycni-tmp-"  # = pycni.runtime.cache._TEMP_PREFIX; libcni makes none
 _STORE_TEMP_PREFIX = "last_reserved_ip.tmp-"
 
 
