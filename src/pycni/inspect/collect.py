@@ -32,7 +32,7 @@ from pycni.inspect.model import (
     Route,
     Veth,
 )
-from pycni.inspect.namespaces import NamespaceScan, namespace_key
+from pycni.inspect.namespaces import NamespaceScan, namespace_key, nsfs_device
 from pycni.inspect.namespaces import scan as scan_namespaces
 from pycni.net.netlink import rtnl
 from pycni.net.ns import THREAD_NETNS, NetNS, NetNSNotFound
@@ -394,15 +394,39 @@ def _look_into(name: str, path: str, node_ipr: Any) -> tuple[Namespace, list[_Ra
 def _look_into_or_note(
     name: str, path: str, node_ipr: Any, state: NodeState
 ) -> tuple[Namespace, list[_RawLink], int | None] | None:
-    """``_look_into``, or None: a namespace gone meanwhile, or one we could not read (noted)."""
+    """``_look_into``, or None: a namespace gone meanwhile, or one we could not read (noted).
+
+    Paths come from other mount namespaces too (``/proc/PID/root/...``), where a container
+    can swap a path component between our checks: the file is opened non-blocking (a FIFO
+    put there cannot hang us), checked to be a namespace, and entered through that fd.
+    """
     try:
-        return _look_into(name, path, node_ipr)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        _note_blind_spot(path, exc, state)
+        return None
+    try:
+        if os.fstat(fd).st_dev != nsfs_device():
+            return None  # no longer a namespace file: it went away
+        view, links, nsid = _look_into(name, f"/proc/self/fd/{fd}", node_ipr)
     except NetNSNotFound:
         return None
     except (OSError, CNIError) as exc:
-        if namespace_key(path) is not None:  # still there: a blind spot, say so
-            state.problems.append(f"cannot look into namespace {path}: {exc}")
+        _note_blind_spot(path, exc, state)
         return None
+    finally:
+        os.close(fd)
+    view.path = path
+    for pod_link in view.links:
+        pod_link.namespace_path = path
+    return view, links, nsid
+
+
+def _note_blind_spot(path: str, exc: Exception, state: NodeState) -> None:
+    if namespace_key(path) is not None:  # still there: a blind spot, say so
+        state.problems.append(f"cannot look into namespace {path}: {exc}")
 
 
 def _match_peer(
