@@ -22,9 +22,12 @@ def write_atomic(
     State files (result cache, tuning backups, flannel's subnet.env, lease records) are read by
     another process or by the next CNI call, possibly after a crash, so nothing is written in
     place: the bytes go to a temporary file in the same directory (``prefix`` lets directory
-    scanners skip it), optionally fsynced, get ``mode`` and are renamed over ``path``.  On any
-    failure the temporary file is removed and the old file stays as it was.  ``make_dirs``
-    creates a missing parent directory, the last level with ``dir_mode``.  ``str`` is UTF-8.
+    scanners skip it), get ``mode`` and are renamed over ``path``.  With ``fsync`` the file is
+    fsynced before the rename and the directory after it, so once this returns the new file
+    survives a power cut (a rename alone is atomic against a kill, not against a crash of the
+    machine).  On any failure the temporary file is removed and the old file stays as it was.
+    ``make_dirs`` creates a missing parent directory, the last level with ``dir_mode``.
+    ``str`` is UTF-8.
     """
     target = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(target))
@@ -44,3 +47,45 @@ def write_atomic(
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    if fsync:
+        fsync_dir(directory)
+
+
+def fsync_dir(directory: str | os.PathLike[str]) -> None:
+    """Make the directory's entries (a create, rename or unlink done in it) durable."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def create_exclusive(
+    path: str | os.PathLike[str], data: bytes, *, mode: int = 0o600, fsync: bool = True
+) -> bool:
+    """Create ``path`` holding ``data`` only if it does not exist yet; False when it does.
+
+    The create is O_EXCL (so two writers never both own the name, as host-local's reference
+    store requires); the bytes are written and, with ``fsync``, the file is fsynced.  The
+    caller fsyncs the directory (``fsync_dir``) once it has made all its entries, so one
+    operation that creates several files pays for one directory sync.  A failed write removes
+    the file again.
+    """
+    target = os.fspath(path)
+    try:
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+    except FileExistsError:
+        return False
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if fsync:
+            os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(target)
+        raise
+    os.close(fd)
+    return True

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from pycni import playground
-from pycni.cluster import up as cluster
 from pycni.cluster.subnet import read_subnet_env
+from pycni.playground import cluster
 from tests import harness
 
 pytestmark = [

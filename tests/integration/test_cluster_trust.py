@@ -30,10 +30,10 @@ from pathlib import Path
 import pytest
 
 from pycni import playground
-from pycni.cluster import up as cluster
 from pycni.cluster.etcd import Etcd, EtcdCredentials, EtcdError
 from pycni.cluster.lease import LeaseInfo, LeaseStore
 from pycni.cluster.subnet import read_subnet_env
+from pycni.playground import cluster
 from tests import harness
 
 pytestmark = [

@@ -102,6 +102,25 @@ def test_gc_deletes_all_cached_attachments(env: dict[str, Any]) -> None:
     assert not list((env["cache"] / "results").iterdir())
 
 
+@pytest.mark.parametrize("extra", [["--dry-run"], ["--grace-period", "0"]])
+def test_node_wide_gc_options_are_refused_with_a_network(
+    env: dict[str, Any], capsys: pytest.CaptureFixture[str], extra: list[str]
+) -> None:
+    assert _cli(env, "gc", "net", "/ns/any", *extra) == 2
+    assert "apply to `pycni gc` alone" in capsys.readouterr().err
+    assert env["fakes"].calls() == []
+
+
+@pytest.mark.parametrize("value", ["-1", "soon", "nan"])
+def test_grace_period_must_be_a_number_of_seconds(
+    env: dict[str, Any], capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        _cli(env, "gc", "--grace-period", value)
+    assert exc.value.code == 2
+    assert "--grace-period" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("setup", "argv", "message"),
     [

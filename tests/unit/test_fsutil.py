@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pycni.fsutil import write_atomic
+from pycni.fsutil import create_exclusive, fsync_dir, write_atomic
 
 
 def _mode(path: Path) -> int:
@@ -85,3 +85,59 @@ def test_temp_file_uses_the_prefix(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(os, "replace", spy)
     write_atomic(tmp_path / "f", b"x", prefix=".pycni-tmp-")
     assert len(seen) == 1 and seen[0].startswith(".pycni-tmp-")
+
+
+def _record_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """What each os.fsync call synced: "dir" or "file", in order (with the renames)."""
+    events: list[str] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        events.append("dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file")
+        real_fsync(fd)
+
+    def replace(src: str, dst: str) -> None:
+        events.append("rename")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    return events
+
+
+def test_fsync_syncs_the_file_before_the_rename_and_the_directory_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events = _record_fsyncs(monkeypatch)
+    write_atomic(tmp_path / "f", b"x")
+    assert events == ["file", "rename", "dir"]
+    events.clear()
+    write_atomic(tmp_path / "g", b"x", fsync=False)
+    assert events == ["rename"]
+
+
+def test_create_exclusive_creates_once_with_the_bytes_and_mode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events = _record_fsyncs(monkeypatch)
+    target = tmp_path / "10.0.0.2"
+    assert create_exclusive(target, b"cid\r\neth0", mode=0o600) is True
+    assert events == ["file"]
+    assert target.read_bytes() == b"cid\r\neth0"
+    assert _mode(target) == 0o600
+    assert create_exclusive(target, b"other\r\neth0") is False
+    assert target.read_bytes() == b"cid\r\neth0"
+    fsync_dir(tmp_path)
+    assert events == ["file", "dir"]
+
+
+def test_create_exclusive_removes_the_file_when_the_write_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken_write(fd: int, data: object) -> int:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "write", broken_write)
+    with pytest.raises(OSError, match="disk full"):
+        create_exclusive(tmp_path / "f", b"data")
+    assert list(tmp_path.iterdir()) == []

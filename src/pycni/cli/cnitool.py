@@ -26,7 +26,8 @@ _VERBS = {
     "add": "add the network to the namespace and print the result",
     "check": "check the network in the namespace (config version 0.4.0 or later)",
     "del": "remove the network from the namespace",
-    "gc": "remove every cached attachment of the network, then GC its plugins",
+    "gc": "remove every cached attachment of the network, then GC its plugins; alone: "
+    "the node-wide GC (as `pycni cleanup`)",
     "status": "ask each plugin of the network whether it is ready (1.1.0 or later)",
 }
 
@@ -68,6 +69,10 @@ def register(subparsers: Any) -> None:
             nargs="?" if node_wide else None,
             help="network namespace path, e.g. /run/netns/pod1",
         )
+        if node_wide:
+            from pycni.cli.inspect_cmd import add_gc_options
+
+            add_gc_options(parser)
         parser.set_defaults(func=functools.partial(run, verb))
 
 
@@ -128,6 +133,9 @@ def run(verb: str, args: argparse.Namespace) -> int:
 
     if verb == "gc" and args.network is None:
         return _gc_node(args)
+    if verb == "gc" and (args.dry_run or args.grace_period != _node_gc_default()):
+        sys.stderr.write("pycni: --dry-run and --grace-period apply to `pycni gc` alone\n")
+        return 2
     if args.netns is None:
         sys.stderr.write(f"pycni: {verb} needs NETWORK and NETNS\n")
         return 2
@@ -153,9 +161,15 @@ def run(verb: str, args: argparse.Namespace) -> int:
     return 0
 
 
+def _node_gc_default() -> float:
+    from pycni.cli.inspect_cmd import DEFAULT_GRACE_PERIOD
+
+    return DEFAULT_GRACE_PERIOD
+
+
 def _gc_node(args: argparse.Namespace) -> int:
-    """`pycni gc` with no arguments: the node-wide GC that `pycni cleanup` does (GC of every
-    network in NETCONFPATH with the live attachments as the valid ones, then leak removal)."""
+    """`pycni gc` with no arguments: the node-wide GC that `pycni cleanup` does (DEL of the
+    attachments proven gone, then removal of the leaks proven as such; see docs/security.md)."""
     from pycni.cli import inspect_cmd
 
     node_args = argparse.Namespace(
@@ -165,6 +179,7 @@ def _gc_node(args: argparse.Namespace) -> int:
         netns_dir=inspect_cmd.DEFAULT_NETNS_DIR,
         cni_path=os.environ.get("CNI_PATH", ""),
         no_gc=False,
-        dry_run=False,
+        dry_run=args.dry_run,
+        grace_period=args.grace_period,
     )
     return inspect_cmd.run_cleanup(node_args)

@@ -15,6 +15,34 @@ DEFAULT_CACHE_DIR = "/var/lib/cni"
 DEFAULT_DATA_DIR = "/var/lib/cni/networks"
 DEFAULT_NETNS_DIR = "/run/netns"
 DEFAULT_DAEMON_SOCKET = "/run/pycni/pycni.sock"  # pycni.fast.protocol.DEFAULT_SOCKET
+DEFAULT_GRACE_PERIOD = 600.0  # = pycni.inspect.leaks.DEFAULT_GRACE_PERIOD (import-free here)
+
+
+def add_gc_options(parser: argparse.ArgumentParser) -> None:
+    """``--grace-period`` and ``--dry-run``, shared by `cleanup` and the node-wide `gc`."""
+    parser.add_argument(
+        "--grace-period",
+        type=_seconds,
+        default=DEFAULT_GRACE_PERIOD,
+        metavar="SECONDS",
+        help="leave anything younger than this alone: an ADD may still be in progress "
+        f"(reservation file and cache entry age; default {DEFAULT_GRACE_PERIOD:g})",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="change nothing; print what would be removed and why, one line each",
+    )
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= value < 10**9:
+        raise argparse.ArgumentTypeError("must be between 0 and 1e9 seconds")
+    return value
 
 
 def _add_paths(parser: argparse.ArgumentParser) -> None:
@@ -63,14 +91,24 @@ def register(subparsers: Any) -> None:
         default=DEFAULT_DAEMON_SOCKET,
         help=f"the daemon's socket, asked whether it answers (default {DEFAULT_DAEMON_SOCKET})",
     )
+    parser.add_argument(
+        "--grace-period",
+        type=_seconds,
+        default=DEFAULT_GRACE_PERIOD,
+        metavar="SECONDS",
+        help="count nothing younger than this as leaked (default "
+        f"{DEFAULT_GRACE_PERIOD:g}, as cleanup)",
+    )
     parser.set_defaults(func=run_inspect)
 
     clean = subparsers.add_parser(
         "cleanup",
         help="GC every network of the conf dir and remove leaked state",
-        description="Runs GC for every network in the conf dir with the attachments whose "
-        "namespace still exists as the valid ones (DEL for the others), then removes what "
-        "`pycni inspect` still reports as leaked. Exit code 1 when something is left.",
+        description="Frees only what is proven leaked and older than the grace period: "
+        "DEL through its chain for each cached attachment whose namespace is gone, then "
+        "direct removal of reservations, veths, port mappings and temp files whose "
+        "attachment is proven gone (see docs/security.md, How GC decides). Exit code 1 "
+        "when something is left.",
     )
     _add_paths(clean)
     clean.add_argument(
@@ -81,7 +119,7 @@ def register(subparsers: Any) -> None:
     clean.add_argument(
         "--no-gc", action="store_true", help="only remove leaks directly, do not run plugins"
     )
-    clean.add_argument("--dry-run", action="store_true", help="only list what would be removed")
+    add_gc_options(clean)
     clean.set_defaults(func=run_cleanup)
 
 
@@ -105,7 +143,7 @@ def run_inspect(args: argparse.Namespace) -> int:
 
     state = collect(_paths(args))
     state.daemon = read_daemon(args.socket)
-    found = leaks_mod.find_leaks(state)
+    found = leaks_mod.find_leaks(state, grace=args.grace_period)
     if args.svg:
         with open(args.svg, "w", encoding="utf-8") as f:
             f.write(render_svg.render(state, found))
@@ -122,24 +160,24 @@ def run_inspect(args: argparse.Namespace) -> int:
 
 def run_cleanup(args: argparse.Namespace) -> int:
     from pycni.inspect import cleanup
-    from pycni.inspect import leaks as leaks_mod
-    from pycni.inspect.collect import collect
 
-    paths = _paths(args)
-    if args.dry_run:
-        found = leaks_mod.find_leaks(collect(paths))
-        for leak in found:
-            sys.stdout.write(f"would remove {leak.kind} {leak.subject}: {leak.reason}\n")
-        if not found:
-            sys.stdout.write("nothing to clean\n")
-        return 0
     report = cleanup.clean(
-        paths, [p for p in args.cni_path.split(":") if p], use_runtime=not args.no_gc
+        _paths(args),
+        [p for p in args.cni_path.split(":") if p],
+        use_runtime=not args.no_gc,
+        grace=args.grace_period,
+        dry_run=args.dry_run,
     )
-    for line in report.actions:
-        sys.stdout.write(f"{line}\n")
     for line in report.errors:
         sys.stderr.write(f"warning: {line}\n")
+    if args.dry_run:
+        for leak in report.planned:
+            sys.stdout.write(f"would remove {leak.kind} {leak.subject}: {leak.reason}\n")
+        if not report.planned:
+            sys.stdout.write("nothing to clean\n")
+        return 0
+    for line in report.actions:
+        sys.stdout.write(f"{line}\n")
     for leak in report.remaining:
         sys.stdout.write(f"still leaked: {leak.kind} {leak.subject}: {leak.reason}\n")
     if not report.remaining:

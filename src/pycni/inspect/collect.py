@@ -12,9 +12,9 @@ import binascii
 import contextlib
 import ipaddress
 import json
+import logging
 import os
 import socket
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +32,8 @@ from pycni.inspect.model import (
     Route,
     Veth,
 )
+from pycni.inspect.namespaces import NamespaceScan, namespace_key, nsfs_device
+from pycni.inspect.namespaces import scan as scan_namespaces
 from pycni.net.netlink import rtnl
 from pycni.net.ns import THREAD_NETNS, NetNS, NetNSNotFound
 from pycni.spec.errors import CNIError
@@ -44,6 +46,9 @@ DEFAULT_DNSNAME_DIR = "/run/containers/cni/dnsname"
 CACHE_KIND = "cniCacheV1"
 IFF_UP = 0x1
 _STORE_SKIP = ("lock", "last_reserved_ip.")
+_CACHE_READ_MAX = 16 << 20
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -112,27 +117,32 @@ def read_networks(conf_dir: str) -> list[Network]:
         try:
             with open(path, "rb") as f:
                 raw = json.loads(f.read())
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:
             out.append(Network(name="", file=path, error=f"unreadable: {exc}"))
             continue
         out.append(_network_from(path, raw))
     return out
 
 
+def _list_of_dicts(value: Any) -> list[dict[str, Any]]:
+    """The dict items of a JSON list; anything else (a corrupt or foreign entry) gives none."""
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
 def _result_ips(result: dict[str, Any]) -> tuple[list[str], list[str]]:
     """(pod addresses, host-side interface names) from a cached result of any version."""
     ips: list[str] = []
-    for ip in result.get("ips") or []:
-        if isinstance(ip, dict) and isinstance(ip.get("address"), str):
+    for ip in _list_of_dicts(result.get("ips")):
+        if isinstance(ip.get("address"), str):
             ips.append(ip["address"])
     for key in ("ip4", "ip6"):  # 0.2.0 results
         block = result.get(key)
         if isinstance(block, dict) and isinstance(block.get("ip"), str):
             ips.append(block["ip"])
     hosts = [
-        str(i.get("name"))
-        for i in result.get("interfaces") or []
-        if isinstance(i, dict) and i.get("name") and not i.get("sandbox")
+        i["name"]
+        for i in _list_of_dicts(result.get("interfaces"))
+        if isinstance(i.get("name"), str) and i["name"] and not i.get("sandbox")
     ]
     return ips, hosts
 
@@ -142,13 +152,49 @@ def _config_name(encoded: Any) -> str:
         return ""
     try:
         conf = json.loads(base64.b64decode(encoded))
-    except (binascii.Error, ValueError):
+    except (binascii.Error, ValueError, RecursionError):
         return ""
-    return str(conf.get("name", "")) if isinstance(conf, dict) else ""
+    name = conf.get("name", "") if isinstance(conf, dict) else ""
+    return name if isinstance(name, str) else ""
+
+
+def _text(data: dict[str, Any], key: str) -> str:
+    value = data.get(key)
+    return value if isinstance(value, str) else ""
+
+
+def _attachment_from(path: str, data: Any, mtime: float) -> Attachment:
+    """One cache entry; ValueError when it is not a usable ``cniCacheV1`` object."""
+    if not isinstance(data, dict) or data.get("kind") != CACHE_KIND:
+        raise ValueError(f"not a {CACHE_KIND} entry")
+    network = _text(data, "networkName") or _config_name(data.get("config"))
+    container_id, ifname = _text(data, "containerId"), _text(data, "ifName")
+    if not (network and container_id and ifname):
+        raise ValueError("no network name, container ID or ifname")
+    netns = _text(data, "netns")
+    result = data.get("result")
+    ips, hosts = _result_ips(result if isinstance(result, dict) else {})
+    caps = data.get("capabilityArgs")
+    mappings = _list_of_dicts(caps.get("portMappings")) if isinstance(caps, dict) else []
+    return Attachment(
+        network=network,
+        container_id=container_id,
+        ifname=ifname,
+        netns=netns,
+        netns_exists=bool(netns) and namespace_key(netns) is not None,
+        cache_file=path,
+        ips=ips,
+        host_interfaces=hosts,
+        port_mappings=mappings,
+        cached_at=mtime,
+    )
 
 
 def read_attachments(cache_dir: str) -> tuple[list[Attachment], list[str]]:
-    """Cached attachments, plus a note for each file that could not be understood."""
+    """Cached attachments, plus a note for each file that could not be understood.
+
+    A truncated, non-JSON or oddly shaped file is skipped (logged and noted), never fatal.
+    """
     results = os.path.join(cache_dir, "results")
     try:
         names = sorted(os.listdir(results))
@@ -162,31 +208,13 @@ def read_attachments(cache_dir: str) -> tuple[list[Attachment], list[str]]:
         path = os.path.join(results, name)
         try:
             with open(path, "rb") as f:
-                data = json.loads(f.read())
-        except (OSError, ValueError) as exc:
-            problems.append(f"cache file {path} unreadable: {exc}")
-            continue
-        if not isinstance(data, dict) or data.get("kind") != CACHE_KIND:
-            problems.append(f"cache file {path} is not a {CACHE_KIND} entry")
-            continue
-        netns = str(data.get("netns") or "")
-        result = data.get("result") if isinstance(data.get("result"), dict) else {}
-        ips, hosts = _result_ips(result or {})
-        caps = data.get("capabilityArgs") if isinstance(data.get("capabilityArgs"), dict) else {}
-        mappings = [m for m in (caps or {}).get("portMappings") or [] if isinstance(m, dict)]
-        out.append(
-            Attachment(
-                network=str(data.get("networkName") or _config_name(data.get("config"))),
-                container_id=str(data.get("containerId", "")),
-                ifname=str(data.get("ifName", "")),
-                netns=netns,
-                netns_exists=bool(netns) and os.path.exists(netns),
-                cache_file=path,
-                ips=ips,
-                host_interfaces=hosts,
-                port_mappings=mappings,
-            )
-        )
+                mtime = os.fstat(f.fileno()).st_mtime
+                data = json.loads(f.read(_CACHE_READ_MAX).decode("utf-8", errors="replace"))
+            out.append(_attachment_from(path, data, mtime))
+        except (OSError, ValueError, RecursionError) as exc:
+            note = f"cache file {path} skipped: {exc}"
+            log.info("%s", note)  # reported with the problems, which every command prints
+            problems.append(note)
     return out, problems
 
 
@@ -212,12 +240,15 @@ def read_reservations(store_dirs: dict[str, str]) -> list[Reservation]:
             path = os.path.join(directory, name)
             try:
                 with open(path, encoding="utf-8", errors="replace") as f:
-                    content = f.read()
+                    mtime = os.fstat(f.fileno()).st_mtime
+                    content = f.read(1 << 16)
             except OSError:
                 continue
             lines = content.splitlines() or [""]  # "cid\r\nifname"; older: "cid\nifname", "cid"
             ifname = lines[1].strip() if len(lines) > 1 else ""
-            out.append(Reservation(network, name.replace("_", ":"), lines[0].strip(), ifname, path))
+            out.append(
+                Reservation(network, name.replace("_", ":"), lines[0].strip(), ifname, path, mtime)
+            )
     return out
 
 
@@ -244,7 +275,7 @@ def _ipam_types(net: Network) -> list[str]:
     try:
         with open(net.file, "rb") as f:
             raw = json.loads(f.read())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return []
     plugins = raw.get("plugins") if isinstance(raw, dict) else None
     plugins = plugins if isinstance(plugins, list) else [raw]
@@ -317,35 +348,37 @@ def ns_key(path: str) -> tuple[int, int] | None:
     return (st.st_dev, st.st_ino)
 
 
-def candidate_namespaces(netns_dir: str, attachments: list[Attachment]) -> list[tuple[str, str]]:
-    """(name, path) of the namespaces worth looking into, one per namespace, not our own."""
-    own = ns_key(THREAD_NETNS)
-    seen = {own}
-    out = []
-    paths: list[tuple[str, str]] = []
+def candidate_namespaces(
+    netns_dir: str, attachments: list[Attachment]
+) -> tuple[list[tuple[str, str]], NamespaceScan]:
+    """(name, path) of every live namespace but our own, and the scan that found them.
+
+    Named ones (``netns_dir`` entries, cached netns paths) come first and keep their names;
+    the rest are found through /proc (see :mod:`pycni.inspect.namespaces`).
+    """
+    named: list[tuple[str, str]] = []
     with contextlib.suppress(OSError):
-        paths += [(n, os.path.join(netns_dir, n)) for n in sorted(os.listdir(netns_dir))]
-    paths += [(a.netns, a.netns) for a in attachments if a.netns_exists]
-    for name, path in paths:
-        key = ns_key(path)
-        if key is None or key in seen:
-            continue
-        seen.add(key)
-        out.append((name, path))
-    return out
+        named += [(n, os.path.join(netns_dir, n)) for n in sorted(os.listdir(netns_dir))]
+    named += [(a.netns, a.netns) for a in attachments if a.netns_exists]
+    found = scan_namespaces(named)
+    own = ns_key(THREAD_NETNS)
+    return [(ns.label, ns.path) for ns in found.namespaces if ns.key != own], found
 
 
-def _look_into(name: str, path: str) -> tuple[Namespace, list[_RawLink], int | None]:
-    """A namespace's links, and the nsid this (node) namespace knows it by."""
+def _look_into(name: str, path: str, node_ipr: Any) -> tuple[Namespace, list[_RawLink], int | None]:
+    """A namespace's links, and the nsid this (node) namespace knows it by.
+
+    ``node_ipr`` is one client of the node namespace shared by every look (a machine can
+    have a thousand namespaces: one client each would cost more than the looks).
+    """
     with NetNS.open(path) as ns:
         nsid: int | None = None
-        with rtnl() as ipr:
-            try:
-                answer = ipr.get_netnsid(fd=ns.fd)
-                if answer and answer.get("nsid") is not None and answer["nsid"] >= 0:
-                    nsid = int(answer["nsid"])
-            except Exception:  # older kernels do not answer RTM_GETNSID by fd
-                nsid = None
+        try:
+            answer = node_ipr.get_netnsid(fd=ns.fd)
+            if answer and answer.get("nsid") is not None and answer["nsid"] >= 0:
+                nsid = int(answer["nsid"])
+        except Exception:  # older kernels do not answer RTM_GETNSID by fd
+            nsid = None
         with ns.entered(), rtnl() as ipr:
             links = _dump_links(ipr)
     view = Namespace(
@@ -360,16 +393,60 @@ def _look_into(name: str, path: str) -> tuple[Namespace, list[_RawLink], int | N
     return view, links, nsid
 
 
+def _look_into_or_note(
+    name: str, path: str, node_ipr: Any, state: NodeState
+) -> tuple[Namespace, list[_RawLink], int | None] | None:
+    """``_look_into``, or None: a namespace gone meanwhile, or one we could not read (noted).
+
+    Paths come from other mount namespaces too (``/proc/PID/root/...``), where a container
+    can swap a path component between our checks: the file is opened non-blocking (a FIFO
+    put there cannot hang us), checked to be a namespace, and entered through that fd.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        _note_blind_spot(path, exc, state)
+        return None
+    try:
+        if os.fstat(fd).st_dev != nsfs_device():
+            return None  # no longer a namespace file: it went away
+        view, links, nsid = _look_into(name, f"/proc/self/fd/{fd}", node_ipr)
+    except NetNSNotFound:
+        return None
+    except (OSError, CNIError) as exc:
+        _note_blind_spot(path, exc, state)
+        return None
+    finally:
+        os.close(fd)
+    view.path = path
+    for pod_link in view.links:
+        pod_link.namespace_path = path
+    return view, links, nsid
+
+
+def _note_blind_spot(path: str, exc: Exception, state: NodeState) -> None:
+    if namespace_key(path) is not None:  # still there: a blind spot, say so
+        state.problems.append(f"cannot look into namespace {path}: {exc}")
+
+
 def _match_peer(
     veth: _RawLink, views: list[tuple[Namespace, list[_RawLink], int | None]]
 ) -> PodLink | None:
-    """The pod end: index pairing both ways, the nsid deciding between equal candidates."""
+    """The pod end: index pairing both ways, in the namespace with the veth's peer nsid.
+
+    A namespace whose nsid the kernel did not tell is accepted only when no namespace
+    with the right nsid pairs up (indexes repeat across namespaces).
+    """
     found: list[tuple[bool, PodLink]] = []
     for view, links, nsid in views:
+        if nsid is not None and nsid != veth.peer_netnsid:
+            continue
         for link in links:
             if link.index == veth.peer_index and link.peer_index == veth.index:
                 pod = next(p for p in view.links if p.index == link.index)
-                found.append((nsid is not None and nsid == veth.peer_netnsid, pod))
+                found.append((nsid is not None, pod))
     if not found:
         return None
     found.sort(key=lambda item: not item[0])
@@ -408,15 +485,32 @@ def read_kernel(state: NodeState, netns_dir: str) -> None:
             )
         except Exception as exc:  # a partial picture beats none
             state.problems.append(f"cannot read the cluster agent's state: {exc}")
+    candidates, found = candidate_namespaces(netns_dir, state.attachments)
+    state.problems.extend(found.problems)
+    complete = found.complete
     views = []
-    for name, path in candidate_namespaces(netns_dir, state.attachments):
-        try:
-            views.append(_look_into(name, path))
-        except NetNSNotFound:
-            continue  # removed while we looked: not ours to report
-        except (OSError, CNIError) as exc:
-            state.problems.append(f"cannot look into namespace {path}: {exc}")
-    state.namespaces = [view for view, _links, _nsid in views]
+    with rtnl() as node_ipr:
+        for name, path in candidates:
+            look = _look_into_or_note(name, path, node_ipr, state)
+            if look is None:
+                complete = complete and namespace_key(path) is None
+                continue
+            views.append(look)
+    state.live_namespaces = len(views) + 1
+    state.addresses_complete = complete
+    state.peers_complete = complete and not found.opaque
+    live: dict[str, list[str]] = {}
+    for link in links:
+        for addr in link.addresses:
+            live.setdefault(addr.split("/")[0], []).append(state.netns)
+    for view, _links, _nsid in views:
+        for pod_link in view.links:
+            for addr in pod_link.addresses:
+                live.setdefault(addr.split("/")[0], []).append(view.name)
+    for label, addresses in found.opaque.items():
+        for addr in addresses:
+            live.setdefault(addr, []).append(label)
+    state.live_addresses = live
     for link in links:
         if link.kind == "bridge":
             state.bridges.append(
@@ -447,6 +541,12 @@ def read_kernel(state: NodeState, netns_dir: str) -> None:
             state.interfaces.append(
                 HostInterface(link.name, link.index, link.kind, link.up, link.addresses)
             )
+    peer_namespaces = {v.peer.namespace_path for v in state.veths if v.peer is not None}
+    state.namespaces = [
+        view
+        for view, _links, _nsid in views
+        if not view.name.startswith("pid ") or view.path in peer_namespaces
+    ]
 
 
 def _current_netns_label(netns_dir: str) -> str:
@@ -471,7 +571,9 @@ def collect(paths: Paths) -> NodeState:
     state.networks = read_networks(paths.conf_dir)
     state.attachments, problems = read_attachments(paths.cache_dir)
     state.problems.extend(problems)
-    state.reservations = read_reservations(store_dirs(state.networks, paths.data_dir))
+    stores = store_dirs(state.networks, paths.data_dir)
+    state.store_dirs = sorted(set(stores.values()))
+    state.reservations = read_reservations(stores)
     read_kernel(state, paths.netns_dir)
     state.port_mappings, problems = nftmap.read_mappings()
     state.problems.extend(problems)
@@ -486,15 +588,3 @@ def _collect_dns_servers(state: NodeState, dnsname_dir: str) -> None:
         state.dns_servers = dnsname.read_servers(dnsname_dir)
     except Exception as exc:  # a partial picture beats none
         state.problems.append(f"cannot read the dnsname servers in {dnsname_dir}: {exc}")
-
-
-def iter_live_pod_ips(state: NodeState) -> Iterator[str]:
-    """Addresses that belong to a pod that exists (cache with a live netns, or a veth peer)."""
-    for att in state.attachments:
-        if att.netns_exists:
-            for ip in att.ips:
-                yield ip.split("/")[0]
-    for veth in state.veths:
-        if veth.peer is not None:
-            for ip in veth.peer.addresses:
-                yield ip.split("/")[0]

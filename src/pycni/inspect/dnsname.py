@@ -10,6 +10,7 @@ the plugin's lock and only if its hosts file did not change since it was inspect
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -51,6 +52,9 @@ def read_server(directory: Path) -> DnsServer:
     if server.pid is not None:
         key = _ns_key(f"/proc/{server.pid}/ns/net")
         server.in_this_namespace = key is not None and key == _ns_key(THREAD_NETNS)
+    for path in (directory, net.hosts):
+        with contextlib.suppress(OSError):
+            server.changed_at = max(server.changed_at, os.stat(path).st_mtime)
     lines = files.read_lines(net.hosts)
     server.hosts = [" ".join(line.split()) for line in lines if line.split()]
     server.records = len(files.all_records(net))
@@ -73,13 +77,20 @@ def addresses(server: DnsServer, state: NodeState) -> list[str]:
     return [a.split("/")[0] for a in found[0]] if found else []
 
 
-def find_leaks(state: NodeState, live_ips: set[str]) -> list[Leak]:
+def find_leaks(state: NodeState, *, grace: float, now: float) -> list[Leak]:
+    """dnsname servers that serve no live pod, by the rules of :mod:`pycni.inspect.leaks`:
+    only after a complete scan of the live namespaces finds none of its names' addresses, and
+    only once its files are older than the grace period (an ADD may be writing them)."""
+    if not state.addresses_complete:
+        return []
     out = []
     for server in state.dns_servers:
         if server.pid is not None and not server.in_this_namespace:
             continue  # another namespace's pods: we cannot tell whether they live
+        if now - server.changed_at < grace:
+            continue
         ips = {entry.split()[0] for entry in server.hosts}
-        if ips & live_ips:
+        if ips & set(state.live_addresses):
             continue
         why = (
             f"dnsmasq pid {server.pid} serves no live container"

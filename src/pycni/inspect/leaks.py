@@ -1,25 +1,46 @@
-"""What looks left behind: state that no live attachment accounts for.
+"""What is left behind: state whose attachment is proven gone, never merely unaccounted for.
 
-Kinds, each with what `pycni cleanup` does about it:
-- ``attachment``: a cached result whose network namespace is gone (DEL it through the chain);
-- ``reservation``: a host-local reservation with no cached attachment (release the file);
-- ``veth``: a host veth on a CNI bridge (or named in the cache) whose pod end is in no namespace
-  that a live attachment owns (delete the link);
-- ``mapping``: a portmap rule whose target address is no live pod's, or whose owner container
-  has no live attachment (delete the owner's rules);
-- ``dnsmasq``: a dnsname server (dnsmasq and its directory) that names no live pod (stop it and
-  remove the directory; see inspect/dnsname.py).
+GC runs as root on a node where other runtimes, and ADDs still in progress, hold state that
+no result cache describes yet (the cache is written after the whole chain; some runtimes keep
+none).  So a thing is a leak only with positive evidence that its attachment is gone, and
+only once it is older than the grace period (an ADD in progress is younger):
+
+- ``attachment``: a cached result whose network namespace no longer exists (the path is gone,
+  or is no longer a namespace file), cached longer ago than the grace period.  Cleanup DELs it
+  through its chain.
+- ``reservation``: a host-local reservation older than the grace period that is
+  (a) empty (an ADD killed between creating and writing it: no attachment can own it), or
+  (b) owned by cached attachments that are all leaks as above, or
+  (c) not in the cache at all, while a complete scan of every live network namespace on the
+  machine finds its address on no interface.
+  A reservation whose address is configured anywhere, or whose cached namespace is alive, is
+  kept — with or without a cache entry.
+- ``veth``: a host veth on a CNI bridge (or named in the cache) whose pod end is in no live
+  namespace: the namespace is pinned only by something no process or runtime can reach.
+- ``mapping``: a portmap rule whose owner's cached attachments are all leaks, or, when no
+  cached attachment owns it, whose target address a complete scan finds in no live namespace.
+- ``temp``: a writer's temporary file (result cache, host-local's ``last_reserved_ip``) older
+  than the grace period: a writer killed between creating and renaming it.
+- ``dnsmasq``: a dnsname server (dnsmasq and its directory) whose files are older than the
+  grace period and whose names' addresses a complete scan finds in no live namespace (stop it
+  and remove the directory; see inspect/dnsname.py).
 """
 
 from __future__ import annotations
 
+import os
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from pycni.inspect.collect import iter_live_pod_ips, ns_key
-from pycni.inspect.model import NodeState
+from pycni.inspect.model import Attachment, NodeState, Reservation
 from pycni.inspect.nftmap import owner_chain
 
-KINDS = ("attachment", "reservation", "veth", "mapping", "dnsmasq")
+KINDS = ("attachment", "reservation", "veth", "mapping", "temp", "dnsmasq")
+DEFAULT_GRACE_PERIOD = 600.0  # seconds; an ADD (even a slow DHCP one) is over long before
+
+_CACHE_TEMP_PREFIX = ".pycni-tmp-"  # = pycni.runtime.cache._TEMP_PREFIX; libcni makes none
+_STORE_TEMP_PREFIX = "last_reserved_ip.tmp-"
 
 
 @dataclass
@@ -32,78 +53,142 @@ class Leak:
     ifname: str = ""
 
 
-def _cni_bridges(state: NodeState) -> set[str]:
-    return {net.bridge for net in state.networks if net.bridge}
+def _age(now: float, since: float) -> str:
+    return f"{max(0.0, now - since):.0f}s ago"
 
 
-def find_leaks(state: NodeState) -> list[Leak]:
+class _Judge:
+    """The evidence about attachments that every kind of leak is decided on."""
+
+    def __init__(self, state: NodeState, grace: float, now: float) -> None:
+        self.state, self.grace, self.now = state, grace, now
+        self.by_key: dict[tuple[str, str, str], list[Attachment]] = {}
+        self.by_id: dict[tuple[str, str], list[Attachment]] = {}
+        for att in state.attachments:
+            self.by_key.setdefault((att.network, att.container_id, att.ifname), []).append(att)
+            self.by_id.setdefault((att.network, att.container_id), []).append(att)
+
+    def old(self, since: float) -> bool:
+        return self.now - since >= self.grace
+
+    def dead(self, att: Attachment) -> bool:
+        """Proven gone: a recorded namespace that no longer exists, cached long enough ago."""
+        return bool(att.netns) and not att.netns_exists and self.old(att.cached_at)
+
+    def all_dead(self, atts: Iterable[Attachment]) -> bool:
+        found = list(atts)
+        return bool(found) and all(self.dead(a) for a in found)
+
+    def address_unused(self, ip: str) -> bool:
+        return self.state.addresses_complete and ip.split("/")[0] not in self.state.live_addresses
+
+    # -- one verdict per kind -------------------------------------------------------------
+
+    def attachment(self, att: Attachment) -> Leak | None:
+        if not self.dead(att):
+            return None
+        why = f"namespace {att.netns} is gone (cached {_age(self.now, att.cached_at)})"
+        return Leak("attachment", att.cache_file, why, att.network, att.container_id, att.ifname)
+
+    def reservation(self, res: Reservation) -> Leak | None:
+        if not self.old(res.reserved_at):
+            return None
+        reserved = f"reserved {_age(self.now, res.reserved_at)}"
+        why = ""
+        if not res.container_id:
+            why = f"{res.ip}: empty reservation file, no attachment can own it ({reserved})"
+        else:
+            owners = self.by_key.get((res.network, res.container_id, res.ifname), [])
+            if not res.ifname:  # a legacy id-only reservation
+                owners = self.by_id.get((res.network, res.container_id), [])
+            if owners:
+                if self.all_dead(owners):
+                    why = f"{res.ip}: its attachment's namespace {owners[0].netns} is gone"
+            elif self.address_unused(res.ip):
+                why = (
+                    f"{res.ip}: no cached attachment, and none of the "
+                    f"{self.state.live_namespaces} live network namespaces has this "
+                    f"address ({reserved})"
+                )
+        if not why:
+            return None
+        return Leak("reservation", res.path, why, res.network, res.container_id, res.ifname)
+
+
+def _temp_files(state: NodeState, judge: _Judge) -> list[Leak]:
+    """Writers' temp files older than the grace period (never read by anyone)."""
+    places = [(os.path.join(state.cache_dir, "results"), _CACHE_TEMP_PREFIX)]
+    places += [(d, _STORE_TEMP_PREFIX) for d in sorted(set(state.store_dirs))]
+    leaks = []
+    for directory, prefix in places:
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError:
+            continue
+        for name in names:
+            if not name.startswith(prefix):
+                continue
+            path = os.path.join(directory, name)
+            try:
+                mtime = os.lstat(path).st_mtime
+            except OSError:
+                continue
+            if judge.old(mtime):
+                leaks.append(
+                    Leak("temp", path, f"a writer's temporary file left {_age(judge.now, mtime)}")
+                )
+    return leaks
+
+
+def find_leaks(
+    state: NodeState, *, grace: float = DEFAULT_GRACE_PERIOD, now: float | None = None
+) -> list[Leak]:
+    """Every leak with the evidence for it (``reason``); see the module text for the rules."""
+    judge = _Judge(state, grace, time.time() if now is None else now)
     leaks: list[Leak] = []
-    cached = {(a.network, a.container_id, a.ifname) for a in state.attachments}
-    cached_ids = {(a.network, a.container_id) for a in state.attachments}
-    live = [a for a in state.attachments if a.netns_exists]
+    for att in state.attachments:
+        found = judge.attachment(att)
+        if found:
+            leaks.append(found)
+    for res in state.reservations:
+        found = judge.reservation(res)
+        if found:
+            leaks.append(found)
+
+    bridges = {net.bridge for net in state.networks if net.bridge}
+    cached_host_ifs = {name for a in state.attachments for name in a.host_interfaces}
+    for veth in state.veths:
+        managed = (veth.master in bridges) or veth.name in cached_host_ifs
+        if not managed or veth.peer is not None or veth.peer_netnsid is None:
+            continue  # not ours, its pod end is in a live namespace, or both ends are here
+        if not state.peers_complete:
+            continue
+        leaks.append(
+            Leak(
+                "veth",
+                veth.name,
+                f"host veth on {veth.master or '-'}: its pod end is in no live namespace "
+                f"(of {state.live_namespaces})",
+            )
+        )
+
+    live = [a for a in state.attachments if not judge.dead(a)]
     live_owners = {a.container_id for a in live} | {
         owner_chain(a.network, a.container_id, a.ifname) for a in live
     }
-
-    for att in state.attachments:
-        if att.netns and not att.netns_exists:
-            leaks.append(
-                Leak(
-                    "attachment",
-                    att.cache_file,
-                    f"namespace {att.netns} is gone",
-                    att.network,
-                    att.container_id,
-                    att.ifname,
-                )
-            )
-
-    for res in state.reservations:
-        if res.ifname:
-            known = (res.network, res.container_id, res.ifname) in cached
-        else:  # a legacy id-only reservation
-            known = (res.network, res.container_id) in cached_ids
-        if not known:
-            leaks.append(
-                Leak(
-                    "reservation",
-                    res.path,
-                    f"{res.ip} is reserved but no attachment is cached for it",
-                    res.network,
-                    res.container_id,
-                    res.ifname,
-                )
-            )
-
-    live_ns = {key for key in (ns_key(a.netns) for a in live) if key is not None}
-    live_host_ifs = {name for a in live for name in a.host_interfaces}
-    cached_host_ifs = {name for a in state.attachments for name in a.host_interfaces}
-    bridges = _cni_bridges(state)
-    for veth in state.veths:
-        managed = (veth.master in bridges) or veth.name in cached_host_ifs
-        if not managed:
-            continue
-        if veth.peer is not None and ns_key(veth.peer.namespace_path) in live_ns:
-            continue
-        if veth.peer is None and veth.name in live_host_ifs:
-            continue  # the peer's namespace is not one we can see, but the cache vouches for it
-        where = (
-            f"its peer is in namespace {veth.peer.namespace} that no attachment owns"
-            if veth.peer is not None
-            else "its peer is in no namespace we can find"
-        )
-        leaks.append(Leak("veth", veth.name, f"host veth on {veth.master or '-'}: {where}"))
-
-    live_ips = set(iter_live_pod_ips(state))
+    dead = [a for a in state.attachments if judge.dead(a)]
+    dead_owners = {a.container_id for a in dead} | {
+        owner_chain(a.network, a.container_id, a.ifname) for a in dead
+    }
     for m in state.port_mappings:
-        target_dead = m.target_ip not in live_ips
-        owner_dead = bool(m.owner) and m.owner not in live_owners
-        if target_dead or owner_dead:
-            why = (
-                f"no live pod has {m.target_ip}"
-                if target_dead
-                else f"owner {m.owner} has no live attachment"
-            )
+        why = ""
+        if m.owner and m.owner in live_owners:
+            continue  # a cached attachment not proven gone vouches for its rules
+        if m.owner and m.owner in dead_owners:
+            why = f"owner {m.owner}'s namespace is gone"
+        elif judge.address_unused(m.target_ip):
+            why = f"no live network namespace has {m.target_ip}"
+        if why:
             leaks.append(
                 Leak(
                     "mapping",
@@ -112,7 +197,8 @@ def find_leaks(state: NodeState) -> list[Leak]:
                     container_id=m.owner,
                 )
             )
+    leaks += _temp_files(state, judge)
     from pycni.inspect import dnsname
 
-    leaks += dnsname.find_leaks(state, live_ips)
+    leaks += dnsname.find_leaks(state, grace=judge.grace, now=judge.now)
     return leaks

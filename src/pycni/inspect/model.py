@@ -33,6 +33,7 @@ class Attachment:
     ips: list[str] = field(default_factory=list)
     host_interfaces: list[str] = field(default_factory=list)
     port_mappings: list[dict[str, Any]] = field(default_factory=list)
+    cached_at: float = 0.0  # the cache file's mtime: when the ADD finished
 
 
 @dataclass
@@ -44,6 +45,7 @@ class Reservation:
     container_id: str
     ifname: str
     path: str
+    reserved_at: float = 0.0  # the file's mtime: when the address was reserved
 
 
 @dataclass
@@ -121,7 +123,8 @@ class PortMapping:
 
 @dataclass
 class Namespace:
-    """A namespace we looked into (candidates: /run/netns and the cached netns paths)."""
+    """A namespace we looked into: named ones (netns dir, mounts, cached netns paths) and
+    any other live one holding the pod end of a veth."""
 
     name: str
     path: str
@@ -207,6 +210,7 @@ class DnsServer:
     in_this_namespace: bool = False
     hosts: list[str] = field(default_factory=list)  # "IP name alias…" per hosts-file line
     records: int = 0
+    changed_at: float = 0.0  # newest mtime of the directory and its hosts file
     problems: list[str] = field(default_factory=list)
 
 
@@ -229,6 +233,14 @@ class NodeState:
     cluster: ClusterAgentState | None = None
     daemon: DaemonStatus | None = None
     dns_servers: list[DnsServer] = field(default_factory=list)
+    # Every live network namespace of the machine was scanned (see inspect/namespaces.py):
+    # how many, each address found in one (ip -> namespace labels), and whether the scan
+    # was complete enough to prove an address unused / a veth peer's namespace gone.
+    live_namespaces: int = 0
+    store_dirs: list[str] = field(default_factory=list)  # host-local stores read
+    live_addresses: dict[str, list[str]] = field(default_factory=dict)
+    addresses_complete: bool = False
+    peers_complete: bool = False
 
 
 def to_dict(obj: Any) -> dict[str, Any]:

@@ -3,7 +3,12 @@
 Files are JSON objects of kind ``cniCacheV1`` holding the attachment's identity, the conflist
 bytes (base64, as Go encodes ``[]byte``), CNI_ARGS, capability args and the final ADD result,
 so a Go runtime and pycni can read each other's cache.  Unlike libcni, files are written to a
-temporary file, fsynced and renamed into place, so a crash never leaves a 0-byte cache.
+temporary file, fsynced, renamed into place and the directory fsynced, so a crash never
+leaves a 0-byte cache and a finished ADD's entry survives a power cut.
+
+Readers never trust a file: one that is truncated, not JSON or of the wrong shape is skipped
+with a warning on the ``pycni.runtime.cache`` logger by everything that lists the cache (GC,
+cleanup, inspect); a DEL drops it and goes on, a CHECK reports it.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import logging
 import os
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -25,6 +31,9 @@ from .types import NetworkAttachment, RuntimeConf
 CACHE_KIND = "cniCacheV1"
 DEFAULT_CACHE_DIR = "/var/lib/cni"
 _TEMP_PREFIX = ".pycni-tmp-"
+_READ_MAX = 16 << 20  # a cache entry is a config and a result; anything bigger is not one
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -101,7 +110,10 @@ def _str_field(obj: dict[str, Any], name: str) -> str:
 
 def decode_cached_info(data: bytes) -> CachedInfo:
     """Decode a cache file into the ``cachedInfo`` struct; ValueError when Go's would fail."""
-    obj = go_unmarshal(data)
+    try:
+        obj = go_unmarshal(data)
+    except RecursionError:
+        raise ValueError("json: exceeded max depth") from None
     if obj is None:
         return CachedInfo()
     if not isinstance(obj, dict):
@@ -146,7 +158,7 @@ def _read_cache_file(cache_dir: str, net_name: str, rt: RuntimeConf) -> bytes | 
     """The raw cache file; None when it cannot be read (no cache is not an error)."""
     try:
         with open(cache_file_path(cache_dir, net_name, rt), "rb") as handle:
-            return handle.read()
+            return handle.read(_READ_MAX)
     except OSError:
         return None
 
@@ -220,32 +232,55 @@ def read_cached_config(
     return (info.config or b""), new_rt
 
 
+def is_entry_name(name: str) -> bool:
+    """A writer's temp file (ours, or any dot file) is never an entry."""
+    return not name.startswith(".")
+
+
+def read_entry(path: str) -> CachedInfo:
+    """One cache file decoded; ValueError (with the reason) when it is not a usable V1 entry."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(_READ_MAX + 1)
+    except OSError as err:
+        raise ValueError(err.strerror or str(err)) from None
+    if len(data) > _READ_MAX:
+        raise ValueError(f"larger than {_READ_MAX} bytes")
+    info = decode_cached_info(data)
+    if info.kind != CACHE_KIND:
+        raise ValueError(f"kind is {info.kind!r}, not {CACHE_KIND!r}")
+    if info.ifname == "" or info.network_name == "" or info.container_id == "":
+        raise ValueError("containerId, ifName or networkName is missing")
+    return info
+
+
 def list_attachments(cache_dir: str, container_id: str = "") -> list[NetworkAttachment]:
-    """Every readable V1 cache entry, sorted by file name, optionally for one container."""
+    """Every readable V1 cache entry, sorted by file name, optionally for one container.
+
+    A file that cannot be read or decoded is skipped with a warning: one corrupt file must
+    not stop a GC from seeing the others.
+    """
     directory = results_dir(cache_dir)
     try:
         names = sorted(os.listdir(directory))
-    except FileNotFoundError:
+    except OSError:
         return []
     attachments: list[NetworkAttachment] = []
     for name in names:
-        if name.startswith(_TEMP_PREFIX):
+        if not is_entry_name(name):
             continue
         if container_id:
             part = f"-{container_id}-"
             pos = name.find(part)
             if pos <= 0 or pos + len(part) >= len(name):
                 continue
+        path = os.path.join(directory, name)
         try:
-            with open(os.path.join(directory, name), "rb") as handle:
-                info = decode_cached_info(handle.read())
-        except (OSError, ValueError):
-            continue
-        if info.kind != CACHE_KIND:
+            info = read_entry(path)
+        except ValueError as err:
+            log.warning("skipping cache file %s: %s", path, err)
             continue
         if container_id and info.container_id != container_id:
-            continue
-        if info.ifname == "" or info.network_name == "":
             continue
         attachments.append(
             NetworkAttachment(

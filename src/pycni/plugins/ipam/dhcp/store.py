@@ -14,7 +14,8 @@ DEFAULT_LEASE_DIR = "/run/pycni/dhcp"
 
 
 class LeaseStore:
-    """A directory of lease records (0700, files 0600, written atomically)."""
+    """A directory of lease records (0700, files 0600, written atomically and fsynced with
+    the directory, so a lease the daemon renews for a live pod survives its crash)."""
 
     def __init__(self, directory: str | Path) -> None:
         self.dir = Path(directory)
@@ -24,7 +25,7 @@ class LeaseStore:
 
     def save(self, record: dict[str, Any]) -> None:
         target = self._file(str(record["clientID"]))
-        write_atomic(target, json.dumps(record), mode=0o600, dir_mode=0o700, fsync=False)
+        write_atomic(target, json.dumps(record), mode=0o600, dir_mode=0o700, fsync=True)
 
     def remove(self, client_id: str) -> None:
         with contextlib.suppress(FileNotFoundError):

@@ -3,7 +3,8 @@
 Layout under ``<dataDir>/<network>/``:
 
 - ``<ip>``: one file per reserved address (IPv6 in compressed form), created with
-  O_EXCL and mode 0600, holding ``<containerID>\\r\\n<ifname>`` without a newline.
+  O_EXCL and mode 0600, holding ``<containerID>\\r\\n<ifname>`` without a newline,
+  fsynced together with the directory before the address is handed out.
   Files written by old reference versions hold only ``<containerID>``.
 - ``last_reserved_ip.<setIndex>``: the last address reserved in that range set.
 - ``lock``: flock(LOCK_EX) on it serialises every allocator operation; the Go binary
@@ -17,6 +18,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from pycni.fsutil import create_exclusive, fsync_dir, write_atomic
 from pycni.net import ipmath
 from pycni.net.ipmath import IPAddress
 
@@ -87,31 +89,36 @@ class Store:
         return os.path.join(self.dir, str(address))
 
     def reserve(self, container_id: str, ifname: str, address: IPAddress, set_index: int) -> bool:
-        """Create the reservation file; False when the address is already taken."""
-        path = self.path_of(address)
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_EXCL | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        except FileExistsError:
+        """Create the reservation file; False when the address is already taken.
+
+        Crash-safe: the file is created with O_EXCL (the reference's exclusive create) and
+        fsynced, ``last_reserved_ip`` is replaced atomically, then one fsync of the directory
+        makes both names durable before the address is handed out.
+        """
+        data = owner_key(container_id, ifname).encode()
+        if not create_exclusive(self.path_of(address), data, mode=0o600):
             return False
-        try:
-            data = owner_key(container_id, ifname).encode()
-            while data:
-                data = data[os.write(fd, data) :]
-        except OSError:
-            os.close(fd)
-            os.unlink(path)
-            raise
-        os.close(fd)
         self.write_last_reserved(set_index, address)
+        fsync_dir(self.dir)
         return True
 
     def write_last_reserved(self, set_index: int, address: IPAddress) -> None:
+        """Replace ``last_reserved_ip.<set>`` atomically (temp file + rename).
+
+        It is only where the next search starts, so its bytes are not fsynced: after a power
+        cut it may be missing or empty, and the search starts over (the reader allows that).
+        The temp file's name starts with the same prefix, so no reader takes it for a
+        reservation even if a crash leaves it behind (GC removes it after the grace period).
+        """
         path = os.path.join(self.dir, f"{LAST_IP_PREFIX}{set_index}")
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-        try:
-            os.write(fd, str(address).encode())
-        finally:
-            os.close(fd)
+        write_atomic(
+            path,
+            str(address).encode(),
+            mode=0o600,
+            fsync=False,
+            make_dirs=False,
+            prefix=f"{LAST_IP_PREFIX}tmp-",
+        )
 
     def last_reserved(self, set_index: int) -> IPAddress | None:
         """The recorded last address of a set; None when missing or unparsable.

@@ -1,0 +1,302 @@
+"""A kill -9 campaign: ADD/DEL with the plugin (or the daemon) killed at random points.
+
+A few pods cycle through ADD and DEL of bridge + host-local (with ipMasq rules) through the
+runtime.  Run 1 (500 calls) execs in-process entry points and kills the plugin process with
+SIGKILL at a random moment of about half the calls (the runtime's deadline does it, with its
+process group).  Run 2 (250 calls) sends the calls to a daemon and SIGKILLs the daemon at a
+random moment of a quarter of them, then restarts it.  A pod whose call failed is DELeted
+next, as a runtime must.
+
+After every step no address belongs to two live pods: the IPv4 addresses configured in the
+pod namespaces (read from the kernel) are distinct, and the store holds a reservation naming
+that pod for each.  At the end, DEL of every pod plus the node-wide GC leaves no veth, no
+masquerade rule, no reservation, no cache file and no temp file.  The random seed is fixed
+(``PYCNI_KILL9_SEED`` overrides it, ``PYCNI_KILL9_OPS`` the number of operations), so a
+failure replays.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from pycni.fast import install
+from pycni.net.netlink import rtnl
+from pycni.net.ns import NetNS
+from pycni.runtime.api import CNIConfig
+from pycni.runtime.types import RuntimeConf
+from pycni.spec.conf import conf_list_from_bytes
+from pycni.spec.errors import CNIError
+from tests import harness
+
+pytestmark = [pytest.mark.kernel, pytest.mark.slow]
+
+PYCNI = str(Path(sys.executable).parent / "pycni")
+GC_TIMEOUT = 600  # GC looks into every namespace of the machine: a shared one may have 1000s
+NET = "kill9-net"
+BRIDGE = "kill9br0"
+SUBNET = "10.214.58.0/28"  # 13 addresses for 4 pods: addresses are reused all the time
+PODS = 4
+SEED = int(os.environ.get("PYCNI_KILL9_SEED", "20261130"))
+OPS = int(os.environ.get("PYCNI_KILL9_OPS", "500"))  # run 1 (exec'd plugins, ~0.25 s each)
+DAEMON_OPS = int(os.environ.get("PYCNI_KILL9_DAEMON_OPS", "250"))  # run 2 (restarts cost ~1 s)
+
+
+@dataclass
+class Pod:
+    ns: harness.Namespace
+    state: str = "clean"  # clean | attached | dirty (a call failed: DEL it next)
+
+    @property
+    def rt(self) -> RuntimeConf:
+        return RuntimeConf(container_id=self.ns.name, netns=self.ns.path, ifname="eth0")
+
+
+@dataclass
+class Campaign:
+    node: harness.Namespace
+    state: harness.State
+    plugin_dir: Path
+    pods: list[Pod]
+    rng: random.Random
+    kills: int = 0
+    failures: dict[str, int] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    killed_after_ipam: int = 0  # ADDs that died holding a reservation: the window that matters
+
+    def __post_init__(self) -> None:
+        self.raw = json.dumps(
+            {
+                "cniVersion": "1.0.0",
+                "name": NET,
+                "plugins": [
+                    {
+                        "type": "bridge",
+                        "bridge": BRIDGE,
+                        "isGateway": True,
+                        "ipMasq": True,
+                        "ipam": {
+                            "type": "host-local",
+                            "ranges": [[{"subnet": SUBNET}]],
+                            "dataDir": str(self.state.data_dir),
+                        },
+                    }
+                ],
+            }
+        ).encode()
+        (self.state.conf_dir / "10-kill9.conflist").write_bytes(self.raw)
+        self.conf = conf_list_from_bytes(self.raw)
+        self.cni = CNIConfig([str(self.plugin_dir)], cache_dir=str(self.state.cache_dir))
+
+    def call(self, pod: Pod, timeout: float | None = None) -> float:
+        """ADD a clean pod, DEL any other; update its state; the call's duration."""
+        verb = "ADD" if pod.state == "clean" else "DEL"
+        start = time.monotonic()
+        try:
+            with self.node.entered():
+                if verb == "ADD":
+                    self.cni.add_network_list(self.conf, pod.rt, timeout=timeout)
+                    pod.state = "attached"
+                else:
+                    self.cni.del_network_list(self.conf, pod.rt, timeout=timeout)
+                    pod.state = "clean"
+        except CNIError as err:
+            pod.state = "dirty"
+            cause = err.__cause__ if isinstance(err.__cause__, CNIError) else err
+            kind = type(cause).__name__
+            self.failures[kind] = self.failures.get(kind, 0) + 1
+            if kind != "PluginTimeout":
+                self.errors.append(f"{verb} {pod.ns.name}: {err}")
+            if verb == "ADD" and self.reserved_by(pod):
+                self.killed_after_ipam += 1
+        return time.monotonic() - start
+
+    # -- the invariant -------------------------------------------------------------------
+
+    def pod_addresses(self, pod: Pod) -> list[str]:
+        with NetNS.open(pod.ns.path) as handle, handle.entered(), rtnl() as ipr:
+            return [
+                str(msg.get_attr("IFA_ADDRESS"))
+                for msg in ipr.get_addr(family=socket.AF_INET)
+                if not str(msg.get_attr("IFA_ADDRESS")).startswith("127.")
+            ]
+
+    def reserved_by(self, pod: Pod) -> bool:
+        store = self.state.data_dir / NET
+        return any(
+            self.store_owner(p.name) == pod.ns.name for p in store.iterdir() if p.name[0].isdigit()
+        )
+
+    def store_owner(self, ip: str) -> str | None:
+        try:
+            content = (self.state.data_dir / NET / ip).read_bytes().decode()
+        except FileNotFoundError:
+            return None
+        return content.split("\r\n")[0]
+
+    def check(self, step: int) -> None:
+        """No address in two live pods; each pod's address is reserved in its name."""
+        seen: dict[str, str] = {}
+        for pod in self.pods:
+            addresses = self.pod_addresses(pod)
+            if pod.state == "attached":
+                assert len(addresses) == 1, f"step {step}: {pod.ns.name} has {addresses}"
+            for ip in addresses:
+                where = f"step {step} (seed {SEED})"
+                assert ip not in seen, f"{where}: {ip} is in {seen.get(ip)} and {pod.ns.name}"
+                seen[ip] = pod.ns.name
+                owner = self.store_owner(ip)
+                assert owner == pod.ns.name, f"{where}: {ip} in {pod.ns.name}, store: {owner}"
+
+    # -- the end ----------------------------------------------------------------------------
+
+    def finish(self) -> None:
+        """DEL every pod (no kill now), then the node-wide GC; nothing may be left."""
+        for pod in self.pods:
+            if pod.state != "clean":
+                self.call(pod)
+                assert pod.state == "clean", f"the final DEL of {pod.ns.name} failed"
+        env = {**os.environ, "NETCONFPATH": str(self.state.conf_dir), "CNI_PATH": ""}
+        argv = [PYCNI, "gc", "--cache-dir", str(self.state.cache_dir), "--grace-period", "0"]
+        proc = self.node.run(*argv, env=env, check=False, timeout=GC_TIMEOUT)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        veths = [n for n in self.node.links() if n.startswith("veth")]
+        assert veths == []
+        for pod in self.pods:
+            assert "eth0" not in pod.ns.links()
+        assert self.pod_rules() == []
+        store = self.state.data_dir / NET
+        left = sorted(p.name for p in store.iterdir()) if store.exists() else []
+        assert [n for n in left if n != "lock" and not n.startswith("last_reserved_ip.")] == []
+        assert all(n == "lock" or n[len("last_reserved_ip.") :].isdigit() for n in left), left
+        results = self.state.cache_dir / "results"
+        assert (sorted(os.listdir(results)) if results.exists() else []) == []
+
+    def pod_rules(self) -> list[dict[str, object]]:
+        """The per-pod masquerade rules (the shared base chain's three rules stay, as in Go)."""
+        ruleset = json.loads(self.node.run("nft", "-j", "list", "ruleset").stdout)["nftables"]
+        rules = [o["rule"] for o in ruleset if "rule" in o]
+        return [r for r in rules if r.get("chain") != "postrouting"]
+
+    def calibrate(self) -> float:
+        """Median duration of an unkilled call, to draw kill moments across a whole call."""
+        samples = [self.call(pod) for pod in self.pods]
+        assert len(self.pod_rules()) == len(self.pods)  # what finish() expects gone is there
+        samples += [self.call(pod) for pod in self.pods]
+        self.check(0)
+        return statistics.median(samples)
+
+
+@pytest.fixture
+def pods(pod_factory: Callable[[], harness.Namespace]) -> list[Pod]:
+    return [Pod(pod_factory()) for _ in range(PODS)]
+
+
+def test_plugin_killed_at_random_points(
+    node: harness.Namespace, tmp_state: harness.State, tmp_path: Path, pods: list[Pod]
+) -> None:
+    plugin_dir = tmp_path / "bin"
+    install.install(plugin_dir, form="inprocess")
+    campaign = Campaign(node, tmp_state, plugin_dir, pods, random.Random(SEED))
+    typical = campaign.calibrate()
+    for step in range(1, OPS + 1):
+        pod = campaign.rng.choice(pods)
+        timeout = None
+        if campaign.rng.random() < 0.5:
+            timeout = campaign.rng.uniform(0.2, 1.2) * typical
+        campaign.call(pod, timeout)
+        campaign.check(step)
+    assert campaign.failures.get("PluginTimeout", 0) > OPS // 10, campaign.failures
+    assert campaign.errors == []  # a killed plugin is the only way a call fails
+    assert campaign.killed_after_ipam >= 5, campaign.killed_after_ipam
+    campaign.finish()
+
+
+class Daemon:
+    """A pycni daemon on a private socket that can be SIGKILLed and started again."""
+
+    def __init__(self, sock: str) -> None:
+        self.sock = sock
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.restarts = 0
+
+    def start(self) -> None:
+        argv = [sys.executable, "-m", "pycni.cli.daemon_cmd", "--socket", self.sock]
+        self.proc = subprocess.Popen([*argv, "--log-level", "ERROR"])
+        deadline = time.monotonic() + 60
+        while True:
+            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                probe.connect(self.sock)
+                return
+            except OSError:
+                assert self.proc.poll() is None, "the pycni daemon exited at start"
+                assert time.monotonic() < deadline, "the pycni daemon did not start"
+                time.sleep(0.05)
+            finally:
+                probe.close()
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@pytest.fixture
+def daemon(tmp_path: Path) -> Iterator[Daemon]:
+    d = Daemon(str(tmp_path / "kill9.sock"))
+    d.start()
+    try:
+        yield d
+    finally:
+        d.stop()
+
+
+def test_daemon_killed_at_random_points(
+    node: harness.Namespace,
+    tmp_state: harness.State,
+    tmp_path: Path,
+    pods: list[Pod],
+    daemon: Daemon,
+) -> None:
+    plugin_dir = tmp_path / "bin"
+    install.install(plugin_dir, form="auto", socket_path=daemon.sock)
+    campaign = Campaign(node, tmp_state, plugin_dir, pods, random.Random(SEED))
+    typical = campaign.calibrate()
+    for step in range(1, DAEMON_OPS + 1):
+        pod = campaign.rng.choice(pods)
+        killer = None
+        if campaign.rng.random() < 0.25:
+            killer = threading.Timer(campaign.rng.uniform(0.0, 1.2) * typical, daemon.kill)
+            killer.start()
+        campaign.call(pod, timeout=60)
+        if killer is not None:
+            killer.join()
+            assert daemon.proc is not None
+            if daemon.proc.poll() is not None:
+                campaign.kills += 1
+                daemon.start()
+        campaign.check(step)
+    assert campaign.kills > DAEMON_OPS // 20, (campaign.kills, campaign.failures)
+    campaign.finish()
