@@ -195,3 +195,28 @@ def test_socket_directory_must_be_root_only(work: Path) -> None:
     )  # fmt: skip
     assert proc.returncode == 1 and "symlink" in proc.stderr
     assert not (work / "elsewhere" / "d.sock").exists()
+
+
+def test_ping_and_doctor_from_another_mount_namespace_say_calls_run_in_process(
+    daemon: DaemonProc,
+) -> None:
+    """`ip netns exec` gives every command a mount namespace of its own: the daemon answers,
+    but runs none of its calls, and the tools say so instead of calling the daemon dead."""
+    sys_path = os.pathsep.join(p for p in sys.path if p)
+    probe = (
+        "from pycni.fast import client\n"
+        "try:\n"
+        f"    client.ping({daemon.socket_path!r})\n"
+        "except client.RunLocally as exc:\n"
+        "    print('RUN-LOCALLY', exc)\n"
+        "from pycni.inspect.daemon import read_daemon\n"
+        f"s = read_daemon({daemon.socket_path!r})\n"
+        "print('STATUS', s.answers, s.status)\n"
+    )
+    proc = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", sys.executable, "-c", probe],
+        env={"PATH": PATH, "PYTHONPATH": sys_path}, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc
+    assert "RUN-LOCALLY" in proc.stdout and "run in-process" in proc.stdout, proc.stdout
+    assert "STATUS True other mount namespace" in proc.stdout, proc.stdout

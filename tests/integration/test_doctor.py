@@ -178,7 +178,10 @@ def test_stopped_daemon_missing_plugin_and_leak_fail_once_each(
     (tmp_state.conf_dir / "20-broken.conflist").write_bytes(broken)
     store = tmp_state.data_dir / NET
     store.mkdir(parents=True)
-    (store / "10.79.0.77").write_bytes(b"ghost-container\r\neth0")
+    ghost = store / "10.79.0.77"
+    ghost.write_bytes(b"ghost-container\r\neth0")
+    an_hour_ago = time.time() - 3600  # older than GC's grace period: not an ADD in progress
+    os.utime(ghost, (an_hour_ago, an_hour_ago))
 
     proc = _doctor(node, tmp_state, plugins, sock)
     assert proc.returncode == 1, proc.stdout + proc.stderr

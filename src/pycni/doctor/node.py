@@ -191,6 +191,17 @@ def check_daemon(socket_path: str, plugin_dirs: Setting) -> list[Check]:
         "startedBy": status.started_by,
         "forwardingEntryPoints": len(forwarding),
     }
+    if status.answers and status.status == "other mount namespace":
+        return [
+            Check(
+                "daemon",
+                WARN,
+                f"{status.error}; {len(forwarding)} entry points forward to it",
+                "run this in the node's mount namespace (nsenter --net=NETNS instead of "
+                "ip netns exec) to check what a runtime gets",
+                data,
+            )
+        ]
     if status.answers:
         facts = [f"pid {status.pid}"]
         if status.workers is not None:

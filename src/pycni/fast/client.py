@@ -22,6 +22,11 @@ class DaemonUnavailable(Exception):
     """No daemon accepted the connection: nothing ran, so running in-process is safe."""
 
 
+class RunLocally(ConnectionError):
+    """The daemon answers but serves no call from this caller's mount namespace (e.g. a shell
+    under `ip netns exec`, which makes one per command): calls from here run in-process."""
+
+
 class NotRoot(ConnectionError):
     """The server on the socket is not root: not a pycni daemon, nothing was sent to it."""
 
@@ -104,6 +109,12 @@ def call(
 
 def _json_request(socket_path: str, kind: int, timeout: float) -> dict[str, Any]:
     reply = exchange(socket_path, protocol.encode_request(kind), timeout=timeout)
+    if reply.flags & protocol.REPLY_RUN_LOCALLY:
+        raise RunLocally(
+            f"the daemon on {socket_path} answers, but not callers in this mount namespace "
+            "(another one than the daemon's, e.g. under `ip netns exec`): plugin calls made "
+            "from here run in-process"
+        )
     data = json.loads(reply.stdout)
     if reply.exit_code != 0 or not isinstance(data, dict):
         raise ConnectionError(

@@ -51,6 +51,12 @@ def read_daemon(socket_path: str, timeout: float = 2.0) -> DaemonStatus:
     except client.DaemonUnavailable as exc:
         status.error = str(exc)
         return status
+    except client.RunLocally as exc:
+        status.answers = True
+        status.mode = "in-process here"
+        status.status = "other mount namespace"
+        status.error = str(exc)
+        return status
     except (OSError, ValueError) as exc:
         status.error = f"the daemon on {socket_path} did not answer properly: {exc}"
         return status
