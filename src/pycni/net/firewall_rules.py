@@ -26,8 +26,9 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from pycni.net import iptables, nft
+from pycni.net import iptables, nft, rule_tokens
 from pycni.net.ipmasq import hash_for_instance, hash_for_network
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -230,23 +231,44 @@ NFT_COMMENT_MAX = 128
 def nft_comment(network: str, ifname: str, container_id: str) -> str:
     text = f"{hash_for_instance(network, ifname, container_id)}, net: {network}, "
     text += f"if: {ifname}, id: {container_id}"
-    return text.replace('"', "")[:NFT_COMMENT_MAX]
+    return rule_tokens.plain_text("comment", text[:NFT_COMMENT_MAX], NFT_COMMENT_MAX)
 
 
-def _skeleton(admin_chain: str) -> list[str]:
-    t = f"{NFT_FAMILY} {NFT_TABLE}"
+def _obj(kind: str, **fields: Any) -> dict[str, Any]:
+    return {kind: {"family": NFT_FAMILY, "table": NFT_TABLE, **fields}}
+
+
+def _rule(chain: str, expr: list[dict[str, Any]], comment: str = "") -> dict[str, Any]:
+    rule = _obj("rule", chain=chain, expr=expr)
+    if comment:
+        rule["rule"]["comment"] = comment
+    return {"add": rule}
+
+
+def _jump(target: str) -> dict[str, Any]:
+    return {"jump": {"target": target}}
+
+
+def _match(left: dict[str, Any], right: Any, op: str = "==") -> dict[str, Any]:
+    return {"match": {"op": op, "left": left, "right": right}}
+
+
+def _skeleton(admin_chain: str) -> list[dict[str, Any]]:
+    table = {"family": NFT_FAMILY, "name": NFT_TABLE, "comment": NFT_TABLE_COMMENT}
+    forward = _obj("chain", name="forward", type="filter", hook="forward", prio=0, policy="accept")
     return [
-        f'add table {t} {{ comment "{NFT_TABLE_COMMENT}" ; }}',
-        f"add chain {t} forward {{ type filter hook forward priority filter ; policy accept ; }}",
-        f"add chain {t} {admin_chain}",
-        f"add chain {t} pods",
-        f"add chain {t} isolation_stage1",
-        f"add chain {t} isolation_stage2",
-        f"flush chain {t} forward",
-        f"add rule {t} forward jump isolation_stage1",
-        f"add rule {t} forward jump {admin_chain}",
-        f"add rule {t} forward jump pods",
+        {"add": {"table": table}},
+        {"add": forward},
+        *[
+            {"add": _obj("chain", name=name)}
+            for name in (admin_chain, "pods", "isolation_stage1", "isolation_stage2")
+        ],
+        {"flush": _obj("chain", name="forward")},
+        *[_rule("forward", [_jump(t)]) for t in ("isolation_stage1", admin_chain, "pods")],
     ]
+
+
+NFT_CHAINS = ("forward", "pods", "isolation_stage1", "isolation_stage2")
 
 
 def nft_admin_chain(name: str) -> str:
@@ -263,21 +285,31 @@ def _rules(chain: str) -> list[dict[str, object]]:
     return [item["rule"] for item in items if isinstance(item.get("rule"), dict)]
 
 
-def _deletes(chain: str, match: Iterable[dict[str, object]]) -> list[str]:
-    return [f"delete rule {NFT_FAMILY} {NFT_TABLE} {chain} handle {r['handle']}" for r in match]
+def _deletes(chain: str, match: Iterable[dict[str, object]]) -> list[dict[str, Any]]:
+    return [{"delete": _obj("rule", chain=chain, handle=int(str(r["handle"])))} for r in match]
 
 
 def _with_prefix(rules: list[dict[str, object]], prefix: str) -> list[dict[str, object]]:
     return [r for r in rules if str(r.get("comment", "")).startswith(prefix)]
 
 
-def _isolation_nft(bridge: str, policy: str) -> tuple[list[str], list[str]]:
-    tag = f'comment "{ISOLATION_COMMENT}: {bridge}"'
-    b = f'"{bridge}"'
-    stage1 = [f"iifname {b} oifname != {b} jump isolation_stage2 {tag}"]
+def _isolation_nft(
+    bridge: str, policy: str
+) -> tuple[list[list[dict[str, Any]]], list[list[dict[str, Any]]]]:
+    iif = {"meta": {"key": "iifname"}}
+    oif = {"meta": {"key": "oifname"}}
+    stage1 = [[_match(iif, bridge), _match(oif, bridge, "!="), _jump("isolation_stage2")]]
     if policy == "isolated":
-        stage1.append(f"iifname {b} oifname {b} drop {tag}")
-    return stage1, [f"oifname {b} drop {tag}"]
+        stage1.append([_match(iif, bridge), _match(oif, bridge), {"drop": None}])
+    return stage1, [[_match(oif, bridge), {"drop": None}]]
+
+
+def _pod_exprs(ip: IPAddress) -> list[list[dict[str, Any]]]:
+    fam = "ip" if ip.version == 4 else "ip6"
+    state = _match({"ct": {"key": "state"}}, ["established", "related"], "in")
+    daddr = _match({"payload": {"protocol": fam, "field": "daddr"}}, str(ip))
+    saddr = _match({"payload": {"protocol": fam, "field": "saddr"}}, str(ip))
+    return [[daddr, state, {"accept": None}], [saddr, {"accept": None}]]
 
 
 def nft_add(
@@ -290,36 +322,30 @@ def nft_add(
     policy: str = "open",
 ) -> None:
     """The attachment's rules (replacing any it already had), in one transaction."""
-    t = f"{NFT_FAMILY} {NFT_TABLE}"
     comment = nft_comment(network, ifname, container_id)
     prefix = hash_for_instance(network, ifname, container_id)
-    lines = _skeleton(nft_admin_chain(admin_chain))
-    lines += _deletes("pods", _with_prefix(_rules("pods"), prefix))
+    cmds = _skeleton(nft_admin_chain(admin_chain))
+    cmds += _deletes("pods", _with_prefix(_rules("pods"), prefix))
     for ip in ips:
-        fam = "ip" if ip.version == 4 else "ip6"
-        lines.append(
-            f"add rule {t} pods {fam} daddr {ip} ct state established,related accept "
-            f'comment "{comment}"'
-        )
-        lines.append(f'add rule {t} pods {fam} saddr {ip} accept comment "{comment}"')
+        cmds += [_rule("pods", expr, comment) for expr in _pod_exprs(ip)]
     if policy in ("same-bridge", "isolated"):
         stage1, stage2 = _isolation_nft(bridge, policy)
         tag = f"{ISOLATION_COMMENT}: {bridge}"
         have1 = {str(r.get("comment", "")) for r in _rules("isolation_stage1")}
         have2 = {str(r.get("comment", "")) for r in _rules("isolation_stage2")}
         if tag not in have1:
-            lines += [f"add rule {t} isolation_stage1 {r}" for r in stage1]
+            cmds += [_rule("isolation_stage1", expr, tag) for expr in stage1]
         if tag not in have2:
-            lines += [f"add rule {t} isolation_stage2 {r}" for r in stage2]
-    _nft_apply(lines)
+            cmds += [_rule("isolation_stage2", expr, tag) for expr in stage2]
+    _nft_apply(cmds)
 
 
 def nft_delete(network: str, ifname: str, container_id: str) -> None:
     """Remove the attachment's rules, found by comment (no IPs needed)."""
     prefix = hash_for_instance(network, ifname, container_id)
-    lines = _deletes("pods", _with_prefix(_rules("pods"), prefix))
-    if lines:
-        _nft_apply(lines)
+    cmds = _deletes("pods", _with_prefix(_rules("pods"), prefix))
+    if cmds:
+        _nft_apply(cmds)
 
 
 def nft_gc(network: str, valid: Iterable[tuple[str, str]]) -> int:
@@ -350,8 +376,8 @@ def nft_check(ips: Sequence[IPAddress], network: str, ifname: str, container_id:
         raise FirewallError(f"the forward chain of {NFT_FAMILY} {NFT_TABLE} does not jump to pods")
 
 
-def _nft_apply(lines: list[str]) -> None:
+def _nft_apply(cmds: list[dict[str, Any]]) -> None:
     try:
-        nft.apply("\n".join(lines) + "\n")
+        nft.apply_json(cmds)
     except nft.NftError as exc:
         raise FirewallError(str(exc)) from None

@@ -16,7 +16,7 @@ from functools import partial
 
 from pycni.fsutil import write_atomic
 from pycni.net import firewall_rules as rules
-from pycni.net import nft, tools
+from pycni.net import nft, rule_tokens, tools
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.config import field
 from pycni.plugin.rollback import Rollback
@@ -44,23 +44,29 @@ class FirewallConf:
 
 
 def parse(req: Request) -> FirewallConf:
+    """The config, every value that reaches a rule checked by net/rule_tokens.py (code 7)."""
     cfg = req.config
     backend = field(cfg, "backend", str, "")
     if backend not in ("", *BACKENDS):
         raise CNIError(
             INVALID_NETWORK_CONFIG,
-            f'invalid config: unknown firewall backend "{backend}" '
+            f'invalid config: unknown firewall backend "{rule_tokens.shown(backend)}" '
             '(use "iptables", "nftables" or leave it empty)',
         )
     policy = field(cfg, "ingressPolicy", str, "") or "open"
     if policy not in rules.POLICIES:
-        raise CNIError(INVALID_NETWORK_CONFIG, f'unknown ingress policy: "{policy}"')
-    admin = field(cfg, "iptablesAdminChainName", str, "") or rules.DEFAULT_ADMIN_CHAIN
-    if not admin.replace("-", "").replace("_", "").isalnum() or len(admin) > 28:
         raise CNIError(
             INVALID_NETWORK_CONFIG,
-            f'invalid config: iptablesAdminChainName "{admin}" must be letters, digits, '
-            "- or _ (at most 28)",
+            f'unknown ingress policy: "{rule_tokens.shown(policy)}" '
+            '(ingressPolicy: use "open", "same-bridge" or "isolated")',
+        )
+    admin = field(cfg, "iptablesAdminChainName", str, "") or rules.DEFAULT_ADMIN_CHAIN
+    rule_tokens.chain_name("iptablesAdminChainName", admin)
+    if admin in rules.NFT_CHAINS:
+        raise rule_tokens.refuse(
+            "iptablesAdminChainName",
+            f'"{admin}" is a chain of the nftables backend',
+            "use another name",
         )
     data_dir = field(cfg, "dataDir", str, "") or req.env.get(DATA_DIR_ENV, "") or DEFAULT_DATA_DIR
     return FirewallConf(_resolve_backend(backend), admin, policy, data_dir)
@@ -104,7 +110,7 @@ def _bridge_of(result: Result, policy: str) -> str:
             f'interface needs to be set for ingress policy "{policy}", make sure to chain '
             '"firewall" plugin with "bridge"',
         )
-    return result.interfaces[0].name
+    return rule_tokens.interface_name("prevResult.interfaces[0].name", result.interfaces[0].name)
 
 
 def _fail(exc: Exception) -> CNIError:

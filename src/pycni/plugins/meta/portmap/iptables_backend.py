@@ -18,7 +18,7 @@ written in iptables-save's canonical form so CHECK can compare them textually.
 
 from __future__ import annotations
 
-from pycni.net import iptables
+from pycni.net import iptables, rule_matches
 from pycni.net.chain_names import format_comment, must_format_chain_name_with_prefix
 from pycni.net.iptables import IptablesError, SavedTable
 from pycni.plugins.meta.portmap.config import IPInterface, PortMapConfig, PortMapping
@@ -73,7 +73,8 @@ def entry_rules(cfg: PortMapConfig, family: int, chain: str) -> list[str]:
         for start in range(0, len(ports), MAX_MULTIPORT):
             chunk = ",".join(str(p) for p in ports[start : start + MAX_MULTIPORT])
             args = ["-p", proto, "-m", "comment", "--comment", comment]
-            args += ["-m", "multiport", "--dports", chunk, *cfg.conditions(family), "-j", chain]
+            args += ["-m", "multiport", "--dports", chunk]
+            args += [*rule_matches.iptables_args(cfg.conditions(family)), "-j", chain]
             lines.append(iptables.rule_line("-A", DNAT_CHAIN, args))
     return lines
 

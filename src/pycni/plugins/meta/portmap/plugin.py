@@ -33,11 +33,6 @@ def _route_device(address: ipaddress.IPv4Address) -> str:
         return str(links[0].get_attr("IFLA_IFNAME"))
 
 
-def _enable_localnet(address: ipaddress.IPv4Address) -> None:
-    device = _route_device(address)
-    sysctl.ensure(f"net/ipv4/conf/{device}/route_localnet", "1")
-
-
 def _flush_udp_conntrack(req: Request, cfg: PortMapConfig) -> None:
     """Drop UDP conntrack entries that would bypass the new DNAT rules (failures logged)."""
     for family in cfg.container_ips:
@@ -74,15 +69,23 @@ class PortMap(Plugin):
         assert prev is not None  # parse() insists on it
         if not cfg.mappings or not cfg.container_ips:
             return prev
-        _install(cfg)
+        # What can fail is looked up before anything changes; after that, any failure
+        # removes this attachment's rules in every family (the scaffolding is shared).
+        device = ""
+        v4 = cfg.container_ips.get(4)
+        if cfg.snat and v4 is not None and cfg.mappings_for(4):
+            assert isinstance(v4.ip, ipaddress.IPv4Address)
+            device = _route_device(v4.ip)
         try:
+            _install(cfg)
             _flush_udp_conntrack(req, cfg)
-            v4 = cfg.container_ips.get(4)
-            if cfg.snat and v4 is not None and cfg.mappings_for(4):
-                assert isinstance(v4.ip, ipaddress.IPv4Address)
-                _enable_localnet(v4.ip)
+            if device:
+                sysctl.ensure(f"net/ipv4/conf/{device}/route_localnet", "1")
         except BaseException:
-            _remove(cfg)
+            try:
+                _remove(cfg)
+            except Exception as exc:  # report the original failure, log this one
+                req.log(f"portmap: rollback of a failed ADD failed: {exc}")
             raise
         return prev
 
