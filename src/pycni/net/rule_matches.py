@@ -184,7 +184,8 @@ class _Iptables:
             elif option == "-m" and not negate:
                 module = self._next("a match module")
                 if module != "addrtype":
-                    raise self._fail(f'match module "{rule_tokens.shown(module)}" is not allowed')
+                    problem = f'match module "{rule_tokens.shown(module)}" is not allowed'
+                    raise self._fail(problem, self.at - 1)
                 out += self._addrtype(start)
             else:
                 raise self._fail(f'"{rule_tokens.shown(option)}" is not allowed here', start)

@@ -116,6 +116,10 @@ def interface_name(field: str, value: object, *, wildcard: str = "") -> str:
     if not isinstance(value, str):
         raise refuse(field, f"must be a string, got {type(value).__name__}", allowed)
     stem = value[:-1] if wildcard and value.endswith(wildcard) and len(value) > 1 else value
+    bad = control_character(value)
+    if bad is not None or not stem.isascii():
+        what = bad or "characters outside ASCII"
+        raise refuse(field, f'contains {what} in "{shown(value)}"', allowed)
     try:
         validate.interface_name(stem)
     except CNIError as exc:

@@ -68,8 +68,25 @@ def parse(req: Request) -> FirewallConf:
             f'"{admin}" is a chain of the nftables backend',
             "use another name",
         )
+    resolved = _resolve_backend(backend)
+    if resolved == "nftables" and not admin[0].isalpha():
+        raise rule_tokens.refuse(
+            "iptablesAdminChainName",
+            f'"{admin}" is not an nftables identifier',
+            "with the nftables backend the name must start with a letter",
+        )
     data_dir = field(cfg, "dataDir", str, "") or req.env.get(DATA_DIR_ENV, "") or DEFAULT_DATA_DIR
-    return FirewallConf(_resolve_backend(backend), admin, policy, data_dir)
+    if (
+        rule_tokens.control_character(data_dir) is not None
+        or not os.path.isabs(data_dir)
+        or ".." in data_dir.split("/")
+    ):
+        raise rule_tokens.refuse(
+            "dataDir",
+            f'"{rule_tokens.shown(data_dir)}" is not a clean absolute path',
+            "use an absolute directory path without '..' or control characters",
+        )
+    return FirewallConf(resolved, admin, policy, data_dir)
 
 
 def _resolve_backend(backend: str) -> str:

@@ -18,7 +18,7 @@ written in iptables-save's canonical form so CHECK can compare them textually.
 
 from __future__ import annotations
 
-from pycni.net import iptables, rule_matches
+from pycni.net import iptables, rule_matches, rule_tokens
 from pycni.net.chain_names import format_comment, must_format_chain_name_with_prefix
 from pycni.net.iptables import IptablesError, SavedTable
 from pycni.plugins.meta.portmap.config import IPInterface, PortMapConfig, PortMapping
@@ -177,6 +177,13 @@ def add(cfg: PortMapConfig) -> None:
     for family in _families(cfg):
         try:
             saved = iptables.save(TABLE, family, cfg.iptables_variant)
+            external = cfg.external_mark_chain
+            if cfg.snat and external and external not in saved.chains:
+                raise rule_tokens.refuse(
+                    "externalSetMarkChain",
+                    f'names chain "{external}", which does not exist in the IPv{family} nat table',
+                    "create it first (e.g. KUBE-MARK-MASQ) or leave the field out",
+                )
             iptables.restore(add_script(cfg, family, saved), family, cfg.iptables_variant)
         except IptablesError as exc:
             raise _fail("ADD", exc) from None
