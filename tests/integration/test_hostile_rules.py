@@ -13,6 +13,7 @@ import difflib
 import json
 import re
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -166,7 +167,9 @@ def without(snap: dict[str, str], own: list[str]) -> dict[str, str]:
     return out
 
 
-def call(ns: Namespace, plugin: str, command: str, stdin: bytes, cid: str = CID) -> Any:
+def call(
+    ns: Namespace, plugin: str, command: str, stdin: bytes, cid: str = CID, fail_at: str = ""
+) -> Any:
     env = {
         "CNI_COMMAND": command,
         "CNI_CONTAINERID": cid,
@@ -175,6 +178,8 @@ def call(ns: Namespace, plugin: str, command: str, stdin: bytes, cid: str = CID)
         "CNI_PATH": "/nonexistent",
         "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
     }
+    if fail_at:
+        env["PYCNI_TEST_FAIL_AT"] = fail_at
     with ns.entered():
         return skel.run(plugin, env, stdin)
 
@@ -541,3 +546,83 @@ def test_firewall_data_dir_must_be_a_clean_absolute_path(
 ) -> None:
     conf = firewall_conf("iptables", dataDir=data_dir)
     assert attempt(firewall_node, "firewall", conf, FIREWALL_OWN) in (6, 7)
+
+
+# --- rollback: a failed ADD leaves no rule anywhere -------------------------------------------
+
+
+BUILTIN = {
+    "nat": ("PREROUTING", "INPUT", "OUTPUT", "POSTROUTING"),
+    "filter": ("INPUT", "FORWARD", "OUTPUT"),
+}
+
+
+def _register_tables(ns: Namespace) -> None:
+    """iptables-nft makes a table and its builtin (empty, accepting) chains on first use and
+    keeps them; make them first so the comparison is about rules."""
+    script = "".join(
+        f"*{table}\n" + "".join(f":{c} ACCEPT [0:0]\n" for c in chains) + "COMMIT\n"
+        for table, chains in BUILTIN.items()
+    )
+    for tool in ("iptables-nft-restore", "ip6tables-nft-restore"):
+        ns.run(tool, "--noflush", input=script.encode())
+
+
+def _veth(ns: Namespace) -> None:
+    ns.run("ip", "link", "add", "hbr0", "type", "veth", "peer", "name", "hbr1")
+    ns.run("ip", "addr", "add", "10.98.0.1/24", "dev", "hbr0")
+    ns.run("ip", "addr", "add", "fd00:98::1/64", "dev", "hbr0", "nodad")
+    ns.run("ip", "link", "set", "hbr0", "up")
+
+
+@pytest.mark.parametrize("fail_at", ["iptables6", "conntrack", "route_localnet"])
+@pytest.mark.parametrize("first", [True, False])
+def test_portmap_iptables_failed_add_leaves_nothing(
+    node: Namespace, fail_at: str, first: bool
+) -> None:
+    """Also the scaffolding the failed ADD created (first pod), not only its own chain."""
+    _veth(node)
+    _register_tables(node)
+    base = portmap_conf("iptables", BASE_PREV)
+    if not first:
+        assert call(node, "portmap", "ADD", encode(base), BASE_CID).exit_code == 0
+    before = snapshot(node)
+    outcome = call(node, "portmap", "ADD", encode(portmap_conf("iptables")), fail_at=fail_at)
+    assert error_code(outcome) == 999 and b"injected" in outcome.stdout
+    same(snapshot(node), before, f"a failed ADD (at {fail_at}) left rules behind")
+    if not first:
+        assert call(node, "portmap", "DEL", encode(base), BASE_CID).exit_code == 0
+
+
+@pytest.mark.parametrize("fail_at", ["nftables", "route_localnet"])
+def test_portmap_nftables_failed_add_leaves_nothing_of_its_own(
+    node: Namespace, fail_at: str
+) -> None:
+    """nftables: one transaction. Failing after it removes the pod's chain and elements; the
+    shared scaffolding (table, empty maps, hook chains) stays, as after a DEL."""
+    _veth(node)
+    base = portmap_conf("nftables", BASE_PREV)
+    assert call(node, "portmap", "ADD", encode(base), BASE_CID).exit_code == 0
+    before = snapshot(node)
+    outcome = call(node, "portmap", "ADD", encode(portmap_conf("nftables")), fail_at=fail_at)
+    assert error_code(outcome) == 999
+    same(snapshot(node), before, f"a failed ADD (at {fail_at}) left rules behind")
+
+
+@pytest.mark.parametrize("fail_at", ["iptables6", "record"])
+@pytest.mark.parametrize("first", [True, False])
+def test_firewall_failed_add_leaves_nothing(
+    node: Namespace, tmp_path: Path, fail_at: str, first: bool
+) -> None:
+    _register_tables(node)
+    base = firewall_conf("iptables", BASE_PREV, dataDir=str(tmp_path), ingressPolicy="isolated")
+    if not first:
+        assert call(node, "firewall", "ADD", encode(base), BASE_CID).exit_code == 0
+    before = snapshot(node)
+    conf = firewall_conf("iptables", dataDir=str(tmp_path), ingressPolicy="isolated")
+    outcome = call(node, "firewall", "ADD", encode(conf), fail_at=fail_at)
+    assert error_code(outcome) == 999
+    same(snapshot(node), before, f"a failed ADD (at {fail_at}) left rules behind")
+    assert not (tmp_path / NET / f"{CID}_eth0").exists()
+    if not first:
+        assert call(node, "firewall", "DEL", encode(base), BASE_CID).exit_code == 0

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pycni.net import iptables, nft, rule_tokens
@@ -98,11 +98,14 @@ class _Plan:
 
     saved: iptables.SavedTable
     lines: list[str]
+    undo_rules: list[str] = field(default_factory=list)
+    undo_chains: list[str] = field(default_factory=list)
 
     def ensure_chain(self, chain: str) -> None:
         if chain not in self.saved.chains:
             self.lines.append(f"-N {chain}")
             self.saved.chains.add(chain)
+            self.undo_chains.insert(0, f"-X {chain}")
 
     def has(self, chain: str, args: Sequence[str]) -> bool:
         return _line(chain, args) in self.saved.rules_of(chain)
@@ -111,11 +114,19 @@ class _Plan:
         if not self.has(chain, args):
             self.lines.append(iptables.rule_line("-I", chain, ["1", *args]))
             self.saved.rules.setdefault(chain, []).insert(0, _line(chain, args))
+            self.undo_rules.insert(0, iptables.rule_line("-D", chain, args))
 
     def append(self, chain: str, args: Sequence[str]) -> None:
         if not self.has(chain, args):
             self.lines.append(iptables.rule_line("-A", chain, args))
             self.saved.rules.setdefault(chain, []).append(_line(chain, args))
+            self.undo_rules.insert(0, iptables.rule_line("-D", chain, args))
+
+    @property
+    def undo(self) -> list[str]:
+        """What removes everything this plan adds: rules first, then the chains it created
+        (a chain someone else started to use meanwhile makes the whole undo fail instead)."""
+        return self.undo_rules + self.undo_chains
 
     def delete_all(self, chain: str, args: Sequence[str]) -> None:
         wanted = _line(chain, args)
@@ -124,8 +135,9 @@ class _Plan:
                 self.lines.append(iptables.delete_line(saved))
 
 
-def _apply(family: int, build: _Builder) -> None:
-    """Read, plan, write; recompute when another writer changed the table meanwhile."""
+def _apply(family: int, build: _Builder) -> list[str]:
+    """Read, plan, write; recompute when another writer changed the table meanwhile.
+    Returns the lines that undo what was written."""
     last: Exception | None = None
     for _ in range(RETRIES):
         try:
@@ -134,13 +146,25 @@ def _apply(family: int, build: _Builder) -> None:
             raise FirewallError(str(exc)) from None
         build(plan)
         if not plan.lines:
-            return
+            return []
         try:
             iptables.restore(iptables.script("filter", [], plan.lines), family)
-            return
+            return plan.undo
         except iptables.IptablesError as exc:
             last = exc
     raise FirewallError(str(last))
+
+
+def ipt_undo(family: int, undo: list[str], ips: Sequence[IPAddress]) -> None:
+    """Roll back one family of a failed ADD: everything it added in one restore, or, when
+    that fails because the shared chains are in use by now, only its per-IP rules."""
+    try:
+        if undo:
+            iptables.restore(iptables.script("filter", [], undo), family)
+            return
+    except iptables.IptablesError:
+        pass
+    ipt_delete(family, ips)
 
 
 class _Builder:
@@ -194,9 +218,10 @@ def ipt_add(
     admin_chain: str = DEFAULT_ADMIN_CHAIN,
     bridge: str = "",
     policy: str = "open",
-) -> None:
-    """Chains, jumps and per-IP rules of one family (and the isolation chains), one restore."""
-    _apply(family, _AddBuilder(ips, admin_chain, bridge, policy))
+) -> list[str]:
+    """Chains, jumps and per-IP rules of one family (and the isolation chains), one restore.
+    Returns the lines that undo it (for :func:`ipt_undo`)."""
+    return _apply(family, _AddBuilder(ips, admin_chain, bridge, policy))
 
 
 def ipt_delete(family: int, ips: Sequence[IPAddress]) -> None:

@@ -158,8 +158,10 @@ class Firewall(Plugin):
                 if conf.backend == "iptables":
                     for family, ips in sorted(families.items()):
                         rb.step(f"iptables{family}")
-                        rules.ipt_add(family, ips, conf.admin_chain, bridge, conf.ingress_policy)
-                        rb.push(f"iptables{family}", partial(rules.ipt_delete, family, ips))
+                        undo = rules.ipt_add(
+                            family, ips, conf.admin_chain, bridge, conf.ingress_policy
+                        )
+                        rb.push(f"iptables{family}", partial(rules.ipt_undo, family, undo, ips))
                     rb.step("record")
                     _Records(conf.data_dir, req.name).save(req.container_id, req.ifname, prev)
                     rb.push(

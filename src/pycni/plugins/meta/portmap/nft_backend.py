@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -348,7 +349,9 @@ def _all_elements() -> dict[Element, str]:
 # Verbs
 
 
-def add(cfg: PortMapConfig) -> None:
+def add(cfg: PortMapConfig, step: Callable[[str], None] = lambda name: None) -> None:
+    """One transaction: it happens whole or not at all."""
+    step("nftables")
     try:
         nft.apply_json(add_commands(cfg))
     except nft.NftError as exc:
