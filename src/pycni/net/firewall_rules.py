@@ -8,17 +8,22 @@ by either implementation are found and removed by the other. Each call reads the
 (iptables-save) and writes its whole change with one iptables-restore; a change that lost a
 race with another writer fails as a whole and is recomputed.
 
-nftables: our own table ``inet pycni_firewall``, one transaction per call::
+nftables: our own table ``inet pycni_firewall``, one transaction per call, built as libnftables
+JSON commands (no value is parsed as nft text)::
 
     chain forward        (filter hook forward, priority filter, policy accept; rebuilt by
                           every ADD) : jump isolation_stage1; jump admin; jump pods
     chain admin          the admin's own overrides; never touched by pycni after creation
-    chain pods           per pod IP: daddr + ct state established,related accept; saddr accept
+    chain pods           one ``jump net-<hash(network)>`` per network
+    chain net-<hash>     4 rules: ip/ip6 daddr @set ct state established,related accept,
+                         ip/ip6 saddr @set accept (rebuilt by every ADD of the network)
+    set net-<hash>-v4/-v6   the network's pod addresses, one element per address
     chain isolation_stage1/2   ingressPolicy, per bridge, as the iptables stage chains
 
-Per-IP nft rules carry a comment starting with ``<hash(network)>-<hash(ifname:containerID)>``
-(the reference ipmasq's instance hash), so DEL and GC find an attachment's rules without
-knowing its IPs.
+The rule count stays constant as pods come and go; only set elements change. Each element
+carries a comment starting with ``<hash(network)>-<hash(ifname:containerID)>`` (the reference
+ipmasq's instance hash), so DEL and GC find an attachment's elements without knowing its IPs.
+Per-pod rules in ``pods`` left by older pycni versions are still found and removed.
 """
 
 from __future__ import annotations
@@ -329,12 +334,39 @@ def _isolation_nft(
     return stage1, [[_match(oif, bridge), {"drop": None}]]
 
 
-def _pod_exprs(ip: IPAddress) -> list[list[dict[str, Any]]]:
-    fam = "ip" if ip.version == 4 else "ip6"
+def net_names(network: str) -> tuple[str, dict[int, str]]:
+    """The network's chain and its address set per family, named from the network's hash."""
+    base = f"net-{hash_for_network(network)}"
+    return base, {4: f"{base}-v4", 6: f"{base}-v6"}
+
+
+def _net_scaffold(network: str) -> list[dict[str, Any]]:
+    """The network's sets and its chain of four rules (rebuilt: safe to repeat)."""
+    chain, sets = net_names(network)
     state = _match({"ct": {"key": "state"}}, ["established", "related"], "in")
-    daddr = _match({"payload": {"protocol": fam, "field": "daddr"}}, str(ip))
-    saddr = _match({"payload": {"protocol": fam, "field": "saddr"}}, str(ip))
-    return [[daddr, state, {"accept": None}], [saddr, {"accept": None}]]
+    cmds: list[dict[str, Any]] = []
+    for family, name in sets.items():
+        kind = "ipv4_addr" if family == 4 else "ipv6_addr"
+        cmds.append({"add": _obj("set", name=name, type=kind)})
+    cmds += [{"add": _obj("chain", name=chain)}, {"flush": _obj("chain", name=chain)}]
+    for family, name in sets.items():
+        fam = "ip" if family == 4 else "ip6"
+        daddr = _match({"payload": {"protocol": fam, "field": "daddr"}}, f"@{name}")
+        saddr = _match({"payload": {"protocol": fam, "field": "saddr"}}, f"@{name}")
+        cmds += [
+            _rule(chain, [daddr, state, {"accept": None}]),
+            _rule(chain, [saddr, {"accept": None}]),
+        ]
+    return cmds
+
+
+def _jumps_to(rules: list[dict[str, object]], target: str) -> bool:
+    return any(f"'target': '{target}'" in str(r.get("expr", "")) for r in rules)
+
+
+def _element(set_name: str, ip: IPAddress, comment: str = "") -> dict[str, Any]:
+    value: Any = {"elem": {"val": str(ip), "comment": comment}} if comment else str(ip)
+    return _obj("element", name=set_name, elem=[value])
 
 
 def nft_add(
@@ -346,13 +378,27 @@ def nft_add(
     bridge: str = "",
     policy: str = "open",
 ) -> None:
-    """The attachment's rules (replacing any it already had), in one transaction."""
+    """The attachment's addresses in its network's sets, in one transaction.
+
+    The rules are per network and family and match a set, so a chain's rule count does not
+    grow with the pods; only set elements do. Each element carries the attachment's comment;
+    ``add, delete, add`` makes a repeated ADD, or one reusing an address a stale attachment
+    still claims, leave exactly this attachment's element."""
     comment = nft_comment(network, ifname, container_id)
     prefix = hash_for_instance(network, ifname, container_id)
-    cmds = _skeleton(nft_admin_chain(admin_chain))
-    cmds += _deletes("pods", _with_prefix(_rules("pods"), prefix))
+    chain, sets = net_names(network)
+    cmds = _skeleton(nft_admin_chain(admin_chain)) + _net_scaffold(network)
+    pods = _rules("pods")
+    if not _jumps_to(pods, chain):
+        cmds.append(_rule("pods", [_jump(chain)]))
+    cmds += _deletes("pods", _with_prefix(pods, prefix))  # per-pod rules of older versions
     for ip in ips:
-        cmds += [_rule("pods", expr, comment) for expr in _pod_exprs(ip)]
+        name = sets[ip.version]
+        cmds += [
+            {"add": _element(name, ip)},
+            {"delete": _element(name, ip)},
+            {"add": _element(name, ip, comment)},
+        ]
     if policy in ("same-bridge", "isolated"):
         stage1, stage2 = _isolation_nft(bridge, policy)
         tag = f"{ISOLATION_COMMENT}: {bridge}"
@@ -365,39 +411,69 @@ def nft_add(
     _nft_apply(cmds)
 
 
+def _elements(network: str) -> list[tuple[str, str, str]]:
+    """(set, address, comment) of every element of the network's sets."""
+    out: list[tuple[str, str, str]] = []
+    for name in net_names(network)[1].values():
+        try:
+            items = nft.query(f"list set {NFT_FAMILY} {NFT_TABLE} {name}")
+        except nft.NftError:
+            continue
+        for item in items:
+            for elem in item.get("set", {}).get("elem", []):
+                if isinstance(elem, dict) and isinstance(elem.get("elem"), dict):
+                    inner = elem["elem"]
+                    out.append((name, str(inner.get("val", "")), str(inner.get("comment", ""))))
+                else:
+                    out.append((name, str(elem), ""))
+    return out
+
+
+def _delete_elements(elements: Iterable[tuple[str, str, str]]) -> list[dict[str, Any]]:
+    return [
+        {"delete": _obj("element", name=name, elem=[str(ipaddress.ip_address(addr))])}
+        for name, addr, _comment in elements
+    ]
+
+
 def nft_delete(network: str, ifname: str, container_id: str) -> None:
-    """Remove the attachment's rules, found by comment (no IPs needed)."""
+    """Remove the attachment's elements (and older per-pod rules), found by comment."""
     prefix = hash_for_instance(network, ifname, container_id)
     cmds = _deletes("pods", _with_prefix(_rules("pods"), prefix))
+    cmds += _delete_elements(e for e in _elements(network) if e[2].startswith(prefix))
     if cmds:
         _nft_apply(cmds)
 
 
 def nft_gc(network: str, valid: Iterable[tuple[str, str]]) -> int:
-    """Remove the network's per-IP rules whose attachment is not in ``valid``; returns a count."""
+    """Remove the network's elements (and older per-pod rules) whose attachment is not in
+    ``valid``; returns how many."""
     keep = {hash_for_instance(network, ifname, cid) for cid, ifname in valid}
     net_prefix = hash_for_network(network) + "-"
-    stale = [
-        r
-        for r in _with_prefix(_rules("pods"), net_prefix)
-        if str(r.get("comment", ""))[: len(net_prefix) + 16] not in keep
-    ]
-    if stale:
-        _nft_apply(_deletes("pods", stale))
-    return len(stale)
+    width = len(net_prefix) + 16
+
+    def stale(comment: str) -> bool:
+        return comment.startswith(net_prefix) and comment[:width] not in keep
+
+    rules = [r for r in _rules("pods") if stale(str(r.get("comment", "")))]
+    elements = [e for e in _elements(network) if stale(e[2])]
+    if rules or elements:
+        _nft_apply(_deletes("pods", rules) + _delete_elements(elements))
+    return len(rules) + len(elements)
 
 
 def nft_check(ips: Sequence[IPAddress], network: str, ifname: str, container_id: str) -> None:
     prefix = hash_for_instance(network, ifname, container_id)
-    mine = _with_prefix(_rules("pods"), prefix)
-    if not mine and ips:
-        raise FirewallError(f"expected nftables rules of {container_id}/{ifname} not found")
-    if len(mine) < 2 * len(ips):
+    chain, _sets = net_names(network)
+    mine = {addr for _s, addr, comment in _elements(network) if comment.startswith(prefix)}
+    missing = [str(ip) for ip in ips if str(ip) not in mine]
+    if missing:
         raise FirewallError(
-            f"expected {2 * len(ips)} nftables rules of {container_id}/{ifname}, found {len(mine)}"
+            f"nftables set elements of {container_id}/{ifname} missing: {', '.join(missing)}"
         )
-    forward = _rules("forward")
-    if not any("pods" in str(r.get("expr", "")) for r in forward):
+    if not _jumps_to(_rules("pods"), chain):
+        raise FirewallError(f"the pods chain of {NFT_FAMILY} {NFT_TABLE} does not jump to {chain}")
+    if not _jumps_to(_rules("forward"), "pods"):
         raise FirewallError(f"the forward chain of {NFT_FAMILY} {NFT_TABLE} does not jump to pods")
 
 
