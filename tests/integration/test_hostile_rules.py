@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pycni.net.firewall_rules import iso_names
 from pycni.plugin import skel
 from pycni.plugins.meta.portmap.iptables_backend import dnat_chain
 from pycni.plugins.meta.portmap.nft_backend import chain_name
@@ -528,6 +529,7 @@ def test_firewall_prev_result_bridge_name(firewall_node: Namespace, backend: str
         # the reference (they stay after DEL), so they count as this config's own here
         assert re.fullmatch(r"[A-Za-z0-9_.\-]{1,15}", name), name
         own = [*FIREWALL_OWN, f'"{name}"', f"-i {name} ", f"-o {name} ", f': {name}"']
+        own += list(iso_names(name))  # its nftables chains under isolation_stage1/2
         assert without(snapshot(firewall_node), own) == without(before, own)
         assert call(firewall_node, "firewall", "DEL", encode(conf)).exit_code == 0
 

@@ -18,7 +18,8 @@ JSON commands (no value is parsed as nft text)::
     chain net-<hash>     4 rules: ip/ip6 daddr @set ct state established,related accept,
                          ip/ip6 saddr @set accept (rebuilt by every ADD of the network)
     set net-<hash>-v4/-v6   the network's pod addresses, one element per address
-    chain isolation_stage1/2   ingressPolicy, per bridge, as the iptables stage chains
+    chain isolation_stage1/2   ingressPolicy: one jump per bridge to iso1-/iso2-<hash(bridge)>,
+                         which hold that bridge's rules of the iptables stage chains
 
 The rule count stays constant as pods come and go; only set elements change. Each element
 carries a comment starting with ``<hash(network)>-<hash(ifname:containerID)>`` (the reference
@@ -34,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pycni.net import iptables, nft, rule_tokens
-from pycni.net.ipmasq import hash_for_instance, hash_for_network
+from pycni.net.ipmasq import hash_for_instance, hash_for_network, hash_hex
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -340,24 +341,54 @@ def net_names(network: str) -> tuple[str, dict[int, str]]:
     return base, {4: f"{base}-v4", 6: f"{base}-v6"}
 
 
-def _net_scaffold(network: str) -> list[dict[str, Any]]:
-    """The network's sets and its chain of four rules (rebuilt: safe to repeat)."""
+def iso_names(bridge: str) -> tuple[str, str]:
+    """The bridge's chains under isolation_stage1 and isolation_stage2."""
+    h = hash_hex(16, "", bridge)
+    return f"iso1-{h}", f"iso2-{h}"
+
+
+@dataclass
+class _SubChain:
+    """A chain of ours entered by one jump from ``parent`` and rebuilt by every ADD."""
+
+    parent: str
+    name: str
+    rules: list[dict[str, Any]]
+
+    def refill(self, create: bool) -> list[dict[str, Any]]:
+        """Flush and refill; without ``create`` the flush fails (ENOENT) when the chain is
+        missing, which is how an ADD learns that it must create it and its jump."""
+        cmds: list[dict[str, Any]] = [{"add": _obj("chain", name=self.name)}] if create else []
+        return [*cmds, {"flush": _obj("chain", name=self.name)}, *self.rules]
+
+
+def _sub_chains(network: str, bridge: str, policy: str) -> list[_SubChain]:
     chain, sets = net_names(network)
     state = _match({"ct": {"key": "state"}}, ["established", "related"], "in")
-    cmds: list[dict[str, Any]] = []
-    for family, name in sets.items():
-        kind = "ipv4_addr" if family == 4 else "ipv6_addr"
-        cmds.append({"add": _obj("set", name=name, type=kind)})
-    cmds += [{"add": _obj("chain", name=chain)}, {"flush": _obj("chain", name=chain)}]
+    rules: list[dict[str, Any]] = []
     for family, name in sets.items():
         fam = "ip" if family == 4 else "ip6"
         daddr = _match({"payload": {"protocol": fam, "field": "daddr"}}, f"@{name}")
         saddr = _match({"payload": {"protocol": fam, "field": "saddr"}}, f"@{name}")
-        cmds += [
+        rules += [
             _rule(chain, [daddr, state, {"accept": None}]),
             _rule(chain, [saddr, {"accept": None}]),
         ]
-    return cmds
+    out = [_SubChain("pods", chain, rules)]
+    if policy in ("same-bridge", "isolated"):
+        iso1, iso2 = iso_names(bridge)
+        tag = f"{ISOLATION_COMMENT}: {bridge}"
+        stage1, stage2 = _isolation_nft(bridge, policy)
+        out.append(_SubChain("isolation_stage1", iso1, [_rule(iso1, e, tag) for e in stage1]))
+        out.append(_SubChain("isolation_stage2", iso2, [_rule(iso2, e, tag) for e in stage2]))
+    return out
+
+
+def _sets(network: str) -> list[dict[str, Any]]:
+    return [
+        {"add": _obj("set", name=name, type="ipv4_addr" if family == 4 else "ipv6_addr")}
+        for family, name in net_names(network)[1].items()
+    ]
 
 
 def _jumps_to(rules: list[dict[str, object]], target: str) -> bool:
@@ -383,32 +414,37 @@ def nft_add(
     The rules are per network and family and match a set, so a chain's rule count does not
     grow with the pods; only set elements do. Each element carries the attachment's comment;
     ``add, delete, add`` makes a repeated ADD, or one reusing an address a stale attachment
-    still claims, leave exactly this attachment's element."""
+    still claims, leave exactly this attachment's element. Nothing is read first (a read
+    costs a fetch of every set element): the usual transaction assumes the network's (and
+    bridge's) chains exist; only when it fails for that reason are the jumps to them looked
+    up and added, in a second transaction."""
     comment = nft_comment(network, ifname, container_id)
-    prefix = hash_for_instance(network, ifname, container_id)
-    chain, sets = net_names(network)
-    cmds = _skeleton(nft_admin_chain(admin_chain)) + _net_scaffold(network)
-    pods = _rules("pods")
-    if not _jumps_to(pods, chain):
-        cmds.append(_rule("pods", [_jump(chain)]))
-    cmds += _deletes("pods", _with_prefix(pods, prefix))  # per-pod rules of older versions
+    _chain, sets = net_names(network)
+    subs = _sub_chains(network, bridge, policy)
+    elements: list[dict[str, Any]] = []
     for ip in ips:
         name = sets[ip.version]
-        cmds += [
+        elements += [
             {"add": _element(name, ip)},
             {"delete": _element(name, ip)},
             {"add": _element(name, ip, comment)},
         ]
-    if policy in ("same-bridge", "isolated"):
-        stage1, stage2 = _isolation_nft(bridge, policy)
-        tag = f"{ISOLATION_COMMENT}: {bridge}"
-        have1 = {str(r.get("comment", "")) for r in _rules("isolation_stage1")}
-        have2 = {str(r.get("comment", "")) for r in _rules("isolation_stage2")}
-        if tag not in have1:
-            cmds += [_rule("isolation_stage1", expr, tag) for expr in stage1]
-        if tag not in have2:
-            cmds += [_rule("isolation_stage2", expr, tag) for expr in stage2]
-    _nft_apply(cmds)
+    head = _skeleton(nft_admin_chain(admin_chain)) + _sets(network)
+    try:
+        nft.apply_json(head + [c for sub in subs for c in sub.refill(False)] + elements)
+        return
+    except nft.NftError as exc:
+        if "No such file or directory" not in str(exc):
+            raise FirewallError(str(exc)) from None
+    cmds = list(head)
+    have: dict[str, list[dict[str, object]]] = {}
+    for sub in subs:
+        if sub.parent not in have:
+            have[sub.parent] = _rules(sub.parent)
+        cmds += sub.refill(True)
+        if not _jumps_to(have[sub.parent], sub.name):
+            cmds.append(_rule(sub.parent, [_jump(sub.name)]))
+    _nft_apply(cmds + elements)
 
 
 def _elements(network: str) -> list[tuple[str, str, str]]:
