@@ -434,3 +434,30 @@ def test_nftables_rules_stay_constant_as_pods_grow(node: Namespace) -> None:
         for i in range(40):
             firewall_rules.nft_delete("fwscale", "eth0", f"cid-{i}")
     assert nft_pod_elements(node, "fwscale") == []
+
+
+def test_gc_records_never_name_files_elsewhere(
+    node: Namespace, tmp_path: Path, plugin_dir: Path
+) -> None:
+    """A record whose contents (or a GC request whose attachments) name ``../`` paths cannot
+    make GC read or remove a file outside the records directory."""
+    records = tmp_path / "records"
+    (records / "fwevil").mkdir(parents=True)
+    victim = tmp_path / "victim_x"
+    victim.write_text("keep me")
+    (records / "fwevil" / "evil_eth0").write_text(
+        json.dumps({"containerID": "../../victim", "ifname": "x", "ips": ["10.1.2.3"]})
+    )
+    gc = fw_conf(
+        "fwevil",
+        None,
+        version="1.1.0",
+        backend="iptables",
+        dataDir=str(records),
+        **{"cni.dev/valid-attachments": [{"containerID": "../../victim", "ifname": "x"}]},
+    )
+    with node.entered():
+        exec_plugin(plugin_dir / "firewall", "GC", gc, cni_path=str(GO_DIR)).ok()
+        gc["cni.dev/valid-attachments"] = []
+        exec_plugin(plugin_dir / "firewall", "GC", gc, cni_path=str(GO_DIR)).ok()
+    assert victim.read_text() == "keep me"

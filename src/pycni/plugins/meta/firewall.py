@@ -20,6 +20,7 @@ from pycni.net import nft, rule_tokens, tools
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.config import field
 from pycni.plugin.rollback import Rollback
+from pycni.spec import validate
 from pycni.spec.errors import (
     INTERNAL,
     INVALID_NETWORK_CONFIG,
@@ -260,6 +261,13 @@ class _Records:
         self.directory = os.path.join(data_dir, network)
 
     def _path(self, cid: str, ifname: str) -> str:
+        """The record's file; IDs from a GC request or a record's contents are checked like
+        CNI_CONTAINERID and CNI_IFNAME, so no value can name a file elsewhere."""
+        try:
+            validate.container_id(cid)
+            validate.interface_name(ifname)
+        except CNIError:
+            raise ValueError(f"not an attachment: {cid!r} {ifname!r}") from None
         return os.path.join(self.directory, f"{cid}_{ifname}")
 
     def save(self, cid: str, ifname: str, result: Result) -> None:
@@ -282,7 +290,7 @@ class _Records:
         return out
 
     def remove(self, cid: str, ifname: str) -> None:
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(FileNotFoundError, ValueError):
             os.unlink(self._path(cid, ifname))
         with contextlib.suppress(OSError):
             os.rmdir(self.directory)  # only when empty
