@@ -3,6 +3,7 @@ and dropped where that is the point, the nftables backend, GC, and refusals."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -199,9 +200,29 @@ def test_rules_accept_pod_traffic_under_drop_policy(
         bridge(node, "DEL", bconf, name, pod)
 
 
-def nft_pod_rules(node: Namespace) -> list[str]:
-    proc = node.run("nft", "list", "chain", "inet", "pycni_firewall", "pods", check=False)
-    return [line.strip() for line in proc.stdout.splitlines() if "accept" in line]
+def nft_pod_elements(node: Namespace, network: str = "fwnft") -> list[str]:
+    """``ADDRESS comment "…"`` of every element of the network's address sets."""
+    from pycni.net.firewall_rules import net_names
+
+    out = []
+    for name in net_names(network)[1].values():
+        proc = node.run("nft", "-j", "list", "set", "inet", "pycni_firewall", name, check=False)
+        if proc.returncode != 0:
+            continue
+        for item in json.loads(proc.stdout)["nftables"]:
+            for elem in item.get("set", {}).get("elem", []):
+                inner = elem["elem"]
+                out.append(f'{inner["val"]} comment "{inner.get("comment", "")}"')
+    return out
+
+
+def nft_chain_rule_counts(node: Namespace) -> dict[str, int]:
+    data = json.loads(node.run("nft", "-j", "list", "table", "inet", "pycni_firewall").stdout)
+    counts: dict[str, int] = {}
+    for item in data["nftables"]:
+        if "rule" in item:
+            counts[item["rule"]["chain"]] = counts.get(item["rule"]["chain"], 0) + 1
+    return counts
 
 
 def test_nftables_add_del_gc(
@@ -219,11 +240,14 @@ def test_nftables_add_del_gc(
         run(node, fw, "ADD", conf, cid, pod.path).ok()
         run(node, fw, "ADD", conf, cid, pod.path).ok()  # repeated ADD: no duplicates
         pods[cid] = (pod, conf)
-    assert len(nft_pod_rules(node)) == 3 * 2 * 2
-    assert any("ip6 saddr fd86::2" in r for r in nft_pod_rules(node))
+    assert len(nft_pod_elements(node)) == 3 * 2  # one element per pod address
+    assert any(r.startswith("fd86::2 ") for r in nft_pod_elements(node))
+    counts = nft_chain_rule_counts(node)
+    assert counts["pods"] == 1  # a jump to the network's chain: constant as pods grow
+    assert sorted(counts.values()) == [1, 3, 4]  # pods, forward, the network's 4 set rules
     run(node, fw, "DEL", pods["n1"][1], "n1", pods["n1"][0].path).ok()
-    assert len(nft_pod_rules(node)) == 2 * 2 * 2
-    assert not any("id: n1" in r for r in nft_pod_rules(node))
+    assert len(nft_pod_elements(node)) == 2 * 2
+    assert not any("id: n1" in r for r in nft_pod_elements(node))
     bad = run(node, fw, "CHECK", pods["n1"][1], "n1", pods["n1"][0].path)
     assert bad.code == 1
     gc = fw_conf(
@@ -235,11 +259,11 @@ def test_nftables_add_del_gc(
     )
     with node.entered():
         exec_plugin(fw, "GC", gc, cni_path=str(GO_DIR)).ok()
-    left = nft_pod_rules(node)
-    assert len(left) == 4 and all("id: n2" in r for r in left)
+    left = nft_pod_elements(node)
+    assert len(left) == 2 and all("id: n2" in r for r in left)
     # DEL without prevResult still finds the rules by their comment
     run(node, fw, "DEL", fw_conf("fwnft", None, backend="nftables"), "n2", pods["n2"][0].path).ok()
-    assert nft_pod_rules(node) == []
+    assert nft_pod_elements(node) == []
     for cid, (pod, _c) in pods.items():
         bridge(node, "DEL", {**bconf, "cniVersion": "1.0.0"}, cid, pod)
 
@@ -372,3 +396,68 @@ def test_admin_chain_overrides(
         bridge(node, "DEL", bconf, name, pod)
     if backend == "iptables":
         node.run("iptables", "-F", "CNI-ADMIN")
+
+
+def test_nftables_rules_stay_constant_as_pods_grow(node: Namespace) -> None:
+    """The nftables backend's rules are per network and family; pods only add set elements,
+    and a DEL removes exactly its own elements."""
+    import ipaddress
+
+    from pycni.net import firewall_rules
+
+    def ips(i: int) -> list[Any]:
+        return [
+            ipaddress.ip_address(f"10.87.{i // 200}.{2 + i % 200}"),
+            ipaddress.ip_address(f"fd87::{i + 2:x}"),
+        ]
+
+    with node.entered():
+        firewall_rules.nft_add(ips(0), "fwscale", "eth0", "cid-0")
+    one = nft_chain_rule_counts(node)
+    with node.entered():
+        for i in range(1, 40):
+            firewall_rules.nft_add(ips(i), "fwscale", "eth0", f"cid-{i}")
+        firewall_rules.nft_add(ips(7), "fwscale", "eth0", "cid-7")  # repeated ADD
+    assert nft_chain_rule_counts(node) == one
+    assert len(nft_pod_elements(node, "fwscale")) == 40 * 2
+    with node.entered():
+        firewall_rules.nft_delete("fwscale", "eth0", "cid-7")
+        firewall_rules.nft_check(ips(8), "fwscale", "eth0", "cid-8")
+    left = nft_pod_elements(node, "fwscale")
+    assert len(left) == 39 * 2 and not any(r.split(", ")[-1][:-1] == "id: cid-7" for r in left)
+    assert not any(r.startswith(("10.87.0.9 ", "fd87::9 ")) for r in left)
+    # another network's sets are separate: the same address can be in both
+    with node.entered():
+        firewall_rules.nft_add(ips(1), "fwscale2", "eth0", "cid-1")
+        firewall_rules.nft_delete("fwscale2", "eth0", "cid-1")
+        firewall_rules.nft_check(ips(1), "fwscale", "eth0", "cid-1")
+        for i in range(40):
+            firewall_rules.nft_delete("fwscale", "eth0", f"cid-{i}")
+    assert nft_pod_elements(node, "fwscale") == []
+
+
+def test_gc_records_never_name_files_elsewhere(
+    node: Namespace, tmp_path: Path, plugin_dir: Path
+) -> None:
+    """A record whose contents (or a GC request whose attachments) name ``../`` paths cannot
+    make GC read or remove a file outside the records directory."""
+    records = tmp_path / "records"
+    (records / "fwevil").mkdir(parents=True)
+    victim = tmp_path / "victim_x"
+    victim.write_text("keep me")
+    (records / "fwevil" / "evil_eth0").write_text(
+        json.dumps({"containerID": "../../victim", "ifname": "x", "ips": ["10.1.2.3"]})
+    )
+    gc = fw_conf(
+        "fwevil",
+        None,
+        version="1.1.0",
+        backend="iptables",
+        dataDir=str(records),
+        **{"cni.dev/valid-attachments": [{"containerID": "../../victim", "ifname": "x"}]},
+    )
+    with node.entered():
+        exec_plugin(plugin_dir / "firewall", "GC", gc, cni_path=str(GO_DIR)).ok()
+        gc["cni.dev/valid-attachments"] = []
+        exec_plugin(plugin_dir / "firewall", "GC", gc, cni_path=str(GO_DIR)).ok()
+    assert victim.read_text() == "keep me"

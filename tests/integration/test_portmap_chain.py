@@ -10,6 +10,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -173,9 +174,21 @@ def servers() -> Iterator[Callable[[Namespace, str], None]]:
     procs: list[subprocess.Popen[bytes]] = []
 
     def start(pod: Namespace, tag: str) -> None:
+        # UDP: one process answering every datagram itself. socat's UDP6-RECVFROM with fork
+        # shares the socket with a child per datagram, and on a busy machine a child still
+        # running could take (and answer elsewhere) the next client's datagram: flaky.
+        udp = (
+            "import socket\n"
+            "s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)\n"
+            "s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)\n"
+            "s.bind(('::', 81))\n"
+            "while True:\n"
+            "    _data, peer = s.recvfrom(2048)\n"
+            f"    s.sendto(b'udp-{tag}\\n', peer)\n"
+        )
         for argv in (
             ["socat", "TCP6-LISTEN:80,fork,reuseaddr,ipv6only=0", f"SYSTEM:echo tcp-{tag}"],
-            ["socat", "UDP6-RECVFROM:81,fork,ipv6only=0", f"SYSTEM:echo udp-{tag}"],
+            [sys.executable, "-c", udp],
         ):
             procs.append(
                 subprocess.Popen(

@@ -4,11 +4,12 @@ selection, and the rules both backends generate."""
 from __future__ import annotations
 
 import ipaddress
+import json
 from typing import Any
 
 import pytest
 
-from pycni.net import iptables
+from pycni.net import iptables, rule_matches
 from pycni.net.chain_names import (
     format_chain_name,
     format_comment,
@@ -169,17 +170,42 @@ def cfg_of(**kw: Any) -> PortMapConfig:
     return PortMapConfig(**base)
 
 
+def _eq(proto: str, field: str, right: Any) -> dict[str, Any]:
+    return {
+        "match": {
+            "op": "==",
+            "left": {"payload": {"protocol": proto, "field": field}},
+            "right": right,
+        }
+    }
+
+
+NFPROTO4 = {"match": {"op": "==", "left": {"meta": {"key": "nfproto"}}, "right": "ipv4"}}
+MARK = {
+    "mangle": {
+        "key": {"meta": {"key": "mark"}},
+        "value": {"|": [{"meta": {"key": "mark"}}, 0x2000]},
+    }
+}
+
+
 def test_nft_pod_rules() -> None:
     rules, elements = nft_backend.pod_rules(cfg_of())
-    assert rules[:3] == [
-        "ip saddr 10.0.0.0/24 meta nfproto ipv4 tcp dport 8080 meta mark set meta mark | 0x2000",
-        "ip saddr 127.0.0.1 meta nfproto ipv4 tcp dport 8080 meta mark set meta mark | 0x2000",
-        'meta nfproto ipv4 tcp dport 8080 dnat ip to 10.0.0.2:80 comment "k ports4 tcp . 8080"',
+    tcp8080 = _eq("tcp", "dport", 8080)
+    assert [r.expr for r in rules[:3]] == [
+        [_eq("ip", "saddr", {"prefix": {"addr": "10.0.0.0", "len": 24}}), NFPROTO4, tcp8080, MARK],
+        [_eq("ip", "saddr", "127.0.0.1"), NFPROTO4, tcp8080, MARK],
+        [NFPROTO4, tcp8080, {"dnat": {"family": "ip", "addr": "10.0.0.2", "port": 80}}],
     ]
-    assert "ip daddr 192.0.2.1 udp dport 8081 dnat ip to 10.0.0.2:81" in rules[5]
-    assert not any("{" in r for r in rules)  # no anonymous sets: they make the cost grow
-    assert any("dnat ip6 to [fd00::2]:82" in r and "ip6 daddr 2001:db8::1" in r for r in rules)
-    assert not any("192.0.2.1" in r and "ip6" in r for r in rules)  # other family skipped
+    assert [r.comment for r in rules[:3]] == ["", "", "k ports4 tcp . 8080"]
+    assert rules[5].expr[0] == _eq("ip", "daddr", "192.0.2.1")
+    text = json.dumps([r.expr for r in rules])
+    assert "set" not in text and "elem" not in text  # no anonymous sets: they make cost grow
+    assert any(
+        {"dnat": {"family": "ip6", "addr": "fd00::2", "port": 82}} in r.expr
+        and _eq("ip6", "daddr", "2001:db8::1") in r.expr
+        for r in rules
+    )
     assert [e.comment for e in elements] == [
         "k ports4 tcp . 8080",
         "k hostip4 192.0.2.1 . udp . 8081",
@@ -188,24 +214,50 @@ def test_nft_pod_rules() -> None:
         "k hostip6 2001:db8::1 . sctp . 8082",
     ]  # 0.0.0.0 is an IPv4 hostIP: skipped for IPv6, as the reference does
     assert all(nft_backend.Element.from_comment(e.comment) == e for e in elements)
+    assert elements[1].key_parts() == ["192.0.2.1", "udp", 8081]
+
+
+def test_element_comments_of_others_are_ignored() -> None:
+    for comment in (
+        'k ports4 tcp . 8080 }; add rule inet x y accept; {"',
+        "k hostip4 fe80::1 . tcp . 80",  # wrong family
+        "k ports4 icmp . 80",
+        "k ports4 tcp . 70000",
+        "k other tcp . 80",
+    ):
+        assert nft_backend.Element.from_comment(comment) is None, comment
 
 
 def test_nft_snat_variants_and_conditions() -> None:
     rules, _ = nft_backend.pod_rules(cfg_of(snat=False))
-    assert not any("mark" in r for r in rules)
+    assert not any("mangle" in json.dumps(r.expr) for r in rules)
     rules, _ = nft_backend.pod_rules(cfg_of(masq_all=True, mark_bit=3))
-    assert rules[0] == "meta nfproto ipv4 tcp dport 8080 meta mark set meta mark | 0x8"
-    rules, _ = nft_backend.pod_rules(cfg_of(conditions_v4=["iifname", '"eth9"']))
-    assert 'tcp dport 8080 iifname "eth9" dnat ip to' in rules[2]
+    assert rules[0].expr[0] == NFPROTO4 and rules[0].expr[-1]["mangle"]["value"]["|"][1] == 8
+    cond = rule_matches.parse("conditionsV4", ["iifname", '"eth9"'], 4)[0]
+    rules, _ = nft_backend.pod_rules(cfg_of(conditions_v4=cond))
+    iif = {"match": {"op": "==", "left": {"meta": {"key": "iifname"}}, "right": "eth9"}}
+    assert rules[2].expr[2] == iif and "dnat" in rules[2].expr[3]
 
 
 def test_nft_scaffold_gates_on_local_destination() -> None:
-    script = nft_backend.add_script(cfg_of())
-    assert "add rule inet pycni_portmap prerouting fib daddr type local jump hostports" in script
-    assert "add rule inet pycni_portmap output fib daddr type local jump hostports" in script
-    assert "meta mark & 0x2000 == 0x2000 masquerade" in script
+    cmds = nft_backend.add_commands(cfg_of())
+    local = {
+        "match": {
+            "op": "==",
+            "left": {"fib": {"result": "type", "flags": ["daddr"]}},
+            "right": "local",
+        }
+    }
+    for hook in ("prerouting", "output"):
+        rule = {"family": "inet", "table": "pycni_portmap", "chain": hook}
+        rule["expr"] = [local, {"jump": {"target": "hostports"}}]
+        assert {"add": {"rule": rule}} in cmds
+    assert "masquerade" in json.dumps(cmds)
     chain = nft_backend.chain_name("net", "cid", "eth0")
-    assert f"add element inet pycni_portmap ports4 {{ tcp . 8080 : jump {chain} }}" in script
+    elem = [[{"concat": ["tcp", 8080]}, {"jump": {"target": chain}}]]
+    element = {"family": "inet", "table": "pycni_portmap", "name": "ports4", "elem": elem}
+    assert {"add": {"element": element}} in cmds
+    assert json.loads(nft_backend.add_script(cfg_of())) == {"nftables": cmds}
 
 
 def test_nft_chain_names_differ_per_attachment_and_network() -> None:

@@ -8,27 +8,34 @@ by either implementation are found and removed by the other. Each call reads the
 (iptables-save) and writes its whole change with one iptables-restore; a change that lost a
 race with another writer fails as a whole and is recomputed.
 
-nftables: our own table ``inet pycni_firewall``, one transaction per call::
+nftables: our own table ``inet pycni_firewall``, one transaction per call, built as libnftables
+JSON commands (no value is parsed as nft text)::
 
     chain forward        (filter hook forward, priority filter, policy accept; rebuilt by
                           every ADD) : jump isolation_stage1; jump admin; jump pods
     chain admin          the admin's own overrides; never touched by pycni after creation
-    chain pods           per pod IP: daddr + ct state established,related accept; saddr accept
-    chain isolation_stage1/2   ingressPolicy, per bridge, as the iptables stage chains
+    chain pods           one ``jump net-<hash(network)>`` per network
+    chain net-<hash>     4 rules: ip/ip6 daddr @set ct state established,related accept,
+                         ip/ip6 saddr @set accept (rebuilt by every ADD of the network)
+    set net-<hash>-v4/-v6   the network's pod addresses, one element per address
+    chain isolation_stage1/2   ingressPolicy: one jump per bridge to iso1-/iso2-<hash(bridge)>,
+                         which hold that bridge's rules of the iptables stage chains
 
-Per-IP nft rules carry a comment starting with ``<hash(network)>-<hash(ifname:containerID)>``
-(the reference ipmasq's instance hash), so DEL and GC find an attachment's rules without
-knowing its IPs.
+The rule count stays constant as pods come and go; only set elements change. Each element
+carries a comment starting with ``<hash(network)>-<hash(ifname:containerID)>`` (the reference
+ipmasq's instance hash), so DEL and GC find an attachment's elements without knowing its IPs.
+Per-pod rules in ``pods`` left by older pycni versions are still found and removed.
 """
 
 from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
-from pycni.net import iptables, nft
-from pycni.net.ipmasq import hash_for_instance, hash_for_network
+from pycni.net import iptables, nft, rule_tokens
+from pycni.net.ipmasq import hash_for_instance, hash_for_network, hash_hex
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -97,11 +104,14 @@ class _Plan:
 
     saved: iptables.SavedTable
     lines: list[str]
+    undo_rules: list[str] = field(default_factory=list)
+    undo_chains: list[str] = field(default_factory=list)
 
     def ensure_chain(self, chain: str) -> None:
         if chain not in self.saved.chains:
             self.lines.append(f"-N {chain}")
             self.saved.chains.add(chain)
+            self.undo_chains.insert(0, f"-X {chain}")
 
     def has(self, chain: str, args: Sequence[str]) -> bool:
         return _line(chain, args) in self.saved.rules_of(chain)
@@ -110,11 +120,19 @@ class _Plan:
         if not self.has(chain, args):
             self.lines.append(iptables.rule_line("-I", chain, ["1", *args]))
             self.saved.rules.setdefault(chain, []).insert(0, _line(chain, args))
+            self.undo_rules.insert(0, iptables.rule_line("-D", chain, args))
 
     def append(self, chain: str, args: Sequence[str]) -> None:
         if not self.has(chain, args):
             self.lines.append(iptables.rule_line("-A", chain, args))
             self.saved.rules.setdefault(chain, []).append(_line(chain, args))
+            self.undo_rules.insert(0, iptables.rule_line("-D", chain, args))
+
+    @property
+    def undo(self) -> list[str]:
+        """What removes everything this plan adds: rules first, then the chains it created
+        (a chain someone else started to use meanwhile makes the whole undo fail instead)."""
+        return self.undo_rules + self.undo_chains
 
     def delete_all(self, chain: str, args: Sequence[str]) -> None:
         wanted = _line(chain, args)
@@ -123,8 +141,9 @@ class _Plan:
                 self.lines.append(iptables.delete_line(saved))
 
 
-def _apply(family: int, build: _Builder) -> None:
-    """Read, plan, write; recompute when another writer changed the table meanwhile."""
+def _apply(family: int, build: _Builder) -> list[str]:
+    """Read, plan, write; recompute when another writer changed the table meanwhile.
+    Returns the lines that undo what was written."""
     last: Exception | None = None
     for _ in range(RETRIES):
         try:
@@ -133,13 +152,25 @@ def _apply(family: int, build: _Builder) -> None:
             raise FirewallError(str(exc)) from None
         build(plan)
         if not plan.lines:
-            return
+            return []
         try:
             iptables.restore(iptables.script("filter", [], plan.lines), family)
-            return
+            return plan.undo
         except iptables.IptablesError as exc:
             last = exc
     raise FirewallError(str(last))
+
+
+def ipt_undo(family: int, undo: list[str], ips: Sequence[IPAddress]) -> None:
+    """Roll back one family of a failed ADD: everything it added in one restore, or, when
+    that fails because the shared chains are in use by now, only its per-IP rules."""
+    try:
+        if undo:
+            iptables.restore(iptables.script("filter", [], undo), family)
+            return
+    except iptables.IptablesError:
+        pass
+    ipt_delete(family, ips)
 
 
 class _Builder:
@@ -193,9 +224,10 @@ def ipt_add(
     admin_chain: str = DEFAULT_ADMIN_CHAIN,
     bridge: str = "",
     policy: str = "open",
-) -> None:
-    """Chains, jumps and per-IP rules of one family (and the isolation chains), one restore."""
-    _apply(family, _AddBuilder(ips, admin_chain, bridge, policy))
+) -> list[str]:
+    """Chains, jumps and per-IP rules of one family (and the isolation chains), one restore.
+    Returns the lines that undo it (for :func:`ipt_undo`)."""
+    return _apply(family, _AddBuilder(ips, admin_chain, bridge, policy))
 
 
 def ipt_delete(family: int, ips: Sequence[IPAddress]) -> None:
@@ -230,23 +262,44 @@ NFT_COMMENT_MAX = 128
 def nft_comment(network: str, ifname: str, container_id: str) -> str:
     text = f"{hash_for_instance(network, ifname, container_id)}, net: {network}, "
     text += f"if: {ifname}, id: {container_id}"
-    return text.replace('"', "")[:NFT_COMMENT_MAX]
+    return rule_tokens.plain_text("comment", text[:NFT_COMMENT_MAX], NFT_COMMENT_MAX)
 
 
-def _skeleton(admin_chain: str) -> list[str]:
-    t = f"{NFT_FAMILY} {NFT_TABLE}"
+def _obj(kind: str, **fields: Any) -> dict[str, Any]:
+    return {kind: {"family": NFT_FAMILY, "table": NFT_TABLE, **fields}}
+
+
+def _rule(chain: str, expr: list[dict[str, Any]], comment: str = "") -> dict[str, Any]:
+    rule = _obj("rule", chain=chain, expr=expr)
+    if comment:
+        rule["rule"]["comment"] = comment
+    return {"add": rule}
+
+
+def _jump(target: str) -> dict[str, Any]:
+    return {"jump": {"target": target}}
+
+
+def _match(left: dict[str, Any], right: Any, op: str = "==") -> dict[str, Any]:
+    return {"match": {"op": op, "left": left, "right": right}}
+
+
+def _skeleton(admin_chain: str) -> list[dict[str, Any]]:
+    table = {"family": NFT_FAMILY, "name": NFT_TABLE, "comment": NFT_TABLE_COMMENT}
+    forward = _obj("chain", name="forward", type="filter", hook="forward", prio=0, policy="accept")
     return [
-        f'add table {t} {{ comment "{NFT_TABLE_COMMENT}" ; }}',
-        f"add chain {t} forward {{ type filter hook forward priority filter ; policy accept ; }}",
-        f"add chain {t} {admin_chain}",
-        f"add chain {t} pods",
-        f"add chain {t} isolation_stage1",
-        f"add chain {t} isolation_stage2",
-        f"flush chain {t} forward",
-        f"add rule {t} forward jump isolation_stage1",
-        f"add rule {t} forward jump {admin_chain}",
-        f"add rule {t} forward jump pods",
+        {"add": {"table": table}},
+        {"add": forward},
+        *[
+            {"add": _obj("chain", name=name)}
+            for name in (admin_chain, "pods", "isolation_stage1", "isolation_stage2")
+        ],
+        {"flush": _obj("chain", name="forward")},
+        *[_rule("forward", [_jump(t)]) for t in ("isolation_stage1", admin_chain, "pods")],
     ]
+
+
+NFT_CHAINS = ("forward", "pods", "isolation_stage1", "isolation_stage2")
 
 
 def nft_admin_chain(name: str) -> str:
@@ -263,21 +316,88 @@ def _rules(chain: str) -> list[dict[str, object]]:
     return [item["rule"] for item in items if isinstance(item.get("rule"), dict)]
 
 
-def _deletes(chain: str, match: Iterable[dict[str, object]]) -> list[str]:
-    return [f"delete rule {NFT_FAMILY} {NFT_TABLE} {chain} handle {r['handle']}" for r in match]
+def _deletes(chain: str, match: Iterable[dict[str, object]]) -> list[dict[str, Any]]:
+    return [{"delete": _obj("rule", chain=chain, handle=int(str(r["handle"])))} for r in match]
 
 
 def _with_prefix(rules: list[dict[str, object]], prefix: str) -> list[dict[str, object]]:
     return [r for r in rules if str(r.get("comment", "")).startswith(prefix)]
 
 
-def _isolation_nft(bridge: str, policy: str) -> tuple[list[str], list[str]]:
-    tag = f'comment "{ISOLATION_COMMENT}: {bridge}"'
-    b = f'"{bridge}"'
-    stage1 = [f"iifname {b} oifname != {b} jump isolation_stage2 {tag}"]
+def _isolation_nft(
+    bridge: str, policy: str
+) -> tuple[list[list[dict[str, Any]]], list[list[dict[str, Any]]]]:
+    iif = {"meta": {"key": "iifname"}}
+    oif = {"meta": {"key": "oifname"}}
+    stage1 = [[_match(iif, bridge), _match(oif, bridge, "!="), _jump("isolation_stage2")]]
     if policy == "isolated":
-        stage1.append(f"iifname {b} oifname {b} drop {tag}")
-    return stage1, [f"oifname {b} drop {tag}"]
+        stage1.append([_match(iif, bridge), _match(oif, bridge), {"drop": None}])
+    return stage1, [[_match(oif, bridge), {"drop": None}]]
+
+
+def net_names(network: str) -> tuple[str, dict[int, str]]:
+    """The network's chain and its address set per family, named from the network's hash."""
+    base = f"net-{hash_for_network(network)}"
+    return base, {4: f"{base}-v4", 6: f"{base}-v6"}
+
+
+def iso_names(bridge: str) -> tuple[str, str]:
+    """The bridge's chains under isolation_stage1 and isolation_stage2."""
+    h = hash_hex(16, "", bridge)
+    return f"iso1-{h}", f"iso2-{h}"
+
+
+@dataclass
+class _SubChain:
+    """A chain of ours entered by one jump from ``parent`` and rebuilt by every ADD."""
+
+    parent: str
+    name: str
+    rules: list[dict[str, Any]]
+
+    def refill(self, create: bool) -> list[dict[str, Any]]:
+        """Flush and refill; without ``create`` the flush fails (ENOENT) when the chain is
+        missing, which is how an ADD learns that it must create it and its jump."""
+        cmds: list[dict[str, Any]] = [{"add": _obj("chain", name=self.name)}] if create else []
+        return [*cmds, {"flush": _obj("chain", name=self.name)}, *self.rules]
+
+
+def _sub_chains(network: str, bridge: str, policy: str) -> list[_SubChain]:
+    chain, sets = net_names(network)
+    state = _match({"ct": {"key": "state"}}, ["established", "related"], "in")
+    rules: list[dict[str, Any]] = []
+    for family, name in sets.items():
+        fam = "ip" if family == 4 else "ip6"
+        daddr = _match({"payload": {"protocol": fam, "field": "daddr"}}, f"@{name}")
+        saddr = _match({"payload": {"protocol": fam, "field": "saddr"}}, f"@{name}")
+        rules += [
+            _rule(chain, [daddr, state, {"accept": None}]),
+            _rule(chain, [saddr, {"accept": None}]),
+        ]
+    out = [_SubChain("pods", chain, rules)]
+    if policy in ("same-bridge", "isolated"):
+        iso1, iso2 = iso_names(bridge)
+        tag = f"{ISOLATION_COMMENT}: {bridge}"
+        stage1, stage2 = _isolation_nft(bridge, policy)
+        out.append(_SubChain("isolation_stage1", iso1, [_rule(iso1, e, tag) for e in stage1]))
+        out.append(_SubChain("isolation_stage2", iso2, [_rule(iso2, e, tag) for e in stage2]))
+    return out
+
+
+def _sets(network: str) -> list[dict[str, Any]]:
+    return [
+        {"add": _obj("set", name=name, type="ipv4_addr" if family == 4 else "ipv6_addr")}
+        for family, name in net_names(network)[1].items()
+    ]
+
+
+def _jumps_to(rules: list[dict[str, object]], target: str) -> bool:
+    return any(f"'target': '{target}'" in str(r.get("expr", "")) for r in rules)
+
+
+def _element(set_name: str, ip: IPAddress, comment: str = "") -> dict[str, Any]:
+    value: Any = {"elem": {"val": str(ip), "comment": comment}} if comment else str(ip)
+    return _obj("element", name=set_name, elem=[value])
 
 
 def nft_add(
@@ -289,69 +409,112 @@ def nft_add(
     bridge: str = "",
     policy: str = "open",
 ) -> None:
-    """The attachment's rules (replacing any it already had), in one transaction."""
-    t = f"{NFT_FAMILY} {NFT_TABLE}"
+    """The attachment's addresses in its network's sets, in one transaction.
+
+    The rules are per network and family and match a set, so a chain's rule count does not
+    grow with the pods; only set elements do. Each element carries the attachment's comment;
+    ``add, delete, add`` makes a repeated ADD, or one reusing an address a stale attachment
+    still claims, leave exactly this attachment's element. Nothing is read first (a read
+    costs a fetch of every set element): the usual transaction assumes the network's (and
+    bridge's) chains exist; only when it fails for that reason are the jumps to them looked
+    up and added, in a second transaction."""
     comment = nft_comment(network, ifname, container_id)
-    prefix = hash_for_instance(network, ifname, container_id)
-    lines = _skeleton(nft_admin_chain(admin_chain))
-    lines += _deletes("pods", _with_prefix(_rules("pods"), prefix))
+    _chain, sets = net_names(network)
+    subs = _sub_chains(network, bridge, policy)
+    elements: list[dict[str, Any]] = []
     for ip in ips:
-        fam = "ip" if ip.version == 4 else "ip6"
-        lines.append(
-            f"add rule {t} pods {fam} daddr {ip} ct state established,related accept "
-            f'comment "{comment}"'
-        )
-        lines.append(f'add rule {t} pods {fam} saddr {ip} accept comment "{comment}"')
-    if policy in ("same-bridge", "isolated"):
-        stage1, stage2 = _isolation_nft(bridge, policy)
-        tag = f"{ISOLATION_COMMENT}: {bridge}"
-        have1 = {str(r.get("comment", "")) for r in _rules("isolation_stage1")}
-        have2 = {str(r.get("comment", "")) for r in _rules("isolation_stage2")}
-        if tag not in have1:
-            lines += [f"add rule {t} isolation_stage1 {r}" for r in stage1]
-        if tag not in have2:
-            lines += [f"add rule {t} isolation_stage2 {r}" for r in stage2]
-    _nft_apply(lines)
+        name = sets[ip.version]
+        elements += [
+            {"add": _element(name, ip)},
+            {"delete": _element(name, ip)},
+            {"add": _element(name, ip, comment)},
+        ]
+    head = _skeleton(nft_admin_chain(admin_chain)) + _sets(network)
+    try:
+        nft.apply_json(head + [c for sub in subs for c in sub.refill(False)] + elements)
+        return
+    except nft.NftError as exc:
+        if "No such file or directory" not in str(exc):
+            raise FirewallError(str(exc)) from None
+    cmds = list(head)
+    have: dict[str, list[dict[str, object]]] = {}
+    for sub in subs:
+        if sub.parent not in have:
+            have[sub.parent] = _rules(sub.parent)
+        cmds += sub.refill(True)
+        if not _jumps_to(have[sub.parent], sub.name):
+            cmds.append(_rule(sub.parent, [_jump(sub.name)]))
+    _nft_apply(cmds + elements)
+
+
+def _elements(network: str) -> list[tuple[str, str, str]]:
+    """(set, address, comment) of every element of the network's sets."""
+    out: list[tuple[str, str, str]] = []
+    for name in net_names(network)[1].values():
+        try:
+            items = nft.query(f"list set {NFT_FAMILY} {NFT_TABLE} {name}")
+        except nft.NftError:
+            continue
+        for item in items:
+            for elem in item.get("set", {}).get("elem", []):
+                if isinstance(elem, dict) and isinstance(elem.get("elem"), dict):
+                    inner = elem["elem"]
+                    out.append((name, str(inner.get("val", "")), str(inner.get("comment", ""))))
+                else:
+                    out.append((name, str(elem), ""))
+    return out
+
+
+def _delete_elements(elements: Iterable[tuple[str, str, str]]) -> list[dict[str, Any]]:
+    return [
+        {"delete": _obj("element", name=name, elem=[str(ipaddress.ip_address(addr))])}
+        for name, addr, _comment in elements
+    ]
 
 
 def nft_delete(network: str, ifname: str, container_id: str) -> None:
-    """Remove the attachment's rules, found by comment (no IPs needed)."""
+    """Remove the attachment's elements (and older per-pod rules), found by comment."""
     prefix = hash_for_instance(network, ifname, container_id)
-    lines = _deletes("pods", _with_prefix(_rules("pods"), prefix))
-    if lines:
-        _nft_apply(lines)
+    cmds = _deletes("pods", _with_prefix(_rules("pods"), prefix))
+    cmds += _delete_elements(e for e in _elements(network) if e[2].startswith(prefix))
+    if cmds:
+        _nft_apply(cmds)
 
 
 def nft_gc(network: str, valid: Iterable[tuple[str, str]]) -> int:
-    """Remove the network's per-IP rules whose attachment is not in ``valid``; returns a count."""
+    """Remove the network's elements (and older per-pod rules) whose attachment is not in
+    ``valid``; returns how many."""
     keep = {hash_for_instance(network, ifname, cid) for cid, ifname in valid}
     net_prefix = hash_for_network(network) + "-"
-    stale = [
-        r
-        for r in _with_prefix(_rules("pods"), net_prefix)
-        if str(r.get("comment", ""))[: len(net_prefix) + 16] not in keep
-    ]
-    if stale:
-        _nft_apply(_deletes("pods", stale))
-    return len(stale)
+    width = len(net_prefix) + 16
+
+    def stale(comment: str) -> bool:
+        return comment.startswith(net_prefix) and comment[:width] not in keep
+
+    rules = [r for r in _rules("pods") if stale(str(r.get("comment", "")))]
+    elements = [e for e in _elements(network) if stale(e[2])]
+    if rules or elements:
+        _nft_apply(_deletes("pods", rules) + _delete_elements(elements))
+    return len(rules) + len(elements)
 
 
 def nft_check(ips: Sequence[IPAddress], network: str, ifname: str, container_id: str) -> None:
     prefix = hash_for_instance(network, ifname, container_id)
-    mine = _with_prefix(_rules("pods"), prefix)
-    if not mine and ips:
-        raise FirewallError(f"expected nftables rules of {container_id}/{ifname} not found")
-    if len(mine) < 2 * len(ips):
+    chain, _sets = net_names(network)
+    mine = {addr for _s, addr, comment in _elements(network) if comment.startswith(prefix)}
+    missing = [str(ip) for ip in ips if str(ip) not in mine]
+    if missing:
         raise FirewallError(
-            f"expected {2 * len(ips)} nftables rules of {container_id}/{ifname}, found {len(mine)}"
+            f"nftables set elements of {container_id}/{ifname} missing: {', '.join(missing)}"
         )
-    forward = _rules("forward")
-    if not any("pods" in str(r.get("expr", "")) for r in forward):
+    if not _jumps_to(_rules("pods"), chain):
+        raise FirewallError(f"the pods chain of {NFT_FAMILY} {NFT_TABLE} does not jump to {chain}")
+    if not _jumps_to(_rules("forward"), "pods"):
         raise FirewallError(f"the forward chain of {NFT_FAMILY} {NFT_TABLE} does not jump to pods")
 
 
-def _nft_apply(lines: list[str]) -> None:
+def _nft_apply(cmds: list[dict[str, Any]]) -> None:
     try:
-        nft.apply("\n".join(lines) + "\n")
+        nft.apply_json(cmds)
     except nft.NftError as exc:
         raise FirewallError(str(exc)) from None

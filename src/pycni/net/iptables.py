@@ -16,7 +16,7 @@ import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from pycni.net import tools
+from pycni.net import rule_tokens, tools
 
 VARIANTS = ("legacy", "nft")
 
@@ -109,15 +109,19 @@ def available(family: int = 4, variant: str | None = None) -> bool:
 
 
 def quote(token: str) -> str:
-    """Quote one argument for an iptables-restore line (double quotes, backslash escapes)."""
+    """Quote one argument for an iptables-restore line (double quotes, backslash escapes).
+
+    A control character (a newline above all) would end the line and start a new command,
+    so it is refused here whatever the caller checked (code 7, see net/rule_tokens.py)."""
+    rule_tokens.iptables_word("rule argument", token)
     if token and not any(c in token for c in " \t\"'\\#"):
         return token
     return '"' + token.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def rule_line(op: str, chain: str, args: Iterable[str]) -> str:
-    """``-A CHAIN arg…`` with each argument quoted as needed."""
-    return " ".join([op, chain, *(quote(a) for a in args)])
+    """``-A CHAIN arg…`` with each argument quoted as needed (the chain is a checked token)."""
+    return " ".join([op, _chain(chain), *(quote(a) for a in args)])
 
 
 def delete_line(saved_rule: str) -> str:
@@ -130,7 +134,16 @@ def delete_line(saved_rule: str) -> str:
 def script(table: str, chains: Iterable[str], lines: Iterable[str]) -> str:
     """A restore script for one table: chain declarations, then rule lines, then COMMIT."""
     body = [f"*{table}"]
-    body += [f":{c} - [0:0]" for c in chains]
+    body += [f":{_chain(c)} - [0:0]" for c in chains]
     body += list(lines)
     body.append("COMMIT")
+    for line in body:  # one line is one command: nothing may start another
+        rule_tokens.iptables_word("rule line", line)
     return "\n".join(body) + "\n"
+
+
+def _chain(name: str) -> str:
+    rule_tokens.iptables_word("chain", name)
+    if not name or any(c in name for c in " \t\"'\\#"):
+        raise ValueError(f"not a chain name: {name!r}")
+    return name

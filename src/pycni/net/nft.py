@@ -1,5 +1,9 @@
 """nftables through libnftables, in-process: one transaction per ``apply`` call.
 
+Commands built from configs use :func:`apply_json` (libnftables' JSON command form): every
+value is a JSON string or number, never parsed as rule text, so no value can end a string or a
+statement. :func:`apply` (nft's text syntax) remains for fixed scripts.
+
 A libnftables context binds its netlink socket to the namespace of the thread that
 created it, so contexts are cached per network namespace (keyed by the namespace inode)
 and each is used under its own lock. Without the Python binding we fall back to
@@ -79,6 +83,12 @@ def _run(script: str) -> str:
 def apply(script: str) -> None:
     """Run ``script`` (nft's text syntax, several lines) as one atomic transaction."""
     _run(script)
+
+
+def apply_json(commands: list[dict[str, Any]]) -> None:
+    """Run libnftables JSON commands (``{"add": {"rule": …}}``, …) as one transaction."""
+    if commands:
+        _run(json.dumps({"nftables": commands}))
 
 
 def query(command: str) -> list[dict[str, Any]]:

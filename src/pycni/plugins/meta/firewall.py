@@ -16,10 +16,11 @@ from functools import partial
 
 from pycni.fsutil import write_atomic
 from pycni.net import firewall_rules as rules
-from pycni.net import nft, tools
+from pycni.net import nft, rule_tokens, tools
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.config import field
 from pycni.plugin.rollback import Rollback
+from pycni.spec import validate
 from pycni.spec.errors import (
     INTERNAL,
     INVALID_NETWORK_CONFIG,
@@ -44,26 +45,49 @@ class FirewallConf:
 
 
 def parse(req: Request) -> FirewallConf:
+    """The config, every value that reaches a rule checked by net/rule_tokens.py (code 7)."""
     cfg = req.config
     backend = field(cfg, "backend", str, "")
     if backend not in ("", *BACKENDS):
         raise CNIError(
             INVALID_NETWORK_CONFIG,
-            f'invalid config: unknown firewall backend "{backend}" '
+            f'invalid config: unknown firewall backend "{rule_tokens.shown(backend)}" '
             '(use "iptables", "nftables" or leave it empty)',
         )
     policy = field(cfg, "ingressPolicy", str, "") or "open"
     if policy not in rules.POLICIES:
-        raise CNIError(INVALID_NETWORK_CONFIG, f'unknown ingress policy: "{policy}"')
-    admin = field(cfg, "iptablesAdminChainName", str, "") or rules.DEFAULT_ADMIN_CHAIN
-    if not admin.replace("-", "").replace("_", "").isalnum() or len(admin) > 28:
         raise CNIError(
             INVALID_NETWORK_CONFIG,
-            f'invalid config: iptablesAdminChainName "{admin}" must be letters, digits, '
-            "- or _ (at most 28)",
+            f'unknown ingress policy: "{rule_tokens.shown(policy)}" '
+            '(ingressPolicy: use "open", "same-bridge" or "isolated")',
+        )
+    admin = field(cfg, "iptablesAdminChainName", str, "") or rules.DEFAULT_ADMIN_CHAIN
+    rule_tokens.chain_name("iptablesAdminChainName", admin)
+    if admin in rules.NFT_CHAINS:
+        raise rule_tokens.refuse(
+            "iptablesAdminChainName",
+            f'"{admin}" is a chain of the nftables backend',
+            "use another name",
+        )
+    resolved = _resolve_backend(backend)
+    if resolved == "nftables" and not admin[0].isalpha():
+        raise rule_tokens.refuse(
+            "iptablesAdminChainName",
+            f'"{admin}" is not an nftables identifier',
+            "with the nftables backend the name must start with a letter",
         )
     data_dir = field(cfg, "dataDir", str, "") or req.env.get(DATA_DIR_ENV, "") or DEFAULT_DATA_DIR
-    return FirewallConf(_resolve_backend(backend), admin, policy, data_dir)
+    if (
+        rule_tokens.control_character(data_dir) is not None
+        or not os.path.isabs(data_dir)
+        or ".." in data_dir.split("/")
+    ):
+        raise rule_tokens.refuse(
+            "dataDir",
+            f'"{rule_tokens.shown(data_dir)}" is not a clean absolute path',
+            "use an absolute directory path without '..' or control characters",
+        )
+    return FirewallConf(resolved, admin, policy, data_dir)
 
 
 def _resolve_backend(backend: str) -> str:
@@ -104,7 +128,7 @@ def _bridge_of(result: Result, policy: str) -> str:
             f'interface needs to be set for ingress policy "{policy}", make sure to chain '
             '"firewall" plugin with "bridge"',
         )
-    return result.interfaces[0].name
+    return rule_tokens.interface_name("prevResult.interfaces[0].name", result.interfaces[0].name)
 
 
 def _fail(exc: Exception) -> CNIError:
@@ -135,8 +159,10 @@ class Firewall(Plugin):
                 if conf.backend == "iptables":
                     for family, ips in sorted(families.items()):
                         rb.step(f"iptables{family}")
-                        rules.ipt_add(family, ips, conf.admin_chain, bridge, conf.ingress_policy)
-                        rb.push(f"iptables{family}", partial(rules.ipt_delete, family, ips))
+                        undo = rules.ipt_add(
+                            family, ips, conf.admin_chain, bridge, conf.ingress_policy
+                        )
+                        rb.push(f"iptables{family}", partial(rules.ipt_undo, family, undo, ips))
                     rb.step("record")
                     _Records(conf.data_dir, req.name).save(req.container_id, req.ifname, prev)
                     rb.push(
@@ -235,6 +261,13 @@ class _Records:
         self.directory = os.path.join(data_dir, network)
 
     def _path(self, cid: str, ifname: str) -> str:
+        """The record's file; IDs from a GC request or a record's contents are checked like
+        CNI_CONTAINERID and CNI_IFNAME, so no value can name a file elsewhere."""
+        try:
+            validate.container_id(cid)
+            validate.interface_name(ifname)
+        except CNIError:
+            raise ValueError(f"not an attachment: {cid!r} {ifname!r}") from None
         return os.path.join(self.directory, f"{cid}_{ifname}")
 
     def save(self, cid: str, ifname: str, result: Result) -> None:
@@ -257,7 +290,7 @@ class _Records:
         return out
 
     def remove(self, cid: str, ifname: str) -> None:
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(FileNotFoundError, ValueError):
             os.unlink(self._path(cid, ifname))
         with contextlib.suppress(OSError):
             os.rmdir(self.directory)  # only when empty

@@ -1,10 +1,12 @@
 """portmap's configuration: the port mappings, the options, and the container IPs.
 
 Parsing is strict where the reference is loose in a harmful way (ports must be 1..65535,
-the protocol must be one the kernel can NAT) and otherwise follows the reference's rules:
-backend/option conflicts are rejected, the first token of a condition list decides its syntax
-(``-``/``!`` = iptables), and the container IPs are the first IPv4 and IPv6 addresses of
-prevResult that belong to CNI_IFNAME in the sandbox (or to no interface).
+the protocol must be one the kernel can NAT, conditions must fit the grammar of
+net/rule_matches.py, chain names are tokens checked by net/rule_tokens.py) and otherwise
+follows the reference's rules: backend/option conflicts are rejected, the first token of a
+condition list decides its syntax (``-``/``!`` = iptables), and the container IPs are the
+first IPv4 and IPv6 addresses of prevResult that belong to CNI_IFNAME in the sandbox (or to
+no interface).
 """
 
 from __future__ import annotations
@@ -13,8 +15,11 @@ import ipaddress
 from dataclasses import dataclass, field
 from typing import Any
 
+from pycni.net import rule_matches, rule_tokens
+from pycni.net.rule_matches import Match
 from pycni.plugin.base import Request
 from pycni.plugin.config import field as config_field
+from pycni.spec.decode import lookup
 from pycni.spec.errors import INVALID_NETWORK_CONFIG, CNIError
 from pycni.spec.result import Result
 
@@ -61,8 +66,8 @@ class PortMapConfig:
     masq_all: bool = False
     mark_bit: int = DEFAULT_MARK_BIT
     external_mark_chain: str = ""
-    conditions_v4: list[str] = field(default_factory=list)
-    conditions_v6: list[str] = field(default_factory=list)
+    conditions_v4: list[Match] = field(default_factory=list)
+    conditions_v6: list[Match] = field(default_factory=list)
     iptables_variant: str | None = None
     container_ips: dict[int, IPInterface] = field(default_factory=dict)
 
@@ -70,7 +75,7 @@ class PortMapConfig:
     def mark(self) -> int:
         return 1 << self.mark_bit
 
-    def conditions(self, family: int) -> list[str]:
+    def conditions(self, family: int) -> list[Match]:
         return self.conditions_v4 if family == 4 else self.conditions_v6
 
     def mappings_for(self, family: int) -> list[PortMapping]:
@@ -103,15 +108,11 @@ def parse_mappings(raw: object) -> list[PortMapping]:
             raise _fail(f"invalid config: runtimeConfig.portMappings[{index}] must be an object")
         where = f"runtimeConfig.portMappings[{index}]"
         protocol = config_field(entry, "protocol", str, "tcp", where=where).lower() or "tcp"
-        if protocol not in PROTOCOLS:
-            raise _fail(f"Invalid protocol {protocol!r} in {where}: use tcp, udp or sctp")
+        rule_tokens.choice(f"{where}.protocol", protocol, PROTOCOLS)
         host_ip_text = config_field(entry, "hostIP", str, "", where=where)
         host_ip: IPAddress | None = None
         if host_ip_text:
-            try:
-                host_ip = ipaddress.ip_address(host_ip_text)
-            except ValueError:
-                raise _fail(f"Invalid hostIP {host_ip_text!r} in {where}") from None
+            host_ip = rule_tokens.address(f"{where}.hostIP", host_ip_text)
         out.append(
             PortMapping(
                 host_port=_port(entry, "hostPort", index),
@@ -123,16 +124,10 @@ def parse_mappings(raw: object) -> list[PortMapping]:
     return out
 
 
-def _conditions(config: dict[str, Any], key: str) -> tuple[list[str], str]:
-    """The tokens and their syntax (``iptables``, ``nftables`` or ``""`` when empty)."""
-    raw = config_field(config, key, list, [])
-    if not all(isinstance(item, str) for item in raw):
-        raise _fail(f"invalid config: {key} must be a list of strings")
-    if not raw:
-        return [], ""
-    first = raw[0]
-    syntax = IPTABLES if first.startswith(("-", "!")) else NFTABLES
-    return list(raw), syntax
+def _conditions(config: dict[str, Any], key: str, family: int) -> tuple[list[Match], str]:
+    """The parsed matches and their syntax (``iptables``, ``nftables`` or ``""`` when empty)."""
+    found, raw = lookup(config, key)
+    return rule_matches.parse(key, raw if found else None, family)
 
 
 def container_ips(prev: Result, ifname: str) -> dict[int, IPInterface]:
@@ -158,22 +153,30 @@ def parse(req: Request, *, need_prev: bool) -> PortMapConfig:
 
     backend_raw = config_field(config, "backend", str, "")
     if backend_raw and backend_raw not in BACKENDS:
-        raise _fail(f'Invalid backend "{backend_raw}": use "iptables" or "nftables"')
+        raise _fail(
+            f'Invalid backend "{rule_tokens.shown(backend_raw)}": use "iptables" or "nftables"'
+        )
     snat = config_field(config, "snat", bool, True)
     masq_all = config_field(config, "masqAll", bool, False)
     mark_bit_value = config_field(config, "markMasqBit", int, -1)
     external = config_field(config, "externalSetMarkChain", str, "")
-    cond4, syntax4 = _conditions(config, "conditionsV4")
-    cond6, syntax6 = _conditions(config, "conditionsV6")
+    if external:
+        rule_tokens.chain_name("externalSetMarkChain", external)
+    cond4, syntax4 = _conditions(config, "conditionsV4", 4)
+    cond6, syntax6 = _conditions(config, "conditionsV6", 6)
     variant = config_field(config, "iptablesVariant", str, "") or None
     if variant is not None and variant not in ("legacy", "nft"):
-        raise _fail(f'Invalid iptablesVariant "{variant}": use "legacy" or "nft"')
+        raise _fail(
+            f'Invalid iptablesVariant "{rule_tokens.shown(variant)}": use "legacy" or "nft"'
+        )
 
     if mark_bit_value != -1 and external:
         raise _fail("MasqMarkBit and ExternalSetMarkChain cannot both be set")
     mark_bit = DEFAULT_MARK_BIT if mark_bit_value == -1 else mark_bit_value
     if not 0 <= mark_bit <= 31:
-        raise _fail(f"MasqMarkBit must be between 0 and 31, got {mark_bit}")
+        raise _fail(
+            f"MasqMarkBit must be between 0 and 31, got {mark_bit} (config field markMasqBit)"
+        )
 
     iptables_only = [k for k, on in (("externalSetMarkChain", bool(external)),) if on]
     iptables_only += [

@@ -18,7 +18,10 @@ written in iptables-save's canonical form so CHECK can compare them textually.
 
 from __future__ import annotations
 
-from pycni.net import iptables
+import contextlib
+from collections.abc import Callable
+
+from pycni.net import iptables, rule_matches, rule_tokens
 from pycni.net.chain_names import format_comment, must_format_chain_name_with_prefix
 from pycni.net.iptables import IptablesError, SavedTable
 from pycni.plugins.meta.portmap.config import IPInterface, PortMapConfig, PortMapping
@@ -73,7 +76,8 @@ def entry_rules(cfg: PortMapConfig, family: int, chain: str) -> list[str]:
         for start in range(0, len(ports), MAX_MULTIPORT):
             chunk = ",".join(str(p) for p in ports[start : start + MAX_MULTIPORT])
             args = ["-p", proto, "-m", "comment", "--comment", comment]
-            args += ["-m", "multiport", "--dports", chunk, *cfg.conditions(family), "-j", chain]
+            args += ["-m", "multiport", "--dports", chunk]
+            args += [*rule_matches.iptables_args(cfg.conditions(family)), "-j", chain]
             lines.append(iptables.rule_line("-A", DNAT_CHAIN, args))
     return lines
 
@@ -172,13 +176,71 @@ def _fail(verb: str, exc: Exception) -> CNIError:
     return CNIError(INTERNAL, f"portmap: iptables {verb} failed: {exc}")
 
 
-def add(cfg: PortMapConfig) -> None:
-    for family in _families(cfg):
-        try:
+def scaffold_undo(cfg: PortMapConfig, saved: SavedTable) -> list[str]:
+    """The lines that remove the shared chains, rules and jumps an ADD against ``saved`` adds.
+
+    Applied only when that ADD fails later, in its own restore: it deletes jumps first and
+    never flushes CNI-HOSTPORT-DNAT, so if another attachment started to use the scaffolding
+    meanwhile, a ``-X`` fails and the whole restore changes nothing."""
+    jumps: list[str] = []
+    chains: list[str] = []
+    if cfg.snat and not cfg.external_mark_chain:
+        for chain, rule in ((SETMARK_CHAIN, _setmark_rule), (MASQ_CHAIN, _masq_rule)):
+            if chain not in saved.chains:
+                chains += [f"-F {chain}", f"-X {chain}"]
+            elif rule(cfg.mark) not in saved.rules_of(chain):
+                jumps.append(iptables.delete_line(rule(cfg.mark)))
+        if not saved.jumps_to("POSTROUTING", MASQ_CHAIN):
+            args = ["-m", "comment", "--comment", MASQ_COMMENT, "-j", MASQ_CHAIN]
+            jumps.append(iptables.rule_line("-D", "POSTROUTING", args))
+    for hook in ("PREROUTING", "OUTPUT"):
+        if not saved.jumps_to(hook, DNAT_CHAIN):
+            args = ["-m", "addrtype", "--dst-type", "LOCAL", "-j", DNAT_CHAIN]
+            jumps.append(iptables.rule_line("-D", hook, args))
+    if DNAT_CHAIN not in saved.chains:
+        chains.append(f"-X {DNAT_CHAIN}")
+    return jumps + chains
+
+
+def add(cfg: PortMapConfig, step: Callable[[str], None] = lambda name: None) -> Callable[[], None]:
+    """One restore per family; when a later family (or ``step``) fails, the families done so
+    far lose this attachment's chain and the scaffolding this ADD created. Returns what does
+    the same when a later step of the ADD fails."""
+    done: list[tuple[int, list[str]]] = []
+    try:
+        for family in _families(cfg):
+            step(f"iptables{family}")
             saved = iptables.save(TABLE, family, cfg.iptables_variant)
+            external = cfg.external_mark_chain
+            if cfg.snat and external and external not in saved.chains:
+                raise rule_tokens.refuse(
+                    "externalSetMarkChain",
+                    f'names chain "{external}", which does not exist in the IPv{family} nat table',
+                    "create it first (e.g. KUBE-MARK-MASQ) or leave the field out",
+                )
+            undo = scaffold_undo(cfg, saved)
             iptables.restore(add_script(cfg, family, saved), family, cfg.iptables_variant)
-        except IptablesError as exc:
-            raise _fail("ADD", exc) from None
+            done.append((family, undo))
+        return lambda: _undo(cfg, done)
+    except IptablesError as exc:
+        _undo(cfg, done)
+        raise _fail("ADD", exc) from None
+    except BaseException:
+        _undo(cfg, done)
+        raise
+
+
+def _undo(cfg: PortMapConfig, done: list[tuple[int, list[str]]]) -> None:
+    """Best effort: the attachment's chain, then the scaffolding (which may be in use)."""
+    for family, undo in reversed(done):
+        with contextlib.suppress(IptablesError):
+            saved = iptables.save(TABLE, family, cfg.iptables_variant)
+            lines = teardown_lines(cfg.network, cfg.container_id, saved)
+            if lines:
+                iptables.restore(iptables.script(TABLE, [], lines), family, cfg.iptables_variant)
+        if undo:
+            with contextlib.suppress(IptablesError):
+                iptables.restore(iptables.script(TABLE, [], undo), family, cfg.iptables_variant)
 
 
 def delete(network: str, container_id: str, variant: str | None = None) -> bool:

@@ -26,11 +26,14 @@ and DEL needs no runtimeConfig.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
+import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pycni.net import nft
-from pycni.plugins.meta.portmap.config import IPInterface, PortMapConfig, PortMapping
+from pycni.net import nft, rule_matches
+from pycni.plugins.meta.portmap.config import PROTOCOLS, IPInterface, PortMapConfig, PortMapping
 from pycni.spec.errors import INTERNAL, CNIError
 
 FAMILY = "inet"
@@ -44,6 +47,7 @@ MAPS = {
     "ports4": "inet_proto . inet_service",
     "ports6": "inet_proto . inet_service",
 }
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 SCAFFOLD_CHAINS = ("prerouting", "output", "hostports")
 MASQ_PRIORITY = 99  # just before srcnat (100), like the reference's POSTROUTING position 1
 
@@ -74,12 +78,34 @@ class Element:
 
     @classmethod
     def from_comment(cls, comment: str) -> Element | None:
+        """The element a DNAT rule's comment records; None unless it is one we could write."""
         if not comment.startswith(KEY_COMMENT):
             return None
         parts = comment[len(KEY_COMMENT) :].split(" ", 1)
         if len(parts) != 2 or parts[0] not in MAPS:
             return None
-        return cls(parts[0], parts[1])
+        element = cls(parts[0], parts[1])
+        return element if element.key_parts() is not None else None
+
+    def key_parts(self) -> list[str | int] | None:
+        """The key as libnftables JSON ``concat`` parts; None when it is not a key of ours."""
+        parts = self.key.split(" . ")
+        want = 3 if self.map.startswith("hostip") else 2
+        if len(parts) != want:
+            return None
+        out: list[str | int] = []
+        if want == 3:
+            try:
+                addr = ipaddress.ip_address(parts[0])
+            except ValueError:
+                return None
+            if addr.version != int(self.map[-1]):
+                return None
+            out.append(str(addr))
+        proto, port = parts[-2], parts[-1]
+        if proto not in PROTOCOLS or not port.isdigit() or not 0 < int(port) <= 65535:
+            return None
+        return [*out, proto, int(port)]
 
 
 def element_of(mapping: PortMapping, family: int) -> Element:
@@ -93,92 +119,174 @@ def _addr(family: int) -> str:
     return "ip" if family == 4 else "ip6"
 
 
-def pod_rules(cfg: PortMapConfig) -> tuple[list[str], list[Element]]:
+def _eq(left: dict[str, Any], right: Any) -> dict[str, Any]:
+    return {"match": {"op": "==", "left": left, "right": right}}
+
+
+def _payload(protocol: str, field: str) -> dict[str, Any]:
+    return {"payload": {"protocol": protocol, "field": field}}
+
+
+def _prefix(net: IPNetwork) -> Any:
+    if net.prefixlen == net.max_prefixlen:
+        return str(net.network_address)
+    return {"prefix": {"addr": str(net.network_address), "len": net.prefixlen}}
+
+
+_MARK = {"meta": {"key": "mark"}}
+
+
+@dataclass
+class PodRule:
+    """One rule of an attachment chain: libnftables JSON expressions and an optional comment."""
+
+    expr: list[dict[str, Any]]
+    comment: str = ""
+
+    def command(self, chain: str) -> dict[str, Any]:
+        rule: dict[str, Any] = {"family": FAMILY, "table": TABLE, "chain": chain}
+        rule["expr"] = self.expr
+        if self.comment:
+            rule["comment"] = self.comment
+        return {"add": {"rule": rule}}
+
+
+def pod_rules(cfg: PortMapConfig) -> tuple[list[PodRule], list[Element]]:
     """The attachment chain's rules and the map elements that must jump to it."""
-    rules: list[str] = []
+    rules: list[PodRule] = []
     elements: list[Element] = []
     for family in (4, 6):
         cip = cfg.container_ips.get(family)
         if cip is None:
             continue
-        fam = _addr(family)
-        conds = " ".join(cfg.conditions(family))
+        conds = rule_matches.nft_exprs(cfg.conditions(family), family)
         for m in cfg.mappings_for(family):
             host = m.host_match(family)
-            dst = f"{fam} daddr {host}" if host is not None else f"meta nfproto ipv{family}"
-            match = " ".join(p for p in (dst, f"{m.protocol} dport {m.host_port}", conds) if p)
+            if host is not None:
+                dst = _eq(_payload(_addr(family), "daddr"), str(host))
+            else:
+                dst = _eq({"meta": {"key": "nfproto"}}, f"ipv{family}")
+            match = [dst, _eq(_payload(m.protocol, "dport"), m.host_port), *conds]
             if cfg.snat:
-                mark = f"meta mark set meta mark | {cfg.mark:#x}"
+                mark = {"mangle": {"key": _MARK, "value": {"|": [_MARK, cfg.mark]}}}
                 rules += [
-                    f"{src}{match} {mark}" for src in _masq_sources(cip, family, cfg.masq_all)
+                    PodRule([*src, *match, mark])
+                    for src in _masq_sources(cip, family, cfg.masq_all)
                 ]
-            target = f"{cip.ip}:{m.container_port}"
-            if family == 6:
-                target = f"[{cip.ip}]:{m.container_port}"
+            to = {"family": _addr(family), "addr": str(cip.ip), "port": m.container_port}
+            dnat = {"dnat": to}
             element = element_of(m, family)
-            rules.append(f'{match} dnat {fam} to {target} comment "{element.comment}"')
+            rules.append(PodRule([*match, dnat], element.comment))
             if element not in elements:
                 elements.append(element)
     return rules, elements
 
 
-def _masq_sources(cip: IPInterface, family: int, masq_all: bool) -> list[str]:
+def _masq_sources(cip: IPInterface, family: int, masq_all: bool) -> list[list[dict[str, Any]]]:
     """Sources whose DNATed packets must be masqueraded: hairpin (the pod's subnet) and
     localhost for IPv4 (needs route_localnet); ``masqAll`` means every source. One rule per
     source rather than an anonymous set: every anonymous set is a kernel set object whose
     elements libnftables fetches on each transaction, which made the cost grow per pod."""
     if masq_all:
-        return [""]
+        return [[]]
+    saddr = _payload(_addr(family), "saddr")
+    out = [[_eq(saddr, _prefix(cip.network))]]
     if family == 4:
-        return [f"ip saddr {cip.network} ", "ip saddr 127.0.0.1 "]
-    return [f"ip6 saddr {cip.network} "]
+        out.append([_eq(saddr, "127.0.0.1")])
+    return out
 
 
-def scaffold_script(cfg: PortMapConfig) -> list[str]:
+def _obj(kind: str, **fields: Any) -> dict[str, Any]:
+    return {kind: {"family": FAMILY, "table": TABLE, **fields}}
+
+
+def _base_chain(name: str, hook: str, prio: int) -> dict[str, Any]:
+    return {"add": _obj("chain", name=name, type="nat", hook=hook, prio=prio, policy="accept")}
+
+
+def _rule(chain: str, *expr: dict[str, Any]) -> dict[str, Any]:
+    return {"add": _obj("rule", chain=chain, expr=list(expr))}
+
+
+def _flush(chain: str) -> dict[str, Any]:
+    return {"flush": _obj("chain", name=chain)}
+
+
+def scaffold_commands(cfg: PortMapConfig) -> list[dict[str, Any]]:
     """The shared table, maps and chains; safe to repeat (flush + refill of fixed rules)."""
-    lines = [f'add table {T} {{ comment "pycni portmap plugin"; }}']
-    lines += [f"add map {T} {name} {{ type {kind} : verdict; }}" for name, kind in MAPS.items()]
-    lines += [
-        f"add chain {T} hostports",
-        f"add chain {T} prerouting {{ type nat hook prerouting priority dstnat; policy accept; }}",
-        f"add chain {T} output {{ type nat hook output priority -100; policy accept; }}",
-        f"flush chain {T} hostports",
-        f"add rule {T} hostports ip daddr . meta l4proto . th dport vmap @hostip4",
-        f"add rule {T} hostports ip6 daddr . meta l4proto . th dport vmap @hostip6",
-        f"add rule {T} hostports meta nfproto ipv4 meta l4proto . th dport vmap @ports4",
-        f"add rule {T} hostports meta nfproto ipv6 meta l4proto . th dport vmap @ports6",
+    l4 = {"meta": {"key": "l4proto"}}
+    dport = _payload("th", "dport")
+    cmds: list[dict[str, Any]] = [
+        {"add": {"table": {"family": FAMILY, "name": TABLE, "comment": "pycni portmap plugin"}}}
     ]
+    cmds += [
+        {"add": _obj("map", name=name, type=kind.split(" . "), map="verdict")}
+        for name, kind in MAPS.items()
+    ]
+    cmds += [
+        {"add": _obj("chain", name="hostports")},
+        _base_chain("prerouting", "prerouting", -100),
+        _base_chain("output", "output", -100),
+        _flush("hostports"),
+    ]
+    for family in (4, 6):
+        key = {"concat": [_payload(_addr(family), "daddr"), l4, dport]}
+        cmds.append(_rule("hostports", {"vmap": {"key": key, "data": f"@hostip{family}"}}))
+    for family in (4, 6):
+        cmds.append(
+            _rule(
+                "hostports",
+                _eq({"meta": {"key": "nfproto"}}, f"ipv{family}"),
+                {"vmap": {"key": {"concat": [l4, dport]}, "data": f"@ports{family}"}},
+            )
+        )
+    local = _eq({"fib": {"result": "type", "flags": ["daddr"]}}, "local")
     for hook in ("prerouting", "output"):
-        lines += [
-            f"flush chain {T} {hook}",
-            f"add rule {T} {hook} fib daddr type local jump hostports",
-        ]
+        cmds += [_flush(hook), _rule(hook, local, {"jump": {"target": "hostports"}})]
     if cfg.snat:
         masq = f"masq-b{cfg.mark_bit}"
-        lines += [
-            f"add chain {T} {masq} {{ type nat hook postrouting priority {MASQ_PRIORITY}; "
-            "policy accept; }",
-            f"flush chain {T} {masq}",
-            f"add rule {T} {masq} meta mark & {cfg.mark:#x} == {cfg.mark:#x} masquerade",
+        marked = {"match": {"op": "==", "left": {"&": [_MARK, cfg.mark]}, "right": cfg.mark}}
+        cmds += [
+            _base_chain(masq, "postrouting", MASQ_PRIORITY),
+            _flush(masq),
+            _rule(masq, marked, {"masquerade": None}),
         ]
-    return lines
+    return cmds
 
 
-def add_script(cfg: PortMapConfig) -> str:
+def _element(e: Element, verdict: dict[str, Any] | None = None) -> dict[str, Any]:
+    parts = e.key_parts()
+    if parts is None:
+        raise ValueError(f"not a portmap map key: {e.key!r}")
+    key: Any = {"concat": parts}
+    return _obj("element", name=e.map, elem=[[key, verdict] if verdict else key])
+
+
+def add_commands(cfg: PortMapConfig) -> list[dict[str, Any]]:
     """One transaction: scaffolding, the attachment chain (rebuilt), its map elements."""
     chain = chain_name(cfg.network, cfg.container_id, cfg.ifname)
     rules, elements = pod_rules(cfg)
-    lines = scaffold_script(cfg)
-    lines += [f"add chain {T} {chain}", f"flush chain {T} {chain}"]
-    lines += [f"add rule {T} {chain} {rule}" for rule in rules]
-    lines += [f"add element {T} {e.map} {{ {e.key} : jump {chain} }}" for e in elements]
-    return "\n".join(lines) + "\n"
+    cmds = scaffold_commands(cfg)
+    cmds += [{"add": _obj("chain", name=chain)}, _flush(chain)]
+    cmds += [rule.command(chain) for rule in rules]
+    cmds += [{"add": _element(e, {"jump": {"target": chain}})} for e in elements]
+    return cmds
+
+
+def add_script(cfg: PortMapConfig) -> str:
+    """:func:`add_commands` as the JSON text libnftables reads."""
+    return json.dumps({"nftables": add_commands(cfg)})
+
+
+def delete_commands(chain: str, elements: list[Element]) -> list[dict[str, Any]]:
+    cmds = [{"delete": _element(e)} for e in elements if e.key_parts() is not None]
+    cmds += [_flush(chain), {"delete": _obj("chain", name=chain)}]
+    return cmds
 
 
 def delete_script(chain: str, elements: list[Element]) -> str:
-    lines = [f"delete element {T} {e.map} {{ {e.key} }}" for e in elements]
-    lines += [f"flush chain {T} {chain}", f"delete chain {T} {chain}"]
-    return "\n".join(lines) + "\n"
+    """:func:`delete_commands` as JSON text (``nft.apply`` accepts it)."""
+    return json.dumps({"nftables": delete_commands(chain, elements)})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -241,9 +349,11 @@ def _all_elements() -> dict[Element, str]:
 # Verbs
 
 
-def add(cfg: PortMapConfig) -> None:
+def add(cfg: PortMapConfig, step: Callable[[str], None] = lambda name: None) -> None:
+    """One transaction: it happens whole or not at all."""
+    step("nftables")
     try:
-        nft.apply(add_script(cfg))
+        nft.apply_json(add_commands(cfg))
     except nft.NftError as exc:
         if "File exists" not in str(exc):
             raise CNIError(INTERNAL, f"portmap: nftables ADD failed: {exc}") from None
@@ -265,13 +375,13 @@ def delete(network: str, container_id: str, ifname: str) -> bool:
         return False
     elements = [e for c in _comments(rules) if (e := Element.from_comment(c)) is not None]
     try:
-        nft.apply(delete_script(chain, list(dict.fromkeys(elements))))
+        nft.apply_json(delete_commands(chain, list(dict.fromkeys(elements))))
     except nft.NftError:
         # Drifted state (an element already gone, or one we did not record): find the
         # elements that really jump to the chain and try once more.
         pointing = [e for e, target in _all_elements().items() if target == chain]
         try:
-            nft.apply(delete_script(chain, pointing))
+            nft.apply_json(delete_commands(chain, pointing))
         except nft.NftError as exc:
             raise CNIError(INTERNAL, f"portmap: nftables DEL failed: {exc}") from None
     return True
@@ -319,12 +429,12 @@ def gc(network: str, valid: list[tuple[str, str]]) -> list[str]:
     if not stale:
         return []
     elements = map_elements(items)
-    lines: list[str] = []
+    cmds: list[dict[str, Any]] = []
     for chain in stale:
         pointing = [e for e, target in elements.items() if target == chain]
-        lines.append(delete_script(chain, pointing))
+        cmds += delete_commands(chain, pointing)
     try:
-        nft.apply("".join(lines))
+        nft.apply_json(cmds)
     except nft.NftError as exc:
         raise CNIError(INTERNAL, f"portmap: nftables GC failed: {exc}") from None
     return stale

@@ -12,10 +12,12 @@ be used.
 from __future__ import annotations
 
 import ipaddress
+from functools import partial
 
 from pycni.net import sysctl
 from pycni.net.netlink import rtnl
 from pycni.plugin.base import Plugin, Request
+from pycni.plugin.rollback import Rollback
 from pycni.plugins.meta.portmap import iptables_backend, nft_backend
 from pycni.plugins.meta.portmap.config import IPTABLES, NFTABLES, PortMapConfig, parse
 from pycni.spec.errors import INTERNAL, PLUGIN_NOT_AVAILABLE, CNIError
@@ -33,11 +35,6 @@ def _route_device(address: ipaddress.IPv4Address) -> str:
         return str(links[0].get_attr("IFLA_IFNAME"))
 
 
-def _enable_localnet(address: ipaddress.IPv4Address) -> None:
-    device = _route_device(address)
-    sysctl.ensure(f"net/ipv4/conf/{device}/route_localnet", "1")
-
-
 def _flush_udp_conntrack(req: Request, cfg: PortMapConfig) -> None:
     """Drop UDP conntrack entries that would bypass the new DNAT rules (failures logged)."""
     for family in cfg.container_ips:
@@ -52,11 +49,13 @@ def _flush_udp_conntrack(req: Request, cfg: PortMapConfig) -> None:
             req.log(f"portmap: could not flush UDP conntrack entries (IPv{family}): {exc}")
 
 
-def _install(cfg: PortMapConfig) -> None:
+def _install(cfg: PortMapConfig, rb: Rollback) -> None:
+    """Install the rules; register on ``rb`` what removes everything the install added."""
     if cfg.backend == NFTABLES:
-        nft_backend.add(cfg)
+        nft_backend.add(cfg, rb.step)  # one transaction: the attachment's chain + elements
+        rb.push("nftables", partial(nft_backend.delete, cfg.network, cfg.container_id, cfg.ifname))
     else:
-        iptables_backend.add(cfg)
+        rb.push("iptables", iptables_backend.add(cfg, rb.step))
 
 
 def _remove(cfg: PortMapConfig) -> None:
@@ -74,16 +73,26 @@ class PortMap(Plugin):
         assert prev is not None  # parse() insists on it
         if not cfg.mappings or not cfg.container_ips:
             return prev
-        _install(cfg)
-        try:
-            _flush_udp_conntrack(req, cfg)
-            v4 = cfg.container_ips.get(4)
-            if cfg.snat and v4 is not None and cfg.mappings_for(4):
-                assert isinstance(v4.ip, ipaddress.IPv4Address)
-                _enable_localnet(v4.ip)
-        except BaseException:
-            _remove(cfg)
-            raise
+        # What can fail is looked up before anything changes; after that, any failure
+        # removes this attachment's rules in every family (the scaffolding is shared).
+        device = ""
+        v4 = cfg.container_ips.get(4)
+        if cfg.snat and v4 is not None and cfg.mappings_for(4):
+            assert isinstance(v4.ip, ipaddress.IPv4Address)
+            device = _route_device(v4.ip)
+        with Rollback(req.env) as rb:
+            try:
+                _install(cfg, rb)
+                rb.step("conntrack")
+                _flush_udp_conntrack(req, cfg)
+                rb.step("route_localnet")
+                if device:
+                    sysctl.ensure(f"net/ipv4/conf/{device}/route_localnet", "1")
+            except BaseException:
+                rb.run()
+                for error in rb.errors:  # report the original failure, log these
+                    req.log(f"portmap: rollback of a failed ADD: {error}")
+                raise
         return prev
 
     def delete(self, req: Request) -> None:
