@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import json
-import re
 import subprocess
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -261,29 +260,6 @@ def setup_nftables(ipns: Sequence[IPInterface], network: str, ifname: str, cid: 
     _run_json(commands)
 
 
-_GOT_ELEMENT = re.compile(r'elements = \{ (\S+?)(?: comment "([^"]*)")? \}')
-
-
-def _element_comment(name: str, ip: str) -> str | None:
-    """The comment of element ``ip`` of set ``name``: one ``get element`` (a kernel lookup by
-    key); None when the set or the element does not exist. nft 1.0.6 answers ``get`` in its
-    text syntax even with JSON output on, so both forms are read."""
-    try:
-        out = nft.run_document(f"get element inet {TABLE} {name} {{ {ip} }}")
-    except NftError:
-        return None
-    if out.lstrip().startswith("{"):
-        items = json.loads(out).get("nftables", [])
-        for value, comment in _elements(items):
-            if value == ip:
-                return comment
-        return None
-    match = _GOT_ELEMENT.search(out)
-    if match is None or match.group(1) != ip:
-        return None
-    return match.group(2) or ""
-
-
 def _elements(items: list[dict[str, Any]]) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for item in items:
@@ -344,7 +320,8 @@ def teardown_nftables(
     if ipns:
         for ipn in ipns:
             name, ip = set_name(network, ipn.network), str(ipn.ip)
-            if _element_comment(name, ip) == comment:
+            found = nftdump.element_comment("inet", TABLE, name, ipn.ip)
+            if found == comment:
                 doomed.append(_delete_element(name, ip))
     else:
         for name in _network_sets(network):
