@@ -17,6 +17,7 @@ pycni coexist and either can tear down what the other made:
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import ipaddress
 import json
@@ -24,7 +25,7 @@ import subprocess
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from pycni.net import nft, nftdump, tools
+from pycni.net import nft, nftnl, tools
 from pycni.net.nft import NftError
 from pycni.spec.result import IPInterface
 
@@ -88,13 +89,13 @@ def iptables_comment(network: str, container_id: str) -> str:
 # commented with the reference's per-attachment comment, so DEL and GC by attachment stay
 # exact. A packet meets a constant number of rules and one hash lookup whatever the number of
 # pods; an ADD or DEL adds or removes elements and never lists the ruleset (libnftables'
-# ``list`` loads every set element into its cache: see net/nftdump.py). Our rule comments start
+# ``list`` loads every set element into its cache: see net/nftnl.py). Our rule comments start
 # with ``pycni`` so the reference's GC, which deletes the rules of a network whose comment
 # starts with the network hash, leaves them alone.
 #
 # Pods added by older pycni versions (and by the Go reference) have one rule per address in
 # ``masq_checks`` with the attachment's comment: DEL and GC remove those too, found with a
-# kernel-filtered dump of ``masq_checks`` (net/nftdump.py), which holds only a rule per
+# kernel-filtered dump of ``masq_checks`` (net/nftnl.py), which holds only a rule per
 # network once those pods are gone.
 
 RULE_PREFIX = "pycni "
@@ -172,19 +173,18 @@ def nft_setup_script(
     return "\n".join(lines) + "\n"
 
 
-def element_commands(ipns: Sequence[IPInterface], network: str, comment: str) -> list[Any]:
+def element_changes(
+    ipns: Sequence[IPInterface], network: str, comment: str
+) -> list[nftnl.ElementChange]:
     """Add each address to its subnet's set with this attachment's comment, replacing an
     element left by an earlier attachment (add, delete, add: a no-op add makes the delete
     safe, and the last add carries the comment)."""
-    out: list[Any] = []
+    out: list[nftnl.ElementChange] = []
     for ipn in ipns:
         name = set_name(network, ipn.network)
-        ip = str(ipn.ip)
-        out.append({"add": {"element": _obj(name=name, elem=[ip])}})
-        out.append({"delete": {"element": _obj(name=name, elem=[ip])}})
-        out.append(
-            {"add": {"element": _obj(name=name, elem=[{"elem": {"val": ip, "comment": comment}}])}}
-        )
+        out.append(nftnl.ElementChange(True, name, ipn.ip))
+        out.append(nftnl.ElementChange(False, name, ipn.ip))
+        out.append(nftnl.ElementChange(True, name, ipn.ip, comment))
     return out
 
 
@@ -246,18 +246,23 @@ def _create_once(commands: list[dict[str, Any]]) -> None:
 
 
 def setup_nftables(ipns: Sequence[IPInterface], network: str, ifname: str, cid: str) -> None:
-    """Add the attachment's addresses to its network's sets: one small transaction; the
-    sets and their rules are made on the first ADD of a network (or subnet)."""
+    """Add the attachment's addresses to its network's sets: one small batch; the sets and
+    their rules are made on the first ADD of a network (or subnet)."""
     if not ipns:
         return
-    commands = element_commands(ipns, network, comment_for_instance(network, ifname, cid))
+    changes = element_changes(ipns, network, comment_for_instance(network, ifname, cid))
     try:
-        _run_json(commands)
+        nftnl.change_elements("inet", TABLE, changes)
         return
-    except NftError:
-        pass  # a set (or the table) is missing: make them, then try again
+    except OSError as exc:
+        if exc.errno != errno.ENOENT:
+            raise NftError(f"adding the pod addresses to the masquerade sets: {exc}") from None
+    # a set (or the table) is missing: make them, then try again
     _ensure_network(network, dict.fromkeys(ipn.network for ipn in ipns))
-    _run_json(commands)
+    try:
+        nftnl.change_elements("inet", TABLE, changes)
+    except OSError as exc:
+        raise NftError(f"adding the pod addresses to the masquerade sets: {exc}") from None
 
 
 def _elements(items: list[dict[str, Any]]) -> list[tuple[str, str]]:
@@ -285,13 +290,19 @@ def _delete_element(name: str, ip: str) -> dict[str, Any]:
     return {"delete": {"element": _obj(name=name, elem=[ip])}}
 
 
+def _delete_changes(doomed: list[dict[str, Any]]) -> None:
+    """Apply deletions (elements and rules) as one libnftables transaction."""
+    if doomed:
+        _run_json(doomed)
+
+
 def _delete_rule(handle: int) -> dict[str, Any]:
     return {"delete": {"rule": _obj(chain=CHAIN, handle=handle)}}
 
 
 def _network_sets(network: str) -> list[str]:
     """The sets of a network, read from the comments of its chain's rules."""
-    rules = nftdump.chain_rules("inet", TABLE, net_chain(network))
+    rules = nftnl.chain_rules("inet", TABLE, net_chain(network))
     return [
         set_name(network, subnet)
         for rule in rules
@@ -316,24 +327,34 @@ def teardown_nftables(
     removed only when its comment names this attachment; without them the network's sets
     are searched by comment."""
     comment = comment_for_instance(network, ifname, cid)
+    ours: list[nftnl.ElementChange] = []
     doomed: list[dict[str, Any]] = []
     if ipns:
         for ipn in ipns:
-            name, ip = set_name(network, ipn.network), str(ipn.ip)
-            found = nftdump.element_comment("inet", TABLE, name, ipn.ip)
-            if found == comment:
-                doomed.append(_delete_element(name, ip))
+            name = set_name(network, ipn.network)
+            if nftnl.element_comment("inet", TABLE, name, ipn.ip) == comment:
+                ours.append(nftnl.ElementChange(False, name, ipn.ip))
     else:
         for name in _network_sets(network):
             doomed += [_delete_element(name, ip) for ip, c in _set_elements(name) if c == comment]
     prefix = hash_for_instance(network, ifname, cid)
     doomed += [
         _delete_rule(rule.handle)
-        for rule in nftdump.chain_rules("inet", TABLE, CHAIN)
+        for rule in nftnl.chain_rules("inet", TABLE, CHAIN)
         if rule.comment.startswith(prefix)
     ]
-    if doomed:
-        _run_json(doomed)
+    try:
+        nftnl.change_elements("inet", TABLE, ours)
+    except OSError as exc:
+        if exc.errno != errno.ENOENT:
+            raise NftError(f"removing pod addresses from the masquerade sets: {exc}") from None
+        for change in ours if len(ours) > 1 else []:  # one went meanwhile: the others alone
+            try:
+                nftnl.change_elements("inet", TABLE, [change])
+            except OSError as one:
+                if one.errno != errno.ENOENT:
+                    raise NftError(f"removing a pod address from a masquerade set: {one}") from None
+    _delete_changes(doomed)
 
 
 def gc_nftables(network: str, valid: Iterable[tuple[str, str]]) -> int:
@@ -342,13 +363,12 @@ def gc_nftables(network: str, valid: Iterable[tuple[str, str]]) -> int:
     keep = {comment_for_instance(network, ifname, cid) for cid, ifname in valid}
     doomed = [
         _delete_rule(rule.handle)
-        for rule in nftdump.chain_rules("inet", TABLE, CHAIN)
+        for rule in nftnl.chain_rules("inet", TABLE, CHAIN)
         if rule.comment.startswith(hash_for_network(network)) and rule.comment not in keep
     ]
     for name in _network_sets(network):
         doomed += [_delete_element(name, ip) for ip, c in _set_elements(name) if c not in keep]
-    if doomed:
-        _run_json(doomed)
+    _delete_changes(doomed)
     return len(doomed)
 
 

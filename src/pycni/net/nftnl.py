@@ -1,4 +1,4 @@
-"""Rules of one nftables chain, and one set element's comment, read straight from the kernel.
+"""nf_tables over netlink, for the few per-pod operations that must not grow with the ruleset.
 
 Why not libnftables' ``list chain``: it first loads its cache, and for a chain whose table
 holds sets or maps that cache includes every element of every set. Measured with nft 1.0.6:
@@ -7,6 +7,12 @@ listing a 2-rule chain costs 0.2 ms next to 10 set elements and 30 ms next to 30
 dump filtered by table and chain (the kernel does the filtering) and decodes only the rule
 handle and the comment (rule user data), so it costs O(rules in that chain). Likewise one
 set element is fetched by its key (NFT_MSG_GETSETELEM, no dump), not by listing the set.
+
+Adding or deleting set elements through libnftables also loads its cache first: every chain
+and the elements of verdict maps of every table in the namespace (measured: ``add element``
+0.2 ms alone, 0.7 ms next to 1000 chains, 2 ms next to 1000 more vmap elements). So element
+changes are sent here as one nf_tables batch (NEWSETELEM/DELSETELEM between BATCH_BEGIN and
+BATCH_END: atomic, as a libnftables transaction), whose cost does not depend on the rest.
 """
 
 from __future__ import annotations
@@ -33,6 +39,9 @@ NFTA_RULE_HANDLE = 3
 NFTA_RULE_USERDATA = 7
 NFT_MSG_NEWSETELEM = 12
 NFT_MSG_GETSETELEM = 13
+NFT_MSG_DELSETELEM = 14
+NFNL_MSG_BATCH_BEGIN = 0x10
+NFNL_MSG_BATCH_END = 0x11
 NFTA_SET_ELEM_LIST_TABLE = 1
 NFTA_SET_ELEM_LIST_SET = 2
 NFTA_SET_ELEM_LIST_ELEMENTS = 3
@@ -44,6 +53,7 @@ NLA_F_NESTED = 0x8000
 NFTNL_UDATA_RULE_COMMENT = 0  # also NFTNL_UDATA_SET_ELEM_COMMENT
 NLM_F_REQUEST = 0x1
 NLM_F_ACK = 0x4
+NLM_F_CREATE = 0x400
 NLM_F_DUMP = 0x300
 NLMSG_ERROR = 2
 NLMSG_DONE = 3
@@ -54,6 +64,7 @@ _NLMSGHDR = struct.Struct("=IHHII")
 _NFGENMSG = struct.Struct("=BBH")
 _RTATTR = struct.Struct("=HH")
 _RECV = 1 << 17
+_TIMEOUT = 30.0  # seconds; the kernel answers at once, this only bounds a lost reply
 
 
 @dataclass(frozen=True)
@@ -63,7 +74,17 @@ class Rule:
 
 
 class NftDumpError(OSError):
-    pass
+    """The kernel refused a request; ``errno`` is its error."""
+
+
+@dataclass(frozen=True)
+class ElementChange:
+    """Add (with an optional comment) or delete one address of a set."""
+
+    add: bool
+    set_name: str
+    address: IPAddress
+    comment: str = ""
 
 
 def _align(n: int) -> int:
@@ -118,6 +139,7 @@ class _Conn:
         self.sock = socket.socket(
             socket.AF_NETLINK, socket.SOCK_RAW | socket.SOCK_CLOEXEC, NETLINK_NETFILTER
         )
+        self.sock.settimeout(_TIMEOUT)
         self.lock = threading.Lock()
         self.seq = 0
 
@@ -225,3 +247,55 @@ def element_comment(family: str, table: str, set_name: str, address: IPAddress) 
                 return comment_of(elem.get(NFTA_SET_ELEM_USERDATA, b""))
             pos += _align(length)
     return None
+
+
+def _element_body(family: str, table: str, change: ElementChange) -> bytes:
+    elem = _nested(NFTA_SET_ELEM_KEY, _attr(NFTA_DATA_VALUE, change.address.packed))
+    if change.add and change.comment:
+        text = change.comment.encode()[:254] + b"\0"
+        elem += _attr(NFTA_SET_ELEM_USERDATA, bytes((NFTNL_UDATA_RULE_COMMENT, len(text))) + text)
+    body = _NFGENMSG.pack(FAMILIES[family], 0, 0)
+    body += _attr_str(NFTA_SET_ELEM_LIST_TABLE, table)
+    body += _attr_str(NFTA_SET_ELEM_LIST_SET, change.set_name)
+    return body + _nested(NFTA_SET_ELEM_LIST_ELEMENTS, _nested(NFTA_LIST_ELEM, elem))
+
+
+def change_elements(family: str, table: str, changes: list[ElementChange]) -> None:
+    """Apply the changes in order as one atomic nf_tables batch. An add of an element that
+    exists is a no-op (as nft's ``add``); a delete of a missing one fails the whole batch.
+    Raises NftDumpError with the kernel's errno (ENOENT: no such table, set or element)."""
+    if not changes:
+        return
+    conn = _conn()
+    with conn.lock:
+        first = conn.seq + 1
+        parts: list[bytes] = []
+
+        def message(kind: int, flags: int, body: bytes) -> None:
+            conn.seq = (conn.seq + 1) & 0xFFFFFFFF
+            header = _NLMSGHDR.pack(_NLMSGHDR.size + len(body), kind, flags, conn.seq, 0)
+            parts.append(header + body)
+
+        batch = _NFGENMSG.pack(0, 0, socket.htons(NFNL_SUBSYS_NFTABLES))
+        message(NFNL_MSG_BATCH_BEGIN, NLM_F_REQUEST, batch)
+        for change in changes:
+            kind = NFT_MSG_NEWSETELEM if change.add else NFT_MSG_DELSETELEM
+            flags = NLM_F_REQUEST | NLM_F_ACK | (NLM_F_CREATE if change.add else 0)
+            message((NFNL_SUBSYS_NFTABLES << 8) | kind, flags, _element_body(family, table, change))
+        message(NFNL_MSG_BATCH_END, NLM_F_REQUEST, batch)
+        conn.sock.sendto(b"".join(parts), (0, 0))
+        ours = {(first + i) & 0xFFFFFFFF for i in range(len(changes) + 2)}
+        waiting = ours - {first, conn.seq}  # every element message is acked (or refused)
+        while waiting:
+            data = conn.sock.recv(_RECV)
+            offset = 0
+            while offset + _NLMSGHDR.size <= len(data):
+                length, mtype, _flags, mseq, _pid = _NLMSGHDR.unpack_from(data, offset)
+                if length < _NLMSGHDR.size:
+                    raise NftDumpError("netlink: truncated message")
+                if mtype == NLMSG_ERROR and mseq in ours:
+                    (code,) = struct.unpack_from("=i", data, offset + _NLMSGHDR.size)
+                    if code:  # the batch was aborted; replies still queued are skipped later
+                        raise NftDumpError(-code, os.strerror(-code))
+                    waiting.discard(mseq)
+                offset += _align(length)
