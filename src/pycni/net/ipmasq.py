@@ -182,9 +182,9 @@ def element_changes(
     out: list[nftnl.ElementChange] = []
     for ipn in ipns:
         name = set_name(network, ipn.network)
-        out.append(nftnl.ElementChange(True, name, ipn.ip))
-        out.append(nftnl.ElementChange(False, name, ipn.ip))
-        out.append(nftnl.ElementChange(True, name, ipn.ip, comment))
+        out.append(nftnl.ElementChange(True, name, ipn.ip.packed))
+        out.append(nftnl.ElementChange(False, name, ipn.ip.packed))
+        out.append(nftnl.ElementChange(True, name, ipn.ip.packed, comment))
     return out
 
 
@@ -333,7 +333,7 @@ def teardown_nftables(
         for ipn in ipns:
             name = set_name(network, ipn.network)
             if nftnl.element_comment("inet", TABLE, name, ipn.ip) == comment:
-                ours.append(nftnl.ElementChange(False, name, ipn.ip))
+                ours.append(nftnl.ElementChange(False, name, ipn.ip.packed))
     else:
         for name in _network_sets(network):
             doomed += [_delete_element(name, ip) for ip, c in _set_elements(name) if c == comment]

@@ -25,6 +25,7 @@ import socket
 import struct
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pycni.net.ns import THREAD_NETNS
@@ -40,6 +41,9 @@ NFTA_RULE_USERDATA = 7
 NFT_MSG_NEWSETELEM = 12
 NFT_MSG_GETSETELEM = 13
 NFT_MSG_DELSETELEM = 14
+NFT_MSG_DELRULE = 8
+NFT_MSG_DELCHAIN = 5
+NFTA_CHAIN_NAME = 3
 NFNL_MSG_BATCH_BEGIN = 0x10
 NFNL_MSG_BATCH_END = 0x11
 NFTA_SET_ELEM_LIST_TABLE = 1
@@ -79,12 +83,39 @@ class NftDumpError(OSError):
 
 @dataclass(frozen=True)
 class ElementChange:
-    """Add (with an optional comment) or delete one address of a set."""
+    """Add (with an optional comment) or delete one element of a set or map (the key in the
+    kernel's form: an address is ``ip.packed``; see ``concat_key``). Map elements are only
+    deleted here."""
 
     add: bool
     set_name: str
-    address: IPAddress
+    key: bytes
     comment: str = ""
+
+
+@dataclass(frozen=True)
+class ChainRemoval:
+    """Delete every rule of a (regular) chain, then the chain."""
+
+    chain: str
+
+
+PROTOCOLS = {"tcp": 6, "udp": 17, "sctp": 132, "dccp": 33, "udplite": 136}
+
+
+def concat_key(parts: list[str]) -> bytes:
+    """The kernel key of a concatenation of addresses, protocol names and ports (nft's
+    ``10.0.0.1 . tcp . 8080``): each field in network order, padded to 4 bytes."""
+    out = b""
+    for part in parts:
+        if part in PROTOCOLS:
+            raw = bytes((PROTOCOLS[part],))
+        elif part.isdigit():
+            raw = int(part).to_bytes(2, "big")
+        else:
+            raw = ipaddress.ip_address(part.strip("[]")).packed
+        out += raw + b"\0" * (-len(raw) % 4)
+    return out
 
 
 def _align(n: int) -> int:
@@ -250,7 +281,7 @@ def element_comment(family: str, table: str, set_name: str, address: IPAddress) 
 
 
 def _element_body(family: str, table: str, change: ElementChange) -> bytes:
-    elem = _nested(NFTA_SET_ELEM_KEY, _attr(NFTA_DATA_VALUE, change.address.packed))
+    elem = _nested(NFTA_SET_ELEM_KEY, _attr(NFTA_DATA_VALUE, change.key))
     if change.add and change.comment:
         text = change.comment.encode()[:254] + b"\0"
         elem += _attr(NFTA_SET_ELEM_USERDATA, bytes((NFTNL_UDATA_RULE_COMMENT, len(text))) + text)
@@ -260,7 +291,17 @@ def _element_body(family: str, table: str, change: ElementChange) -> bytes:
     return body + _nested(NFTA_SET_ELEM_LIST_ELEMENTS, _nested(NFTA_LIST_ELEM, elem))
 
 
-def change_elements(family: str, table: str, changes: list[ElementChange]) -> None:
+def _chain_messages(family: str, table: str, removal: ChainRemoval) -> list[tuple[int, bytes]]:
+    head = _NFGENMSG.pack(FAMILIES[family], 0, 0) + _attr_str(NFTA_RULE_TABLE, table)
+    return [
+        (NFT_MSG_DELRULE, head + _attr_str(NFTA_RULE_CHAIN, removal.chain)),
+        (NFT_MSG_DELCHAIN, head + _attr_str(NFTA_CHAIN_NAME, removal.chain)),
+    ]
+
+
+def change_elements(
+    family: str, table: str, changes: Sequence[ElementChange | ChainRemoval]
+) -> None:
     """Apply the changes in order as one atomic nf_tables batch. An add of an element that
     exists is a no-op (as nft's ``add``); a delete of a missing one fails the whole batch.
     Raises NftDumpError with the kernel's errno (ENOENT: no such table, set or element)."""
@@ -279,12 +320,16 @@ def change_elements(family: str, table: str, changes: list[ElementChange]) -> No
         batch = _NFGENMSG.pack(0, 0, socket.htons(NFNL_SUBSYS_NFTABLES))
         message(NFNL_MSG_BATCH_BEGIN, NLM_F_REQUEST, batch)
         for change in changes:
+            if isinstance(change, ChainRemoval):
+                for kind, body in _chain_messages(family, table, change):
+                    message((NFNL_SUBSYS_NFTABLES << 8) | kind, NLM_F_REQUEST | NLM_F_ACK, body)
+                continue
             kind = NFT_MSG_NEWSETELEM if change.add else NFT_MSG_DELSETELEM
             flags = NLM_F_REQUEST | NLM_F_ACK | (NLM_F_CREATE if change.add else 0)
             message((NFNL_SUBSYS_NFTABLES << 8) | kind, flags, _element_body(family, table, change))
         message(NFNL_MSG_BATCH_END, NLM_F_REQUEST, batch)
         conn.sock.sendto(b"".join(parts), (0, 0))
-        ours = {(first + i) & 0xFFFFFFFF for i in range(len(changes) + 2)}
+        ours = {(first + i) & 0xFFFFFFFF for i in range(len(parts))}
         waiting = ours - {first, conn.seq}  # every element message is acked (or refused)
         while waiting:
             data = conn.sock.recv(_RECV)

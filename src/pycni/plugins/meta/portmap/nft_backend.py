@@ -29,7 +29,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from pycni.net import nft
+from pycni.net import nft, nftnl
 from pycni.plugins.meta.portmap.config import IPInterface, PortMapConfig, PortMapping
 from pycni.spec.errors import INTERNAL, CNIError
 
@@ -164,11 +164,24 @@ def scaffold_script(cfg: PortMapConfig) -> list[str]:
     return lines
 
 
-def add_script(cfg: PortMapConfig) -> str:
-    """One transaction: scaffolding, the attachment chain (rebuilt), its map elements."""
+def scaffold_present(cfg: PortMapConfig) -> bool:
+    """Whether the shared chains hold their fixed rules (checked by kernel-filtered dumps of
+    those chains, not a libnftables listing, whose cache costs O(pods))."""
+    wanted = {"hostports": 4, "prerouting": 1, "output": 1}
+    if cfg.snat:
+        wanted[f"masq-b{cfg.mark_bit}"] = 1
+    try:
+        return all(len(nftnl.chain_rules(FAMILY, TABLE, c)) == n for c, n in wanted.items())
+    except OSError:
+        return False
+
+
+def add_script(cfg: PortMapConfig, scaffold: bool = True) -> str:
+    """One transaction: scaffolding (unless known present), the attachment chain (rebuilt),
+    its map elements."""
     chain = chain_name(cfg.network, cfg.container_id, cfg.ifname)
     rules, elements = pod_rules(cfg)
-    lines = scaffold_script(cfg)
+    lines = scaffold_script(cfg) if scaffold else []
     lines += [f"add chain {T} {chain}", f"flush chain {T} {chain}"]
     lines += [f"add rule {T} {chain} {rule}" for rule in rules]
     lines += [f"add element {T} {e.map} {{ {e.key} : jump {chain} }}" for e in elements]
@@ -243,7 +256,7 @@ def _all_elements() -> dict[Element, str]:
 
 def add(cfg: PortMapConfig) -> None:
     try:
-        nft.apply(add_script(cfg))
+        nft.apply(add_script(cfg, scaffold=not scaffold_present(cfg)))
     except nft.NftError as exc:
         if "File exists" not in str(exc):
             raise CNIError(INTERNAL, f"portmap: nftables ADD failed: {exc}") from None
@@ -257,9 +270,34 @@ def add(cfg: PortMapConfig) -> None:
         ) from None
 
 
+def _delete_fast(chain: str) -> bool:
+    """DEL without libnftables: the chain's rule comments by a kernel-filtered dump, then its
+    map elements and the chain in one netlink batch. libnftables would first load every
+    chain and map element of the namespace (O(pods)). False when this cannot be done so (no
+    rules found, or the kernel refused: drifted state), so the caller takes the slow path."""
+    try:
+        comments = [rule.comment for rule in nftnl.chain_rules(FAMILY, TABLE, chain)]
+    except OSError:
+        return False
+    elements = [e for c in comments if (e := Element.from_comment(c)) is not None]
+    if not elements:
+        return False
+    try:
+        changes: list[nftnl.ElementChange | nftnl.ChainRemoval] = [
+            nftnl.ElementChange(False, e.map, nftnl.concat_key(e.key.split(" . ")))
+            for e in dict.fromkeys(elements)
+        ]
+        nftnl.change_elements(FAMILY, TABLE, [*changes, nftnl.ChainRemoval(chain)])
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 def delete(network: str, container_id: str, ifname: str) -> bool:
     """Remove this attachment's chain and elements; False when there was nothing."""
     chain = chain_name(network, container_id, ifname)
+    if _delete_fast(chain):
+        return True
     rules = chain_rules(chain)
     if rules is None:
         return False
