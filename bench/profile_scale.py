@@ -33,6 +33,7 @@ from pycni.net.ns import NetNS  # noqa: E402
 from pycni.plugin import skel  # noqa: E402
 
 PREFIX = f"pprof{os.getpid() % 10000}-"
+STEPS = os.environ.get("PYCNI_STEP_TIMINGS") == "1"  # print each plugin's step timings
 
 
 def confs(data_dir: Path, port: int) -> list[tuple[str, str, dict[str, Any]]]:
@@ -76,7 +77,11 @@ class Node:
             "CNI_IFNAME": ifname,
             "CNI_PATH": str(self.plugin_dir),
         }
+        if STEPS:
+            env["PYCNI_STEP_TIMINGS"] = "1"
         out = skel.run(plugin, env, json.dumps(conf).encode(), netns_fd=fd)
+        if STEPS and out.stderr:
+            sys.stderr.write(out.stderr.decode())
         if out.exit_code != 0:
             raise RuntimeError(f"{plugin} {command}: {out.stdout!r} {out.stderr!r}")
         return json.loads(out.stdout) if command == "ADD" else None
