@@ -77,7 +77,7 @@ class Rule:
     comment: str
 
 
-class NftDumpError(OSError):
+class NftnlError(OSError):
     """The kernel refused a request; ``errno`` is its error."""
 
 
@@ -215,7 +215,7 @@ def _request(kind: int, flags: int, body: bytes) -> list[tuple[int, bytes]] | No
             while offset + _NLMSGHDR.size <= len(data):
                 length, mtype, _flags, mseq, _pid = _NLMSGHDR.unpack_from(data, offset)
                 if length < _NLMSGHDR.size:
-                    raise NftDumpError("netlink: truncated message")
+                    raise NftnlError("netlink: truncated message")
                 start = offset + _NLMSGHDR.size
                 offset += _align(length)
                 if mseq != seq:
@@ -228,7 +228,7 @@ def _request(kind: int, flags: int, body: bytes) -> list[tuple[int, bytes]] | No
                         return out
                     if -code == errno.ENOENT:
                         return None
-                    raise NftDumpError(-code, os.strerror(-code))
+                    raise NftnlError(-code, os.strerror(-code))
                 out.append(
                     (mtype & 0xFF, data[start + _NFGENMSG.size : start - _NLMSGHDR.size + length])
                 )
@@ -304,7 +304,7 @@ def change_elements(
 ) -> None:
     """Apply the changes in order as one atomic nf_tables batch. An add of an element that
     exists is a no-op (as nft's ``add``); a delete of a missing one fails the whole batch.
-    Raises NftDumpError with the kernel's errno (ENOENT: no such table, set or element)."""
+    Raises NftnlError with the kernel's errno (ENOENT: no such table, set or element)."""
     if not changes:
         return
     conn = _conn()
@@ -337,10 +337,10 @@ def change_elements(
             while offset + _NLMSGHDR.size <= len(data):
                 length, mtype, _flags, mseq, _pid = _NLMSGHDR.unpack_from(data, offset)
                 if length < _NLMSGHDR.size:
-                    raise NftDumpError("netlink: truncated message")
+                    raise NftnlError("netlink: truncated message")
                 if mtype == NLMSG_ERROR and mseq in ours:
                     (code,) = struct.unpack_from("=i", data, offset + _NLMSGHDR.size)
                     if code:  # the batch was aborted; replies still queued are skipped later
-                        raise NftDumpError(-code, os.strerror(-code))
+                        raise NftnlError(-code, os.strerror(-code))
                     waiting.discard(mseq)
                 offset += _align(length)
