@@ -241,6 +241,8 @@ class Bench:
         curves: list[scale_curve.Curve] = []
         for impl in self.impls:
             limit = total_go if impl.label == "go" else total
+            if limit <= 0:
+                continue
             curve = scale_curve.Curve(impl.label)
             cids: dict[int, tuple[str, str]] = {}
 
@@ -287,10 +289,10 @@ class Bench:
         by_label = {c.label: c for c in curves}
         first, last_go, last = 0, total_go - scale_curve.BUCKET, total - scale_curve.BUCKET
         for op in ("ADD", "DEL"):
-            for start in sorted({first, last_go, last}):
+            for start in sorted({first, last_go, last} - {-scale_curve.BUCKET}):
                 row: dict[str, float] = {}
                 for impl in self.impls:
-                    c = by_label[impl.label]
+                    c = by_label.get(impl.label, scale_curve.Curve(impl.label))
                     if start + scale_curve.BUCKET <= len(c.adds):
                         row[impl.label] = (
                             c.add_bucket(start) if op == "ADD" else c.del_bucket(start)
@@ -370,8 +372,12 @@ SCALE_TEXT = (
     "pod in-process and nothing else: a veth with its peer created in the pod, the host end on "
     "the bridge and up, the pod's address, link up and default route (DEL: the pod's link "
     "removed). Its growth is the kernel's own; the machine is shared with other work, so single "
-    "points are noisy. See bench/scale_curve.py and bench/profile_scale.py (where an ADD's time "
-    "goes at 10, 300 and 1000 pods)."
+    "points are noisy. See bench/scale_curve.py, bench/profile_scale.py (where an ADD's time "
+    "goes at 10, 300 and 1000 pods) and bench/profile_primitives.py (each node-side call of an "
+    "ADD/DEL timed alone at 10 and 1000 pods: flat but for portmap's `add rule` through "
+    "libnftables (docs/plugins/portmap.md), so the rest of what still grows end to end lies "
+    "outside pycni's calls: the kernel's own work, which the floor shows growing too, and the "
+    "load of a shared 2-CPU machine)."
 )
 
 
