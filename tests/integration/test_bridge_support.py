@@ -107,12 +107,20 @@ def nft_ruleset(ns: harness.Namespace) -> dict[str, Any]:
 
 
 def masq_rules(ns: harness.Namespace) -> list[str]:
-    """Comments of the rules in inet cni_plugins_masquerade masq_checks."""
+    """One attachment comment per masqueraded pod address: the per-address rules of the
+    reference's layout in ``masq_checks`` and the elements of pycni's per-network sets."""
     out = []
     for item in nft_ruleset(ns)["nftables"]:
         rule = item.get("rule")
         if rule and rule["table"] == "cni_plugins_masquerade" and rule["chain"] == "masq_checks":
-            out.append(str(rule.get("comment", "")))
+            comment = str(rule.get("comment", ""))
+            if not comment.startswith("pycni "):
+                out.append(comment)
+        found = item.get("set")
+        if found and found["table"] == "cni_plugins_masquerade":
+            for elem in found.get("elem", []):
+                inner = elem.get("elem", {}) if isinstance(elem, dict) else {}
+                out.append(str(inner.get("comment", "")))
     return out
 
 

@@ -3,10 +3,13 @@
 Two backends with exactly the reference's names, so pods set up by the Go plugins and by
 pycni coexist and either can tear down what the other made:
 
-* nftables (our default, in-process via libnftables, one transaction per call): table
-  ``inet cni_plugins_masquerade``, regular chain ``masq_checks`` holding one rule per pod IP
-  commented ``<hash(network)>-<hash(ifname:containerID)>, net: …, if: …, id: …``, and the
-  base chain ``postrouting`` (nat, srcnat) that skips multicast and jumps there.
+* nftables (our default, in-process via libnftables): the reference's table
+  ``inet cni_plugins_masquerade`` with its base chain ``postrouting`` (nat, srcnat; skips
+  multicast, then goes to ``masq_checks``), where each network has one jump to its own chain
+  holding one rule per subnet that matches a set of the pods' addresses. Each element carries
+  the reference's attachment comment ``<hash(network)>-<hash(ifname:containerID)>, net: …,
+  if: …, id: …``. The reference's own layout (one rule per pod address in ``masq_checks``,
+  same comment) is still removed by DEL and GC, so pods set up before an upgrade go cleanly.
 * iptables (``ipMasqBackend: "iptables"``): chain ``CNI-<hash>`` in ``nat`` per
   (network, containerID), reached from POSTROUTING by ``-s <ip>``. It runs the iptables
   binaries, so it is slower; it exists for compatibility.
@@ -14,14 +17,19 @@ pycni coexist and either can tear down what the other made:
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import ipaddress
 import json
 import subprocess
 from collections.abc import Iterable, Sequence
+from typing import Any
 
-from pycni.net import nft, tools
+from pycni.net import nft, nftnl, tools
 from pycni.net.nft import NftError
 from pycni.spec.result import IPInterface
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 TABLE = "cni_plugins_masquerade"
 CHAIN = "masq_checks"
@@ -73,30 +81,66 @@ def iptables_comment(network: str, container_id: str) -> str:
 
 
 # --- nftables ---------------------------------------------------------------------------
+#
+# Layout (the table, ``postrouting`` and ``masq_checks`` are the reference's, so its pods and
+# ours coexist): ``masq_checks`` holds one ``jump pycni-<hash(network)>`` per network; that
+# chain holds one rule per subnet of the network, ``<ip|ip6> saddr @<set> <ip|ip6> daddr !=
+# <subnet> masquerade``; the set holds the pod addresses of that subnet, each element
+# commented with the reference's per-attachment comment, so DEL and GC by attachment stay
+# exact. A packet meets a constant number of rules and one hash lookup whatever the number of
+# pods; an ADD or DEL adds or removes elements and never lists the ruleset (libnftables'
+# ``list`` loads every set element into its cache: see net/nftnl.py). Our rule comments start
+# with ``pycni`` so the reference's GC, which deletes the rules of a network whose comment
+# starts with the network hash, leaves them alone.
+#
+# Pods added by older pycni versions (and by the Go reference) have one rule per address in
+# ``masq_checks`` with the attachment's comment: DEL and GC remove those too, found with a
+# kernel-filtered dump of ``masq_checks`` (net/nftnl.py), which holds only a rule per
+# network once those pods are gone.
+
+RULE_PREFIX = "pycni "
 
 
-def _rules_with_prefix(prefix: str) -> list[tuple[int, str]]:
-    """(handle, comment) of the masq_checks rules whose comment starts with ``prefix``."""
+def net_chain(network: str) -> str:
+    """The per-network chain ``masq_checks`` jumps to."""
+    return f"pycni-{hash_for_network(network)}"
+
+
+def set_name(network: str, subnet: IPNetwork) -> str:
+    """The set of the network's pod addresses in ``subnet``."""
+    return f"pycni-{hash_for_network(network)}-{hash_hex(12, '', str(subnet))}"
+
+
+def _subnet_comment(network: str, subnet: IPNetwork) -> str:
+    return f"{RULE_PREFIX}{subnet} net: {network.replace(chr(34), '')}"[:COMMENT_MAX]
+
+
+def _subnet_of_comment(comment: str) -> IPNetwork | None:
+    if not comment.startswith(RULE_PREFIX):
+        return None
     try:
-        items = nft.query(f"list chain inet {TABLE} {CHAIN}")
-    except NftError:
-        return []  # no table or chain yet
-    out = []
-    for item in items:
-        rule = item.get("rule")
-        if not rule:
-            continue
-        comment = str(rule.get("comment", ""))
-        if comment.startswith(prefix):
-            out.append((int(rule["handle"]), comment))
-    return out
+        return ipaddress.ip_network(comment[len(RULE_PREFIX) :].split(" ", 1)[0])
+    except ValueError:
+        return None
 
 
-def nft_setup_script(
-    ipns: Sequence[IPInterface], network: str, ifname: str, container_id: str, stale: Iterable[int]
-) -> str:
+def _fam(version: int) -> str:
+    return "ip" if version == 4 else "ip6"
+
+
+def _obj(**fields: Any) -> dict[str, Any]:
+    return {"family": "inet", "table": TABLE, **fields}
+
+
+def _run_json(commands: list[dict[str, Any]]) -> str:
+    """One transaction in libnftables' JSON input: names and comments are data, never text
+    that nft parses."""
+    return nft.run_document(json.dumps({"nftables": commands}))
+
+
+def scaffold_script() -> str:
+    """The reference's table and chains (idempotent; ``postrouting`` is rebuilt)."""
     t = f"inet {TABLE}"
-    comment = comment_for_instance(network, ifname, container_id)
     lines = [
         f'add table {t} {{ comment "{TABLE_COMMENT}" ; }}',
         f'add chain {t} {CHAIN} {{ comment "{CHAIN_COMMENT}" ; }}',
@@ -106,9 +150,22 @@ def nft_setup_script(
         f"add rule {t} postrouting ip6 daddr == ff00::/8  return",
         f"add rule {t} postrouting goto {CHAIN}",
     ]
+    return "\n".join(lines) + "\n"
+
+
+def nft_setup_script(
+    ipns: Sequence[IPInterface], network: str, ifname: str, container_id: str, stale: Iterable[int]
+) -> str:
+    """The reference's per-rule layout (one rule per pod address in ``masq_checks``).
+
+    Not used for new pods any more; kept as the description of what older versions and the
+    reference wrote, which DEL and GC still remove (and tests recreate)."""
+    t = f"inet {TABLE}"
+    comment = comment_for_instance(network, ifname, container_id)
+    lines = scaffold_script().splitlines()
     lines += [f"delete rule {t} {CHAIN} handle {h}" for h in stale]
     for ipn in ipns:
-        fam = "ip" if ipn.version == 4 else "ip6"
+        fam = _fam(ipn.version)
         lines.append(
             f"add rule {t} {CHAIN} {fam} saddr == {ipn.ip} {fam} daddr != {ipn.network} "
             f'masquerade comment "{comment}"'
@@ -116,27 +173,202 @@ def nft_setup_script(
     return "\n".join(lines) + "\n"
 
 
+def element_changes(
+    ipns: Sequence[IPInterface], network: str, comment: str
+) -> list[nftnl.ElementChange]:
+    """Add each address to its subnet's set with this attachment's comment, replacing an
+    element left by an earlier attachment (add, delete, add: a no-op add makes the delete
+    safe, and the last add carries the comment)."""
+    out: list[nftnl.ElementChange] = []
+    for ipn in ipns:
+        name = set_name(network, ipn.network)
+        out.append(nftnl.ElementChange(True, name, ipn.ip.packed))
+        out.append(nftnl.ElementChange(False, name, ipn.ip.packed))
+        out.append(nftnl.ElementChange(True, name, ipn.ip.packed, comment))
+    return out
+
+
+def _ensure_network(network: str, subnets: Iterable[IPNetwork]) -> None:
+    """Create what the fast path needs, once per network and subnet. ``create`` fails when
+    the object exists, so the chain and its jump (and a set and its rule) appear together
+    exactly once even when several ADDs race."""
+    nft.apply(scaffold_script())
+    chain = net_chain(network)
+    jump = {
+        "add": {
+            "rule": _obj(
+                chain=CHAIN,
+                comment=f"{RULE_PREFIX}net: {network.replace(chr(34), '')}"[:COMMENT_MAX],
+                expr=[{"jump": {"target": chain}}],
+            )
+        }
+    }
+    _create_once([{"create": {"chain": _obj(name=chain)}}, jump])
+    for subnet in subnets:
+        fam = _fam(subnet.version)
+        name = set_name(network, subnet)
+        rule = _obj(
+            chain=chain,
+            comment=_subnet_comment(network, subnet),
+            expr=[
+                {
+                    "match": {
+                        "op": "==",
+                        "left": {"payload": {"protocol": fam, "field": "saddr"}},
+                        "right": f"@{name}",
+                    }
+                },
+                {
+                    "match": {
+                        "op": "!=",
+                        "left": {"payload": {"protocol": fam, "field": "daddr"}},
+                        "right": {
+                            "prefix": {
+                                "addr": str(subnet.network_address),
+                                "len": subnet.prefixlen,
+                            }
+                        },
+                    }
+                },
+                {"masquerade": None},
+            ],
+        )
+        set_type = "ipv4_addr" if subnet.version == 4 else "ipv6_addr"
+        _create_once([{"create": {"set": _obj(name=name, type=set_type)}}, {"add": {"rule": rule}}])
+
+
+def _create_once(commands: list[dict[str, Any]]) -> None:
+    try:
+        _run_json(commands)
+    except NftError as exc:
+        if "File exists" not in str(exc):
+            raise
+
+
 def setup_nftables(ipns: Sequence[IPInterface], network: str, ifname: str, cid: str) -> None:
-    stale = [h for h, _ in _rules_with_prefix(hash_for_instance(network, ifname, cid))]
-    nft.apply(nft_setup_script(ipns, network, ifname, cid, stale))
+    """Add the attachment's addresses to its network's sets: one small batch; the sets and
+    their rules are made on the first ADD of a network (or subnet)."""
+    if not ipns:
+        return
+    changes = element_changes(ipns, network, comment_for_instance(network, ifname, cid))
+    try:
+        nftnl.change_elements("inet", TABLE, changes)
+        return
+    except OSError as exc:
+        if exc.errno != errno.ENOENT:
+            raise NftError(f"adding the pod addresses to the masquerade sets: {exc}") from None
+    # a set (or the table) is missing: make them, then try again
+    _ensure_network(network, dict.fromkeys(ipn.network for ipn in ipns))
+    try:
+        nftnl.change_elements("inet", TABLE, changes)
+    except OSError as exc:
+        raise NftError(f"adding the pod addresses to the masquerade sets: {exc}") from None
 
 
-def teardown_nftables(network: str, ifname: str, cid: str) -> None:
-    """Delete this attachment's rules (matched on the comment, so no IPs are needed)."""
-    handles = [h for h, _ in _rules_with_prefix(hash_for_instance(network, ifname, cid))]
-    if handles:
-        nft.apply("".join(f"delete rule inet {TABLE} {CHAIN} handle {h}\n" for h in handles))
+def _elements(items: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for item in items:
+        found = item.get("set")
+        if not isinstance(found, dict):
+            continue
+        for elem in found.get("elem", []):
+            if isinstance(elem, dict) and isinstance(elem.get("elem"), dict):
+                inner = elem["elem"]
+                out.append((str(inner.get("val")), str(inner.get("comment", ""))))
+            else:
+                out.append((str(elem), ""))
+    return out
+
+
+def _query(command: str) -> list[dict[str, Any]]:
+    """A ``get``/``list`` command in nft text (only our hashed names and parsed addresses go
+    into it); libnftables' JSON input has no ``get``."""
+    return nft.query(command)
+
+
+def _delete_element(name: str, ip: str) -> dict[str, Any]:
+    return {"delete": {"element": _obj(name=name, elem=[ip])}}
+
+
+def _delete_changes(doomed: list[dict[str, Any]]) -> None:
+    """Apply deletions (elements and rules) as one libnftables transaction."""
+    if doomed:
+        _run_json(doomed)
+
+
+def _delete_rule(handle: int) -> dict[str, Any]:
+    return {"delete": {"rule": _obj(chain=CHAIN, handle=handle)}}
+
+
+def _network_sets(network: str) -> list[str]:
+    """The sets of a network, read from the comments of its chain's rules."""
+    rules = nftnl.chain_rules("inet", TABLE, net_chain(network))
+    return [
+        set_name(network, subnet)
+        for rule in rules
+        if (subnet := _subnet_of_comment(rule.comment)) is not None
+    ]
+
+
+def _set_elements(name: str) -> list[tuple[str, str]]:
+    """Every (address, comment) of a set: O(elements), for GC and for a DEL without IPs."""
+    try:
+        return _elements(_query(f"list set inet {TABLE} {name}"))
+    except NftError:
+        return []
+
+
+def teardown_nftables(
+    network: str, ifname: str, cid: str, ipns: Sequence[IPInterface] = ()
+) -> None:
+    """Remove this attachment's set elements and any per-address rule of the older layout.
+
+    With the pod's addresses known (the usual DEL) each element is looked up by key and
+    removed only when its comment names this attachment; without them the network's sets
+    are searched by comment."""
+    comment = comment_for_instance(network, ifname, cid)
+    ours: list[nftnl.ElementChange] = []
+    doomed: list[dict[str, Any]] = []
+    if ipns:
+        for ipn in ipns:
+            name = set_name(network, ipn.network)
+            if nftnl.element_comment("inet", TABLE, name, ipn.ip) == comment:
+                ours.append(nftnl.ElementChange(False, name, ipn.ip.packed))
+    else:
+        for name in _network_sets(network):
+            doomed += [_delete_element(name, ip) for ip, c in _set_elements(name) if c == comment]
+    prefix = hash_for_instance(network, ifname, cid)
+    doomed += [
+        _delete_rule(rule.handle)
+        for rule in nftnl.chain_rules("inet", TABLE, CHAIN)
+        if rule.comment.startswith(prefix)
+    ]
+    try:
+        nftnl.change_elements("inet", TABLE, ours)
+    except OSError as exc:
+        if exc.errno != errno.ENOENT:
+            raise NftError(f"removing pod addresses from the masquerade sets: {exc}") from None
+        for change in ours if len(ours) > 1 else []:  # one went meanwhile: the others alone
+            try:
+                nftnl.change_elements("inet", TABLE, [change])
+            except OSError as one:
+                if one.errno != errno.ENOENT:
+                    raise NftError(f"removing a pod address from a masquerade set: {one}") from None
+    _delete_changes(doomed)
 
 
 def gc_nftables(network: str, valid: Iterable[tuple[str, str]]) -> int:
-    """Delete this network's rules whose attachment is not in ``valid`` (containerID, ifname).
-
-    Returns how many rules were removed.
-    """
+    """Delete this network's elements and older-layout rules whose attachment is not in
+    ``valid`` (containerID, ifname). Returns how many were removed."""
     keep = {comment_for_instance(network, ifname, cid) for cid, ifname in valid}
-    doomed = [h for h, c in _rules_with_prefix(hash_for_network(network)) if c not in keep]
-    if doomed:
-        nft.apply("".join(f"delete rule inet {TABLE} {CHAIN} handle {h}\n" for h in doomed))
+    doomed = [
+        _delete_rule(rule.handle)
+        for rule in nftnl.chain_rules("inet", TABLE, CHAIN)
+        if rule.comment.startswith(hash_for_network(network)) and rule.comment not in keep
+    ]
+    for name in _network_sets(network):
+        doomed += [_delete_element(name, ip) for ip, c in _set_elements(name) if c not in keep]
+    _delete_changes(doomed)
     return len(doomed)
 
 
@@ -244,7 +476,7 @@ def teardown(
     configured backend or its chain exists in iptables-nft. Returns the errors (not raised)."""
     errors: list[str] = []
     try:
-        teardown_nftables(network, ifname, cid)
+        teardown_nftables(network, ifname, cid, ipns)
     except (NftError, OSError) as exc:
         if nft.available():
             errors.append(str(exc))

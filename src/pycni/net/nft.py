@@ -116,3 +116,9 @@ def available() -> bool:
     except (NftError, OSError):
         return False
     return True
+
+
+def run_document(document: str) -> str:
+    """Run one transaction given as nft text or as a libnftables JSON document (libnftables
+    reads JSON first when JSON output is on, as it is here); returns nft's JSON output."""
+    return _run(document)

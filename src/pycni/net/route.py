@@ -48,9 +48,16 @@ def add_routes(
             ) from None
 
 
-def _routes(ipr: Any, version: int, table: int = MAIN_TABLE) -> list[Any]:
+def _routes(ipr: Any, version: int, table: int = MAIN_TABLE, oif: int = 0) -> list[Any]:
+    """Routes of one family in ``table`` (through link ``oif`` when given): filtered by the
+    kernel with pycni's netlink client, so the cost follows that table and link rather than
+    every route of the namespace; pyroute2 (PYCNI_NETLINK=pyroute2) dumps and filters here."""
     family = 2 if version == 4 else 10
-    return [m for m in ipr.get_routes(family=family) if _table_of(m) == table]
+    native = getattr(type(ipr), "routes_filtered", None)
+    if native is not None:
+        return list(native(ipr, family, table, oif))
+    found = [m for m in ipr.get_routes(family=family) if _table_of(m) == table]
+    return [m for m in found if not oif or int(m.get_attr("RTA_OIF") or 0) == oif]
 
 
 def _table_of(msg: Any) -> int:
@@ -66,7 +73,7 @@ def _dst_of(msg: Any, version: int) -> ipaddress.IPv4Network | ipaddress.IPv6Net
 
 def prefix_route_exists(ipr: Any, index: int, address: IPInterface) -> bool:
     want = address.network
-    for msg in _routes(ipr, address.version):
+    for msg in _routes(ipr, address.version, oif=index):
         if int(msg.get_attr("RTA_OIF") or 0) == index and _dst_of(msg, address.version) == want:
             return True
     return False

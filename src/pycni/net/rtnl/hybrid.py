@@ -260,12 +260,39 @@ class HybridIPRoute:
 
     # ------------------------------------------------------------ routes
 
-    def dump_routes(self, family: int) -> list[m.Message]:
+    def dump_routes(self, family: int) -> list[Any]:
         """Every route of ``family`` in every table: one kernel dump, parsed natively
         (pyroute2's get_routes costs ~0.1 ms per route; the cluster agent dumps every pass)."""
-        body = m.RTMSG.pack(family, 0, 0, 0, 0, 0, 0, 0, 0)
-        replies = self._sock.request(RTM_GETROUTE, NLM_F_DUMP, body)
-        return [m.route(p) for t, p in replies if t == RTM_NEWROUTE]
+        return self.routes_filtered(family)
+
+    def routes_filtered(self, family: int, table: int = 0, oif: int = 0) -> list[Any]:
+        """Routes of one family, filtered by the kernel by table and output link
+        (NETLINK_GET_STRICT_CHK), then again here for kernels that do not filter."""
+        header = m.RTMSG.pack(family, 0, 0, 0, table if 0 < table < 256 else 0, 0, 0, 0, 0)
+        attrs = b""
+        if table:
+            attrs += attr_u32(RTA_TABLE, table)
+        if oif:
+            attrs += attr_u32(RTA_OIF, oif)
+        try:
+            replies = self._sock.request(RTM_GETROUTE, NLM_F_DUMP, header + attrs)
+        except RtnlError as exc:
+            if exc.code in (2, 19):  # no such table (ENOENT) or link (ENODEV): no routes
+                return []
+            raise
+        out = []
+        for kind, payload in replies:
+            if kind != RTM_NEWROUTE:
+                continue
+            msg = m.route(payload)
+            if msg["family"] != family:
+                continue
+            if table and int(msg.get_attr("RTA_TABLE") or msg["table"]) != table:
+                continue
+            if oif and int(msg.get_attr("RTA_OIF") or 0) != oif:
+                continue
+            out.append(msg)
+        return out
 
     def route(self, command: str, *args: Any, **kwargs: Any) -> list[Any]:
         try:

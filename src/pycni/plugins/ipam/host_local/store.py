@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from pycni.fsutil import create_exclusive, fsync_dir, write_atomic
 from pycni.net import ipmath
 from pycni.net.ipmath import IPAddress
+from pycni.plugins.ipam.host_local.index import REGISTRY, DirIndex
 
 LAST_IP_PREFIX = "last_reserved_ip."
 LOCK_NAME = "lock"
@@ -48,12 +49,26 @@ def is_reservation_name(name: str) -> bool:
     return name != LOCK_NAME and not name.startswith(LAST_IP_PREFIX)
 
 
+def read_owner(path: str) -> str | None:
+    """The trimmed content of one reservation file; None when it cannot be read."""
+    try:  # os-level I/O: cheaper than open() when many files are read
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            raw = os.read(fd, _READ_MAX)
+        finally:
+            os.close(fd)
+    except OSError:
+        return None
+    return go_trim(raw.decode("utf-8", errors="surrogateescape"))
+
+
 class Store:
     """One network's directory; open it for the duration of a call, then ``close``."""
 
     def __init__(self, network: str, data_dir: str, *, create: bool = True) -> None:
         self.dir = os.path.join(data_dir, network)
         self._lock_fd = -1
+        self._held = False
         if create:
             os.makedirs(self.dir, mode=0o755, exist_ok=True)
             self._lock_fd = os.open(
@@ -78,10 +93,19 @@ class Store:
             yield
             return
         fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+        self._held = True
         try:
             yield
         finally:
+            self._held = False
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+
+    def _index(self) -> DirIndex | None:
+        """The in-memory owner index of this directory (see index.py), only under the lock;
+        None means: scan the files."""
+        if not self._held:
+            return None
+        return REGISTRY.owners(self.dir, read_owner, is_reservation_name)
 
     # -- reservations --------------------------------------------------------------------
 
@@ -144,22 +168,27 @@ class Store:
                 if not is_reservation_name(name):
                     continue
                 path = os.path.join(base, name)
-                try:  # os-level I/O: this loop runs over every reservation on each ADD and DEL
-                    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-                    try:
-                        raw = os.read(fd, _READ_MAX)
-                    finally:
-                        os.close(fd)
-                except OSError:
-                    continue
-                yield path, name, go_trim(raw.decode("utf-8", errors="surrogateescape"))
+                content = read_owner(path)
+                if content is not None:
+                    yield path, name, content
+
+    def _owned(self, key: str) -> Iterator[tuple[str, str]]:
+        """(path, name) of every reservation file whose content is ``key``."""
+        index = self._index()
+        if index is not None:
+            for name in sorted(index.owners.get(key, ())):
+                yield os.path.join(self.dir, name), name
+            return
+        for path, name, content in self.files():
+            if content == key:
+                yield path, name
 
     def get_by_id(self, container_id: str, ifname: str) -> list[IPAddress]:
         """Addresses held by this attachment, or by a legacy file holding only the ID."""
         key, legacy = owner_key(container_id, ifname), go_trim(container_id)
         out: list[IPAddress] = []
-        for _path, name, content in self.files():
-            if content in (key, legacy):
+        for owner in dict.fromkeys((key, legacy)):
+            for _path, name in self._owned(owner):
                 try:
                     out.append(ipmath.parse_ip(name))
                 except ValueError:
@@ -170,8 +199,7 @@ class Store:
         """True when any file belongs to the attachment (or, legacy, to the container)."""
         key, legacy = owner_key(container_id, ifname), go_trim(container_id)
         with self.locked():
-            contents = [content for _p, _n, content in self.files()]
-        return key in contents or legacy in contents
+            return any(True for owner in (key, legacy) for _ in self._owned(owner))
 
     def release_by_id(self, container_id: str, ifname: str) -> None:
         """Delete every file of the attachment; if none, every legacy file of the container."""
@@ -180,13 +208,12 @@ class Store:
 
     def _release_matching(self, key: str) -> bool:
         found = False
-        for path, _name, content in self.files():
-            if content == key:
-                try:
-                    os.unlink(path)
-                except OSError:
-                    continue  # as the reference: tolerate and go on releasing
-                found = True
+        for path, _name in list(self._owned(key)):
+            try:
+                os.unlink(path)
+            except OSError:
+                continue  # as the reference: tolerate and go on releasing
+            found = True
         return found
 
     def reserved_addresses(self) -> list[IPAddress]:

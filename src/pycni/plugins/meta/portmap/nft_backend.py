@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pycni.net import nft, rule_matches
+from pycni.net import nft, nftnl, rule_matches
 from pycni.plugins.meta.portmap.config import PROTOCOLS, IPInterface, PortMapConfig, PortMapping
 from pycni.spec.errors import INTERNAL, CNIError
 
@@ -254,6 +254,18 @@ def scaffold_commands(cfg: PortMapConfig) -> list[dict[str, Any]]:
     return cmds
 
 
+def scaffold_present(cfg: PortMapConfig) -> bool:
+    """Whether the shared chains hold their fixed rules (checked by kernel-filtered dumps of
+    those chains, not a libnftables listing, whose cache costs O(pods))."""
+    wanted = {"hostports": 4, "prerouting": 1, "output": 1}
+    if cfg.snat:
+        wanted[f"masq-b{cfg.mark_bit}"] = 1
+    try:
+        return all(len(nftnl.chain_rules(FAMILY, TABLE, c)) == n for c, n in wanted.items())
+    except OSError:
+        return False
+
+
 def _element(e: Element, verdict: dict[str, Any] | None = None) -> dict[str, Any]:
     parts = e.key_parts()
     if parts is None:
@@ -262,20 +274,21 @@ def _element(e: Element, verdict: dict[str, Any] | None = None) -> dict[str, Any
     return _obj("element", name=e.map, elem=[[key, verdict] if verdict else key])
 
 
-def add_commands(cfg: PortMapConfig) -> list[dict[str, Any]]:
-    """One transaction: scaffolding, the attachment chain (rebuilt), its map elements."""
+def add_commands(cfg: PortMapConfig, scaffold: bool = True) -> list[dict[str, Any]]:
+    """One transaction: scaffolding (unless known present), the attachment chain (rebuilt),
+    its map elements."""
     chain = chain_name(cfg.network, cfg.container_id, cfg.ifname)
     rules, elements = pod_rules(cfg)
-    cmds = scaffold_commands(cfg)
+    cmds = scaffold_commands(cfg) if scaffold else []
     cmds += [{"add": _obj("chain", name=chain)}, _flush(chain)]
     cmds += [rule.command(chain) for rule in rules]
     cmds += [{"add": _element(e, {"jump": {"target": chain}})} for e in elements]
     return cmds
 
 
-def add_script(cfg: PortMapConfig) -> str:
+def add_script(cfg: PortMapConfig, scaffold: bool = True) -> str:
     """:func:`add_commands` as the JSON text libnftables reads."""
-    return json.dumps({"nftables": add_commands(cfg)})
+    return json.dumps({"nftables": add_commands(cfg, scaffold)})
 
 
 def delete_commands(chain: str, elements: list[Element]) -> list[dict[str, Any]]:
@@ -353,7 +366,7 @@ def add(cfg: PortMapConfig, step: Callable[[str], None] = lambda name: None) -> 
     """One transaction: it happens whole or not at all."""
     step("nftables")
     try:
-        nft.apply_json(add_commands(cfg))
+        nft.apply_json(add_commands(cfg, scaffold=not scaffold_present(cfg)))
     except nft.NftError as exc:
         if "File exists" not in str(exc):
             raise CNIError(INTERNAL, f"portmap: nftables ADD failed: {exc}") from None
@@ -367,9 +380,34 @@ def add(cfg: PortMapConfig, step: Callable[[str], None] = lambda name: None) -> 
         ) from None
 
 
+def _delete_fast(chain: str) -> bool:
+    """DEL without libnftables: the chain's rule comments by a kernel-filtered dump, then its
+    map elements and the chain in one netlink batch. libnftables would first load every
+    chain and map element of the namespace (O(pods)). False when this cannot be done so (no
+    rules found, or the kernel refused: drifted state), so the caller takes the slow path."""
+    try:
+        comments = [rule.comment for rule in nftnl.chain_rules(FAMILY, TABLE, chain)]
+    except OSError:
+        return False
+    elements = [e for c in comments if (e := Element.from_comment(c)) is not None]
+    if not elements:
+        return False
+    try:
+        changes: list[nftnl.ElementChange | nftnl.ChainRemoval] = [
+            nftnl.ElementChange(False, e.map, nftnl.concat_key(e.key.split(" . ")))
+            for e in dict.fromkeys(elements)
+        ]
+        nftnl.change_elements(FAMILY, TABLE, [*changes, nftnl.ChainRemoval(chain)])
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 def delete(network: str, container_id: str, ifname: str) -> bool:
     """Remove this attachment's chain and elements; False when there was nothing."""
     chain = chain_name(network, container_id, ifname)
+    if _delete_fast(chain):
+        return True
     rules = chain_rules(chain)
     if rules is None:
         return False

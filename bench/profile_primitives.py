@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""The per-call kernel and nftables primitives of an ADD/DEL, timed at 10 and 1000 pods.
+
+Not a test. Pods are attached as in profile_scale.py (in-process, loopback, bridge with
+host-local and ipMasq, portmap); then, with the pods in place and quiet, each primitive the
+plugins use on the node side is timed on its own (median of 30). If a primitive is flat while an
+end-to-end ADD still grows, the growth is not in pycni's calls but in what the kernel does
+around them (floods to every bridge port, IPv6 DAD/MLD, RCU, rtnl contention on a busy host).
+
+    sudo .venv/bin/python bench/profile_primitives.py
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import profile_scale as ps
+
+from pycni.fast import install as fast_install
+from pycni.net import addrdump, ipmasq, link, sysctl
+from pycni.net.netlink import rtnl
+from pycni.net.ns import NetNS
+
+
+def median_ms(fn: Callable[[], object], n: int = 30) -> float:
+    times = []
+    for _ in range(n):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return sorted(times)[n // 2] * 1000
+
+
+def primitives() -> dict[str, float]:
+    ipn = [ipaddress.ip_interface("10.99.250.250/16")]
+    with rtnl() as ipr:
+        bridge = link.index_of(ipr, "cni0")
+        return {
+            "bridge addresses (kernel-filtered dump)": median_ms(
+                lambda: addrdump.addresses(bridge)
+            ),
+            "link lookup by name": median_ms(lambda: ipr.link_lookup(ifname="cni0")),
+            "link by index": median_ms(lambda: ipr.get_links(bridge)),
+            "sysctl write (bridge accept_ra)": median_ms(
+                lambda: sysctl.write("net/ipv6/conf/cni0/accept_ra", "0")
+            ),
+            "masquerade set: add": median_ms(
+                lambda: ipmasq.setup_nftables(ipn, "profnet", "eth0", "probe")
+            ),
+            "masquerade set: exact delete": median_ms(
+                lambda: ipmasq.teardown_nftables("profnet", "eth0", "probe", ipn)
+            ),
+        }
+
+
+def main() -> int:
+    work = Path(tempfile.mkdtemp(prefix="pprim-"))
+    fast_install.install(work / "bin", form="inprocess")
+    node_name = ps.PREFIX + "node"
+    subprocess.run(["ip", "netns", "add", node_name], check=True)
+    node = ps.Node(work / "bin", work / "data")
+    live: list[str] = []
+    rows: dict[int, dict[str, float]] = {}
+    try:
+        with NetNS.open(f"/run/netns/{node_name}") as ns, ns.entered():
+            for level in (10, 1000):
+                while len(live) < level:
+                    cid = f"c{len(live) + 1}"
+                    node.add(cid)
+                    live.append(cid)
+                time.sleep(2)  # let the kernel's work around the last ADD settle
+                rows[level] = primitives()
+            while live:
+                node.delete(live.pop())
+    finally:
+        for cid in live:
+            subprocess.run(["ip", "netns", "del", ps.PREFIX + cid], check=False)
+        subprocess.run(["ip", "netns", "del", node_name], check=False)
+    print("| primitive, median ms | 10 pods | 1000 pods |\n|---|---|---|")
+    for name in rows[10]:
+        print(f"| {name} | {rows[10][name]:.3f} | {rows[1000][name]:.3f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

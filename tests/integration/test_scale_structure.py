@@ -1,0 +1,173 @@
+"""300 pods on one network, through the runtime, the warm daemon, the real plugins and kernel.
+
+As the pods go from 10 to 300 a packet's path must not lengthen: every chain of pycni's tables
+(masquerade, portmap) keeps its number of rules, only set and map elements grow (portmap adds
+one chain per attachment, reached by one map lookup, each with the same rules). The node-wide
+GC with 300 live attachments frees nothing; DEL of all 300 leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pycni.fast import install
+from pycni.runtime.api import CNIConfig
+from pycni.runtime.types import RuntimeConf
+from pycni.spec.conf import conf_list_from_bytes
+from tests import harness
+
+pytestmark = [pytest.mark.kernel, pytest.mark.slow]
+
+NET = "scale-net"
+FEW, MANY = 10, 300
+TABLES = {("inet", "cni_plugins_masquerade"), ("inet", "pycni_portmap")}
+PYCNI = str(Path(sys.executable).parent / "pycni")
+
+
+@pytest.fixture(scope="module")
+def daemon_path(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Fast forwarders to a daemon of our own: 300 exec'd Python plugins would take minutes."""
+    directory = tmp_path_factory.mktemp("scale-plugins")
+    sock = str(tmp_path_factory.mktemp("scale-daemon") / "pycni.sock")
+    install.install(directory, form="auto", socket_path=sock)
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "pycni.cli.daemon_cmd", "--socket", sock, "--log-level", "WARNING"]
+    )
+    try:
+        for _ in range(200):
+            if os.path.exists(sock):
+                break
+            time.sleep(0.05)
+        assert os.path.exists(sock), "the pycni daemon did not start"
+        yield str(directory)
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=60)
+
+
+def conflist(data_dir: Path) -> bytes:
+    return json.dumps(
+        {
+            "cniVersion": "1.1.0",
+            "name": NET,
+            "plugins": [
+                {
+                    "type": "bridge",
+                    "bridge": "scale0",
+                    "isGateway": True,
+                    "ipMasq": True,
+                    "ipam": {
+                        "type": "host-local",
+                        "ranges": [[{"subnet": "10.93.0.0/16"}], [{"subnet": "fd00:93::/64"}]],
+                        "dataDir": str(data_dir),
+                    },
+                },
+                {"type": "portmap", "capabilities": {"portMappings": True}},
+            ],
+        }
+    ).encode()
+
+
+def snapshot(node: harness.Namespace) -> tuple[dict[str, int], dict[str, int]]:
+    """(rules per chain, elements per set or map) of pycni's tables."""
+    data: Any = json.loads(node.run("nft", "-j", "list", "ruleset").stdout)
+    chains: dict[str, int] = {}
+    elements: dict[str, int] = {}
+    for item in data["nftables"]:
+        for kind in ("chain", "rule", "set", "map"):
+            obj = item.get(kind)
+            if obj is None or (obj["family"], obj["table"]) not in TABLES:
+                continue
+            if kind == "chain":
+                chains.setdefault(f"{obj['table']}/{obj['name']}", 0)
+            elif kind == "rule":
+                key = f"{obj['table']}/{obj['chain']}"
+                chains[key] = chains.get(key, 0) + 1
+            else:
+                elements[f"{obj['table']}/{obj['name']}"] = len(obj.get("elem", []))
+    return chains, elements
+
+
+def per_attachment(chains: dict[str, int]) -> dict[str, int]:
+    return {c: n for c, n in chains.items() if c.startswith("pycni_portmap/pm-")}
+
+
+def test_300_pods_rules_constant_gc_keeps_del_clears(
+    node: harness.Namespace, tmp_state: harness.State, daemon_path: str
+) -> None:
+    raw = conflist(tmp_state.data_dir)
+    (tmp_state.conf_dir / "10-scale.conflist").write_bytes(raw)
+    conf = conf_list_from_bytes(raw)
+    cni = CNIConfig([daemon_path], cache_dir=str(tmp_state.cache_dir))
+    pods: list[harness.Namespace] = []
+
+    def runtime_conf(i: int) -> RuntimeConf:
+        mapping = {"hostPort": 20000 + i, "containerPort": 80, "protocol": "tcp"}
+        return RuntimeConf(
+            container_id=pods[i].name,
+            netns=pods[i].path,
+            ifname="eth0",
+            capability_args={"portMappings": [mapping]},
+        )
+
+    try:
+        snaps = {}
+        for i in range(MANY):
+            pods.append(harness.create_namespace("pod"))
+            with node.entered():
+                cni.add_network_list(conf, runtime_conf(i))
+            if i + 1 in (FEW, MANY):
+                snaps[i + 1] = snapshot(node)
+        (few_chains, few_elems), (many_chains, many_elems) = snaps[FEW], snaps[MANY]
+
+        # every chain that existed at 10 pods has the same rules at 300
+        assert {c: many_chains[c] for c in few_chains} == few_chains
+        # the only new chains are per-attachment portmap chains, with the same rules each
+        new = set(many_chains) - set(few_chains)
+        assert new == set(per_attachment(many_chains)) - set(per_attachment(few_chains))
+        assert len(new) == MANY - FEW
+        assert set(per_attachment(many_chains).values()) == set(per_attachment(few_chains).values())
+        assert len(set(per_attachment(many_chains).values())) == 1
+        # the masquerade table: one jump per network, one rule per subnet, whatever the pods
+        masq = {c: n for c, n in many_chains.items() if c.startswith("cni_plugins_masquerade/")}
+        assert sum(masq.values()) == 3 + 1 + 2  # postrouting, masq_checks, the network's chain
+        # the elements grew instead: one address per pod and family, one port per pod
+        assert set(many_elems) == set(few_elems)
+        grown = {s: many_elems[s] - few_elems[s] for s in few_elems}
+        masq_sets = [s for s in grown if s.startswith("cni_plugins_masquerade/")]
+        assert len(masq_sets) == 2 and all(grown[s] == MANY - FEW for s in masq_sets)
+        assert grown["pycni_portmap/ports4"] == grown["pycni_portmap/ports6"] == MANY - FEW
+        assert many_elems["pycni_portmap/ports4"] == MANY
+
+        # the node-wide GC with 300 live attachments frees nothing
+        env = {**os.environ, "NETCONFPATH": str(tmp_state.conf_dir), "CNI_PATH": daemon_path}
+        gc = node.run(
+            PYCNI, "gc", "--cache-dir", str(tmp_state.cache_dir), check=False, env=env, timeout=120
+        )
+        assert gc.returncode == 0, gc.stdout + gc.stderr
+        assert snapshot(node) == snaps[MANY]
+        assert len(tmp_state.reservations(NET)) == 2 * MANY
+        assert len([n for n in node.links() if n.startswith("veth")]) == MANY
+        assert len(tmp_state.cache_files()) == MANY
+
+        for i in reversed(range(MANY)):
+            with node.entered():
+                cni.del_network_list(conf, runtime_conf(i))
+        chains, elems = snapshot(node)
+        assert per_attachment(chains) == {}
+        assert set(elems.values()) == {0}
+        assert tmp_state.reservations(NET) == []
+        assert [n for n in node.links() if n.startswith("veth")] == []
+        assert tmp_state.cache_files() == []
+    finally:
+        for pod in pods:
+            pod.delete()
