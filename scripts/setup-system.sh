@@ -3,7 +3,7 @@
 set -euo pipefail
 packages=(
   iproute2 iptables nftables libnftables1 conntrack iputils-ping util-linux procps
-  containernetworking-plugins socat tcpdump time gcc libc6-dev dnsmasq-base
+  containernetworking-plugins socat tcpdump time gcc libc6-dev dnsmasq-base libcap2-bin systemd
   librsvg2-bin
 )
 missing=()

@@ -22,6 +22,7 @@ import pytest
 from pycni.fast import client
 from pycni.fast.server import Daemon
 from pycni.net import ns as netns
+from pycni.spec.errors import INVALID_NETNS
 from tests import harness
 
 pytestmark = pytest.mark.kernel
@@ -111,13 +112,15 @@ def test_plugin_that_wanders_off_is_brought_back(
     _call(sock, node.path, pod.path, WANDER=pod.path)
     for _ in range(8):  # every worker starts from home and enters the caller's namespace
         assert _call(sock, node.path, pod.path)["thread"] == _inode(node.path)
-    # Without a caller fd the call runs in the daemon's namespace; wandering is repaired too.
+    # A caller in the daemon's own namespace: wandering is repaired there too.
     for _ in range(4):
-        reply = client.call(sock, "probe", {"CNI_COMMAND": "ADD", "WANDER": pod.path}, b"{}")
-        assert json.loads(reply.stdout)["thread"] == home
+        assert _call(sock, "/proc/self/ns/net", pod.path, WANDER=pod.path)["thread"] == home
     for _ in range(8):
-        reply = client.call(sock, "probe", {"CNI_COMMAND": "ADD"}, b"{}")
-        assert json.loads(reply.stdout)["thread"] == home
+        assert _call(sock, "/proc/self/ns/net", pod.path)["thread"] == home
+    # Without the caller's netns fd nothing runs (never in the daemon's namespace by default).
+    reply = client.call(sock, "probe", {"CNI_COMMAND": "ADD"}, b"{}")
+    assert reply.exit_code == 1
+    assert json.loads(reply.stdout)["code"] == INVALID_NETNS
     assert daemon.health()["workers"] == 4
     assert daemon.stats()["counts"]["retired_workers"] == 0
 

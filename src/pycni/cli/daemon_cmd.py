@@ -24,6 +24,37 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--drain-timeout", type=float, default=120.0, help="seconds to wait for in-flight calls"
     )
+    parser.add_argument(
+        "--call-timeout",
+        type=float,
+        default=120.0,
+        help="deadline of one call in seconds, queueing included; then it is cancelled and "
+        "rolled back (default 120, kubelet's runtime-request-timeout)",
+    )
+    parser.add_argument(
+        "--recv-timeout",
+        type=float,
+        default=10.0,
+        help="seconds a whole request may take to arrive (default 10)",
+    )
+    parser.add_argument(
+        "--max-per-container",
+        type=int,
+        default=8,
+        help="calls admitted per container, running or waiting; more get code 11 (default 8)",
+    )
+    parser.add_argument(
+        "--max-queued",
+        type=int,
+        default=256,
+        help="calls admitted in total, running or waiting; more get code 11 (default 256)",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=None,
+        help="open connections before accepting pauses (default: from the fd limit)",
+    )
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
     query = parser.add_mutually_exclusive_group()
     query.add_argument("--stats", action="store_true", help="print a running daemon's stats")
@@ -51,17 +82,31 @@ def run(args: argparse.Namespace) -> int:
     if args.workers < 1:
         sys.stderr.write("pycni daemon: --workers must be at least 1\n")
         return 2
+    positive = ("call_timeout", "recv_timeout", "max_per_container", "max_queued")
+    for name in positive:
+        if getattr(args, name) <= 0:
+            sys.stderr.write(f"pycni daemon: --{name.replace('_', '-')} must be positive\n")
+            return 2
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
         stream=sys.stderr,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
-    from pycni.fast.server import Daemon
+    from pycni.fast.server import Daemon, SocketSetupError
 
-    daemon = Daemon(args.socket, workers=args.workers, drain_timeout=args.drain_timeout)
+    daemon = Daemon(
+        args.socket,
+        workers=args.workers,
+        drain_timeout=args.drain_timeout,
+        call_timeout=args.call_timeout,
+        recv_timeout=args.recv_timeout,
+        max_per_container=args.max_per_container,
+        max_queued=args.max_queued,
+        max_connections=args.max_connections,
+    )
     try:
         daemon.bind()
-    except (OSError, RuntimeError) as exc:
+    except (OSError, SocketSetupError) as exc:
         sys.stderr.write(f"pycni daemon: cannot listen on {args.socket}: {exc}\n")
         return 1
     daemon.serve_forever()

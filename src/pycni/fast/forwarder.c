@@ -5,8 +5,11 @@
  * The plugin type is argv[0]'s basename. The call (environment, stdin, and fds of this
  * process's network namespace and of CNI_NETNS) goes to the daemon over its unix socket;
  * the daemon's stdout, stderr and exit code become ours. When no daemon accepts the
- * connection, we exec the venv's Python to run the plugin in-process instead. Once the
- * request may have reached the daemon we never re-run it: a failure then is CNI error 11.
+ * connection (or it tells us to: we are in another mount namespace), we exec the venv's
+ * Python to run the plugin in-process instead, with the stdin we read put back on fd 0.
+ * Once the request may have reached the daemon we never re-run it: a failure then is CNI
+ * error 11. All of stdin is read before connecting, and a server that is not root
+ * (SO_PEERCRED) is refused before anything is sent.
  *
  * The wire protocol is described in docs/daemon.md and src/pycni/fast/protocol.py. The
  * socket path, the fallback command and the protocol constants come from a header that
@@ -18,20 +21,25 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "pycni_forwarder_config.h"
 
+/* Checked against pycni.fast.protocol by tests/unit/test_fast_wire_constants.py. */
 #define PREFIX_SIZE 16
 #define REPLY_SIZE 20
 #define KIND_CALL 1
 #define REPLY_BIT 0x80
 #define FLAG_CALLER_NETNS 1
 #define FLAG_TARGET_NETNS 2
+#define REPLY_RUN_LOCALLY 1
 #define MAX_BODY (16u << 20)
 #define MAX_REPLY_PART (64u << 20)
+#define CONNECT_TIMEOUT_MS 1000
 #define TRY_AGAIN_LATER 11
 #define IO_FAILURE 5
 #define INTERNAL 999
@@ -82,7 +90,18 @@ static void fail(int code, const char *msg, const char *details) {
     _exit(1);
 }
 
-static void fallback(const char *type) {
+/* Run the plugin in-process: exec the venv's Python, with the stdin we consumed (if any)
+ * put back on fd 0 through a memfd. Nothing reached a daemon, so this is safe. */
+static void fallback(const char *type, const char *body, size_t body_len, int have_body) {
+    if (have_body) {
+        int fd = memfd_create("pycni-stdin", 0);
+        if (fd < 0)
+            fail(INTERNAL, "pycni: cannot keep stdin for the in-process run", strerror(errno));
+        write_all(fd, body, body_len);
+        if (lseek(fd, 0, SEEK_SET) != 0 || dup2(fd, 0) < 0)
+            fail(INTERNAL, "pycni: cannot keep stdin for the in-process run", strerror(errno));
+        close(fd);
+    }
     char *const args[] = {(char *)PYCNI_PYTHON, (char *)"-IS", (char *)"-c",
                           (char *)PYCNI_FALLBACK_CODE, (char *)type, NULL};
     execv(PYCNI_PYTHON, args);
@@ -101,17 +120,21 @@ static uint32_t get32(const unsigned char *p) {
     return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
 }
 
-static void send_all(int s, const char *data, size_t len) {
+/* 0 when all was sent, -1 when the daemon closed its side (its reply may be waiting). */
+static int send_all(int s, const char *data, size_t len) {
     while (len > 0) {
         ssize_t n = send(s, data, len, MSG_NOSIGNAL);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
+            if (errno == EPIPE || errno == ECONNRESET)
+                return -1;
             fail(TRY_AGAIN_LATER, "pycni daemon failed mid-call, try again later", strerror(errno));
         }
         data += n;
         len -= (size_t)n;
     }
+    return 0;
 }
 
 static void recv_all(int s, char *buf, size_t len) {
@@ -165,6 +188,11 @@ static char *read_part(int s, uint32_t len) {
     return buf;
 }
 
+static void set_send_timeout(int s, long ms) {
+    struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+    setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
 int main(int argc, char **argv) {
     const char *type = argc > 0 && argv[0] ? argv[0] : "";
     const char *slash = strrchr(type, '/');
@@ -173,13 +201,30 @@ int main(int argc, char **argv) {
     if (!*type)
         fail(IO_FAILURE, "pycni: cannot tell the plugin type from argv[0]", "");
 
+    /* All of stdin first: a runtime that feeds it slowly must not hold the daemon. */
+    size_t body_len = 0;
+    char *body = NULL;
+    const char *command = getenv("CNI_COMMAND");
+    int have_body = !command || strcmp(command, "VERSION") != 0;
+    if (have_body)
+        body = read_stdin(&body_len);
+
     int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_un addr;
     memset(&addr, 0, sizeof(addr));
     addr.sun_family = AF_UNIX;
     memcpy(addr.sun_path, PYCNI_SOCKET_PATH, sizeof(PYCNI_SOCKET_PATH));
+    if (s >= 0)
+        set_send_timeout(s, CONNECT_TIMEOUT_MS); /* a full backlog: give up, run here */
     if (s < 0 || connect(s, (struct sockaddr *)&addr, sizeof(addr)) < 0)
-        fallback(type); /* nothing reached a daemon: running it here is safe */
+        fallback(type, body, body_len, have_body); /* nothing reached a daemon */
+    set_send_timeout(s, 0);
+
+    struct ucred cred;
+    socklen_t cred_len = sizeof(cred);
+    if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) < 0 || cred.uid != 0)
+        fail(IO_FAILURE, "pycni: refusing the daemon socket: its server is not root",
+             PYCNI_SOCKET_PATH);
 
     int fds[2], nfds = 0;
     unsigned flags = 0;
@@ -196,12 +241,6 @@ int main(int argc, char **argv) {
             flags |= FLAG_TARGET_NETNS;
         }
     }
-
-    size_t body_len = 0;
-    char *body = NULL;
-    const char *command = getenv("CNI_COMMAND");
-    if (!command || strcmp(command, "VERSION") != 0)
-        body = read_stdin(&body_len);
 
     size_t head_len = strlen(type) + 1;
     for (char **e = environ; *e; e++)
@@ -254,12 +293,15 @@ int main(int argc, char **argv) {
     do
         sent = sendmsg(s, &mh, MSG_NOSIGNAL);
     while (sent < 0 && errno == EINTR);
-    if (sent < 0)
-        fail(TRY_AGAIN_LATER, "pycni daemon failed mid-call, try again later", strerror(errno));
     for (int i = 0; i < nfds; i++)
         close(fds[i]);
-    send_all(s, msg + sent, PREFIX_SIZE + head_len - (size_t)sent);
-    send_all(s, body ? body : "", body_len);
+    if (sent >= 0) {
+        /* A refusal is answered without reading: its reply waits for us even if sending fails. */
+        if (send_all(s, msg + sent, PREFIX_SIZE + head_len - (size_t)sent) == 0)
+            send_all(s, body ? body : "", body_len);
+    } else if (errno != EPIPE && errno != ECONNRESET) {
+        fail(TRY_AGAIN_LATER, "pycni daemon failed mid-call, try again later", strerror(errno));
+    }
 
     unsigned char reply[REPLY_SIZE];
     recv_all(s, (char *)reply, sizeof(reply));
@@ -267,6 +309,10 @@ int main(int argc, char **argv) {
         !(reply[5] & REPLY_BIT))
         fail(TRY_AGAIN_LATER, "pycni daemon failed mid-call, try again later",
              "the reply is not a pycni daemon reply");
+    if (((reply[6] << 8) | reply[7]) & REPLY_RUN_LOCALLY) {
+        close(s); /* the daemon ran nothing: we are in another mount namespace */
+        fallback(type, body, body_len, have_body);
+    }
     int code = (int)get32(reply + 8);
     uint32_t out_len = get32(reply + 12), err_len = get32(reply + 16);
     char *out = read_part(s, out_len);

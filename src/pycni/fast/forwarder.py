@@ -7,7 +7,11 @@ running the venv's interpreter as ``-IS`` so it starts in ~11 ms. It imports onl
 standard library's built-in modules: the plugin type is argv[0]'s basename, the call goes
 to the daemon over its unix socket (wire protocol: docs/daemon.md) with this process's
 network namespace and the target one passed as fds, and the daemon's stdout, stderr and
-exit code become ours. When no daemon answers, the plugin runs in this process instead.
+exit code become ours. When no daemon answers, or the daemon says so (we are in another
+mount namespace), the plugin runs in this process instead.
+
+All of stdin is read before connecting (a slow writer never holds the daemon), and a server
+that is not root (SO_PEERCRED) is refused before anything is sent.
 """
 
 from __future__ import annotations
@@ -25,16 +29,39 @@ MAGIC = b"pCNI"
 VERSION = 1
 # --- pycni install config end ---
 
+# Checked against pycni.fast.protocol by tests/unit/test_fast_wire_constants.py.
 KIND_CALL = 1
+REPLY_BIT = 0x80
 FLAG_CALLER_NETNS = 1
 FLAG_TARGET_NETNS = 2
+REPLY_RUN_LOCALLY = 1
+PREFIX_SIZE = 16
 REPLY_SIZE = 20
+MAX_BODY = 16 << 20
+MAX_REPLY_PART = 64 << 20
+CONNECT_TIMEOUT_MS = 1000
 TRY_AGAIN_LATER = 11
+IO_FAILURE = 5
+INTERNAL = 999
 
 
-def run_in_process(plugin_type: str) -> None:
-    """Import pycni (its paths were recorded at install time, -S skipped site) and run."""
+class RunLocally(Exception):
+    """Nothing ran in a daemon: run the plugin in this process."""
+
+
+def run_in_process(plugin_type: str, stdin: bytes | None) -> None:
+    """Import pycni (its paths were recorded at install time, -S skipped site) and run.
+
+    ``stdin`` is what we already consumed; it is put back on fd 0 (a memfd) for the plugin.
+    """
     import site
+
+    if stdin is not None:
+        fd = os.memfd_create("pycni-stdin", os.MFD_CLOEXEC)
+        _write_all(fd, stdin)
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.dup2(fd, 0)
+        os.close(fd)
 
     for path in reversed(IMPORT_PATHS):
         if path not in sys.path:
@@ -52,12 +79,23 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
+def _fail(code: int, msg: str, details: str) -> int:
+    details = "".join(c if c >= " " and c not in '"\\' else f"\\u{ord(c):04x}" for c in details)
+    text = f'{{"code": {code}, "msg": "{msg}", "details": "{details}"}}\n'
+    _write_all(1, text.encode())
+    return 1
+
+
 def _read_stdin() -> bytes:
     chunks: list[bytes] = []
+    size = 0
     while True:
         chunk = os.read(0, 65536)
         if not chunk:
             return b"".join(chunks)
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise ValueError("the network configuration on stdin is too large")
         chunks.append(chunk)
 
 
@@ -104,40 +142,74 @@ def _request(plugin_type: str, flags: int, stdin: bytes) -> bytes:
     return prefix + head_bytes + stdin
 
 
-def forward(plugin_type: str) -> int | None:
-    """Send the call to the daemon; None when no daemon answered (nothing ran)."""
+def _connect() -> _socket.socket | None:
+    """Connect (a full backlog gives up after CONNECT_TIMEOUT_MS); None when nothing answered."""
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    usec = CONNECT_TIMEOUT_MS * 1000
+    timeval = (usec // 1000000).to_bytes(8, sys.byteorder) + (usec % 1000000).to_bytes(
+        8, sys.byteorder
+    )
     try:
+        sock.setsockopt(_socket.SOL_SOCKET, _socket.SO_SNDTIMEO, timeval)
         sock.connect(SOCKET_PATH)
+        sock.setsockopt(_socket.SOL_SOCKET, _socket.SO_SNDTIMEO, bytes(16))
     except OSError:
         sock.close()
         return None
+    return sock
+
+
+def _server_uid(sock: _socket.socket) -> int:
+    cred = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
+    return int.from_bytes(cred[4:8], sys.byteorder, signed=True)
+
+
+def _exchange(sock: _socket.socket, data: bytes, fds: list[int]) -> tuple[int, bytes, bytes]:
+    ancillary = b"".join(fd.to_bytes(4, sys.byteorder, signed=True) for fd in fds)
+    cmsg = [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, ancillary)] if fds else []
     try:
-        flags, fds = _netns_fds()
-        stdin = b"" if os.environ.get("CNI_COMMAND") == "VERSION" else _read_stdin()
-        data = _request(plugin_type, flags, stdin)
-        ancillary = b"".join(fd.to_bytes(4, sys.byteorder, signed=True) for fd in fds)
-        cmsg = [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, ancillary)] if fds else []
         sent = sock.sendmsg([data], cmsg)
-        for fd in fds:
-            os.close(fd)
         if sent < len(data):
             sock.sendall(data[sent:])
-        prefix = _recv_exact(sock, REPLY_SIZE)
-        if prefix[:4] != MAGIC or prefix[4] != VERSION or not prefix[5] & 0x80:
-            raise ConnectionError("the daemon's reply is not a pycni reply")
-        code = int.from_bytes(prefix[8:12], "big", signed=True)
-        out = _recv_exact(sock, int.from_bytes(prefix[12:16], "big"))
-        err = _recv_exact(sock, int.from_bytes(prefix[16:20], "big"))
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the daemon answered without reading (a refusal): its reply is waiting
+    prefix = _recv_exact(sock, REPLY_SIZE)
+    if prefix[:4] != MAGIC or prefix[4] != VERSION or not prefix[5] & REPLY_BIT:
+        raise ConnectionError("the daemon's reply is not a pycni reply")
+    if int.from_bytes(prefix[6:8], "big") & REPLY_RUN_LOCALLY:
+        raise RunLocally
+    code = int.from_bytes(prefix[8:12], "big", signed=True)
+    out_len = int.from_bytes(prefix[12:16], "big")
+    err_len = int.from_bytes(prefix[16:20], "big")
+    if out_len > MAX_REPLY_PART or err_len > MAX_REPLY_PART:
+        raise ConnectionError("the daemon's reply is too large")
+    return code, _recv_exact(sock, out_len), _recv_exact(sock, err_len)
+
+
+def forward(plugin_type: str, stdin: bytes) -> int | None:
+    """Send the call to the daemon; None when it must run here (nothing ran in a daemon)."""
+    sock = _connect()
+    if sock is None:
+        return None
+    try:
+        uid = _server_uid(sock)
+        if uid != 0:
+            return _fail(
+                IO_FAILURE,
+                "pycni: refusing the daemon socket: its server is not root",
+                f"{SOCKET_PATH} is served by uid {uid}",
+            )
+        flags, fds = _netns_fds()
+        try:
+            code, out, err = _exchange(sock, _request(plugin_type, flags, stdin), fds)
+        finally:
+            for fd in fds:
+                os.close(fd)
+    except RunLocally:
+        return None
     except OSError as exc:
         # The daemon may have run part of the call: never re-run it here (ADD is not idempotent).
-        details = str(exc).replace("\\", "\\\\").replace('"', '\\"')
-        msg = (
-            f'{{"code": {TRY_AGAIN_LATER}, "msg": "pycni daemon failed mid-call, '
-            f'try again later", "details": "{details}"}}\n'
-        )
-        _write_all(1, msg.encode())
-        return 1
+        return _fail(TRY_AGAIN_LATER, "pycni daemon failed mid-call, try again later", str(exc))
     finally:
         sock.close()
     if err:
@@ -148,11 +220,19 @@ def forward(plugin_type: str) -> int | None:
 
 def main() -> None:
     plugin_type = os.path.basename(sys.argv[0])
-    if MODE == "daemon":
-        code = forward(plugin_type)
-        if code is not None:
-            os._exit(code)
-    run_in_process(plugin_type)
+    if MODE != "daemon":
+        run_in_process(plugin_type, None)
+        return
+    stdin: bytes | None = None
+    if os.environ.get("CNI_COMMAND") != "VERSION":
+        try:
+            stdin = _read_stdin()
+        except (OSError, ValueError) as exc:
+            os._exit(_fail(IO_FAILURE, "pycni: cannot read the network configuration", str(exc)))
+    code = forward(plugin_type, stdin or b"")
+    if code is not None:
+        os._exit(code)
+    run_in_process(plugin_type, stdin)
 
 
 if __name__ == "__main__":

@@ -13,13 +13,18 @@ Request::
 
 Reply::
 
-    20-byte prefix  magic | u8 version | u8 kind (request kind | 0x80) | u16 zero |
+    20-byte prefix  magic | u8 version | u8 kind (request kind | 0x80) | u16 flags |
                     i32 exit_code | u32 stdout_len | u32 stderr_len
     stdout, stderr  exactly as a plugin process would have printed them
 
+    Reply flag bit 0 (RUN_LOCALLY): nothing ran; the caller must run the plugin itself
+    (sent to a caller in another mount namespace). Older entry points ignore the flags and
+    print stdout, which then holds a CNI error saying so.
+
 The C forwarder (forwarder.c) and the Python forwarder (forwarder.py) implement the client
-side on their own (they must start without importing pycni); the constants here are baked
-into them at install time, so this module stays the one source of truth.
+side on their own (they must start without importing pycni). Their copies of the constants
+below are checked against this module by tests/unit/test_fast_wire_constants.py, and the
+magic and version are baked in at install time, so this module stays the one source of truth.
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ FLAG_CALLER_NETNS = 0x1
 FLAG_TARGET_NETNS = 0x2
 KNOWN_FLAGS = FLAG_CALLER_NETNS | FLAG_TARGET_NETNS
 
+REPLY_RUN_LOCALLY = 0x1  # reply flag: nothing ran, the entry point runs the plugin itself
+
 REQUEST_PREFIX = struct.Struct("!4sBBHII")
 REPLY_PREFIX = struct.Struct("!4sBBHiII")
 
@@ -51,6 +58,12 @@ MAX_HEAD = 1 << 20  # environment block
 MAX_BODY = 16 << 20  # stdin (a network config)
 MAX_REPLY_PART = 64 << 20
 MAX_FDS = 2
+
+# Entry-point side limits and the CNI codes the forwarders print on their own.
+CONNECT_TIMEOUT_MS = 1000  # a full backlog: give up and run in-process (nothing was sent)
+TRY_AGAIN_LATER = 11
+IO_FAILURE = 5
+INTERNAL = 999
 
 
 @dataclass
@@ -83,6 +96,16 @@ class Reply:
     stdout: bytes
     stderr: bytes
     kind: int = KIND_CALL
+    flags: int = 0
+
+
+@dataclass(frozen=True)
+class ReplyHeader:
+    kind: int
+    flags: int
+    exit_code: int
+    stdout_len: int
+    stderr_len: int
 
 
 def malformed(msg: str) -> CNIError:
@@ -157,7 +180,7 @@ def encode_reply(reply: Reply) -> bytes:
         MAGIC,
         VERSION,
         reply.kind | REPLY_BIT,
-        0,
+        reply.flags,
         reply.exit_code,
         len(reply.stdout),
         len(reply.stderr),
@@ -165,18 +188,24 @@ def encode_reply(reply: Reply) -> bytes:
     return prefix + reply.stdout + reply.stderr
 
 
-def parse_reply_prefix(data: bytes) -> tuple[int, int, int, int]:
-    """Return (kind, exit_code, stdout_len, stderr_len); ValueError when it is not a reply."""
+def parse_reply_header(data: bytes) -> ReplyHeader:
+    """Decode a reply prefix; ValueError when it is not a reply."""
     if len(data) != REPLY_PREFIX.size:
         raise ValueError(f"short reply: {len(data)} of {REPLY_PREFIX.size} bytes")
-    magic, version, kind, _zero, code, out_len, err_len = REPLY_PREFIX.unpack(data)
+    magic, version, kind, flags, code, out_len, err_len = REPLY_PREFIX.unpack(data)
     if magic != MAGIC or version != VERSION or not kind & REPLY_BIT:
         raise ValueError("not a pycni daemon reply")
     if out_len > MAX_REPLY_PART or err_len > MAX_REPLY_PART:
         raise ValueError("reply too large")
-    return kind & ~REPLY_BIT, code, out_len, err_len
+    return ReplyHeader(kind & ~REPLY_BIT, flags, code, out_len, err_len)
 
 
-def error_reply(err: CNIError, kind: int = KIND_CALL) -> Reply:
+def parse_reply_prefix(data: bytes) -> tuple[int, int, int, int]:
+    """Return (kind, exit_code, stdout_len, stderr_len); ValueError when it is not a reply."""
+    head = parse_reply_header(data)
+    return head.kind, head.exit_code, head.stdout_len, head.stderr_len
+
+
+def error_reply(err: CNIError, kind: int = KIND_CALL, flags: int = 0) -> Reply:
     """A CNI error as a plugin prints it: JSON on stdout, exit code 1."""
-    return Reply(1, (err.to_json() + "\n").encode(), b"", kind)
+    return Reply(1, (err.to_json() + "\n").encode(), b"", kind, flags)

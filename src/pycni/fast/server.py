@@ -1,130 +1,120 @@
 """The warm daemon: runs plugin calls forwarded by the entry points, with every plugin imported.
 
-One connection carries one call (see protocol.py). The main thread accepts and checks the
-peer is root; a fixed pool of worker threads receives requests, runs them and replies.
-Calls for different containers run in parallel; calls for the same CNI_CONTAINERID run in
-arrival order (a lane per container). A worker enters the caller's network namespace for the
-duration of a call, so host-side work lands where an exec'd plugin would have put it, and
-checks it got back home afterwards; a worker that cannot get back retires and is replaced.
+One connection carries one call (protocol.py). The main thread owns every socket: it
+accepts, checks the caller (peer.py) before reading a byte, reads requests without blocking
+(transport.py), answers ping and stats itself, admits calls into per-container lanes with
+bounds (lanes.py), hands them to worker threads that live in the daemon's home network
+namespace (pool.py), and writes the replies. Deadlines (request receipt, call, reply) are
+timers of the main loop, so a slow client or a hung plugin holds a worker at most until the
+call's deadline and never delays a call for another container. What a call does is
+policy.py; the counters are stats.py.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
+import errno
+import heapq
+import itertools
 import json
 import logging
 import os
 import queue
+import resource
 import selectors
 import signal
 import socket
-import stat
-import struct
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from enum import Enum
+from typing import Any
 
-from pycni.fast import protocol
+from pycni.fast import policy, protocol
+from pycni.fast.lanes import Admission, Lanes
+from pycni.fast.peer import OUT_OF_FDS, REFUSE, RUN_LOCALLY, PeerChecker
+from pycni.fast.policy import Runner
+from pycni.fast.pool import WorkerPool
 from pycni.fast.protocol import Reply, Request
-from pycni.net import ns as netns
-from pycni.spec.errors import (
-    INTERNAL,
-    INVALID_NETNS,
-    IO_FAILURE,
-    PLUGIN_NOT_AVAILABLE,
-    CNIError,
+from pycni.fast.stats import CallRecord, Stats, ms, new_record
+from pycni.fast.transport import (
+    ReplyWriter,
+    RequestReader,
+    SocketSetupError,
+    bind_listener,
+    peer_hung_up,
+    socket_from_systemd,
 )
+from pycni.runtime.exec import CallControl
+from pycni.spec.errors import IO_FAILURE, TRY_AGAIN_LATER, CNIError
 
 log = logging.getLogger("pycni.daemon")
 
-_UCRED = struct.Struct("3i")
-_PHASES = ("recv", "queue", "run", "send", "total")
+__all__ = ["Daemon", "SocketSetupError"]
+
+# Defaults, documented in docs/daemon.md and docs/security.md.
+RECV_TIMEOUT = 10.0  # a whole request must arrive within this (total, not per read)
+CALL_TIMEOUT = 120.0  # kubelet's runtime-request-timeout: no CRI caller waits longer
+SEND_TIMEOUT = 10.0  # a reply must be taken within this
+CANCEL_GRACE = 2.0  # after the deadline, time for a cancelled plugin to roll back
+MAX_PER_CONTAINER = 8  # admitted calls (running + waiting) for one CNI_CONTAINERID
+MAX_QUEUED = 256  # admitted calls in total
+FD_RESERVE = 64  # fds kept free for the plugins, plus 16 per worker
+ACCEPT_BACKOFF = (0.1, 2.0)  # first and longest pause after EMFILE/ENFILE
 
 
-class Outcome(Protocol):
-    stdout: bytes
-    stderr: bytes
-    exit_code: int
+class Phase(Enum):
+    RECEIVING = "receiving"
+    WAITING = "waiting"  # in its container's lane behind an earlier call
+    SUBMITTED = "submitted"  # handed to the pool (queued for a worker or running)
+    DONE = "done"  # the worker returned (a reply may still be on its way)
 
 
-Runner = Callable[..., Outcome]
-
-
-def _default_runner(
-    plugin_type: str, env: Mapping[str, str], stdin: bytes, *, netns_fd: int | None
-) -> Outcome:
-    from pycni.plugin import skel
-
-    return skel.run(plugin_type, env, stdin, netns_fd=netns_fd)
-
-
-def preload_plugins() -> dict[str, str]:
-    """Import every available plugin module once; returns {type: "ok" | why it is unusable}."""
-    from pycni.plugin import registry
-
-    available = set(registry.names())
-    state: dict[str, str] = {}
-    for name in registry.PLUGIN_TYPES:
-        if name not in available:
-            state[name] = "not in this installation"
-            continue
-        try:
-            registry.load(name)
-            state[name] = "ok"
-        except Exception as exc:  # a broken plugin must not keep the others from being served
-            state[name] = f"failed to load: {type(exc).__name__}: {exc}"
-            log.warning("plugin %s %s", name, state[name])
-    return state
-
-
-@dataclass
-class CallRecord:
-    """Timings of one served request, in milliseconds."""
-
-    at: float
-    kind: str
-    plugin_type: str = ""
-    command: str = ""
-    container_id: str = ""
-    exit_code: int = 0
-    recv: float = 0.0
-    queue: float = 0.0
-    run: float = 0.0
-    send: float = 0.0
-    total: float = 0.0
-    note: str = ""
-
-    def as_dict(self) -> dict[str, Any]:
-        return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in self.__dict__.items()}
-
-
-@dataclass
+@dataclass(eq=False)
 class _Call:
-    conn: socket.socket
+    """One connection and the call it carries. Main thread, except the fields under ``lock``."""
+
+    sock: socket.socket | None
     accepted_ns: int
-    peer_uid: int
+    deadline: float
+    record: CallRecord
+    reader: RequestReader = field(default_factory=RequestReader)
+    phase: Phase = Phase.RECEIVING
     request: Request | None = None
-    record: CallRecord = field(default_factory=lambda: CallRecord(time.time(), "call"))
+    key: str | None = None
+    holds_lane: bool = False
+    admitted: bool = False
     ready_ns: int = 0
+    writer: ReplyWriter | None = None
+    send_deadline: float = 0.0
+    undo_if_undelivered: bool = False
+    timer_gen: int = 0
+    monitored: bool = True
+    # shared with the worker thread
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    cancel: threading.Event = field(default_factory=threading.Event)
+    started: bool = False
+    skipped: bool = False
+    returned: bool = False
+    abandoned: bool = False
+    gone: bool = False
+    timed_out: bool = False
+    answered: bool = False  # an error reply was already given (deadline)
+    undone: bool = False  # the worker already rolled back an ADD nobody received
+    result: Reply | None = None
 
 
-def _ms(start_ns: int, end_ns: int) -> float:
-    return (end_ns - start_ns) / 1e6
+_LISTENER = object()
+_WAKE = object()
 
 
-def _percentile(sorted_values: list[float], q: float) -> float:
-    if not sorted_values:
-        return 0.0
-    index = min(len(sorted_values) - 1, int(q * (len(sorted_values) - 1) + 0.5))
-    return round(sorted_values[index], 3)
-
-
-class _RetireWorker(Exception):
-    """Raised on a worker that could not get back to the daemon's network namespace."""
+def _raise_fd_limit() -> int:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+    return soft if soft != resource.RLIM_INFINITY else 1 << 20
 
 
 class Daemon:
@@ -133,109 +123,112 @@ class Daemon:
         socket_path: str = protocol.DEFAULT_SOCKET,
         *,
         workers: int = 16,
-        recv_timeout: float = 10.0,
+        recv_timeout: float = RECV_TIMEOUT,
+        call_timeout: float = CALL_TIMEOUT,
+        send_timeout: float = SEND_TIMEOUT,
+        cancel_grace: float = CANCEL_GRACE,
         drain_timeout: float = 120.0,
+        max_per_container: int = MAX_PER_CONTAINER,
+        max_queued: int = MAX_QUEUED,
+        max_connections: int | None = None,
         keep_records: int = 1000,
         runner: Runner | None = None,
     ) -> None:
         self.socket_path = socket_path
-        self.workers = workers
         self.recv_timeout = recv_timeout
+        self.call_timeout = call_timeout
+        self.send_timeout = send_timeout
+        self.cancel_grace = cancel_grace
         self.drain_timeout = drain_timeout
-        self._runner: Runner = runner or _default_runner
-        self._records: deque[CallRecord] = deque(maxlen=keep_records)
-        self._counts = dict.fromkeys(
-            ("requests", "calls", "errors", "bad_requests", "refused", "retired_workers"), 0
-        )
-        self._lock = threading.Lock()
-        self._lanes: dict[str, deque[_Call]] = {}
-        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
-        self._in_flight = 0
-        self._idle = threading.Condition(self._lock)
-        self._threads: list[threading.Thread] = []
-        self._stopping = threading.Event()
+        self._runner: Runner = runner or policy.default_runner
+        self._stats = Stats(keep_records)
+        self._lanes: Lanes[_Call] = Lanes(max_per_container, max_queued)
+        self._events: queue.SimpleQueue[tuple[str, _Call]] = queue.SimpleQueue()
         self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._pool = WorkerPool(workers, max_extra=workers, wake=self._wake)
+        self._peers = PeerChecker()
+        self._stopping = threading.Event()
         self._listener: socket.socket | None = None
         self._listener_ino: tuple[int, int] | None = None
-        self._home_fd = os.open(netns.THREAD_NETNS, os.O_RDONLY | os.O_CLOEXEC)
-        home = os.fstat(self._home_fd)
-        self._home = (home.st_dev, home.st_ino)
+        self._from_systemd = False
+        self._sel: selectors.BaseSelector | None = None
+        self._timers: list[tuple[float, int, int, _Call]] = []
+        self._seq = itertools.count()
+        self._calls: set[_Call] = set()  # open connections and calls not yet finished
+        self._open_socks = 0
+        fd_limit = _raise_fd_limit()
+        self.max_connections = max_connections or max(
+            4, (fd_limit - FD_RESERVE - 16 * workers) // 3
+        )
+        self._accepting = False
+        self._accept_resume_at: float | None = None
+        self._backoff = ACCEPT_BACKOFF[0]
+        self._pause_reason = ""
+        self._refusal_log = _RateLimitedLog(log, per_second=1.0)
         self.started = time.time()
         self.plugins: dict[str, str] = {}
+
+    @property
+    def workers(self) -> int:
+        return self._pool.size
 
     # ---- lifecycle -----------------------------------------------------------------------
 
     def bind(self) -> None:
-        """Create the root-only socket (dir 0700 when we create it, socket 0600)."""
-        path = self.socket_path
-        parent = os.path.dirname(path) or "."
-        if not os.path.isdir(parent):
-            os.makedirs(parent, mode=0o700)
-        if os.path.lexists(path):
-            st = os.lstat(path)
-            if not stat.S_ISSOCK(st.st_mode):
-                raise RuntimeError(f"{path} exists and is not a socket")
-            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                probe.connect(path)
-            except OSError:
-                os.unlink(path)  # stale: left by a daemon that did not exit cleanly
-            else:
-                raise RuntimeError(f"another pycni daemon is serving on {path}")
-            finally:
-                probe.close()
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        old_umask = os.umask(0o177)
-        try:
-            listener.bind(path)
-        finally:
-            os.umask(old_umask)
-        os.chmod(path, 0o600)
-        listener.listen(512)
-        listener.setblocking(False)
-        st = os.stat(path)
-        self._listener_ino = (st.st_dev, st.st_ino)
+        """Take the socket from systemd if it passed one, else create the root-only socket."""
+        listener = socket_from_systemd()
+        if listener is not None:
+            self._from_systemd = True
+            name = listener.getsockname()
+            self.socket_path = name if isinstance(name, str) and name else self.socket_path
+        else:
+            listener = bind_listener(self.socket_path)
+            st = os.stat(self.socket_path)
+            self._listener_ino = (st.st_dev, st.st_ino)
         self._listener = listener
 
-    def start_workers(self) -> None:
-        for _ in range(self.workers):
-            self._spawn_worker()
-
     def serve_forever(self, *, install_signals: bool = True) -> None:
-        """Accept until SIGTERM/SIGINT (or ``stop()``), then drain in-flight calls."""
+        """Serve until SIGTERM/SIGINT (or ``stop()``), then drain the calls in flight."""
         if self._listener is None:
             self.bind()
         if not self.plugins:
-            self.plugins = preload_plugins()
-        self.start_workers()
+            self.plugins = policy.preload_plugins()
+        self._pool.maintain()
         if install_signals:
             self._install_signals()
-        assert self._listener is not None
-        sel = selectors.DefaultSelector()
-        sel.register(self._listener, selectors.EVENT_READ)
-        sel.register(self._wake_r, selectors.EVENT_READ)
-        log.info("pycni daemon serving on %s with %d workers", self.socket_path, self.workers)
+        self._sel = selectors.DefaultSelector()
+        self._sel.register(self._wake_r, selectors.EVENT_READ, _WAKE)
+        self._resume_accept()
+        log.info(
+            "pycni daemon serving on %s%s with %d workers (call deadline %gs, "
+            "at most %d connections)",
+            self.socket_path,
+            " (from systemd)" if self._from_systemd else "",
+            self._pool.size,
+            self.call_timeout,
+            self.max_connections,
+        )
         try:
-            while not self._stopping.is_set():
-                for key, _ in sel.select():
-                    if key.fileobj is self._wake_r:
-                        self._wake_r.recv(64)
-                    else:
-                        self._accept()
+            self._loop()
         finally:
-            sel.close()
             self._close_listener()
             self._drain()
+            self._sel.close()
 
     def stop(self) -> None:
-        """Ask the accept loop to stop (safe from any thread and from a signal handler)."""
+        """Ask the main loop to stop (safe from any thread and from a signal handler)."""
         self._stopping.set()
+        self._wake()
+
+    def _wake(self) -> None:
         with contextlib.suppress(OSError):
             self._wake_w.send(b"x")
 
     def _install_signals(self) -> None:
         def on_signal(signum: int, _frame: object) -> None:
-            log.info("signal %d: no new calls, draining %d in flight", signum, self._in_flight)
+            log.info("signal %d: no new calls, draining %d in flight", signum, len(self._calls))
             self.stop()
 
         signal.signal(signal.SIGTERM, on_signal)
@@ -244,8 +237,13 @@ class Daemon:
     def _close_listener(self) -> None:
         if self._listener is None:
             return
+        if self._accepting and self._sel is not None:
+            self._sel.unregister(self._listener)
+        self._accepting = False
         self._listener.close()
         self._listener = None
+        if self._from_systemd:
+            return  # systemd owns the socket file
         with contextlib.suppress(OSError):
             st = os.stat(self.socket_path)
             if (st.st_dev, st.st_ino) == self._listener_ino:
@@ -253,105 +251,528 @@ class Daemon:
 
     def _drain(self) -> None:
         deadline = time.monotonic() + self.drain_timeout
-        with self._idle:
-            while self._in_flight and time.monotonic() < deadline:
-                self._idle.wait(timeout=0.2)
-            left = self._in_flight
-        if left:
-            log.warning("drain timeout: %d calls still in flight", left)
-        for _ in self._threads:
-            self._jobs.put(None)
-        for thread in list(self._threads):
-            thread.join(timeout=1.0)
+        while self._calls and time.monotonic() < deadline:
+            self._step(min(0.2, max(0.0, deadline - time.monotonic())))
+        if self._calls:
+            log.warning("drain timeout: %d calls still in flight", len(self._calls))
+        self._pool.stop()
         log.info("pycni daemon stopped")
 
-    # ---- workers -------------------------------------------------------------------------
+    # ---- the main loop -------------------------------------------------------------------
 
-    def _spawn_worker(self) -> None:
-        thread = threading.Thread(target=self._worker, name="pycni-worker", daemon=True)
-        with self._lock:
-            self._threads.append(thread)
-        thread.start()
+    def _loop(self) -> None:
+        while not self._stopping.is_set():
+            self._step(None)
 
-    def _worker(self) -> None:
-        while True:
-            job = self._jobs.get()
-            if job is None:
-                return
-            try:
-                job()
-            except _RetireWorker:
-                with self._lock:
-                    self._counts["retired_workers"] += 1
-                    self._threads.remove(threading.current_thread())
-                log.error("worker could not return to the daemon's netns; replacing it")
-                self._spawn_worker()
-                return
-            except Exception:
-                log.exception("unexpected error in a worker")
-
-    def _ensure_home(self) -> None:
-        """Verify this thread is back in the daemon's namespace, or retire it."""
-        try:
-            st = os.stat(netns.THREAD_NETNS)
-            if (st.st_dev, st.st_ino) == self._home:
-                return
-            netns.setns(self._home_fd)
-            st = os.stat(netns.THREAD_NETNS)
-            if (st.st_dev, st.st_ino) == self._home:
-                return
-        except OSError:
-            pass
-        raise _RetireWorker
-
-    # ---- one call ------------------------------------------------------------------------
-
-    def _accept(self) -> None:
-        assert self._listener is not None
-        while True:
-            try:
-                conn, _ = self._listener.accept()
-            except OSError:  # BlockingIOError: nothing left in the backlog
-                return
-            self._admit(conn)
-
-    def _admit(self, conn: socket.socket) -> None:
-        accepted = time.perf_counter_ns()
-        try:
-            _pid, uid, _gid = _UCRED.unpack(
-                conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
-            )
-        except OSError:
-            uid = -1
-        call = _Call(conn, accepted, uid)
-        with self._lock:
-            self._in_flight += 1
-        self._jobs.put(lambda: self._receive(call))
-
-    def _finish(self, call: _Call) -> None:
-        for fd in (
-            (call.request.caller_netns_fd, call.request.target_netns_fd) if call.request else ()
-        ):
-            if fd is not None:
+    def _step(self, cap: float | None) -> None:
+        assert self._sel is not None
+        timeout = self._next_timeout()
+        if cap is not None:
+            timeout = cap if timeout is None else min(timeout, cap)
+        for key, mask in self._sel.select(timeout):
+            if key.data is _LISTENER:
+                self._accept_some()
+            elif key.data is _WAKE:
                 with contextlib.suppress(OSError):
-                    os.close(fd)
-        call.conn.close()
+                    self._wake_r.recv(4096)
+            else:
+                call: _Call = key.data
+                if mask & selectors.EVENT_WRITE:
+                    self._write(call)
+                elif mask & selectors.EVENT_READ:
+                    self._readable(call)
+        self._handle_events()
+        self._fire_timers()
+        if not self._accepting and self._listener is not None:
+            self._maybe_resume_accept()
+
+    def _next_timeout(self) -> float | None:
+        now = time.monotonic()
+        while self._timers and self._timers[0][2] != self._timers[0][3].timer_gen:
+            heapq.heappop(self._timers)
+        candidates = []
+        if self._timers:
+            candidates.append(self._timers[0][0] - now)
+        if self._accept_resume_at is not None:
+            candidates.append(self._accept_resume_at - now)
+        return max(0.0, min(candidates)) if candidates else None
+
+    def _set_timer(self, call: _Call, when: float) -> None:
+        call.timer_gen += 1
+        heapq.heappush(self._timers, (when, next(self._seq), call.timer_gen, call))
+
+    def _fire_timers(self) -> None:
+        now = time.monotonic()
+        while self._timers and self._timers[0][0] <= now:
+            _when, _seq, gen, call = heapq.heappop(self._timers)
+            if gen == call.timer_gen and call in self._calls:
+                call.timer_gen += 1
+                self._on_timer(call, now)
+
+    # ---- accepting -----------------------------------------------------------------------
+
+    def _resume_accept(self) -> None:
+        if self._listener is None or self._accepting or self._sel is None:
+            return
+        self._sel.register(self._listener, selectors.EVENT_READ, _LISTENER)
+        self._accepting = True
+        self._accept_resume_at = None
+
+    def _pause_accept(self, reason: str, resume_in: float | None) -> None:
+        if self._accepting and self._sel is not None and self._listener is not None:
+            self._sel.unregister(self._listener)
+        self._accepting = False
+        self._accept_resume_at = None if resume_in is None else time.monotonic() + resume_in
+        if reason != self._pause_reason:
+            log.warning(
+                "not accepting connections: %s (%d open)%s; callers fall back to running "
+                "plugins themselves",
+                reason,
+                self._open_socks,
+                f", retrying in {resume_in:g}s" if resume_in is not None else "",
+            )
+            self._pause_reason = reason
+
+    def _maybe_resume_accept(self) -> None:
+        if self._open_socks >= self.max_connections:
+            return
+        if self._accept_resume_at is None or time.monotonic() >= self._accept_resume_at:
+            self._resume_accept()
+
+    def _accept_some(self) -> None:
+        assert self._listener is not None
+        for _ in range(64):  # then let the other sockets have a turn
+            if self._open_socks >= self.max_connections:
+                self._pause_accept(f"connection limit of {self.max_connections} reached", None)
+                return
+            try:
+                sock, _ = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                if exc.errno in (errno.ECONNABORTED, errno.EPROTO):
+                    continue
+                self._stats.bump("accept_backoffs")
+                delay = self._backoff
+                self._backoff = min(self._backoff * 2, ACCEPT_BACKOFF[1])
+                self._pause_accept(f"accept failed: {os.strerror(exc.errno or 0)}", delay)
+                return
+            self._admit(sock)
+            if self._accepting:
+                self._backoff = ACCEPT_BACKOFF[0]
+                if self._pause_reason:
+                    log.info("accepting connections again (%d open)", self._open_socks)
+                    self._pause_reason = ""
+            else:
+                return
+
+    def _admit(self, sock: socket.socket) -> None:
+        accepted = time.perf_counter_ns()
+        sock.setblocking(False)
+        verdict = self._peers.check(sock)
+        if verdict.action == OUT_OF_FDS:
+            err = CNIError(
+                TRY_AGAIN_LATER, "pycni daemon is out of file descriptors", "try again later"
+            )
+            self._answer_at_once(sock, protocol.error_reply(err), "bad-request", verdict.reason)
+            self._stats.bump("accept_backoffs")
+            delay = self._backoff
+            self._backoff = min(self._backoff * 2, ACCEPT_BACKOFF[1])
+            self._pause_accept(f"accept failed: {verdict.reason}", delay)
+            return
+        if verdict.action == REFUSE:
+            self._refusal_log.warning(
+                "refused a connection from pid %d uid %d: %s", verdict.pid, verdict.uid,
+                verdict.reason,
+            )  # fmt: skip
+            err = CNIError(
+                IO_FAILURE,
+                "permission denied: the pycni daemon serves root only "
+                "(uid 0 with CAP_NET_ADMIN and CAP_SYS_ADMIN)",
+                verdict.reason,
+            )
+            self._answer_at_once(sock, protocol.error_reply(err), "refused", verdict.reason)
+            return
+        if verdict.action == RUN_LOCALLY:
+            err = CNIError(
+                IO_FAILURE,
+                "pycni daemon: the caller is in another mount namespace; run the plugin in "
+                "the caller's own (installed entry points do this themselves)",
+                "reinstall the entry points with `pycni plugins install DIR`",
+            )
+            reply = protocol.error_reply(err, flags=protocol.REPLY_RUN_LOCALLY)
+            self._answer_at_once(sock, reply, "run-locally", verdict.reason)
+            return
+        call = _Call(sock, accepted, time.monotonic() + self.recv_timeout, new_record("call"))
+        self._calls.add(call)
+        self._open_socks += 1
+        assert self._sel is not None
+        self._sel.register(sock, selectors.EVENT_READ, call)
+        self._set_timer(call, call.deadline)
+
+    def _answer_at_once(self, sock: socket.socket, reply: Reply, kind: str, note: str) -> None:
+        """Best effort, never blocking: a fresh socket's send buffer takes a small reply."""
+        rec = new_record(kind)
+        rec.note = note
+        rec.exit_code = reply.exit_code
+        with contextlib.suppress(OSError):
+            ReplyWriter(reply).write(sock)
+        sock.close()
+        self._stats.record(rec)
+
+    # ---- receiving -----------------------------------------------------------------------
+
+    def _readable(self, call: _Call) -> None:
+        assert call.sock is not None
+        if call.phase is Phase.RECEIVING:
+            try:
+                req = call.reader.feed(call.sock)
+            except CNIError as err:
+                call.record.kind = "bad-request"
+                call.record.note = str(err)
+                self._reply(call, protocol.error_reply(err))
+                return
+            except OSError as exc:
+                call.record.kind = "bad-request"
+                call.record.exit_code = 1
+                call.record.note = f"client gone while sending: {exc}"
+                self._close(call)
+                return
+            if req is not None:
+                call.record.recv = ms(call.accepted_ns, time.perf_counter_ns())
+                self._dispatch(call, req)
+            return
+        hung_up = peer_hung_up(call.sock)
+        if hung_up is None:
+            return
+        self._unmonitor(call)
+        if hung_up:
+            self._caller_gone(call)
+
+    def _unmonitor(self, call: _Call) -> None:
+        if call.monitored and call.sock is not None and self._sel is not None:
+            self._sel.unregister(call.sock)
+        call.monitored = False
+
+    def _dispatch(self, call: _Call, req: Request) -> None:
+        call.request = req
+        if req.kind == protocol.KIND_PING:
+            call.record.kind = "ping"
+            self._reply(call, Reply(0, _json(self.health()), b"", req.kind))
+            return
+        if req.kind == protocol.KIND_STATS:
+            call.record.kind = "stats"
+            self._reply(call, Reply(0, _json(self.stats()), b"", req.kind))
+            return
         rec = call.record
-        rec.total = _ms(call.accepted_ns, time.perf_counter_ns())
-        with self._idle:
-            self._records.append(rec)
-            self._counts["requests"] += 1
-            if rec.kind == "call":
-                self._counts["calls"] += 1
-                if rec.exit_code != 0:
-                    self._counts["errors"] += 1
-            elif rec.kind == "bad-request":
-                self._counts["bad_requests"] += 1
-            elif rec.kind == "refused":
-                self._counts["refused"] += 1
-            self._in_flight -= 1
-            self._idle.notify_all()
-        if rec.kind == "call":
+        rec.plugin_type = req.plugin_type
+        rec.command = req.env.get("CNI_COMMAND", "")
+        rec.container_id = req.env.get("CNI_CONTAINERID", "")
+        if req.caller_netns_fd is None:
+            rec.note = "refused: no caller netns fd"
+            self._reply(call, policy.missing_caller_netns())
+            return
+        refusal = policy.unavailable(self.plugins, req.plugin_type)
+        if refusal is not None:
+            self._reply(call, refusal)
+            return
+        key = rec.container_id if rec.container_id and rec.command != "VERSION" else None
+        admission = self._lanes.admit(key, call)
+        if admission in (Admission.CONTAINER_FULL, Admission.TOTAL_FULL):
+            self._stats.bump("busy")
+            where = (
+                f"{self._lanes.max_per_container} for container {rec.container_id[:12]}"
+                if admission is Admission.CONTAINER_FULL
+                else f"{self._lanes.max_total} in total"
+            )
+            rec.note = f"busy: queue full ({where})"
+            err = CNIError(
+                TRY_AGAIN_LATER, f"pycni daemon is busy: queue full ({where})", "try again later"
+            )
+            self._reply(call, protocol.error_reply(err))
+            return
+        call.key = key
+        call.admitted = True
+        call.ready_ns = time.perf_counter_ns()
+        call.deadline = time.monotonic() + self.call_timeout
+        self._set_timer(call, call.deadline)
+        if admission is Admission.RUN:
+            call.holds_lane = True
+            self._submit(call)
+        else:
+            call.phase = Phase.WAITING
+
+    # ---- running -------------------------------------------------------------------------
+
+    def _submit(self, call: _Call) -> None:
+        call.phase = Phase.SUBMITTED
+        self._pool.submit(lambda: self._work(call))
+
+    def _post(self, kind: str, call: _Call) -> None:
+        self._events.put((kind, call))
+        self._wake()
+
+    def _work(self, call: _Call) -> None:
+        """On a worker thread: run the call (or skip it), undo an ADD nobody will receive."""
+        with call.lock:
+            if call.cancel.is_set():
+                call.skipped = True
+            else:
+                call.started = True
+        if call.skipped:
+            self._post("done", call)
+            return
+        req = call.request
+        assert req is not None
+        start = time.perf_counter_ns()
+        call.record.queue = ms(call.ready_ns, start)
+        control = CallControl(self.call_timeout, call.cancel, call.deadline)
+        reply = policy.execute(self._runner, req, control, self._pool.home_fd)
+        call.record.run = ms(start, time.perf_counter_ns())
+        with call.lock:
+            call.returned = True
+            call.result = reply
+            undeliverable = call.gone or call.abandoned
+            abandoned = call.abandoned
+        if undeliverable and _is_successful_add(req, reply):
+            self._undo(call, req, reply)
+            call.undone = True
+        if abandoned:
+            self._pool.give_back()
+        self._post("done", call)
+
+    def _undo(self, call: _Call, req: Request, reply: Reply) -> None:
+        """The ADD's result reaches nobody, so the runtime will not DEL it: DEL it now."""
+        undo = policy.undo_request(req, reply)
+        control = CallControl.start(self.call_timeout)
+        result = policy.execute(self._runner, undo, control, self._pool.home_fd)
+        outcome = "rolled back" if result.exit_code == 0 else "rollback DEL failed"
+        if result.exit_code == 0:
+            self._stats.bump("rolled_back")
+        call.record.add_note(outcome)
+        log.warning(
+            "%s %s ADD: its caller never got the result, %s",
+            req.env.get("CNI_CONTAINERID", "-")[:12],
+            req.plugin_type,
+            outcome,
+        )
+
+    def _handle_events(self) -> None:
+        while True:
+            try:
+                kind, call = self._events.get_nowait()
+            except queue.Empty:
+                break
+            if kind == "done":
+                self._worker_done(call)
+            elif kind == "undone":
+                self._finish_call(call)
+        self._pool.maintain()  # replace retired workers (spawned here, on the main thread)
+
+    def _worker_done(self, call: _Call) -> None:
+        call.phase = Phase.DONE
+        if call.skipped:
+            call.record.add_note("not run")
+        if call.writer is not None:
+            return  # our earlier answer is still being written; its end finishes the call
+        if call.skipped or call.answered or call.gone or call.sock is None:
+            if not call.skipped and not call.undone and self._undo_late_add(call):
+                return  # "undone" finishes it
+            self._finish_call(call)
+            return
+        reply = call.result
+        assert reply is not None and call.request is not None
+        if call.timed_out and reply.exit_code != 0:
+            reply = policy.deadline_error(self.call_timeout, True, reply)
+            call.record.add_note("deadline passed; cancelled")
+        call.undo_if_undelivered = _is_successful_add(call.request, reply)
+        self._reply(call, reply)
+
+    def _undo_late_add(self, call: _Call) -> bool:
+        """The caller left just as its ADD returned successfully: nobody will DEL it."""
+        req, result = call.request, call.result
+        if req is None or result is None or not _is_successful_add(req, result):
+            return False
+        self._pool.submit(lambda: self._undo_job(call, req, result))
+        return True
+
+    # ---- deadlines and callers that leave ------------------------------------------------
+
+    def _on_timer(self, call: _Call, now: float) -> None:
+        if call.writer is not None:  # the reply was not taken in time
+            self._reply_failed(call, "reply not taken before the send deadline")
+            return
+        if call.phase is Phase.RECEIVING:
+            call.record.kind = "bad-request"
+            err = protocol.malformed(
+                f"incomplete request after {self.recv_timeout:g} s "
+                f"({call.reader.received} bytes received)"
+            )
+            call.record.note = str(err)
+            self._reply(call, protocol.error_reply(err))
+            return
+        if call.phase is Phase.WAITING:
+            assert call.key is not None
+            self._lanes.drop(call.key, call)
+            call.admitted = False
+            call.phase = Phase.DONE
+            self._time_out(call, started=False)
+            if call.sock is None:
+                self._finish_call(call)
+            return
+        if call.phase is not Phase.SUBMITTED or call.answered:
+            return
+        with call.lock:
+            started = call.started
+            returned = call.returned
+            if not started:
+                call.cancel.set()  # the worker will skip it
+            elif not call.timed_out:
+                call.timed_out = True
+                call.cancel.set()  # exec'd delegates are killed; the plugin rolls back
+            elif not returned:
+                call.abandoned = True
+        if not started:
+            self._time_out(call, started=False)
+        elif call.abandoned:
+            self._time_out(call, started=True)
+            if not self._pool.borrow():
+                log.error("too many calls overran their deadline and still hold workers")
+        elif not returned:
+            self._set_timer(call, now + self.cancel_grace)
+
+    def _time_out(self, call: _Call, *, started: bool) -> None:
+        self._stats.bump("timed_out")
+        call.record.add_note(f"deadline of {self.call_timeout:g}s passed")
+        log.warning(
+            "%s %s %s: deadline of %gs passed %s",
+            call.record.container_id[:12] or "-",
+            call.record.plugin_type,
+            call.record.command or "-",
+            self.call_timeout,
+            "while running; cancelled" if started else "before it could start",
+        )
+        call.answered = True
+        if call.sock is not None:
+            self._reply(call, policy.deadline_error(self.call_timeout, started, None))
+
+    def _caller_gone(self, call: _Call) -> None:
+        call.record.add_note("caller gone")
+        if call.phase is Phase.WAITING:
+            assert call.key is not None
+            self._lanes.drop(call.key, call)
+            call.admitted = False
+            self._stats.bump("dropped")
+            call.record.add_note("dropped")
+            self._close_sock(call)
+            self._finish_call(call)
+            return
+        with call.lock:
+            call.gone = True
+            call.cancel.set()
+            started = call.started
+        if not started:
+            self._stats.bump("dropped")
+        self._close_sock(call)
+
+    # ---- replying and finishing ----------------------------------------------------------
+
+    def _reply(self, call: _Call, reply: Reply) -> None:
+        if call.sock is None:
+            return
+        if call.writer is None:  # the worker's result (or our error) goes out once
+            call.record.exit_code = reply.exit_code
+        call.writer = ReplyWriter(reply)
+        call.send_deadline = time.monotonic() + self.send_timeout
+        self._set_timer(call, call.send_deadline)
+        self._write(call)
+
+    def _write(self, call: _Call) -> None:
+        assert call.writer is not None and call.sock is not None and self._sel is not None
+        start = time.perf_counter_ns()
+        try:
+            done = call.writer.write(call.sock)
+        except OSError as exc:
+            self._reply_failed(call, f"client gone before the reply: {exc}")
+            return
+        call.record.send += ms(start, time.perf_counter_ns())
+        if not done:
+            events = selectors.EVENT_WRITE
+            if call.monitored:
+                self._sel.modify(call.sock, events, call)
+            else:
+                self._sel.register(call.sock, events, call)
+                call.monitored = True
+            return
+        call.writer = None
+        call.undo_if_undelivered = False
+        self._close_sock(call)
+        if call.phase is not Phase.SUBMITTED:  # else the worker's return finishes it
+            self._finish_call(call)
+
+    def _reply_failed(self, call: _Call, why: str) -> None:
+        call.writer = None
+        call.record.add_note(why)
+        self._close_sock(call)
+        req = call.request
+        if call.undo_if_undelivered and req is not None and call.result is not None:
+            call.undo_if_undelivered = False
+            result = call.result
+            self._pool.submit(lambda: self._undo_job(call, req, result))
+            return
+        if call.phase is not Phase.SUBMITTED:
+            self._finish_call(call)
+
+    def _undo_job(self, call: _Call, req: Request, reply: Reply) -> None:
+        try:
+            self._undo(call, req, reply)
+        finally:
+            self._post("undone", call)
+
+    def _close_sock(self, call: _Call) -> None:
+        if call.sock is None:
+            return
+        if call.monitored and self._sel is not None:
+            with contextlib.suppress(KeyError, ValueError):
+                self._sel.unregister(call.sock)
+        call.monitored = False
+        call.sock.close()
+        call.sock = None
+        self._open_socks -= 1
+        call.reader.close()
+
+    def _close(self, call: _Call) -> None:
+        self._close_sock(call)
+        self._finish_call(call)
+
+    def _finish_call(self, call: _Call) -> None:
+        """The connection's work is over: release its lane, fds and record it."""
+        if call not in self._calls:
+            return
+        if call.sock is not None:
+            self._close_sock(call)
+        self._calls.discard(call)
+        call.timer_gen += 1
+        if call.admitted:
+            call.admitted = False
+            if call.holds_lane:
+                following = self._lanes.finish(call.key)
+                if following is not None:
+                    following.holds_lane = True
+                    self._submit(following)
+            elif call.key is not None:
+                self._lanes.drop(call.key, call)
+        req = call.request
+        if req is not None:
+            for fd in (req.caller_netns_fd, req.target_netns_fd):
+                if fd is not None:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+            req.caller_netns_fd = req.target_netns_fd = None
+        rec = call.record
+        rec.total = ms(call.accepted_ns, time.perf_counter_ns())
+        self._stats.record(rec)
+        if rec.kind == "call" and rec.plugin_type:
             log.info(
                 "%s %s %s exit=%d recv=%.2fms queue=%.2fms run=%.2fms send=%.2fms%s",
                 rec.container_id[:12] or "-",
@@ -365,240 +786,64 @@ class Daemon:
                 f" ({rec.note})" if rec.note else "",
             )
 
-    def _reply(self, call: _Call, reply: Reply) -> bool:
-        """Send the reply; False when the caller is gone (it never saw the result)."""
-        start = time.perf_counter_ns()
-        call.record.exit_code = reply.exit_code
-        delivered = True
-        try:
-            call.conn.settimeout(self.recv_timeout)
-            call.conn.sendall(protocol.encode_reply(reply), socket.MSG_NOSIGNAL)
-        except OSError as exc:
-            call.record.note = f"client gone before the reply: {exc}"
-            delivered = False
-        call.record.send = _ms(start, time.perf_counter_ns())
-        return delivered
-
-    def _undo_add(self, call: _Call, req: Request, reply: Reply) -> None:
-        """An ADD whose caller died before it got the result: the runtime will treat the ADD
-        as failed and has no result to cache, so nothing may stay half-made. Run the same
-        plugin's DEL, with the ADD's result as prevResult, as the caller would have."""
-        try:
-            config = json.loads(req.stdin)
-            config["prevResult"] = json.loads(reply.stdout)
-            stdin = json.dumps(config).encode()
-        except (ValueError, TypeError, AttributeError):
-            stdin = req.stdin
-        undo = dataclasses.replace(req, env={**req.env, "CNI_COMMAND": "DEL"}, stdin=stdin)
-        result = self._execute(undo)
-        outcome = "rolled back" if result.exit_code == 0 else "rollback DEL failed"
-        call.record.note += f"; {outcome}"
-        log.warning(
-            "%s %s ADD: caller gone before the reply, %s",
-            req.env.get("CNI_CONTAINERID", "-")[:12],
-            req.plugin_type,
-            outcome,
-        )
-
-    def _receive(self, call: _Call) -> None:
-        try:
-            try:
-                call.request = _read_request(call.conn, self.recv_timeout)
-            finally:
-                call.record.recv = _ms(call.accepted_ns, time.perf_counter_ns())
-        except CNIError as err:
-            call.record.kind = "bad-request"
-            call.record.note = str(err)
-            self._reply(call, protocol.error_reply(err))
-            self._finish(call)
-            return
-        except OSError as exc:
-            call.record.kind = "bad-request"
-            call.record.exit_code = 1
-            call.record.note = f"client gone while sending: {exc}"
-            self._finish(call)
-            return
-        req = call.request
-        if call.peer_uid != 0:  # the socket is 0600 in a 0700 dir; this is the second lock
-            call.record.kind = "refused"
-            log.warning("refused a request from uid %d (root only)", call.peer_uid)
-            denied = CNIError(IO_FAILURE, "permission denied: the pycni daemon serves root only")
-            self._reply(call, protocol.error_reply(denied, req.kind))
-            self._finish(call)
-            return
-        if req.kind == protocol.KIND_PING:
-            call.record.kind = "ping"
-            self._reply(call, Reply(0, self._json(self.health()), b"", req.kind))
-            self._finish(call)
-            return
-        if req.kind == protocol.KIND_STATS:
-            call.record.kind = "stats"
-            self._reply(call, Reply(0, self._json(self.stats()), b"", req.kind))
-            self._finish(call)
-            return
-        rec = call.record
-        rec.plugin_type = req.plugin_type
-        rec.command = req.env.get("CNI_COMMAND", "")
-        rec.container_id = req.env.get("CNI_CONTAINERID", "")
-        call.ready_ns = time.perf_counter_ns()
-        if rec.container_id and rec.command != "VERSION":
-            self._enter_lane(rec.container_id, call)
-        else:
-            self._run(call)
-
-    def _enter_lane(self, key: str, call: _Call) -> None:
-        with self._lock:
-            lane = self._lanes.get(key)
-            if lane is not None:
-                lane.append(call)
-                return
-            self._lanes[key] = deque()
-        self._run_in_lane(key, call)
-
-    def _run_in_lane(self, key: str, call: _Call) -> None:
-        try:
-            self._run(call)
-        finally:
-            with self._lock:
-                lane = self._lanes[key]
-                following = lane.popleft() if lane else None
-                if following is None:
-                    del self._lanes[key]
-            if following is not None:
-                self._jobs.put(lambda: self._run_in_lane(key, following))
-
-    def _run(self, call: _Call) -> None:
-        req = call.request
-        assert req is not None
-        start = time.perf_counter_ns()
-        call.record.queue = _ms(call.ready_ns, start)
-        try:
-            reply = self._execute(req)
-            call.record.run = _ms(start, time.perf_counter_ns())
-            delivered = self._reply(call, reply)
-            if not delivered and reply.exit_code == 0 and req.env.get("CNI_COMMAND") == "ADD":
-                self._undo_add(call, req, reply)
-        finally:
-            self._finish(call)
-            self._ensure_home()
-
-    def _execute(self, req: Request) -> Reply:
-        state = self.plugins.get(req.plugin_type, "unknown plugin type")
-        if state != "ok":
-            err = CNIError(
-                PLUGIN_NOT_AVAILABLE,
-                f"pycni daemon cannot run plugin {req.plugin_type!r}: {state}",
-                "check `pycni daemon --ping`; reinstall the entry points with "
-                "`pycni plugins install DIR`",
-            )
-            return protocol.error_reply(err)
-        if req.caller_netns_fd is not None:
-            try:
-                netns.setns(req.caller_netns_fd)
-            except OSError as exc:
-                err = CNIError(INVALID_NETNS, f"cannot enter the caller's network namespace: {exc}")
-                return protocol.error_reply(err)
-        try:
-            out = self._runner(req.plugin_type, req.env, req.stdin, netns_fd=req.target_netns_fd)
-            return Reply(out.exit_code, out.stdout, out.stderr)
-        except Exception as exc:  # skel.run does not raise; a bug must still not kill the daemon
-            log.exception("plugin %s raised", req.plugin_type)
-            return protocol.error_reply(CNIError(INTERNAL, f"{type(exc).__name__}: {exc}"))
-        finally:
-            if req.caller_netns_fd is not None:
-                try:
-                    netns.setns(self._home_fd)
-                except OSError:
-                    log.error("setns back to the daemon's namespace failed")
-
     # ---- health and stats ----------------------------------------------------------------
 
-    @staticmethod
-    def _json(data: dict[str, Any]) -> bytes:
-        return (json.dumps(data, indent=2) + "\n").encode()
-
     def health(self) -> dict[str, Any]:
-        with self._lock:
-            in_flight = self._in_flight
-            workers = len(self._threads)
         return {
             "status": "ok" if not self._stopping.is_set() else "draining",
             "pid": os.getpid(),
             "protocolVersion": protocol.VERSION,
             "uptimeSeconds": round(time.time() - self.started, 3),
-            "inFlight": in_flight,
-            "workers": workers,
+            "inFlight": len(self._calls),
+            "workers": self._pool.workers,
+            "socketActivated": self._from_systemd,
+            "limits": {
+                "recvTimeoutSeconds": self.recv_timeout,
+                "callTimeoutSeconds": self.call_timeout,
+                "sendTimeoutSeconds": self.send_timeout,
+                "maxPerContainer": self._lanes.max_per_container,
+                "maxQueued": self._lanes.max_total,
+                "maxConnections": self.max_connections,
+            },
             "plugins": self.plugins,
         }
 
     def stats(self, recent: int = 20) -> dict[str, Any]:
-        with self._lock:
-            records = [r for r in self._records if r.kind == "call"]
-            counts = dict(self._counts)
-            in_flight = self._in_flight
-        phases: dict[str, dict[str, float]] = {}
-        for phase in _PHASES:
-            values = sorted(getattr(r, phase) for r in records)
-            phases[phase] = {
-                "p50": _percentile(values, 0.5),
-                "p90": _percentile(values, 0.9),
-                "p99": _percentile(values, 0.99),
-                "max": round(values[-1], 3) if values else 0.0,
-                "mean": round(sum(values) / len(values), 3) if values else 0.0,
-            }
+        snap = self._stats.snapshot(recent)
+        snap["counts"]["retired_workers"] = self._pool.retired
         return {
             "pid": os.getpid(),
             "uptimeSeconds": round(time.time() - self.started, 3),
-            "inFlight": in_flight,
-            "counts": counts,
-            "window": len(records),
-            "phasesMs": phases,
-            "recent": [r.as_dict() for r in list(records)[-recent:]],
+            "inFlight": len(self._calls),
+            "queued": self._lanes.waiting(),
+            **snap,
         }
 
 
-def _recv_exact(conn: socket.socket, size: int, fds: list[int]) -> bytes:
-    """Read exactly ``size`` bytes, collecting any fds that arrive (closed by the caller)."""
-    buf = bytearray()
-    space = socket.CMSG_SPACE(4 * (protocol.MAX_FDS + 1))
-    while len(buf) < size:
-        data, ancdata, msg_flags, _ = conn.recvmsg(min(size - len(buf), 1 << 20), space)
-        for level, kind, payload in ancdata:
-            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                usable = len(payload) - len(payload) % 4
-                fds.extend(struct.unpack(f"{usable // 4}i", payload[:usable]))
-        if msg_flags & socket.MSG_CTRUNC:
-            raise protocol.malformed("too many fds attached")
-        if not data:
-            raise ConnectionError(f"client closed after {len(buf)} of {size} bytes")
-        buf += data
-    return bytes(buf)
+class _RateLimitedLog:
+    """At most ``per_second`` warnings; the ones left out are counted in the next."""
+
+    def __init__(self, logger: logging.Logger, per_second: float) -> None:
+        self._log = logger
+        self._interval = 1.0 / per_second
+        self._next = 0.0
+        self._suppressed = 0
+
+    def warning(self, msg: str, *args: object) -> None:
+        now = time.monotonic()
+        if now < self._next:
+            self._suppressed += 1
+            return
+        if self._suppressed:
+            msg += f" (and {self._suppressed} more not logged)"
+            self._suppressed = 0
+        self._next = now + self._interval
+        self._log.warning(msg, *args)
 
 
-def _read_request(conn: socket.socket, timeout: float) -> Request:
-    """Receive and strictly parse one request; fds are owned by the Request (or closed)."""
-    conn.settimeout(timeout)
-    fds: list[int] = []
-    try:
-        prefix = protocol.parse_request_prefix(_recv_exact(conn, protocol.REQUEST_PREFIX.size, fds))
-        head = _recv_exact(conn, prefix.head_len, fds)
-        body = _recv_exact(conn, prefix.body_len, fds)
-        if len(fds) != prefix.fd_count:
-            raise protocol.malformed(f"{len(fds)} fds attached, flags announce {prefix.fd_count}")
-        req = Request(prefix.kind)
-        if prefix.kind == protocol.KIND_CALL:
-            req.plugin_type, req.env = protocol.parse_call_head(head)
-            req.stdin = body
-            queue_fds = list(fds)
-            if prefix.flags & protocol.FLAG_CALLER_NETNS:
-                req.caller_netns_fd = queue_fds.pop(0)
-            if prefix.flags & protocol.FLAG_TARGET_NETNS:
-                req.target_netns_fd = queue_fds.pop(0)
-        fds.clear()  # handed over to the Request
-        return req
-    except TimeoutError:
-        raise protocol.malformed(f"incomplete request after {timeout:g} s") from None
-    finally:
-        for fd in fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+def _json(data: dict[str, Any]) -> bytes:
+    return (json.dumps(data, indent=2) + "\n").encode()
+
+
+def _is_successful_add(req: Request, reply: Reply) -> bool:
+    return reply.exit_code == 0 and req.env.get("CNI_COMMAND") == "ADD"

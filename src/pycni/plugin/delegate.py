@@ -1,18 +1,22 @@
 """IPAM (and other) delegation: run a plugin found in CNI_PATH with the caller's env.
 
 A delegate that is a pycni entry point (it carries the entry-point marker) runs in this
-process and thread instead of being exec'd: same semantics, no process start.
+process and thread instead of being exec'd: same semantics, no process start. Any other
+delegate is exec'd through the runtime's one exec path (runtime/exec.py: its own process
+group, ETXTBSY retry, and the deadline and cancellation of the call in progress, which the
+daemon sets with ``call_control``; in-process runs have none, their runtime kills them).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
-import subprocess
+from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
-from pycni.fast.marker import is_entry_point
-from pycni.runtime.exec import plugin_error
+from pycni.plugin.entry_point import is_pycni_entry_point
+from pycni.runtime.exec import NO_CONTROL, CallControl, RawExec, plugin_error
 from pycni.runtime.find import find_in_path
 from pycni.spec.errors import INTERNAL, CNIError
 
@@ -20,21 +24,27 @@ if TYPE_CHECKING:
     from pycni.plugin.base import Request
     from pycni.spec.result import Result
 
-_marker_cache: dict[tuple[str, int, int], bool] = {}
+__all__ = ["call_control", "current_control", "delegate", "is_pycni_entry_point"]
+
+CLEANUP_TIMEOUT = 30.0  # seconds an exec'd delegate's DEL may take, whatever the call's state
+
+_control: ContextVar[CallControl] = ContextVar("pycni_call_control", default=NO_CONTROL)
 
 
-def is_pycni_entry_point(path: str) -> bool:
-    """True when the file carries the entry-point marker (cached by inode and mtime)."""
+def current_control() -> CallControl:
+    """The deadline and cancellation of the plugin call running on this thread."""
+    return _control.get()
+
+
+@contextlib.contextmanager
+def call_control(control: CallControl) -> Iterator[None]:
+    """Run a plugin call under ``control``: exec'd delegates are killed at its deadline or
+    when it is cancelled (the daemon: caller gone, deadline passed)."""
+    token = _control.set(control)
     try:
-        st = os.stat(path)
-    except OSError:
-        return False
-    key = (path, st.st_ino, st.st_mtime_ns)
-    cached = _marker_cache.get(key)
-    if cached is None:
-        cached = is_entry_point(path)
-        _marker_cache[key] = cached
-    return cached
+        yield
+    finally:
+        _control.reset(token)
 
 
 def delegate(
@@ -49,20 +59,22 @@ def delegate(
     path = find_in_path(plugin_type, req.path)
     env = dict(req.env)
     env["CNI_COMMAND"] = command
-    if is_pycni_entry_point(path):
-        from pycni.plugin import registry, skel
+    from pycni.plugin import registry
 
-        if plugin_type in registry.PLUGIN_TYPES:
-            outcome = skel.run(plugin_type, env, data, netns_fd=req.netns_fd)
-            stdout, stderr, code = outcome.stdout, outcome.stderr, outcome.exit_code
-        else:
-            stdout, stderr, code = _exec(path, env, data)
+    if plugin_type in registry.PLUGIN_TYPES and is_pycni_entry_point(path):
+        from pycni.plugin import skel
+
+        outcome = skel.run(plugin_type, env, data, netns_fd=req.netns_fd)
+        if outcome.stderr:
+            req.stderr.write(outcome.stderr.decode(errors="replace"))
+        if outcome.exit_code != 0:
+            raise plugin_error(f"exit status {outcome.exit_code}", outcome.stdout, outcome.stderr)
+        stdout = outcome.stdout
     else:
-        stdout, stderr, code = _exec(path, env, data)
-    if stderr:
-        req.stderr.write(stderr.decode(errors="replace"))
-    if code != 0:
-        raise plugin_error(f"exit status {code}", stdout, stderr)
+        control = current_control()
+        if command == "DEL":  # cleanup, often a rollback of a cancelled ADD: never cancelled
+            control = CallControl.start(CLEANUP_TIMEOUT)
+        stdout = RawExec(req.stderr).exec_plugin(path, data, env, control)
     if command != "ADD":
         return None
     from pycni.spec.result import Result
@@ -74,11 +86,3 @@ def delegate(
     if not isinstance(raw, dict):
         raise CNIError(INTERNAL, f"{plugin_type} printed a result that is not an object")
     return Result.from_dict(raw, default_version=req.cni_version)
-
-
-def _exec(path: str, env: dict[str, str], stdin: bytes) -> tuple[bytes, bytes, int]:
-    try:
-        proc = subprocess.run([path], input=stdin, env=env, capture_output=True, check=False)
-    except OSError as exc:
-        raise CNIError(INTERNAL, f"failed to exec {path}: {exc.strerror}") from None
-    return proc.stdout, proc.stderr, proc.returncode
