@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from pycni.fast import policy, protocol
+from pycni.fast import autostart, policy, protocol
 from pycni.fast.lanes import Admission, Lanes
 from pycni.fast.peer import OUT_OF_FDS, REFUSE, RUN_LOCALLY, PeerChecker
 from pycni.fast.policy import Runner
@@ -133,8 +133,13 @@ class Daemon:
         max_connections: int | None = None,
         keep_records: int = 1000,
         runner: Runner | None = None,
+        idle_exit: float = 0.0,
+        autostarted: bool = False,
     ) -> None:
         self.socket_path = socket_path
+        self._idle = autostart.IdleClock(idle_exit)  # 0: never leave when idle
+        self._retiring = False
+        self._autostarted = autostarted
         self.recv_timeout = recv_timeout
         self.call_timeout = call_timeout
         self.send_timeout = send_timeout
@@ -242,12 +247,16 @@ class Daemon:
         self._accepting = False
         self._listener.close()
         self._listener = None
-        if self._from_systemd:
+        self._unlink_socket()
+
+    def _unlink_socket(self) -> None:
+        if self._from_systemd or self._listener_ino is None:
             return  # systemd owns the socket file
         with contextlib.suppress(OSError):
             st = os.stat(self.socket_path)
             if (st.st_dev, st.st_ino) == self._listener_ino:
                 os.unlink(self.socket_path)
+        self._listener_ino = None
 
     def _drain(self) -> None:
         deadline = time.monotonic() + self.drain_timeout
@@ -285,6 +294,22 @@ class Daemon:
         self._fire_timers()
         if not self._accepting and self._listener is not None:
             self._maybe_resume_accept()
+        if self._idle.seconds > 0 and not self._calls:
+            self._leave_if_idle()
+
+    def _leave_if_idle(self) -> None:
+        """No call for --idle-exit seconds: take the socket away, serve who already connected."""
+        if not self._retiring:
+            due = self._idle.due_in(time.monotonic())
+            if due is None or due > 0 or self._stopping.is_set():
+                return
+            log.info("no call for %gs: exiting (--idle-exit)", self._idle.seconds)
+            self._retiring = True
+            self._unlink_socket()  # new callers run plugins themselves (or start a daemon)
+            if self._listener is not None:
+                self._accept_some()  # those already in the backlog are still served
+        if not self._calls:
+            self.stop()
 
     def _next_timeout(self) -> float | None:
         now = time.monotonic()
@@ -295,6 +320,9 @@ class Daemon:
             candidates.append(self._timers[0][0] - now)
         if self._accept_resume_at is not None:
             candidates.append(self._accept_resume_at - now)
+        idle = self._idle.due_in(now)
+        if idle is not None and not self._calls:
+            candidates.append(idle)
         return max(0.0, min(candidates)) if candidates else None
 
     def _set_timer(self, call: _Call, when: float) -> None:
@@ -772,6 +800,8 @@ class Daemon:
         rec = call.record
         rec.total = ms(call.accepted_ns, time.perf_counter_ns())
         self._stats.record(rec)
+        if rec.kind == "call":
+            self._idle.touch()
         if rec.kind == "call" and rec.plugin_type:
             log.info(
                 "%s %s %s exit=%d recv=%.2fms queue=%.2fms run=%.2fms send=%.2fms%s",
@@ -797,6 +827,8 @@ class Daemon:
             "inFlight": len(self._calls),
             "workers": self._pool.workers,
             "socketActivated": self._from_systemd,
+            "startedBy": autostart.how_started(self._autostarted, self._from_systemd),
+            "idleExitSeconds": self._idle.seconds,
             "limits": {
                 "recvTimeoutSeconds": self.recv_timeout,
                 "callTimeoutSeconds": self.call_timeout,
