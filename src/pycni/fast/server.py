@@ -26,6 +26,7 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -36,7 +37,7 @@ from pycni.fast.peer import OUT_OF_FDS, REFUSE, RUN_LOCALLY, PeerChecker
 from pycni.fast.policy import Runner
 from pycni.fast.pool import WorkerPool
 from pycni.fast.protocol import Reply, Request
-from pycni.fast.stats import CallRecord, Stats, ms, new_record
+from pycni.fast.stats import CallRecord, Stats, error_code, ms, new_record
 from pycni.fast.transport import (
     ReplyWriter,
     RequestReader,
@@ -710,6 +711,8 @@ class Daemon:
             return
         if call.writer is None:  # the worker's result (or our error) goes out once
             call.record.exit_code = reply.exit_code
+            if reply.exit_code != 0:
+                call.record.error_code = error_code(reply.stdout)
         call.writer = ReplyWriter(reply)
         call.send_deadline = time.monotonic() + self.send_timeout
         self._set_timer(call, call.send_deadline)
@@ -827,7 +830,7 @@ class Daemon:
             "inFlight": len(self._calls),
             "workers": self._pool.workers,
             "socketActivated": self._from_systemd,
-            "startedBy": autostart.how_started(self._autostarted, self._from_systemd),
+            "startedBy": self.started_by(),
             "idleExitSeconds": self._idle.seconds,
             "limits": {
                 "recvTimeoutSeconds": self.recv_timeout,
@@ -839,6 +842,24 @@ class Daemon:
             },
             "plugins": self.plugins,
         }
+
+    def observe(self, observer: Callable[[CallRecord], None]) -> None:
+        """Call ``observer`` with every recorded request (on the main thread): metrics.py."""
+        self._stats.observer = observer
+
+    def load(self) -> dict[str, Any]:
+        """Counters and gauges, safe to read from another thread (may raise RuntimeError)."""
+        counts = self._stats.counts()
+        counts["retired_workers"] = self._pool.retired
+        return {
+            "in_flight": len(self._calls),
+            "queued": self._lanes.waiting() + self._pool.pending(),
+            "workers": self._pool.workers,
+            "counts": counts,
+        }
+
+    def started_by(self) -> str:
+        return autostart.how_started(self._autostarted, self._from_systemd)
 
     def stats(self, recent: int = 20) -> dict[str, Any]:
         snap = self._stats.snapshot(recent)
