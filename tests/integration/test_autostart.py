@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from pycni.fast import autostart, client, install
+from pycni.inspect.daemon import read_daemon
 from tests import harness
 
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]
@@ -151,6 +152,14 @@ def test_pods_work_from_the_first_call_and_one_daemon_serves_the_rest(
         assert health["idleExitSeconds"] == 120
         started = daemons(net.sock)
         assert started == [health["pid"]], started
+        seen = read_daemon(net.sock, plugin_dirs=[str(net.bindir)])  # what `pycni inspect` shows
+        assert (seen.how, seen.started_by) == (
+            "autostart",
+            "by autostart (an entry point found no daemon)",
+        )
+        assert seen.entry_points[0].modes == [
+            f"{form} form, forwards to this socket, autostarts a daemon (idle exit 120s)"
+        ]
         assert node.links()  # sanity: we can read the node
         before = net.calls_served()
 

@@ -50,6 +50,12 @@ def register(subparsers: Any) -> None:
         default=DEFAULT_DAEMON_SOCKET,
         help=f"the daemon's socket, asked whether it answers (default {DEFAULT_DAEMON_SOCKET})",
     )
+    parser.add_argument(
+        "--cni-path",
+        default=os.environ.get("CNI_PATH", DEFAULT_CNI_PATH),
+        help="plugin dirs whose entry-point modes are shown, ':'-separated "
+        "(default $CNI_PATH or /opt/cni/bin)",
+    )
     parser.set_defaults(func=run_inspect)
 
     clean = subparsers.add_parser(
@@ -90,7 +96,8 @@ def run_inspect(args: argparse.Namespace) -> int:
     from pycni.inspect.daemon import read_daemon
 
     state = collect(_paths(args))
-    state.daemon = read_daemon(args.socket)
+    dirs = [d for d in args.cni_path.split(os.pathsep) if d]
+    state.daemon = read_daemon(args.socket, plugin_dirs=dirs)
     found = leaks_mod.find_leaks(state)
     if args.svg:
         with open(args.svg, "w", encoding="utf-8") as f:
