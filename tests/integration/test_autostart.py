@@ -196,7 +196,7 @@ def test_a_killed_daemon_is_replaced_and_an_idle_one_exits(
     work: Path,
 ) -> None:
     pods = [pod_factory() for _ in range(3)]
-    net = Node(node, tmp_state, work, "c", idle=3)
+    net = Node(node, tmp_state, work, "c", idle=5)
     try:
         net.call("ADD", pods[0], 0).ok()
         wait_for("the autostarted daemon", lambda: answering(net.sock) is not None, net.log)
@@ -214,11 +214,11 @@ def test_a_killed_daemon_is_replaced_and_an_idle_one_exits(
         net.call("DEL", pods[1], 1).ok()
         assert net.calls_served() >= 2
 
-        # No call for 3 s: it exits by itself, and takes its socket with it.
+        # No call for 5 s: it exits by itself, and takes its socket with it.
         wait_for("the idle exit", lambda: daemons(net.sock) == [], net.log, timeout=60)
         assert not os.path.exists(net.sock)
         log = net.log.read_text()
-        assert "no call for 3s: exiting (--idle-exit)" in log, log
+        assert "no call for 5s: exiting (--idle-exit)" in log, log
         assert log.count("pycni daemon serving on") == 2, log
 
         # After it left, calls still work, and the next daemon comes on demand.
@@ -247,5 +247,23 @@ def test_no_autostart_starts_nothing(work: Path) -> None:
         assert proc.returncode == 0, proc
         time.sleep(1)
         assert daemons(sock) == [] and not os.path.exists(sock)
+    finally:
+        kill_all(sock)
+
+
+@pytest.mark.parametrize("form", ["c", "python"])
+def test_no_autostart_in_a_directory_others_can_write(form: str, work: Path) -> None:
+    shared = work / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)  # like /tmp: someone else could plant the lock or the log there
+    sock = str(shared / "d.sock")
+    install.install(work / "bin", socket_path=sock, form=form, names=["loopback"], autostart=True)
+    env = {"CNI_COMMAND": "VERSION", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+    try:
+        proc = subprocess.run([str(work / "bin" / "loopback")], env=env, capture_output=True)
+        assert proc.returncode == 0, proc  # the call itself runs in-process as always
+        time.sleep(1)
+        assert daemons(sock) == []
+        assert sorted(os.listdir(shared)) == []  # no lock, no log, no socket
     finally:
         kill_all(sock)

@@ -123,6 +123,11 @@ static void fallback(const char *type, const char *body, size_t body_len, int ha
 static void start_daemon(void) {
     if (setsid() < 0 || fork() != 0)
         _exit(0);
+    /* The daemon's own rule: a root-owned directory nobody else can write (no planted files). */
+    struct stat dir;
+    if (lstat(PYCNI_SOCKET_DIR, &dir) == 0 &&
+        (!S_ISDIR(dir.st_mode) || dir.st_uid != 0 || (dir.st_mode & 022)))
+        _exit(0);
     int lock = open(PYCNI_LOCK_PATH, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (lock < 0 && errno == ENOENT && mkdir(PYCNI_SOCKET_DIR, 0700) == 0)
         lock = open(PYCNI_LOCK_PATH, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);

@@ -160,6 +160,12 @@ def _start_daemon() -> None:
         os.setsid()
         if os.fork() != 0:
             os._exit(0)
+        try:  # the daemon's own rule: a root-owned directory nobody else can write
+            st = os.lstat(os.path.dirname(SOCKET_PATH))
+            if not (st.st_mode & 0o170000 == 0o040000 and st.st_uid == 0 and not st.st_mode & 0o22):
+                os._exit(0)
+        except FileNotFoundError:
+            pass  # created 0700 below
         flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
         try:
             lock = os.open(LOCK_PATH, flags, 0o600)

@@ -216,6 +216,7 @@ class Daemon:
             self.call_timeout,
             self.max_connections,
         )
+        self._idle.touch()  # idle from when it can serve (importing the plugins takes a while)
         try:
             self._loop()
         finally:
