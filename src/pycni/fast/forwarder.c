@@ -12,9 +12,9 @@
  * (SO_PEERCRED) is refused before anything is sent.
  *
  * Autostart (when installed with it): if connect() finds no socket or a stale one, we first
- * start a daemon in the background (fork twice, setsid, flock <socket>.lock or leave, exec
- * `pycni daemon`), then run this call in-process as above: the call never waits for the
- * daemon it started. See src/pycni/fast/autostart.py. Nothing of this runs on the fast path.
+ * start a daemon in the background (fork twice, setsid, flock <socket>.lock or leave, wait
+ * until this call is over, exec `pycni daemon`), then run this call in-process as above: the
+ * call never waits for the daemon it started, nor shares the CPU with its start. See src/pycni/fast/autostart.py. Nothing of this runs on the fast path.
  *
  * The wire protocol is described in docs/daemon.md and src/pycni/fast/protocol.py. The
  * socket path, the fallback command and the protocol constants come from a header that
@@ -22,6 +22,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -30,6 +31,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -119,8 +121,12 @@ static void fallback(const char *type, const char *body, size_t body_len, int ha
          strerror(errno));
 }
 
-/* In the grandchild: own session, nobody's child, stdio on the log, only the lock kept. */
-static void start_daemon(void) {
+#define CALLER_WAIT_MS 30000 /* then the daemon starts anyway */
+
+/* In the grandchild: own session, nobody's child, stdio on the log, only the lock kept.
+ * ``caller`` is a pidfd of the entry point (or -1): importing the plugins takes CPU that the
+ * call running in-process needs, so the daemon starts once that call is over. */
+static void start_daemon(int caller) {
     if (setsid() < 0 || fork() != 0)
         _exit(0);
     /* The daemon's own rule: a root-owned directory nobody else can write (no planted files). */
@@ -136,14 +142,20 @@ static void start_daemon(void) {
     int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
     int log = open(PYCNI_LOG_PATH, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (null < 0 || log < 0 || dup2(null, 0) < 0 || dup2(log, 1) < 0 || dup2(log, 2) < 0)
-        _exit(0);
+        _exit(0); /* the runtime's stdout and stderr are let go before any waiting */
+    if (caller >= 0) {
+        struct pollfd done = {.fd = caller, .events = POLLIN};
+        while (poll(&done, 1, CALLER_WAIT_MS) < 0 && errno == EINTR)
+            ;
+        close(caller);
+    }
     if (lock == 3) {
         if (fcntl(3, F_SETFD, 0) < 0)
             _exit(0);
     } else if (dup2(lock, 3) < 0) {
         _exit(0);
     }
-    if (close_range(4, ~0U, 0) < 0) /* the runtime's pipes must not stay open in the daemon */
+    if (close_range(4, ~0U, 0) < 0) /* nothing else of the caller's stays open */
         for (int fd = 4; fd < 65536; fd++)
             close(fd);
     if (chdir("/") < 0)
@@ -163,12 +175,15 @@ static void start_daemon(void) {
 static void autostart(void) {
     if (!PYCNI_AUTOSTART || geteuid() != 0)
         return;
+    int self = (int)syscall(SYS_pidfd_open, getpid(), 0); /* pinned now: no pid reuse */
     pid_t child = fork();
     if (child == 0)
-        start_daemon();
+        start_daemon(self);
     if (child > 0)
         while (waitpid(child, NULL, 0) < 0 && errno == EINTR)
             ;
+    if (self >= 0)
+        close(self);
 }
 
 static void put32(unsigned char *p, uint32_t v) {

@@ -14,8 +14,9 @@ All of stdin is read before connecting (a slow writer never holds the daemon), a
 that is not root (SO_PEERCRED) is refused before anything is sent.
 
 Autostart (when installed with it): if no socket or a stale one is found, a daemon is
-started in the background first (two forks, setsid, flock of LOCK_PATH or leave, exec
-`pycni daemon`), then this call runs in-process as without it (src/pycni/fast/autostart.py).
+started in the background first (two forks, setsid, flock of LOCK_PATH or leave, wait until
+this call is over, exec `pycni daemon`), then this call runs in-process as without it
+(src/pycni/fast/autostart.py).
 """
 
 from __future__ import annotations
@@ -152,8 +153,12 @@ def _request(plugin_type: str, flags: int, stdin: bytes) -> bytes:
     return prefix + head_bytes + stdin
 
 
-def _start_daemon() -> None:
-    """In the grandchild: own session, stdio on the log, the lock on fd 3, exec the daemon."""
+CALLER_WAIT = 30.0  # seconds; then the daemon starts anyway
+
+
+def _start_daemon(caller: int | None) -> None:
+    """In the grandchild: own session, stdio on the log, the lock on fd 3, exec the daemon
+    once the call that started it (``caller``, a pidfd of this process) is over."""
     import fcntl
 
     try:
@@ -177,7 +182,12 @@ def _start_daemon() -> None:
         log = os.open(LOG_PATH, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         os.dup2(null, 0)
         os.dup2(log, 1)
-        os.dup2(log, 2)
+        os.dup2(log, 2)  # the runtime's stdout and stderr are let go before any waiting
+        if caller is not None:  # importing the plugins takes CPU the in-process call needs
+            import select
+
+            select.select([caller], [], [], CALLER_WAIT)
+            os.close(caller)
         if lock != 3:
             os.dup2(lock, 3)
         os.set_inheritable(3, True)  # the daemon holds the lock for its whole life
@@ -197,15 +207,22 @@ def autostart() -> None:
     if not AUTOSTART or os.geteuid() != 0:
         return
     try:
+        caller: int | None = os.pidfd_open(os.getpid())  # pinned now: no pid reuse
+    except OSError:
+        caller = None
+    try:
         child = os.fork()
     except OSError:
-        return
+        child = -1
     if child == 0:
-        _start_daemon()
-    try:  # noqa: SIM105 (contextlib is not imported: this script starts in ~11 ms)
-        os.waitpid(child, 0)
+        _start_daemon(caller)
+    try:
+        if child > 0:
+            os.waitpid(child, 0)
     except ChildProcessError:
         pass  # SIGCHLD ignored by our caller: the child was reaped already
+    if caller is not None:
+        os.close(caller)
 
 
 def _connect() -> _socket.socket | None:
