@@ -228,7 +228,8 @@ def render(
         "",
         f"Measured by `make bench` (bench/bench_startup.py: {args.rounds} autostart rounds, "
         f"{args.pods} pods, {args.import_rounds} import rounds) on {time.strftime('%Y-%m-%d')}. "
-        "C entry points; VERSION calls for the autostart rows.",
+        f"C entry points; VERSION calls for the autostart rows. Load average at the start: "
+        f"{args.load:.1f} ({os.cpu_count()} CPUs): on a shared machine the ms vary run to run.",
         "",
         "| measurement | value |",
         "|---|---|",
@@ -270,7 +271,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--rounds", type=int, default=5, help="autostart rounds (5)")
+    parser.add_argument("--rounds", type=int, default=10, help="autostart rounds (10)")
     parser.add_argument("--pods", type=int, default=20, help="pods per implementation (20)")
     parser.add_argument("--import-rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="small numbers, to try the bench")
@@ -281,6 +282,7 @@ def main() -> int:
     if os.geteuid() != 0:
         print("bench_startup: must run as root", file=sys.stderr)
         return 1
+    args.load = os.getloadavg()[0]
     print("bench_startup: autostart", file=sys.stderr)
     auto = autostart_rows(args.rounds)
     print("bench_startup: in-process chain vs go", file=sys.stderr)
