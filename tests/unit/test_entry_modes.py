@@ -72,3 +72,22 @@ def test_doctor_does_not_fail_a_missing_daemon_that_autostarts(tmp_path: Path) -
     install.install(tmp_path / "bin", socket_path=sock, form="python", names=["loopback"])
     (check,) = doctor_node.check_daemon(sock, setting)
     assert check.status == FAIL
+
+
+def test_plugins_install_autostarts_by_default(tmp_path: Path, capsys: object) -> None:
+    from pycni.cli.main import main
+
+    sock = str(tmp_path / "d.sock")
+    base = ["plugins", "install", "--form", "python", "--socket", sock, "--only", "loopback"]
+    assert main([*base, str(tmp_path / "a")]) == 0
+    assert install.entry_config(tmp_path / "a" / "loopback") == {
+        "form": "python", "autostart": "yes", "idle-exit": "300", "socket": sock,
+    }  # fmt: skip
+    assert main([*base, "--no-autostart", str(tmp_path / "b")]) == 0
+    assert install.entry_config(tmp_path / "b" / "loopback") == {
+        "form": "python", "autostart": "no", "socket": sock,
+    }  # fmt: skip
+    assert main([*base, "--idle-exit", "0", str(tmp_path / "c")]) == 0
+    assert install.entry_config(tmp_path / "c" / "loopback")["idle-exit"] == "0"  # type: ignore[index]
+    assert main([*base, "--idle-exit", "-1", str(tmp_path / "d")]) == 2
+    assert not (tmp_path / "d").exists()
