@@ -3,6 +3,7 @@ successful ADDs and DELs, one failed ADD (by its CNI error code) and one rolled-
 
 from __future__ import annotations
 
+import array
 import json
 import os
 import socket
@@ -18,7 +19,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from pycni.fast import client, install, protocol
 from tests import harness
 from tests.integration.test_daemon_pods import stop_daemon, work  # noqa: F401
-from tests.integration.test_daemon_rollback import send_and_vanish, wait_for_note
 
 pytestmark = pytest.mark.kernel
 
@@ -55,6 +55,42 @@ def total(data: Samples, name: str, **labels: str) -> float:
     """Sum over every label set that contains ``labels``."""
     want = set(labels.items())
     return sum(v for (n, ls), v in data.items() if n == name and want <= ls)
+
+
+def bridge_request(cid: str, netns: str, bindir: Path, config: dict[str, object]) -> bytes:
+    env = {
+        "CNI_COMMAND": "ADD", "CNI_CONTAINERID": cid, "CNI_NETNS": netns,
+        "CNI_IFNAME": "eth0", "CNI_PATH": str(bindir), "PATH": "/usr/sbin:/usr/bin",
+    }  # fmt: skip
+    return protocol.encode_request(
+        protocol.KIND_CALL, "bridge", env, json.dumps(config).encode(),
+        flags=protocol.FLAG_CALLER_NETNS | protocol.FLAG_TARGET_NETNS,
+    )  # fmt: skip
+
+
+def leave_after(sock: str, data: bytes, caller_ns: str, target_ns: str, hold: float) -> None:
+    """Send a call with its namespace fds, wait ``hold`` seconds, hang up without reading."""
+    fds = [os.open(caller_ns, os.O_RDONLY), os.open(target_ns, os.O_RDONLY)]
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(sock)
+        conn.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+        time.sleep(hold)
+    finally:
+        conn.close()
+        for fd in fds:
+            os.close(fd)
+
+
+def wait_for_call(sock: str, cid: str) -> str:
+    """The note of the call for ``cid`` once the daemon finished it ("" if it was delivered)."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        for rec in client.stats(sock)["recent"]:
+            if rec.get("container_id") == cid:  # recorded once the daemon is done with it
+                return str(rec.get("note", ""))
+        time.sleep(0.02)
+    raise AssertionError(f"the call for {cid} never finished: {client.stats(sock)['recent']}")
 
 
 def start(home: harness.Namespace, sock: str, metrics: str, log: Path) -> subprocess.Popen[bytes]:
@@ -121,23 +157,25 @@ def test_metrics_count_the_calls_errors_and_rollbacks(
         assert bad.code != 0
         bad_code = int(bad.json["code"])  # type: ignore[call-overload]
 
-        # One ADD whose caller leaves at once: the daemon rolls it back.
-        env = {
-            "CNI_COMMAND": "ADD", "CNI_CONTAINERID": "metgone", "CNI_NETNS": pods[3].path,
-            "CNI_IFNAME": "eth0", "CNI_PATH": str(bindir), "PATH": "/usr/sbin:/usr/bin",
-        }  # fmt: skip
-        data = protocol.encode_request(
-            protocol.KIND_CALL, "bridge", env, json.dumps(config).encode(),
-            flags=protocol.FLAG_CALLER_NETNS | protocol.FLAG_TARGET_NETNS,
-        )  # fmt: skip
-        node_fd = os.open(node.path, os.O_RDONLY)
-        pod_fd = os.open(pods[3].path, os.O_RDONLY)
-        try:
-            send_and_vanish(sock, data, [node_fd, pod_fd])
-        finally:
-            os.close(node_fd)
-            os.close(pod_fd)
-        wait_for_note(sock, "rolled back")
+        # ADDs whose caller leaves: gone before a worker took it, it is not run; gone while it
+        # ran, it is rolled back. Leave a little later each time until one is rolled back.
+        vanished = []
+        for attempt in range(30):
+            cid = f"metgone{attempt}"
+            vanished.append(cid)
+            request = bridge_request(cid, pods[3].path, bindir, config)
+            leave_after(sock, request, node.path, pods[3].path, hold=attempt * 0.002)
+            note = wait_for_call(sock, cid)
+            if "rolled back" in note:
+                break
+        else:
+            raise AssertionError("no ADD of a caller that left was rolled back")
+        for cid in vanished:  # those delivered before the caller left are DELeted here
+            with node.entered():
+                harness.exec_plugin(
+                    bindir / "bridge", "DEL", config, container_id=cid, netns=pods[3].path,
+                    cni_path=str(bindir),
+                ).ok()  # fmt: skip
 
         for i in range(3):
             call("DEL", i, config).ok()
@@ -149,8 +187,9 @@ def test_metrics_count_the_calls_errors_and_rollbacks(
 
     got = samples(text)
     hist = "pycni_call_duration_seconds_count"
-    assert value(got, hist, plugin="bridge", command="ADD") == 5  # 3 + the failed + the vanished
-    assert value(got, hist, plugin="bridge", command="DEL") == 3
+    # 3 + the failed one + those whose caller left
+    assert value(got, hist, plugin="bridge", command="ADD") == 4 + len(vanished)
+    assert value(got, hist, plugin="bridge", command="DEL") == 3 + len(vanished)
     assert total(got, hist) == stats["calls"]
     errors = "pycni_call_errors_total"
     assert value(got, errors, plugin="bridge", command="ADD", code=str(bad_code)) == 1
@@ -159,7 +198,7 @@ def test_metrics_count_the_calls_errors_and_rollbacks(
     assert value(got, "pycni_daemon_calls_total") == stats["calls"]
     assert value(got, "pycni_calls_queued") == 0
     buckets = "pycni_call_duration_seconds_bucket"
-    assert value(got, buckets, plugin="bridge", command="DEL", le="+Inf") == 3
+    assert value(got, buckets, plugin="bridge", command="DEL", le="+Inf") == 3 + len(vanished)
     assert tmp_state.reservations("metered") == []
 
 
