@@ -13,6 +13,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -283,3 +284,44 @@ def test_no_autostart_in_a_directory_others_can_write(form: str, work: Path) -> 
         assert sorted(os.listdir(shared)) == []  # no lock, no log, no socket
     finally:
         kill_all(sock)
+
+
+def test_idle_exit_never_resets_a_connection(work: Path) -> None:
+    """Callers racing the idle exit are either served or find no daemon, never cut off."""
+    sock = str(work / "run" / "d.sock")
+    log = work / "daemon.log"
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pycni.cli.daemon_cmd", "--socket", sock, "--workers", "2",
+             "--idle-exit", "1"],
+            stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        wait_for("the daemon", lambda: answering(sock) is not None, log)
+        outcomes: dict[str, int] = {"served": 0, "absent": 0}
+        failures: list[str] = []
+
+        def hammer() -> None:  # pings are not calls: they do not keep it alive
+            deadline = time.monotonic() + 30
+            while proc.poll() is None and time.monotonic() < deadline:
+                try:
+                    client.ping(sock, timeout=10)
+                    outcomes["served"] += 1
+                except client.DaemonUnavailable:
+                    outcomes["absent"] += 1
+                except (OSError, ValueError) as exc:
+                    failures.append(repr(exc))
+
+        threads = [threading.Thread(target=hammer) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert proc.wait(timeout=30) == 0, log.read_text()
+        assert failures == [], failures
+        assert outcomes["served"] > 0 and not os.path.exists(sock)
+        assert "no call for 1s: exiting (--idle-exit)" in log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

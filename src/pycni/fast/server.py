@@ -62,6 +62,7 @@ MAX_PER_CONTAINER = 8  # admitted calls (running + waiting) for one CNI_CONTAINE
 MAX_QUEUED = 256  # admitted calls in total
 FD_RESERVE = 64  # fds kept free for the plugins, plus 16 per worker
 ACCEPT_BACKOFF = (0.1, 2.0)  # first and longest pause after EMFILE/ENFILE
+RETIRE_GRACE = 0.2  # --idle-exit: seconds the listener stays open after its file is removed
 
 
 class Phase(Enum):
@@ -140,6 +141,7 @@ class Daemon:
         self.socket_path = socket_path
         self._idle = autostart.IdleClock(idle_exit)  # 0: never leave when idle
         self._retiring = False
+        self._retire_at = 0.0
         self._autostarted = autostarted
         self.recv_timeout = recv_timeout
         self.call_timeout = call_timeout
@@ -300,17 +302,23 @@ class Daemon:
             self._leave_if_idle()
 
     def _leave_if_idle(self) -> None:
-        """No call for --idle-exit seconds: take the socket away, serve who already connected."""
+        """No call for --idle-exit seconds: take the socket away, serve who already connected.
+
+        A caller that found the socket file just before it went may still be connecting: the
+        listener stays open for RETIRE_GRACE after the unlink, so no connection is reset.
+        """
+        now = time.monotonic()
         if not self._retiring:
-            due = self._idle.due_in(time.monotonic())
+            due = self._idle.due_in(now)
             if due is None or due > 0 or self._stopping.is_set():
                 return
             log.info("no call for %gs: exiting (--idle-exit)", self._idle.seconds)
             self._retiring = True
+            self._retire_at = now + RETIRE_GRACE
             self._unlink_socket()  # new callers run plugins themselves (or start a daemon)
-            if self._listener is not None:
-                self._accept_some()  # those already in the backlog are still served
-        if not self._calls:
+        if self._listener is not None:
+            self._accept_some()  # those already in the backlog are still served
+        if not self._calls and now >= self._retire_at:
             self.stop()
 
     def _next_timeout(self) -> float | None:
@@ -322,9 +330,10 @@ class Daemon:
             candidates.append(self._timers[0][0] - now)
         if self._accept_resume_at is not None:
             candidates.append(self._accept_resume_at - now)
-        idle = self._idle.due_in(now)
-        if idle is not None and not self._calls:
-            candidates.append(idle)
+        if not self._calls:
+            idle = self._retire_at - now if self._retiring else self._idle.due_in(now)
+            if idle is not None:
+                candidates.append(idle)
         return max(0.0, min(candidates)) if candidates else None
 
     def _set_timer(self, call: _Call, when: float) -> None:
