@@ -52,6 +52,7 @@ lint: setup
 bench: setup
 	$(PY) bench/run.py && $(PY) bench/bench_cluster.py
 	$(PY) bench/bench_portmap_scale.py
+	$(PY) bench/bench_startup.py
 
 clean:
 	rm -rf $(STAMPS) $(VENV) build src/*.egg-info

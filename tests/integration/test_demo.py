@@ -18,9 +18,9 @@ SECTIONS = ("Pods", "Ping matrix", "HTTP through host port", "ADD timings", "Top
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]
 
 
-def _demo(*argv: str) -> subprocess.CompletedProcess[str]:
+def _demo(*argv: str, mode: str = "inprocess") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [PYCNI, "demo", "--mode", "inprocess", *argv],
+        [PYCNI, "demo", "--mode", mode, *argv],
         capture_output=True,
         text=True,
         timeout=180,
@@ -87,6 +87,39 @@ def test_demo_keep_then_down(tmp_path: Path) -> None:
     assert _servers(str(state)) == []
     nothing = _demo("--down", "--state-dir", str(state))
     assert nothing.returncode == 0 and "nothing to remove" in nothing.stdout
+
+
+def _processes(marker: str) -> list[int]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+def test_demo_fast_path_runs_a_daemon_for_the_run_and_compares(tmp_path: Path) -> None:
+    from pycni.fast import client, protocol
+
+    try:
+        client.ping(protocol.DEFAULT_SOCKET, timeout=1.0)
+        pytest.fail(f"a daemon answers on {protocol.DEFAULT_SOCKET}: this test needs none")
+    except (client.DaemonUnavailable, OSError, ValueError):
+        pass
+    prefix = f"{harness.RUN_PREFIX}fast{os.getpid() % 1000}-"
+    state = tmp_path / "fast"
+    proc = _demo("--prefix", prefix, "--state-dir", str(state), mode="daemon")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "daemon started for this run: pid " in out and f"on {state}/run/pycni.sock" in out
+    assert "3 pods: min " in out and "(mode: daemon, started for this run)" in out
+    assert "  1 pod in-process (no daemon, for comparison): " in out
+    assert "daemon stopped" in out and "0 failed" in out
+    assert _namespaces(prefix) == []  # the comparison pod's too
+    assert not state.exists()
+    assert _processes(str(state)) == []
 
 
 _GET = (

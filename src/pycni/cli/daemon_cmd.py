@@ -55,6 +55,24 @@ def register(subparsers: Any) -> None:
         default=None,
         help="open connections before accepting pauses (default: from the fd limit)",
     )
+    parser.add_argument(
+        "--idle-exit",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="exit after this many seconds without a call (default 0: never; an autostarted "
+        "daemon gets the value given to `pycni plugins install --idle-exit`)",
+    )
+    parser.add_argument(
+        "--autostart-lock-fd", type=int, default=None, help=argparse.SUPPRESS
+    )  # set by the entry points that start a daemon (fast/autostart.py)
+    parser.add_argument(
+        "--metrics",
+        metavar="ADDRESS",
+        default=None,
+        help="serve Prometheus metrics on unix:/PATH or a loopback HOST:PORT "
+        "(127.0.0.1:9464); off by default (names: docs/daemon.md)",
+    )
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
     query = parser.add_mutually_exclusive_group()
     query.add_argument("--stats", action="store_true", help="print a running daemon's stats")
@@ -87,6 +105,19 @@ def run(args: argparse.Namespace) -> int:
         if getattr(args, name) <= 0:
             sys.stderr.write(f"pycni daemon: --{name.replace('_', '-')} must be positive\n")
             return 2
+    if args.idle_exit < 0:
+        sys.stderr.write("pycni daemon: --idle-exit must be 0 (never) or positive\n")
+        return 2
+    autostarted = args.autostart_lock_fd is not None
+    if autostarted:
+        from pycni.fast import autostart
+
+        autostart.trim_log()
+        try:
+            autostart.adopt_lock(args.autostart_lock_fd, args.socket)
+        except autostart.LockError as exc:
+            sys.stderr.write(f"pycni daemon: {exc}\n")
+            return 1
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
         stream=sys.stderr,
@@ -103,13 +134,37 @@ def run(args: argparse.Namespace) -> int:
         max_per_container=args.max_per_container,
         max_queued=args.max_queued,
         max_connections=args.max_connections,
+        idle_exit=args.idle_exit,
+        autostarted=autostarted,
     )
+    metrics = None
+    if args.metrics:  # before binding: a refused address leaves no daemon socket behind
+        from pycni.fast import policy
+        from pycni.fast.metrics import DaemonMetrics, MetricsAddressError
+
+        daemon.plugins = policy.preload_plugins()
+        metrics = DaemonMetrics(daemon.load, daemon.plugins)
+        try:
+            where = metrics.serve(args.metrics)
+        except (OSError, MetricsAddressError) as exc:
+            sys.stderr.write(f"pycni daemon: cannot serve metrics on {args.metrics}: {exc}\n")
+            return 1
     try:
         daemon.bind()
     except (OSError, SocketSetupError) as exc:
         sys.stderr.write(f"pycni daemon: cannot listen on {args.socket}: {exc}\n")
+        if metrics is not None:
+            metrics.close()
         return 1
-    daemon.serve_forever()
+    if metrics is not None:
+        metrics.describe({"started_by": daemon.started_by(), "socket": daemon.socket_path})
+        daemon.observe(metrics.observe)
+        logging.getLogger("pycni.daemon").info("metrics on %s", where)
+    try:
+        daemon.serve_forever()
+    finally:
+        if metrics is not None:
+            metrics.close()
     return 0
 
 

@@ -29,8 +29,9 @@ def register(subparsers: Any) -> None:
         "--mode",
         choices=("auto", "daemon", "inprocess"),
         default="auto",
-        help="entry points talking to a running daemon, or running plugins in-process "
-        "(auto: daemon if one answers on the default socket)",
+        help="daemon: entry points forwarding to the daemon on the default socket, or to one "
+        "started for this run (and stopped after), plus one in-process ADD to compare; "
+        "inprocess: every call a Python start-up (auto: daemon)",
     )
     parser.add_argument(
         "--state-dir",
@@ -88,11 +89,18 @@ def _report(outcome: Any, topology: str, out: TextIO) -> None:
 
     _section(out, "ADD timings (loopback + bridge/host-local/portmap chain)")
     times = [p.add_ms for p in outcome.pods if p.address]
+    mode = outcome.state.mode
+    if mode == "daemon":
+        mode += ", started for this run" if outcome.state.daemon_pid else ", already running"
     if times:
         out.write(
             f"  {len(times)} pods: min {min(times):.1f} ms, max {max(times):.1f} ms, "
-            f"mean {sum(times) / len(times):.1f} ms (mode: {outcome.state.mode})\n"
+            f"mean {sum(times) / len(times):.1f} ms (mode: {mode})\n"
         )
+    slow = outcome.inprocess
+    if slow is not None:
+        shown = f"{slow.add_ms:.1f} ms" if not slow.error else f"FAILED: {slow.error}"
+        out.write(f"  1 pod in-process (no daemon, for comparison): {shown}\n")
 
     _section(out, "Topology")
     out.write(topology)
@@ -115,7 +123,7 @@ def _topology(state: Any, svg: str | None = None) -> str:
     with NetNS.open(netns_path(state.node)) as ns, ns.entered():
         node_state = collect(Paths(state.conf_dir, state.cache_dir, state.data_dir))
     if svg:
-        node_state.daemon = read_daemon(DEFAULT_SOCKET)
+        node_state.daemon = read_daemon(state.socket or DEFAULT_SOCKET)
         if state.mode != "daemon":  # these entry points never forward to a daemon
             node_state.daemon.mode = "in-process"
         with open(svg, "w", encoding="utf-8") as f:

@@ -99,6 +99,12 @@ def register(subparsers: Any) -> None:
         help="count nothing younger than this as leaked (default "
         f"{DEFAULT_GRACE_PERIOD:g}, as cleanup)",
     )
+    parser.add_argument(
+        "--cni-path",
+        default=os.environ.get("CNI_PATH", DEFAULT_CNI_PATH),
+        help="plugin dirs whose entry-point modes are shown, ':'-separated "
+        "(default $CNI_PATH or /opt/cni/bin)",
+    )
     parser.set_defaults(func=run_inspect)
 
     clean = subparsers.add_parser(
@@ -142,7 +148,8 @@ def run_inspect(args: argparse.Namespace) -> int:
     from pycni.inspect.daemon import read_daemon
 
     state = collect(_paths(args))
-    state.daemon = read_daemon(args.socket)
+    dirs = [d for d in args.cni_path.split(os.pathsep) if d]
+    state.daemon = read_daemon(args.socket, plugin_dirs=dirs)
     found = leaks_mod.find_leaks(state, grace=args.grace_period)
     if args.svg:
         with open(args.svg, "w", encoding="utf-8") as f:

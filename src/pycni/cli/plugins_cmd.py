@@ -9,6 +9,7 @@ from typing import Any
 from pycni.fast import protocol
 
 FORMS = ("auto", "c", "python", "inprocess")  # pycni.fast.install.FORMS, kept import-free
+IDLE_EXIT_DEFAULT = 300.0  # pycni.fast.autostart.IDLE_EXIT_DEFAULT
 
 
 def register(subparsers: Any) -> None:
@@ -20,7 +21,9 @@ def register(subparsers: Any) -> None:
         "install",
         help="write one executable per plugin type into DIR",
         description="Each entry point forwards its call to the pycni daemon and runs the "
-        "plugin in-process when no daemon answers.",
+        "plugin in-process when no daemon answers. By default that call also starts a daemon "
+        "in the background (it exits after --idle-exit seconds without a call); "
+        "--no-autostart leaves starting it to you (systemd: contrib/pycni.socket).",
     )
     inst.add_argument("directory", metavar="DIR")
     inst.add_argument("--socket", default=protocol.DEFAULT_SOCKET, help="daemon socket path")
@@ -30,6 +33,20 @@ def register(subparsers: Any) -> None:
         default="auto",
         help="c: native forwarder; python: stdlib forwarder script; inprocess: never use the "
         "daemon; auto: c when a C compiler works (default)",
+    )
+    inst.add_argument(
+        "--no-autostart",
+        dest="autostart",
+        action="store_false",
+        help="never start a daemon from an entry point (run in-process until one is started)",
+    )
+    inst.add_argument(
+        "--idle-exit",
+        type=float,
+        default=IDLE_EXIT_DEFAULT,
+        metavar="SECONDS",
+        help=f"an autostarted daemon exits after this long without a call "
+        f"(default {IDLE_EXIT_DEFAULT:g}; 0: never)",
     )
     inst.add_argument("--only", action="append", metavar="TYPE", help="install only these types")
     inst.set_defaults(func=run_install)
@@ -46,15 +63,26 @@ def run_install(args: argparse.Namespace) -> int:
     if unknown:
         sys.stderr.write(f"pycni plugins install: unknown plugin types: {', '.join(unknown)}\n")
         return 2
+    if args.idle_exit < 0:
+        sys.stderr.write("pycni plugins install: --idle-exit must be 0 (never) or positive\n")
+        return 2
     try:
-        report = install(args.directory, socket_path=args.socket, form=args.form, names=args.only)
+        report = install(
+            args.directory,
+            socket_path=args.socket,
+            form=args.form,
+            names=args.only,
+            autostart=args.autostart,
+            idle_exit=args.idle_exit,
+        )
     except (OSError, build.BuildError, RuntimeError) as exc:
         sys.stderr.write(f"pycni plugins install: {exc}\n")
         return 1
     for note in report.notes:
         sys.stderr.write(f"note: {note}\n")
+    start = f"autostart, idle exit {report.idle_exit:g}s" if report.autostart else "no autostart"
     sys.stdout.write(
-        f"installed {len(report.paths)} entry points ({report.form} form, socket "
+        f"installed {len(report.paths)} entry points ({report.form} form, {start}, socket "
         f"{report.socket_path}) in {report.directory}: {' '.join(report.names)}\n"
     )
     return 0

@@ -6,6 +6,12 @@ by the runtime exactly as a container runtime would: ``CNIConfig.add_network_lis
 the entry points installed in the state directory. All files (plugins, conflists, result
 cache, host-local store, the web server's page and log) live in the state directory, whose
 ``demo.json`` lets ``down`` remove everything later.
+
+Mode "daemon" (the default when a C compiler or Python entry points can forward) is the fast
+path a real node has: the pods go through a warm daemon (the one on the default socket if it
+answers, else one started for the run in the node's namespace and stopped by ``down``), and
+one extra pod is attached and removed with in-process entry points to show what a node
+without the daemon pays.
 """
 
 from __future__ import annotations
@@ -49,6 +55,8 @@ class DemoState:
     mode: str = ""
     plugin_dir: str = ""
     server_pid: int | None = None
+    daemon_pid: int | None = None  # a daemon started for this run (stopped by ``down``)
+    socket: str = ""  # the daemon socket the entry points forward to
     pods: list[str] = field(default_factory=list)
     created: list[str] = field(default_factory=list)  # namespaces this demo made
 
@@ -100,6 +108,14 @@ class PodInfo:
 
 
 @dataclass
+class Comparison:
+    """One pod attached (and removed) with in-process entry points, next to the daemon's."""
+
+    add_ms: float = 0.0
+    error: str = ""
+
+
+@dataclass
 class Outcome:
     state: DemoState
     pods: list[PodInfo] = field(default_factory=list)
@@ -107,6 +123,7 @@ class Outcome:
     http: list[tuple[str, str, str]] = field(default_factory=list)  # (from, to, answer)
     checks: list[Check] = field(default_factory=list)
     del_ms: list[float] = field(default_factory=list)
+    inprocess: Comparison | None = None
 
     @property
     def ok(self) -> bool:
@@ -143,13 +160,63 @@ def _install_plugins(state: DemoState, mode: str, plugin_dir: str | None) -> Non
     if plugin_dir:
         state.plugin_dir, state.mode = plugin_dir, "external"
         return
-    from pycni.fast import install
+    from pycni.fast import install, protocol
 
     if mode == "auto":
-        mode = "daemon" if _daemon_answers() else "inprocess"
+        mode = "daemon"
     state.plugin_dir = state.path("bin")
-    install.install(state.plugin_dir, form="auto" if mode == "daemon" else "inprocess")
+    if mode == "daemon":
+        state.socket = protocol.DEFAULT_SOCKET
+        if not _daemon_answers():
+            state.socket = state.path("run", "pycni.sock")
+            _start_daemon(state)
+        install.install(state.plugin_dir, socket_path=state.socket, form="auto")
+    else:
+        install.install(state.plugin_dir, form="inprocess")
     state.mode = mode
+
+
+def _start_daemon(state: DemoState) -> None:
+    """A daemon for this run, in the node's network namespace (where a node's daemon runs)."""
+    from pycni.fast import client
+
+    log = open(state.path("daemon.log"), "ab")  # noqa: SIM115 - handed to the child
+    proc = subprocess.Popen(
+        ["nsenter", f"--net={netns_path(state.node)}", "--", sys.executable, "-m",
+         "pycni.cli.daemon_cmd", "--socket", state.socket, "--workers", "4"],
+        stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    log.close()
+    state.daemon_pid = proc.pid
+    state.save()
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            client.ping(state.socket, timeout=2.0)
+            return
+        except (client.DaemonUnavailable, OSError, ValueError):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                with open(state.path("daemon.log"), encoding="utf-8", errors="replace") as f:
+                    raise DemoError(f"the daemon for this run did not start:\n{f.read()}") from None
+            time.sleep(0.05)
+
+
+def _stop_daemon(state: DemoState) -> bool:
+    """SIGTERM the run's daemon (it finishes what is in flight); True when it was running."""
+    pid = state.daemon_pid
+    if pid is None or not state.socket or state.socket.encode() not in cmdline(pid):
+        return False  # gone, or not ours any more
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGTERM)
+    for _ in range(500):
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        if not alive(pid):
+            return True
+        time.sleep(0.02)
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGKILL)
+    return True
 
 
 def _create_namespaces(state: DemoState) -> None:
@@ -264,6 +331,40 @@ def _detach(state: DemoState) -> tuple[list[float], list[str]]:
     return timings, errors
 
 
+def _compare_inprocess(state: DemoState, lo: bytes, br: bytes, progress: Progress) -> Comparison:
+    """ADD (then DEL) one more pod with entry points that never use a daemon: the slow path."""
+    from pycni.fast import install
+    from pycni.runtime.api import CNIConfig
+    from pycni.spec.conf import conf_list_from_bytes
+    from pycni.spec.errors import CNIError
+
+    bindir = state.path("bin-inprocess")
+    install.install(bindir, form="inprocess")
+    cni = CNIConfig([bindir], cache_dir=state.cache_dir, timeout=60)
+    lo_conf, br_conf = conf_list_from_bytes(lo), conf_list_from_bytes(br)
+    pod = f"{state.prefix}inproc"
+    add_namespace(pod, state.created, state.save, DemoError)
+    found = Comparison()
+    try:
+        with NetNS.open(netns_path(state.node)) as node, node.entered():
+            started = time.monotonic()
+            try:
+                cni.add_network_list(lo_conf, _rt(pod, "lo"))
+                cni.add_network_list(br_conf, _rt(pod, network.POD_IFNAME))
+                found.add_ms = (time.monotonic() - started) * 1000
+                progress(f"ADD {pod} in-process, for comparison ({found.add_ms:.0f} ms)")
+            except CNIError as err:
+                found.error = str(err)
+            with contextlib.suppress(CNIError):
+                cni.del_network_list(br_conf, _rt(pod, network.POD_IFNAME))
+                cni.del_network_list(lo_conf, _rt(pod, "lo"))
+    finally:
+        remove_namespaces([pod], DemoError)
+        state.created.remove(pod)
+        state.save()
+    return found
+
+
 def _start_server(state: DemoState, pod: str) -> int:
     www = state.path("www")
     os.makedirs(www, exist_ok=True)
@@ -363,6 +464,8 @@ def up(
     _install_plugins(state, mode, plugin_dir)
     state.save()
     progress(f"plugins in {state.plugin_dir} (mode: {state.mode})")
+    if state.daemon_pid is not None:
+        progress(f"daemon started for this run: pid {state.daemon_pid} on {state.socket}")
     lo, br = _write_confs(state)
     outcome = Outcome(state)
     outcome.pods = _attach(state, lo, br, progress)
@@ -371,6 +474,8 @@ def up(
         state.save()
         progress(f"web server started in {outcome.pods[WEB_POD].name}")
     _run_checks(outcome, progress)
+    if state.mode == "daemon":
+        outcome.inprocess = _compare_inprocess(state, lo, br, progress)
     return outcome
 
 
@@ -386,6 +491,8 @@ def down(state: DemoState, progress: Callable[[str], None] | None = None) -> lis
     problems += errors
     if timings:
         say("DEL " + ", ".join(f"{ms:.0f} ms" for ms in timings))
+    if _stop_daemon(state):
+        say("daemon stopped")
     problems += remove_namespaces(state.created, DemoError)
     say("namespaces removed")
     shutil.rmtree(state.root, ignore_errors=True)

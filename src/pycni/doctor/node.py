@@ -33,6 +33,7 @@ class EntryPoint:
     path: str
     form: str  # "c", "python", "inprocess"
     socket: str  # the daemon socket it forwards to ("" for inprocess, "?" if unknown)
+    autostart: bool = False  # starts a daemon itself when none answers
 
 
 def read_entry_point(path: str) -> EntryPoint | None:
@@ -46,6 +47,11 @@ def read_entry_point(path: str) -> EntryPoint | None:
         return None
     if ENTRY_MARKER not in data:
         return None
+    from pycni.fast.install import entry_config
+
+    config = entry_config(path) or {}
+    if config.get("form") in ("c", "python"):  # entry points that carry their mode line
+        return EntryPoint(path, config["form"], config["socket"], config.get("autostart") == "yes")
     if data.startswith(b"\x7fELF"):
         # The C forwarder always tries a daemon first; its socket path is compiled into the
         # code (not one readable string), so it counts as forwarding to the socket checked.
@@ -216,6 +222,17 @@ def check_daemon(socket_path: str, plugin_dirs: Setting) -> list[Check]:
                 f"{state} on {socket_path} ({', '.join(facts)}); "
                 f"{len(forwarding)} entry points forward to it",
                 "wait for it to drain and restart it",
+                data,
+            )
+        ]
+    if forwarding and all(e.autostart for e in forwarding):
+        return [
+            Check(
+                "daemon",
+                WARN,
+                f"no daemon on {socket_path} yet: the {len(forwarding)} entry points forwarding "
+                "to it start one on their next call (that call runs in-process)",
+                "nothing to do; or run it under systemd (contrib/pycni.socket) to keep it warm",
                 data,
             )
         ]

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from pycni.fast import protocol
+from pycni.fast import autostart, protocol
 from pycni.fast.marker import ENTRY_MARKER
 
 CFLAGS = ("-O2", "-Wall", "-Wextra", "-s")
@@ -29,6 +29,9 @@ class ForwarderSettings:
     socket_path: str
     python: str
     fallback_code: str
+    daemon_code: str | None = None  # python -c code running `pycni daemon`: autostart on
+    idle_exit: float = autostart.IDLE_EXIT_DEFAULT
+    config_line: str = "pycni-entry-config:form=c"  # install.config_line(): read by inspect
 
 
 def c_string(text: str) -> str:
@@ -55,6 +58,13 @@ def config_header(settings: ForwarderSettings) -> str:
         f"#define PYCNI_ENTRY_MARKER {c_string(ENTRY_MARKER.decode())}",
         f"#define PYCNI_MAGIC {c_string(protocol.MAGIC.decode())}",
         f"#define PYCNI_PROTOCOL_VERSION {protocol.VERSION}",
+        f"#define PYCNI_ENTRY_CONFIG {c_string(settings.config_line)}",
+        f"#define PYCNI_AUTOSTART {1 if settings.daemon_code else 0}",
+        f"#define PYCNI_DAEMON_CODE {c_string(settings.daemon_code or '')}",
+        f"#define PYCNI_IDLE_EXIT {c_string(f'{settings.idle_exit:g}')}",
+        f"#define PYCNI_LOCK_PATH {c_string(autostart.lock_path(settings.socket_path))}",
+        f"#define PYCNI_LOG_PATH {c_string(autostart.log_path(settings.socket_path))}",
+        f"#define PYCNI_SOCKET_DIR {c_string(os.path.dirname(settings.socket_path) or '.')}",
         "",
     ]
     return "\n".join(lines)

@@ -11,20 +11,30 @@
  * error 11. All of stdin is read before connecting, and a server that is not root
  * (SO_PEERCRED) is refused before anything is sent.
  *
+ * Autostart (when installed with it): if connect() finds no socket or a stale one, we first
+ * start a daemon in the background (fork twice, setsid, flock <socket>.lock or leave, wait
+ * until this call is over, exec `pycni daemon`), then run this call in-process as above: the
+ * call never waits for the daemon it started, nor shares the CPU with its start. See src/pycni/fast/autostart.py. Nothing of this runs on the fast path.
+ *
  * The wire protocol is described in docs/daemon.md and src/pycni/fast/protocol.py. The
  * socket path, the fallback command and the protocol constants come from a header that
  * the installer generates (pycni_forwarder_config.h). Only libc is used.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "pycni_forwarder_config.h"
@@ -48,6 +58,8 @@ extern char **environ;
 
 /* Found by the plugin framework in the file: tells it this is a pycni entry point. */
 __attribute__((used)) static const char entry_marker[] = PYCNI_ENTRY_MARKER;
+/* How this entry point was installed (form, autostart, socket): read by `pycni inspect`. */
+__attribute__((used)) static const char entry_config[] = PYCNI_ENTRY_CONFIG;
 
 _Static_assert(sizeof(PYCNI_SOCKET_PATH) <= sizeof(((struct sockaddr_un *)0)->sun_path),
                "socket path too long for sockaddr_un");
@@ -107,6 +119,71 @@ static void fallback(const char *type, const char *body, size_t body_len, int ha
     execv(PYCNI_PYTHON, args);
     fail(INTERNAL, "pycni: cannot run the plugin in-process (exec of the venv python failed)",
          strerror(errno));
+}
+
+#define CALLER_WAIT_MS 30000 /* then the daemon starts anyway */
+
+/* In the grandchild: own session, nobody's child, stdio on the log, only the lock kept.
+ * ``caller`` is a pidfd of the entry point (or -1): importing the plugins takes CPU that the
+ * call running in-process needs, so the daemon starts once that call is over. */
+static void start_daemon(int caller) {
+    if (setsid() < 0 || fork() != 0)
+        _exit(0);
+    /* The daemon's own rule: a root-owned directory nobody else can write (no planted files). */
+    struct stat dir;
+    if (lstat(PYCNI_SOCKET_DIR, &dir) == 0 &&
+        (!S_ISDIR(dir.st_mode) || dir.st_uid != 0 || (dir.st_mode & 022)))
+        _exit(0);
+    int lock = open(PYCNI_LOCK_PATH, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (lock < 0 && errno == ENOENT && mkdir(PYCNI_SOCKET_DIR, 0700) == 0)
+        lock = open(PYCNI_LOCK_PATH, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (lock < 0 || flock(lock, LOCK_EX | LOCK_NB) < 0)
+        _exit(0); /* another daemon is starting or serving */
+    int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    int log = open(PYCNI_LOG_PATH, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (null < 0 || log < 0 || dup2(null, 0) < 0 || dup2(log, 1) < 0 || dup2(log, 2) < 0)
+        _exit(0); /* the runtime's stdout and stderr are let go before any waiting */
+    if (caller >= 0) {
+        struct pollfd done = {.fd = caller, .events = POLLIN};
+        while (poll(&done, 1, CALLER_WAIT_MS) < 0 && errno == EINTR)
+            ;
+        close(caller);
+    }
+    if (lock == 3) {
+        if (fcntl(3, F_SETFD, 0) < 0)
+            _exit(0);
+    } else if (dup2(lock, 3) < 0) {
+        _exit(0);
+    }
+    if (close_range(4, ~0U, 0) < 0) /* nothing else of the caller's stays open */
+        for (int fd = 4; fd < 65536; fd++)
+            close(fd);
+    if (chdir("/") < 0)
+        _exit(0);
+    umask(077);
+    char *const args[] = {(char *)PYCNI_PYTHON, (char *)"-IS", (char *)"-c",
+                          (char *)PYCNI_DAEMON_CODE, (char *)"--socket", (char *)PYCNI_SOCKET_PATH,
+                          (char *)"--idle-exit", (char *)PYCNI_IDLE_EXIT,
+                          (char *)"--autostart-lock-fd", (char *)"3", NULL};
+    char *const env[] = {(char *)"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                         (char *)"LANG=C.UTF-8", NULL};
+    execve(PYCNI_PYTHON, args, env);
+    _exit(127);
+}
+
+/* No daemon answered: start one in the background (root only; errors are the log's). */
+static void autostart(void) {
+    if (!PYCNI_AUTOSTART || geteuid() != 0)
+        return;
+    int self = (int)syscall(SYS_pidfd_open, getpid(), 0); /* pinned now: no pid reuse */
+    pid_t child = fork();
+    if (child == 0)
+        start_daemon(self);
+    if (child > 0)
+        while (waitpid(child, NULL, 0) < 0 && errno == EINTR)
+            ;
+    if (self >= 0)
+        close(self);
 }
 
 static void put32(unsigned char *p, uint32_t v) {
@@ -216,8 +293,13 @@ int main(int argc, char **argv) {
     memcpy(addr.sun_path, PYCNI_SOCKET_PATH, sizeof(PYCNI_SOCKET_PATH));
     if (s >= 0)
         set_send_timeout(s, CONNECT_TIMEOUT_MS); /* a full backlog: give up, run here */
-    if (s < 0 || connect(s, (struct sockaddr *)&addr, sizeof(addr)) < 0)
+    if (s < 0 || connect(s, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+        if (s >= 0 && (errno == ENOENT || errno == ECONNREFUSED)) {
+            close(s);
+            autostart(); /* no daemon at all (not a busy one): start one for the next calls */
+        }
         fallback(type, body, body_len, have_body); /* nothing reached a daemon */
+    }
     set_send_timeout(s, 0);
 
     struct ucred cred;

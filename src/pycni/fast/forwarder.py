@@ -12,6 +12,11 @@ mount namespace), the plugin runs in this process instead.
 
 All of stdin is read before connecting (a slow writer never holds the daemon), and a server
 that is not root (SO_PEERCRED) is refused before anything is sent.
+
+Autostart (when installed with it): if no socket or a stale one is found, a daemon is
+started in the background first (two forks, setsid, flock of LOCK_PATH or leave, wait until
+this call is over, exec `pycni daemon`), then this call runs in-process as without it
+(src/pycni/fast/autostart.py).
 """
 
 from __future__ import annotations
@@ -25,6 +30,12 @@ SOCKET_PATH = "/run/pycni/pycni.sock"
 MODE = "daemon"
 IMPORT_PATHS: list[str] = []
 SITE_DIRS: list[str] = []
+AUTOSTART = False
+IDLE_EXIT = "300"
+LOCK_PATH = "/run/pycni/pycni.sock.lock"
+LOG_PATH = "/run/pycni/pycni.sock.log"
+ENTRY_CONFIG = "pycni-entry-config:form=python;autostart=no;socket=/run/pycni/pycni.sock"
+DAEMON_CODE = ""
 MAGIC = b"pCNI"
 VERSION = 1
 # --- pycni install config end ---
@@ -142,8 +153,83 @@ def _request(plugin_type: str, flags: int, stdin: bytes) -> bytes:
     return prefix + head_bytes + stdin
 
 
+CALLER_WAIT = 30.0  # seconds; then the daemon starts anyway
+
+
+def _start_daemon(caller: int | None) -> None:
+    """In the grandchild: own session, stdio on the log, the lock on fd 3, exec the daemon
+    once the call that started it (``caller``, a pidfd of this process) is over."""
+    import fcntl
+
+    try:
+        os.setsid()
+        if os.fork() != 0:
+            os._exit(0)
+        try:  # the daemon's own rule: a root-owned directory nobody else can write
+            st = os.lstat(os.path.dirname(SOCKET_PATH))
+            if not (st.st_mode & 0o170000 == 0o040000 and st.st_uid == 0 and not st.st_mode & 0o22):
+                os._exit(0)
+        except FileNotFoundError:
+            pass  # created 0700 below
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            lock = os.open(LOCK_PATH, flags, 0o600)
+        except FileNotFoundError:
+            os.mkdir(os.path.dirname(SOCKET_PATH), 0o700)
+            lock = os.open(LOCK_PATH, flags, 0o600)
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # else another daemon is starting
+        null = os.open("/dev/null", os.O_RDONLY | os.O_CLOEXEC)
+        log = os.open(LOG_PATH, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        os.dup2(null, 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)  # the runtime's stdout and stderr are let go before any waiting
+        if caller is not None:  # importing the plugins takes CPU the in-process call needs
+            import select
+
+            select.select([caller], [], [], CALLER_WAIT)
+            os.close(caller)
+        if lock != 3:
+            os.dup2(lock, 3)
+        os.set_inheritable(3, True)  # the daemon holds the lock for its whole life
+        os.closerange(4, 65536)  # the runtime's pipes must not stay open in the daemon
+        os.chdir("/")
+        os.umask(0o077)
+        args = [sys.executable, "-IS", "-c", DAEMON_CODE, "--socket", SOCKET_PATH]
+        args += ["--idle-exit", IDLE_EXIT, "--autostart-lock-fd", "3"]
+        env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+        os.execve(sys.executable, args, {**env, "LANG": "C.UTF-8"})
+    finally:
+        os._exit(0)
+
+
+def autostart() -> None:
+    """No daemon answered: start one in the background for the next calls (root only)."""
+    if not AUTOSTART or os.geteuid() != 0:
+        return
+    try:
+        caller: int | None = os.pidfd_open(os.getpid())  # pinned now: no pid reuse
+    except OSError:
+        caller = None
+    try:
+        child = os.fork()
+    except OSError:
+        child = -1
+    if child == 0:
+        _start_daemon(caller)
+    try:
+        if child > 0:
+            os.waitpid(child, 0)
+    except ChildProcessError:
+        pass  # SIGCHLD ignored by our caller: the child was reaped already
+    if caller is not None:
+        os.close(caller)
+
+
 def _connect() -> _socket.socket | None:
-    """Connect (a full backlog gives up after CONNECT_TIMEOUT_MS); None when nothing answered."""
+    """Connect (a full backlog gives up after CONNECT_TIMEOUT_MS); None when nothing answered.
+
+    No socket or a stale one (no daemon at all, not a busy one) autostarts a daemon.
+    """
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     usec = CONNECT_TIMEOUT_MS * 1000
     timeval = (usec // 1000000).to_bytes(8, sys.byteorder) + (usec % 1000000).to_bytes(
@@ -153,8 +239,10 @@ def _connect() -> _socket.socket | None:
         sock.setsockopt(_socket.SOL_SOCKET, _socket.SO_SNDTIMEO, timeval)
         sock.connect(SOCKET_PATH)
         sock.setsockopt(_socket.SOL_SOCKET, _socket.SO_SNDTIMEO, bytes(16))
-    except OSError:
+    except OSError as exc:
         sock.close()
+        if isinstance(exc, (FileNotFoundError, ConnectionRefusedError)):
+            autostart()
         return None
     return sock
 

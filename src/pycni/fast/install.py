@@ -3,7 +3,9 @@
 Forms: "c" (the native forwarder, hard-linked under every name), "python" (the stdlib-only
 forwarder script), "inprocess" (a script that never tries the daemon), "auto" (c when the
 system compiler works, else python). Every form falls back to running the plugin in-process
-when no daemon answers, and every file carries ``ENTRY_MARKER``.
+when no daemon answers, and every file carries ``ENTRY_MARKER`` and a mode line
+(``pycni-entry-config:...``, read back by ``entry_config``). The c and python forms start a
+daemon themselves when none answers unless installed with ``autostart=False`` (autostart.py).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from importlib import resources
 from pathlib import Path
 
 import pycni
+from pycni.fast import autostart as autostart_mod
 from pycni.fast import build, protocol
 from pycni.fast.marker import ENTRY_MARKER
 from pycni.fsutil import write_atomic
@@ -36,6 +39,8 @@ class InstallReport:
     directory: Path
     form: str  # the form actually installed: "c", "python" or "inprocess"
     socket_path: str
+    autostart: bool = False
+    idle_exit: float = 0.0
     paths: list[Path] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -63,12 +68,26 @@ def interpreter() -> str:
     return sys.executable
 
 
-def python_script(socket_path: str, mode: str) -> bytes:
+def python_script(
+    socket_path: str,
+    mode: str,
+    *,
+    autostart: bool = False,
+    idle_exit: float = autostart_mod.IDLE_EXIT_DEFAULT,
+) -> bytes:
     template = resources.files("pycni.fast").joinpath("forwarder.py").read_text()
+    autostart = autostart and mode == "daemon"
+    line = config_line("python" if mode == "daemon" else "inprocess", autostart, idle_exit, "")
     config = (
         "# --- pycni install config begin ---\n"
         f"SOCKET_PATH = {socket_path!r}\n"
         f"MODE = {mode!r}\n"
+        f"AUTOSTART = {autostart!r}\n"
+        f"IDLE_EXIT = {f'{idle_exit:g}'!r}\n"
+        f"LOCK_PATH = {autostart_mod.lock_path(socket_path)!r}\n"
+        f"LOG_PATH = {autostart_mod.log_path(socket_path)!r}\n"
+        f"ENTRY_CONFIG = {line + socket_path!r}\n"
+        f"DAEMON_CODE = {daemon_code()!r}\n"
         f"IMPORT_PATHS: list[str] = {import_paths()!r}\n"
         f"SITE_DIRS: list[str] = {site_dirs()!r}\n"
         f"MAGIC = {protocol.MAGIC!r}\n"
@@ -97,6 +116,50 @@ def fallback_code() -> str:
     )
 
 
+def daemon_code() -> str:
+    """What an entry point runs (``python -IS -c CODE OPTIONS``) to autostart `pycni daemon`."""
+    return (
+        "import sys, site\n"
+        f"sys.path[:0] = {import_paths()!r}\n"
+        f"for d in {site_dirs()!r}: site.addsitedir(d)\n"
+        "from pycni.cli.daemon_cmd import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+
+
+_CONFIG_LINE = re.compile(rb"pycni-entry-config:([\x20-\x7e]{1,4200})")
+
+
+def config_line(form: str, autostart: bool, idle_exit: float, socket_path: str) -> str:
+    """The mode line every entry point carries (the socket last: it may hold any character)."""
+    start = f"autostart=yes;idle-exit={idle_exit:g}" if autostart else "autostart=no"
+    return f"pycni-entry-config:form={form};{start};socket={socket_path}"
+
+
+def entry_config(path: str | Path, limit: int = 4 << 20) -> dict[str, str] | None:
+    """How the entry point at ``path`` was installed: form, autostart, idle-exit, socket.
+
+    None when the file is not a pycni entry point (no marker). Only reads the file.
+    """
+    try:
+        with open(path, "rb") as f:
+            data = f.read(limit)
+    except OSError:
+        return None
+    if ENTRY_MARKER not in data:
+        return None
+    match = _CONFIG_LINE.search(data)
+    if match is None:  # installed by a pycni from before the mode line
+        return {"form": "unknown"}
+    text = match.group(1).decode()
+    if text.endswith("'"):  # the Python form holds it as a string literal
+        text = text[:-1]
+    settings, _, socket_path = text.partition(";socket=")
+    out = dict(item.partition("=")[::2] for item in settings.split(";"))
+    out["socket"] = socket_path
+    return out
+
+
 def _write_atomic(directory: Path, name: str, data: bytes) -> Path:
     write_atomic(
         directory / name, data, mode=0o755, fsync=False, make_dirs=False, prefix=f".{name}."
@@ -123,18 +186,35 @@ def install(
     socket_path: str = DEFAULT_SOCKET,
     form: str = "auto",
     names: Iterable[str] | None = None,
+    autostart: bool = False,
+    idle_exit: float = autostart_mod.IDLE_EXIT_DEFAULT,
 ) -> InstallReport:
-    """Write one entry point per plugin type (``names`` defaults to every registered one)."""
+    """Write one entry point per plugin type (``names`` defaults to every registered one).
+
+    ``autostart``: a c/python entry point that finds no daemon starts one (which exits after
+    ``idle_exit`` seconds without a call; 0: never). `pycni plugins install` turns it on.
+    """
     if form not in FORMS:
         raise ValueError(f"unknown entry-point form {form!r}; choose one of {', '.join(FORMS)}")
+    if idle_exit < 0:
+        raise ValueError("idle_exit must be 0 (never) or positive")
+    socket_path = os.path.abspath(socket_path)
     target = Path(directory)
     target.mkdir(parents=True, exist_ok=True)
     wanted = list(registry.names() if names is None else names)
-    report = InstallReport(target, form, socket_path)
+    autostart = autostart and form != "inprocess"
+    report = InstallReport(target, form, socket_path, autostart, idle_exit if autostart else 0.0)
     binary: bytes | None = None
     if form in ("auto", "c"):
         try:
-            settings = build.ForwarderSettings(socket_path, interpreter(), fallback_code())
+            settings = build.ForwarderSettings(
+                socket_path,
+                interpreter(),
+                fallback_code(),
+                daemon_code() if autostart else None,
+                idle_exit,
+                config_line("c", autostart, idle_exit, socket_path),
+            )
             binary = build.build(settings)
         except build.BuildError as exc:
             if form == "c":
@@ -147,6 +227,7 @@ def install(
             report.paths = [first, *_link_all(target, first, wanted[1:])]
         return report
     report.form = "inprocess" if form == "inprocess" else "python"
-    script = python_script(socket_path, "inprocess" if form == "inprocess" else "daemon")
+    mode = "inprocess" if form == "inprocess" else "daemon"
+    script = python_script(socket_path, mode, autostart=autostart, idle_exit=idle_exit)
     report.paths = [_write_atomic(target, name, script) for name in wanted]
     return report

@@ -56,6 +56,10 @@ class WorkerPool:
     def submit(self, job: Job) -> None:
         self._jobs.put(job)
 
+    def pending(self) -> int:
+        """Jobs submitted that no worker took yet (any thread; the metrics' queue depth)."""
+        return self._jobs.qsize()
+
     def borrow(self) -> bool:
         """A job overran its deadline and holds its worker: add one thread. False at the cap."""
         with self._lock:

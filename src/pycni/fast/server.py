@@ -25,17 +25,18 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from pycni.fast import policy, protocol
+from pycni.fast import autostart, policy, protocol
 from pycni.fast.acceptor import Acceptor
 from pycni.fast.lanes import Admission, Lanes
 from pycni.fast.policy import Runner
 from pycni.fast.pool import WorkerPool
 from pycni.fast.protocol import Reply, Request
-from pycni.fast.stats import CallRecord, Stats, ms, new_record
+from pycni.fast.stats import CallRecord, Stats, error_code, ms, new_record
 from pycni.fast.transport import (
     ReplyWriter,
     RequestReader,
@@ -59,6 +60,7 @@ CANCEL_GRACE = 2.0  # after the deadline, time for a cancelled plugin to roll ba
 MAX_PER_CONTAINER = 8  # admitted calls (running + waiting) for one CNI_CONTAINERID
 MAX_QUEUED = 256  # admitted calls in total
 FD_RESERVE = 64  # fds kept free for the plugins, plus 16 per worker
+RETIRE_GRACE = 0.2  # --idle-exit: seconds the listener stays open after its file is removed
 
 
 class Phase(Enum):
@@ -130,8 +132,14 @@ class Daemon:
         max_connections: int | None = None,
         keep_records: int = 1000,
         runner: Runner | None = None,
+        idle_exit: float = 0.0,
+        autostarted: bool = False,
     ) -> None:
         self.socket_path = socket_path
+        self._idle = autostart.IdleClock(idle_exit)  # 0: never leave when idle
+        self._retiring = False
+        self._retire_at = 0.0
+        self._autostarted = autostarted
         self.recv_timeout = recv_timeout
         self.call_timeout = call_timeout
         self.send_timeout = send_timeout
@@ -211,6 +219,7 @@ class Daemon:
             self.call_timeout,
             self.max_connections,
         )
+        self._idle.touch()  # idle from when it can serve (importing the plugins takes a while)
         try:
             self._loop()
         finally:
@@ -244,12 +253,16 @@ class Daemon:
         else:
             self._listener.close()
         self._listener = None
-        if self._from_systemd:
+        self._unlink_socket()
+
+    def _unlink_socket(self) -> None:
+        if self._from_systemd or self._listener_ino is None:
             return  # systemd owns the socket file
         with contextlib.suppress(OSError):
             st = os.stat(self.socket_path)
             if (st.st_dev, st.st_ino) == self._listener_ino:
                 os.unlink(self.socket_path)
+        self._listener_ino = None
 
     def _drain(self) -> None:
         deadline = time.monotonic() + self.drain_timeout
@@ -287,6 +300,28 @@ class Daemon:
         self._fire_timers()
         if self._acceptor is not None:
             self._acceptor.maybe_resume()
+        if self._idle.seconds > 0 and not self._calls:
+            self._leave_if_idle()
+
+    def _leave_if_idle(self) -> None:
+        """No call for --idle-exit seconds: take the socket away, serve who already connected.
+
+        A caller that found the socket file just before it went may still be connecting: the
+        listener stays open for RETIRE_GRACE after the unlink, so no connection is reset.
+        """
+        now = time.monotonic()
+        if not self._retiring:
+            due = self._idle.due_in(now)
+            if due is None or due > 0 or self._stopping.is_set():
+                return
+            log.info("no call for %gs: exiting (--idle-exit)", self._idle.seconds)
+            self._retiring = True
+            self._retire_at = now + RETIRE_GRACE
+            self._unlink_socket()  # new callers run plugins themselves (or start a daemon)
+        if self._acceptor is not None:
+            self._acceptor.accept_some()  # those already in the backlog are still served
+        if not self._calls and now >= self._retire_at:
+            self.stop()
 
     def _next_timeout(self) -> float | None:
         now = time.monotonic()
@@ -297,6 +332,10 @@ class Daemon:
             candidates.append(self._timers[0][0] - now)
         if self._acceptor is not None and self._acceptor.resume_at is not None:
             candidates.append(self._acceptor.resume_at - now)
+        if not self._calls:
+            idle = self._retire_at - now if self._retiring else self._idle.due_in(now)
+            if idle is not None:
+                candidates.append(idle)
         return max(0.0, min(candidates)) if candidates else None
 
     def _set_timer(self, call: _Call, when: float) -> None:
@@ -584,6 +623,8 @@ class Daemon:
             return
         if call.writer is None:  # the worker's result (or our error) goes out once
             call.record.exit_code = reply.exit_code
+            if reply.exit_code != 0:
+                call.record.error_code = error_code(reply.stdout)
         call.writer = ReplyWriter(reply)
         call.send_deadline = time.monotonic() + self.send_timeout
         self._set_timer(call, call.send_deadline)
@@ -679,6 +720,8 @@ class Daemon:
         rec = call.record
         rec.total = ms(call.accepted_ns, time.perf_counter_ns())
         self._stats.record(rec)
+        if rec.kind == "call":
+            self._idle.touch()
         if rec.kind == "call" and rec.plugin_type:
             log.info(
                 "%s %s %s exit=%d recv=%.2fms queue=%.2fms run=%.2fms send=%.2fms%s",
@@ -704,6 +747,8 @@ class Daemon:
             "inFlight": len(self._calls),
             "workers": self._pool.workers,
             "socketActivated": self._from_systemd,
+            "startedBy": self.started_by(),
+            "idleExitSeconds": self._idle.seconds,
             "limits": {
                 "recvTimeoutSeconds": self.recv_timeout,
                 "callTimeoutSeconds": self.call_timeout,
@@ -714,6 +759,24 @@ class Daemon:
             },
             "plugins": self.plugins,
         }
+
+    def observe(self, observer: Callable[[CallRecord], None]) -> None:
+        """Call ``observer`` with every recorded request (on the main thread): metrics.py."""
+        self._stats.observer = observer
+
+    def load(self) -> dict[str, Any]:
+        """Counters and gauges, safe to read from another thread (may raise RuntimeError)."""
+        counts = self._stats.counts()
+        counts["retired_workers"] = self._pool.retired
+        return {
+            "in_flight": len(self._calls),
+            "queued": self._lanes.waiting() + self._pool.pending(),
+            "workers": self._pool.workers,
+            "counts": counts,
+        }
+
+    def started_by(self) -> str:
+        return autostart.how_started(self._autostarted, self._from_systemd)
 
     def stats(self, recent: int = 20) -> dict[str, Any]:
         snap = self._stats.snapshot(recent)

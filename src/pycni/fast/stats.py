@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +38,7 @@ class CallRecord:
     command: str = ""
     container_id: str = ""
     exit_code: int = 0
+    error_code: int = 0  # the CNI error code of a failed call (its stdout's "code")
     recv: float = 0.0
     queue: float = 0.0
     run: float = 0.0
@@ -67,6 +71,11 @@ class Stats:
         self._lock = threading.Lock()
         self._records: deque[CallRecord] = deque(maxlen=keep)
         self._counts = dict.fromkeys(COUNTERS, 0)
+        self.observer: Callable[[CallRecord], None] | None = None  # metrics.py, when on
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)
 
     def bump(self, name: str, by: int = 1) -> None:
         with self._lock:
@@ -86,6 +95,8 @@ class Stats:
                 self._counts["refused"] += 1
             elif rec.kind == "run-locally":
                 self._counts["run_locally"] += 1
+        if self.observer is not None:
+            self.observer(rec)
 
     def snapshot(self, recent: int = 20) -> dict[str, Any]:
         with self._lock:
@@ -107,6 +118,15 @@ class Stats:
             "phasesMs": phases,
             "recent": [r.as_dict() for r in records[-recent:]],
         }
+
+
+def error_code(stdout: bytes) -> int:
+    """The ``code`` of the CNI error object a failed call printed (0 when there is none)."""
+    with contextlib.suppress(ValueError, TypeError, AttributeError):
+        code = json.loads(stdout).get("code")
+        if isinstance(code, int) and not isinstance(code, bool):
+            return code
+    return 0
 
 
 def new_record(kind: str) -> CallRecord:

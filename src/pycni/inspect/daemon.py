@@ -8,8 +8,9 @@ points then run every plugin in-process), not an error.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 
-from pycni.inspect.model import DaemonStatus
+from pycni.inspect.model import DaemonStatus, EntryPointDir
 
 
 def _read(path: str, limit: int = 4096) -> bytes:
@@ -41,11 +42,63 @@ def started_by(pid: int) -> str:
     return f"by hand, parent: {parent} (pid {ppid})"
 
 
-def read_daemon(socket_path: str, timeout: float = 2.0) -> DaemonStatus:
-    """PING the daemon on ``socket_path``; never raises."""
+def describe_entry_point(config: dict[str, str], socket_path: str) -> str:
+    """One entry point's mode in words (config: pycni.fast.install.entry_config)."""
+    form = config.get("form", "unknown")
+    if form == "inprocess":
+        return "inprocess form (never uses a daemon)"
+    if form == "unknown":
+        return "installed by an older pycni (reinstall to see its mode)"
+    words = [f"{form} form"]
+    sock = config.get("socket", "")
+    words.append("forwards to this socket" if sock == socket_path else f"forwards to {sock}")
+    if config.get("autostart") == "yes":
+        idle = config.get("idle-exit", "?")
+        words.append(
+            "autostarts a daemon"
+            + (" (never idle-exits)" if idle == "0" else f" (idle exit {idle}s)")
+        )
+    else:
+        words.append("no autostart")
+    return ", ".join(words)
+
+
+def entry_point_dirs(dirs: Iterable[str], socket_path: str) -> list[EntryPointDir]:
+    """How the pycni entry points in each plugin directory were installed (reads files only)."""
+    from pycni.fast.install import entry_config
+
+    out = []
+    for directory in dirs:
+        found = EntryPointDir(directory)
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError:
+            found.modes.append("not readable")
+            out.append(found)
+            continue
+        for name in names:
+            path = os.path.join(directory, name)
+            if name.startswith(".") or not os.path.isfile(path):
+                continue
+            config = entry_config(path)
+            if config is None:
+                continue
+            found.plugins += 1
+            mode = describe_entry_point(config, socket_path)
+            if mode not in found.modes:
+                found.modes.append(mode)
+        out.append(found)
+    return out
+
+
+def read_daemon(
+    socket_path: str, timeout: float = 2.0, plugin_dirs: Iterable[str] = ()
+) -> DaemonStatus:
+    """PING the daemon on ``socket_path``, and read the entry points' modes; never raises."""
     from pycni.fast import client
 
     status = DaemonStatus(socket=socket_path)
+    status.entry_points = entry_point_dirs(plugin_dirs, socket_path)
     try:
         health = client.ping(socket_path, timeout=timeout)
     except client.DaemonUnavailable as exc:
@@ -69,6 +122,12 @@ def read_daemon(socket_path: str, timeout: float = 2.0) -> DaemonStatus:
     status.workers = workers if isinstance(workers, int) else None
     uptime = health.get("uptimeSeconds")
     status.uptime_seconds = float(uptime) if isinstance(uptime, int | float) else None
-    if status.pid is not None and os.path.exists(f"/proc/{status.pid}"):
+    how = health.get("startedBy")
+    status.how = how if isinstance(how, str) else ""
+    if status.how == "autostart":  # its parent is gone on purpose (double fork)
+        status.started_by = "by autostart (an entry point found no daemon)"
+    elif status.pid is not None and os.path.exists(f"/proc/{status.pid}"):
         status.started_by = started_by(status.pid)
+        if status.how == "socket-activation":
+            status.started_by = f"by socket activation, {status.started_by}"
     return status

@@ -180,6 +180,15 @@ class ClusterAgentState:
 
 
 @dataclass
+class EntryPointDir:
+    """The pycni entry points of one plugin directory, by how they were installed."""
+
+    directory: str
+    plugins: int = 0  # pycni entry points found (other files are not counted)
+    modes: list[str] = field(default_factory=list)  # e.g. "c form, autostart (idle exit 300s)"
+
+
+@dataclass
 class DaemonStatus:
     """Whether the warm daemon answers on its socket, and how it was started.
 
@@ -195,7 +204,9 @@ class DaemonStatus:
     workers: int | None = None
     uptime_seconds: float | None = None
     started_by: str = ""
+    how: str = ""  # health's startedBy: autostart, socket-activation, systemd, manual
     error: str = ""
+    entry_points: list[EntryPointDir] = field(default_factory=list)
 
 
 @dataclass

@@ -99,6 +99,18 @@ def _dns_lines(state: NodeState) -> list[str]:
     return out
 
 
+def _entry_point_lines(daemon: DaemonStatus) -> list[str]:
+    out = []
+    for found in daemon.entry_points:
+        if found.plugins == 0:
+            what = "; ".join(found.modes) or "no pycni entry points"
+            out.append(f"  {found.directory}: {what}")
+            continue
+        out.append(f"  {found.directory}: {found.plugins} pycni entry points, {found.modes[0]}")
+        out += [f"    also: {mode}" for mode in found.modes[1:]]
+    return ["Entry points:", *out] if out else []
+
+
 def render(state: NodeState, leaks: list[Leak]) -> str:
     out = [
         f"CNI state of namespace {state.netns}",
@@ -191,7 +203,7 @@ def render(state: NodeState, leaks: list[Leak]) -> str:
         ]
     )
     if state.daemon is not None:
-        out += ["", _daemon_line(state.daemon)]
+        out += ["", _daemon_line(state.daemon), *_entry_point_lines(state.daemon)]
     if state.cluster is not None:
         out += ["", *_cluster_lines(state.cluster)]
     if state.dns_servers:

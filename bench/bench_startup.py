@@ -1,0 +1,303 @@
+#!/usr/bin/env python3
+"""`make bench`, startup rows: what a node without a running daemon pays, and autostart.
+
+Rows (appended to docs/benchmarks.md under "Startup, autostart and the cold path", replacing
+an earlier copy of that section; bench/run.py rewrites the rest of the file):
+  1. autostart: from no daemon to the first call answered (it runs in-process) and to the
+     first call answered by the daemon that call started; the first call with and without
+     autostart (what starting the daemon costs the caller)
+  2. in-process ADD/DEL (loopback + bridge + host-local, no port mapping) vs the Go chain
+  3. import time per plugin in-process (`python -X importtime`, VERSION)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+from pycni.fast import client  # noqa: E402
+from pycni.fast import install as fast_install  # noqa: E402
+from pycni.net.ns import NetNS  # noqa: E402
+from pycni.plugin import registry  # noqa: E402
+
+GO_DIR = Path("/usr/lib/cni")
+PREFIX = f"pbst{os.getpid() % 10000}-"
+HEADING = "## Startup, autostart and the cold path"
+ENV_BASE = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+
+
+def run_entry(path: Path, env: dict[str, str], stdin: bytes = b"") -> float:
+    start = time.perf_counter()
+    proc = subprocess.run([str(path)], input=stdin, env=env, capture_output=True, check=False)
+    elapsed = (time.perf_counter() - start) * 1000
+    if proc.returncode != 0:
+        raise RuntimeError(f"{path} failed: {proc.stdout!r} {proc.stderr!r}")
+    return elapsed
+
+
+def kill_daemons(sock: str) -> None:
+    """SIGKILL the processes serving ``sock`` (found by the path in their command line)."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if sock.encode() in argv:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+
+
+def served_calls(sock: str) -> int:
+    try:
+        return int(client.stats(sock, timeout=2)["counts"]["calls"])
+    except (client.DaemonUnavailable, OSError, ValueError):
+        return 0
+
+
+def autostart_round(work: Path, autostart: bool) -> tuple[float, float]:
+    """(ms to the first call answered, ms to the first call answered by the daemon)."""
+    sock = str(work / "run" / "d.sock")
+    bindir = work / "bin"
+    fast_install.install(
+        bindir, socket_path=sock, form="c", names=["loopback"], autostart=autostart
+    )
+    env = {**ENV_BASE, "CNI_COMMAND": "VERSION"}
+    try:
+        start = time.perf_counter()
+        run_entry(bindir / "loopback", env)
+        first = (time.perf_counter() - start) * 1000
+        if not autostart:
+            return first, float("nan")
+        deadline = start + 60
+        while time.perf_counter() < deadline:
+            run_entry(bindir / "loopback", env)
+            if os.path.exists(sock) and served_calls(sock) >= 1:
+                return first, (time.perf_counter() - start) * 1000
+        raise RuntimeError("the autostarted daemon never answered")
+    finally:
+        kill_daemons(sock)
+
+
+def autostart_rows(rounds: int) -> list[tuple[str, float]]:
+    firsts, daemon_firsts, plain = [], [], []
+    for i in range(rounds):
+        with tempfile.TemporaryDirectory(prefix="pycni-bst") as tmp:
+            first, by_daemon = autostart_round(Path(tmp) / f"a{i}", True)
+            firsts.append(first)
+            daemon_firsts.append(by_daemon)
+            plain.append(autostart_round(Path(tmp) / f"n{i}", False)[0])
+    return [
+        ("first call answered, autostart (it runs in-process), p50 (ms)", median(firsts)),
+        ("first call answered, --no-autostart (in-process), p50 (ms)", median(plain)),
+        ("first call answered by the autostarted daemon, from no daemon, p50 (ms)",
+         median(daemon_firsts)),
+    ]  # fmt: skip
+
+
+def median(values: list[float]) -> float:
+    return round(statistics.median(values), 1)
+
+
+def netns_add(name: str) -> str:
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True)
+    return f"/run/netns/{name}"
+
+
+def netns_del(name: str) -> None:
+    subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
+
+
+def chain_rows(work: Path, pods: int) -> list[tuple[str, dict[str, float]]]:
+    """Interleaved loopback + bridge/host-local ADD and DEL, each implementation its node."""
+    impls = {"go": GO_DIR, "pycni-inprocess": work / "inprocess"}
+    fast_install.install(impls["pycni-inprocess"], form="inprocess")
+    times: dict[tuple[str, str], list[float]] = {}
+    made: list[str] = []
+    try:
+        nodes = {}
+        for label in impls:
+            name = f"{PREFIX}{label}"
+            nodes[label] = netns_add(name)
+            made.append(name)
+        for i in range(pods + 1):  # pod 0 warms the caches up, it is not counted
+            for label, plugin_dir in impls.items():
+                pod = f"{PREFIX}{label[:2]}{i}"
+                path = netns_add(pod)
+                made.append(pod)
+                base = {"cniVersion": "1.0.0", "name": "bstnet"}
+                lo = {**base, "type": "loopback"}
+                bridge = {
+                    **base, "type": "bridge", "bridge": "cni0", "isGateway": True,
+                    "ipam": {"type": "host-local", "dataDir": str(work / f"ipam-{label}"),
+                             "ranges": [[{"subnet": "10.98.0.0/16"}]]},
+                }  # fmt: skip
+                env = {
+                    **ENV_BASE, "CNI_CONTAINERID": pod, "CNI_NETNS": path,
+                    "CNI_PATH": str(plugin_dir), "CNI_ARGS": "",
+                }  # fmt: skip
+                with NetNS.open(nodes[label]) as node, node.entered():
+                    add = run_chain(plugin_dir, "ADD", env, lo, bridge)
+                    delete = run_chain(plugin_dir, "DEL", env, lo, bridge)
+                if i:
+                    times.setdefault(("ADD", label), []).append(add)
+                    times.setdefault(("DEL", label), []).append(delete)
+                netns_del(pod)
+    finally:
+        for name in reversed(made):
+            netns_del(name)
+    rows = []
+    for verb in ("ADD", "DEL"):
+        rows.append(
+            (f"{verb} p50, loopback + bridge/host-local, no port mapping (ms)",
+             {label: median(times[(verb, label)]) for label in impls}),
+        )  # fmt: skip
+    return rows
+
+
+def run_chain(
+    plugin_dir: Path,
+    verb: str,
+    env: dict[str, str],
+    lo: dict[str, object],
+    bridge: dict[str, object],
+) -> float:
+    total = 0.0
+    order = [("loopback", lo, "lo"), ("bridge", bridge, "eth0")]
+    for plugin, conf, ifname in order if verb == "ADD" else reversed(order):
+        call_env = {**env, "CNI_COMMAND": verb, "CNI_IFNAME": ifname}
+        total += run_entry(plugin_dir / plugin, call_env, json.dumps(conf).encode())
+    return total
+
+
+_IMPORT_LINE = re.compile(r"import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)")
+
+
+def import_rows(rounds: int) -> list[tuple[str, float, float, str]]:
+    """(plugin, total import ms, process wall ms, heaviest top-level imports) per plugin."""
+    code = fast_install.fallback_code()
+    python = fast_install.interpreter()
+    out = []
+    for name in sorted(registry.names()):
+        totals, walls = [], []
+        heaviest: dict[str, list[int]] = {}
+        for _ in range(rounds):
+            start = time.perf_counter()
+            proc = subprocess.run(
+                [python, "-X", "importtime", "-IS", "-c", code, name],
+                env={**ENV_BASE, "CNI_COMMAND": "VERSION"},
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            walls.append((time.perf_counter() - start) * 1000)
+            total = 0
+            for match in _IMPORT_LINE.finditer(proc.stderr):
+                self_us, cumulative, indent, module = match.groups()
+                total += int(self_us)
+                if len(indent) == 1:  # imported by the entry code itself
+                    heaviest.setdefault(module, []).append(int(cumulative))
+            totals.append(total / 1000)
+        typical = {m: statistics.median(us) for m, us in heaviest.items()}
+        top = sorted(typical.items(), key=lambda kv: -kv[1])[:3]
+        shown = ", ".join(f"{m} {us / 1000:.0f}" for m, us in top)
+        out.append((name, median(totals), median(walls), shown))
+    return out
+
+
+def render(
+    auto: list[tuple[str, float]],
+    chain: list[tuple[str, dict[str, float]]],
+    imports: list[tuple[str, float, float, str]],
+    args: argparse.Namespace,
+) -> str:
+    lines = [
+        HEADING,
+        "",
+        f"Measured by `make bench` (bench/bench_startup.py: {args.rounds} autostart rounds, "
+        f"{args.pods} pods, {args.import_rounds} import rounds) on {time.strftime('%Y-%m-%d')}. "
+        f"C entry points; VERSION calls for the autostart rows. Load average at the start: "
+        f"{args.load:.1f} ({os.cpu_count()} CPUs): on a shared machine the ms vary run to run.",
+        "",
+        "| measurement | value |",
+        "|---|---|",
+    ]
+    lines += [f"| {label} | {value} |" for label, value in auto]
+    lines += [
+        "",
+        "| measurement | go | pycni-inprocess | pycni-inprocess / go |",
+        "|---|---|---|---|",
+    ]
+    for label, values in chain:
+        go, slow = values["go"], values["pycni-inprocess"]
+        lines.append(f"| {label} | {go} | {slow} | {slow / go:.2f}x |")
+    lines += [
+        "",
+        "Import time of one in-process call (`python -X importtime -IS`, VERSION, median): the "
+        "sum of every module's own import time, the whole process, and the heaviest modules "
+        "the entry code imports (cumulative ms). VERSION loads the plugin's module, so this is "
+        "what every call pays; ADD/DEL add what the plugin imports lazily on its way.",
+        "",
+        "| plugin | imports (ms) | process (ms) | heaviest imports (ms) |",
+        "|---|---|---|---|",
+    ]
+    lines += [f"| {n} | {total} | {wall} | {top} |" for n, total, wall, top in imports]
+    return "\n".join(lines) + "\n"
+
+
+def write_section(path: Path, section: str) -> None:
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    if HEADING in text:
+        before, rest = text.split(HEADING, 1)
+        after = rest.split("\n## ", 1)
+        text = before + section + ("\n## " + after[1] if len(after) == 2 else "")
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    path.write_text(text)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rounds", type=int, default=10, help="autostart rounds (10)")
+    parser.add_argument("--pods", type=int, default=20, help="pods per implementation (20)")
+    parser.add_argument("--import-rounds", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="small numbers, to try the bench")
+    parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
+    args = parser.parse_args()
+    if args.quick:
+        args.rounds, args.pods, args.import_rounds = 2, 3, 1
+    if os.geteuid() != 0:
+        print("bench_startup: must run as root", file=sys.stderr)
+        return 1
+    args.load = os.getloadavg()[0]
+    print("bench_startup: autostart", file=sys.stderr)
+    auto = autostart_rows(args.rounds)
+    print("bench_startup: in-process chain vs go", file=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix="pycni-bst") as tmp:
+        chain = chain_rows(Path(tmp), args.pods)
+    print("bench_startup: import times", file=sys.stderr)
+    imports = import_rows(args.import_rounds)
+    section = render(auto, chain, imports, args)
+    print(section)
+    write_section(Path(args.out), section)
+    print(f"bench_startup: written to {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
