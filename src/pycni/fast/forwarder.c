@@ -122,6 +122,8 @@ static void fallback(const char *type, const char *body, size_t body_len, int ha
 }
 
 #define CALLER_WAIT_MS 30000 /* then the daemon starts anyway */
+#define LOCK_RETRIES 40      /* x LOCK_RETRY_US: 2 s for an exiting daemon to let go */
+#define LOCK_RETRY_US 50000
 
 /* In the grandchild: own session, nobody's child, stdio on the log, only the lock kept.
  * ``caller`` is a pidfd of the entry point (or -1): importing the plugins takes CPU that the
@@ -137,8 +139,15 @@ static void start_daemon(int caller) {
     int lock = open(PYCNI_LOCK_PATH, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (lock < 0 && errno == ENOENT && mkdir(PYCNI_SOCKET_DIR, 0700) == 0)
         lock = open(PYCNI_LOCK_PATH, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (lock < 0 || flock(lock, LOCK_EX | LOCK_NB) < 0)
-        _exit(0); /* another daemon is starting or serving */
+    if (lock < 0)
+        _exit(0);
+    /* Held: another daemon is starting or serving, or one that left when idle is still
+     * closing its files (its socket is gone already). Only the last lasts long: retry a while. */
+    for (int tries = 0; flock(lock, LOCK_EX | LOCK_NB) < 0; tries++) {
+        if (tries >= LOCK_RETRIES)
+            _exit(0);
+        usleep(LOCK_RETRY_US);
+    }
     int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
     int log = open(PYCNI_LOG_PATH, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (null < 0 || log < 0 || dup2(null, 0) < 0 || dup2(log, 1) < 0 || dup2(log, 2) < 0)

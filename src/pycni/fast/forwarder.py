@@ -154,12 +154,15 @@ def _request(plugin_type: str, flags: int, stdin: bytes) -> bytes:
 
 
 CALLER_WAIT = 30.0  # seconds; then the daemon starts anyway
+LOCK_RETRIES = 40  # x LOCK_RETRY: 2 s for an exiting daemon to let go of the lock
+LOCK_RETRY = 0.05
 
 
 def _start_daemon(caller: int | None) -> None:
     """In the grandchild: own session, stdio on the log, the lock on fd 3, exec the daemon
     once the call that started it (``caller``, a pidfd of this process) is over."""
     import fcntl
+    import time
 
     try:
         os.setsid()
@@ -177,7 +180,16 @@ def _start_daemon(caller: int | None) -> None:
         except FileNotFoundError:
             os.mkdir(os.path.dirname(SOCKET_PATH), 0o700)
             lock = os.open(LOCK_PATH, flags, 0o600)
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # else another daemon is starting
+        # Held: another daemon is starting or serving, or one that left when idle is still
+        # closing its files (its socket is gone already). Only the last lasts long: retry.
+        for tries in range(LOCK_RETRIES + 1):
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if tries == LOCK_RETRIES:
+                    raise
+                time.sleep(LOCK_RETRY)
         null = os.open("/dev/null", os.O_RDONLY | os.O_CLOEXEC)
         log = os.open(LOG_PATH, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         os.dup2(null, 0)
