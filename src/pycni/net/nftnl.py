@@ -29,6 +29,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pycni.net.ns import THREAD_NETNS
+from pycni.net.rtnl.wire import NLA_F_NESTED, RTATTR, align, attr, attr_str, parse_attrs
+
+
+def _nested(kind: int, payload: bytes) -> bytes:
+    return attr(kind | NLA_F_NESTED, payload)
+
 
 NETLINK_NETFILTER = 12
 NFNL_SUBSYS_NFTABLES = 10
@@ -53,7 +59,6 @@ NFTA_LIST_ELEM = 1
 NFTA_SET_ELEM_KEY = 1
 NFTA_SET_ELEM_USERDATA = 6
 NFTA_DATA_VALUE = 1
-NLA_F_NESTED = 0x8000
 NFTNL_UDATA_RULE_COMMENT = 0  # also NFTNL_UDATA_SET_ELEM_COMMENT
 NLM_F_REQUEST = 0x1
 NLM_F_ACK = 0x4
@@ -66,7 +71,6 @@ FAMILIES = {"ip": 2, "ip6": 10, "inet": 1, "arp": 3, "bridge": 7, "netdev": 5}
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 _NLMSGHDR = struct.Struct("=IHHII")
 _NFGENMSG = struct.Struct("=BBH")
-_RTATTR = struct.Struct("=HH")
 _RECV = 1 << 17
 _TIMEOUT = 30.0  # seconds; the kernel answers at once, this only bounds a lost reply
 
@@ -116,38 +120,6 @@ def concat_key(parts: list[str]) -> bytes:
             raw = ipaddress.ip_address(part.strip("[]")).packed
         out += raw + b"\0" * (-len(raw) % 4)
     return out
-
-
-def _align(n: int) -> int:
-    return (n + 3) & ~3
-
-
-def _attr_str(kind: int, value: str) -> bytes:
-    raw = value.encode() + b"\0"
-    length = _RTATTR.size + len(raw)
-    return _RTATTR.pack(length, kind) + raw + b"\0" * (_align(length) - length)
-
-
-def _attr(kind: int, payload: bytes) -> bytes:
-    length = _RTATTR.size + len(payload)
-    return _RTATTR.pack(length, kind) + payload + b"\0" * (_align(length) - length)
-
-
-def _nested(kind: int, payload: bytes) -> bytes:
-    return _attr(kind | NLA_F_NESTED, payload)
-
-
-def _attrs(data: bytes, start: int, end: int) -> dict[int, bytes]:
-    found: dict[int, bytes] = {}
-    pos = start
-    end = min(end, len(data))
-    while pos + _RTATTR.size <= end:
-        length, kind = _RTATTR.unpack_from(data, pos)
-        if length < _RTATTR.size:
-            break
-        found.setdefault(kind & 0x3FFF, data[pos + _RTATTR.size : pos + length])
-        pos += _align(length)
-    return found
 
 
 def comment_of(userdata: bytes) -> str:
@@ -217,7 +189,7 @@ def _request(kind: int, flags: int, body: bytes) -> list[tuple[int, bytes]] | No
                 if length < _NLMSGHDR.size:
                     raise NftnlError("netlink: truncated message")
                 start = offset + _NLMSGHDR.size
-                offset += _align(length)
+                offset += align(length)
                 if mseq != seq:
                     continue  # the tail of an earlier, interrupted request
                 if mtype == NLMSG_DONE:
@@ -238,12 +210,12 @@ def chain_rules(family: str, table: str, chain: str) -> list[Rule]:
     """Every rule of ``family table chain`` in this thread's namespace, in order; empty when
     the table or the chain does not exist."""
     body = _NFGENMSG.pack(FAMILIES[family], 0, 0)
-    body += _attr_str(NFTA_RULE_TABLE, table) + _attr_str(NFTA_RULE_CHAIN, chain)
+    body += attr_str(NFTA_RULE_TABLE, table) + attr_str(NFTA_RULE_CHAIN, chain)
     out: list[Rule] = []
     for mtype, payload in _request(NFT_MSG_GETRULE, NLM_F_DUMP, body) or []:
         if mtype != NFT_MSG_NEWRULE:
             continue
-        found = _attrs(payload, 0, len(payload))
+        found = parse_attrs(payload, 0, len(payload))
         handle_raw = found.get(NFTA_RULE_HANDLE, b"")
         if len(handle_raw) == 8:
             (handle,) = struct.unpack("!Q", handle_raw)
@@ -255,47 +227,47 @@ def element_comment(family: str, table: str, set_name: str, address: IPAddress) 
     """The comment of the element ``address`` of an address set: one keyed lookup in the
     kernel (libnftables' ``get element`` loads the whole set first). None when the set or the
     element does not exist; "" for an element without a comment."""
-    key = _nested(NFTA_SET_ELEM_KEY, _attr(NFTA_DATA_VALUE, address.packed))
+    key = _nested(NFTA_SET_ELEM_KEY, attr(NFTA_DATA_VALUE, address.packed))
     elements = _nested(NFTA_SET_ELEM_LIST_ELEMENTS, _nested(NFTA_LIST_ELEM, key))
     body = _NFGENMSG.pack(FAMILIES[family], 0, 0)
-    body += _attr_str(NFTA_SET_ELEM_LIST_TABLE, table)
-    body += _attr_str(NFTA_SET_ELEM_LIST_SET, set_name) + elements
+    body += attr_str(NFTA_SET_ELEM_LIST_TABLE, table)
+    body += attr_str(NFTA_SET_ELEM_LIST_SET, set_name) + elements
     replies = _request(NFT_MSG_GETSETELEM, NLM_F_ACK, body)
     if replies is None:
         return None
     for mtype, payload in replies:
         if mtype != NFT_MSG_NEWSETELEM:
             continue
-        listed = _attrs(payload, 0, len(payload)).get(NFTA_SET_ELEM_LIST_ELEMENTS, b"")
+        listed = parse_attrs(payload, 0, len(payload)).get(NFTA_SET_ELEM_LIST_ELEMENTS, b"")
         pos = 0
-        while pos + _RTATTR.size <= len(listed):
-            length, _kind = _RTATTR.unpack_from(listed, pos)
-            if length < _RTATTR.size:
+        while pos + RTATTR.size <= len(listed):
+            length, _kind = RTATTR.unpack_from(listed, pos)
+            if length < RTATTR.size:
                 break
-            elem = _attrs(listed, pos + _RTATTR.size, pos + length)
-            value = _attrs(elem.get(NFTA_SET_ELEM_KEY, b""), 0, 1 << 16).get(NFTA_DATA_VALUE)
+            elem = parse_attrs(listed, pos + RTATTR.size, pos + length)
+            value = parse_attrs(elem.get(NFTA_SET_ELEM_KEY, b""), 0, 1 << 16).get(NFTA_DATA_VALUE)
             if value == address.packed:
                 return comment_of(elem.get(NFTA_SET_ELEM_USERDATA, b""))
-            pos += _align(length)
+            pos += align(length)
     return None
 
 
 def _element_body(family: str, table: str, change: ElementChange) -> bytes:
-    elem = _nested(NFTA_SET_ELEM_KEY, _attr(NFTA_DATA_VALUE, change.key))
+    elem = _nested(NFTA_SET_ELEM_KEY, attr(NFTA_DATA_VALUE, change.key))
     if change.add and change.comment:
         text = change.comment.encode()[:254] + b"\0"
-        elem += _attr(NFTA_SET_ELEM_USERDATA, bytes((NFTNL_UDATA_RULE_COMMENT, len(text))) + text)
+        elem += attr(NFTA_SET_ELEM_USERDATA, bytes((NFTNL_UDATA_RULE_COMMENT, len(text))) + text)
     body = _NFGENMSG.pack(FAMILIES[family], 0, 0)
-    body += _attr_str(NFTA_SET_ELEM_LIST_TABLE, table)
-    body += _attr_str(NFTA_SET_ELEM_LIST_SET, change.set_name)
+    body += attr_str(NFTA_SET_ELEM_LIST_TABLE, table)
+    body += attr_str(NFTA_SET_ELEM_LIST_SET, change.set_name)
     return body + _nested(NFTA_SET_ELEM_LIST_ELEMENTS, _nested(NFTA_LIST_ELEM, elem))
 
 
 def _chain_messages(family: str, table: str, removal: ChainRemoval) -> list[tuple[int, bytes]]:
-    head = _NFGENMSG.pack(FAMILIES[family], 0, 0) + _attr_str(NFTA_RULE_TABLE, table)
+    head = _NFGENMSG.pack(FAMILIES[family], 0, 0) + attr_str(NFTA_RULE_TABLE, table)
     return [
-        (NFT_MSG_DELRULE, head + _attr_str(NFTA_RULE_CHAIN, removal.chain)),
-        (NFT_MSG_DELCHAIN, head + _attr_str(NFTA_CHAIN_NAME, removal.chain)),
+        (NFT_MSG_DELRULE, head + attr_str(NFTA_RULE_CHAIN, removal.chain)),
+        (NFT_MSG_DELCHAIN, head + attr_str(NFTA_CHAIN_NAME, removal.chain)),
     ]
 
 
@@ -343,4 +315,4 @@ def change_elements(
                     if code:  # the batch was aborted; replies still queued are skipped later
                         raise NftnlError(-code, os.strerror(-code))
                     waiting.discard(mseq)
-                offset += _align(length)
+                offset += align(length)

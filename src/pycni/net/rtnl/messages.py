@@ -80,10 +80,6 @@ class Message:
         raw = self._raw.get(kind)
         return default if raw is None else decode(raw)
 
-    def get_attrs(self, name: str) -> list[Any]:
-        value = self.get_attr(name)
-        return [] if value is None else [value]
-
     @property
     def attrs(self) -> list[tuple[str, Any]]:
         """Every known attribute present, as (name, value)."""
@@ -104,13 +100,6 @@ class Message:
 
     def __repr__(self) -> str:
         return f"<{self.event} {self._fields} {self.attrs}>"
-
-
-def _nested(table: Table, event: str) -> Decoder:
-    def decode(raw: bytes) -> Message:
-        return Message(event, {}, parse_attrs(raw, 0, len(raw)), table)
-
-    return decode
 
 
 MACVLAN_DATA: Table = {"IFLA_MACVLAN_MODE": (1, _u32), "IFLA_MACVLAN_FLAGS": (2, _u32)}

@@ -64,6 +64,7 @@ def parse_attrs(data: bytes, start: int, end: int) -> dict[int, bytes]:
     """The attributes in ``data[start:end]`` by type (the first of each type wins)."""
     found: dict[int, bytes] = {}
     pos = start
+    end = min(end, len(data))
     while pos + RTATTR.size <= end:
         length, kind = RTATTR.unpack_from(data, pos)
         if length < RTATTR.size:
