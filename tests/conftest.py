@@ -26,6 +26,19 @@ GO_PLUGIN_DIR = Path("/usr/lib/cni")
 _baseline: set[str] = set()
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The daemon-mode rerun (PYCNI_TEST_MODE=daemon) runs only tests whose plugins come from
+    ``plugin_dir``: the others do the same in both modes and ran in the first pass. pytest
+    reports them as deselected."""
+    if os.environ.get("PYCNI_TEST_MODE", "inprocess") != "daemon":
+        return
+    keep = [i for i in items if "plugin_dir" in getattr(i, "fixturenames", ())]
+    dropped = [i for i in items if "plugin_dir" not in getattr(i, "fixturenames", ())]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     _baseline.update(harness.global_state())
 
