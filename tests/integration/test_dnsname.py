@@ -299,6 +299,11 @@ def test_dual_stack_same_as_go(
             files_up = impl.snapshot()
             impl.call("DEL", 0, "web").ok()
             seen[label] = (result, files_up, impl.snapshot())
+            # the last DEL signals dnsmasq and returns: wait until it let go of the address
+            deadline = time.monotonic() + 15
+            while impl.dnsmasq() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert impl.dnsmasq() == [], f"{label}'s dnsmasq did not stop after the last DEL"
         assert seen["pycni"] == seen["go"]
         result, files_up, _ = seen["pycni"]
         assert result["dns"]["nameservers"] == [GATEWAY, "fd97:3::1"]
