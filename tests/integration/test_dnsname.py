@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -32,6 +33,23 @@ BRIDGE = "cnidns0"
 SUBNET = "10.97.3"
 GATEWAY = f"{SUBNET}.1"
 DOMAIN = "dns.podman"
+
+
+def wait_exited(pids: list[int], timeout: float = 15) -> None:
+    """Until each pid is gone or a zombie. A dying process loses its command line before it
+    closes its sockets, so "no dnsmasq in the process list" alone can still hold port 53."""
+
+    def exiting(pid: int) -> bool:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        return stat.rsplit(")", 1)[-1].split()[:1] != ["Z"]
+
+    deadline = time.monotonic() + timeout
+    while any(exiting(p) for p in pids):
+        assert time.monotonic() < deadline, f"dnsmasq {pids} did not exit"
+        time.sleep(0.02)
 
 
 def dnsmasq_pids(marker: str) -> list[int]:
@@ -297,13 +315,10 @@ def test_dual_stack_same_as_go(
             impl = Impl(binary, tmp_state.root / label, net)
             result = impl.call("ADD", 0, "web", ["www"]).ok().json
             files_up = impl.snapshot()
+            running = impl.dnsmasq()
             impl.call("DEL", 0, "web").ok()
             seen[label] = (result, files_up, impl.snapshot())
-            # the last DEL signals dnsmasq and returns: wait until it let go of the address
-            deadline = time.monotonic() + 15
-            while impl.dnsmasq() and time.monotonic() < deadline:
-                time.sleep(0.05)
-            assert impl.dnsmasq() == [], f"{label}'s dnsmasq did not stop after the last DEL"
+            wait_exited(running)  # the last DEL signals dnsmasq and returns: wait for port 53
         assert seen["pycni"] == seen["go"]
         result, files_up, _ = seen["pycni"]
         assert result["dns"]["nameservers"] == [GATEWAY, "fd97:3::1"]
@@ -356,9 +371,7 @@ def test_check_sees_dnsmasq_and_entries(net: Net, plugin_dir: Path) -> None:
     assert run.code == 1 and "db is not published" in run.json["msg"]
     (pid,) = impl.dnsmasq()
     os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    while impl.dnsmasq() and time.monotonic() < deadline:
-        time.sleep(0.02)  # until its socket is closed
+    wait_exited([pid])  # until its sockets are closed
     run = impl.call("CHECK", 0, "web")
     assert run.code == 1 and "not running" in run.json["msg"]
     impl.call("DEL", 1, "db2").ok()
@@ -531,3 +544,25 @@ def test_inspect_shows_servers_and_cleanup_stops_a_server_without_pods(
     assert impl.dnsmasq() == [] and not (impl.base / NETWORK).exists()
     assert accept_rules(net.node) == []
     assert inspect()["dns_servers"] == []
+
+
+def test_add_waits_for_port_53_held_by_an_exiting_process(net: Net, plugin_dir: Path) -> None:
+    """Another process (a dnsmasq still exiting) holds the gateway's port 53 for a moment: the
+    ADD retries dnsmasq's start instead of failing."""
+    proc = subprocess.Popen(
+        ["nsenter", f"--net={net.node.path}", "--", sys.executable, "-c",
+         "import socket, time\n"
+         f"s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(({GATEWAY!r}, 53))\n"
+         "print('bound', flush=True); time.sleep(0.8)\n"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "bound"
+        impl = Impl(plugin_dir / "dnsname", net.state.root / "x", net)
+        impl.call("ADD", 0, "web").ok()
+        assert len(impl.dnsmasq()) == 1
+        impl.call("DEL", 0, "web").ok()
+        assert impl.dnsmasq() == []
+    finally:
+        proc.kill()
+        proc.wait()

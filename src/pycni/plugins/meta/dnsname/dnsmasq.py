@@ -75,6 +75,9 @@ def running_pid(files: NetworkFiles) -> int | None:
     return pid if pid is not None and serves(pid, files) else None
 
 
+ADDRESS_IN_USE_WAIT = 2.0  # seconds of retrying a start whose address is still held
+
+
 def start(files: NetworkFiles) -> int:
     """Start dnsmasq in the calling thread's network namespace; returns its pid.
 
@@ -83,22 +86,31 @@ def start(files: NetworkFiles) -> int:
     path = binary()
     if path is None:
         raise CNIError(INTERNAL, "unable to locate dnsmasq in path")
-    with contextlib.suppress(FileNotFoundError):
-        files.pid_file.unlink()  # a stale file must not be mistaken for the new daemon's
-    try:
-        proc = subprocess.run(
-            argv(path, files),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            timeout=START_TIMEOUT,
-            check=False,
-            env={"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")},
-            start_new_session=True,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise CNIError(INTERNAL, f"dnsname error: dnsmasq failed: {exc}") from None
-    output = proc.stdout.decode(errors="replace").strip()
+    # A dnsmasq killed by someone else (another implementation's last DEL, the OOM killer) may
+    # still hold port 53 while it exits: its address is free again within moments.
+    deadline = time.monotonic() + ADDRESS_IN_USE_WAIT
+    while True:
+        with contextlib.suppress(FileNotFoundError):
+            files.pid_file.unlink()  # a stale file must not be mistaken for the new daemon's
+        try:
+            proc = subprocess.run(
+                argv(path, files),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                timeout=START_TIMEOUT,
+                check=False,
+                env={"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")},
+                start_new_session=True,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise CNIError(INTERNAL, f"dnsname error: dnsmasq failed: {exc}") from None
+        output = proc.stdout.decode(errors="replace").strip()
+        if proc.returncode == 0 or "Address already in use" not in output:
+            break
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
     if proc.returncode != 0:
         raise CNIError(INTERNAL, f'dnsname error: dnsmasq failed with "{output}"')
     pid = running_pid(files)
