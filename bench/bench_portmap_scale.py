@@ -151,7 +151,7 @@ def main() -> None:
             have = 0
             for level in LEVELS:
                 for i in range(have, level):
-                    nft_backend.add(fake(i, "nftables"))
+                    nft_backend.BACKEND.add(fake(i, "nftables"), lambda step: None)
                 populate_iptables(have, level)
                 have = level
                 rows = {

@@ -27,6 +27,8 @@ from pycni.fast import install as fast_install
 from pycni.net import addrdump, ipmasq, link, sysctl
 from pycni.net.netlink import rtnl
 from pycni.net.ns import NetNS
+from pycni.plugins.meta.portmap import nft_backend
+from pycni.plugins.meta.portmap.config import PortMapConfig, PortMapping
 
 
 def median_ms(fn: Callable[[], object], n: int = 30) -> float:
@@ -38,8 +40,41 @@ def median_ms(fn: Callable[[], object], n: int = 30) -> float:
     return sorted(times)[n // 2] * 1000
 
 
+def paired_ms(
+    first: Callable[[], object], second: Callable[[], object], n: int = 30
+) -> tuple[float, float]:
+    """Medians of ``first`` and ``second`` run alternately (an add, then its undo)."""
+    a, b = [], []
+    for _ in range(n):
+        start = time.perf_counter()
+        first()
+        a.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        second()
+        b.append(time.perf_counter() - start)
+    return sorted(a)[n // 2] * 1000, sorted(b)[n // 2] * 1000
+
+
+def portmap_probe() -> dict[str, float]:
+    """One more attachment's portmap rules (nftables backend) added and deleted."""
+    cfg = PortMapConfig(
+        network="profnet",
+        container_id="probe",
+        ifname="eth0",
+        mappings=[PortMapping(host_port=19999, container_port=80, protocol="tcp")],
+        backend="nftables",
+        container_ips={4: ipaddress.ip_interface("10.99.250.250/16")},
+    )
+    add, delete = paired_ms(
+        lambda: nft_backend.BACKEND.add(cfg, lambda step: None),
+        lambda: nft_backend.BACKEND.delete(cfg),
+    )
+    return {"portmap: add (nftables)": add, "portmap: exact delete": delete}
+
+
 def primitives() -> dict[str, float]:
     ipn = [ipaddress.ip_interface("10.99.250.250/16")]
+    pm = portmap_probe()
     with rtnl() as ipr:
         bridge = link.index_of(ipr, "cni0")
         return {
@@ -57,6 +92,7 @@ def primitives() -> dict[str, float]:
             "masquerade set: exact delete": median_ms(
                 lambda: ipmasq.teardown_nftables("profnet", "eth0", "probe", ipn)
             ),
+            **pm,
         }
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from pycni.plugins.meta.portmap.nft_chains import chain_name
 from tests.harness import Namespace, State, exec_plugin
 
 pytestmark = pytest.mark.kernel
@@ -383,4 +384,10 @@ def test_hostport_conflict_is_an_error(
     run = env.run("portmap", "ADD", env.portmap_conf(prev, MAPPINGS[:1]), "cid-b", pod2)
     assert run.code != 0
     assert "8080" in json.loads(run.stdout)["msg"]
-    assert "chain pm-" in nft_ruleset(env.node)
+    winner = env.portmap_conf(env.pods["cid-a"][1], MAPPINGS[:1])
+    text = nft_ruleset(env.node)  # the winner's elements stay, the loser left none
+    assert chain_name(winner["name"], "cid-a", "eth0") in text, text
+    assert chain_name(winner["name"], "cid-b", "eth0") not in text, text
+    env.run("portmap", "CHECK", winner, "cid-a", pod1).ok()
+    env.run("portmap", "DEL", env.portmap_conf(prev, MAPPINGS[:1]), "cid-b", pod2).ok()
+    env.run("portmap", "CHECK", winner, "cid-a", pod1).ok()

@@ -1,5 +1,6 @@
-"""Scale: with hundreds of mapped attachments the ruleset grows by a constant per pod, the
-nft transaction of one ADD/DEL has the same size whatever the number of pods, and DEL of
+"""Scale: with hundreds of mapped attachments the nftables rules stay the same and only map
+and set elements grow, by a constant per pod (iptables: rules grow by a constant per pod);
+the netlink batch of one ADD/DEL has the same size whatever the number of pods, and DEL of
 one attachment leaves the others untouched. Fake attachments, added through the backends
 directly in a node namespace (no pods needed)."""
 
@@ -11,8 +12,10 @@ from typing import Any
 
 import pytest
 
-from pycni.plugins.meta.portmap import iptables_backend, nft_backend
+from pycni.net import rule_matches
+from pycni.plugins.meta.portmap import iptables_backend, nft_backend, nft_chains, nft_maps
 from pycni.plugins.meta.portmap.config import PortMapConfig, PortMapping
+from pycni.spec.errors import CNIError
 from tests.harness import Namespace
 
 pytestmark = pytest.mark.kernel
@@ -36,41 +39,104 @@ def fake(i: int, backend: str = "nftables") -> PortMapConfig:
 
 
 def nft_counts(node: Namespace) -> tuple[int, int]:
+    """(rules, set and map elements) of pycni's portmap table."""
     data: Any = json.loads(node.run("nft", "-j", "list", "table", "inet", "pycni_portmap").stdout)
     items = data["nftables"]
     rules = sum(1 for item in items if "rule" in item)
-    elements = sum(len(item["map"].get("elem", [])) for item in items if "map" in item)
+    elements = sum(
+        len(item[kind].get("elem", [])) for item in items for kind in ("map", "set") if kind in item
+    )
     return rules, elements
 
 
-def test_nft_rules_grow_by_a_constant_per_pod(node: Namespace) -> None:
+NFT = nft_backend.BACKEND
+
+
+def _add(cfg: PortMapConfig) -> None:
+    NFT.add(cfg, lambda step: None)
+
+
+def test_nft_rules_constant_elements_grow_by_a_constant_per_pod(node: Namespace) -> None:
     counts: dict[int, tuple[int, int]] = {}
     with node.entered():
         for i in range(200):
-            nft_backend.add(fake(i))
+            _add(fake(i))
             if i + 1 in (1, 2, 100, 200):
                 counts[i + 1] = nft_counts(node)
-    rules_per_pod = counts[2][0] - counts[1][0]
+    rules = counts[1][0]
     elems_per_pod = counts[2][1] - counts[1][1]
-    assert rules_per_pod == 10  # 2 mappings x (v4: 2 marks + dnat, v6: mark + dnat)
-    assert elems_per_pod == 4  # tcp and udp keys in ports4 and ports6
-    for n in (100, 200):
-        assert counts[n][0] == counts[1][0] + (n - 1) * rules_per_pod
-        assert counts[n][1] == counts[1][1] + (n - 1) * elems_per_pod
-    # the transaction of pod 0 and pod 199 has the same size
-    assert len(nft_backend.add_commands(fake(0))) == len(nft_backend.add_commands(fake(199)))
+    # 2 mappings x (dnat4 + dnat6 + masq4 for the subnet and localhost + masq6 for the subnet)
+    assert elems_per_pod == 10
+    for n in (2, 100, 200):
+        assert counts[n] == (rules, counts[1][1] + (n - 1) * elems_per_pod)
+    # the netlink batch of pod 0 and pod 199 has the same size
+    assert len(nft_maps.mappings(fake(0))) == len(nft_maps.mappings(fake(199)))
     with node.entered():
-        assert nft_backend.delete("scalenet", "cid-0100", "eth0")
-        assert not nft_backend.delete("scalenet", "cid-0100", "eth0")
-        nft_backend.check(fake(99))
-        nft_backend.check(fake(101))
-        assert nft_counts(node) == (
-            counts[200][0] - rules_per_pod,
-            counts[200][1] - elems_per_pod,
-        )
-        removed = nft_backend.gc("scalenet", [])
-        assert len(removed) == 199
-    assert nft_counts(node) == (counts[1][0] - rules_per_pod, 0)
+        assert NFT.delete(fake(100))
+        assert not NFT.delete(fake(100))
+        NFT.check(fake(99))
+        NFT.check(fake(101))
+        with pytest.raises(CNIError, match="has no element"):
+            NFT.check(fake(100))
+        assert nft_counts(node) == (rules, counts[200][1] - elems_per_pod)
+        blind = fake(101)  # DEL without runtimeConfig and prevResult: found by owner
+        blind.mappings, blind.mappings_given, blind.container_ips = [], False, {}
+        assert NFT.delete(blind)
+        removed = NFT.gc(fake(0), [("cid-0007", "eth0")])
+        assert len(removed) == 197
+        NFT.check(fake(7))
+    assert nft_counts(node) == (rules, elems_per_pod)
+
+
+def test_nft_conflicts_and_readd(node: Namespace) -> None:
+    with node.entered():
+        _add(fake(1))
+        _add(fake(1))  # a repeated ADD of the same attachment is fine
+        other = fake(2)
+        other.mappings = fake(1).mappings
+        with pytest.raises(CNIError, match="already mapped by another attachment"):
+            _add(other)
+        assert not NFT.delete(other)  # the loser's DEL leaves the winner's elements
+        NFT.check(fake(1))
+        moved = fake(1)
+        moved.container_ips = fake(3).container_ips  # re-ADD with another address: replaced
+        _add(moved)
+        NFT.check(moved)
+        assert NFT.delete(moved)
+    assert nft_counts(node)[1] == 0
+
+
+def test_nft_chain_layout_of_an_earlier_version_is_removed(node: Namespace) -> None:
+    """Attachments stored as chains (conditions, or an earlier pycni) are deleted by DEL and
+    GC, and an ADD in the map layout takes over the attachment's own old chain."""
+    with node.entered():
+        for i in range(4):
+            nft_backend.ensure_scaffold(fake(i))
+            nft_chains.add(fake(i))  # what an earlier version made
+        chains = [nft_chains.chain_name("scalenet", f"cid-{i:04d}", "eth0") for i in range(4)]
+        assert NFT.delete(fake(0))
+        assert nft_chains.chain_rules(chains[0]) is None
+        with pytest.raises(CNIError, match="already mapped"):
+            _add(_same_ports(fake(5), fake(1)))  # held by an old chain: a conflict
+        _add(fake(1))  # its own chain: replaced by elements
+        assert nft_chains.chain_rules(chains[1]) is None
+        NFT.check(fake(1))
+        assert sorted(NFT.gc(fake(0), [("cid-0001", "eth0")])) == sorted(chains[2:])
+        conditioned = fake(9)
+        conditioned.conditions_v4 = rule_matches.parse("conditionsV4", ["iifname", '"eth9"'], 4)[0]
+        _add(conditioned)
+        assert nft_chains.chain_rules(nft_chains.chain_name("scalenet", "cid-0009", "eth0"))
+        NFT.check(conditioned)
+        with pytest.raises(CNIError, match="already mapped"):
+            _add(_same_ports(fake(8), conditioned))
+        assert NFT.delete(conditioned)
+        assert NFT.delete(fake(1))
+    assert nft_counts(node)[1] == 0
+
+
+def _same_ports(cfg: PortMapConfig, like: PortMapConfig) -> PortMapConfig:
+    cfg.mappings = like.mappings
+    return cfg
 
 
 def _iptables_rules(node: Namespace) -> int:

@@ -1,8 +1,9 @@
 """300 pods on one network, through the runtime, the warm daemon, the real plugins and kernel.
 
 As the pods go from 10 to 300 a packet's path must not lengthen: every chain of pycni's tables
-(masquerade, portmap) keeps its number of rules, only set and map elements grow (portmap adds
-one chain per attachment, reached by one map lookup, each with the same rules). The node-wide
+(masquerade, portmap) keeps its number of rules and no chain is added: only set and map
+elements grow (portmap: one DNAT map element per mapping and family, and the masquerade set
+elements of its hairpin subnet and localhost). The node-wide
 GC with 300 live attachments frees nothing; DEL of all 300 leaves nothing behind.
 """
 
@@ -97,10 +98,6 @@ def snapshot(node: harness.Namespace) -> tuple[dict[str, int], dict[str, int]]:
     return chains, elements
 
 
-def per_attachment(chains: dict[str, int]) -> dict[str, int]:
-    return {c: n for c, n in chains.items() if c.startswith("pycni_portmap/pm-")}
-
-
 def test_300_pods_rules_constant_gc_keeps_del_clears(
     node: harness.Namespace, tmp_state: harness.State, daemon_path: str
 ) -> None:
@@ -129,14 +126,10 @@ def test_300_pods_rules_constant_gc_keeps_del_clears(
                 snaps[i + 1] = snapshot(node)
         (few_chains, few_elems), (many_chains, many_elems) = snaps[FEW], snaps[MANY]
 
-        # every chain that existed at 10 pods has the same rules at 300
-        assert {c: many_chains[c] for c in few_chains} == few_chains
-        # the only new chains are per-attachment portmap chains, with the same rules each
-        new = set(many_chains) - set(few_chains)
-        assert new == set(per_attachment(many_chains)) - set(per_attachment(few_chains))
-        assert len(new) == MANY - FEW
-        assert set(per_attachment(many_chains).values()) == set(per_attachment(few_chains).values())
-        assert len(set(per_attachment(many_chains).values())) == 1
+        # the same chains with the same number of rules at 10 and at 300 pods
+        assert many_chains == few_chains
+        assert not any(c.startswith("pycni_portmap/pm-") for c in many_chains)
+        assert many_chains["pycni_portmap/hostports"] == 9
         # the masquerade table: one jump per network, one rule per subnet, whatever the pods
         masq = {c: n for c, n in many_chains.items() if c.startswith("cni_plugins_masquerade/")}
         assert sum(masq.values()) == 3 + 1 + 2  # postrouting, masq_checks, the network's chain
@@ -145,8 +138,11 @@ def test_300_pods_rules_constant_gc_keeps_del_clears(
         grown = {s: many_elems[s] - few_elems[s] for s in few_elems}
         masq_sets = [s for s in grown if s.startswith("cni_plugins_masquerade/")]
         assert len(masq_sets) == 2 and all(grown[s] == MANY - FEW for s in masq_sets)
-        assert grown["pycni_portmap/ports4"] == grown["pycni_portmap/ports6"] == MANY - FEW
-        assert many_elems["pycni_portmap/ports4"] == MANY
+        assert grown["pycni_portmap/dnat4"] == grown["pycni_portmap/dnat6"] == MANY - FEW
+        assert many_elems["pycni_portmap/dnat4"] == MANY
+        assert grown["pycni_portmap/masq4-b13"] == 2 * (MANY - FEW)  # subnet and localhost
+        assert grown["pycni_portmap/masq6-b13"] == MANY - FEW
+        assert many_elems["pycni_portmap/ports4"] == 0  # the chain layout is not used
 
         # the node-wide GC with 300 live attachments frees nothing
         env = {**os.environ, "NETCONFPATH": str(tmp_state.conf_dir), "CNI_PATH": daemon_path}
@@ -163,7 +159,7 @@ def test_300_pods_rules_constant_gc_keeps_del_clears(
             with node.entered():
                 cni.del_network_list(conf, runtime_conf(i))
         chains, elems = snapshot(node)
-        assert per_attachment(chains) == {}
+        assert chains == few_chains
         assert set(elems.values()) == {0}
         assert tmp_state.reservations(NET) == []
         assert [n for n in node.links() if n.startswith("veth")] == []

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pycni.net import iptables, rule_matches
+from pycni.net import iptables, nftnl, rule_matches
 from pycni.net.chain_names import (
     format_chain_name,
     format_comment,
@@ -17,7 +17,7 @@ from pycni.net.chain_names import (
     must_format_hash_with_prefix,
 )
 from pycni.plugin.base import Request
-from pycni.plugins.meta.portmap import iptables_backend, nft_backend
+from pycni.plugins.meta.portmap import iptables_backend, nft_backend, nft_chains, nft_maps
 from pycni.plugins.meta.portmap.config import PortMapConfig, PortMapping, parse
 from pycni.spec.errors import CNIError
 
@@ -190,7 +190,7 @@ MARK = {
 
 
 def test_nft_pod_rules() -> None:
-    rules, elements = nft_backend.pod_rules(cfg_of())
+    rules, elements = nft_chains.pod_rules(cfg_of())
     tcp8080 = _eq("tcp", "dport", 8080)
     assert [r.expr for r in rules[:3]] == [
         [_eq("ip", "saddr", {"prefix": {"addr": "10.0.0.0", "len": 24}}), NFPROTO4, tcp8080, MARK],
@@ -213,7 +213,7 @@ def test_nft_pod_rules() -> None:
         "k ports6 tcp . 8080",
         "k hostip6 2001:db8::1 . sctp . 8082",
     ]  # 0.0.0.0 is an IPv4 hostIP: skipped for IPv6, as the reference does
-    assert all(nft_backend.Element.from_comment(e.comment) == e for e in elements)
+    assert all(nft_chains.Element.from_comment(e.comment) == e for e in elements)
     assert elements[1].key_parts() == ["192.0.2.1", "udp", 8081]
 
 
@@ -225,46 +225,83 @@ def test_element_comments_of_others_are_ignored() -> None:
         "k ports4 tcp . 70000",
         "k other tcp . 80",
     ):
-        assert nft_backend.Element.from_comment(comment) is None, comment
+        assert nft_chains.Element.from_comment(comment) is None, comment
 
 
 def test_nft_snat_variants_and_conditions() -> None:
-    rules, _ = nft_backend.pod_rules(cfg_of(snat=False))
+    rules, _ = nft_chains.pod_rules(cfg_of(snat=False))
     assert not any("mangle" in json.dumps(r.expr) for r in rules)
-    rules, _ = nft_backend.pod_rules(cfg_of(masq_all=True, mark_bit=3))
+    rules, _ = nft_chains.pod_rules(cfg_of(masq_all=True, mark_bit=3))
     assert rules[0].expr[0] == NFPROTO4 and rules[0].expr[-1]["mangle"]["value"]["|"][1] == 8
     cond = rule_matches.parse("conditionsV4", ["iifname", '"eth9"'], 4)[0]
-    rules, _ = nft_backend.pod_rules(cfg_of(conditions_v4=cond))
+    rules, _ = nft_chains.pod_rules(cfg_of(conditions_v4=cond))
     iif = {"match": {"op": "==", "left": {"meta": {"key": "iifname"}}, "right": "eth9"}}
     assert rules[2].expr[2] == iif and "dnat" in rules[2].expr[3]
 
 
 def test_nft_scaffold_gates_on_local_destination() -> None:
-    cmds = nft_backend.add_commands(cfg_of())
-    local = {
-        "match": {
-            "op": "==",
-            "left": {"fib": {"result": "type", "flags": ["daddr"]}},
-            "right": "local",
-        }
-    }
+    script = nft_backend.scaffold_script({13, 3})
     for hook in ("prerouting", "output"):
-        rule = {"family": "inet", "table": "pycni_portmap", "chain": hook}
-        rule["expr"] = [local, {"jump": {"target": "hostports"}}]
-        assert {"add": {"rule": rule}} in cmds
-    assert "masquerade" in json.dumps(cmds)
-    chain = nft_backend.chain_name("net", "cid", "eth0")
-    elem = [[{"concat": ["tcp", 8080]}, {"jump": {"target": chain}}]]
-    element = {"family": "inet", "table": "pycni_portmap", "name": "ports4", "elem": elem}
-    assert {"add": {"element": element}} in cmds
-    assert json.loads(nft_backend.add_script(cfg_of())) == {"nftables": cmds}
+        assert f"add rule inet pycni_portmap {hook} fib daddr type local jump hostports" in script
+    lines = script.splitlines()
+    hostports = [line for line in lines if "rule inet pycni_portmap hostports" in line]
+    assert len(hostports) == nft_backend.HOSTPORTS_RULES
+    marks = [line for line in script.splitlines() if "rule inet pycni_portmap marks" in line]
+    assert len(marks) == 8 and sum('comment "b3"' in line for line in marks) == 4
+    assert "meta mark & 0x2000 == 0x2000 masquerade" in script
+    assert "meta mark & 0x8 == 0x8 masquerade" in script
+    with pytest.raises(ValueError):
+        nft_backend.scaffold_script({32})
+
+
+def test_nft_map_layout_elements() -> None:
+    cfg = cfg_of()
+    owner = nft_maps.owner_name("net", "cid", "eth0")
+    assert owner == nft_chains.chain_name("net", "cid", "eth0")
+    found = nft_maps.mappings(cfg)
+    dnat = [(m.dnat.set_name, m.dnat.shown) for m in found]
+    assert dnat == [
+        ("dnat4", "tcp . 8080"),
+        ("dnat4h", "192.0.2.1 . udp . 8081"),
+        ("dnat4", "tcp . 8083"),  # 0.0.0.0 = any address
+        ("dnat6", "tcp . 8080"),
+        ("dnat6h", "2001:db8::1 . sctp . 8082"),
+    ]  # 0.0.0.0 is an IPv4 hostIP: skipped for IPv6, as the reference does
+    first = found[0]
+    assert first.dnat.key == nftnl.concat_key(["tcp", "8080"])
+    assert first.dnat.data == nftnl.concat_key(["10.0.0.2", "80"])
+    assert [(e.set_name, e.shown) for e in first.masq] == [
+        ("masq4-b13", "10.0.0.0/24 . tcp . 8080"),
+        ("masq4-b13", "127.0.0.1/32 . tcp . 8080"),
+    ]
+    assert first.masq[0].key_end == nftnl.concat_key(["10.0.0.255", "tcp", "8080"])
+    assert found[1].masq[0].shown == "10.0.0.0/24 . 192.0.2.1 . udp . 8081"
+    assert [e.set_name for e in found[3].masq] == ["masq6-b13"]  # no localhost for IPv6
+    assert all(not m.masq for m in nft_maps.mappings(cfg_of(snat=False)))
+    every = nft_maps.mappings(cfg_of(masq_all=True, mark_bit=3))
+    assert [e.shown for e in every[0].masq] == ["0.0.0.0/0 . tcp . 8080"]
+    assert every[3].masq[0].set_name == "masq6-b3"
+    change = first.dnat.change(True, owner)
+    assert change.exclusive and change.comment == owner and change.data == first.dnat.data
+
+
+def test_nft_map_layout_duplicate_keys_first_wins() -> None:
+    cfg = cfg_of()
+    cfg.mappings = [
+        PortMapping(host_port=9000, container_port=80, protocol="tcp"),
+        PortMapping(host_port=9000, container_port=81, protocol="tcp"),
+    ]
+    found = nft_maps.mappings(cfg)
+    assert [m.dnat.data for m in found if m.dnat.set_name == "dnat4"] == [
+        nftnl.concat_key(["10.0.0.2", "80"])
+    ]
 
 
 def test_nft_chain_names_differ_per_attachment_and_network() -> None:
-    a = nft_backend.chain_name("net", "cid", "eth0")
-    assert a != nft_backend.chain_name("net", "cid", "eth1")
-    assert a != nft_backend.chain_name("net2", "cid", "eth0")
-    assert a.startswith(nft_backend.network_prefix("net"))
+    a = nft_chains.chain_name("net", "cid", "eth0")
+    assert a != nft_chains.chain_name("net", "cid", "eth1")
+    assert a != nft_chains.chain_name("net2", "cid", "eth0")
+    assert a.startswith(nft_chains.network_prefix("net"))
     assert len(a) <= 64
 
 
@@ -280,8 +317,8 @@ def test_nft_map_elements_parse() -> None:
         },
         {"map": {"name": "other", "elem": [[1, {"jump": {"target": "x"}}]]}},
     ]
-    assert nft_backend.map_elements(items) == {
-        nft_backend.Element("hostip4", "192.0.2.1 . udp . 53"): "pm-a"
+    assert nft_chains.map_elements(items) == {
+        nft_chains.Element("hostip4", "192.0.2.1 . udp . 53"): "pm-a"
     }
 
 

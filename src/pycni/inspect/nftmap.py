@@ -1,10 +1,12 @@
 """Port mappings as nftables rules: read the portmap tables and delete one owner's rules.
 
-Portmap tables are recognised by name: pycni's own (``inet pycni_portmap``, one chain per
-attachment, entered through verdict maps) and the reference plugin's nftables backend
-(``cni_hostport``). A DNAT rule becomes a ``PortMapping``. Its owner is the attachment chain
-in pycni's table (see ``owner_chain``) and the rule comment (the container ID) in the
-reference's.
+Portmap tables are recognised by name: pycni's own (``inet pycni_portmap``) and the reference
+plugin's nftables backend (``cni_hostport``). In pycni's table an attachment is DNAT map
+elements (``dnat4``, ``dnat4h``, ``dnat6``, ``dnat6h``) whose comment names the owner, or,
+with conditions or from an earlier pycni version, a chain of its own whose DNAT rules are
+reached through verdict maps; the owner is then the chain (see ``owner_chain`` for both). In
+the reference's table a DNAT rule's comment (the container ID) is its owner. Each DNAT map
+element or DNAT rule becomes a ``PortMapping``.
 """
 
 from __future__ import annotations
@@ -13,15 +15,16 @@ from typing import Any
 
 from pycni.inspect.model import PortMapping
 from pycni.net import nft
-from pycni.plugins.meta.portmap import nft_backend
+from pycni.plugins.meta.portmap import nft_backend, nft_chains, nft_maps
 
 REFERENCE_TABLE = "cni_hostport"
 PYCNI_TABLE_PREFIX = "pycni"
 
 
 def owner_chain(network: str, container_id: str, ifname: str) -> str:
-    """The chain pycni's portmap gives one attachment (what owns its mappings)."""
-    return nft_backend.chain_name(network, container_id, ifname)
+    """The owner name pycni's portmap gives one attachment: its elements' comment, or its
+    chain's name in the chain layout."""
+    return nft_maps.owner_name(network, container_id, ifname)
 
 
 def is_pycni(mapping: PortMapping) -> bool:
@@ -98,6 +101,41 @@ def parse_rule(rule: dict[str, Any]) -> PortMapping | None:
     )
 
 
+def _parts(value: Any) -> list[Any]:
+    if isinstance(value, dict) and isinstance(value.get("concat"), list):
+        return list(value["concat"])
+    return [value]
+
+
+def parse_element(family: str, table: str, name: str, pair: Any) -> PortMapping | None:
+    """A DNAT map element (``[key, addr . port]`` with the owner as the key's comment)."""
+    if not isinstance(pair, list) or len(pair) != 2:
+        return None
+    key, data = pair
+    owner = ""
+    if isinstance(key, dict) and isinstance(key.get("elem"), dict):
+        owner = str(key["elem"].get("comment", ""))
+        key = key["elem"].get("val")
+    parts, target = _parts(key), _parts(data)
+    if len(parts) not in (2, 3) or len(target) != 2:
+        return None
+    proto, port = parts[-2], parts[-1]
+    if not isinstance(port, int) or not isinstance(target[1], int):
+        return None
+    return PortMapping(
+        family=family,
+        table=table,
+        chain=name,
+        handle=0,
+        protocol=str(proto),
+        host_port=port,
+        target_ip=str(target[0]),
+        target_port=target[1],
+        host_ip=str(parts[0]) if len(parts) == 3 else None,
+        owner=owner,
+    )
+
+
 def read_mappings() -> tuple[list[PortMapping], list[str]]:
     """Every DNAT mapping in the portmap tables, with the handles of its owner's other rules."""
     try:
@@ -106,11 +144,16 @@ def read_mappings() -> tuple[list[PortMapping], list[str]]:
         return [], [f"cannot read nftables: {exc}"]
     out: list[PortMapping] = []
     for family, name in tables:
-        rules = [
-            item["rule"]
-            for item in nft.query(f"list table {family} {name}")
-            if isinstance(item.get("rule"), dict)
-        ]
+        items = nft.query(f"list table {family} {name}")
+        rules = [item["rule"] for item in items if isinstance(item.get("rule"), dict)]
+        if name == nft_backend.TABLE:
+            for item in items:
+                found = item.get("map")
+                if isinstance(found, dict) and found.get("name") in nft_maps.DNAT_MAPS:
+                    for pair in found.get("elem") or []:
+                        element = parse_element(family, name, str(found["name"]), pair)
+                        if element is not None:
+                            out.append(element)
         by_owner: dict[str, list[tuple[str, int]]] = {}
         for rule in rules:
             owner = str(rule.get("comment", ""))
@@ -129,14 +172,20 @@ def read_mappings() -> tuple[list[PortMapping], list[str]]:
 
 
 def delete_mapping(mapping: PortMapping) -> None:
-    """Remove the mapping's owner: pycni's attachment chain and the map elements that
-    jump to it, or for the reference table every rule with the owner's comment."""
+    """Remove the mapping's owner: in pycni's table every element with the owner's comment,
+    or the attachment chain and the map elements that jump to it; in the reference table
+    every rule with the owner's comment."""
+    if is_pycni(mapping) and mapping.chain in nft_maps.DNAT_MAPS:
+        owner = mapping.owner
+        if owner:
+            nft_maps.remove_owned(lambda comment: comment == owner)
+        return
     if is_pycni(mapping):
         items = nft.query(f"list table {mapping.family} {mapping.table}")
         pointing = [
-            e for e, target in nft_backend.map_elements(items).items() if target == mapping.chain
+            e for e, target in nft_chains.map_elements(items).items() if target == mapping.chain
         ]
-        nft.apply(nft_backend.delete_script(mapping.chain, pointing))
+        nft.apply(nft_chains.delete_script(mapping.chain, pointing))
         return
     handles = set(mapping.related_handles) | {(mapping.chain, mapping.handle)}
     script = "\n".join(

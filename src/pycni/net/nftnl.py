@@ -57,11 +57,16 @@ NFTA_SET_ELEM_LIST_SET = 2
 NFTA_SET_ELEM_LIST_ELEMENTS = 3
 NFTA_LIST_ELEM = 1
 NFTA_SET_ELEM_KEY = 1
+NFTA_SET_ELEM_DATA = 2
 NFTA_SET_ELEM_USERDATA = 6
+NFTA_SET_ELEM_KEY_END = 10
 NFTA_DATA_VALUE = 1
+NFTA_DATA_VERDICT = 2
+NFTA_VERDICT_CHAIN = 2
 NFTNL_UDATA_RULE_COMMENT = 0  # also NFTNL_UDATA_SET_ELEM_COMMENT
 NLM_F_REQUEST = 0x1
 NLM_F_ACK = 0x4
+NLM_F_EXCL = 0x200
 NLM_F_CREATE = 0x400
 NLM_F_DUMP = 0x300
 NLMSG_ERROR = 2
@@ -88,13 +93,29 @@ class NftnlError(OSError):
 @dataclass(frozen=True)
 class ElementChange:
     """Add (with an optional comment) or delete one element of a set or map (the key in the
-    kernel's form: an address is ``ip.packed``; see ``concat_key``). Map elements are only
-    deleted here."""
+    kernel's form: an address is ``ip.packed``; see ``concat_key``). ``data`` is a map
+    element's value (not a verdict), ``key_end`` the last key of a range in an interval set of
+    concatenations (sent equal to ``key`` for a single value, as nft does). ``exclusive``: an
+    add fails with EEXIST when the key is present, instead of being a no-op."""
 
     add: bool
     set_name: str
     key: bytes
     comment: str = ""
+    data: bytes = b""
+    key_end: bytes = b""
+    exclusive: bool = False
+
+
+@dataclass(frozen=True)
+class Element:
+    """A set or map element as the kernel holds it (``data`` empty for a set)."""
+
+    key: bytes
+    key_end: bytes
+    data: bytes
+    comment: str
+    chain: str = ""  # a verdict map element's jump/goto target
 
 
 @dataclass(frozen=True)
@@ -223,37 +244,87 @@ def chain_rules(family: str, table: str, chain: str) -> list[Rule]:
     return out
 
 
-def element_comment(family: str, table: str, set_name: str, address: IPAddress) -> str | None:
-    """The comment of the element ``address`` of an address set: one keyed lookup in the
-    kernel (libnftables' ``get element`` loads the whole set first). None when the set or the
-    element does not exist; "" for an element without a comment."""
-    key = _nested(NFTA_SET_ELEM_KEY, attr(NFTA_DATA_VALUE, address.packed))
-    elements = _nested(NFTA_SET_ELEM_LIST_ELEMENTS, _nested(NFTA_LIST_ELEM, key))
+def _elements_of(payload: bytes) -> list[Element]:
+    """The elements of one NEWSETELEM message."""
+    listed = parse_attrs(payload, 0, len(payload)).get(NFTA_SET_ELEM_LIST_ELEMENTS, b"")
+    out: list[Element] = []
+    pos = 0
+    while pos + RTATTR.size <= len(listed):
+        length, _kind = RTATTR.unpack_from(listed, pos)
+        if length < RTATTR.size:
+            break
+        elem = parse_attrs(listed, pos + RTATTR.size, pos + length)
+
+        def value(kind: int, elem: dict[int, bytes] = elem) -> bytes:
+            return parse_attrs(elem.get(kind, b""), 0, 1 << 16).get(NFTA_DATA_VALUE, b"")
+
+        data = elem.get(NFTA_SET_ELEM_DATA, b"")
+        verdict = parse_attrs(data, 0, len(data)).get(NFTA_DATA_VERDICT, b"")
+        target = parse_attrs(verdict, 0, len(verdict)).get(NFTA_VERDICT_CHAIN, b"")
+        out.append(
+            Element(
+                value(NFTA_SET_ELEM_KEY),
+                value(NFTA_SET_ELEM_KEY_END),
+                value(NFTA_SET_ELEM_DATA),
+                comment_of(elem.get(NFTA_SET_ELEM_USERDATA, b"")),
+                target.split(b"\0", 1)[0].decode(errors="replace"),
+            )
+        )
+        pos += align(length)
+    return out
+
+
+def _list_head(family: str, table: str, set_name: str) -> bytes:
     body = _NFGENMSG.pack(FAMILIES[family], 0, 0)
     body += attr_str(NFTA_SET_ELEM_LIST_TABLE, table)
-    body += attr_str(NFTA_SET_ELEM_LIST_SET, set_name) + elements
+    return body + attr_str(NFTA_SET_ELEM_LIST_SET, set_name)
+
+
+def get_element(
+    family: str, table: str, set_name: str, key: bytes, key_end: bytes = b""
+) -> Element | None:
+    """One element by its key: a keyed lookup in the kernel (libnftables' ``get element``
+    loads the whole set first). None when the set or the element does not exist."""
+    elem = _nested(NFTA_SET_ELEM_KEY, attr(NFTA_DATA_VALUE, key))
+    if key_end:
+        elem += _nested(NFTA_SET_ELEM_KEY_END, attr(NFTA_DATA_VALUE, key_end))
+    body = _list_head(family, table, set_name)
+    body += _nested(NFTA_SET_ELEM_LIST_ELEMENTS, _nested(NFTA_LIST_ELEM, elem))
     replies = _request(NFT_MSG_GETSETELEM, NLM_F_ACK, body)
+    for mtype, payload in replies or []:
+        if mtype == NFT_MSG_NEWSETELEM:
+            for found in _elements_of(payload):
+                if found.key == key:
+                    return found
+    return None
+
+
+def set_elements(family: str, table: str, set_name: str) -> list[Element] | None:
+    """Every element of a set or map (one kernel dump: O(elements), for GC and repairs, not
+    for a per-pod path). None when the table or the set does not exist."""
+    replies = _request(NFT_MSG_GETSETELEM, NLM_F_DUMP, _list_head(family, table, set_name))
     if replies is None:
         return None
+    out: list[Element] = []
     for mtype, payload in replies:
-        if mtype != NFT_MSG_NEWSETELEM:
-            continue
-        listed = parse_attrs(payload, 0, len(payload)).get(NFTA_SET_ELEM_LIST_ELEMENTS, b"")
-        pos = 0
-        while pos + RTATTR.size <= len(listed):
-            length, _kind = RTATTR.unpack_from(listed, pos)
-            if length < RTATTR.size:
-                break
-            elem = parse_attrs(listed, pos + RTATTR.size, pos + length)
-            value = parse_attrs(elem.get(NFTA_SET_ELEM_KEY, b""), 0, 1 << 16).get(NFTA_DATA_VALUE)
-            if value == address.packed:
-                return comment_of(elem.get(NFTA_SET_ELEM_USERDATA, b""))
-            pos += align(length)
-    return None
+        if mtype == NFT_MSG_NEWSETELEM:
+            out += _elements_of(payload)
+    return out
+
+
+def element_comment(family: str, table: str, set_name: str, address: IPAddress) -> str | None:
+    """The comment of the element ``address`` of an address set (one keyed lookup). None when
+    the set or the element does not exist; "" for an element without a comment."""
+    found = get_element(family, table, set_name, address.packed)
+    return None if found is None else found.comment
 
 
 def _element_body(family: str, table: str, change: ElementChange) -> bytes:
     elem = _nested(NFTA_SET_ELEM_KEY, attr(NFTA_DATA_VALUE, change.key))
+    if change.key_end:
+        elem += _nested(NFTA_SET_ELEM_KEY_END, attr(NFTA_DATA_VALUE, change.key_end))
+    if change.add and change.data:
+        elem += _nested(NFTA_SET_ELEM_DATA, attr(NFTA_DATA_VALUE, change.data))
     if change.add and change.comment:
         text = change.comment.encode()[:254] + b"\0"
         elem += attr(NFTA_SET_ELEM_USERDATA, bytes((NFTNL_UDATA_RULE_COMMENT, len(text))) + text)
@@ -271,11 +342,23 @@ def _chain_messages(family: str, table: str, removal: ChainRemoval) -> list[tupl
     ]
 
 
+def _fit_send_buffer(sock: socket.socket, size: int) -> None:
+    """A netlink batch is one datagram: it must fit the socket's send buffer (a GC of
+    hundreds of attachments exceeds the default). Grown as nft does, forced when allowed."""
+    if size + 1024 <= sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) // 2:
+        return
+    for option in (getattr(socket, "SO_SNDBUFFORCE", 32), socket.SO_SNDBUF):
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, option, size + 4096)
+            return
+
+
 def change_elements(
     family: str, table: str, changes: Sequence[ElementChange | ChainRemoval]
 ) -> None:
     """Apply the changes in order as one atomic nf_tables batch. An add of an element that
-    exists is a no-op (as nft's ``add``); a delete of a missing one fails the whole batch.
+    exists is a no-op (as nft's ``add``) unless ``exclusive`` (EEXIST), or when a map element's
+    data differs (EBUSY); a delete of a missing one fails the whole batch.
     Raises NftnlError with the kernel's errno (ENOENT: no such table, set or element)."""
     if not changes:
         return
@@ -289,20 +372,31 @@ def change_elements(
             header = _NLMSGHDR.pack(_NLMSGHDR.size + len(body), kind, flags, conn.seq, 0)
             parts.append(header + body)
 
-        batch = _NFGENMSG.pack(0, 0, socket.htons(NFNL_SUBSYS_NFTABLES))
-        message(NFNL_MSG_BATCH_BEGIN, NLM_F_REQUEST, batch)
+        # Only the last message asks for an ack: the kernel reports every failed message
+        # anyway, and an ack per element would overflow the socket's receive buffer on a
+        # large batch (GC of hundreds of attachments: ENOBUFS).
+        todo: list[tuple[int, int, bytes]] = []
         for change in changes:
             if isinstance(change, ChainRemoval):
                 for kind, body in _chain_messages(family, table, change):
-                    message((NFNL_SUBSYS_NFTABLES << 8) | kind, NLM_F_REQUEST | NLM_F_ACK, body)
+                    todo.append(((NFNL_SUBSYS_NFTABLES << 8) | kind, NLM_F_REQUEST, body))
                 continue
             kind = NFT_MSG_NEWSETELEM if change.add else NFT_MSG_DELSETELEM
-            flags = NLM_F_REQUEST | NLM_F_ACK | (NLM_F_CREATE if change.add else 0)
-            message((NFNL_SUBSYS_NFTABLES << 8) | kind, flags, _element_body(family, table, change))
+            flags = NLM_F_REQUEST | (NLM_F_CREATE if change.add else 0)
+            flags |= NLM_F_EXCL if change.add and change.exclusive else 0
+            todo.append(
+                ((NFNL_SUBSYS_NFTABLES << 8) | kind, flags, _element_body(family, table, change))
+            )
+        batch = _NFGENMSG.pack(0, 0, socket.htons(NFNL_SUBSYS_NFTABLES))
+        message(NFNL_MSG_BATCH_BEGIN, NLM_F_REQUEST, batch)
+        for index, (kind, flags, body) in enumerate(todo):
+            message(kind, flags | (NLM_F_ACK if index == len(todo) - 1 else 0), body)
         message(NFNL_MSG_BATCH_END, NLM_F_REQUEST, batch)
-        conn.sock.sendto(b"".join(parts), (0, 0))
+        payload = b"".join(parts)
+        _fit_send_buffer(conn.sock, len(payload))
+        conn.sock.sendto(payload, (0, 0))
         ours = {(first + i) & 0xFFFFFFFF for i in range(len(parts))}
-        waiting = ours - {first, conn.seq}  # every element message is acked (or refused)
+        waiting = {(conn.seq - 1) & 0xFFFFFFFF}  # the last change: acked, or refused
         while waiting:
             data = conn.sock.recv(_RECV)
             offset = 0

@@ -70,6 +70,11 @@ class PortMapConfig:
     conditions_v6: list[Match] = field(default_factory=list)
     iptables_variant: str | None = None
     container_ips: dict[int, IPInterface] = field(default_factory=dict)
+    mappings_given: bool = True  # runtimeConfig.portMappings was present (maybe empty)
+
+    @property
+    def has_conditions(self) -> bool:
+        return bool(self.conditions_v4 or self.conditions_v6)
 
     @property
     def mark(self) -> int:
@@ -208,10 +213,18 @@ def parse(req: Request, *, need_prev: bool) -> PortMapConfig:
         conditions_v4=cond4,
         conditions_v6=cond6,
         iptables_variant=variant,
+        mappings_given=lookup(req.runtime_config, "portMappings")[0],
     )
     if need_prev:
         prev = req.prev_result()
         if prev is None:
             raise _fail("must be called as chained plugin")
         cfg.container_ips = container_ips(prev, req.ifname)
+    else:  # DEL/GC: the addresses help DEL find its elements by key; without them it searches
+        try:
+            prev = req.prev_result()
+        except CNIError:
+            prev = None
+        if prev is not None:
+            cfg.container_ips = container_ips(prev, req.ifname)
     return cfg

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pycni.net import iptables, rule_matches, rule_tokens
 from pycni.net.chain_names import format_comment, must_format_chain_name_with_prefix
 from pycni.net.iptables import IptablesError, SavedTable
-from pycni.plugins.meta.portmap.config import IPInterface, PortMapConfig, PortMapping
+from pycni.plugins.meta.portmap.config import IPTABLES, IPInterface, PortMapConfig, PortMapping
 from pycni.spec.errors import INTERNAL, CNIError
 
 TABLE = "nat"
@@ -319,3 +319,27 @@ def gc(network: str, valid_ids: set[str], variant: str | None = None) -> list[st
 
 def usable(variant: str | None = None) -> bool:
     return iptables.available(4, variant) or iptables.available(6, variant)
+
+
+class IptablesBackend:
+    """The reference's iptables layout behind the same verbs as the nftables backend."""
+
+    name = IPTABLES
+
+    def add(self, cfg: PortMapConfig, step: Callable[[str], None]) -> Callable[[], object]:
+        return add(cfg, step)
+
+    def delete(self, cfg: PortMapConfig) -> bool:
+        return delete(cfg.network, cfg.container_id, cfg.iptables_variant)
+
+    def check(self, cfg: PortMapConfig) -> None:
+        check(cfg)
+
+    def gc(self, cfg: PortMapConfig, valid: list[tuple[str, str]]) -> list[str]:
+        return gc(cfg.network, {cid for cid, _ in valid}, cfg.iptables_variant)
+
+    def usable(self, cfg: PortMapConfig) -> bool:
+        return usable(cfg.iptables_variant)
+
+
+BACKEND = IptablesBackend()

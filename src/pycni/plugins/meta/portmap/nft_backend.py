@@ -1,482 +1,292 @@
-"""The nftables backend: one ``inet`` table whose per-pod cost is constant.
+"""The nftables backend: one ``inet`` table whose rules do not grow with the pod count.
 
-Layout of ``table inet pycni_portmap`` (the shared scaffolding, rebuilt idempotently by
-every ADD inside the same transaction):
+Layout of ``table inet pycni_portmap`` (the shared scaffolding, re-created idempotently when
+an ADD finds it incomplete)::
 
-- ``prerouting`` / ``output`` (nat, dstnat): ``fib daddr type local jump hostports`` - only
-  traffic addressed to this node is looked at, transit traffic is never hijacked (#1209);
-- ``hostports``: four verdict-map lookups, hostIP-specific maps first::
+    chain prerouting { nat prerouting dstnat: fib daddr type local jump hostports }
+    chain output     { nat output -100:       fib daddr type local jump hostports }
+    chain hostports {
+        jump marks
+        ip  daddr . meta l4proto . th dport vmap @hostip4     # chain layout (conditions)
+        ip6 daddr . meta l4proto . th dport vmap @hostip6
+        meta nfproto ipv4 meta l4proto . th dport vmap @ports4
+        meta nfproto ipv6 meta l4proto . th dport vmap @ports6
+        dnat ip  to ip  daddr . meta l4proto . th dport map @dnat4h   # map layout
+        dnat ip6 to ip6 daddr . meta l4proto . th dport map @dnat6h
+        meta nfproto ipv4 dnat ip  to meta l4proto . th dport map @dnat4
+        meta nfproto ipv6 dnat ip6 to meta l4proto . th dport map @dnat6
+    }
+    chain marks {     # four rules per mark bit in use, comment "b<bit>"
+        ip saddr . meta l4proto . th dport @masq4-b13 meta mark set meta mark | 0x2000
+        ip saddr . ip daddr . meta l4proto . th dport @masq4h-b13 meta mark set ...
+        (the same for ip6)
+    }
+    chain masq-b13 { nat postrouting 99: meta mark & 0x2000 == 0x2000 masquerade }
 
-      ip  daddr . meta l4proto . th dport vmap @hostip4
-      ip6 daddr . meta l4proto . th dport vmap @hostip6
-      meta nfproto ipv4 meta l4proto . th dport vmap @ports4
-      meta nfproto ipv6 meta l4proto . th dport vmap @ports6
+An attachment is map and set elements (nft_maps.py), unless its config has conditions: then
+it is a chain of its own entered through the verdict maps (nft_chains.py), which is also how
+an earlier pycni version stored every attachment, so DEL and GC still remove those.
 
-- ``masq-b<bit>`` (nat, postrouting): ``meta mark & M == M masquerade``.
-
-Each attachment owns one chain, ``pm-<network hash>-<attachment hash>``, named from the
-network name, container ID and ifname. It holds, per mapping and family, an optional
-mark rule (hairpin from the pod's subnet and localhost, or everything with masqAll) and a
-``dnat`` rule whose comment records the map element that jumps to the chain. ADD is one
-transaction adding the chain and its map elements; DEL reads only that chain, then deletes
-its elements and the chain in one transaction - so neither depends on how many pods exist,
-and DEL needs no runtimeConfig.
+The scaffolding is written in nft's text syntax: it holds no config value but the mark bit,
+an integer checked to be 0-31 (libnftables 1.0.6 crashes on the JSON form of a ``dnat ... map``
+whose data is a concatenation).
 """
 
 from __future__ import annotations
 
-import hashlib
-import ipaddress
-import json
+import errno
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from functools import partial
 
-from pycni.net import nft, nftnl, rule_matches
-from pycni.plugins.meta.portmap.config import PROTOCOLS, IPInterface, PortMapConfig, PortMapping
+from pycni.net import nft, nftnl
+from pycni.plugins.meta.portmap import nft_chains, nft_maps
+from pycni.plugins.meta.portmap.config import NFTABLES, PortMapConfig
 from pycni.spec.errors import INTERNAL, CNIError
 
-FAMILY = "inet"
-TABLE = "pycni_portmap"
+FAMILY = nft_chains.FAMILY
+TABLE = nft_chains.TABLE
 T = f"{FAMILY} {TABLE}"
-CHAIN_PREFIX = "pm-"
-KEY_COMMENT = "k "
-MAPS = {
+VMAPS = {
     "hostip4": "ipv4_addr . inet_proto . inet_service",
     "hostip6": "ipv6_addr . inet_proto . inet_service",
     "ports4": "inet_proto . inet_service",
     "ports6": "inet_proto . inet_service",
 }
-IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
-SCAFFOLD_CHAINS = ("prerouting", "output", "hostports")
+HOSTPORTS_RULES = 9
 MASQ_PRIORITY = 99  # just before srcnat (100), like the reference's POSTROUTING position 1
+_KEY = "meta l4proto . th dport"
+_ADDR = {4: ("ip", "ipv4_addr"), 6: ("ip6", "ipv6_addr")}
 
 
-def _hash(text: str, length: int) -> str:
-    return hashlib.sha512(text.encode()).hexdigest()[:length]
-
-
-def network_prefix(network: str) -> str:
-    """Chains of one network share this prefix, so GC touches only its own network."""
-    return f"{CHAIN_PREFIX}{_hash(network, 8)}-"
-
-
-def chain_name(network: str, container_id: str, ifname: str) -> str:
-    return network_prefix(network) + _hash(f"{network}\0{container_id}\0{ifname}", 20)
-
-
-@dataclass(frozen=True)
-class Element:
-    """One verdict-map element: map name and key in nft syntax (``tcp . 8080``)."""
-
-    map: str
-    key: str
-
-    @property
-    def comment(self) -> str:
-        return f"{KEY_COMMENT}{self.map} {self.key}"
-
-    @classmethod
-    def from_comment(cls, comment: str) -> Element | None:
-        """The element a DNAT rule's comment records; None unless it is one we could write."""
-        if not comment.startswith(KEY_COMMENT):
-            return None
-        parts = comment[len(KEY_COMMENT) :].split(" ", 1)
-        if len(parts) != 2 or parts[0] not in MAPS:
-            return None
-        element = cls(parts[0], parts[1])
-        return element if element.key_parts() is not None else None
-
-    def key_parts(self) -> list[str | int] | None:
-        """The key as libnftables JSON ``concat`` parts; None when it is not a key of ours."""
-        parts = self.key.split(" . ")
-        want = 3 if self.map.startswith("hostip") else 2
-        if len(parts) != want:
-            return None
-        out: list[str | int] = []
-        if want == 3:
-            try:
-                addr = ipaddress.ip_address(parts[0])
-            except ValueError:
-                return None
-            if addr.version != int(self.map[-1]):
-                return None
-            out.append(str(addr))
-        proto, port = parts[-2], parts[-1]
-        if proto not in PROTOCOLS or not port.isdigit() or not 0 < int(port) <= 65535:
-            return None
-        return [*out, proto, int(port)]
-
-
-def element_of(mapping: PortMapping, family: int) -> Element:
-    host = mapping.host_match(family)
-    if host is None:
-        return Element(f"ports{family}", f"{mapping.protocol} . {mapping.host_port}")
-    return Element(f"hostip{family}", f"{host} . {mapping.protocol} . {mapping.host_port}")
-
-
-def _addr(family: int) -> str:
-    return "ip" if family == 4 else "ip6"
-
-
-def _eq(left: dict[str, Any], right: Any) -> dict[str, Any]:
-    return {"match": {"op": "==", "left": left, "right": right}}
-
-
-def _payload(protocol: str, field: str) -> dict[str, Any]:
-    return {"payload": {"protocol": protocol, "field": field}}
-
-
-def _prefix(net: IPNetwork) -> Any:
-    if net.prefixlen == net.max_prefixlen:
-        return str(net.network_address)
-    return {"prefix": {"addr": str(net.network_address), "len": net.prefixlen}}
-
-
-_MARK = {"meta": {"key": "mark"}}
-
-
-@dataclass
-class PodRule:
-    """One rule of an attachment chain: libnftables JSON expressions and an optional comment."""
-
-    expr: list[dict[str, Any]]
-    comment: str = ""
-
-    def command(self, chain: str) -> dict[str, Any]:
-        rule: dict[str, Any] = {"family": FAMILY, "table": TABLE, "chain": chain}
-        rule["expr"] = self.expr
-        if self.comment:
-            rule["comment"] = self.comment
-        return {"add": {"rule": rule}}
-
-
-def pod_rules(cfg: PortMapConfig) -> tuple[list[PodRule], list[Element]]:
-    """The attachment chain's rules and the map elements that must jump to it."""
-    rules: list[PodRule] = []
-    elements: list[Element] = []
-    for family in (4, 6):
-        cip = cfg.container_ips.get(family)
-        if cip is None:
-            continue
-        conds = rule_matches.nft_exprs(cfg.conditions(family), family)
-        for m in cfg.mappings_for(family):
-            host = m.host_match(family)
-            if host is not None:
-                dst = _eq(_payload(_addr(family), "daddr"), str(host))
-            else:
-                dst = _eq({"meta": {"key": "nfproto"}}, f"ipv{family}")
-            match = [dst, _eq(_payload(m.protocol, "dport"), m.host_port), *conds]
-            if cfg.snat:
-                mark = {"mangle": {"key": _MARK, "value": {"|": [_MARK, cfg.mark]}}}
-                rules += [
-                    PodRule([*src, *match, mark])
-                    for src in _masq_sources(cip, family, cfg.masq_all)
-                ]
-            to = {"family": _addr(family), "addr": str(cip.ip), "port": m.container_port}
-            dnat = {"dnat": to}
-            element = element_of(m, family)
-            rules.append(PodRule([*match, dnat], element.comment))
-            if element not in elements:
-                elements.append(element)
-    return rules, elements
-
-
-def _masq_sources(cip: IPInterface, family: int, masq_all: bool) -> list[list[dict[str, Any]]]:
-    """Sources whose DNATed packets must be masqueraded: hairpin (the pod's subnet) and
-    localhost for IPv4 (needs route_localnet); ``masqAll`` means every source. One rule per
-    source rather than an anonymous set: every anonymous set is a kernel set object whose
-    elements libnftables fetches on each transaction, which made the cost grow per pod."""
-    if masq_all:
-        return [[]]
-    saddr = _payload(_addr(family), "saddr")
-    out = [[_eq(saddr, _prefix(cip.network))]]
-    if family == 4:
-        out.append([_eq(saddr, "127.0.0.1")])
+def _dnat_maps() -> list[str]:
+    out = []
+    for family, (_proto, kind) in _ADDR.items():
+        target = f"{kind} . inet_service"
+        out.append(f"add map {T} dnat{family} {{ type inet_proto . inet_service : {target} ; }}")
+        out.append(
+            f"add map {T} dnat{family}h {{ type {kind} . inet_proto . inet_service : {target} ; }}"
+        )
     return out
 
 
-def _obj(kind: str, **fields: Any) -> dict[str, Any]:
-    return {kind: {"family": FAMILY, "table": TABLE, **fields}}
-
-
-def _base_chain(name: str, hook: str, prio: int) -> dict[str, Any]:
-    return {"add": _obj("chain", name=name, type="nat", hook=hook, prio=prio, policy="accept")}
-
-
-def _rule(chain: str, *expr: dict[str, Any]) -> dict[str, Any]:
-    return {"add": _obj("rule", chain=chain, expr=list(expr))}
-
-
-def _flush(chain: str) -> dict[str, Any]:
-    return {"flush": _obj("chain", name=chain)}
-
-
-def scaffold_commands(cfg: PortMapConfig) -> list[dict[str, Any]]:
-    """The shared table, maps and chains; safe to repeat (flush + refill of fixed rules)."""
-    l4 = {"meta": {"key": "l4proto"}}
-    dport = _payload("th", "dport")
-    cmds: list[dict[str, Any]] = [
-        {"add": {"table": {"family": FAMILY, "name": TABLE, "comment": "pycni portmap plugin"}}}
+def _hostports_rules() -> list[str]:
+    rule = f"add rule {T} hostports"
+    return [
+        f"{rule} jump marks",
+        f"{rule} ip daddr . {_KEY} vmap @hostip4",
+        f"{rule} ip6 daddr . {_KEY} vmap @hostip6",
+        f"{rule} meta nfproto ipv4 {_KEY} vmap @ports4",
+        f"{rule} meta nfproto ipv6 {_KEY} vmap @ports6",
+        f"{rule} dnat ip to ip daddr . {_KEY} map @dnat4h",
+        f"{rule} dnat ip6 to ip6 daddr . {_KEY} map @dnat6h",
+        f"{rule} meta nfproto ipv4 dnat ip to {_KEY} map @dnat4",
+        f"{rule} meta nfproto ipv6 dnat ip6 to {_KEY} map @dnat6",
     ]
-    cmds += [
-        {"add": _obj("map", name=name, type=kind.split(" . "), map="verdict")}
-        for name, kind in MAPS.items()
+
+
+def _mark_bit(bit: int) -> list[str]:
+    """The sets and ``marks`` rules of one mark bit (``bit`` is an int 0-31, checked)."""
+    if not 0 <= bit <= 31:
+        raise ValueError(f"mark bit {bit} is not 0-31")
+    mark = 1 << bit
+    out = []
+    for family, (proto, kind) in _ADDR.items():
+        plain, host = nft_maps.masq_set(family, False, bit), nft_maps.masq_set(family, True, bit)
+        out += [
+            f"add set {T} {plain} {{ type {kind} . inet_proto . inet_service ; flags interval ; }}",
+            f"add set {T} {host} "
+            f"{{ type {kind} . {kind} . inet_proto . inet_service ; flags interval ; }}",
+        ]
+        set_mark = f'meta mark set meta mark | {mark:#x} comment "b{bit}"'
+        out += [
+            f"add rule {T} marks {proto} saddr . {_KEY} @{plain} {set_mark}",
+            f"add rule {T} marks {proto} saddr . {proto} daddr . {_KEY} @{host} {set_mark}",
+        ]
+    chain = f"masq-b{bit}"
+    out += [
+        f"add chain {T} {chain} "
+        f"{{ type nat hook postrouting priority {MASQ_PRIORITY} ; policy accept ; }}",
+        f"flush chain {T} {chain}",
+        f"add rule {T} {chain} meta mark & {mark:#x} == {mark:#x} masquerade",
     ]
-    cmds += [
-        {"add": _obj("chain", name="hostports")},
-        _base_chain("prerouting", "prerouting", -100),
-        _base_chain("output", "output", -100),
-        _flush("hostports"),
+    return out
+
+
+def scaffold_script(bits: set[int]) -> str:
+    """The shared table, maps, sets and chains for the mark bits ``bits``; safe to repeat
+    (chains are flushed and refilled with their fixed rules)."""
+    lines = [f'add table {T} {{ comment "pycni portmap plugin" ; }}']
+    lines += [f"add map {T} {name} {{ type {kind} : verdict ; }}" for name, kind in VMAPS.items()]
+    lines += _dnat_maps()
+    lines += [
+        f"add chain {T} hostports",
+        f"add chain {T} marks",
+        f"add chain {T} prerouting "
+        "{ type nat hook prerouting priority dstnat ; policy accept ; }",
+        f"add chain {T} output {{ type nat hook output priority -100 ; policy accept ; }}",
+        f"flush chain {T} hostports",
+        *_hostports_rules(),
+        f"flush chain {T} marks",
     ]
-    for family in (4, 6):
-        key = {"concat": [_payload(_addr(family), "daddr"), l4, dport]}
-        cmds.append(_rule("hostports", {"vmap": {"key": key, "data": f"@hostip{family}"}}))
-    for family in (4, 6):
-        cmds.append(
-            _rule(
-                "hostports",
-                _eq({"meta": {"key": "nfproto"}}, f"ipv{family}"),
-                {"vmap": {"key": {"concat": [l4, dport]}, "data": f"@ports{family}"}},
-            )
-        )
-    local = _eq({"fib": {"result": "type", "flags": ["daddr"]}}, "local")
+    for bit in sorted(bits):
+        lines += _mark_bit(bit)
     for hook in ("prerouting", "output"):
-        cmds += [_flush(hook), _rule(hook, local, {"jump": {"target": "hostports"}})]
-    if cfg.snat:
-        masq = f"masq-b{cfg.mark_bit}"
-        marked = {"match": {"op": "==", "left": {"&": [_MARK, cfg.mark]}, "right": cfg.mark}}
-        cmds += [
-            _base_chain(masq, "postrouting", MASQ_PRIORITY),
-            _flush(masq),
-            _rule(masq, marked, {"masquerade": None}),
+        lines += [
+            f"flush chain {T} {hook}",
+            f"add rule {T} {hook} fib daddr type local jump hostports",
         ]
-    return cmds
+    return "\n".join(lines) + "\n"
 
 
-def scaffold_present(cfg: PortMapConfig) -> bool:
-    """Whether the shared chains hold their fixed rules (checked by kernel-filtered dumps of
-    those chains, not a libnftables listing, whose cache costs O(pods))."""
-    wanted = {"hostports": 4, "prerouting": 1, "output": 1}
-    if cfg.snat:
-        wanted[f"masq-b{cfg.mark_bit}"] = 1
+def _bits_wanted(cfg: PortMapConfig) -> tuple[bool, set[int]]:
+    """(whether the scaffolding serves ``cfg``, the mark bits it must have), from
+    kernel-filtered dumps of the fixed chains (a libnftables listing would cost O(pods))."""
     try:
-        return all(len(nftnl.chain_rules(FAMILY, TABLE, c)) == n for c, n in wanted.items())
+        marks = nftnl.chain_rules(FAMILY, TABLE, "marks")
+        fixed = {"hostports": HOSTPORTS_RULES, "prerouting": 1, "output": 1}
+        if cfg.snat:
+            fixed[f"masq-b{cfg.mark_bit}"] = 1
+        ok = all(len(nftnl.chain_rules(FAMILY, TABLE, c)) == n for c, n in fixed.items())
     except OSError:
-        return False
+        return False, {cfg.mark_bit} if cfg.snat else set()
+    counts: dict[int, int] = {}
+    for rule in marks:
+        if rule.comment.startswith("b") and rule.comment[1:].isdigit():
+            bit = int(rule.comment[1:])
+            counts[bit] = counts.get(bit, 0) + 1
+    bits = {bit for bit, n in counts.items() if n == 4 and bit < 32}
+    ok = ok and len(marks) == 4 * len(bits)
+    if cfg.snat and cfg.mark_bit not in bits:
+        ok = False
+        bits.add(cfg.mark_bit)
+    return ok, bits
 
 
-def _element(e: Element, verdict: dict[str, Any] | None = None) -> dict[str, Any]:
-    parts = e.key_parts()
-    if parts is None:
-        raise ValueError(f"not a portmap map key: {e.key!r}")
-    key: Any = {"concat": parts}
-    return _obj("element", name=e.map, elem=[[key, verdict] if verdict else key])
-
-
-def add_commands(cfg: PortMapConfig, scaffold: bool = True) -> list[dict[str, Any]]:
-    """One transaction: scaffolding (unless known present), the attachment chain (rebuilt),
-    its map elements."""
-    chain = chain_name(cfg.network, cfg.container_id, cfg.ifname)
-    rules, elements = pod_rules(cfg)
-    cmds = scaffold_commands(cfg) if scaffold else []
-    cmds += [{"add": _obj("chain", name=chain)}, _flush(chain)]
-    cmds += [rule.command(chain) for rule in rules]
-    cmds += [{"add": _element(e, {"jump": {"target": chain}})} for e in elements]
-    return cmds
-
-
-def add_script(cfg: PortMapConfig, scaffold: bool = True) -> str:
-    """:func:`add_commands` as the JSON text libnftables reads."""
-    return json.dumps({"nftables": add_commands(cfg, scaffold)})
-
-
-def delete_commands(chain: str, elements: list[Element]) -> list[dict[str, Any]]:
-    cmds = [{"delete": _element(e)} for e in elements if e.key_parts() is not None]
-    cmds += [_flush(chain), {"delete": _obj("chain", name=chain)}]
-    return cmds
-
-
-def delete_script(chain: str, elements: list[Element]) -> str:
-    """:func:`delete_commands` as JSON text (``nft.apply`` accepts it)."""
-    return json.dumps({"nftables": delete_commands(chain, elements)})
-
-
-# ---------------------------------------------------------------------------------------------
-# Reading the ruleset back
-
-
-def _key_text(key: Any) -> str:
-    if isinstance(key, dict) and "elem" in key:
-        key = key["elem"].get("val")
-    if isinstance(key, dict) and "concat" in key:
-        return " . ".join(str(part) for part in key["concat"])
-    return str(key)
-
-
-def _jump_target(value: Any) -> str:
-    if isinstance(value, dict):
-        for verdict in ("jump", "goto"):
-            if verdict in value:
-                return str(value[verdict].get("target", ""))
-    return ""
-
-
-def map_elements(items: list[dict[str, Any]]) -> dict[Element, str]:
-    """Every vmap element of our maps in a JSON listing, with the chain it jumps to."""
-    out: dict[Element, str] = {}
-    for item in items:
-        m = item.get("map")
-        if not m or m.get("name") not in MAPS:
-            continue
-        for pair in m.get("elem", []):
-            if isinstance(pair, list) and len(pair) == 2:
-                out[Element(m["name"], _key_text(pair[0]))] = _jump_target(pair[1])
-    return out
-
-
-def chain_rules(chain: str) -> list[dict[str, Any]] | None:
-    """The rules of one chain, None when it (or the table) does not exist."""
-    try:
-        items = nft.query(f"list chain {T} {chain}")
-    except nft.NftError:
-        return None
-    return [item["rule"] for item in items if "rule" in item]
-
-
-def _comments(rules: list[dict[str, Any]]) -> list[str]:
-    return [str(r["comment"]) for r in rules if "comment" in r]
-
-
-def _all_elements() -> dict[Element, str]:
-    out: dict[Element, str] = {}
-    for name in MAPS:
-        try:
-            out.update(map_elements(nft.query(f"list map {T} {name}")))
-        except nft.NftError:
-            continue
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-# Verbs
-
-
-def add(cfg: PortMapConfig, step: Callable[[str], None] = lambda name: None) -> None:
-    """One transaction: it happens whole or not at all."""
-    step("nftables")
-    try:
-        nft.apply_json(add_commands(cfg, scaffold=not scaffold_present(cfg)))
-    except nft.NftError as exc:
-        if "File exists" not in str(exc):
-            raise CNIError(INTERNAL, f"portmap: nftables ADD failed: {exc}") from None
-        chain = chain_name(cfg.network, cfg.container_id, cfg.ifname)
-        taken = [
-            e for e, target in _all_elements().items() if target != chain and e in pod_rules(cfg)[1]
-        ]
-        shown = ", ".join(f"{e.key} ({e.map})" for e in taken) or str(exc)
-        raise CNIError(
-            INTERNAL, f"portmap: host port already mapped by another attachment: {shown}"
-        ) from None
-
-
-def _delete_fast(chain: str) -> bool:
-    """DEL without libnftables: the chain's rule comments by a kernel-filtered dump, then its
-    map elements and the chain in one netlink batch. libnftables would first load every
-    chain and map element of the namespace (O(pods)). False when this cannot be done so (no
-    rules found, or the kernel refused: drifted state), so the caller takes the slow path."""
-    try:
-        comments = [rule.comment for rule in nftnl.chain_rules(FAMILY, TABLE, chain)]
-    except OSError:
-        return False
-    elements = [e for c in comments if (e := Element.from_comment(c)) is not None]
-    if not elements:
-        return False
-    try:
-        changes: list[nftnl.ElementChange | nftnl.ChainRemoval] = [
-            nftnl.ElementChange(False, e.map, nftnl.concat_key(e.key.split(" . ")))
-            for e in dict.fromkeys(elements)
-        ]
-        nftnl.change_elements(FAMILY, TABLE, [*changes, nftnl.ChainRemoval(chain)])
-    except (OSError, ValueError):
-        return False
-    return True
-
-
-def delete(network: str, container_id: str, ifname: str) -> bool:
-    """Remove this attachment's chain and elements; False when there was nothing."""
-    chain = chain_name(network, container_id, ifname)
-    if _delete_fast(chain):
-        return True
-    rules = chain_rules(chain)
-    if rules is None:
-        return False
-    elements = [e for c in _comments(rules) if (e := Element.from_comment(c)) is not None]
-    try:
-        nft.apply_json(delete_commands(chain, list(dict.fromkeys(elements))))
-    except nft.NftError:
-        # Drifted state (an element already gone, or one we did not record): find the
-        # elements that really jump to the chain and try once more.
-        pointing = [e for e, target in _all_elements().items() if target == chain]
-        try:
-            nft.apply_json(delete_commands(chain, pointing))
-        except nft.NftError as exc:
-            raise CNIError(INTERNAL, f"portmap: nftables DEL failed: {exc}") from None
-    return True
-
-
-def check(cfg: PortMapConfig) -> None:
-    chain = chain_name(cfg.network, cfg.container_id, cfg.ifname)
-    expected_rules, expected_elements = pod_rules(cfg)
-    if not expected_rules:
+def ensure_scaffold(cfg: PortMapConfig) -> None:
+    present, bits = _bits_wanted(cfg)
+    if present:
         return
-    rules = chain_rules(chain)
-    if rules is None:
-        raise CNIError(INTERNAL, f"portmap: nftables chain {chain} of this attachment is missing")
-    if len(rules) < len(expected_rules):
-        raise CNIError(
-            INTERNAL,
-            f"portmap: chain {chain} has {len(rules)} rules, expected {len(expected_rules)}",
-        )
-    comments = set(_comments(rules))
-    elements = _all_elements()
-    for element in expected_elements:
-        if element.comment not in comments:
-            raise CNIError(INTERNAL, f"portmap: no DNAT rule for {element.key} in {chain}")
-        if elements.get(element) != chain:
-            raise CNIError(
-                INTERNAL, f"portmap: map {element.map} does not send {element.key} to {chain}"
-            )
-
-
-def gc(network: str, valid: list[tuple[str, str]]) -> list[str]:
-    """Delete this network's attachment chains not in ``valid``; returns the chains removed."""
     try:
-        items = nft.query(f"list table {T}")
-    except nft.NftError:
-        return []
-    keep = {chain_name(network, cid, ifname) for cid, ifname in valid}
-    prefix = network_prefix(network)
-    stale = [
-        str(item["chain"]["name"])
-        for item in items
-        if "chain" in item
-        and str(item["chain"]["name"]).startswith(prefix)
-        and item["chain"]["name"] not in keep
-    ]
-    if not stale:
-        return []
-    elements = map_elements(items)
-    cmds: list[dict[str, Any]] = []
-    for chain in stale:
-        pointing = [e for e, target in elements.items() if target == chain]
-        cmds += delete_commands(chain, pointing)
-    try:
-        nft.apply_json(cmds)
+        nft.apply(scaffold_script(bits))
     except nft.NftError as exc:
-        raise CNIError(INTERNAL, f"portmap: nftables GC failed: {exc}") from None
-    return stale
+        raise CNIError(INTERNAL, f"portmap: cannot set up the nftables table: {exc}") from None
 
 
-def usable() -> bool:
-    return nft.available()
+def _conflict(taken: list[nft_maps.Entry]) -> CNIError:
+    shown = ", ".join(f"{e.shown} ({e.set_name})" for e in taken)
+    return CNIError(INTERNAL, f"portmap: host port already mapped by another attachment: {shown}")
+
+
+def _vmap_of(entry: nft_maps.Entry) -> str:
+    """The chain layout's verdict map for the same key as a DNAT map entry."""
+    family, host = entry.set_name[4], entry.set_name.endswith("h")
+    return f"hostip{family}" if host else f"ports{family}"
+
+
+def _refuse_chain_layout_keys(cfg: PortMapConfig, wanted: list[nft_maps.Mapping]) -> None:
+    """A key the verdict maps already send to a chain is a conflict, unless the chain is this
+    attachment's own from an earlier pycni version: that one is removed first."""
+    owner = nft_maps.owner_name(cfg.network, cfg.container_id, cfg.ifname)
+    taken = []
+    own_chain = False
+    for m in wanted:
+        found = nftnl.get_element(FAMILY, TABLE, _vmap_of(m.dnat), m.dnat.key)
+        if found is not None:
+            if found.chain == owner:
+                own_chain = True
+            else:
+                taken.append(m.dnat)
+    if taken:
+        raise _conflict(taken)
+    if own_chain:
+        nft_chains.delete(cfg.network, cfg.container_id, cfg.ifname)
+
+
+def _add_elements(cfg: PortMapConfig) -> None:
+    owner = nft_maps.owner_name(cfg.network, cfg.container_id, cfg.ifname)
+    wanted = nft_maps.mappings(cfg)
+    _refuse_chain_layout_keys(cfg, wanted)
+    try:
+        nft_maps.install(owner, wanted)
+        return
+    except nftnl.NftnlError as exc:
+        if exc.errno not in (errno.EEXIST, errno.EBUSY):
+            raise CNIError(INTERNAL, f"portmap: nftables ADD failed: {exc}") from None
+    # A key is present: another attachment's (a conflict), or this one's from an earlier
+    # ADD (replaced: its elements are removed, then the batch is sent again).
+    taken = [e for e, held in nft_maps.holders(wanted).items() if held != owner]
+    if taken:
+        raise _conflict(taken)
+    nft_maps.remove_owned(lambda comment: comment == owner)
+    try:
+        nft_maps.install(owner, wanted)
+    except nftnl.NftnlError as exc:
+        raise CNIError(INTERNAL, f"portmap: nftables ADD failed: {exc}") from None
+
+
+def _add_chain(cfg: PortMapConfig) -> None:
+    """The chain layout (conditions); a key the DNAT maps hold is a conflict."""
+    owner = nft_maps.owner_name(cfg.network, cfg.container_id, cfg.ifname)
+    taken = [e for e, held in nft_maps.holders(nft_maps.mappings(cfg)).items() if held != owner]
+    if taken:
+        raise _conflict(taken)
+    nft_chains.add(cfg)
+
+
+class NftablesBackend:
+    """portmap's nftables backend (see the module docstring for the layout)."""
+
+    name = NFTABLES
+
+    def add(self, cfg: PortMapConfig, step: Callable[[str], None]) -> Callable[[], object]:
+        step("nftables")
+        ensure_scaffold(cfg)
+        if cfg.has_conditions:
+            _add_chain(cfg)
+        else:
+            _add_elements(cfg)
+        return partial(self.delete, cfg)
+
+    def delete(self, cfg: PortMapConfig) -> bool:
+        """Remove this attachment's state in both layouts; False when there was none. With
+        the mappings (``runtimeConfig``) and the pod's addresses (``prevResult``) the
+        elements are found by keyed lookups; without them, by dumping the maps (O(pods))."""
+        owner = nft_maps.owner_name(cfg.network, cfg.container_id, cfg.ifname)
+        removed = nft_chains.delete(cfg.network, cfg.container_id, cfg.ifname)
+        if cfg.mappings_given and not cfg.mappings:
+            return removed
+        if cfg.mappings_given and cfg.container_ips:
+            known = nft_maps.remove_known(owner, nft_maps.mappings(cfg))
+            if known is not None:
+                return known or removed
+        try:
+            return bool(nft_maps.remove_owned(lambda comment: comment == owner)) or removed
+        except nftnl.NftnlError as exc:
+            raise CNIError(INTERNAL, f"portmap: nftables DEL failed: {exc}") from None
+
+    def check(self, cfg: PortMapConfig) -> None:
+        if cfg.has_conditions:
+            nft_chains.check(cfg)
+            return
+        owner = nft_maps.owner_name(cfg.network, cfg.container_id, cfg.ifname)
+        problems = nft_maps.missing(owner, nft_maps.mappings(cfg))
+        if problems:
+            raise CNIError(INTERNAL, f"portmap: {problems[0]} (owner {owner})")
+
+    def gc(self, cfg: PortMapConfig, valid: list[tuple[str, str]]) -> list[str]:
+        """Remove this network's attachments that are not in ``valid``, in both layouts;
+        returns their owner names."""
+        removed = nft_chains.gc(cfg.network, valid)
+        keep = {nft_maps.owner_name(cfg.network, cid, ifname) for cid, ifname in valid}
+        prefix = nft_chains.network_prefix(cfg.network)
+        try:
+            owners = nft_maps.remove_owned(lambda c: c.startswith(prefix) and c not in keep)
+        except nftnl.NftnlError as exc:
+            raise CNIError(INTERNAL, f"portmap: nftables GC failed: {exc}") from None
+        return sorted(set(removed) | owners)
+
+    def usable(self, cfg: PortMapConfig) -> bool:
+        return nft.available()
+
+
+BACKEND = NftablesBackend()

@@ -12,13 +12,13 @@ be used.
 from __future__ import annotations
 
 import ipaddress
-from functools import partial
 
 from pycni.net import sysctl
 from pycni.net.netlink import rtnl
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.rollback import Rollback
 from pycni.plugins.meta.portmap import iptables_backend, nft_backend
+from pycni.plugins.meta.portmap.backend import Backend
 from pycni.plugins.meta.portmap.config import IPTABLES, NFTABLES, PortMapConfig, parse
 from pycni.spec.errors import INTERNAL, PLUGIN_NOT_AVAILABLE, CNIError
 from pycni.spec.result import Result
@@ -49,19 +49,28 @@ def _flush_udp_conntrack(req: Request, cfg: PortMapConfig) -> None:
             req.log(f"portmap: could not flush UDP conntrack entries (IPv{family}): {exc}")
 
 
+BACKENDS: dict[str, Backend] = {
+    NFTABLES: nft_backend.BACKEND,
+    IPTABLES: iptables_backend.BACKEND,
+}
+
+
+def backend_of(cfg: PortMapConfig) -> Backend:
+    """The backend the config selects (picked once per call)."""
+    return BACKENDS[cfg.backend]
+
+
 def _install(cfg: PortMapConfig, rb: Rollback) -> None:
     """Install the rules; register on ``rb`` what removes everything the install added."""
-    if cfg.backend == NFTABLES:
-        nft_backend.add(cfg, rb.step)  # one transaction: the attachment's chain + elements
-        rb.push("nftables", partial(nft_backend.delete, cfg.network, cfg.container_id, cfg.ifname))
-    else:
-        rb.push("iptables", iptables_backend.add(cfg, rb.step))
+    backend = backend_of(cfg)
+    rb.push(backend.name, backend.add(cfg, rb.step))
 
 
 def _remove(cfg: PortMapConfig) -> None:
-    nft_backend.delete(cfg.network, cfg.container_id, cfg.ifname)
-    if cfg.backend == IPTABLES:
-        iptables_backend.delete(cfg.network, cfg.container_id, cfg.iptables_variant)
+    backend = backend_of(cfg)
+    backend.delete(cfg)
+    if backend is not nft_backend.BACKEND:  # nftables state of a config that changed backend
+        nft_backend.BACKEND.delete(cfg)
 
 
 class PortMap(Plugin):
@@ -100,27 +109,20 @@ class PortMap(Plugin):
 
     def check(self, req: Request) -> None:
         cfg = parse(req, need_prev=True)
-        if not cfg.mappings:
-            return
-        if cfg.backend == NFTABLES:
-            nft_backend.check(cfg)
-        else:
-            iptables_backend.check(cfg)
+        if cfg.mappings:
+            backend_of(cfg).check(cfg)
 
     def gc(self, req: Request) -> None:
         cfg = parse(req, need_prev=False)
         valid = req.valid_attachments() or []
-        nft_backend.gc(cfg.network, valid)
-        if cfg.backend == IPTABLES:
-            iptables_backend.gc(cfg.network, {cid for cid, _ in valid}, cfg.iptables_variant)
+        backend = backend_of(cfg)
+        backend.gc(cfg, valid)
+        if backend is not nft_backend.BACKEND:
+            nft_backend.BACKEND.gc(cfg, valid)
 
     def status(self, req: Request) -> None:
         cfg = parse(req, need_prev=False)
-        if cfg.backend == NFTABLES:
-            ok = nft_backend.usable()
-        else:
-            ok = iptables_backend.usable(cfg.iptables_variant)
-        if not ok:
+        if not backend_of(cfg).usable(cfg):
             raise CNIError(
                 PLUGIN_NOT_AVAILABLE, f"portmap: the {cfg.backend} backend is not usable here"
             )

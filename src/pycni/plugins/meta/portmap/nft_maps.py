@@ -1,0 +1,231 @@
+"""The map layout of the nftables backend: an attachment's mappings are map and set elements.
+
+Per mapping and family, one element of a DNAT map, keyed by what the packet is addressed to
+and holding where it goes (the concatenated NAT target)::
+
+    dnat4h / dnat6h   daddr . l4proto . dport : pod address . container port   (hostIP set)
+    dnat4  / dnat6    l4proto . dport         : pod address . container port
+
+and, with ``snat``, the elements of the interval sets that request masquerading (with mark
+bit N) for hairpin traffic from the pod's subnet and for localhost (IPv4), or for every
+source with ``masqAll``::
+
+    masq4-bN / masq6-bN     saddr range . l4proto . dport
+    masq4h-bN / masq6h-bN   saddr range . daddr . l4proto . dport
+
+Every element carries the attachment's owner name (``pm-<network hash>-<attachment hash>``,
+the chain name the chain layout gives it) as its comment, so DEL and GC delete exactly one
+attachment's elements, and a key held by another owner is a conflict. The elements are
+written and removed in one nf_tables netlink batch (net/nftnl.py), and DEL finds them by
+keyed lookups: no call here depends on how many pods exist.
+"""
+
+from __future__ import annotations
+
+import errno
+import ipaddress
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from pycni.net import nftnl
+from pycni.plugins.meta.portmap.config import IPInterface, PortMapConfig, PortMapping
+from pycni.plugins.meta.portmap.nft_chains import FAMILY, TABLE, chain_name
+
+DNAT_MAPS = ("dnat4", "dnat4h", "dnat6", "dnat6h")
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def dnat_map(family: int, host: bool) -> str:
+    return f"dnat{family}{'h' if host else ''}"
+
+
+def masq_set(family: int, host: bool, bit: int) -> str:
+    return f"masq{family}{'h' if host else ''}-b{bit}"
+
+
+def owner_name(network: str, container_id: str, ifname: str) -> str:
+    """The comment of an attachment's elements (same as its chain name in the chain layout)."""
+    return chain_name(network, container_id, ifname)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One element: the set or map, the key (and range end), the map data; ``shown`` is the
+    key in nft's syntax, for messages."""
+
+    set_name: str
+    key: bytes
+    shown: str
+    key_end: bytes = b""
+    data: bytes = b""
+
+    def change(self, add: bool, owner: str = "") -> nftnl.ElementChange:
+        return nftnl.ElementChange(
+            add, self.set_name, self.key, owner, self.data, self.key_end, exclusive=add
+        )
+
+
+@dataclass
+class Mapping:
+    """A mapping's DNAT element and the masquerade elements that go with it."""
+
+    dnat: Entry
+    masq: list[Entry] = field(default_factory=list)
+
+    @property
+    def entries(self) -> list[Entry]:
+        return [self.dnat, *self.masq]
+
+
+def _key(*parts: str) -> bytes:
+    return nftnl.concat_key(list(parts))
+
+
+def _sources(cip: IPInterface, family: int, masq_all: bool) -> list[IPNetwork]:
+    """Sources whose DNATed packets are masqueraded: the pod's subnet (hairpin) and
+    localhost for IPv4 (needs route_localnet), or every source with ``masqAll``."""
+    if masq_all:
+        return [ipaddress.ip_network("0.0.0.0/0" if family == 4 else "::/0")]
+    out: list[IPNetwork] = [cip.network]
+    if family == 4:
+        out.append(ipaddress.ip_network("127.0.0.1/32"))
+    return out
+
+
+def _mapping(cfg: PortMapConfig, m: PortMapping, family: int, cip: IPInterface) -> Mapping:
+    host = m.host_match(family)
+    head = [str(host)] if host is not None else []
+    tail = [m.protocol, str(m.host_port)]
+    dnat = Entry(
+        dnat_map(family, host is not None),
+        _key(*head, *tail),
+        " . ".join([*head, *tail]),
+        data=_key(str(cip.ip), str(m.container_port)),
+    )
+    out = Mapping(dnat)
+    if cfg.snat:
+        name = masq_set(family, host is not None, cfg.mark_bit)
+        for src in _sources(cip, family, cfg.masq_all):
+            first, last = str(src.network_address), str(src.broadcast_address)
+            out.masq.append(
+                Entry(
+                    name,
+                    _key(first, *head, *tail),
+                    " . ".join([str(src), *head, *tail]),
+                    key_end=_key(last, *head, *tail),
+                )
+            )
+    return out
+
+
+def mappings(cfg: PortMapConfig) -> list[Mapping]:
+    """The attachment's elements, one ``Mapping`` per distinct DNAT key (the first of two
+    mappings with the same key wins, as the first of two rules would)."""
+    out: dict[tuple[str, bytes], Mapping] = {}
+    for family in (4, 6):
+        cip = cfg.container_ips.get(family)
+        if cip is None:
+            continue
+        for m in cfg.mappings_for(family):
+            mapping = _mapping(cfg, m, family, cip)
+            out.setdefault((mapping.dnat.set_name, mapping.dnat.key), mapping)
+    return list(out.values())
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernel operations (one netlink batch, keyed lookups; dumps only for GC and repairs)
+
+
+def install(owner: str, wanted: list[Mapping]) -> None:
+    """Add the elements in one batch; every add is exclusive, so a key already present
+    (another attachment's, or this one's from an earlier ADD) makes the batch fail with
+    EEXIST/EBUSY and nothing changes. Raises nftnl.NftnlError."""
+    nftnl.change_elements(FAMILY, TABLE, [e.change(True, owner) for m in wanted for e in m.entries])
+
+
+def holders(wanted: list[Mapping]) -> dict[Entry, str]:
+    """The owner (comment) of every DNAT key of ``wanted`` that is present (keyed lookups)."""
+    out: dict[Entry, str] = {}
+    for m in wanted:
+        found = nftnl.get_element(FAMILY, TABLE, m.dnat.set_name, m.dnat.key)
+        if found is not None:
+            out[m.dnat] = found.comment
+    return out
+
+
+def remove_known(owner: str, known: list[Mapping]) -> bool | None:
+    """Delete the elements of ``known`` whose DNAT element ``owner`` holds (keyed lookups, one
+    batch). True when some were deleted, False when none is held by ``owner``, None when the
+    batch failed (an element is not as computed: the config changed since the ADD)."""
+    held = holders(known)
+    ours = [m for m in known if held.get(m.dnat) == owner]
+    if not ours:
+        return False
+    try:
+        nftnl.change_elements(FAMILY, TABLE, [e.change(False) for m in ours for e in m.entries])
+    except nftnl.NftnlError:
+        return None
+    return True
+
+
+def mark_bits() -> set[int]:
+    """The mark bits whose masquerade sets exist (their rules in ``marks`` carry ``b<bit>``)."""
+    out: set[int] = set()
+    for rule in nftnl.chain_rules(FAMILY, TABLE, "marks"):
+        text = rule.comment
+        if text.startswith("b") and text[1:].isdigit() and int(text[1:]) < 32:
+            out.add(int(text[1:]))
+    return out
+
+
+def _all_sets() -> list[str]:
+    names = list(DNAT_MAPS)
+    for bit in sorted(mark_bits()):
+        names += [masq_set(f, h, bit) for f in (4, 6) for h in (False, True)]
+    return names
+
+
+def remove_owned(owned: Callable[[str], bool]) -> set[str]:
+    """Delete every element whose owner ``owned`` accepts, found by dumping the layout's maps
+    and sets (O(elements): for GC, and for a DEL that cannot compute its keys). Returns the
+    owners removed."""
+    changes: list[nftnl.ElementChange | nftnl.ChainRemoval] = []
+    owners: set[str] = set()
+    for name in _all_sets():
+        for element in nftnl.set_elements(FAMILY, TABLE, name) or []:
+            if element.comment and owned(element.comment):
+                owners.add(element.comment)
+                key_end = element.key_end if element.key_end else b""
+                changes.append(nftnl.ElementChange(False, name, element.key, key_end=key_end))
+    if not changes:
+        return set()
+    try:
+        nftnl.change_elements(FAMILY, TABLE, changes)
+    except nftnl.NftnlError as exc:
+        if exc.errno != errno.ENOENT:  # ENOENT: a concurrent DEL removed one first
+            raise
+        for change in changes:  # one by one, skipping what is gone
+            try:
+                nftnl.change_elements(FAMILY, TABLE, [change])
+            except nftnl.NftnlError as one:
+                if one.errno != errno.ENOENT:
+                    raise
+    return owners
+
+
+def missing(owner: str, wanted: Iterable[Mapping]) -> list[str]:
+    """What CHECK finds wrong: DNAT elements absent, held by another owner or pointing
+    elsewhere, masquerade elements absent (keyed lookups)."""
+    problems: list[str] = []
+    for m in wanted:
+        found = nftnl.get_element(FAMILY, TABLE, m.dnat.set_name, m.dnat.key)
+        if found is None:
+            problems.append(f"map {m.dnat.set_name} has no element {m.dnat.shown}")
+        elif found.comment != owner:
+            problems.append(f"map {m.dnat.set_name} sends {m.dnat.shown} to {found.comment!r}")
+        elif found.data != m.dnat.data:
+            problems.append(f"map {m.dnat.set_name} sends {m.dnat.shown} to another target")
+        for e in m.masq:
+            if nftnl.get_element(FAMILY, TABLE, e.set_name, e.key, e.key_end) is None:
+                problems.append(f"set {e.set_name} has no element {e.shown}")
+    return problems
