@@ -111,7 +111,7 @@ def test_nft_chain_layout_of_an_earlier_version_is_removed(node: Namespace) -> N
     GC, and an ADD in the map layout takes over the attachment's own old chain."""
     with node.entered():
         for i in range(4):
-            nft_backend.ensure_scaffold(fake(i))
+            nft_backend.ensure_scaffold(fake(i), set())
             nft_chains.add(fake(i))  # what an earlier version made
         chains = [nft_chains.chain_name("scalenet", f"cid-{i:04d}", "eth0") for i in range(4)]
         assert NFT.delete(fake(0))

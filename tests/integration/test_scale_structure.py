@@ -140,8 +140,9 @@ def test_300_pods_rules_constant_gc_keeps_del_clears(
         assert len(masq_sets) == 2 and all(grown[s] == MANY - FEW for s in masq_sets)
         assert grown["pycni_portmap/dnat4"] == grown["pycni_portmap/dnat6"] == MANY - FEW
         assert many_elems["pycni_portmap/dnat4"] == MANY
-        assert grown["pycni_portmap/masq4-b13"] == 2 * (MANY - FEW)  # subnet and localhost
-        assert grown["pycni_portmap/masq6-b13"] == MANY - FEW
+        assert grown["pycni_portmap/masq4-b13-p16"] == MANY - FEW  # the pods' subnet
+        assert grown["pycni_portmap/masq4-b13-p32"] == MANY - FEW  # localhost
+        assert grown["pycni_portmap/masq6-b13-p64"] == MANY - FEW
         assert many_elems["pycni_portmap/ports4"] == 0  # the chain layout is not used
 
         # the node-wide GC with 300 live attachments frees nothing

@@ -141,6 +141,37 @@ def test_option_conflicts(conf: dict[str, Any], fragment: str) -> None:
     assert err.value.code == 7 and fragment in err.value.msg
 
 
+@pytest.mark.parametrize(
+    ("conf", "mappings", "fragment"),
+    [
+        ({"snat": "yes"}, M, "snat must be a boolean"),
+        ({"masqAll": 1}, M, "masqAll must be a boolean"),
+        ({"markMasqBit": "5"}, M, "markMasqBit must be a number"),
+        ({"backend": 5}, M, "backend must be"),
+        ({"conditionsV4": "ip saddr 1.2.3.4"}, M, "conditionsV4 must be a list"),
+        ({"externalSetMarkChain": "x" * 300, "backend": "iptables"}, M, "at most 256"),
+        ({}, {"8080": 80}, "runtimeConfig.portMappings must be a list"),
+        ({}, [[8080, 80]], "runtimeConfig.portMappings[0] must be an object"),
+        ({}, [{"containerPort": 80}], "hostPort number: missing"),
+        ({}, [{"hostPort": 8080, "containerPort": 80, "hostIP": 1}], "hostIP must be a string"),
+    ],
+)
+def test_fields_are_decoded_with_their_path(
+    conf: dict[str, Any], mappings: Any, fragment: str
+) -> None:
+    with pytest.raises(CNIError) as err:
+        parse(request(mappings, **conf), need_prev=True)
+    assert err.value.code == 7 and fragment in err.value.msg, err.value.msg
+
+
+def test_del_knows_whether_mappings_were_given() -> None:
+    assert parse(request([], "DEL"), need_prev=False).mappings_given
+    assert not parse(request(None, "DEL"), need_prev=False).mappings_given
+    cfg = parse(request(None, "DEL", prev=None), need_prev=False)
+    assert cfg.container_ips == {} and not cfg.mappings_given
+    assert str(parse(request(M, "DEL"), need_prev=False).container_ips[4]) == "10.0.0.2/24"
+
+
 def test_iptables_options_select_iptables_without_backend() -> None:
     cfg = parse(request(M, conditionsV4=["-s", "1.2.3.4"]), need_prev=True)
     assert cfg.backend == "iptables"
@@ -240,18 +271,29 @@ def test_nft_snat_variants_and_conditions() -> None:
 
 
 def test_nft_scaffold_gates_on_local_destination() -> None:
-    script = nft_backend.scaffold_script({13, 3})
+    script = nft_backend.scaffold_script({(13, 4, 24), (13, 4, 32), (3, 6, 64)}, [7])
     for hook in ("prerouting", "output"):
         assert f"add rule inet pycni_portmap {hook} fib daddr type local jump hostports" in script
     lines = script.splitlines()
     hostports = [line for line in lines if "rule inet pycni_portmap hostports" in line]
     assert len(hostports) == nft_backend.HOSTPORTS_RULES
-    marks = [line for line in script.splitlines() if "rule inet pycni_portmap marks" in line]
-    assert len(marks) == 8 and sum('comment "b3"' in line for line in marks) == 4
-    assert "meta mark & 0x2000 == 0x2000 masquerade" in script
-    assert "meta mark & 0x8 == 0x8 masquerade" in script
-    with pytest.raises(ValueError):
-        nft_backend.scaffold_script({32})
+    marks = [line for line in lines if "rule inet pycni_portmap marks" in line]
+    assert len(marks) == 6 and sum('comment "b13 4/24"' in line for line in marks) == 2
+    assert any(
+        "ip saddr & 255.255.255.0 . meta l4proto . th dport @masq4-b13-p24" in m for m in marks
+    )
+    assert any("ip6 saddr & ffff:ffff:ffff:ffff:: . ip6 daddr" in m for m in marks)
+    for mark in ("0x2000", "0x8", "0x80"):  # bits 13, 3 and 7
+        assert f"meta mark & {mark} == {mark} masquerade" in script
+    for bad in ((32, 4, 24), (1, 4, 33), (1, 5, 8), (1, 6, 129)):
+        with pytest.raises(ValueError):
+            nft_backend.scaffold_script({bad})
+
+
+def test_nft_mark_group_comments() -> None:
+    assert nft_maps.group_of(nft_maps.group_comment((13, 4, 16))) == (13, 4, 16)
+    for comment in ("b13", "b13 4/33", "b32 4/16", "b1 6/129", "b1 4/016", "x1 4/1", "b1 5/1"):
+        assert nft_maps.group_of(comment) is None, comment
 
 
 def test_nft_map_layout_elements() -> None:
@@ -271,16 +313,19 @@ def test_nft_map_layout_elements() -> None:
     assert first.dnat.key == nftnl.concat_key(["tcp", "8080"])
     assert first.dnat.data == nftnl.concat_key(["10.0.0.2", "80"])
     assert [(e.set_name, e.shown) for e in first.masq] == [
-        ("masq4-b13", "10.0.0.0/24 . tcp . 8080"),
-        ("masq4-b13", "127.0.0.1/32 . tcp . 8080"),
+        ("masq4-b13-p24", "10.0.0.0/24 . tcp . 8080"),
+        ("masq4-b13-p32", "127.0.0.1/32 . tcp . 8080"),
     ]
-    assert first.masq[0].key_end == nftnl.concat_key(["10.0.0.255", "tcp", "8080"])
+    assert first.masq[0].key == nftnl.concat_key(["10.0.0.0", "tcp", "8080"])
+    assert first.masq[0].group == (13, 4, 24) and not first.masq[0].key_end
+    assert found[1].masq[0].set_name == "masq4h-b13-p24"
     assert found[1].masq[0].shown == "10.0.0.0/24 . 192.0.2.1 . udp . 8081"
-    assert [e.set_name for e in found[3].masq] == ["masq6-b13"]  # no localhost for IPv6
+    assert [e.set_name for e in found[3].masq] == ["masq6-b13-p64"]  # no localhost for IPv6
+    assert nft_maps.groups_needed(found) == {(13, 4, 24), (13, 4, 32), (13, 6, 64)}
     assert all(not m.masq for m in nft_maps.mappings(cfg_of(snat=False)))
     every = nft_maps.mappings(cfg_of(masq_all=True, mark_bit=3))
     assert [e.shown for e in every[0].masq] == ["0.0.0.0/0 . tcp . 8080"]
-    assert every[3].masq[0].set_name == "masq6-b3"
+    assert every[3].masq[0].set_name == "masq6-b3-p0"
     change = first.dnat.change(True, owner)
     assert change.exclusive and change.comment == owner and change.data == first.dnat.data
 

@@ -18,8 +18,7 @@ from typing import Any
 from pycni.net import rule_matches, rule_tokens
 from pycni.net.rule_matches import Match
 from pycni.plugin.base import Request
-from pycni.plugin.config import field as config_field
-from pycni.spec.decode import lookup
+from pycni.spec.decode import Bool, Int, ListOf, Obj, Raw, Str, decode, lookup, option
 from pycni.spec.errors import INVALID_NETWORK_CONFIG, CNIError
 from pycni.spec.result import Result
 
@@ -91,48 +90,83 @@ def _fail(msg: str) -> CNIError:
     return CNIError(INVALID_NETWORK_CONFIG, msg)
 
 
-def _port(entry: dict[str, Any], key: str, index: int) -> int:
-    value = config_field(entry, key, int, 0, where=f"runtimeConfig.portMappings[{index}]")
-    if not 0 < value <= 65535:
-        raise _fail(
-            f"Invalid {key} number: {value} (runtimeConfig.portMappings[{index}]; "
-            "ports must be 1-65535)"
-        )
-    return value
+_PORT_MESSAGE = "Invalid {key} number: {{value}} ({{path}}; ports must be 1-65535)"
+
+
+@dataclass(frozen=True)
+class MappingConf:
+    """One ``runtimeConfig.portMappings`` entry as written (checked further by ``_mapping``)."""
+
+    host_port: int = option("hostPort", Int(1, 65535, _PORT_MESSAGE.format(key="hostPort")), 0)
+    container_port: int = option(
+        "containerPort", Int(1, 65535, _PORT_MESSAGE.format(key="containerPort")), 0
+    )
+    protocol: str = option("protocol", Str(max_len=16), "")
+    host_ip: str = option("hostIP", Str(max_len=64), "")
+
+
+@dataclass(frozen=True)
+class RuntimeConf:
+    """``runtimeConfig``: the mappings the runtime asks for."""
+
+    port_mappings: list[MappingConf] = option(
+        "portMappings", ListOf(Obj(MappingConf)), factory=list
+    )
+
+
+@dataclass(frozen=True)
+class PortMapOptions:
+    """The plugin's own config keys as written (their combinations are checked by ``parse``)."""
+
+    backend: str = option(
+        "backend",
+        Str(
+            max_len=64,
+            choices=BACKENDS,
+            message='Invalid backend {value}: use "iptables" or "nftables" ({path})',
+        ),
+        "",
+    )
+    snat: bool = option("snat", Bool(), True)
+    masq_all: bool = option("masqAll", Bool(), False)
+    mark_masq_bit: int = option(
+        "markMasqBit",
+        Int(0, 31, "MasqMarkBit must be between 0 and 31, got {value} (config field {path})"),
+        -1,
+    )
+    external_set_mark_chain: str = option("externalSetMarkChain", Str(max_len=256), "")
+    conditions_v4: Any = option("conditionsV4", Raw((list,), "a list of strings"), None)
+    conditions_v6: Any = option("conditionsV6", Raw((list,), "a list of strings"), None)
+    iptables_variant: str = option(
+        "iptablesVariant",
+        Str(
+            max_len=64,
+            choices=("legacy", "nft"),
+            message='Invalid iptablesVariant {value}: use "legacy" or "nft" ({path})',
+        ),
+        "",
+    )
+
+
+def _mapping(entry: MappingConf, index: int) -> PortMapping:
+    where = f"runtimeConfig.portMappings[{index}]"
+    for key, value in (("hostPort", entry.host_port), ("containerPort", entry.container_port)):
+        if value == 0:
+            raise _fail(f"Invalid {key} number: missing ({where}.{key}; ports must be 1-65535)")
+    protocol = entry.protocol.lower() or "tcp"
+    rule_tokens.choice(f"{where}.protocol", protocol, PROTOCOLS)
+    host_ip: IPAddress | None = None
+    if entry.host_ip:
+        host_ip = rule_tokens.address(f"{where}.hostIP", entry.host_ip)
+    return PortMapping(entry.host_port, entry.container_port, protocol, host_ip)
 
 
 def parse_mappings(raw: object) -> list[PortMapping]:
     """Validate ``runtimeConfig.portMappings``."""
     if raw is None:
         return []
-    if not isinstance(raw, list):
-        raise _fail("invalid config: runtimeConfig.portMappings must be a list")
-    out: list[PortMapping] = []
-    for index, entry in enumerate(raw):
-        if not isinstance(entry, dict):
-            raise _fail(f"invalid config: runtimeConfig.portMappings[{index}] must be an object")
-        where = f"runtimeConfig.portMappings[{index}]"
-        protocol = config_field(entry, "protocol", str, "tcp", where=where).lower() or "tcp"
-        rule_tokens.choice(f"{where}.protocol", protocol, PROTOCOLS)
-        host_ip_text = config_field(entry, "hostIP", str, "", where=where)
-        host_ip: IPAddress | None = None
-        if host_ip_text:
-            host_ip = rule_tokens.address(f"{where}.hostIP", host_ip_text)
-        out.append(
-            PortMapping(
-                host_port=_port(entry, "hostPort", index),
-                container_port=_port(entry, "containerPort", index),
-                protocol=protocol,
-                host_ip=host_ip,
-            )
-        )
-    return out
-
-
-def _conditions(config: dict[str, Any], key: str, family: int) -> tuple[list[Match], str]:
-    """The parsed matches and their syntax (``iptables``, ``nftables`` or ``""`` when empty)."""
-    found, raw = lookup(config, key)
-    return rule_matches.parse(key, raw if found else None, family)
+    conf = decode(RuntimeConf, {"portMappings": raw}, "runtimeConfig")
+    return [_mapping(entry, index) for index, entry in enumerate(conf.port_mappings)]
 
 
 def container_ips(prev: Result, ifname: str) -> dict[int, IPInterface]:
@@ -154,34 +188,21 @@ def container_ips(prev: Result, ifname: str) -> dict[int, IPInterface]:
 def parse(req: Request, *, need_prev: bool) -> PortMapConfig:
     """Build the config of one call; ``need_prev`` for ADD and CHECK."""
     config = req.config
-    mappings = parse_mappings(req.runtime_config.get("portMappings"))
-
-    backend_raw = config_field(config, "backend", str, "")
-    if backend_raw and backend_raw not in BACKENDS:
-        raise _fail(
-            f'Invalid backend "{rule_tokens.shown(backend_raw)}": use "iptables" or "nftables"'
-        )
-    snat = config_field(config, "snat", bool, True)
-    masq_all = config_field(config, "masqAll", bool, False)
-    mark_bit_value = config_field(config, "markMasqBit", int, -1)
-    external = config_field(config, "externalSetMarkChain", str, "")
+    found, raw_mappings = lookup(req.runtime_config, "portMappings")
+    mappings = parse_mappings(raw_mappings)
+    opts = decode(PortMapOptions, config)
+    backend_raw, snat, masq_all = opts.backend, opts.snat, opts.masq_all
+    mark_bit_value = opts.mark_masq_bit
+    external = opts.external_set_mark_chain
     if external:
         rule_tokens.chain_name("externalSetMarkChain", external)
-    cond4, syntax4 = _conditions(config, "conditionsV4", 4)
-    cond6, syntax6 = _conditions(config, "conditionsV6", 6)
-    variant = config_field(config, "iptablesVariant", str, "") or None
-    if variant is not None and variant not in ("legacy", "nft"):
-        raise _fail(
-            f'Invalid iptablesVariant "{rule_tokens.shown(variant)}": use "legacy" or "nft"'
-        )
+    cond4, syntax4 = rule_matches.parse("conditionsV4", opts.conditions_v4, 4)
+    cond6, syntax6 = rule_matches.parse("conditionsV6", opts.conditions_v6, 6)
+    variant = opts.iptables_variant or None
 
     if mark_bit_value != -1 and external:
         raise _fail("MasqMarkBit and ExternalSetMarkChain cannot both be set")
     mark_bit = DEFAULT_MARK_BIT if mark_bit_value == -1 else mark_bit_value
-    if not 0 <= mark_bit <= 31:
-        raise _fail(
-            f"MasqMarkBit must be between 0 and 31, got {mark_bit} (config field markMasqBit)"
-        )
 
     iptables_only = [k for k, on in (("externalSetMarkChain", bool(external)),) if on]
     iptables_only += [
@@ -213,7 +234,7 @@ def parse(req: Request, *, need_prev: bool) -> PortMapConfig:
         conditions_v4=cond4,
         conditions_v6=cond6,
         iptables_variant=variant,
-        mappings_given=lookup(req.runtime_config, "portMappings")[0],
+        mappings_given=found and raw_mappings is not None,
     )
     if need_prev:
         prev = req.prev_result()

@@ -16,10 +16,11 @@ an ADD finds it incomplete)::
         meta nfproto ipv4 dnat ip  to meta l4proto . th dport map @dnat4
         meta nfproto ipv6 dnat ip6 to meta l4proto . th dport map @dnat6
     }
-    chain marks {     # four rules per mark bit in use, comment "b<bit>"
-        ip saddr . meta l4proto . th dport @masq4-b13 meta mark set meta mark | 0x2000
-        ip saddr . ip daddr . meta l4proto . th dport @masq4h-b13 meta mark set ...
-        (the same for ip6)
+    chain marks {     # two rules per (mark bit, family, source prefix length) in use
+        ip saddr & 255.255.0.0 . meta l4proto . th dport @masq4-b13-p16 meta mark set
+            meta mark | 0x2000 comment "b13 4/16"
+        ip saddr & 255.255.0.0 . ip daddr . meta l4proto . th dport @masq4h-b13-p16 ...
+        (the same for 127.0.0.1/32, for IPv6 prefixes, for other mark bits)
     }
     chain masq-b13 { nat postrouting 99: meta mark & 0x2000 == 0x2000 masquerade }
 
@@ -27,15 +28,16 @@ An attachment is map and set elements (nft_maps.py), unless its config has condi
 it is a chain of its own entered through the verdict maps (nft_chains.py), which is also how
 an earlier pycni version stored every attachment, so DEL and GC still remove those.
 
-The scaffolding is written in nft's text syntax: it holds no config value but the mark bit,
-an integer checked to be 0-31 (libnftables 1.0.6 crashes on the JSON form of a ``dnat ... map``
-whose data is a concatenation).
+The scaffolding is written in nft's text syntax: it holds no config value but the mark bit
+and the pods' prefix lengths, integers checked here (libnftables 1.0.6 crashes on the JSON form
+of a ``dnat ... map`` whose data is a concatenation).
 """
 
 from __future__ import annotations
 
 import errno
-from collections.abc import Callable
+import ipaddress
+from collections.abc import Callable, Iterable
 from functools import partial
 
 from pycni.net import nft, nftnl
@@ -84,37 +86,44 @@ def _hostports_rules() -> list[str]:
     ]
 
 
-def _mark_bit(bit: int) -> list[str]:
-    """The sets and ``marks`` rules of one mark bit (``bit`` is an int 0-31, checked)."""
+def _netmask(family: int, plen: int) -> str:
+    return str(ipaddress.ip_network(f"{'0.0.0.0' if family == 4 else '::'}/{plen}").netmask)
+
+
+def _mark_group(group: nft_maps.Group) -> list[str]:
+    """The two sets and two ``marks`` rules of one (mark bit, family, prefix length); all
+    three are integers checked here, the only values in the text."""
+    bit, family, plen = group
+    if not 0 <= bit <= 31 or family not in _ADDR or not 0 <= plen <= (32 if family == 4 else 128):
+        raise ValueError(f"not a masquerade set group: {group}")
+    proto, kind = _ADDR[family]
+    plain = nft_maps.masq_set(family, False, bit, plen)
+    host = nft_maps.masq_set(family, True, bit, plen)
+    source = f"{proto} saddr & {_netmask(family, plen)}"
+    set_mark = f'meta mark set meta mark | {1 << bit:#x} comment "{nft_maps.group_comment(group)}"'
+    return [
+        f"add set {T} {plain} {{ type {kind} . inet_proto . inet_service ; }}",
+        f"add set {T} {host} {{ type {kind} . {kind} . inet_proto . inet_service ; }}",
+        f"add rule {T} marks {source} . {_KEY} @{plain} {set_mark}",
+        f"add rule {T} marks {source} . {proto} daddr . {_KEY} @{host} {set_mark}",
+    ]
+
+
+def _masq_chain(bit: int) -> list[str]:
     if not 0 <= bit <= 31:
         raise ValueError(f"mark bit {bit} is not 0-31")
-    mark = 1 << bit
-    out = []
-    for family, (proto, kind) in _ADDR.items():
-        plain, host = nft_maps.masq_set(family, False, bit), nft_maps.masq_set(family, True, bit)
-        out += [
-            f"add set {T} {plain} {{ type {kind} . inet_proto . inet_service ; flags interval ; }}",
-            f"add set {T} {host} "
-            f"{{ type {kind} . {kind} . inet_proto . inet_service ; flags interval ; }}",
-        ]
-        set_mark = f'meta mark set meta mark | {mark:#x} comment "b{bit}"'
-        out += [
-            f"add rule {T} marks {proto} saddr . {_KEY} @{plain} {set_mark}",
-            f"add rule {T} marks {proto} saddr . {proto} daddr . {_KEY} @{host} {set_mark}",
-        ]
-    chain = f"masq-b{bit}"
-    out += [
+    mark, chain = 1 << bit, f"masq-b{bit}"
+    return [
         f"add chain {T} {chain} "
         f"{{ type nat hook postrouting priority {MASQ_PRIORITY} ; policy accept ; }}",
         f"flush chain {T} {chain}",
         f"add rule {T} {chain} meta mark & {mark:#x} == {mark:#x} masquerade",
     ]
-    return out
 
 
-def scaffold_script(bits: set[int]) -> str:
-    """The shared table, maps, sets and chains for the mark bits ``bits``; safe to repeat
-    (chains are flushed and refilled with their fixed rules)."""
+def scaffold_script(groups: set[nft_maps.Group], bits: Iterable[int] = ()) -> str:
+    """The shared table, maps, sets and chains for the masquerade set ``groups`` (and the
+    masquerade chains of ``bits``); safe to repeat (chains are flushed and refilled)."""
     lines = [f'add table {T} {{ comment "pycni portmap plugin" ; }}']
     lines += [f"add map {T} {name} {{ type {kind} : verdict ; }}" for name, kind in VMAPS.items()]
     lines += _dnat_maps()
@@ -128,8 +137,10 @@ def scaffold_script(bits: set[int]) -> str:
         *_hostports_rules(),
         f"flush chain {T} marks",
     ]
-    for bit in sorted(bits):
-        lines += _mark_bit(bit)
+    for group in sorted(groups):
+        lines += _mark_group(group)
+    for bit in sorted(set(bits) | {g[0] for g in groups}):
+        lines += _masq_chain(bit)
     for hook in ("prerouting", "output"):
         lines += [
             f"flush chain {T} {hook}",
@@ -138,36 +149,24 @@ def scaffold_script(bits: set[int]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _bits_wanted(cfg: PortMapConfig) -> tuple[bool, set[int]]:
-    """(whether the scaffolding serves ``cfg``, the mark bits it must have), from
-    kernel-filtered dumps of the fixed chains (a libnftables listing would cost O(pods))."""
+def ensure_scaffold(cfg: PortMapConfig, groups: set[nft_maps.Group]) -> None:
+    """Write the scaffolding again when the fixed chains do not hold their rules, or lack a
+    masquerade set group (or chain) this ADD needs; checked by kernel-filtered dumps of the
+    fixed chains (a libnftables listing would cost O(pods))."""
+    bits = {cfg.mark_bit} if cfg.snat else set()
     try:
         marks = nftnl.chain_rules(FAMILY, TABLE, "marks")
+        present = nft_maps.mark_groups(marks)
         fixed = {"hostports": HOSTPORTS_RULES, "prerouting": 1, "output": 1}
-        if cfg.snat:
-            fixed[f"masq-b{cfg.mark_bit}"] = 1
+        fixed.update({f"masq-b{bit}": 1 for bit in bits})
         ok = all(len(nftnl.chain_rules(FAMILY, TABLE, c)) == n for c, n in fixed.items())
+        ok = ok and all(present.get(g) == 2 for g in groups) and len(marks) == 2 * len(present)
     except OSError:
-        return False, {cfg.mark_bit} if cfg.snat else set()
-    counts: dict[int, int] = {}
-    for rule in marks:
-        if rule.comment.startswith("b") and rule.comment[1:].isdigit():
-            bit = int(rule.comment[1:])
-            counts[bit] = counts.get(bit, 0) + 1
-    bits = {bit for bit, n in counts.items() if n == 4 and bit < 32}
-    ok = ok and len(marks) == 4 * len(bits)
-    if cfg.snat and cfg.mark_bit not in bits:
-        ok = False
-        bits.add(cfg.mark_bit)
-    return ok, bits
-
-
-def ensure_scaffold(cfg: PortMapConfig) -> None:
-    present, bits = _bits_wanted(cfg)
-    if present:
+        present, ok = {}, False
+    if ok and all(n == 2 for n in present.values()):
         return
     try:
-        nft.apply(scaffold_script(bits))
+        nft.apply(scaffold_script(set(present) | groups, bits))
     except nft.NftError as exc:
         raise CNIError(INTERNAL, f"portmap: cannot set up the nftables table: {exc}") from None
 
@@ -202,9 +201,8 @@ def _refuse_chain_layout_keys(cfg: PortMapConfig, wanted: list[nft_maps.Mapping]
         nft_chains.delete(cfg.network, cfg.container_id, cfg.ifname)
 
 
-def _add_elements(cfg: PortMapConfig) -> None:
+def _add_elements(cfg: PortMapConfig, wanted: list[nft_maps.Mapping]) -> None:
     owner = nft_maps.owner_name(cfg.network, cfg.container_id, cfg.ifname)
-    wanted = nft_maps.mappings(cfg)
     _refuse_chain_layout_keys(cfg, wanted)
     try:
         nft_maps.install(owner, wanted)
@@ -240,11 +238,13 @@ class NftablesBackend:
 
     def add(self, cfg: PortMapConfig, step: Callable[[str], None]) -> Callable[[], object]:
         step("nftables")
-        ensure_scaffold(cfg)
         if cfg.has_conditions:
+            ensure_scaffold(cfg, set())
             _add_chain(cfg)
         else:
-            _add_elements(cfg)
+            wanted = nft_maps.mappings(cfg)
+            ensure_scaffold(cfg, nft_maps.groups_needed(wanted))
+            _add_elements(cfg, wanted)
         return partial(self.delete, cfg)
 
     def delete(self, cfg: PortMapConfig) -> bool:

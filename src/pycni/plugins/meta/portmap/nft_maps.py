@@ -6,12 +6,14 @@ and holding where it goes (the concatenated NAT target)::
     dnat4h / dnat6h   daddr . l4proto . dport : pod address . container port   (hostIP set)
     dnat4  / dnat6    l4proto . dport         : pod address . container port
 
-and, with ``snat``, the elements of the interval sets that request masquerading (with mark
-bit N) for hairpin traffic from the pod's subnet and for localhost (IPv4), or for every
-source with ``masqAll``::
+and, with ``snat``, the elements of the sets that request masquerading (with mark bit N)
+for hairpin traffic from the pod's subnet and for localhost (IPv4), or for every source with
+``masqAll``. A source is a prefix of length P; the rule of set ``…-pP`` masks the packet's
+source to P bits, so each set is a plain hash (an interval set of concatenations, nft's
+``pipapo``, costs the kernel 25-60 ms per element deleted next to 1000 elements)::
 
-    masq4-bN / masq6-bN     saddr range . l4proto . dport
-    masq4h-bN / masq6h-bN   saddr range . daddr . l4proto . dport
+    masq4-bN-pP / masq6-bN-pP     saddr & mask(P) . l4proto . dport
+    masq4h-bN-pP / masq6h-bN-pP   saddr & mask(P) . daddr . l4proto . dport
 
 Every element carries the attachment's owner name (``pm-<network hash>-<attachment hash>``,
 the chain name the chain layout gives it) as its comment, so DEL and GC delete exactly one
@@ -39,8 +41,28 @@ def dnat_map(family: int, host: bool) -> str:
     return f"dnat{family}{'h' if host else ''}"
 
 
-def masq_set(family: int, host: bool, bit: int) -> str:
-    return f"masq{family}{'h' if host else ''}-b{bit}"
+Group = tuple[int, int, int]  # (mark bit, family, source prefix length): one pair of sets
+
+
+def masq_set(family: int, host: bool, bit: int, plen: int) -> str:
+    return f"masq{family}{'h' if host else ''}-b{bit}-p{plen}"
+
+
+def group_comment(group: Group) -> str:
+    """The comment of a group's two rules in ``marks``: ``b13 4/16``."""
+    bit, family, plen = group
+    return f"b{bit} {family}/{plen}"
+
+
+def group_of(comment: str) -> Group | None:
+    """The group a ``marks`` rule comment names; None unless it is one we could write."""
+    head, _, tail = comment.partition(" ")
+    family, _, plen = tail.partition("/")
+    if not (head[:1] == "b" and head[1:].isdigit() and family in ("4", "6") and plen.isdigit()):
+        return None
+    group = (int(head[1:]), int(family), int(plen))
+    ok = group[0] < 32 and group[2] <= (32 if group[1] == 4 else 128)
+    return group if ok and group_comment(group) == comment else None
 
 
 def owner_name(network: str, container_id: str, ifname: str) -> str:
@@ -58,6 +80,7 @@ class Entry:
     shown: str
     key_end: bytes = b""
     data: bytes = b""
+    group: Group | None = None  # a masquerade element's set pair
 
     def change(self, add: bool, owner: str = "") -> nftnl.ElementChange:
         return nftnl.ElementChange(
@@ -104,15 +127,14 @@ def _mapping(cfg: PortMapConfig, m: PortMapping, family: int, cip: IPInterface) 
     )
     out = Mapping(dnat)
     if cfg.snat:
-        name = masq_set(family, host is not None, cfg.mark_bit)
         for src in _sources(cip, family, cfg.masq_all):
-            first, last = str(src.network_address), str(src.broadcast_address)
+            group = (cfg.mark_bit, family, src.prefixlen)
             out.masq.append(
                 Entry(
-                    name,
-                    _key(first, *head, *tail),
+                    masq_set(family, host is not None, cfg.mark_bit, src.prefixlen),
+                    _key(str(src.network_address), *head, *tail),
                     " . ".join([str(src), *head, *tail]),
-                    key_end=_key(last, *head, *tail),
+                    group=group,
                 )
             )
     return out
@@ -168,20 +190,25 @@ def remove_known(owner: str, known: list[Mapping]) -> bool | None:
     return True
 
 
-def mark_bits() -> set[int]:
-    """The mark bits whose masquerade sets exist (their rules in ``marks`` carry ``b<bit>``)."""
-    out: set[int] = set()
-    for rule in nftnl.chain_rules(FAMILY, TABLE, "marks"):
-        text = rule.comment
-        if text.startswith("b") and text[1:].isdigit() and int(text[1:]) < 32:
-            out.add(int(text[1:]))
+def groups_needed(wanted: Iterable[Mapping]) -> set[Group]:
+    return {e.group for m in wanted for e in m.masq if e.group is not None}
+
+
+def mark_groups(rules: list[nftnl.Rule] | None = None) -> dict[Group, int]:
+    """The masquerade set groups whose rules are in ``marks`` (or ``rules``, that chain's
+    rules already read), with their rule counts."""
+    out: dict[Group, int] = {}
+    for rule in nftnl.chain_rules(FAMILY, TABLE, "marks") if rules is None else rules:
+        group = group_of(rule.comment)
+        if group is not None:
+            out[group] = out.get(group, 0) + 1
     return out
 
 
 def _all_sets() -> list[str]:
     names = list(DNAT_MAPS)
-    for bit in sorted(mark_bits()):
-        names += [masq_set(f, h, bit) for f in (4, 6) for h in (False, True)]
+    for bit, family, plen in sorted(mark_groups()):
+        names += [masq_set(family, host, bit, plen) for host in (False, True)]
     return names
 
 
@@ -195,8 +222,7 @@ def remove_owned(owned: Callable[[str], bool]) -> set[str]:
         for element in nftnl.set_elements(FAMILY, TABLE, name) or []:
             if element.comment and owned(element.comment):
                 owners.add(element.comment)
-                key_end = element.key_end if element.key_end else b""
-                changes.append(nftnl.ElementChange(False, name, element.key, key_end=key_end))
+                changes.append(nftnl.ElementChange(False, name, element.key))
     if not changes:
         return set()
     try:
@@ -226,6 +252,6 @@ def missing(owner: str, wanted: Iterable[Mapping]) -> list[str]:
         elif found.data != m.dnat.data:
             problems.append(f"map {m.dnat.set_name} sends {m.dnat.shown} to another target")
         for e in m.masq:
-            if nftnl.get_element(FAMILY, TABLE, e.set_name, e.key, e.key_end) is None:
+            if nftnl.get_element(FAMILY, TABLE, e.set_name, e.key) is None:
                 problems.append(f"set {e.set_name} has no element {e.shown}")
     return problems
