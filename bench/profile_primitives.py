@@ -75,6 +75,10 @@ def portmap_probe() -> dict[str, float]:
 def primitives() -> dict[str, float]:
     ipn = [ipaddress.ip_interface("10.99.250.250/16")]
     pm = portmap_probe()
+    masq = paired_ms(
+        lambda: ipmasq.setup_nftables(ipn, "profnet", "eth0", "probe"),
+        lambda: ipmasq.teardown_nftables("profnet", "eth0", "probe", ipn),
+    )
     with rtnl() as ipr:
         bridge = link.index_of(ipr, "cni0")
         return {
@@ -86,12 +90,8 @@ def primitives() -> dict[str, float]:
             "sysctl write (bridge accept_ra)": median_ms(
                 lambda: sysctl.write("net/ipv6/conf/cni0/accept_ra", "0")
             ),
-            "masquerade set: add": median_ms(
-                lambda: ipmasq.setup_nftables(ipn, "profnet", "eth0", "probe")
-            ),
-            "masquerade set: exact delete": median_ms(
-                lambda: ipmasq.teardown_nftables("profnet", "eth0", "probe", ipn)
-            ),
+            "masquerade set: add": masq[0],
+            "masquerade set: exact delete": masq[1],
             **pm,
         }
 

@@ -106,6 +106,33 @@ def test_nft_conflicts_and_readd(node: Namespace) -> None:
     assert nft_counts(node)[1] == 0
 
 
+def test_nft_scaffold_repairs_itself(node: Namespace) -> None:
+    """A marks chain that lost a rule, or a hostports chain flushed by hand, is written again
+    by the next ADD; the pods' elements stay."""
+    with node.entered():
+        _add(fake(1))
+        node.run(
+            "nft", "delete", "rule", "inet", "pycni_portmap", "marks", "handle", _a_handle(node)
+        )
+        _add(fake(2))
+        node.run("nft", "flush", "chain", "inet", "pycni_portmap", "hostports")
+        _add(fake(3))
+        NFT.check(fake(1))
+    data: Any = json.loads(
+        node.run("nft", "-j", "list", "chain", "inet", "pycni_portmap", "marks").stdout
+    )
+    comments = [item["rule"].get("comment") for item in data["nftables"] if "rule" in item]
+    assert sorted(comments) == sorted(["b13 4/16", "b13 4/32", "b13 6/64"] * 2)
+    assert nft_counts(node)[0] == nft_backend.HOSTPORTS_RULES + 6 + 2 + 1  # + hooks + masq
+
+
+def _a_handle(node: Namespace) -> str:
+    data: Any = json.loads(
+        node.run("nft", "-j", "-a", "list", "chain", "inet", "pycni_portmap", "marks").stdout
+    )
+    return str(next(item["rule"]["handle"] for item in data["nftables"] if "rule" in item))
+
+
 def test_nft_chain_layout_of_an_earlier_version_is_removed(node: Namespace) -> None:
     """Attachments stored as chains (conditions, or an earlier pycni) are deleted by DEL and
     GC, and an ADD in the map layout takes over the attachment's own old chain."""

@@ -285,6 +285,9 @@ def test_nft_scaffold_gates_on_local_destination() -> None:
     assert any("ip6 saddr & ffff:ffff:ffff:ffff:: . ip6 daddr" in m for m in marks)
     for mark in ("0x2000", "0x8", "0x80"):  # bits 13, 3 and 7
         assert f"meta mark & {mark} == {mark} masquerade" in script
+    assert "flush chain inet pycni_portmap marks" in script
+    added = nft_backend.scaffold_script({(13, 4, 24)}, flush_marks=False)
+    assert "flush chain inet pycni_portmap marks" not in added and "@masq4-b13-p24" in added
     for bad in ((32, 4, 24), (1, 4, 33), (1, 5, 8), (1, 6, 129)):
         with pytest.raises(ValueError):
             nft_backend.scaffold_script({bad})

@@ -121,9 +121,13 @@ def _masq_chain(bit: int) -> list[str]:
     ]
 
 
-def scaffold_script(groups: set[nft_maps.Group], bits: Iterable[int] = ()) -> str:
+def scaffold_script(
+    groups: set[nft_maps.Group], bits: Iterable[int] = (), flush_marks: bool = True
+) -> str:
     """The shared table, maps, sets and chains for the masquerade set ``groups`` (and the
-    masquerade chains of ``bits``); safe to repeat (chains are flushed and refilled)."""
+    masquerade chains of ``bits``); safe to repeat (chains are flushed and refilled).
+    Without ``flush_marks`` the groups' rules are added to ``marks`` as it is: two ADDs that
+    each add a new group at the same moment must not flush each other's rules away."""
     lines = [f'add table {T} {{ comment "pycni portmap plugin" ; }}']
     lines += [f"add map {T} {name} {{ type {kind} : verdict ; }}" for name, kind in VMAPS.items()]
     lines += _dnat_maps()
@@ -135,8 +139,9 @@ def scaffold_script(groups: set[nft_maps.Group], bits: Iterable[int] = ()) -> st
         f"add chain {T} output {{ type nat hook output priority -100 ; policy accept ; }}",
         f"flush chain {T} hostports",
         *_hostports_rules(),
-        f"flush chain {T} marks",
     ]
+    if flush_marks:
+        lines.append(f"flush chain {T} marks")
     for group in sorted(groups):
         lines += _mark_group(group)
     for bit in sorted(set(bits) | {g[0] for g in groups}):
@@ -160,13 +165,20 @@ def ensure_scaffold(cfg: PortMapConfig, groups: set[nft_maps.Group]) -> None:
         fixed = {"hostports": HOSTPORTS_RULES, "prerouting": 1, "output": 1}
         fixed.update({f"masq-b{bit}": 1 for bit in bits})
         ok = all(len(nftnl.chain_rules(FAMILY, TABLE, c)) == n for c, n in fixed.items())
-        ok = ok and all(present.get(g) == 2 for g in groups) and len(marks) == 2 * len(present)
     except OSError:
-        present, ok = {}, False
-    if ok and all(n == 2 for n in present.values()):
+        marks, present, ok = [], {}, False
+    # marks drifted (a group without its two rules, a rule of no group): rewrite it whole
+    drift = any(n != 2 for n in present.values()) or len(marks) != 2 * len(present)
+    missing = groups - set(present)
+    if ok and not drift and not missing:
         return
+    script = (
+        scaffold_script(set(present) | groups, bits)
+        if drift
+        else scaffold_script(missing, bits, flush_marks=False)
+    )
     try:
-        nft.apply(scaffold_script(set(present) | groups, bits))
+        nft.apply(script)
     except nft.NftError as exc:
         raise CNIError(INTERNAL, f"portmap: cannot set up the nftables table: {exc}") from None
 
