@@ -375,10 +375,9 @@ SCALE_TEXT = (
     "removed). Its growth is the kernel's own; the machine is shared with other work, so single "
     "points are noisy. See bench/scale_curve.py, bench/profile_scale.py (where an ADD's time "
     "goes at 10, 300 and 1000 pods) and bench/profile_primitives.py (each node-side call of an "
-    "ADD/DEL timed alone at 10 and 1000 pods: flat but for portmap's `add rule` through "
-    "libnftables (docs/plugins/portmap.md), so the rest of what still grows end to end lies "
-    "outside pycni's calls: the kernel's own work, which the floor shows growing too, and the "
-    "load of a shared 2-CPU machine)."
+    "ADD/DEL timed alone at 10 and 1000 pods: flat, portmap's map elements included, but for "
+    "procfs sysctl access, which is the kernel's; what still grows end to end is the kernel's "
+    "own work, which the floor shows growing too, and the load of a shared 2-CPU machine)."
 )
 
 
