@@ -46,8 +46,8 @@ def primitives() -> dict[str, float]:
             "bridge addresses (kernel-filtered dump)": median_ms(
                 lambda: addrdump.addresses(bridge)
             ),
-            "link lookup by name": median_ms(lambda: ipr.link_lookup(ifname="cni0")),
-            "link by index": median_ms(lambda: ipr.get_links(bridge)),
+            "link lookup by name": median_ms(lambda: ipr.find_link("cni0")),
+            "link by index": median_ms(lambda: ipr.link(bridge)),
             "sysctl write (bridge accept_ra)": median_ms(
                 lambda: sysctl.write("net/ipv6/conf/cni0/accept_ra", "0")
             ),
