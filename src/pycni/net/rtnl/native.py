@@ -43,6 +43,26 @@ _CREATE = NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL
 _REPLACE = NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE
 
 
+def dump_addresses(sock: Socket, index: int = 0, family: int = 0) -> list[Address]:
+    """Addresses of one link and family (0: any), filtered by the kernel (the socket has
+    NETLINK_GET_STRICT_CHK) and again here for kernels that do not filter.
+
+    Without the kernel's filter every address of the namespace comes back: on a node with
+    hundreds of pods (each host veth has an IPv6 link-local address) that dump cost ~36 ms
+    at 500 pods, on every ADD's gateway check (measured)."""
+    out = []
+    for kind, payload in sock.request(c.RTM_GETADDR, NLM_F_DUMP, c.dump_addresses(index, family)):
+        if kind != c.RTM_NEWADDR:
+            continue
+        found = c.decode_address(payload)
+        if found is None:
+            continue
+        if (index and found.index != index) or (family and found.family != family):
+            continue
+        out.append(found)
+    return out
+
+
 class NativeKernel:
     """The Kernel of the namespace of the thread that created it."""
 
@@ -179,18 +199,7 @@ class NativeKernel:
     # ------------------------------------------------------------ addresses
 
     def addresses(self, index: int = 0, family: int = 0) -> list[Address]:
-        out = []
-        for kind, payload in self._do(c.RTM_GETADDR, NLM_F_DUMP, c.dump_addresses(index, family)):
-            if kind != c.RTM_NEWADDR:
-                continue
-            found = c.decode_address(payload)
-            if found is None:
-                continue
-            # the kernel may not filter (old kernels): check again
-            if (index and found.index != index) or (family and found.family != family):
-                continue
-            out.append(found)
-        return out
+        return dump_addresses(self._sock, index, family)
 
     def add_address(self, index: int, interface: IPInterface, flags: int = 0) -> None:
         if flags:

@@ -8,7 +8,9 @@ and its NetlinkError becomes ours, so no caller sees a pyroute2 type.
 
 from __future__ import annotations
 
+import fcntl
 import ipaddress
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Protocol
@@ -68,6 +70,23 @@ def _ip(value: object) -> IPAddress | None:
         return ipaddress.ip_address(str(value))
     except ValueError:
         return None
+
+
+SIOCGSKNS = 0x894C  # ioctl: an fd of the network namespace a socket belongs to
+
+
+def socket_in_current_netns(fd: int) -> bool:
+    """True when socket ``fd`` lives in this thread's network namespace."""
+    try:
+        ns_fd = fcntl.ioctl(fd, SIOCGSKNS)
+    except OSError:
+        return False
+    try:
+        there = os.fstat(ns_fd)
+    finally:
+        os.close(ns_fd)
+    here = os.stat("/proc/thread-self/ns/net")
+    return (there.st_dev, there.st_ino) == (here.st_dev, here.st_ino)
 
 
 @contextmanager
@@ -381,6 +400,18 @@ class Pyroute2Kernel:
     # ------------------------------------------------------------ addresses
 
     def addresses(self, index: int = 0, family: int = 0) -> list[Address]:
+        """pyroute2 dumps every address of the namespace and filters in Python, which grows
+        with the pods; when this thread is in the client's namespace the kernel-filtered dump
+        of the native client is used instead (as before the kernel boundary existed)."""
+        if index and socket_in_current_netns(self.fileno()):
+            from pycni.net.rtnl.native import dump_addresses
+            from pycni.net.rtnl.wire import Socket
+
+            sock = Socket()
+            try:
+                return dump_addresses(sock, index, family)
+            finally:
+                sock.close()
         spec: dict[str, int] = {}
         if index:
             spec["index"] = index
