@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import ipaddress
 
-from pycni.net.kernel import IFF_PROMISC, IFF_UP, IPInterface, Kernel, Link, NetlinkError
+from pycni.net.kernel import IPInterface, Kernel, Link, NetlinkError
 from pycni.net.netlink import rtnl
-
-__all__ = ["IFF_PROMISC", "IFF_UP", "IPInterface", "LinkNotFound"]
 
 
 class LinkNotFound(LookupError):

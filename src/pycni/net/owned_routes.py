@@ -11,13 +11,14 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
-from pycni.net.kernel import AF_INET, AF_INET6, MAIN_TABLE, Kernel, NetlinkError, Route
+from pycni.net.kernel import AF_INET as AF_INET
+from pycni.net.kernel import AF_INET6 as AF_INET6
+from pycni.net.kernel import MAIN_TABLE as MAIN_TABLE
+from pycni.net.kernel import Kernel, NetlinkError, Route
 
 PROTO_PYCNI = 157  # unused by iproute2's rt_protos; shows as "proto 157"
 RTNH_F_ONLINK = 0x4
 RT_SCOPE_LINK = 253
-
-__all__ = ["AF_INET", "AF_INET6", "MAIN_TABLE"]
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address

@@ -5,10 +5,9 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 
-from pycni.net.kernel import AF_INET, AF_INET6, MAIN_TABLE, Kernel, Route, Rule
+from pycni.net.kernel import AF_INET, AF_INET6, Kernel, Route, Rule
+from pycni.net.kernel import MAIN_TABLE as MAIN_TABLE
 from pycni.spec.result import IPInterface
-
-__all__ = ["MAIN_TABLE"]
 
 
 def rules(kernel: Kernel) -> list[Rule]:
