@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import profile_scale as ps
 
 from pycni.fast import install as fast_install
-from pycni.net import addrdump, ipmasq, link, sysctl
+from pycni.net import ipmasq, link, sysctl
 from pycni.net.netlink import rtnl
 from pycni.net.ns import NetNS
 from pycni.plugins.meta.portmap import nft_backend
@@ -83,10 +83,10 @@ def primitives() -> dict[str, float]:
         bridge = link.index_of(ipr, "cni0")
         return {
             "bridge addresses (kernel-filtered dump)": median_ms(
-                lambda: addrdump.addresses(bridge)
+                lambda: link.addresses(ipr, bridge)
             ),
-            "link lookup by name": median_ms(lambda: ipr.link_lookup(ifname="cni0")),
-            "link by index": median_ms(lambda: ipr.get_links(bridge)),
+            "link lookup by name": median_ms(lambda: ipr.find_link("cni0")),
+            "link by index": median_ms(lambda: ipr.link(bridge)),
             "sysctl write (bridge accept_ra)": median_ms(
                 lambda: sysctl.write("net/ipv6/conf/cni0/accept_ra", "0")
             ),

@@ -14,6 +14,7 @@ one bridge.
 
 from __future__ import annotations
 
+import ipaddress
 import statistics
 import sys
 import time
@@ -25,6 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
+from pycni.net import link  # noqa: E402
+from pycni.net.kernel import Route  # noqa: E402
 from pycni.net.link import wait_oper_up  # noqa: E402
 from pycni.net.netlink import rtnl  # noqa: E402
 from pycni.net.ns import NetNS  # noqa: E402
@@ -64,38 +67,43 @@ class KernelFloor:
         self.bridge_index = 0
 
     def setup(self) -> None:
-        with inside(self.node_path), rtnl() as ipr:
-            ipr.link("add", ifname="cni0", kind="bridge")
-            self.bridge_index = int(ipr.link_lookup(ifname="cni0")[0])
-            ipr.addr("add", index=self.bridge_index, address="10.98.0.1", prefixlen=16)
-            ipr.link("set", index=self.bridge_index, state="up")
+        with inside(self.node_path), rtnl() as kernel:
+            kernel.add_bridge("cni0")
+            self.bridge_index = link.index_of(kernel, "cni0")
+            kernel.add_address(self.bridge_index, ipaddress.ip_interface("10.98.0.1/16"))
+            kernel.set_link(self.bridge_index, up=True)
 
     def add(self, k: int, pod_path: str) -> float:
         address = f"10.98.{1 + k // 250}.{2 + k % 250}"
         with NetNS.open(pod_path) as pod, inside(self.node_path):
             start = time.perf_counter()
-            with rtnl() as ipr:
+            with rtnl() as kernel:
                 host = f"vfl{k:05d}"
-                peer = {"ifname": "eth0", "net_ns_fd": pod.fd}
-                ipr.link("add", ifname=host, kind="veth", peer=peer)
-                index = int(ipr.link_lookup(ifname=host)[0])
-                ipr.link("set", index=index, master=self.bridge_index)
-                ipr.link("set", index=index, state="up")
-                with pod.entered(), rtnl() as pipr:
-                    pipr.link("set", index=int(pipr.link_lookup(ifname="lo")[0]), state="up")
-                    pod_index = int(pipr.link_lookup(ifname="eth0")[0])
-                    pipr.addr("add", index=pod_index, address=address, prefixlen=16)
-                    pipr.link("set", index=pod_index, state="up")
-                    pipr.route("add", dst="0.0.0.0/0", gateway="10.98.0.1", oif=pod_index)
-                up, _state = wait_oper_up(ipr, index)
+                kernel.add_veth(host, "eth0", pod.fd)
+                index = link.index_of(kernel, host)
+                kernel.set_link(index, master=self.bridge_index)
+                kernel.set_link(index, up=True)
+                with pod.entered(), rtnl() as pod_kernel:
+                    pod_kernel.set_link(link.index_of(pod_kernel, "lo"), up=True)
+                    pod_index = link.index_of(pod_kernel, "eth0")
+                    pod_kernel.add_address(pod_index, ipaddress.ip_interface(f"{address}/16"))
+                    pod_kernel.set_link(pod_index, up=True)
+                    pod_kernel.add_route(
+                        Route(
+                            ipaddress.ip_network("0.0.0.0/0"),
+                            oif=pod_index,
+                            gateway=ipaddress.ip_address("10.98.0.1"),
+                        )
+                    )
+                up, _state = wait_oper_up(kernel, index)
                 assert up, f"floor: port of pod {k} did not come up"
             return (time.perf_counter() - start) * 1000
 
     def delete(self, pod_path: str) -> float:
         with NetNS.open(pod_path) as pod, pod.entered():
             start = time.perf_counter()
-            with rtnl() as pipr:
-                pipr.link("del", index=int(pipr.link_lookup(ifname="eth0")[0]))
+            with rtnl() as pod_kernel:
+                pod_kernel.delete_link(link.index_of(pod_kernel, "eth0"))
             return (time.perf_counter() - start) * 1000
 
 

@@ -128,11 +128,11 @@ class Campaign:
     # -- the invariant -------------------------------------------------------------------
 
     def pod_addresses(self, pod: Pod) -> list[str]:
-        with NetNS.open(pod.ns.path) as handle, handle.entered(), rtnl() as ipr:
+        with NetNS.open(pod.ns.path) as handle, handle.entered(), rtnl() as kernel:
             return [
-                str(msg.get_attr("IFA_ADDRESS"))
-                for msg in ipr.get_addr(family=socket.AF_INET)
-                if not str(msg.get_attr("IFA_ADDRESS")).startswith("127.")
+                str(a.interface.ip)
+                for a in kernel.addresses(family=socket.AF_INET)
+                if not a.interface.ip.is_loopback
             ]
 
     def reserved_by(self, pod: Pod) -> bool:

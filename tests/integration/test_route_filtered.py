@@ -23,10 +23,12 @@ def test_routes_by_table_and_link(node: Namespace) -> None:
     node.run("ip", "addr", "add", "fd00:5::2/64", "dev", "rf0", "nodad")
     node.run("ip", "route", "add", "10.9.0.0/16", "via", "10.5.0.1", "table", "100")
     with node.entered(), rtnl() as ipr:
-        rf0 = ipr.link_lookup(ifname="rf0")[0]
+        found = ipr.find_link("rf0")
+        assert found is not None
+        rf0 = found.index
         ours = route._routes(ipr, 4, oif=rf0)
-        assert [(m.get_attr("RTA_DST"), m["dst_len"]) for m in ours] == [("10.5.0.0", 24)]
-        full = [m for m in ipr.get_routes(family=2) if route._table_of(m) == route.MAIN_TABLE]
+        assert [r.dst for r in ours] == [ipaddress.ip_network("10.5.0.0/24")]
+        full = [r for r in ipr.routes(2) if r.table == route.MAIN_TABLE]
         assert len(route._routes(ipr, 4)) == len(full) == 2
         assert route.prefix_route_exists(ipr, rf0, ipaddress.ip_interface("10.5.0.2/24"))
         assert route.prefix_route_exists(ipr, rf0, ipaddress.ip_interface("fd00:5::2/64"))

@@ -6,15 +6,16 @@ linux/rtnetlink.h, linux/if_link.h), not produced by the code under test.
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 import struct
-from typing import Any
 
 import pytest
 
-from pycni.net.rtnl import messages as m
+from pycni.net import kernel as k
+from pycni.net.rtnl import codec as c
 from pycni.net.rtnl import wire
-from pycni.net.rtnl.hybrid import HybridIPRoute
+from pycni.net.rtnl.native import NativeKernel
 
 # ------------------------------------------------------------------ attributes
 
@@ -125,87 +126,161 @@ def test_a_truncated_header_is_a_protocol_error() -> None:
 
 # ------------------------------------------------------------------ decoding
 
+IP = ipaddress.ip_address
+NET = ipaddress.ip_network
+IFACE = ipaddress.ip_interface
+
 
 def _rta(kind: int, payload: bytes) -> bytes:
     length = 4 + len(payload)
     return struct.pack("=HH", length, kind) + payload + b"\0" * ((-length) % 4)
 
 
+def _ifinfo(index: int, flags: int = 0) -> bytes:
+    return struct.pack("=BxHiII", socket.AF_UNSPEC, 1, index, flags, 0)
+
+
 def test_link_decodes_header_and_attributes() -> None:
-    vxlan_data = _rta(1, struct.pack("=I", 42)) + _rta(15, struct.pack("!H", 4789))
+    vxlan_data = (
+        _rta(1, struct.pack("=I", 42))
+        + _rta(3, struct.pack("=I", 2))
+        + _rta(4, socket.inet_aton("10.0.0.7"))
+        + _rta(7, b"\x00")
+        + _rta(15, struct.pack("!H", 4789))
+    )
     linkinfo = _rta(1, b"vxlan\0") + _rta(2 | 0x8000, vxlan_data)
     payload = (
-        struct.pack("=BxHiII", socket.AF_UNSPEC, 1, 9, 0x1043, 0)
+        _ifinfo(9, 0x1043)
         + _rta(3, b"flannel.1\0")
         + _rta(4, struct.pack("=I", 1450))
         + _rta(1, bytes.fromhex("020000aabbcc"))
         + _rta(16, b"\x06")
+        + _rta(13, struct.pack("=I", 1000))
+        + _rta(20, b"an alias\0")
+        + _rta(30, struct.pack("=I", 1))
+        + _rta(5, struct.pack("=I", 2))
+        + _rta(37, struct.pack("=i", 3))
         + _rta(18 | 0x8000, linkinfo)
     )
-    link = m.link(payload)
-    assert (link["index"], link["flags"], link["ifi_type"]) == (9, 0x1043, 1)
-    assert link.get_attr("IFLA_IFNAME") == "flannel.1"
-    assert link.get_attr("IFLA_MTU") == 1450
-    assert link.get_attr("IFLA_ADDRESS") == "02:00:00:aa:bb:cc"
-    assert link.get_attr("IFLA_OPERSTATE") == "UP"
-    assert link.get_attr("IFLA_MASTER") is None
-    info = link.get_attr("IFLA_LINKINFO")
-    assert info.get_attr("IFLA_INFO_KIND") == "vxlan"
-    data = info.get_attr("IFLA_INFO_DATA")
-    assert (data.get_attr("IFLA_VXLAN_ID"), data.get_attr("IFLA_VXLAN_PORT")) == (42, 4789)
+    assert c.decode_link(payload) == k.Link(
+        index=9,
+        name="flannel.1",
+        flags=0x1043,
+        mac="02:00:00:aa:bb:cc",
+        mtu=1450,
+        master=0,
+        peer_index=2,
+        peer_netnsid=3,
+        kind="vxlan",
+        oper_state="up",
+        alias="an alias",
+        txqlen=1000,
+        promiscuity=1,
+        vxlan=k.VxlanInfo(vni=42, local=IP("10.0.0.7"), underlay_index=2, port=4789),
+    )
 
 
-def test_unknown_attribute_names_are_a_programming_error() -> None:
-    link = m.link(struct.pack("=BxHiII", 0, 1, 1, 0, 0))
-    with pytest.raises(KeyError):
-        link.get_attr("IFLA_NO_SUCH_THING")
+def test_link_without_attributes_has_the_defaults() -> None:
+    link = c.decode_link(_ifinfo(1))
+    assert link == k.Link(index=1, name="")
+    assert not link.up and link.oper_state == "unknown" and link.peer_netnsid is None
 
 
-def test_addr_and_route_decode() -> None:
-    addr = m.addr(
+def test_macvlan_mode_and_an_unknown_operstate() -> None:
+    linkinfo = _rta(1, b"macvlan\0") + _rta(2 | 0x8000, _rta(1, struct.pack("=I", 8)))
+    link = c.decode_link(_ifinfo(4, 0x1) + _rta(16, b"\x09") + _rta(18 | 0x8000, linkinfo))
+    assert (link.kind, link.macvlan_mode, link.oper_state, link.up) == ("macvlan", 8, "9", True)
+
+
+def test_addr_decode() -> None:
+    v6 = c.decode_address(
         struct.pack("=BBBBI", socket.AF_INET6, 64, 0x80, 0, 5)
         + _rta(1, socket.inet_pton(socket.AF_INET6, "fd00::5"))
+        + _rta(8, struct.pack("=I", 0x240))
     )
-    assert (addr["family"], addr["prefixlen"], addr["index"]) == (socket.AF_INET6, 64, 5)
-    assert addr.get_attr("IFA_ADDRESS") == "fd00::5"
-    route = m.route(
-        struct.pack("=BBBBBBBBI", socket.AF_INET, 24, 0, 0, 254, 4, 0, 1, 0)
+    assert v6 == k.Address(5, IFACE("fd00::5/64"), flags=0x240, scope=0)
+    assert v6.family == k.AF_INET6
+    v4 = c.decode_address(
+        struct.pack("=BBBBI", socket.AF_INET, 24, 0x80, 253, 3)
+        + _rta(2, socket.inet_aton("10.0.0.1"))
+    )  # IFA_LOCAL only; no IFA_FLAGS: the header's flags
+    assert v4 == k.Address(3, IFACE("10.0.0.1/24"), flags=0x80, scope=253)
+    assert c.decode_address(struct.pack("=BBBBI", socket.AF_INET, 24, 0, 0, 3)) is None
+    assert c.decode_address(struct.pack("=BBBBI", 17, 24, 0, 0, 3) + _rta(1, b"x" * 6)) is None
+
+
+def test_route_decode() -> None:
+    metrics = _rta(2, struct.pack("=I", 1400))
+    hop = struct.pack("=HBBi", 8, 0, 0, 6)
+    route = c.decode_route(
+        struct.pack("=BBBBBBBBI", socket.AF_INET, 24, 0, 0, 252, 4, 253, 1, 4)
         + _rta(1, socket.inet_aton("10.1.2.0"))
         + _rta(5, socket.inet_aton("10.1.0.1"))
         + _rta(4, struct.pack("=I", 3))
+        + _rta(6, struct.pack("=I", 100))
+        + _rta(7, socket.inet_aton("10.1.0.9"))
+        + _rta(15, struct.pack("=I", 1000))
+        + _rta(8 | 0x8000, metrics)
+        + _rta(9, hop + hop)
     )
-    assert (route["dst_len"], route["proto"], route["type"]) == (24, 4, 1)
-    assert route.get_attr("RTA_DST") == "10.1.2.0"
-    assert route.get_attr("RTA_GATEWAY") == "10.1.0.1"
-    assert route.get_attr("RTA_OIF") == 3
+    assert route == k.Route(
+        dst=NET("10.1.2.0/24"),
+        oif=3,
+        gateway=IP("10.1.0.1"),
+        table=1000,
+        proto=4,
+        scope=253,
+        type=1,
+        flags=4,
+        priority=100,
+        prefsrc=IP("10.1.0.9"),
+        mtu=1400,
+        multipath_oifs=(6, 6),
+    )
+    default = c.decode_route(struct.pack("=BBBBBBBBI", socket.AF_INET6, 0, 0, 0, 254, 2, 0, 1, 0))
+    assert default is not None
+    assert (default.dst, default.table, default.priority, default.gateway) == (
+        NET("::/0"),
+        254,
+        None,
+        None,
+    )
+    assert c.decode_route(struct.pack("=BBBBBBBBI", 7, 0, 0, 0, 254, 2, 0, 1, 0)) is None
 
 
 # ------------------------------------------------------------------ encoding
 
 
 class _Recorder:
-    def __init__(self) -> None:
+    def __init__(self, *replies: list[tuple[int, bytes]]) -> None:
         self.requests: list[tuple[int, int, bytes]] = []
+        self.replies = list(replies)
 
-    def request(self, kind: int, flags: int, body: bytes) -> list[Any]:
+    def request(self, kind: int, flags: int, body: bytes) -> list[tuple[int, bytes]]:
         self.requests.append((kind, flags, body))
-        return []
+        return self.replies.pop(0) if self.replies else []
+
+    def close(self) -> None:
+        pass
 
 
-def _client() -> tuple[HybridIPRoute, _Recorder]:
-    client = HybridIPRoute.__new__(HybridIPRoute)
-    recorder = _Recorder()
+def _client(*replies: list[tuple[int, bytes]]) -> tuple[NativeKernel, _Recorder]:
+    client = NativeKernel.__new__(NativeKernel)
+    recorder = _Recorder(*replies)
     client._sock = recorder  # type: ignore[assignment]
     client._fallback = None
     return client, recorder
 
 
+CREATE = wire.NLM_F_ACK | wire.NLM_F_CREATE | wire.NLM_F_EXCL
+
+
 def test_veth_add_with_its_peer_in_another_namespace() -> None:
     client, rec = _client()
-    client.link("add", ifname="veth1", kind="veth", peer={"ifname": "eth0", "net_ns_fd": 11})
+    client.add_veth("veth1", "eth0", 11)
     ((kind, flags, body),) = rec.requests
     assert kind == 16  # RTM_NEWLINK
-    assert flags == wire.NLM_F_ACK | wire.NLM_F_CREATE | wire.NLM_F_EXCL
+    assert flags == CREATE
     peer = (
         struct.pack("=BxHiII", 0, 0, 0, 0, 0) + _rta(3, b"eth0\0") + _rta(28, b"\x0b\0\0\0")
     )  # IFLA_NET_NS_FD
@@ -214,22 +289,93 @@ def test_veth_add_with_its_peer_in_another_namespace() -> None:
     assert body == expected
 
 
+def test_veth_with_mtu_and_peer_mac() -> None:
+    body = c.new_veth("v", "e", 3, mtu=1400, peer_mac="02:00:00:00:00:01")
+    mtu = _rta(4, struct.pack("=I", 1400))
+    peer = (
+        struct.pack("=BxHiII", 0, 0, 0, 0, 0)
+        + _rta(3, b"e\0")
+        + mtu
+        + _rta(1, bytes.fromhex("020000000001"))
+        + _rta(28, struct.pack("=I", 3))
+    )
+    info = _rta(1, b"veth\0") + _rta(2 | 0x8000, _rta(1, peer))
+    assert body == struct.pack("=BxHiII", 0, 0, 0, 0, 0) + _rta(3, b"v\0") + mtu + _rta(
+        18 | 0x8000, info
+    )
+
+
+def test_ifb_carries_a_zero_txqlen() -> None:
+    client, rec = _client()
+    client.add_ifb("bwp0", 1500, 0)
+    ((_, _, body),) = rec.requests
+    assert _rta(13, struct.pack("=I", 0)) in body and _rta(1, b"ifb\0") in body
+
+
+def test_link_set_up_master_alias_and_flags() -> None:
+    client, rec = _client()
+    client.set_link(7, up=True, master=3, alias="", flags=0x100, flag_mask=0x100)
+    client.set_link(7, up=False, name="eth1", netns_fd=9)
+    (_, f1, up), (_, _, down) = rec.requests
+    assert f1 == wire.NLM_F_ACK
+    assert up == struct.pack("=BxHiII", 0, 0, 7, 0x101, 0x101) + _rta(
+        10, struct.pack("=I", 3)
+    ) + _rta(20, b"\0")
+    assert down == struct.pack("=BxHiII", 0, 0, 7, 0, 0x1) + _rta(3, b"eth1\0") + _rta(
+        28, struct.pack("=I", 9)
+    )
+
+
+def test_a_bad_mac_is_refused_before_sending() -> None:
+    client, rec = _client()
+    with pytest.raises(ValueError):
+        client.set_link(7, mac="02:00:00:00:00")
+    assert rec.requests == []
+
+
+def test_link_by_name_and_not_found() -> None:
+    payload = _ifinfo(5) + _rta(3, b"eth0\0")
+    client, rec = _client([(16, payload)])
+    assert client.find_link("eth0") == k.Link(index=5, name="eth0")
+    ((kind, flags, body),) = rec.requests
+    assert (kind, flags) == (18, 0)  # RTM_GETLINK, a single answer
+    assert body == c.ifinfo() + c.EXT_MASK + _rta(3, b"eth0\0")
+    client, _ = _client([])
+    with pytest.raises(k.NetlinkError) as exc:
+        client.link(5)
+    assert exc.value.no_such_link
+
+
 def test_ipv4_address_add_carries_local_and_address() -> None:
     client, rec = _client()
-    client.addr("add", index=4, address="10.22.0.5", prefixlen=16)
+    client.add_address(4, IFACE("10.22.0.5/16"))
     ((kind, flags, body),) = rec.requests
     packed = socket.inet_aton("10.22.0.5")
     assert kind == 20  # RTM_NEWADDR
-    assert flags == wire.NLM_F_ACK | wire.NLM_F_CREATE | wire.NLM_F_EXCL
+    assert flags == CREATE
     assert body == struct.pack("=BBBBI", socket.AF_INET, 16, 0, 0, 4) + _rta(2, packed) + _rta(
         1, packed
     )
 
 
+def test_address_dump_is_filtered_again_here() -> None:
+    mine = struct.pack("=BBBBI", socket.AF_INET, 24, 0, 0, 4) + _rta(
+        1, socket.inet_aton("10.0.0.1")
+    )
+    other = struct.pack("=BBBBI", socket.AF_INET, 24, 0, 0, 5) + _rta(
+        1, socket.inet_aton("10.0.1.1")
+    )
+    client, rec = _client([(20, mine), (20, other), (3, b"")])
+    assert client.addresses(index=4) == [k.Address(4, IFACE("10.0.0.1/24"))]
+    ((kind, flags, body),) = rec.requests
+    assert (kind, flags, body) == (22, wire.NLM_F_DUMP, struct.pack("=BBBBI", 0, 0, 0, 0, 4))
+
+
 def test_route_add_defaults_to_static_unicast_and_delete_to_any() -> None:
     client, rec = _client()
-    client.route("add", dst="10.9.0.0/24", gateway="10.1.0.1", oif=3)
-    client.route("del", dst="10.9.0.0/24", gateway="10.1.0.1", oif=3)
+    route = k.Route(NET("10.9.0.0/24"), oif=3, gateway=IP("10.1.0.1"))
+    client.add_route(route)
+    client.delete_route(route)
     (k_add, f_add, add), (k_del, f_del, delete) = rec.requests
     attrs = (
         _rta(15, struct.pack("=I", 254))
@@ -237,7 +383,7 @@ def test_route_add_defaults_to_static_unicast_and_delete_to_any() -> None:
         + _rta(4, struct.pack("=I", 3))
         + _rta(5, socket.inet_aton("10.1.0.1"))
     )
-    assert (k_add, f_add) == (24, wire.NLM_F_ACK | wire.NLM_F_CREATE | wire.NLM_F_EXCL)
+    assert (k_add, f_add) == (24, CREATE)
     assert add == struct.pack("=BBBBBBBBI", socket.AF_INET, 24, 0, 0, 254, 4, 0, 1, 0) + attrs
     assert (k_del, f_del) == (25, wire.NLM_F_ACK)
     assert delete == struct.pack("=BBBBBBBBI", socket.AF_INET, 24, 0, 0, 254, 0, 0, 0, 0) + attrs
@@ -245,7 +391,7 @@ def test_route_add_defaults_to_static_unicast_and_delete_to_any() -> None:
 
 def test_route_in_a_high_table_uses_the_compat_header_value() -> None:
     client, rec = _client()
-    client.route("replace", dst="fd00::/64", table=1000, proto=3)
+    client.replace_route(k.Route(NET("fd00::/64"), table=1000, proto=3))
     ((kind, flags, body),) = rec.requests
     assert kind == 24  # RTM_NEWROUTE
     assert flags == wire.NLM_F_ACK | wire.NLM_F_CREATE | wire.NLM_F_REPLACE
@@ -253,3 +399,49 @@ def test_route_in_a_high_table_uses_the_compat_header_value() -> None:
     assert body == header + _rta(15, struct.pack("=I", 1000)) + _rta(
         1, socket.inet_pton(socket.AF_INET6, "fd00::")
     )
+
+
+def test_route_with_everything() -> None:
+    route = k.Route(
+        NET("0.0.0.0/0"),
+        oif=2,
+        gateway=IP("10.0.0.1"),
+        proto=3,
+        scope=0,
+        type=1,
+        flags=4,
+        priority=9,
+        prefsrc=IP("10.0.0.5"),
+        mtu=1400,
+    )
+    body = c.route(route, deleting=False)
+    assert body == (
+        struct.pack("=BBBBBBBBI", socket.AF_INET, 0, 0, 0, 254, 3, 0, 1, 4)
+        + _rta(15, struct.pack("=I", 254))
+        + _rta(4, struct.pack("=I", 2))
+        + _rta(5, socket.inet_aton("10.0.0.1"))
+        + _rta(6, struct.pack("=I", 9))
+        + _rta(7, socket.inet_aton("10.0.0.5"))
+        + _rta(8 | 0x8000, _rta(2, struct.pack("=I", 1400)))
+    )
+    with pytest.raises(ValueError):
+        c.route(k.Route(NET("10.0.0.0/8"), gateway=IP("fd00::1")), deleting=False)
+
+
+def test_route_dump_by_table_and_link() -> None:
+    assert c.dump_routes(socket.AF_INET, 100, 3) == struct.pack(
+        "=BBBBBBBBI", socket.AF_INET, 0, 0, 0, 100, 0, 0, 0, 0
+    ) + _rta(15, struct.pack("=I", 100)) + _rta(4, struct.pack("=I", 3))
+    assert c.get_route(IP("fd00::1")) == struct.pack(
+        "=BBBBBBBBI", socket.AF_INET6, 128, 0, 0, 0, 0, 0, 0, 0
+    ) + _rta(1, socket.inet_pton(socket.AF_INET6, "fd00::1"))
+
+
+def test_netlink_error_names_its_errno() -> None:
+    err = k.NetlinkError(17)
+    assert isinstance(err, OSError) and err.errno == err.code == 17
+    assert err.exists and not err.no_such_link and not err.no_such_entry
+    assert str(err) == "(17, 'File exists')"
+    assert k.NetlinkError(19).no_such_link and k.NetlinkError(3).no_such_entry
+    assert k.NetlinkError(95).not_supported
+    assert wire.RtnlError is k.NetlinkError

@@ -78,20 +78,21 @@ def find_underlay(iface: str, public_ip: str, version: int = 4) -> Underlay:
     ``public_ip``, else the one of that family's default route, else the first
     non-loopback link with an address of that family (IPv6: not link-local)."""
     family = owned_routes.family_of(version)
-    with rtnl() as ipr:
+    with rtnl() as kernel:
         candidates: list[tuple[str, int, int, list[ipaddress.IPv4Address | ipaddress.IPv6Address]]]
         candidates = []
-        for msg in ipr.get_links():
-            name = link.name_of(msg)
-            index = int(msg["index"])
+        for found in kernel.links():
             mine = [
-                a.ip for a in link.addresses(ipr, index) if a.version == version and _usable(a.ip)
+                a.ip
+                for a in link.addresses(kernel, found.index)
+                if a.version == version and _usable(a.ip)
             ]
-            candidates.append((name, index, link.mtu_of(msg), mine))
+            candidates.append((found.name, found.index, found.mtu, mine))
         default_oif = 0
-        for route in ipr.get_default_routes(family=family):
-            default_oif = int(route.get_attr("RTA_OIF") or 0)
-            break
+        for route in kernel.routes(family, table=owned_routes.MAIN_TABLE):
+            if route.dst.prefixlen == 0:
+                default_oif = route.oif
+                break
     try:
         wanted_ip = ipaddress.ip_address(public_ip) if public_ip else None
     except ValueError:
@@ -393,13 +394,13 @@ class Agent:
         """This node's facts every lease of the family is checked against (read fresh)."""
         assert path.lease is not None
         family = owned_routes.family_of(path.version)
-        with rtnl() as ipr:
+        with rtnl() as kernel:
             underlay_nets = tuple(
                 a.network
-                for a in link.addresses(ipr, path.underlay.index)
+                for a in link.addresses(kernel, path.underlay.index)
                 if a.version == path.version and not a.ip.is_link_local
             )
-            foreign = owned_routes.foreign(ipr, family=family)
+            foreign = owned_routes.foreign(kernel, family=family)
         return validate.NodeView(
             network=path.network,
             own=path.lease.subnet,

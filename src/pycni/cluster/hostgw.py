@@ -49,5 +49,5 @@ class HostGateway:
 
     def sync(self, own: Net, remotes: dict[Net, LeaseInfo]) -> list[str]:
         family = owned_routes.family_of(self.underlay.version)
-        with rtnl() as ipr:
-            return owned_routes.sync(ipr, self.wanted(own, remotes), family=family)
+        with rtnl() as kernel:
+            return owned_routes.sync(kernel, self.wanted(own, remotes), family=family)

@@ -22,6 +22,7 @@ from pycni.cluster.lease import LeaseInfo
 from pycni.cluster.subnet import Net
 from pycni.net import fdb, neigh, owned_routes
 from pycni.net import vxlan as vxdev
+from pycni.net.kernel import Kernel
 from pycni.net.netlink import rtnl
 
 TYPE = "vxlan"
@@ -65,27 +66,27 @@ class Vxlan:
     def set_pod_mtu(self, mtu: int) -> None:
         self.spec = dataclasses.replace(self.spec, mtu=mtu)
 
-    def _ensure_device(self, ipr: Any) -> None:
-        self.index, self.mac = vxdev.ensure(ipr, self.spec)
+    def _ensure_device(self, kernel: Kernel) -> None:
+        self.index, self.mac = vxdev.ensure(kernel, self.spec)
 
     def backend_data(self) -> dict[str, Any]:
         if not self.mac:
-            with rtnl() as ipr:
-                self._ensure_device(ipr)
+            with rtnl() as kernel:
+                self._ensure_device(kernel)
         return {"VNI": self.spec.vni, "VtepMAC": self.mac}
 
     def configure(self, own: Net) -> None:
-        with rtnl() as ipr:
-            self._ensure_device(ipr)
-            vxdev.ensure_address(ipr, self.index, _own_address(own))
+        with rtnl() as kernel:
+            self._ensure_device(kernel)
+            vxdev.ensure_address(kernel, self.index, _own_address(own))
 
     def sync(self, own: Net, remotes: dict[Net, LeaseInfo]) -> list[str]:
         changes: list[str] = []
-        with rtnl() as ipr:
+        with rtnl() as kernel:
             before = self.index
-            self._ensure_device(ipr)
+            self._ensure_device(kernel)
             if self.index != before:
-                vxdev.ensure_address(ipr, self.index, _own_address(own))
+                vxdev.ensure_address(kernel, self.index, _own_address(own))
                 changes.append(f"device {self.spec.name} recreated")
             peers = {
                 subnet: (info.public_ip, str(info.backend_data.get("VtepMAC", "")).lower())
@@ -96,43 +97,43 @@ class Vxlan:
                 and subnet.version == info.public_ip.version == self.underlay.version
                 and info.backend_data.get("VtepMAC")
             }
-            changes += self._sync_neighbors(ipr, peers)
-            changes += self._sync_fdb(ipr, peers)
+            changes += self._sync_neighbors(kernel, peers)
+            changes += self._sync_fdb(kernel, peers)
             routes = {
                 subnet: owned_routes.OwnedRoute(subnet, subnet.network_address, self.index, True)
                 for subnet in peers
             }
             family = owned_routes.family_of(self.underlay.version)
-            changes += owned_routes.sync(ipr, routes, family=family)
+            changes += owned_routes.sync(kernel, routes, family=family)
         return changes
 
-    def _sync_neighbors(self, ipr: Any, peers: dict[Net, tuple[Address, str]]) -> list[str]:
+    def _sync_neighbors(self, kernel: Kernel, peers: dict[Net, tuple[Address, str]]) -> list[str]:
         wanted: dict[Address, str] = {
             subnet.network_address: mac for subnet, (_ip, mac) in peers.items()
         }
         family = owned_routes.family_of(self.underlay.version)
-        have = neigh.permanent(ipr, self.index, family)
+        have = neigh.permanent(kernel, self.index, family)
         changes = []
         for address in have.keys() - wanted.keys():
-            neigh.delete(ipr, self.index, address)
+            neigh.delete(kernel, self.index, address)
             changes.append(f"neighbor {address} removed")
         for address, mac in wanted.items():
             if have.get(address, "").lower() != mac:
-                neigh.set_permanent(ipr, self.index, address, mac)
+                neigh.set_permanent(kernel, self.index, address, mac)
                 changes.append(f"neighbor {address} -> {mac} set")
         return changes
 
-    def _sync_fdb(self, ipr: Any, peers: dict[Net, tuple[Address, str]]) -> list[str]:
+    def _sync_fdb(self, kernel: Kernel, peers: dict[Net, tuple[Address, str]]) -> list[str]:
         wanted: dict[str, Address] = {mac: public for public, mac in peers.values()}
-        have = {mac.lower(): dst for mac, dst in fdb.remote_entries(ipr, self.index).items()}
+        have = {mac.lower(): dst for mac, dst in fdb.remote_entries(kernel, self.index).items()}
         changes = []
         for mac, dst in have.items():
             if wanted.get(mac) != dst:
-                fdb.delete(ipr, self.index, mac, dst)
+                fdb.delete(kernel, self.index, mac, dst)
                 if mac not in wanted:
                     changes.append(f"fdb {mac} removed")
         for mac, dst in wanted.items():
             if have.get(mac) != dst:
-                fdb.set_remote(ipr, self.index, mac, dst)
+                fdb.set_remote(kernel, self.index, mac, dst)
                 changes.append(f"fdb {mac} -> {dst} set")
         return changes

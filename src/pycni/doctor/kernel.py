@@ -92,14 +92,14 @@ def _tc(ns: str) -> Check:
     from pycni.net.netlink import rtnl
 
     def probe() -> Check:
-        with rtnl() as ipr:
-            found = ipr.link_lookup(ifname="pd-va")
-            if not found:
+        with rtnl() as kernel:
+            found = kernel.find_link("pd-va")
+            if found is None:
                 return Check("kernel: tc", FAIL, "no veth to attach a qdisc to (see veth above)")
-            index = found[0]
-            tc.add_tbf(ipr, index, tc.TbfParams.from_bits(1_000_000, 32_000))
-            tc.add_ingress(ipr, index)
-            kinds = sorted(kind for kind, _msg in tc.qdiscs(ipr, index))
+            index = found.index
+            tc.add_tbf(kernel, index, tc.TbfParams.from_bits(1_000_000, 32_000))
+            tc.add_ingress(kernel, index)
+            kinds = sorted(q.kind for q in tc.qdiscs(kernel, index))
         return Check("kernel: tc", OK, f"tbf and ingress qdiscs work ({', '.join(kinds)})")
 
     try:

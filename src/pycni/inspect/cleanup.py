@@ -137,10 +137,10 @@ def _release(path: str, expected_cid: str, expected_ifname: str) -> None:
 
 
 def _delete_link(name: str) -> None:
-    with rtnl() as ipr:
-        found = ipr.link_lookup(ifname=name)
-        if found:
-            ipr.link("del", index=found[0])
+    with rtnl() as kernel:
+        found = kernel.find_link(name)
+        if found is not None:
+            kernel.delete_link(found.index)
 
 
 def _direct(

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from typing import Any
 
 from pycni.inspect.model import (
     ClusterAgentState,
@@ -20,10 +19,10 @@ from pycni.inspect.model import (
     OwnedRoute,
     VxlanDevice,
 )
+from pycni.net.kernel import Kernel
 
 DEFAULT_SUBNET_FILE = "/run/flannel/subnet.env"
 MASQ_TABLE = "pycni-cluster"
-IFF_UP = 0x1
 
 
 def subnet_files(networks: list[Network]) -> list[str]:
@@ -65,43 +64,40 @@ def read_lease(path: str) -> ClusterLease:
     )
 
 
-def _owned_routes(ipr: Any, names: dict[int, str]) -> list[OwnedRoute]:
+def _owned_routes(kernel: Kernel, names: dict[int, str]) -> list[OwnedRoute]:
     from pycni.net import owned_routes
 
     return [
         OwnedRoute(str(dst), str(r.gateway or ""), names.get(r.oif, ""), r.onlink)
-        for dst, r in sorted(owned_routes.current(ipr).items())
+        for dst, r in sorted(owned_routes.current(kernel).items())
     ] + [
         OwnedRoute(str(dst), str(r.gateway or ""), names.get(r.oif, ""), r.onlink)
-        for dst, r in sorted(owned_routes.current(ipr, family=owned_routes.AF_INET6).items())
+        for dst, r in sorted(owned_routes.current(kernel, family=owned_routes.AF_INET6).items())
     ]
 
 
-def _vxlan_devices(ipr: Any, addresses: dict[int, list[str]]) -> list[VxlanDevice]:
+def _vxlan_devices(kernel: Kernel, addresses: dict[int, list[str]]) -> list[VxlanDevice]:
     from pycni.net import fdb
 
     out = []
-    for msg in ipr.get_links():
-        info = msg.get_attr("IFLA_LINKINFO")
-        if info is None or info.get_attr("IFLA_INFO_KIND") != "vxlan":
+    for found in kernel.links():
+        if found.kind != "vxlan":
             continue
-        data = info.get_attr("IFLA_INFO_DATA")
-        index = int(msg["index"])
+        index = found.index
         device = VxlanDevice(
-            name=str(msg.get_attr("IFLA_IFNAME")),
+            name=found.name,
             index=index,
-            mac=str(msg.get_attr("IFLA_ADDRESS") or ""),
-            up=bool(msg["flags"] & IFF_UP),
+            mac=found.mac,
+            up=found.up,
             addresses=addresses.get(index, []),
         )
+        data = found.vxlan
         if data is not None:
-            vni, local, port = (data.get_attr(f"IFLA_VXLAN_{k}") for k in ("ID", "LOCAL", "PORT"))
-            local = local or data.get_attr("IFLA_VXLAN_LOCAL6")
-            device.vni = int(vni) if vni is not None else None
-            device.local = str(local) if local else None
-            device.port = int(port) if port is not None else None
+            device.vni = data.vni
+            device.local = str(data.local) if data.local else None
+            device.port = data.port or None
         device.peers = {
-            mac: str(dst) for mac, dst in sorted(fdb.remote_entries(ipr, index).items())
+            mac: str(dst) for mac, dst in sorted(fdb.remote_entries(kernel, index).items())
         }
         out.append(device)
     return out
@@ -117,13 +113,13 @@ def _masquerade_table() -> bool:
 
 
 def read_agent_state(
-    ipr: Any, networks: list[Network], names: dict[int, str], addresses: dict[int, list[str]]
+    kernel: Kernel, networks: list[Network], names: dict[int, str], addresses: dict[int, list[str]]
 ) -> ClusterAgentState | None:
     """The agent's state in the current namespace; None when there is no sign of one."""
     state = ClusterAgentState(
         leases=[read_lease(path) for path in subnet_files(networks)],
-        routes=_owned_routes(ipr, names),
-        vxlan_devices=_vxlan_devices(ipr, addresses),
+        routes=_owned_routes(kernel, names),
+        vxlan_devices=_vxlan_devices(kernel, addresses),
     )
     if not (state.leases or state.routes or state.vxlan_devices):
         return None

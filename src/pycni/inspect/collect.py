@@ -34,6 +34,7 @@ from pycni.inspect.model import (
 )
 from pycni.inspect.namespaces import NamespaceScan, namespace_key, nsfs_device
 from pycni.inspect.namespaces import scan as scan_namespaces
+from pycni.net.kernel import Kernel
 from pycni.net.netlink import rtnl
 from pycni.net.ns import THREAD_NETNS, NetNS, NetNSNotFound
 from pycni.spec.errors import CNIError
@@ -44,7 +45,6 @@ DEFAULT_DATA_DIR = "/var/lib/cni/networks"
 DEFAULT_NETNS_DIR = "/run/netns"
 DEFAULT_DNSNAME_DIR = "/run/containers/cni/dnsname"
 CACHE_KIND = "cniCacheV1"
-IFF_UP = 0x1
 _STORE_SKIP = ("lock", "last_reserved_ip.")
 _CACHE_READ_MAX = 16 << 20
 
@@ -289,17 +289,11 @@ def _ipam_types(net: Network) -> list[str]:
 # --- kernel state --------------------------------------------------------------------------
 
 
-def _kind(msg: Any) -> str:
-    info = msg.get_attr("IFLA_LINKINFO")
-    return str(info.get_attr("IFLA_INFO_KIND") or "") if info is not None else ""
-
-
-def _addresses(ipr: Any) -> dict[int, list[str]]:
+def _addresses(kernel: Kernel) -> dict[int, list[str]]:
     out: dict[int, list[str]] = {}
-    for msg in ipr.get_addr():
-        addr = msg.get_attr("IFA_ADDRESS") or msg.get_attr("IFA_LOCAL")
-        if addr and not str(addr).startswith("fe80:"):  # link-local: noise here
-            out.setdefault(int(msg["index"]), []).append(f"{addr}/{msg['prefixlen']}")
+    for found in kernel.addresses():
+        if not str(found.interface.ip).startswith("fe80:"):  # link-local: noise here
+            out.setdefault(found.index, []).append(str(found.interface))
     return out
 
 
@@ -316,27 +310,22 @@ class _RawLink:
     addresses: list[str]
 
 
-def _dump_links(ipr: Any) -> list[_RawLink]:
-    addrs = _addresses(ipr)
-    out = []
-    for msg in ipr.get_links():
-        index = int(msg["index"])
-        nsid = msg.get_attr("IFLA_LINK_NETNSID")
-        link = msg.get_attr("IFLA_LINK")
-        out.append(
-            _RawLink(
-                index=index,
-                name=str(msg.get_attr("IFLA_IFNAME")),
-                kind=_kind(msg),
-                mac=str(msg.get_attr("IFLA_ADDRESS") or ""),
-                up=bool(msg["flags"] & IFF_UP),
-                master=msg.get_attr("IFLA_MASTER"),
-                peer_index=int(link) if link is not None else None,
-                peer_netnsid=int(nsid) if nsid is not None else None,
-                addresses=addrs.get(index, []),
-            )
+def _dump_links(kernel: Kernel) -> list[_RawLink]:
+    addrs = _addresses(kernel)
+    return [
+        _RawLink(
+            index=found.index,
+            name=found.name,
+            kind=found.kind,
+            mac=found.mac,
+            up=found.up,
+            master=found.master or None,
+            peer_index=found.peer_index or None,
+            peer_netnsid=found.peer_netnsid,
+            addresses=addrs.get(found.index, []),
         )
-    return out
+        for found in kernel.links()
+    ]
 
 
 def ns_key(path: str) -> tuple[int, int] | None:
@@ -365,22 +354,22 @@ def candidate_namespaces(
     return [(ns.label, ns.path) for ns in found.namespaces if ns.key != own], found
 
 
-def _look_into(name: str, path: str, node_ipr: Any) -> tuple[Namespace, list[_RawLink], int | None]:
+def _look_into(
+    name: str, path: str, node_kernel: Kernel
+) -> tuple[Namespace, list[_RawLink], int | None]:
     """A namespace's links, and the nsid this (node) namespace knows it by.
 
-    ``node_ipr`` is one client of the node namespace shared by every look (a machine can
+    ``node_kernel`` is one client of the node namespace shared by every look (a machine can
     have a thousand namespaces: one client each would cost more than the looks).
     """
     with NetNS.open(path) as ns:
         nsid: int | None = None
         try:
-            answer = node_ipr.get_netnsid(fd=ns.fd)
-            if answer and answer.get("nsid") is not None and answer["nsid"] >= 0:
-                nsid = int(answer["nsid"])
-        except Exception:  # older kernels do not answer RTM_GETNSID by fd
+            nsid = node_kernel.netns_id(ns.fd)
+        except OSError:  # older kernels do not answer RTM_GETNSID by fd
             nsid = None
-        with ns.entered(), rtnl() as ipr:
-            links = _dump_links(ipr)
+        with ns.entered(), rtnl() as kernel:
+            links = _dump_links(kernel)
     view = Namespace(
         name=name,
         path=path,
@@ -394,7 +383,7 @@ def _look_into(name: str, path: str, node_ipr: Any) -> tuple[Namespace, list[_Ra
 
 
 def _look_into_or_note(
-    name: str, path: str, node_ipr: Any, state: NodeState
+    name: str, path: str, node_kernel: Kernel, state: NodeState
 ) -> tuple[Namespace, list[_RawLink], int | None] | None:
     """``_look_into``, or None: a namespace gone meanwhile, or one we could not read (noted).
 
@@ -412,7 +401,7 @@ def _look_into_or_note(
     try:
         if os.fstat(fd).st_dev != nsfs_device():
             return None  # no longer a namespace file: it went away
-        view, links, nsid = _look_into(name, f"/proc/self/fd/{fd}", node_ipr)
+        view, links, nsid = _look_into(name, f"/proc/self/fd/{fd}", node_kernel)
     except NetNSNotFound:
         return None
     except (OSError, CNIError) as exc:
@@ -453,21 +442,19 @@ def _match_peer(
     return found[0][1]
 
 
-def _routes(ipr: Any, names: dict[int, str]) -> list[Route]:
+def _routes(kernel: Kernel, names: dict[int, str]) -> list[Route]:
     out = []
     for family in (socket.AF_INET, socket.AF_INET6):
-        for msg in ipr.get_routes(family=family, table=254):
-            dst = msg.get_attr("RTA_DST")
-            dst_text = f"{dst}/{msg['dst_len']}" if dst else "default"
-            if family == socket.AF_INET6 and str(dst or "").startswith("fe80"):
+        for r in kernel.routes(family, table=254):
+            dst_text = str(r.dst) if r.dst.prefixlen else "default"
+            if family == socket.AF_INET6 and dst_text.startswith("fe80"):
                 continue
-            oif = msg.get_attr("RTA_OIF")
             out.append(
                 Route(
                     dst=dst_text,
-                    dev=names.get(int(oif), "") if oif is not None else "",
-                    gateway=msg.get_attr("RTA_GATEWAY"),
-                    source=msg.get_attr("RTA_PREFSRC"),
+                    dev=names.get(r.oif, "") if r.oif else "",
+                    gateway=str(r.gateway) if r.gateway is not None else None,
+                    source=str(r.prefsrc) if r.prefsrc is not None else None,
                 )
             )
     return out
@@ -475,13 +462,13 @@ def _routes(ipr: Any, names: dict[int, str]) -> list[Route]:
 
 def read_kernel(state: NodeState, netns_dir: str) -> None:
     """Fill bridges, veths, other interfaces, routes and namespaces from the kernel."""
-    with rtnl() as ipr:
-        links = _dump_links(ipr)
+    with rtnl() as kernel:
+        links = _dump_links(kernel)
         names = {link.index: link.name for link in links}
-        state.routes = _routes(ipr, names)
+        state.routes = _routes(kernel, names)
         try:
             state.cluster = agent_state.read_agent_state(
-                ipr, state.networks, names, {link.index: link.addresses for link in links}
+                kernel, state.networks, names, {link.index: link.addresses for link in links}
             )
         except Exception as exc:  # a partial picture beats none
             state.problems.append(f"cannot read the cluster agent's state: {exc}")
@@ -489,9 +476,9 @@ def read_kernel(state: NodeState, netns_dir: str) -> None:
     state.problems.extend(found.problems)
     complete = found.complete
     views = []
-    with rtnl() as node_ipr:
+    with rtnl() as node_kernel:
         for name, path in candidates:
-            look = _look_into_or_note(name, path, node_ipr, state)
+            look = _look_into_or_note(name, path, node_kernel, state)
             if look is None:
                 complete = complete and namespace_key(path) is None
                 continue

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import contextlib
-import errno
 import time
-from typing import Any
 
 from pycni.net import sysctl
+from pycni.net.kernel import AF_INET6, Kernel, NetlinkError
 from pycni.net.link import addresses
 from pycni.net.route import add_routes, prefix_route_exists
 from pycni.spec.result import IPAddress, Result
@@ -22,7 +21,7 @@ class AddressError(Exception):
     pass
 
 
-def configure_iface(ipr: Any, ifname: str, index: int, result: Result) -> None:
+def configure_iface(kernel: Kernel, ifname: str, index: int, result: Result) -> None:
     """Add the result's addresses that belong to ``ifname``, set it up, wait for DAD when a
     v6 gateway exists, then add the result's routes (a route without gw takes the first
     gateway of its family). Must run on a thread inside the interface's namespace."""
@@ -50,13 +49,8 @@ def configure_iface(ipr: Any, ifname: str, index: int, result: Result) -> None:
                 sysctl.write(f"net/ipv6/conf/{ifname}/keep_addr_on_down", "1")
             ipv6_enabled = True
         try:
-            ipr.addr(
-                "add",
-                index=index,
-                address=str(ipc.address.ip),
-                prefixlen=ipc.address.network.prefixlen,
-            )
-        except Exception as exc:
+            kernel.add_address(index, ipc.address)
+        except NetlinkError as exc:
             raise AddressError(
                 f'failed to add IP addr {ipc.address} to "{ifname}": {exc}'
             ) from None
@@ -65,19 +59,19 @@ def configure_iface(ipr: Any, ifname: str, index: int, result: Result) -> None:
                 v4gw = ipc.gateway
             elif ipc.gateway.version == 6 and v6gw is None:
                 v6gw = ipc.gateway
-    ipr.link("set", index=index, state="up")
+    kernel.set_link(index, up=True)
     if v6gw is not None:
-        wait_dad(ipr, ifname, index)
-    add_routes(ipr, ifname, index, result.routes, v4gw, v6gw)
+        wait_dad(kernel, ifname, index)
+    add_routes(kernel, ifname, index, result.routes, v4gw, v6gw)
 
 
-def wait_dad(ipr: Any, ifname: str, index: int, timeout: float = DAD_TIMEOUT) -> None:
+def wait_dad(kernel: Kernel, ifname: str, index: int, timeout: float = DAD_TIMEOUT) -> None:
     """Wait until no IPv6 address of the link is tentative; a failed DAD is an error."""
     deadline = time.monotonic() + timeout
     while True:
         tentative = False
-        for msg in ipr.get_addr(index=index, family=10):
-            flags = int(msg.get_attr("IFA_FLAGS") or msg["flags"])
+        for found in kernel.addresses(index=index, family=AF_INET6):
+            flags = found.flags
             if flags & IFA_F_DADFAILED:
                 raise AddressError(f"link {ifname} has address with DAD failure")
             if flags & IFA_F_TENTATIVE:
@@ -85,24 +79,19 @@ def wait_dad(ipr: Any, ifname: str, index: int, timeout: float = DAD_TIMEOUT) ->
         if not tentative:
             return
         if time.monotonic() >= deadline:
-            state = ipr.get_links(index)[0].get_attr("IFLA_OPERSTATE")
-            if str(state).upper() == "UP":
+            if kernel.link(index).oper_state == "up":
                 raise AddressError(f"link {ifname} still has tentative addresses after {timeout}s")
             return
         time.sleep(DAD_POLL)
 
 
-def validate_ips(ipr: Any, ifname: str, index: int, result: Result, iface_idx: int) -> None:
+def validate_ips(kernel: Kernel, ifname: str, index: int, result: Result, iface_idx: int) -> None:
     """CHECK: each result IP of this interface is on it and has its prefix route."""
-    present = addresses(ipr, index)
+    present = addresses(kernel, index)
     for ipc in result.ips:
         if ipc.interface is not None and ipc.interface != iface_idx:
             continue
         if ipc.address not in present:
             raise AddressError(f"Failed to match addr {ipc.address} on interface {ifname}")
-        if not prefix_route_exists(ipr, index, ipc.address):
+        if not prefix_route_exists(kernel, index, ipc.address):
             raise AddressError(f"Failed to match route {ipc.address.network} on interface {ifname}")
-
-
-def tolerate_exists(exc: BaseException) -> bool:
-    return getattr(exc, "code", None) == errno.EEXIST

@@ -5,20 +5,10 @@ from __future__ import annotations
 import errno
 import ipaddress
 from dataclasses import dataclass
-from typing import Any
 
 from pycni.net import sysctl
-from pycni.net.link import (
-    IFF_PROMISC,
-    IFF_UP,
-    IPInterface,
-    LinkNotFound,
-    addresses,
-    get,
-    index_of,
-    kind_of,
-    mac_of,
-)
+from pycni.net.kernel import IFF_PROMISC, IFF_UP, IPInterface, Kernel, NetlinkError
+from pycni.net.link import LinkNotFound, addresses, get, index_of
 
 # bridge VLAN flags (linux/if_bridge.h)
 BRIDGE_VLAN_INFO_PVID = 0x2
@@ -44,94 +34,80 @@ class BridgeInfo:
 
 
 def ensure_bridge(
-    ipr: Any, name: str, mtu: int = 0, promisc: bool = False, vlan_filtering: bool = False
+    kernel: Kernel, name: str, mtu: int = 0, promisc: bool = False, vlan_filtering: bool = False
 ) -> BridgeInfo:
     """Create the bridge if missing (MTU and vlan_filtering apply only at creation, as the
     reference); then promisc if asked, accept_ra=0 and up. An existing bridge is reused."""
-    spec: dict[str, Any] = {"ifname": name, "kind": "bridge"}
-    if mtu:
-        spec["mtu"] = mtu
-    if vlan_filtering:
-        spec["br_vlan_filtering"] = 1
     created = False
-    try:  # the common case on a busy node: the bridge is there; one lookup, no failed add
-        msg = get(ipr, name)
-    except LinkNotFound:
+    # the common case on a busy node: the bridge is there; one lookup, no failed add
+    found = kernel.find_link(name)
+    if found is None:
         created = True
         try:
-            ipr.link("add", **spec)
-        except Exception as exc:
-            code = getattr(exc, "code", None)
-            if code == errno.EEXIST:  # another ADD created it meanwhile
+            kernel.add_bridge(name, mtu, vlan_filtering)
+        except NetlinkError as exc:
+            if exc.exists:  # another ADD created it meanwhile
                 created = False
-            elif code == errno.EOPNOTSUPP and vlan_filtering:
+            elif exc.not_supported and vlan_filtering:
                 raise VlanFilteringUnsupported(str(exc)) from None
             else:
                 raise RuntimeError(f'could not add "{name}": {exc}') from None
-        msg = get(ipr, name)
-    if kind_of(msg) != "bridge":
+        found = get(kernel, name)
+    if found.kind != "bridge":
         raise NotABridge(f'"{name}" already exists but is not a bridge')
-    index = int(msg["index"])
-    flags = int(msg["flags"])
-    if promisc and not flags & IFF_PROMISC:
-        ipr.link("set", index=index, flags=IFF_PROMISC, change=IFF_PROMISC)
+    index = found.index
+    if promisc and not found.flags & IFF_PROMISC:
+        kernel.set_link(index, flags=IFF_PROMISC, flag_mask=IFF_PROMISC)
     sysctl.try_write(f"net/ipv6/conf/{name}/accept_ra", "0")
-    if not flags & IFF_UP:
-        ipr.link("set", index=index, state="up")
+    if not found.flags & IFF_UP:
+        kernel.set_link(index, up=True)
     return BridgeInfo(index, created)
 
 
 def attach_port(
-    ipr: Any, port_index: int, bridge_index: int, hairpin: bool, isolated: bool
+    kernel: Kernel, port_index: int, bridge_index: int, hairpin: bool, isolated: bool
 ) -> None:
     """Enslave the port, then set its hairpin and isolated flags.
 
     A new port starts with both flags off, so they are only written when one is wanted (the
     reference writes them even when off; the resulting state is the same, one call cheaper)."""
-    ipr.link("set", index=port_index, master=bridge_index)
+    kernel.set_link(port_index, master=bridge_index)
     if hairpin or isolated:
-        ipr.brport("set", index=port_index, mode=int(hairpin), isolated=int(isolated))
+        kernel.set_bridge_port(port_index, hairpin, isolated)
 
 
-def port_vlans(ipr: Any, port_index: int, vlan: int, trunk: list[int], preserve: bool) -> None:
+def port_vlans(
+    kernel: Kernel, port_index: int, vlan: int, trunk: list[int], preserve: bool
+) -> None:
     """The reference's VLAN setup of a port: drop the default VLAN unless preserved, the
     access VLAN as PVID+untagged, trunk VLANs tagged, native VLAN 1 for a trunk alone."""
     try:
         if not preserve:
-            _drop_port_vlans(ipr, port_index)
+            for vid in kernel.port_vlans(port_index):
+                kernel.delete_port_vlan(port_index, vid)
         if vlan:
             flags = BRIDGE_VLAN_INFO_PVID | BRIDGE_VLAN_INFO_UNTAGGED
-            ipr.vlan_filter("add", index=port_index, vlan_info={"vid": vlan, "flags": flags})
+            kernel.add_port_vlan(port_index, vlan, flags)
         for vid in trunk:
-            ipr.vlan_filter("add", index=port_index, vlan_info={"vid": vid})
+            kernel.add_port_vlan(port_index, vid)
         if trunk and not vlan:
             flags = BRIDGE_VLAN_INFO_PVID | BRIDGE_VLAN_INFO_UNTAGGED
-            ipr.vlan_filter("add", index=port_index, vlan_info={"vid": 1, "flags": flags})
-    except Exception as exc:
-        if getattr(exc, "code", None) == errno.EOPNOTSUPP:
+            kernel.add_port_vlan(port_index, 1, flags)
+    except NetlinkError as exc:
+        if exc.not_supported:
             raise VlanFilteringUnsupported(str(exc)) from None
         raise
 
 
-def _drop_port_vlans(ipr: Any, port_index: int) -> None:
-    for msg in ipr.get_vlans(index=port_index) or []:
-        spec = msg.get_attr("IFLA_AF_SPEC")
-        if spec is None:
-            continue
-        for name, info in spec["attrs"]:
-            if name == "IFLA_BRIDGE_VLAN_INFO":
-                ipr.vlan_filter("del", index=port_index, vlan_info={"vid": info["vid"]})
-
-
-def ensure_addr(ipr: Any, bridge_name: str, address: IPInterface, force: bool) -> bool:
+def ensure_addr(kernel: Kernel, bridge_name: str, address: IPInterface, force: bool) -> bool:
     """Put ``address`` on the bridge (the reference's ensureAddr); True when we added it.
 
     An identical address is a no-op. Any other IPv4 address conflicts; an IPv6 one only when
     the prefixes overlap. A conflict is an error unless ``force``, which removes the old one.
     After adding, the bridge MAC is set to itself so it stops following its lowest port MAC.
     """
-    index = index_of(ipr, bridge_name)
-    for existing in addresses(ipr, index):
+    index = index_of(kernel, bridge_name)
+    for existing in addresses(kernel, index):
         if existing.version != address.version:
             continue
         if existing == address:
@@ -144,42 +120,39 @@ def ensure_addr(ipr: Any, bridge_name: str, address: IPInterface, force: bool) -
                 raise AddressConflict(
                     f'"{bridge_name}" already has an IP address different from {address}'
                 )
-            ipr.addr(
-                "del", index=index, address=str(existing.ip), prefixlen=existing.network.prefixlen
-            )
+            kernel.delete_address(index, existing)
     added = True
     try:
-        ipr.addr("add", index=index, address=str(address.ip), prefixlen=address.network.prefixlen)
-    except Exception as exc:
-        if getattr(exc, "code", None) != errno.EEXIST:
+        kernel.add_address(index, address)
+    except NetlinkError as exc:
+        if not exc.exists:
             raise RuntimeError(f'could not add IP address to "{bridge_name}": {exc}') from None
         added = False
-    msg = get(ipr, bridge_name)
-    ipr.link("set", index=index, address=mac_of(msg))
+    kernel.set_link(index, mac=get(kernel, bridge_name).mac)
     return added
 
 
-def remove_addr(ipr: Any, bridge_name: str, address: IPInterface) -> None:
+def remove_addr(kernel: Kernel, bridge_name: str, address: IPInterface) -> None:
     try:
-        index = index_of(ipr, bridge_name)
+        index = index_of(kernel, bridge_name)
     except LinkNotFound:
         return
     try:
-        ipr.addr("del", index=index, address=str(address.ip), prefixlen=address.network.prefixlen)
-    except Exception as exc:
-        if getattr(exc, "code", None) not in (errno.EADDRNOTAVAIL, errno.ENODEV):
+        kernel.delete_address(index, address)
+    except NetlinkError as exc:
+        if exc.errno not in (errno.EADDRNOTAVAIL, errno.ENODEV):
             raise
 
 
-def delete_if_unused(ipr: Any, name: str) -> None:
+def delete_if_unused(kernel: Kernel, name: str) -> None:
     """Remove a bridge we created if nothing is attached to it (ADD rollback)."""
     try:
-        index = index_of(ipr, name)
+        index = index_of(kernel, name)
     except LinkNotFound:
         return
-    if any(int(m.get_attr("IFLA_MASTER") or 0) == index for m in ipr.get_links()):
+    if any(other.master == index for other in kernel.links()):
         return
-    ipr.link("del", index=index)
+    kernel.delete_link(index)
 
 
 def network_address(address: IPInterface) -> ipaddress.IPv4Address | ipaddress.IPv6Address:

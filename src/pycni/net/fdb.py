@@ -2,47 +2,28 @@
 
 from __future__ import annotations
 
-import errno
-import ipaddress
-from typing import Any
+from pycni.net.kernel import IPAddress, Kernel, NetlinkError
 
-NUD_PERMANENT = 0x80
-NTF_SELF = 0x02  # the entry belongs to the device itself, not to a bridge above it
+Address = IPAddress
 
 
-Address = ipaddress.IPv4Address | ipaddress.IPv6Address
-
-
-def remote_entries(ipr: Any, index: int) -> dict[str, Address]:
+def remote_entries(kernel: Kernel, index: int) -> dict[str, Address]:
     """MAC → remote underlay address, for the device's unicast entries with a destination."""
     out: dict[str, Address] = {}
-    for msg in ipr.fdb("dump", ifindex=index):
-        if int(msg["ifindex"]) != index:
+    for entry in kernel.fdb_entries(index):
+        if entry.index != index or entry.remote is None or entry.mac == "00:00:00:00:00:00":
             continue
-        mac, dst = msg.get_attr("NDA_LLADDR"), msg.get_attr("NDA_DST")
-        if not mac or not dst or mac == "00:00:00:00:00:00":
-            continue
-        try:
-            out[str(mac)] = ipaddress.ip_address(dst)
-        except ValueError:
-            continue
+        out[entry.mac] = entry.remote
     return out
 
 
-def set_remote(ipr: Any, index: int, mac: str, remote: Address) -> None:
-    ipr.fdb(
-        "replace",
-        ifindex=index,
-        lladdr=mac,
-        dst=str(remote),
-        state=NUD_PERMANENT,
-        flags=NTF_SELF,
-    )
+def set_remote(kernel: Kernel, index: int, mac: str, remote: Address) -> None:
+    kernel.set_fdb(index, mac, remote)
 
 
-def delete(ipr: Any, index: int, mac: str, remote: Address) -> None:
+def delete(kernel: Kernel, index: int, mac: str, remote: Address) -> None:
     try:
-        ipr.fdb("del", ifindex=index, lladdr=mac, dst=str(remote), flags=NTF_SELF)
-    except Exception as exc:
-        if getattr(exc, "code", None) not in (errno.ENOENT, errno.ESRCH):
+        kernel.delete_fdb(index, mac, remote)
+    except NetlinkError as exc:
+        if not exc.no_such_entry:
             raise

@@ -6,10 +6,8 @@ All calls take an open rtnl socket of the namespace the link lives in (one socke
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-IFF_PROMISC = 0x100
-IFF_ALLMULTI = 0x200
+from pycni.net.kernel import IFF_ALLMULTI, IFF_PROMISC, Kernel
 
 
 @dataclass
@@ -25,43 +23,43 @@ class LinkAttrs:
     alias: str
 
 
-def read(ipr: Any, index: int) -> LinkAttrs:
-    msg = ipr.get_links(index)[0]
+def read(kernel: Kernel, index: int) -> LinkAttrs:
+    found = kernel.link(index)
     return LinkAttrs(
         index=index,
-        mac=str(msg.get_attr("IFLA_ADDRESS") or ""),
-        mtu=int(msg.get_attr("IFLA_MTU") or 0),
-        promisc=int(msg.get_attr("IFLA_PROMISCUITY") or 0) != 0,
-        allmulti=bool(int(msg["flags"]) & IFF_ALLMULTI),
-        txqlen=int(msg.get_attr("IFLA_TXQLEN") or 0),
-        alias=str(msg.get_attr("IFLA_IFALIAS") or ""),
+        mac=found.mac,
+        mtu=found.mtu,
+        promisc=found.promiscuity != 0,
+        allmulti=bool(found.flags & IFF_ALLMULTI),
+        txqlen=found.txqlen,
+        alias=found.alias,
     )
 
 
-def set_mac(ipr: Any, index: int, mac: str) -> None:
-    ipr.link("set", index=index, address=mac)
+def set_mac(kernel: Kernel, index: int, mac: str) -> None:
+    kernel.set_link(index, mac=mac)
 
 
-def set_mtu(ipr: Any, index: int, mtu: int) -> None:
-    ipr.link("set", index=index, mtu=mtu)
+def set_mtu(kernel: Kernel, index: int, mtu: int) -> None:
+    kernel.set_link(index, mtu=mtu)
 
 
-def set_txqlen(ipr: Any, index: int, txqlen: int) -> None:
-    ipr.link("set", index=index, txqlen=txqlen)
+def set_txqlen(kernel: Kernel, index: int, txqlen: int) -> None:
+    kernel.set_link(index, txqlen=txqlen)
 
 
-def set_alias(ipr: Any, index: int, alias: str) -> None:
+def set_alias(kernel: Kernel, index: int, alias: str) -> None:
     """An empty alias removes it (the kernel's rule for IFLA_IFALIAS)."""
-    ipr.link("set", index=index, ifalias=alias)
+    kernel.set_link(index, alias=alias)
 
 
-def _set_flag(ipr: Any, index: int, flag: int, on: bool) -> None:
-    ipr.link("set", index=index, flags=flag if on else 0, change=flag)
+def _set_flag(kernel: Kernel, index: int, flag: int, on: bool) -> None:
+    kernel.set_link(index, flags=flag if on else 0, flag_mask=flag)
 
 
-def set_promisc(ipr: Any, index: int, on: bool) -> None:
-    _set_flag(ipr, index, IFF_PROMISC, on)
+def set_promisc(kernel: Kernel, index: int, on: bool) -> None:
+    _set_flag(kernel, index, IFF_PROMISC, on)
 
 
-def set_allmulti(ipr: Any, index: int, on: bool) -> None:
-    _set_flag(ipr, index, IFF_ALLMULTI, on)
+def set_allmulti(kernel: Kernel, index: int, on: bool) -> None:
+    _set_flag(kernel, index, IFF_ALLMULTI, on)

@@ -7,8 +7,7 @@ that name (the kernel checks the name in the namespace of creation).
 
 from __future__ import annotations
 
-from typing import Any
-
+from pycni.net.kernel import AF_INET, AF_INET6, MAIN_TABLE, Kernel, Link, NetlinkError
 from pycni.net.veth import random_host_name
 
 # IFLA_MACVLAN_MODE values, by the names the CNI config uses ("" means bridge).
@@ -28,34 +27,29 @@ def parse_mode(text: str) -> str:
     return name
 
 
-def mode_of(msg: Any) -> str:
-    """The mode of an existing macvlan link message ("" when it is not a macvlan)."""
-    info = msg.get_attr("IFLA_LINKINFO")
-    if info is None or info.get_attr("IFLA_INFO_KIND") != "macvlan":
+def mode_of(found: Link) -> str:
+    """The mode of an existing macvlan link ("" when it is not a macvlan)."""
+    if found.kind != "macvlan":
         return ""
-    data = info.get_attr("IFLA_INFO_DATA")
-    raw = data.get_attr("IFLA_MACVLAN_MODE") if data is not None else None
-    if isinstance(raw, str):
-        return raw
-    return _NAMES.get(int(raw or 0), str(raw))
+    mode = found.macvlan_mode or 0
+    return _NAMES.get(mode, str(mode))
 
 
-def default_route_interface(ipr: Any) -> str:
+def default_route_interface(kernel: Kernel) -> str:
     """The link of the first route without a destination (any family), as the reference."""
-    for family in (2, 10):
-        for msg in ipr.get_routes(family=family, table=254):
-            if msg["dst_len"] == 0 and msg.get_attr("RTA_OIF"):
-                link = ipr.get_links(int(msg.get_attr("RTA_OIF")))[0]
-                return str(link.get_attr("IFLA_IFNAME"))
-            multipath = msg.get_attr("RTA_MULTIPATH")
-            if msg["dst_len"] == 0 and multipath:
-                link = ipr.get_links(int(multipath[0]["oif"]))[0]
-                return str(link.get_attr("IFLA_IFNAME"))
+    for family in (AF_INET, AF_INET6):
+        for route in kernel.routes(family, table=MAIN_TABLE):
+            if route.dst.prefixlen != 0:
+                continue
+            if route.oif:
+                return kernel.link(route.oif).name
+            if route.multipath_oifs:
+                return kernel.link(route.multipath_oifs[0]).name
     raise NoDefaultRoute("no default route interface found")
 
 
 def create_in_netns(
-    ipr: Any,
+    kernel: Kernel,
     master_index: int,
     target_ns_fd: int,
     mode: str,
@@ -64,25 +58,14 @@ def create_in_netns(
 ) -> str:
     """Create a macvlan of ``master_index`` under a temporary name in ``target_ns_fd``.
 
-    ``ipr`` is a socket of the master's namespace. Returns the temporary name.
+    ``kernel`` is a client of the master's namespace. Returns the temporary name.
     """
     for _ in range(10):
         tmp = random_host_name()
-        spec: dict[str, Any] = {
-            "ifname": tmp,
-            "kind": "macvlan",
-            "link": master_index,
-            "macvlan_mode": mode,
-            "net_ns_fd": target_ns_fd,
-        }
-        if mtu:
-            spec["mtu"] = mtu
-        if mac:
-            spec["address"] = mac
         try:
-            ipr.link("add", **spec)
-        except Exception as exc:
-            if getattr(exc, "code", None) == 17:  # EEXIST: the random name was taken
+            kernel.add_macvlan(tmp, master_index, MODES[mode], target_ns_fd, mtu, mac)
+        except NetlinkError as exc:
+            if exc.exists:  # the random name was taken
                 continue
             raise
         return tmp

@@ -1,25 +1,38 @@
-"""The one place that opens rtnetlink sockets, bound to the thread's namespace.
+"""The one place that opens rtnetlink clients, bound to the thread's namespace.
 
-A socket belongs to the network namespace the thread was in when it was opened, so
-callers open it after entering the namespace they want to work on. The socket is
-pycni.net.rtnl's native client (pyroute2 only behind it, for calls it does not do itself);
-PYCNI_NETLINK=pyroute2 gives a plain pyroute2 IPRoute.
+A client belongs to the network namespace the thread was in when it was opened, so callers
+open it after entering the namespace they want to work on. It is a pycni.net.kernel.Kernel:
+the native client (pycni.net.rtnl.native, pyroute2 only behind it for calls it does not
+encode), or with PYCNI_NETLINK=pyroute2 the pyroute2 adapter.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
-from pycni.net.rtnl import open_rtnl
+from pycni.net.kernel import Kernel
+
+BACKEND_ENV = "PYCNI_NETLINK"
+
+
+def open_kernel() -> Kernel:
+    """A Kernel of the calling thread's namespace (the caller closes it)."""
+    if os.environ.get(BACKEND_ENV, "") == "pyroute2":
+        from pycni.net.rtnl.pyroute2_adapter import Pyroute2Kernel
+
+        return Pyroute2Kernel.open()
+    from pycni.net.rtnl.native import NativeKernel
+
+    return NativeKernel()
 
 
 @contextmanager
-def rtnl() -> Iterator[Any]:
-    """An rtnetlink socket in the current thread's network namespace."""
-    ipr = open_rtnl()
+def rtnl() -> Iterator[Kernel]:
+    """A Kernel of the current thread's network namespace, closed on exit."""
+    kernel = open_kernel()
     try:
-        yield ipr
+        yield kernel
     finally:
-        ipr.close()
+        kernel.close()

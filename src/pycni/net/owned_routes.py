@@ -8,16 +8,16 @@ our protocol, so the kernel itself refuses to remove a route that is not ours.
 
 from __future__ import annotations
 
-import errno
 import ipaddress
 from dataclasses import dataclass
-from typing import Any
+
+from pycni.net.kernel import AF_INET as AF_INET
+from pycni.net.kernel import AF_INET6 as AF_INET6
+from pycni.net.kernel import MAIN_TABLE as MAIN_TABLE
+from pycni.net.kernel import Kernel, NetlinkError, Route
 
 PROTO_PYCNI = 157  # unused by iproute2's rt_protos; shows as "proto 157"
 RTNH_F_ONLINK = 0x4
-MAIN_TABLE = 254
-AF_INET = 2
-AF_INET6 = 10
 RT_SCOPE_LINK = 253
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -36,39 +36,21 @@ class OwnedRoute:
     onlink: bool = False
 
 
-def _dst(msg: Any) -> Network:
-    """The destination of a route message; no RTA_DST is the default route."""
-    dst = msg.get_attr("RTA_DST")
-    if not dst:
-        dst = "::" if int(msg["family"]) == AF_INET6 else "0.0.0.0"
-    return ipaddress.ip_network(f"{dst}/{int(msg['dst_len'])}", strict=False)
+def _main_routes(kernel: Kernel, family: int) -> list[Route]:
+    """Every main-table route of ``family`` (one kernel dump)."""
+    return kernel.routes(family, table=MAIN_TABLE)
 
 
-def _routes(ipr: Any, family: int) -> list[Any]:
-    """Every route of ``family``: natively when the socket can (pycni's rtnl client), else
-    through pyroute2."""
-    if hasattr(type(ipr), "dump_routes"):
-        return list(ipr.dump_routes(family))
-    return list(ipr.get_routes(family=family))
-
-
-def _main_table(msg: Any) -> bool:
-    return int(msg.get_attr("RTA_TABLE") or msg["table"]) == MAIN_TABLE
-
-
-def current(ipr: Any, proto: int = PROTO_PYCNI, family: int = AF_INET) -> dict[Network, OwnedRoute]:
+def current(
+    kernel: Kernel, proto: int = PROTO_PYCNI, family: int = AF_INET
+) -> dict[Network, OwnedRoute]:
     """Our routes of ``family`` in the main table, by destination (a default route too)."""
     out: dict[Network, OwnedRoute] = {}
-    for msg in _routes(ipr, family):
-        if not _main_table(msg) or int(msg["proto"]) != proto:
+    for route in _main_routes(kernel, family):
+        if route.proto != proto:
             continue
-        net = _dst(msg)
-        gw = msg.get_attr("RTA_GATEWAY")
-        out[net] = OwnedRoute(
-            net,
-            ipaddress.ip_address(gw) if gw else None,
-            int(msg.get_attr("RTA_OIF") or 0),
-            bool(int(msg["flags"]) & RTNH_F_ONLINK),
+        out[route.dst] = OwnedRoute(
+            route.dst, route.gateway, route.oif, bool(route.flags & RTNH_F_ONLINK)
         )
     return out
 
@@ -82,80 +64,79 @@ class ForeignRoute:
     text: str
 
 
-def foreign(ipr: Any, proto: int = PROTO_PYCNI, family: int = AF_INET) -> list[ForeignRoute]:
+def foreign(kernel: Kernel, proto: int = PROTO_PYCNI, family: int = AF_INET) -> list[ForeignRoute]:
     """Every main-table route of ``family`` not marked ``proto`` (default routes and IPv6
     multicast/link-local left out)."""
     out = []
-    for msg in _routes(ipr, family):
-        if not _main_table(msg) or int(msg["proto"]) == proto or not int(msg["dst_len"]):
+    for route in _main_routes(kernel, family):
+        if route.proto == proto or not route.dst.prefixlen:
             continue
-        net = _dst(msg)
+        net = route.dst
         if net.is_link_local or net.is_multicast:
             continue
-        connected = int(msg["scope"]) == RT_SCOPE_LINK or (
-            family == AF_INET6 and not msg.get_attr("RTA_GATEWAY")
-        )
-        gw = msg.get_attr("RTA_GATEWAY")
-        text = f"{net} {'via ' + str(gw) if gw else 'scope link'} proto {int(msg['proto'])}"
+        gw = route.gateway
+        connected = route.scope == RT_SCOPE_LINK or (family == AF_INET6 and gw is None)
+        text = f"{net} {'via ' + str(gw) if gw else 'scope link'} proto {route.proto}"
         out.append(ForeignRoute(net, connected, text))
     return out
 
 
-def _spec(route: OwnedRoute, proto: int) -> dict[str, Any]:
-    spec: dict[str, Any] = {"dst": str(route.dst), "oif": route.oif, "proto": proto}
-    if route.gateway is not None:
-        spec["gateway"] = str(route.gateway)
-    if route.onlink:
-        spec["flags"] = RTNH_F_ONLINK
-    return spec
+def _route(route: OwnedRoute, proto: int) -> Route:
+    return Route(
+        dst=route.dst,
+        oif=route.oif,
+        gateway=route.gateway,
+        proto=proto,
+        flags=RTNH_F_ONLINK if route.onlink else 0,
+    )
 
 
-def replace(ipr: Any, route: OwnedRoute, proto: int = PROTO_PYCNI) -> None:
+def replace(kernel: Kernel, route: OwnedRoute, proto: int = PROTO_PYCNI) -> None:
     """Change a route we own (the caller knows the destination's route is ours)."""
-    ipr.route("replace", **_spec(route, proto))
+    kernel.replace_route(_route(route, proto))
 
 
-def add(ipr: Any, route: OwnedRoute, proto: int = PROTO_PYCNI) -> bool:
+def add(kernel: Kernel, route: OwnedRoute, proto: int = PROTO_PYCNI) -> bool:
     """Add a new route; False (nothing changed) when the destination already has a route
     that is not ours."""
     try:
-        ipr.route("add", **_spec(route, proto))
-    except Exception as exc:
-        if getattr(exc, "code", None) == errno.EEXIST:
+        kernel.add_route(_route(route, proto))
+    except NetlinkError as exc:
+        if exc.exists:
             return False
         raise
     return True
 
 
-def delete(ipr: Any, route: OwnedRoute, proto: int = PROTO_PYCNI) -> None:
+def delete(kernel: Kernel, route: OwnedRoute, proto: int = PROTO_PYCNI) -> None:
     """Delete our route (the kernel matches the protocol: never someone else's)."""
-    spec: dict[str, Any] = {"dst": str(route.dst), "proto": proto}
-    if route.gateway is not None:
-        spec["gateway"] = str(route.gateway)
     try:
-        ipr.route("del", **spec)
-    except Exception as exc:
-        if getattr(exc, "code", None) not in (errno.ESRCH, errno.ENOENT):
+        kernel.delete_route(Route(dst=route.dst, gateway=route.gateway, proto=proto))
+    except NetlinkError as exc:
+        if not exc.no_such_entry:
             raise
 
 
 def sync(
-    ipr: Any, wanted: dict[Network, OwnedRoute], proto: int = PROTO_PYCNI, family: int = AF_INET
+    kernel: Kernel,
+    wanted: dict[Network, OwnedRoute],
+    proto: int = PROTO_PYCNI,
+    family: int = AF_INET,
 ) -> list[str]:
     """Make our routes of ``family`` exactly ``wanted``; returns what changed, one line each."""
     changes: list[str] = []
-    have = current(ipr, proto, family)
+    have = current(kernel, proto, family)
     for dst, route in have.items():
         if dst not in wanted:
-            delete(ipr, route, proto)
+            delete(kernel, route, proto)
             changes.append(f"route {dst} via {route.gateway} removed")
     for dst, route in wanted.items():
         if have.get(dst) == route:
             continue
         if dst in have:
-            replace(ipr, route, proto)
+            replace(kernel, route, proto)
             changes.append(f"route {dst} via {route.gateway} set")
-        elif add(ipr, route, proto):
+        elif add(kernel, route, proto):
             changes.append(f"route {dst} via {route.gateway} set")
         else:
             changes.append(f"route {dst} not set: the node has a route there that is not ours")

@@ -10,11 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
 
-from pyroute2.netlink import NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST
-from pyroute2.netlink.rtnl import RTM_DELQDISC, RTM_NEWQDISC
-from pyroute2.netlink.rtnl.tcmsg import tcmsg
+from pycni.net.kernel import Kernel, Qdisc, Tbf
 
 TIME_UNITS_PER_SEC = 1_000_000
 LATENCY_USEC = 25_000.0  # the reference's latencyInMillis = 25
@@ -58,86 +55,49 @@ class TbfParams:
         return cls(rate=rate, buffer=buffer, limit=limit)
 
 
-def _request(ipr: Any, msg: Any, msg_type: int, flags: int) -> None:
-    # pyroute2 0.9's synchronous nlm_request reads this key without setting it.
-    ipr.status["nlm_generator"] = False
-    ipr.nlm_request(msg, msg_type=msg_type, msg_flags=flags)
-
-
-def add_tbf(ipr: Any, index: int, params: TbfParams) -> None:
+def add_tbf(kernel: Kernel, index: int, params: TbfParams) -> None:
     """Root tbf (handle 1:) on the link; fails if the link already has a root qdisc of ours."""
-    msg = tcmsg()
-    msg["index"] = index
-    msg["handle"] = TBF_HANDLE
-    msg["parent"] = ROOT
-    parms = {"rate": params.rate, "limit": params.limit, "buffer": params.buffer, "mtu": 0}
-    msg["attrs"] = [
-        ["TCA_KIND", "tbf"],
-        ["TCA_OPTIONS", {"attrs": [["TCA_TBF_PARMS", parms]]}],
-    ]
-    _request(ipr, msg, RTM_NEWQDISC, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL)
+    kernel.add_tbf(index, TBF_HANDLE, Tbf(params.rate, params.buffer, params.limit))
 
 
-def add_ingress(ipr: Any, index: int) -> None:
+def add_ingress(kernel: Kernel, index: int) -> None:
     """The ingress qdisc (ffff:) that lets filters see a link's incoming traffic."""
-    ipr.tc("add", "ingress", index, INGRESS_HANDLE)
+    kernel.add_ingress(index)
 
 
-def redirect_ingress_to(ipr: Any, index: int, target_index: int) -> None:
+def redirect_ingress_to(kernel: Kernel, index: int, target_index: int) -> None:
     """u32 match-all filter (prio 1, every protocol, flowid 1:1) on the ingress qdisc whose
     mirred action egress-redirects each packet to ``target_index``."""
-    ipr.tc(
-        "add-filter",
-        "u32",
-        index,
-        parent=INGRESS_HANDLE,
-        prio=1,
-        protocol=ETH_P_ALL,
-        target=CLASS_1_1,
-        keys=["0x0/0x0+0"],
-        action=[
-            {"kind": "mirred", "direction": "egress", "action": "redirect", "ifindex": target_index}
-        ],
-    )
+    kernel.redirect_ingress(index, target_index)
 
 
-def create_ifb(ipr: Any, name: str, mtu: int) -> int:
+def create_ifb(kernel: Kernel, name: str, mtu: int) -> int:
     """An ifb device, up, with ``mtu`` and a zero tx queue length (as the reference)."""
-    ipr.link("add", ifname=name, kind="ifb", mtu=mtu, txqlen=0)
-    index = int(ipr.link_lookup(ifname=name)[0])
-    ipr.link("set", index=index, state="up")
-    return index
+    kernel.add_ifb(name, mtu, 0)
+    found = kernel.find_link(name)
+    if found is None:
+        raise LookupError(f"ifb {name} vanished after its creation")
+    kernel.set_link(found.index, up=True)
+    return found.index
 
 
-def qdiscs(ipr: Any, index: int) -> list[tuple[str, Any]]:
-    """(kind, message) of each qdisc on the link, pfifo_fast left out (the reference's view)."""
-    out = []
-    for msg in ipr.get_qdiscs(index=index):
-        kind = str(msg.get_attr("TCA_KIND"))
-        if kind != "pfifo_fast":
-            out.append((kind, msg))
-    return out
+def qdiscs(kernel: Kernel, index: int) -> list[Qdisc]:
+    """Each qdisc on the link, pfifo_fast left out (the reference's view)."""
+    return [q for q in kernel.qdiscs(index) if q.kind != "pfifo_fast"]
 
 
-def tbf_params_of(msg: Any) -> TbfParams:
-    """The rate/buffer/limit of a tbf qdisc message."""
-    parms = msg.get_attr("TCA_OPTIONS").get_attr("TCA_TBF_PARMS")
-    return TbfParams(
-        rate=int(parms["rate"]), buffer=int(parms["buffer"]), limit=int(parms["limit"])
-    )
+def tbf_params_of(qdisc: Qdisc) -> TbfParams:
+    """The rate/buffer/limit of a tbf qdisc."""
+    if qdisc.tbf is None:
+        raise ValueError(f"qdisc {qdisc.kind} is not a tbf")
+    return TbfParams(rate=qdisc.tbf.rate, buffer=qdisc.tbf.buffer, limit=qdisc.tbf.limit)
 
 
-def delete_root_qdisc(ipr: Any, index: int) -> None:
+def delete_root_qdisc(kernel: Kernel, index: int) -> None:
     """Remove the link's root qdisc (the kernel puts its default back)."""
-    msg = tcmsg()
-    msg["index"] = index
-    msg["parent"] = ROOT
-    _request(ipr, msg, RTM_DELQDISC, NLM_F_REQUEST | NLM_F_ACK)
+    kernel.delete_qdisc(index, ROOT)
 
 
-def delete_ingress(ipr: Any, index: int) -> None:
+def delete_ingress(kernel: Kernel, index: int) -> None:
     """Remove the ingress qdisc and with it every filter attached to it."""
-    msg = tcmsg()
-    msg["index"] = index
-    msg["parent"] = INGRESS_PARENT
-    _request(ipr, msg, RTM_DELQDISC, NLM_F_REQUEST | NLM_F_ACK)
+    kernel.delete_qdisc(index, INGRESS_PARENT)

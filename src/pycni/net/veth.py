@@ -9,12 +9,11 @@ up the host name locally.
 
 from __future__ import annotations
 
-import errno
 import os
 from dataclasses import dataclass
-from typing import Any
 
 from pycni.net import sysctl
+from pycni.net.kernel import Kernel, NetlinkError
 from pycni.net.link import index_of
 
 HOST_NAME_RETRIES = 10
@@ -35,35 +34,27 @@ def random_host_name() -> str:
 
 
 def create_pair(
-    ipr: Any, pod_ns_fd: int, pod_ifname: str, mtu: int = 0, pod_mac: str = ""
+    kernel: Kernel, pod_ns_fd: int, pod_ifname: str, mtu: int = 0, pod_mac: str = ""
 ) -> VethPair:
     """Create ``veth%08x`` here with its peer ``pod_ifname`` in the pod namespace.
 
     The host end is set up with accept_ra=0 (as pkg/ip's SetupVeth); the pod end is left
-    down. ``ipr`` must be a socket of the node namespace and this thread must be in it.
+    down. ``kernel`` must be a client of the node namespace and this thread must be in it.
     """
     for _ in range(HOST_NAME_RETRIES):
         host_name = random_host_name()
-        peer: dict[str, Any] = {"ifname": pod_ifname, "net_ns_fd": pod_ns_fd}
-        if mtu:
-            peer["mtu"] = mtu
-        if pod_mac:
-            peer["address"] = pod_mac
-        spec: dict[str, Any] = {"ifname": host_name, "kind": "veth", "peer": peer}
-        if mtu:
-            spec["mtu"] = mtu
         try:
-            ipr.link("add", **spec)
-        except Exception as exc:
-            if getattr(exc, "code", None) != errno.EEXIST:
+            kernel.add_veth(host_name, pod_ifname, pod_ns_fd, mtu, pod_mac)
+        except NetlinkError as exc:
+            if not exc.exists:
                 raise
-            if ipr.link_lookup(ifname=host_name):
+            if kernel.find_link(host_name) is not None:
                 continue  # our random name was taken: try another
             raise VethNameTaken(
                 f"container veth name provided ({pod_ifname}) already exists"
             ) from None
-        index = index_of(ipr, host_name)
+        index = index_of(kernel, host_name)
         sysctl.try_write(f"net/ipv6/conf/{host_name}/accept_ra", "0")
-        ipr.link("set", index=index, state="up")
+        kernel.set_link(index, up=True)
         return VethPair(host_name, index)
     raise RuntimeError(f"failed to find a unique veth name after {HOST_NAME_RETRIES} tries")

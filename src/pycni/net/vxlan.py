@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from typing import Any
 
 from pycni.net import link
+from pycni.net.kernel import IFF_UP, Kernel, Link
 
 DEFAULT_PORT = 8472  # the Linux default, also flannel's
 OVERHEAD = 50  # outer IPv4 (20) + UDP (8) + VXLAN (8) + inner Ethernet (14) headers
@@ -33,71 +33,49 @@ class VxlanSpec:
     port: int = DEFAULT_PORT
 
 
-def _matches(msg: Any, spec: VxlanSpec) -> bool:
-    if link.kind_of(msg) != "vxlan":
+def _matches(found: Link, spec: VxlanSpec) -> bool:
+    data = found.vxlan
+    if found.kind != "vxlan" or data is None:
         return False
-    data = msg.get_attr("IFLA_LINKINFO").get_attr("IFLA_INFO_DATA")
-    if data is None:
-        return False
-    local = data.get_attr("IFLA_VXLAN_LOCAL6" if spec.local.version == 6 else "IFLA_VXLAN_LOCAL")
     return (
-        int(data.get_attr("IFLA_VXLAN_ID") or -1) == spec.vni
-        and local is not None
-        and ipaddress.ip_address(local) == spec.local
-        and int(data.get_attr("IFLA_VXLAN_LINK") or 0) == spec.underlay_index
-        and int(data.get_attr("IFLA_VXLAN_PORT") or 0) == spec.port
-        and not data.get_attr("IFLA_VXLAN_LEARNING")
+        data.vni == spec.vni
+        and data.local is not None
+        and data.local == spec.local
+        and data.underlay_index == spec.underlay_index
+        and data.port == spec.port
+        and not data.learning
     )
 
 
-def ensure(ipr: Any, spec: VxlanSpec) -> tuple[int, str]:
+def ensure(kernel: Kernel, spec: VxlanSpec) -> tuple[int, str]:
     """The device as ``spec`` says, up; returns (index, MAC). A device of that name with
     other parameters is replaced; a matching one is kept (its MAC, so peers stay valid)."""
-    found = ipr.link_lookup(ifname=spec.name)
-    if found:
-        msg = ipr.get_links(found[0])[0]
-        if not _matches(msg, spec):
-            ipr.link("del", index=found[0])
-            found = []
-    if not found:
-        ipr.link(
-            "add",
-            ifname=spec.name,
-            kind="vxlan",
-            vxlan_id=spec.vni,
-            **{"vxlan_local6" if spec.local.version == 6 else "vxlan_local": str(spec.local)},
-            vxlan_link=spec.underlay_index,
-            vxlan_port=spec.port,
-            vxlan_learning=0,
-            mtu=spec.mtu,
-        )
-    index = link.index_of(ipr, spec.name)
-    msg = ipr.get_links(index)[0]
-    if link.mtu_of(msg) != spec.mtu:
-        ipr.link("set", index=index, mtu=spec.mtu)
-    if not int(msg["flags"]) & link.IFF_UP:
-        ipr.link("set", index=index, state="up")
-    return index, link.mac_of(msg)
+    found = kernel.find_link(spec.name)
+    if found is not None and not _matches(found, spec):
+        kernel.delete_link(found.index)
+        found = None
+    if found is None:
+        kernel.add_vxlan(spec.name, spec.vni, spec.local, spec.underlay_index, spec.port, spec.mtu)
+        found = link.get(kernel, spec.name)
+    index = found.index
+    if found.mtu != spec.mtu:
+        kernel.set_link(index, mtu=spec.mtu)
+    if not found.flags & IFF_UP:
+        kernel.set_link(index, up=True)
+    return index, found.mac
 
 
 IFA_F_NODAD = 0x02
 
 
 def ensure_address(
-    ipr: Any, index: int, address: ipaddress.IPv4Interface | ipaddress.IPv6Interface
+    kernel: Kernel, index: int, address: ipaddress.IPv4Interface | ipaddress.IPv6Interface
 ) -> None:
     """Exactly ``address`` of its family on the device (an old subnet's address is removed;
     IPv6 link-local addresses stay). An IPv6 address skips DAD: it is unique by lease."""
-    present = link.addresses(ipr, index)
+    present = link.addresses(kernel, index)
     for old in present:
         if old != address and old.version == address.version and not old.ip.is_link_local:
-            ipr.addr("del", index=index, address=str(old.ip), prefixlen=old.network.prefixlen)
+            kernel.delete_address(index, old)
     if address not in present:
-        extra = {"flags": IFA_F_NODAD} if address.version == 6 else {}
-        ipr.addr(
-            "add",
-            index=index,
-            address=str(address.ip),
-            prefixlen=address.network.prefixlen,
-            **extra,
-        )
+        kernel.add_address(index, address, IFA_F_NODAD if address.version == 6 else 0)

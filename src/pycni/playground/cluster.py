@@ -410,9 +410,9 @@ def node_routes(node: NodeState) -> dict[str, str]:
     from pycni.net import owned_routes
     from pycni.net.netlink import rtnl
 
-    with inside(node.name), rtnl() as ipr:
-        routes = {**owned_routes.current(ipr)}
-        routes.update(owned_routes.current(ipr, family=owned_routes.AF_INET6))
+    with inside(node.name), rtnl() as kernel:
+        routes = {**owned_routes.current(kernel)}
+        routes.update(owned_routes.current(kernel, family=owned_routes.AF_INET6))
         return {str(d): str(r.gateway) for d, r in routes.items()}
 
 
@@ -531,13 +531,13 @@ def _settle_bridges(state: ClusterState) -> None:
     from pycni.net.netlink import rtnl
 
     for node in state.nodes:
-        with inside(node.name), rtnl() as ipr:
+        with inside(node.name), rtnl() as kernel:
             try:
-                index = link.index_of(ipr, BRIDGE)
+                index = link.index_of(kernel, BRIDGE)
             except link.LinkNotFound:  # no pod on this node: no bridge
                 continue
             try:
-                addr.wait_dad(ipr, BRIDGE, index, timeout=10.0)
+                addr.wait_dad(kernel, BRIDGE, index, timeout=10.0)
             except addr.AddressError as exc:
                 raise ClusterError(f"{node.name}: {exc}") from None
 

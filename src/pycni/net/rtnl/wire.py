@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import socket
 import struct
 from collections.abc import Iterable
+
+from pycni.net.kernel import NetlinkError
 
 NETLINK_ROUTE = 0
 SOL_NETLINK = 270
@@ -30,12 +31,7 @@ _ERRNO = struct.Struct("=i")
 _RECV_SIZE = 1 << 17
 
 
-class RtnlError(Exception):
-    """A netlink error reply; ``code`` is the errno, as pyroute2's NetlinkError."""
-
-    def __init__(self, code: int, msg: str = "") -> None:
-        super().__init__(code, msg or os.strerror(code))
-        self.code = code
+RtnlError = NetlinkError  # the name this module used before the kernel boundary existed
 
 
 def align(n: int) -> int:
@@ -95,7 +91,7 @@ class Socket:
 
     def request(self, kind: int, flags: int, body: bytes) -> list[tuple[int, bytes]]:
         """Send one message and return the (type, payload) replies until the ack, the end of
-        a dump, or the single answer of a get; an error reply raises RtnlError."""
+        a dump, or the single answer of a get; an error reply raises NetlinkError."""
         self._seq = seq = (self._seq + 1) & 0xFFFFFFFF
         flags |= NLM_F_REQUEST
         self.sock.send(NLMSGHDR.pack(NLMSGHDR.size + len(body), kind, flags, seq, 0) + body)
@@ -108,7 +104,7 @@ class Socket:
             while offset + NLMSGHDR.size <= len(data):
                 length, mtype, _flags, mseq, _pid = NLMSGHDR.unpack_from(data, offset)
                 if length < NLMSGHDR.size:
-                    raise RtnlError(71, "netlink: truncated message")  # EPROTO
+                    raise NetlinkError(71, "netlink: truncated message")  # EPROTO
                 payload = data[offset + NLMSGHDR.size : offset + length]
                 offset += align(length)
                 if mseq != seq:
@@ -116,13 +112,13 @@ class Socket:
                 if mtype == NLMSG_ERROR:
                     (code,) = _ERRNO.unpack_from(payload, 0)
                     if code:
-                        raise RtnlError(-code)
+                        raise NetlinkError(-code)
                     return out
                 if mtype == NLMSG_DONE:
                     if len(payload) >= 4:
                         (code,) = _ERRNO.unpack_from(payload, 0)
                         if code:
-                            raise RtnlError(-code)
+                            raise NetlinkError(-code)
                     return out
                 out.append((mtype, payload))
                 if not dump and not acked:

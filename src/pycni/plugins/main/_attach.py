@@ -11,11 +11,11 @@ from __future__ import annotations
 import contextlib
 import re
 from dataclasses import dataclass, replace
-from typing import Any
 
 from pycni.net import sysctl
 from pycni.net.addr import AddressError, configure_iface, validate_ips
-from pycni.net.link import IPInterface, LinkNotFound, delete_by_name
+from pycni.net.kernel import IPInterface, Kernel
+from pycni.net.link import LinkNotFound, delete_by_name
 from pycni.net.netlink import rtnl
 from pycni.net.ns import NetNS, NetNSNotFound
 from pycni.net.route import RouteError, validate_routes
@@ -89,7 +89,7 @@ def pod_result(req: Request, iface: Interface, ipam: Result | None) -> Result:
 
 
 def configure_pod_iface(
-    ipr: Any, ifname: str, index: int, result: Result, ndisc_notify: bool = True
+    kernel: Kernel, ifname: str, index: int, result: Result, ndisc_notify: bool = True
 ) -> None:
     """In the pod: announce the addresses (arp/ndisc notify), add them, up, routes."""
     keys = ["net/ipv4/conf/{}/arp_notify"]
@@ -99,15 +99,15 @@ def configure_pod_iface(
         with contextlib.suppress(OSError):  # IPv6 may be disabled in the pod
             sysctl.write(key.format(ifname), "1")
     try:
-        configure_iface(ipr, ifname, index, result)
+        configure_iface(kernel, ifname, index, result)
     except (AddressError, RouteError) as exc:
         raise internal(str(exc)) from None
 
 
-def check_ips_and_routes(ipr: Any, ifname: str, index: int, prev: Result) -> None:
+def check_ips_and_routes(kernel: Kernel, ifname: str, index: int, prev: Result) -> None:
     try:
-        validate_ips(ipr, ifname, index, prev, 0)
-        validate_routes(ipr, ifname, prev.routes)
+        validate_ips(kernel, ifname, index, prev, 0)
+        validate_routes(kernel, ifname, prev.routes)
     except (AddressError, RouteError) as exc:
         raise internal(str(exc)) from None
 
@@ -137,8 +137,8 @@ def ipam_passthrough(req: Request, command: str) -> None:
 
 def delete_in_pod(pod: NetNS, index: int) -> None:
     """Rollback step: remove the link this ADD created in the pod."""
-    with pod.entered(), rtnl() as ipr:
-        ipr.link("del", index=index)
+    with pod.entered(), rtnl() as kernel:
+        kernel.delete_link(index)
 
 
 def delete_pod_link(req: Request) -> list[IPInterface] | None:
@@ -150,9 +150,9 @@ def delete_pod_link(req: Request) -> list[IPInterface] | None:
     if not req.netns:
         return None
     try:
-        with req.open_netns() as pod, pod.entered(), rtnl() as ipr:
+        with req.open_netns() as pod, pod.entered(), rtnl() as kernel:
             try:
-                return delete_by_name(ipr, req.ifname)
+                return delete_by_name(kernel, req.ifname)
             except LinkNotFound:
                 return []
     except NetNSNotFound:

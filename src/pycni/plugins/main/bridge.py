@@ -12,13 +12,14 @@ import contextlib
 import ipaddress
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 from pycni.net import bridge as br
 from pycni.net import ipmasq, link, macspoofchk, sysctl
 from pycni.net.addr import AddressError, configure_iface, validate_ips
+from pycni.net.kernel import IFF_PROMISC, IPAddress, IPInterface, Kernel, NetlinkError
 from pycni.net.netlink import rtnl
 from pycni.net.nft import NftError
+from pycni.net.ns import NetNS
 from pycni.net.route import RouteError, validate_routes
 from pycni.net.veth import VethNameTaken, create_pair
 from pycni.plugin.base import Plugin, Request
@@ -168,15 +169,15 @@ def _vlan_error(conf: BridgeConf) -> CNIError:
     )
 
 
-def _gateway_for(address: ipaddress.IPv4Interface | ipaddress.IPv6Interface) -> Any:
+def _gateway_for(address: IPInterface) -> IPAddress:
     return address.network.network_address + 1
 
 
-def calc_gateways(result: Result, conf: BridgeConf) -> dict[int, list[Any]]:
+def calc_gateways(result: Result, conf: BridgeConf) -> dict[int, list[IPInterface]]:
     """The reference's calcGateways: IPs point at the pod interface, default gateways are
     network+1, a default route per family is added (unless IPAM gave one with a gw), and
     the gateway addresses (with the pod's prefix) to put on the bridge are collected."""
-    gws: dict[int, list[Any]] = {4: [], 6: []}
+    gws: dict[int, list[IPInterface]] = {4: [], 6: []}
     default_found = {4: False, 6: False}
     for ipc in result.ips:
         fam = ipc.address.version
@@ -208,74 +209,76 @@ class Bridge(Plugin):
         conf = load_conf(req)
         _validate_for_add(conf)
         # the undos use the node socket, so the rollback must run before it closes
-        with rtnl() as hipr, req.open_netns() as pod, Rollback(req.env) as rb:
-            result = self._add(req, conf, rb, hipr, pod)
+        with rtnl() as host, req.open_netns() as pod, Rollback(req.env) as rb:
+            result = self._add(req, conf, rb, host, pod)
             if timings := rb.timings():
                 req.log(f"bridge ADD {req.container_id} steps(ms): {timings}")
             return result
 
-    def _add(self, req: Request, conf: BridgeConf, rb: Rollback, hipr: Any, pod: Any) -> Result:
+    def _add(
+        self, req: Request, conf: BridgeConf, rb: Rollback, host: Kernel, pod: NetNS
+    ) -> Result:
         ifname = req.ifname
         rb.step("bridge")
         try:
-            info = br.ensure_bridge(hipr, conf.bridge, conf.mtu, conf.promisc, conf.vlan_filtering)
+            info = br.ensure_bridge(host, conf.bridge, conf.mtu, conf.promisc, conf.vlan_filtering)
         except br.VlanFilteringUnsupported:
             raise _vlan_error(conf) from None
         except br.NotABridge as exc:
             raise InvalidConfig(f'failed to create bridge "{conf.bridge}": {exc}') from None
         if info.created:
-            rb.push("bridge", lambda: br.delete_if_unused(hipr, conf.bridge))
+            rb.push("bridge", lambda: br.delete_if_unused(host, conf.bridge))
 
         rb.step("veth")
         try:
-            pair = create_pair(hipr, pod.fd, ifname, conf.mtu, conf.mac)
+            pair = create_pair(host, pod.fd, ifname, conf.mtu, conf.mac)
         except VethNameTaken as exc:
             raise CNIError(INTERNAL, str(exc)) from None
-        rb.push("veth", lambda: _delete_index(hipr, pair.host_index))
+        rb.push("veth", lambda: _delete_index(host, pair.host_index))
 
         rb.step("port")
-        br.attach_port(hipr, pair.host_index, info.index, conf.hairpin, conf.port_isolation)
+        br.attach_port(host, pair.host_index, info.index, conf.hairpin, conf.port_isolation)
         if conf.vlan_filtering:
             try:
                 br.port_vlans(
-                    hipr, pair.host_index, conf.vlan, conf.vlans, conf.preserve_default_vlan
+                    host, pair.host_index, conf.vlan, conf.vlans, conf.preserve_default_vlan
                 )
             except br.VlanFilteringUnsupported:
                 raise _vlan_error(conf) from None
 
-        with pod.entered(), rtnl() as pipr:
-            cont_msg = link.get(pipr, ifname)
-        cont_index = int(cont_msg["index"])
+        with pod.entered(), rtnl() as pod_kernel:
+            cont_link = link.get(pod_kernel, ifname)
+        cont_index = cont_link.index
         result = Result(
             cni_version=req.cni_version,
             interfaces=[
                 Interface(name=conf.bridge, mac=""),
                 Interface(name=pair.host_name, mac=""),
-                Interface(name=ifname, mac=link.mac_of(cont_msg), sandbox=req.netns),
+                Interface(name=ifname, mac=cont_link.mac, sandbox=req.netns),
             ],
         )
 
         if conf.macspoofchk:
             rb.step("macspoofchk")
             ref = macspoofchk.ref_id(req.container_id, ifname)
-            macspoofchk.setup(pair.host_name, link.mac_of(cont_msg), ref)
+            macspoofchk.setup(pair.host_name, cont_link.mac, ref)
             rb.push("macspoofchk", lambda: macspoofchk.teardown(ref))
 
         if conf.layer3:
-            self._add_layer3(req, conf, rb, hipr, pod, cont_index, result)
+            self._add_layer3(req, conf, rb, host, pod, cont_index, result)
         elif not conf.disable_container_interface:
             rb.step("container-up")
-            with pod.entered(), rtnl() as pipr:
-                pipr.link("set", index=cont_index, state="up")
+            with pod.entered(), rtnl() as pod_kernel:
+                pod_kernel.set_link(cont_index, up=True)
 
         if not conf.disable_container_interface:
             rb.step("port-up")
-            up, state = link.wait_oper_up(hipr, pair.host_index)
+            up, state = link.wait_oper_up(host, pair.host_index)
             if not up:
                 raise CNIError(INTERNAL, f"bridge port in error state: {state}")
 
-        result.interfaces[1].mac = link.mac_of(hipr.get_links(pair.host_index)[0])
-        result.interfaces[0].mac = link.mac_of(link.get(hipr, conf.bridge))
+        result.interfaces[1].mac = host.link(pair.host_index).mac
+        result.interfaces[0].mac = link.get(host, conf.bridge).mac
         rb.step("done")
         if not conf.dns.is_empty():
             result.dns = conf.dns
@@ -286,8 +289,8 @@ class Bridge(Plugin):
         req: Request,
         conf: BridgeConf,
         rb: Rollback,
-        hipr: Any,
-        pod: Any,
+        host: Kernel,
+        pod: NetNS,
         cont_index: int,
         result: Result,
     ) -> None:
@@ -305,7 +308,7 @@ class Bridge(Plugin):
         gateways = calc_gateways(result, conf)
 
         rb.step("container-config")
-        with pod.entered(), rtnl() as pipr:
+        with pod.entered(), rtnl() as pod_kernel:
             if conf.enable_dad:
                 _try_sysctl(f"net/ipv6/conf/{ifname}/enhanced_dad", "1")
                 _try_sysctl(f"net/ipv6/conf/{ifname}/accept_dad", "1")
@@ -313,7 +316,7 @@ class Bridge(Plugin):
                 _try_sysctl(f"net/ipv6/conf/{ifname}/accept_dad", "0")
             _try_sysctl(f"net/ipv4/conf/{ifname}/arp_notify", "1")
             try:
-                configure_iface(pipr, ifname, cont_index, result)
+                configure_iface(pod_kernel, ifname, cont_index, result)
             except (AddressError, RouteError) as exc:
                 raise CNIError(INTERNAL, str(exc)) from None
 
@@ -322,13 +325,13 @@ class Bridge(Plugin):
             for fam in (4, 6):
                 for gw in gateways[fam]:
                     try:
-                        added = br.ensure_addr(hipr, conf.bridge, gw, conf.force_address)
+                        added = br.ensure_addr(host, conf.bridge, gw, conf.force_address)
                     except br.AddressConflict as exc:
                         raise CNIError(INTERNAL, f"failed to set bridge addr: {exc}") from None
                     if added:
                         rb.push(
                             f"gateway {gw}",
-                            lambda gw=gw: br.remove_addr(hipr, conf.bridge, gw),  # type: ignore[misc]
+                            lambda gw=gw: br.remove_addr(host, conf.bridge, gw),  # type: ignore[misc]
                         )
                 if gateways[fam]:
                     rb.step("forwarding")
@@ -346,7 +349,7 @@ class Bridge(Plugin):
         # the attachment, not by anything inside the namespace.
         found = delete_pod_link(req)
         netns_gone = found is None
-        ipnets: list[Any] = found or []
+        ipnets: list[IPInterface] = found or []
         self._ipam_del(req, conf)
         errors: list[str] = []
         if conf.macspoofchk or netns_gone:
@@ -377,30 +380,30 @@ class Bridge(Plugin):
             result = prev.as_version("1.1.0")
             self._check(req, conf, pod, result)
 
-    def _check(self, req: Request, conf: BridgeConf, pod: Any, result: Result) -> None:
+    def _check(self, req: Request, conf: BridgeConf, pod: NetNS, result: Result) -> None:
         br_if = next((i for i in result.interfaces if i.name == conf.bridge), None)
         cont_if = next(
             (i for i in result.interfaces if i.name == req.ifname and i.sandbox == req.netns),
             None,
         )
-        with rtnl() as hipr:
+        with rtnl() as host:
             if br_if is None:
                 raise CNIError(INTERNAL, "Interface name missing ")
             try:
-                br_msg = link.get(hipr, br_if.name)
+                br_link = link.get(host, br_if.name)
             except link.LinkNotFound:
                 raise CNIError(INTERNAL, f"Interface name {br_if.name} not found") from None
             if br_if.sandbox:
                 raise CNIError(INTERNAL, f"Interface {br_if.name} should not be in sandbox")
-            if link.kind_of(br_msg) != "bridge":
+            if br_link.kind != "bridge":
                 raise CNIError(
                     INTERNAL, f"Interface {br_if.name} does not have link type of bridge"
                 )
-            if br_if.mac and br_if.mac != link.mac_of(br_msg):
+            if br_if.mac and br_if.mac != br_link.mac:
                 raise CNIError(
                     INTERNAL, f"Bridge interface {br_if.name} Mac doesn't match: {br_if.mac}"
                 )
-            promisc = bool(int(br_msg["flags"]) & link.IFF_PROMISC)
+            promisc = bool(br_link.flags & IFF_PROMISC)
             if promisc != conf.promisc:
                 raise CNIError(
                     INTERNAL,
@@ -408,45 +411,45 @@ class Bridge(Plugin):
                     f"{str(conf.promisc).lower()} doesn't match current state: "
                     f"{str(promisc).lower()} ",
                 )
-            br_index = int(br_msg["index"])
+            br_index = br_link.index
             if cont_if is None:
                 sandbox = ""
                 raise CNIError(
                     INTERNAL,
                     f"Sandbox in prevResult {sandbox} doesn't match configured netns: {req.netns}",
                 )
-            with pod.entered(), rtnl() as pipr:
+            with pod.entered(), rtnl() as pod_kernel:
                 try:
-                    cont_msg = link.get(pipr, cont_if.name)
+                    cont_link = link.get(pod_kernel, cont_if.name)
                 except link.LinkNotFound:
                     raise CNIError(INTERNAL, f"Interface name {cont_if.name} not found") from None
-                if link.kind_of(cont_msg) != "veth":
+                if cont_link.kind != "veth":
                     raise CNIError(
                         INTERNAL, f"Error: Container interface {cont_if.name} not of type veth"
                     )
-                if cont_if.mac and cont_if.mac != link.mac_of(cont_msg):
+                if cont_if.mac and cont_if.mac != cont_link.mac:
                     raise CNIError(
                         INTERNAL,
                         f"Interface {cont_if.name} Mac {cont_if.mac} doesn't match container "
-                        f"Mac: {link.mac_of(cont_msg)}",
+                        f"Mac: {cont_link.mac}",
                     )
-            cont_index = int(cont_msg["index"])
-            peer = link.peer_index_of(cont_msg)
+            cont_index = cont_link.index
+            peer = cont_link.peer_index
             found_veth = False
             for intf in result.interfaces:
                 if intf.name in (br_if.name, cont_if.name):
                     continue
                 try:
-                    msg = link.get(hipr, intf.name)
+                    host_link = link.get(host, intf.name)
                 except link.LinkNotFound:
                     raise CNIError(INTERNAL, f"Interface name {intf.name} not found") from None
-                if link.kind_of(msg) != "veth":
+                if host_link.kind != "veth":
                     continue
-                if int(msg["index"]) != peer or link.peer_index_of(msg) != cont_index:
+                if host_link.index != peer or host_link.peer_index != cont_index:
                     continue
-                if link.master_of(msg) != br_index:
+                if host_link.master != br_index:
                     continue
-                if intf.mac and intf.mac != link.mac_of(msg):
+                if intf.mac and intf.mac != host_link.mac:
                     raise CNIError(
                         INTERNAL, f"Interface {intf.name} Mac doesn't match: {intf.mac} not found"
                     )
@@ -454,10 +457,10 @@ class Bridge(Plugin):
                 break
             if not found_veth:
                 raise CNIError(INTERNAL, f"CNI veth created for bridge {conf.bridge} was not found")
-        with pod.entered(), rtnl() as pipr:
+        with pod.entered(), rtnl() as pod_kernel:
             try:
-                validate_ips(pipr, req.ifname, cont_index, result, IF_CONTAINER)
-                validate_routes(pipr, req.ifname, result.routes)
+                validate_ips(pod_kernel, req.ifname, cont_index, result, IF_CONTAINER)
+                validate_routes(pod_kernel, req.ifname, result.routes)
             except (AddressError, RouteError) as exc:
                 raise CNIError(INTERNAL, str(exc)) from None
 
@@ -488,11 +491,11 @@ def nft_available() -> bool:
     return nft.available()
 
 
-def _delete_index(ipr: Any, index: int) -> None:
+def _delete_index(kernel: Kernel, index: int) -> None:
     try:
-        ipr.link("del", index=index)
-    except Exception as exc:
-        if getattr(exc, "code", None) not in (19, 2):
+        kernel.delete_link(index)
+    except NetlinkError as exc:
+        if not exc.no_such_link:
             raise
 
 

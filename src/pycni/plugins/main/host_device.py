@@ -15,10 +15,10 @@ import json
 import os
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from pycni.fsutil import write_atomic
-from pycni.net.link import IFF_UP, LinkNotFound, addresses, index_of, mac_of, name_of
+from pycni.net.kernel import Kernel, NetlinkError
+from pycni.net.link import LinkNotFound, addresses, index_of
 from pycni.net.netlink import rtnl
 from pycni.net.ns import THREAD_NETNS, NetNS, NetNSNotFound
 from pycni.plugin.base import Plugin, Request
@@ -129,25 +129,25 @@ def net_names_under(directory: str) -> list[str]:
         return []
 
 
-def find_host_link(ipr: Any, conf: HostDeviceConf) -> int:
+def find_host_link(kernel: Kernel, conf: HostDeviceConf) -> int:
     """The index of the node link the selectors name (device, hwaddr, kernelpath, PCI)."""
     if conf.device:
         try:
-            return index_of(ipr, conf.device)
+            return index_of(kernel, conf.device)
         except LinkNotFound:
             raise internal(f'failed to find host device: Link not found: "{conf.device}"') from None
-    links = ipr.get_links()
+    links = kernel.links()
     if conf.hwaddr:
         want = conf.hwaddr.replace("-", ":").lower()
-        for msg in links:
-            if mac_of(msg).lower() == want:
-                return int(msg["index"])
+        for found in links:
+            if found.mac.lower() == want:
+                return found.index
     elif conf.kernelpath:
         names = net_names_under(os.path.join(conf.kernelpath, "net"))
         for name in names:
-            for msg in links:
-                if name_of(msg) == name:
-                    return int(msg["index"])
+            for found in links:
+                if found.name == name:
+                    return found.index
     elif conf.pci:
         candidates = [os.path.join(base, conf.pci, "net") for base in (SYS_BUS_PCI, SYS_BUS_AUX)]
         pci_dir = os.path.join(SYS_BUS_PCI, conf.pci)
@@ -161,7 +161,7 @@ def find_host_link(ipr: Any, conf: HostDeviceConf) -> int:
             names = net_names_under(directory)
             if names:
                 try:
-                    return index_of(ipr, names[0])
+                    return index_of(kernel, names[0])
                 except LinkNotFound:
                     break
         raise internal(f"failed to find host device: no net directory under device {conf.pci}")
@@ -177,7 +177,7 @@ def _save_node_state(path: str, name: str, up: bool, addrs: list[str]) -> None:
     write_atomic(path, body, mode=0o644, dir_mode=0o700, fsync=False)
 
 
-def _load_node_state(path: str) -> dict[str, Any] | None:
+def _load_node_state(path: str) -> dict[str, object] | None:
     try:
         with open(path) as fh:
             data = json.load(fh)
@@ -186,23 +186,23 @@ def _load_node_state(path: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def move_in(ipr: Any, index: int, pod: NetNS, ifname: str) -> None:
+def move_in(kernel: Kernel, index: int, pod: NetNS, ifname: str) -> None:
     """Record the node name in the alias, then move and rename in one request."""
-    name = name_of(ipr.get_links(index)[0])
-    ipr.link("set", index=index, state="down")
-    ipr.link("set", index=index, ifalias=name)
-    ipr.link("set", index=index, net_ns_fd=pod.fd, ifname=ifname)
+    name = kernel.link(index).name
+    kernel.set_link(index, up=False)
+    kernel.set_link(index, alias=name)
+    kernel.set_link(index, netns_fd=pod.fd, name=ifname)
 
 
 def move_out(pod: NetNS, ifname: str, node_fd: int) -> str:
     """From the pod back to the node under the name kept in the alias; returns that name."""
-    with pod.entered(), rtnl() as ipr:
-        index = index_of(ipr, ifname)
-        alias = str(ipr.get_links(index)[0].get_attr("IFLA_IFALIAS") or "")
+    with pod.entered(), rtnl() as kernel:
+        index = index_of(kernel, ifname)
+        alias = kernel.link(index).alias
         if not alias:
             raise internal(f'failed to restore "{ifname}": alias is not set')
-        ipr.link("set", index=index, state="down")
-        ipr.link("set", index=index, net_ns_fd=node_fd, ifname=alias)
+        kernel.set_link(index, up=False)
+        kernel.set_link(index, netns_fd=node_fd, name=alias)
     return alias
 
 
@@ -228,38 +228,38 @@ class HostDevice(Plugin):
             result = pod_result(req, iface, ipam)
             if not conf.dpdk:
                 rb.step("configure")
-                with pod.entered(), rtnl() as ipr:
-                    index = index_of(ipr, req.ifname)
-                    configure_pod_iface(ipr, req.ifname, index, result, ndisc_notify=False)
+                with pod.entered(), rtnl() as kernel:
+                    index = index_of(kernel, req.ifname)
+                    configure_pod_iface(kernel, req.ifname, index, result, ndisc_notify=False)
             return result
 
     def _move_in(
         self, req: Request, conf: HostDeviceConf, pod: NetNS, node_fd: int, rb: Rollback
     ) -> str:
         state_path = _state_file(conf, req)
-        with rtnl() as ipr:
-            index = find_host_link(ipr, conf)
-            msg = ipr.get_links(index)[0]
-            name, was_up = name_of(msg), bool(int(msg["flags"]) & IFF_UP)
-            node_addrs = [str(a) for a in addresses(ipr, index) if not a.ip.is_link_local]
+        with rtnl() as kernel:
+            index = find_host_link(kernel, conf)
+            found = kernel.link(index)
+            name, was_up = found.name, found.up
+            node_addrs = [str(a) for a in addresses(kernel, index) if not a.ip.is_link_local]
             rb.step("save")
             _save_node_state(state_path, name, was_up, node_addrs)
             rb.push("save", lambda: os.unlink(state_path))
             rb.step("move")
             try:
-                move_in(ipr, index, pod, req.ifname)
-            except Exception as exc:
-                with contextlib.suppress(Exception):
-                    ipr.link("set", index=index, ifalias="")
+                move_in(kernel, index, pod, req.ifname)
+            except NetlinkError as exc:
+                with contextlib.suppress(NetlinkError):
+                    kernel.set_link(index, alias="")
                     if was_up:
-                        ipr.link("set", index=index, state="up")
+                        kernel.set_link(index, up=True)
                 raise internal(f"failed to move link {exc}") from None
         rb.push("move", lambda: _restore(move_out(pod, req.ifname, node_fd), state_path))
         rb.step("up")
-        with pod.entered(), rtnl() as ipr:
-            index = index_of(ipr, req.ifname)
-            ipr.link("set", index=index, state="up")
-            return mac_of(ipr.get_links(index)[0])
+        with pod.entered(), rtnl() as kernel:
+            index = index_of(kernel, req.ifname)
+            kernel.set_link(index, up=True)
+            return kernel.link(index).mac
 
     def delete(self, req: Request) -> None:
         conf = load_conf(req)
@@ -296,21 +296,21 @@ class HostDevice(Plugin):
             prev, intf = prev_interface(req)
             if conf.dpdk:
                 return
-            with pod.entered(), rtnl() as ipr:
+            with pod.entered(), rtnl() as kernel:
                 if not intf.name:
                     raise internal("Container interface name missing in prevResult")
                 try:
-                    index = index_of(ipr, intf.name)
+                    index = index_of(kernel, intf.name)
                 except LinkNotFound:
                     raise internal(
                         f"Container Interface name in prevResult: {intf.name} not found"
                     ) from None
-                mac = mac_of(ipr.get_links(index)[0])
+                mac = kernel.link(index).mac
                 if intf.mac and intf.mac != mac:
                     raise internal(
                         f"Interface {intf.name} Mac {intf.mac} doesn't match container Mac: {mac}"
                     )
-                check_ips_and_routes(ipr, req.ifname, index, prev)
+                check_ips_and_routes(kernel, req.ifname, index, prev)
 
     def status(self, req: Request) -> None:
         ipam_passthrough(req, "STATUS")
@@ -318,19 +318,18 @@ class HostDevice(Plugin):
 
 def _restore(name: str, state_path: str) -> None:
     """Back on the node: drop the alias, re-add the saved addresses and up state."""
-    with rtnl() as ipr:
-        index = index_of(ipr, name)
-        ipr.link("set", index=index, ifalias="")
+    with rtnl() as kernel:
+        index = index_of(kernel, name)
+        kernel.set_link(index, alias="")
         state = _load_node_state(state_path)
         if state is not None and state.get("name") == name:
-            for text in state.get("addresses", []):
-                addr = ipaddress.ip_interface(text)
-                with contextlib.suppress(Exception):  # already there
-                    ipr.addr(
-                        "add", index=index, address=str(addr.ip), prefixlen=addr.network.prefixlen
-                    )
+            saved = state.get("addresses", [])
+            for text in saved if isinstance(saved, list) else []:
+                addr = ipaddress.ip_interface(str(text))
+                with contextlib.suppress(NetlinkError):  # already there
+                    kernel.add_address(index, addr)
             if state.get("up"):
-                ipr.link("set", index=index, state="up")
+                kernel.set_link(index, up=True)
 
 
 def _forget(state_path: str) -> None:

@@ -17,13 +17,13 @@ class Loopback(Plugin):
     about = "pycni loopback: brings up the loopback interface of a pod"
 
     def add(self, req: Request) -> Result:
-        with req.open_netns() as ns, ns.entered(), rtnl() as ipr:
+        with req.open_netns() as ns, ns.entered(), rtnl() as kernel:
             try:
-                idx = index_of(ipr, LOOPBACK)
+                idx = index_of(kernel, LOOPBACK)
             except LinkNotFound:
                 raise CNIError(INTERNAL, 'failed to find loopback interface "lo"') from None
-            ipr.link("set", index=idx, state="up")
-            found = addresses(ipr, idx)
+            kernel.set_link(idx, up=True)
+            found = addresses(kernel, idx)
         for addr in found:
             if not addr.ip.is_loopback:
                 raise CNIError(

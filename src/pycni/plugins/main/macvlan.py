@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Any
 
 from pycni.net import macvlan
-from pycni.net.link import LinkNotFound, index_of, mac_of
+from pycni.net.kernel import Kernel, NetlinkError
+from pycni.net.link import LinkNotFound, index_of
 from pycni.net.netlink import rtnl
 from pycni.net.ns import NetNS
 from pycni.plugin.base import Plugin, Request
@@ -71,24 +71,23 @@ def load_conf(req: Request) -> MacvlanConf:
     )
 
 
-def _master_ns(conf: MacvlanConf, pod: NetNS) -> Any:
+def _master_ns(conf: MacvlanConf, pod: NetNS) -> AbstractContextManager[object]:
     """Where the master lives: the pod (linkInContainer) or here, the node."""
     return pod.entered() if conf.link_in_container else nullcontext()
 
 
-def resolve_master(ipr: Any, conf: MacvlanConf) -> tuple[int, int]:
+def resolve_master(kernel: Kernel, conf: MacvlanConf) -> tuple[int, int]:
     """(index, MTU) of the master; picks the default-route link when none is configured."""
     if not conf.master:
         try:
-            conf.master = macvlan.default_route_interface(ipr)
+            conf.master = macvlan.default_route_interface(kernel)
         except macvlan.NoDefaultRoute as exc:
             raise internal(str(exc)) from None
     try:
-        index = index_of(ipr, conf.master)
+        index = index_of(kernel, conf.master)
     except LinkNotFound:
         raise internal(f'failed to lookup master "{conf.master}": Link not found') from None
-    mtu = int(ipr.get_links(index)[0].get_attr("IFLA_MTU") or 0)
-    return index, mtu
+    return index, kernel.link(index).mtu
 
 
 class Macvlan(Plugin):
@@ -97,8 +96,8 @@ class Macvlan(Plugin):
     def add(self, req: Request) -> Result:
         conf = load_conf(req)
         with req.open_netns() as pod, Rollback(req.env) as rb:
-            with _master_ns(conf, pod), rtnl() as ipr:
-                master_index, master_mtu = resolve_master(ipr, conf)
+            with _master_ns(conf, pod), rtnl() as kernel:
+                master_index, master_mtu = resolve_master(kernel, conf)
                 if conf.mtu < 0 or conf.mtu > master_mtu:
                     raise InvalidConfig(
                         f"invalid MTU {conf.mtu}, must be [0, master MTU({master_mtu})]"
@@ -106,28 +105,28 @@ class Macvlan(Plugin):
                 rb.step("create")
                 try:
                     tmp = macvlan.create_in_netns(
-                        ipr, master_index, pod.fd, conf.mode, conf.mtu, conf.mac
+                        kernel, master_index, pod.fd, conf.mode, conf.mtu, conf.mac
                     )
-                except Exception as exc:
+                except (NetlinkError, ValueError) as exc:
                     raise internal(f"failed to create macvlan: {exc}") from None
-            with pod.entered(), rtnl() as ipr:
-                index = index_of(ipr, tmp)
+            with pod.entered(), rtnl() as kernel:
+                index = index_of(kernel, tmp)
                 rb.push("create", lambda: delete_in_pod(pod, index))
                 rb.step("rename")
                 try:
-                    ipr.link("set", index=index, ifname=req.ifname)
-                except Exception as exc:
+                    kernel.set_link(index, name=req.ifname)
+                except NetlinkError as exc:
                     raise internal(f'failed to rename macvlan to "{req.ifname}": {exc}') from None
-                mac = mac_of(ipr.get_links(index)[0])
+                mac = kernel.link(index).mac
             iface = Interface(name=req.ifname, mac=mac, sandbox=req.netns)
             ipam = ipam_add(req, conf.ipam, rb) if conf.ipam else None
             result = pod_result(req, iface, ipam)
             rb.step("configure")
-            with pod.entered(), rtnl() as ipr:
+            with pod.entered(), rtnl() as kernel:
                 if ipam is not None:
-                    configure_pod_iface(ipr, req.ifname, index, result)
+                    configure_pod_iface(kernel, req.ifname, index, result)
                 else:
-                    ipr.link("set", index=index, state="up")
+                    kernel.set_link(index, up=True)
         return result
 
     def delete(self, req: Request) -> None:
@@ -137,38 +136,38 @@ class Macvlan(Plugin):
     def check(self, req: Request) -> None:
         conf = load_conf(req)
         with req.open_netns() as pod:
-            with _master_ns(conf, pod), rtnl() as ipr:
-                _, master_mtu = resolve_master(ipr, conf)
+            with _master_ns(conf, pod), rtnl() as kernel:
+                _, master_mtu = resolve_master(kernel, conf)
                 if conf.mtu < 0 or conf.mtu > master_mtu:
                     raise InvalidConfig(
                         f"invalid MTU {conf.mtu}, must be [0, master MTU({master_mtu})]"
                     )
             ipam_passthrough(req, "CHECK")
             prev, intf = prev_interface(req)
-            with pod.entered(), rtnl() as ipr:
-                index = _check_link(ipr, intf, conf.mode)
-                check_ips_and_routes(ipr, req.ifname, index, prev)
+            with pod.entered(), rtnl() as kernel:
+                index = _check_link(kernel, intf, conf.mode)
+                check_ips_and_routes(kernel, req.ifname, index, prev)
 
     def status(self, req: Request) -> None:
         ipam_passthrough(req, "STATUS")
 
 
-def _check_link(ipr: Any, intf: Interface, mode: str) -> int:
+def _check_link(kernel: Kernel, intf: Interface, mode: str) -> int:
     if not intf.name:
         raise internal("Container interface name missing in prevResult")
     try:
-        index = index_of(ipr, intf.name)
+        index = index_of(kernel, intf.name)
     except LinkNotFound:
         raise internal(f"Container Interface name in prevResult: {intf.name} not found") from None
-    msg = ipr.get_links(index)[0]
-    current = macvlan.mode_of(msg)
+    found = kernel.link(index)
+    current = macvlan.mode_of(found)
     if not current:
         raise internal(f"Error: Container interface {intf.name} not of type macvlan")
     if current != mode:
         raise internal(f"Container macvlan mode {current} does not match expected value: {mode}")
-    if intf.mac and intf.mac != mac_of(msg):
+    if intf.mac and intf.mac != found.mac:
         raise internal(
-            f"Interface {intf.name} Mac {intf.mac} doesn't match container Mac: {mac_of(msg)}"
+            f"Interface {intf.name} Mac {intf.mac} doesn't match container Mac: {found.mac}"
         )
     return index
 

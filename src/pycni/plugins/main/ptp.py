@@ -12,12 +12,13 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 from dataclasses import dataclass
-from typing import Any
 
 from pycni.net import ipmasq, link, sysctl
-from pycni.net.addr import AddressError, configure_iface, tolerate_exists, validate_ips
+from pycni.net.addr import AddressError, configure_iface, validate_ips
+from pycni.net.kernel import IPAddress, IPInterface, Kernel, NetlinkError, Route
 from pycni.net.netlink import rtnl
 from pycni.net.nft import NftError
+from pycni.net.ns import NetNS
 from pycni.net.route import RTPROT_BOOT, RouteError, validate_routes
 from pycni.net.veth import VethNameTaken, create_pair
 from pycni.plugin.base import Plugin, Request
@@ -70,19 +71,15 @@ def load_conf(req: Request) -> PtpConf:
     return conf
 
 
-def _host_len(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> int:
-    return 32 if ip.version == 4 else 128
-
-
 class Ptp(Plugin):
     about = "pycni ptp: a routed veth pair per pod"
 
     def add(self, req: Request) -> Result:
         conf = load_conf(req)
-        with rtnl() as hipr, req.open_netns() as pod, Rollback(req.env) as rb:
-            return self._add(req, conf, rb, hipr, pod)
+        with rtnl() as host, req.open_netns() as pod, Rollback(req.env) as rb:
+            return self._add(req, conf, rb, host, pod)
 
-    def _add(self, req: Request, conf: PtpConf, rb: Rollback, hipr: Any, pod: Any) -> Result:
+    def _add(self, req: Request, conf: PtpConf, rb: Rollback, host: Kernel, pod: NetNS) -> Result:
         ifname = req.ifname
         rb.step("ipam")
         ipam_result = delegate(req, conf.ipam_type, "ADD")
@@ -102,19 +99,19 @@ class Ptp(Plugin):
 
         rb.step("veth")
         try:
-            pair = create_pair(hipr, pod.fd, ifname, conf.mtu)
+            pair = create_pair(host, pod.fd, ifname, conf.mtu)
         except VethNameTaken as exc:
             raise CNIError(INTERNAL, str(exc)) from None
-        rb.push("veth", lambda: _delete_index(hipr, pair.host_index))
+        rb.push("veth", lambda: _delete_index(host, pair.host_index))
 
-        with pod.entered(), rtnl() as pipr:
-            cont_msg = link.get(pipr, ifname)
-        cont_index = int(cont_msg["index"])
+        with pod.entered(), rtnl() as pod_kernel:
+            cont_link = link.get(pod_kernel, ifname)
+        cont_index = cont_link.index
         result = Result(
             cni_version=req.cni_version,
             interfaces=[
-                Interface(name=pair.host_name, mac=link.mac_of(hipr.get_links(pair.host_index)[0])),
-                Interface(name=ifname, mac=link.mac_of(cont_msg), sandbox=req.netns),
+                Interface(name=pair.host_name, mac=host.link(pair.host_index).mac),
+                Interface(name=ifname, mac=cont_link.mac, sandbox=req.netns),
             ],
             ips=[IPConfig(ipc.address, ipc.gateway, interface=1) for ipc in ipam_result.ips],
             routes=ipam_result.routes,
@@ -122,17 +119,17 @@ class Ptp(Plugin):
         )
 
         rb.step("container-config")
-        with pod.entered(), rtnl() as pipr:
+        with pod.entered(), rtnl() as pod_kernel:
             try:
-                configure_iface(pipr, ifname, cont_index, result)
-                _pod_routes(pipr, cont_index, result)
+                configure_iface(pod_kernel, ifname, cont_index, result)
+                _pod_routes(pod_kernel, cont_index, result)
             except (AddressError, RouteError) as exc:
                 raise CNIError(INTERNAL, str(exc)) from None
 
         rb.step("host-config")
         try:
-            _host_side(hipr, pair.host_index, result)
-        except Exception as exc:
+            _host_side(host, pair.host_index, result)
+        except NetlinkError as exc:
             raise CNIError(INTERNAL, f"failed to configure the host veth: {exc}") from None
 
         if conf.ip_masq:
@@ -146,7 +143,7 @@ class Ptp(Plugin):
     def delete(self, req: Request) -> None:
         conf = load_conf(req)
         delegate(req, conf.ipam_type, "DEL")  # first, as the reference
-        ipnets: list[Any] = delete_pod_link(req) or []
+        ipnets: list[IPInterface] = delete_pod_link(req) or []
         if conf.ip_masq:
             # unlike the reference, also when the link was already gone (no IPs known): the
             # nftables rules are found by their comment, so they do not leak
@@ -163,12 +160,12 @@ class Ptp(Plugin):
         if prev is None:
             raise CNIError(INTERNAL, "Required prevResult missing")
         result = prev.as_version("1.1.0")
-        with req.open_netns() as pod, pod.entered(), rtnl() as pipr:
+        with req.open_netns() as pod, pod.entered(), rtnl() as pod_kernel:
             try:
-                msg = link.get(pipr, req.ifname)
+                found = link.get(pod_kernel, req.ifname)
             except link.LinkNotFound:
                 raise CNIError(INTERNAL, f"Cannot find container link {req.ifname}") from None
-            if link.kind_of(msg) != "veth":
+            if found.kind != "veth":
                 raise CNIError(
                     INTERNAL, f"Error: Container interface {req.ifname} not of type veth"
                 )
@@ -177,20 +174,20 @@ class Ptp(Plugin):
                     intf.name == req.ifname
                     and intf.sandbox
                     and intf.mac
-                    and intf.mac.lower() != link.mac_of(msg).lower()
+                    and intf.mac.lower() != found.mac.lower()
                 ):
                     raise CNIError(
                         INTERNAL,
                         f"Interface {req.ifname} Mac {intf.mac} doesn't match container "
-                        f"Mac: {link.mac_of(msg)}",
+                        f"Mac: {found.mac}",
                     )
             idx = next(
                 (i for i, f in enumerate(result.interfaces) if f.name == req.ifname and f.sandbox),
                 1,
             )
             try:
-                validate_ips(pipr, req.ifname, int(msg["index"]), result, idx)
-                validate_routes(pipr, req.ifname, result.routes)
+                validate_ips(pod_kernel, req.ifname, found.index, result, idx)
+                validate_routes(pod_kernel, req.ifname, result.routes)
             except (AddressError, RouteError) as exc:
                 raise CNIError(INTERNAL, str(exc)) from None
 
@@ -206,49 +203,53 @@ class Ptp(Plugin):
         delegate(req, conf.ipam_type, "STATUS")
 
 
-def _pod_routes(pipr: Any, index: int, result: Result) -> None:
+def _pod_routes(pod_kernel: Kernel, index: int, result: Result) -> None:
     """Replace each address's automatic subnet route by ``gw/32 scope link`` + ``subnet via gw``."""
     for ipc in result.ips:
         gw = ipc.gateway
         assert gw is not None
         subnet = ipc.address.network
-        src = str(ipc.address.ip)
+        src = ipc.address.ip
         try:
-            pipr.route("del", dst=str(subnet), oif=index, scope=SCOPE_LINK)
-        except Exception as exc:
+            pod_kernel.delete_route(Route(dst=subnet, oif=index, scope=SCOPE_LINK))
+        except NetlinkError as exc:
             raise RouteError(f"failed to delete route {subnet}: {exc}") from None
-        for spec in (
-            {"dst": f"{gw}/{_host_len(gw)}", "oif": index, "scope": SCOPE_LINK, "prefsrc": src},
-            {"dst": str(subnet), "oif": index, "gateway": str(gw), "prefsrc": src},
+        for route in (
+            Route(dst=_host_net(gw), oif=index, scope=SCOPE_LINK, prefsrc=src, proto=RTPROT_BOOT),
+            Route(dst=subnet, oif=index, gateway=gw, prefsrc=src, proto=RTPROT_BOOT),
         ):
             try:
-                pipr.route("add", proto=RTPROT_BOOT, **spec)
-            except Exception as exc:
-                if not tolerate_exists(exc):
-                    raise RouteError(f"failed to add route {spec['dst']}: {exc}") from None
+                pod_kernel.add_route(route)
+            except (NetlinkError, ValueError) as exc:
+                if not (isinstance(exc, NetlinkError) and exc.exists):
+                    raise RouteError(f"failed to add route {route.dst}: {exc}") from None
 
 
-def _host_side(hipr: Any, host_index: int, result: Result) -> None:
+def _host_side(host: Kernel, host_index: int, result: Result) -> None:
     """The gateway address on the host end and a host route to each pod address."""
     for ipc in result.ips:
         gw = ipc.gateway
         assert gw is not None
         try:
-            hipr.addr("add", index=host_index, address=str(gw), prefixlen=_host_len(gw))
-        except Exception as exc:
-            if not tolerate_exists(exc):
+            host.add_address(host_index, ipaddress.ip_interface(gw))
+        except NetlinkError as exc:
+            if not exc.exists:
                 raise
-        pod_ip = ipc.address.ip
         try:
-            hipr.route("add", dst=f"{pod_ip}/{_host_len(pod_ip)}", oif=host_index, scope=SCOPE_HOST)
-        except Exception as exc:
-            if not tolerate_exists(exc):
+            host.add_route(Route(dst=_host_net(ipc.address.ip), oif=host_index, scope=SCOPE_HOST))
+        except NetlinkError as exc:
+            if not exc.exists:
                 raise
 
 
-def _delete_index(ipr: Any, index: int) -> None:
-    with contextlib.suppress(Exception):
-        ipr.link("del", index=index)
+def _host_net(ip: IPAddress) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
+    """``ip/32`` (or ``/128``)."""
+    return ipaddress.ip_network(ip)
+
+
+def _delete_index(kernel: Kernel, index: int) -> None:
+    with contextlib.suppress(NetlinkError):
+        kernel.delete_link(index)
 
 
 PLUGIN = Ptp()

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
 
 from pycni.net import link_attrs, tun
-from pycni.net.link import LinkNotFound, index_of, mac_of
+from pycni.net.kernel import Kernel, NetlinkError
+from pycni.net.link import LinkNotFound, index_of
 from pycni.net.netlink import rtnl
 from pycni.net.ns import NetNS
 from pycni.net.veth import random_host_name
@@ -92,51 +92,53 @@ def load_conf(req: Request) -> TapConf:
     return conf
 
 
-def _make_tap(ipr: Any, pod: NetNS, conf: TapConf, ifname: str, rb: Rollback) -> tuple[int, str]:
+def _make_tap(
+    kernel: Kernel, pod: NetNS, conf: TapConf, ifname: str, rb: Rollback
+) -> tuple[int, str]:
     """In the pod: create, configure, rename, enslave and set up the tap; (index, MAC)."""
     flags = tun.tap_flags(conf.multi_queue, conf.owner, conf.group)
     for _ in range(10):
         tmp = random_host_name()
-        if not ipr.link_lookup(ifname=tmp):
+        if kernel.find_link(tmp) is None:
             break
     rb.step("create")
     try:
         tun.create_tap(tmp, flags, conf.owner, conf.group)
     except tun.TunError as exc:
         raise internal(f"failed to create tap: {exc}") from None
-    index = index_of(ipr, tmp)
+    index = index_of(kernel, tmp)
     rb.push("create", lambda: delete_in_pod(pod, index))
     rb.step("configure-link")
     try:
         if conf.mtu:
-            link_attrs.set_mtu(ipr, index, conf.mtu)
+            link_attrs.set_mtu(kernel, index, conf.mtu)
         if conf.mac:
-            link_attrs.set_mac(ipr, index, conf.mac)
-    except Exception as exc:
+            link_attrs.set_mac(kernel, index, conf.mac)
+    except (NetlinkError, ValueError) as exc:
         raise internal(f"failed to configure tap {tmp}: {exc}") from None
     rb.step("rename")
     try:
-        ipr.link("set", index=index, ifname=ifname)
-    except Exception as exc:
+        kernel.set_link(index, name=ifname)
+    except NetlinkError as exc:
         raise internal(f'failed to rename tap to "{ifname}": {exc}') from None
     if conf.bridge:
         rb.step("bridge")
         try:
-            bridge_index = index_of(ipr, conf.bridge)
+            bridge_index = index_of(kernel, conf.bridge)
         except LinkNotFound:
             raise internal(f"failed to get bridge {conf.bridge}: Link not found") from None
         try:
-            ipr.link("set", index=index, master=bridge_index)
-        except Exception as exc:
+            kernel.set_link(index, master=bridge_index)
+        except NetlinkError as exc:
             raise internal(
                 f"failed to set tap {ifname} as a port of bridge {conf.bridge}: {exc}"
             ) from None
     rb.step("up")
     try:
-        ipr.link("set", index=index, state="up")
-    except Exception as exc:
+        kernel.set_link(index, up=True)
+    except NetlinkError as exc:
         raise internal(f"failed to set tap interface up: {exc}") from None
-    return index, mac_of(ipr.get_links(index)[0])
+    return index, kernel.link(index).mac
 
 
 class Tap(Plugin):
@@ -145,15 +147,15 @@ class Tap(Plugin):
     def add(self, req: Request) -> Result:
         conf = load_conf(req)
         with req.open_netns() as pod, Rollback(req.env) as rb:
-            with pod.entered(), rtnl() as ipr:
-                index, mac = _make_tap(ipr, pod, conf, req.ifname, rb)
+            with pod.entered(), rtnl() as kernel:
+                index, mac = _make_tap(kernel, pod, conf, req.ifname, rb)
             iface = Interface(name=req.ifname, mac=mac, sandbox=req.netns)
             ipam = ipam_add(req, conf.ipam, rb) if conf.ipam else None
             result = pod_result(req, iface, ipam)
             if ipam is not None:
                 rb.step("configure")
-                with pod.entered(), rtnl() as ipr:
-                    configure_pod_iface(ipr, req.ifname, index, result, ndisc_notify=False)
+                with pod.entered(), rtnl() as kernel:
+                    configure_pod_iface(kernel, req.ifname, index, result, ndisc_notify=False)
         return result
 
     def delete(self, req: Request) -> None:
@@ -166,12 +168,12 @@ class Tap(Plugin):
         with req.open_netns() as pod:
             ipam_passthrough(req, "CHECK")
             prev, _ = prev_interface(req)
-            with pod.entered(), rtnl() as ipr:
+            with pod.entered(), rtnl() as kernel:
                 try:
-                    index = index_of(ipr, req.ifname)
+                    index = index_of(kernel, req.ifname)
                 except LinkNotFound:
                     raise internal(f'failed to find interface "{req.ifname}"') from None
-                check_ips_and_routes(ipr, req.ifname, index, prev)
+                check_ips_and_routes(kernel, req.ifname, index, prev)
 
     def status(self, req: Request) -> None:
         ipam_passthrough(req, "STATUS")

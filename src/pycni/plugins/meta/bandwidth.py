@@ -8,11 +8,13 @@ named ``bwp`` + 12 hex of sha512(network name + container ID), which carries the
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
 from pycni.net import tc
-from pycni.net.link import LinkNotFound, index_of, kind_of, mac_of, peer_index_of
+from pycni.net.kernel import Kernel, NetlinkError
+from pycni.net.link import LinkNotFound, get
 from pycni.net.netlink import rtnl
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.rollback import Rollback
@@ -88,18 +90,18 @@ def _host_veth(req: Request, prev: Result) -> tuple[str, int]:
     """The node end of the pod's veth, which prevResult must list with an empty sandbox."""
     if not prev.interfaces:
         raise CNIError(INTERNAL, "no interfaces provided")
-    with req.open_netns() as pod, pod.entered(), rtnl() as ipr:
+    with req.open_netns() as pod, pod.entered(), rtnl() as kernel:
         try:
-            msg = ipr.get_links(index_of(ipr, req.ifname))[0]
+            found = get(kernel, req.ifname)
         except LinkNotFound:
             raise CNIError(INTERNAL, f"container interface {req.ifname} not found") from None
-        peer = peer_index_of(msg) if kind_of(msg) == "veth" else 0
+        peer = found.peer_index if found.kind == "veth" else 0
     if peer <= 0:
         raise CNIError(INTERNAL, f"container interface {req.ifname} has no veth peer")
-    with rtnl() as ipr:
+    with rtnl() as kernel:
         try:
-            name = str(ipr.get_links(peer)[0].get_attr("IFLA_IFNAME"))
-        except Exception:
+            name = kernel.link(peer).name
+        except NetlinkError:
             raise CNIError(INTERNAL, f"veth peer with index {peer} is not in host ns") from None
     for intf in prev.interfaces:
         if not intf.sandbox and intf.name == name:
@@ -133,34 +135,34 @@ class Bandwidth(Plugin):
             routes=prev.routes,
             dns=prev.dns,
         )
-        with rtnl() as ipr, Rollback(req.env) as rb:
+        with rtnl() as kernel, Rollback(req.env) as rb:
             if limits.ingress_rate:
                 rb.step("ingress-tbf")
                 params = tc.TbfParams.from_bits(limits.ingress_rate, limits.ingress_burst)
-                _kernel(lambda: tc.add_tbf(ipr, host_index, params), "create qdisc")
-                rb.push("ingress-tbf", lambda: tc.delete_root_qdisc(ipr, host_index))
+                _kernel(lambda: tc.add_tbf(kernel, host_index, params), "create qdisc")
+                rb.push("ingress-tbf", lambda: tc.delete_root_qdisc(kernel, host_index))
             if limits.egress_rate:
                 name = ifb_name(req.name, req.container_id)
-                mtu = int(ipr.get_links(host_index)[0].get_attr("IFLA_MTU"))
+                mtu = kernel.link(host_index).mtu
                 rb.step("ifb")
-                ifb = _kernel(lambda: tc.create_ifb(ipr, name, mtu), "adding link")
-                rb.push("ifb", lambda: ipr.link("del", index=ifb))
-                result.interfaces.append(Interface(name=name, mac=mac_of(ipr.get_links(ifb)[0])))
+                ifb = _kernel(lambda: tc.create_ifb(kernel, name, mtu), "adding link")
+                rb.push("ifb", lambda: kernel.delete_link(ifb))
+                result.interfaces.append(Interface(name=name, mac=kernel.link(ifb).mac))
                 rb.step("redirect")
-                _kernel(lambda: tc.add_ingress(ipr, host_index), "create ingress qdisc")
-                rb.push("redirect", lambda: tc.delete_ingress(ipr, host_index))
-                _kernel(lambda: tc.redirect_ingress_to(ipr, host_index, ifb), "add filter")
+                _kernel(lambda: tc.add_ingress(kernel, host_index), "create ingress qdisc")
+                rb.push("redirect", lambda: tc.delete_ingress(kernel, host_index))
+                _kernel(lambda: tc.redirect_ingress_to(kernel, host_index, ifb), "add filter")
                 rb.step("egress-tbf")
                 params = tc.TbfParams.from_bits(limits.egress_rate, limits.egress_burst)
-                _kernel(lambda: tc.add_tbf(ipr, ifb, params), "create ifb qdisc")
+                _kernel(lambda: tc.add_tbf(kernel, ifb, params), "create ifb qdisc")
         return result
 
     def delete(self, req: Request) -> None:
         load_limits(req)
         _prev(req)
-        with rtnl() as ipr:
+        with rtnl() as kernel:
             try:
-                ipr.link("del", index=index_of(ipr, ifb_name(req.name, req.container_id)))
+                kernel.delete_link(get(kernel, ifb_name(req.name, req.container_id)).index)
             except LinkNotFound:
                 return
 
@@ -170,40 +172,41 @@ class Bandwidth(Plugin):
         if prev is None:
             raise InvalidConfig("must be called as a chained plugin")
         _, host_index = _host_veth(req, prev)
-        with rtnl() as ipr:
+        with rtnl() as kernel:
             if limits.ingress_rate:
                 want = tc.TbfParams.from_bits(limits.ingress_rate, limits.ingress_burst)
-                _check_tbf(ipr, host_index, want)
+                _check_tbf(kernel, host_index, want)
             if limits.egress_rate:
                 name = ifb_name(req.name, req.container_id)
                 try:
-                    ifb = index_of(ipr, name)
+                    ifb = get(kernel, name).index
                 except LinkNotFound:
                     raise CNIError(INTERNAL, f"get ifb device: Link not found: {name}") from None
                 want = tc.TbfParams.from_bits(limits.egress_rate, limits.egress_burst)
-                _check_tbf(ipr, ifb, want)
+                _check_tbf(kernel, ifb, want)
 
 
-def _check_tbf(ipr: Any, index: int, want: tc.TbfParams) -> None:
-    found = tc.qdiscs(ipr, index)
+def _check_tbf(kernel: Kernel, index: int, want: tc.TbfParams) -> None:
+    found = tc.qdiscs(kernel, index)
     if not found:
         raise CNIError(INTERNAL, "Failed to find qdisc")
-    for kind, msg in found:
-        if kind != "tbf":
+    for qdisc in found:
+        if qdisc.kind != "tbf":
             break
-        have = tc.tbf_params_of(msg)
+        have = tc.tbf_params_of(qdisc)
         for what in ("rate", "limit", "buffer"):
             if getattr(have, what) != getattr(want, what):
                 raise CNIError(INTERNAL, f"{what.capitalize()} doesn't match")
 
 
-def _kernel(action: Any, what: str) -> Any:
+T = TypeVar("T")
+
+
+def _kernel(action: Callable[[], T], what: str) -> T:
     """Run one kernel change; a netlink failure becomes a CNI error naming the step."""
     try:
         return action()
-    except CNIError:
-        raise
-    except Exception as exc:
+    except (NetlinkError, LookupError) as exc:
         raise CNIError(INTERNAL, f"{what}: {exc}") from None
 
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import ipaddress
+from collections.abc import Callable, Iterator
 from functools import partial
-from typing import Any
 
 from pycni.net import rules
+from pycni.net.kernel import IPAddress, IPInterface, Kernel, NetlinkError, Route
 from pycni.net.link import LinkNotFound, addresses, index_of
 from pycni.net.netlink import rtnl
 from pycni.net.ns import NetNS, NetNSNotFound
@@ -39,7 +41,7 @@ def ip_configs(ifname: str, prev: Result) -> list[IPConfig]:
 
 
 @contextlib.contextmanager
-def _locked(pod: NetNS) -> Any:
+def _locked(pod: NetNS) -> Iterator[None]:
     """Serialise sbr runs on one pod: flock on the namespace file (as the reference)."""
     fcntl.flock(pod.fd, fcntl.LOCK_EX)
     try:
@@ -48,7 +50,7 @@ def _locked(pod: NetNS) -> Any:
         fcntl.flock(pod.fd, fcntl.LOCK_UN)
 
 
-def _same_family(ip: Any, address: Any) -> bool:
+def _same_family(ip: IPAddress | None, address: IPInterface) -> bool:
     return ip is not None and ip.version == address.version
 
 
@@ -64,49 +66,51 @@ class Sbr(Plugin):
             req.open_netns() as pod,
             _locked(pod),
             pod.entered(),
-            rtnl() as ipr,
+            rtnl() as kernel,
             Rollback(req.env) as rb,
         ):
-            self._route(ipr, req.ifname, ipcs, rb)
+            self._route(kernel, req.ifname, ipcs, rb)
         return prev
 
-    def _route(self, ipr: Any, ifname: str, ipcs: list[IPConfig], rb: Rollback) -> None:
-        used = {rules.table_of(r) for r in rules.rules(ipr)} | {rules.MAIN_TABLE}
+    def _route(self, kernel: Kernel, ifname: str, ipcs: list[IPConfig], rb: Rollback) -> None:
+        used = {rules.table_of(r) for r in rules.rules(kernel)} | {rules.MAIN_TABLE}
         table = rules.next_free_table(used, FIRST_TABLE)
         try:
-            index = index_of(ipr, ifname)
+            index = index_of(kernel, ifname)
         except LinkNotFound:
             raise CNIError(INTERNAL, f"Cannot find network interface {ifname}") from None
-        link_routes = rules.main_routes_of(ipr, index)
+        link_routes = rules.main_routes_of(kernel, index)
         for ipc in ipcs:
             rb.step("rule")
-            _kernel(partial(rules.add_source_rule, ipr, ipc.address, table), "Failed to add rule")
-            for rule in [r for r in rules.rules(ipr) if rules.table_of(r) == table]:
-                rb.push("rule", partial(rules.delete_rule, ipr, rule))
+            _kernel(
+                partial(rules.add_source_rule, kernel, ipc.address, table), "Failed to add rule"
+            )
+            for rule in [r for r in rules.rules(kernel) if rules.table_of(r) == table]:
+                rb.push("rule", partial(rules.delete_rule, kernel, rule))
             if ipc.gateway is not None:
-                dst = "0.0.0.0/0" if ipc.address.version == 4 else "::/0"
-                spec = {"dst": dst, "gateway": str(ipc.gateway), "table": table, "oif": index}
+                dst = ipaddress.ip_network("0.0.0.0/0" if ipc.address.version == 4 else "::/0")
+                default = Route(dst=dst, gateway=ipc.gateway, table=table, oif=index)
                 rb.step("default-route")
                 what = f"Failed to add default route to {ipc.gateway}"
-                _kernel(partial(ipr.route, "add", **spec), what)
-                rb.push("default-route", partial(ipr.route, "del", **spec))
-            for msg in link_routes:
-                src, gw = rules.route_prefsrc(msg), rules.route_gateway(msg)
+                _kernel(partial(kernel.add_route, default), what)
+                rb.push("default-route", partial(kernel.delete_route, default))
+            for route in link_routes:
+                src, gw = route.prefsrc, route.gateway
                 if (
                     (_same_family(src, ipc.address) and src in ipc.address.network)
                     or (_same_family(gw, ipc.address) and gw in ipc.address.network)
                     or (src is None and gw is None)
                 ):
-                    spec = rules.route_spec(msg, table)
+                    copy = rules.route_copy(route, table)
                     rb.step("copy-route")
-                    _kernel(partial(ipr.route, "replace", **spec), "Failed to readd route")
-                    rb.push("copy-route", partial(ipr.route, "del", **spec))
+                    _kernel(partial(kernel.replace_route, copy), "Failed to readd route")
+                    rb.push("copy-route", partial(kernel.delete_route, copy))
             table = rules.next_free_table(used, table + 1)
-        for msg in link_routes:
-            spec = rules.route_spec(msg)
+        for route in link_routes:
+            original = rules.route_copy(route)
             rb.step("delete-route")
-            _kernel(partial(ipr.route, "del", **spec), "Failed to delete route")
-            rb.push("delete-route", partial(ipr.route, "add", **spec))
+            _kernel(partial(kernel.delete_route, original), "Failed to delete route")
+            rb.push("delete-route", partial(kernel.add_route, original))
 
     def delete(self, req: Request) -> None:
         if not req.netns:
@@ -115,28 +119,28 @@ class Sbr(Plugin):
             pod = req.open_netns()
         except NetNSNotFound:
             return
-        with pod, _locked(pod), pod.entered(), rtnl() as ipr:
+        with pod, _locked(pod), pod.entered(), rtnl() as kernel:
             try:
-                index = index_of(ipr, req.ifname)
+                index = index_of(kernel, req.ifname)
             except LinkNotFound:
                 return  # the interface is gone, and its addresses with it
-            mine = {a.ip for a in addresses(ipr, index)}
+            mine = {a.ip for a in addresses(kernel, index)}
             failed = []
-            for msg in rules.rules(ipr):
-                src = rules.rule_source(msg)
+            for rule in rules.rules(kernel):
+                src = rules.rule_source(rule)
                 if src is not None and src in mine:
                     try:
-                        rules.delete_rule(ipr, msg)
-                    except Exception as exc:
+                        rules.delete_rule(kernel, rule)
+                    except NetlinkError as exc:
                         failed.append(str(exc))
             if failed:
                 raise CNIError(INTERNAL, f"Failed to delete rule {failed[0]}")
 
 
-def _kernel(action: Any, what: str) -> None:
+def _kernel(action: Callable[[], None], what: str) -> None:
     try:
         action()
-    except Exception as exc:
+    except (NetlinkError, ValueError) as exc:
         raise CNIError(INTERNAL, f"{what}: {exc}") from None
 
 

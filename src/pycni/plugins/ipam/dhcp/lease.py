@@ -22,7 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pycni.net.link import IFF_UP, LinkNotFound, index_of
+from pycni.net import link
+from pycni.net.link import LinkNotFound
 from pycni.net.netlink import rtnl
 from pycni.net.ns import NetNS
 from pycni.plugins.ipam.dhcp.client import (
@@ -124,16 +125,15 @@ class Lease:
 
     def _socket(self) -> tuple[PacketSocket, bytes]:
         """A packet socket on the pod interface (set up if down) and the interface's MAC."""
-        with self.netns.entered(), rtnl() as ipr:
+        with self.netns.entered(), rtnl() as kernel:
             try:
-                index = index_of(ipr, self.ifname)
+                found = link.get(kernel, self.ifname)
             except LinkNotFound:
                 raise DhcpError(f'error looking up "{self.ifname}": Link not found') from None
-            msg = ipr.get_links(index)[0]
-            if not msg["flags"] & IFF_UP:
+            if not found.up:
                 log.info("%s: link %s down, setting it up", self.client_id, self.ifname)
-                ipr.link("set", index=index, state="up")
-            mac = bytes.fromhex(str(msg.get_attr("IFLA_ADDRESS")).replace(":", ""))
+                kernel.set_link(found.index, up=True)
+            mac = bytes.fromhex(found.mac.replace(":", ""))
             return PacketSocket(self.ifname), mac
 
     def _client(self, mac: bytes) -> DhcpClient:
@@ -245,8 +245,8 @@ class Lease:
             except OSError:
                 return False
         try:
-            with self.netns.entered(), rtnl() as ipr:
-                return bool(ipr.link_lookup(ifname=self.ifname))
+            with self.netns.entered(), rtnl() as kernel:
+                return kernel.find_link(self.ifname) is not None
         except OSError:
             return False
 
@@ -280,8 +280,8 @@ class Lease:
 
     def _set_down(self) -> None:
         try:
-            with self.netns.entered(), rtnl() as ipr:
-                ipr.link("set", index=index_of(ipr, self.ifname), state="down")
+            with self.netns.entered(), rtnl() as kernel:
+                kernel.set_link(link.index_of(kernel, self.ifname), up=False)
         except (OSError, LinkNotFound) as exc:
             log.warning("%s: failed to set %s down: %s", self.client_id, self.ifname, exc)
 

@@ -28,12 +28,12 @@ def _require_dnsmasq() -> None:
 
 def _nameservers(bridge: str) -> list[str]:
     """The bridge's global unicast addresses, where dnsmasq answers."""
-    with rtnl() as ipr:
+    with rtnl() as kernel:
         try:
-            index = index_of(ipr, bridge)
+            index = index_of(kernel, bridge)
         except LinkNotFound:
             raise CNIError(INTERNAL, f"dnsname: no such network interface {bridge}") from None
-        return [str(a.ip) for a in addresses(ipr, index) if is_global_unicast(a.ip)]
+        return [str(a.ip) for a in addresses(kernel, index) if is_global_unicast(a.ip)]
 
 
 def teardown(net: NetworkFiles, log: list[str] | None = None) -> None:

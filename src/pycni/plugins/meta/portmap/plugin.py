@@ -26,13 +26,11 @@ from pycni.spec.result import Result
 
 def _route_device(address: ipaddress.IPv4Address) -> str:
     """The device this host routes ``address`` through (the bridge or the host veth)."""
-    with rtnl() as ipr:
-        routes = ipr.route("get", dst=str(address))
+    with rtnl() as kernel:
+        routes = kernel.route_to(address)
         if not routes:
             raise CNIError(INTERNAL, f"portmap: no route to container IP {address}")
-        oif = routes[0].get_attr("RTA_OIF")
-        links = ipr.get_links(oif)
-        return str(links[0].get_attr("IFLA_IFNAME"))
+        return kernel.link(routes[0].oif).name
 
 
 def _flush_udp_conntrack(req: Request, cfg: PortMapConfig) -> None:

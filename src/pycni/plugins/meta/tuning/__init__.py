@@ -12,9 +12,10 @@ from __future__ import annotations
 import errno
 import functools
 import os
-from typing import Any
+from collections.abc import Callable
 
 from pycni.net import link_attrs, sysctl
+from pycni.net.kernel import Kernel, NetlinkError
 from pycni.net.link import LinkNotFound, index_of
 from pycni.net.netlink import rtnl
 from pycni.net.ns import NetNSNotFound
@@ -48,9 +49,9 @@ class Tuning(Plugin):
         if prev is None:
             raise InvalidConfig("Required prevResult missing")
         path = backup_path(conf.data_dir, req.container_id, req.ifname)
-        with req.open_netns() as ns, ns.entered(), rtnl() as ipr, Rollback(req.env) as rb:
-            index = self._link_index(ipr, req.ifname) if conf.changes_link() else 0
-            saved = self._snapshot(ipr, index, conf, paths)
+        with req.open_netns() as ns, ns.entered(), rtnl() as kernel, Rollback(req.env) as rb:
+            index = self._link_index(kernel, req.ifname) if conf.changes_link() else 0
+            saved = self._snapshot(kernel, index, conf, paths)
             if not saved.is_empty():
                 rb.step("backup")
                 older = backups.load(path)
@@ -62,7 +63,7 @@ class Tuning(Plugin):
                 old = saved.sysctl[proc_path]
                 _write_sysctl(key, proc_path, conf.sysctl[key])
                 rb.push("sysctl", functools.partial(sysctl.write, proc_path, old))
-            self._apply_link(ipr, index, conf, saved, rb)
+            self._apply_link(kernel, index, conf, saved, rb)
         if conf.mac:
             for intf in prev.interfaces:
                 if intf.name == req.ifname:
@@ -76,8 +77,8 @@ class Tuning(Plugin):
             backups.remove(path)  # the pod is gone: nothing left to restore
             return
         try:
-            with req.open_netns() as ns, ns.entered(), rtnl() as ipr:
-                errors = _restore(ipr, req.ifname, path)
+            with req.open_netns() as ns, ns.entered(), rtnl() as kernel:
+                errors = _restore(kernel, req.ifname, path)
         except NetNSNotFound:
             backups.remove(path)
             return
@@ -94,7 +95,7 @@ class Tuning(Plugin):
         paths = self._sysctl_paths(req, conf)
         if req.prev_result() is None:
             raise InvalidConfig("Required prevResult missing")
-        with req.open_netns() as ns, ns.entered(), rtnl() as ipr:
+        with req.open_netns() as ns, ns.entered(), rtnl() as kernel:
             for key, proc_path in paths.items():
                 try:
                     current = sysctl.read(proc_path)
@@ -109,10 +110,10 @@ class Tuning(Plugin):
                         f"{conf.sysctl[key]}, current value is {current}",
                     )
             try:
-                index = index_of(ipr, req.ifname)
+                index = index_of(kernel, req.ifname)
             except LinkNotFound:
                 raise CNIError(INTERNAL, f"Cannot find container link {req.ifname}") from None
-            _check_link(link_attrs.read(ipr, index), conf, req.ifname)
+            _check_link(link_attrs.read(kernel, index), conf, req.ifname)
 
     # -- steps ---------------------------------------------------------------------------------
 
@@ -130,14 +131,14 @@ class Tuning(Plugin):
         return {key: sysctl_path(key, req.ifname) for key in conf.sysctl}
 
     @staticmethod
-    def _link_index(ipr: Any, ifname: str) -> int:
+    def _link_index(kernel: Kernel, ifname: str) -> int:
         try:
-            return index_of(ipr, ifname)
+            return index_of(kernel, ifname)
         except LinkNotFound:
             raise CNIError(INTERNAL, f'failed to get "{ifname}": Link not found') from None
 
     @staticmethod
-    def _snapshot(ipr: Any, index: int, conf: TuningConf, paths: dict[str, str]) -> Backup:
+    def _snapshot(kernel: Kernel, index: int, conf: TuningConf, paths: dict[str, str]) -> Backup:
         """The current values of everything the config will change."""
         saved = Backup()
         for key, proc_path in paths.items():
@@ -149,7 +150,7 @@ class Tuning(Plugin):
                 raise CNIError(INTERNAL, f"failed to read sysctl {key}: {exc.strerror}") from None
         if not conf.changes_link():
             return saved
-        now = link_attrs.read(ipr, index)
+        now = link_attrs.read(kernel, index)
         if conf.mac:
             saved.mac = now.mac
         if conf.promisc:
@@ -165,35 +166,96 @@ class Tuning(Plugin):
         return saved
 
     @staticmethod
-    def _apply_link(ipr: Any, index: int, conf: TuningConf, saved: Backup, rb: Rollback) -> None:
+    def _apply_link(
+        kernel: Kernel, index: int, conf: TuningConf, saved: Backup, rb: Rollback
+    ) -> None:
         """mac, promisc, mtu, allmulti, txqlen, alias: each undone if a later one fails."""
-        steps: list[tuple[str, Any, Any, Any]] = []
-        if conf.mac:
-            steps.append(("mac", link_attrs.set_mac, conf.mac, saved.mac))
-        if conf.promisc:
-            steps.append(("promisc", link_attrs.set_promisc, True, saved.promisc))
-        if conf.mtu:
-            steps.append(("mtu", link_attrs.set_mtu, conf.mtu, saved.mtu))
-        if conf.allmulti is not None:
-            steps.append(("allmulti", link_attrs.set_allmulti, conf.allmulti, saved.allmulti))
-        if conf.txqlen is not None:
-            steps.append(("txqlen", link_attrs.set_txqlen, conf.txqlen, saved.txqlen))
-        if conf.alias is not None:
-            steps.append(("alias", link_attrs.set_alias, conf.alias, saved.alias))
-        for name, setter, value, old in steps:
+        for name, value, apply, undo in _link_steps(kernel, index, conf, saved):
             rb.step(name)
             try:
-                setter(ipr, index, value)
-            except Exception as exc:
-                if getattr(exc, "code", None) in _REFUSED_VALUE:
+                apply()
+            except (NetlinkError, ValueError) as exc:
+                code = exc.code if isinstance(exc, NetlinkError) else 0
+                if code in _REFUSED_VALUE:
                     # the link cannot take the config's value (e.g. an MTU above its maximum)
-                    why = os.strerror(int(getattr(exc, "code", 0)))
                     raise InvalidConfig(
                         f"invalid config: {name} {value!r} refused by the kernel for the "
-                        f"interface: {why}"
+                        f"interface: {os.strerror(code)}"
                     ) from None
                 raise CNIError(INTERNAL, f"failed to set {name} of the interface: {exc}") from None
-            rb.push(name, functools.partial(setter, ipr, index, old))
+            rb.push(name, undo)
+
+
+Action = Callable[[], None]
+
+
+def _link_steps(
+    kernel: Kernel, index: int, conf: TuningConf, saved: Backup
+) -> list[tuple[str, object, Action, Action]]:
+    """(name, new value, set it, put the saved value back) for each link change asked."""
+    k, i = kernel, index
+    steps: list[tuple[str, object, Action, Action]] = []
+    if conf.mac:
+        mac, old_mac = conf.mac, saved.mac
+        steps.append(
+            (
+                "mac",
+                mac,
+                lambda: link_attrs.set_mac(k, i, mac),
+                lambda: link_attrs.set_mac(k, i, old_mac),
+            )
+        )
+    if conf.promisc:
+        old_promisc = bool(saved.promisc)
+        steps.append(
+            (
+                "promisc",
+                True,
+                lambda: link_attrs.set_promisc(k, i, True),
+                lambda: link_attrs.set_promisc(k, i, old_promisc),
+            )
+        )
+    if conf.mtu:
+        mtu, old_mtu = conf.mtu, saved.mtu
+        steps.append(
+            (
+                "mtu",
+                mtu,
+                lambda: link_attrs.set_mtu(k, i, mtu),
+                lambda: link_attrs.set_mtu(k, i, old_mtu),
+            )
+        )
+    if conf.allmulti is not None:
+        allmulti, old_allmulti = conf.allmulti, bool(saved.allmulti)
+        steps.append(
+            (
+                "allmulti",
+                allmulti,
+                lambda: link_attrs.set_allmulti(k, i, allmulti),
+                lambda: link_attrs.set_allmulti(k, i, old_allmulti),
+            )
+        )
+    if conf.txqlen is not None:
+        txqlen, old_txqlen = conf.txqlen, saved.txqlen or 0
+        steps.append(
+            (
+                "txqlen",
+                txqlen,
+                lambda: link_attrs.set_txqlen(k, i, txqlen),
+                lambda: link_attrs.set_txqlen(k, i, old_txqlen),
+            )
+        )
+    if conf.alias is not None:
+        alias, old_alias = conf.alias, saved.alias or ""
+        steps.append(
+            (
+                "alias",
+                alias,
+                lambda: link_attrs.set_alias(k, i, alias),
+                lambda: link_attrs.set_alias(k, i, old_alias),
+            )
+        )
+    return steps
 
 
 def _write_sysctl(key: str, proc_path: str, value: str) -> None:
@@ -205,33 +267,40 @@ def _write_sysctl(key: str, proc_path: str, value: str) -> None:
         ) from None
 
 
-def _restore(ipr: Any, ifname: str, path: str) -> list[str]:
+def _restore(kernel: Kernel, ifname: str, path: str) -> list[str]:
     """Put back what the backup file holds, in the reference's order; returns the failures."""
     saved = backups.load(path)
     if saved is None:
         return []
     errors: list[str] = []
     try:
-        index = index_of(ipr, ifname)
+        index = index_of(kernel, ifname)
     except LinkNotFound:
         return []  # the interface is gone with everything set on it
-    steps: list[tuple[str, Any, Any]] = []
+    k, i = kernel, index
+    steps: list[tuple[str, Action]] = []
     if saved.mtu:
-        steps.append(("MTU", link_attrs.set_mtu, saved.mtu))
+        mtu = saved.mtu
+        steps.append(("MTU", lambda: link_attrs.set_mtu(k, i, mtu)))
     if saved.mac:
-        steps.append(("MAC address", link_attrs.set_mac, saved.mac))
+        mac = saved.mac
+        steps.append(("MAC address", lambda: link_attrs.set_mac(k, i, mac)))
     if saved.promisc is not None:
-        steps.append(("promiscuous mode", link_attrs.set_promisc, saved.promisc))
+        promisc = saved.promisc
+        steps.append(("promiscuous mode", lambda: link_attrs.set_promisc(k, i, promisc)))
     if saved.allmulti is not None:
-        steps.append(("all-multicast mode", link_attrs.set_allmulti, saved.allmulti))
+        allmulti = saved.allmulti
+        steps.append(("all-multicast mode", lambda: link_attrs.set_allmulti(k, i, allmulti)))
     if saved.txqlen is not None:
-        steps.append(("transmit queue length", link_attrs.set_txqlen, saved.txqlen))
+        txqlen = saved.txqlen
+        steps.append(("transmit queue length", lambda: link_attrs.set_txqlen(k, i, txqlen)))
     if saved.alias is not None:
-        steps.append(("alias", link_attrs.set_alias, saved.alias))
-    for what, setter, value in steps:
+        alias = saved.alias
+        steps.append(("alias", lambda: link_attrs.set_alias(k, i, alias)))
+    for what, restore in steps:
         try:
-            setter(ipr, index, value)
-        except Exception as exc:
+            restore()
+        except (NetlinkError, ValueError) as exc:
             errors.append(f"failed to restore {what}: {exc}")
     for proc_path, value in saved.sysctl.items():
         try:

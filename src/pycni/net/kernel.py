@@ -1,0 +1,361 @@
+"""The typed kernel boundary: what pycni asks of rtnetlink, as one Protocol over dataclasses.
+
+Plugins and net/ helpers talk to the kernel only through a ``Kernel`` (opened by
+``pycni.net.netlink.rtnl()``): links, addresses, routes, neighbours, FDB entries, policy
+rules and the few tc objects the bandwidth plugin makes. Replies are frozen dataclasses with
+typed fields; every kernel refusal is one ``NetlinkError`` (an OSError whose ``errno`` the
+callers test by name). Two implementations exist: the native client
+(``pycni.net.rtnl.native``, raw sockets, pyroute2 only behind it for the rare calls) and a
+pyroute2 adapter (``pycni.net.rtnl.pyroute2_adapter``, PYCNI_NETLINK=pyroute2). This module
+imports neither, so importing it costs nothing.
+"""
+
+from __future__ import annotations
+
+import errno
+import ipaddress
+import os
+from dataclasses import dataclass
+from typing import Protocol
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+IPInterface = ipaddress.IPv4Interface | ipaddress.IPv6Interface
+
+AF_INET = 2
+AF_INET6 = 10
+MAIN_TABLE = 254
+RTPROT_STATIC = 4
+RTN_UNICAST = 1
+NUD_PERMANENT = 0x80
+
+IFF_UP = 0x1
+IFF_PROMISC = 0x100
+IFF_ALLMULTI = 0x200
+
+
+def family_of(version: int) -> int:
+    """The address family number of an IP version (4 or 6)."""
+    return AF_INET6 if version == 6 else AF_INET
+
+
+class NetlinkError(OSError):
+    """The kernel refused a netlink request (an error reply); ``errno`` says why.
+
+    Both implementations raise it (the pyroute2 adapter translates pyroute2's own error), so
+    callers catch this one type and tell cases apart by the named properties below."""
+
+    def __init__(self, code: int, msg: str = "") -> None:
+        super().__init__(code, msg or os.strerror(code))
+
+    def __str__(self) -> str:
+        # the text pyroute2's NetlinkError had, which CNI error messages have always shown
+        return str((self.code, self.strerror))
+
+    @property
+    def code(self) -> int:
+        """The errno (the name pyroute2's NetlinkError used)."""
+        return int(self.errno or 0)
+
+    @property
+    def no_such_link(self) -> bool:
+        """The link (or its namespace) is gone: ENODEV or ENOENT."""
+        return self.code in (errno.ENODEV, errno.ENOENT)
+
+    @property
+    def exists(self) -> bool:
+        """An object with that name or key is already there: EEXIST."""
+        return self.code == errno.EEXIST
+
+    @property
+    def no_such_entry(self) -> bool:
+        """A route, neighbour or FDB entry to delete is not there: ESRCH or ENOENT."""
+        return self.code in (errno.ESRCH, errno.ENOENT)
+
+    @property
+    def not_supported(self) -> bool:
+        """The kernel lacks the feature (e.g. bridge VLAN filtering): EOPNOTSUPP."""
+        return self.code == errno.EOPNOTSUPP
+
+
+# ------------------------------------------------------------------ replies
+
+
+@dataclass(frozen=True)
+class VxlanInfo:
+    """IFLA_INFO_DATA of a vxlan link (only what pycni compares)."""
+
+    vni: int | None = None
+    local: IPAddress | None = None
+    underlay_index: int = 0
+    port: int = 0
+    learning: bool = False
+
+
+@dataclass(frozen=True)
+class Link:
+    """One RTM_NEWLINK reply."""
+
+    index: int
+    name: str
+    flags: int = 0
+    mac: str = ""
+    mtu: int = 0
+    master: int = 0
+    peer_index: int = 0  # IFLA_LINK: a veth's peer (in the peer's namespace), a macvlan's master
+    peer_netnsid: int | None = None  # IFLA_LINK_NETNSID: the namespace of peer_index, if other
+    kind: str = ""  # IFLA_INFO_KIND: "" for a physical or loopback link
+    oper_state: str = "unknown"  # lower case, as `ip link` shows it
+    alias: str = ""
+    txqlen: int = 0
+    promiscuity: int = 0
+    macvlan_mode: int | None = None
+    vxlan: VxlanInfo | None = None
+
+    @property
+    def up(self) -> bool:
+        """IFF_UP: administratively up."""
+        return bool(self.flags & IFF_UP)
+
+
+@dataclass(frozen=True)
+class Address:
+    """One RTM_NEWADDR reply: ``interface`` is IFA_ADDRESS (IFA_LOCAL if absent)/prefixlen."""
+
+    index: int
+    interface: IPInterface
+    flags: int = 0  # IFA_FLAGS when present (32 bits), else the header's 8
+    scope: int = 0
+
+    @property
+    def family(self) -> int:
+        return family_of(self.interface.version)
+
+
+@dataclass(frozen=True)
+class Route:
+    """A route: an RTM_NEWROUTE reply, or what to add/replace/delete.
+
+    For a request, None means "not given": a new route gets proto static and type unicast
+    (as pyroute2), a delete leaves both 0, which matches any (the kernel's own routes too)."""
+
+    dst: IPNetwork
+    oif: int = 0
+    gateway: IPAddress | None = None
+    table: int = MAIN_TABLE
+    proto: int | None = None
+    scope: int | None = None
+    type: int | None = None
+    flags: int = 0  # rtm_flags; RTNH_F_ONLINK (4) for an on-link gateway
+    priority: int | None = None
+    prefsrc: IPAddress | None = None
+    mtu: int = 0  # RTAX_MTU
+    multipath_oifs: tuple[int, ...] = ()  # RTA_MULTIPATH next hops' links (replies only)
+
+    @property
+    def family(self) -> int:
+        return family_of(self.dst.version)
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    """One neighbour (ARP/NDP) entry."""
+
+    index: int
+    address: IPAddress
+    mac: str
+    state: int
+
+
+@dataclass(frozen=True)
+class FdbEntry:
+    """One forwarding entry of a device: ``mac`` reaches ``remote`` (a VXLAN VTEP) if given."""
+
+    index: int
+    mac: str
+    remote: IPAddress | None
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A policy routing rule: ``from src lookup table`` at ``priority`` (None: the kernel's)."""
+
+    family: int
+    table: int
+    src: IPNetwork | None = None
+    priority: int | None = None
+
+
+@dataclass(frozen=True)
+class Tbf:
+    """What the kernel stores for a tbf: rate (bytes/s), buffer (ticks), limit (bytes)."""
+
+    rate: int
+    buffer: int
+    limit: int
+
+
+@dataclass(frozen=True)
+class Qdisc:
+    """One queueing discipline of a link; ``tbf`` holds a tbf's parameters."""
+
+    index: int
+    kind: str
+    handle: int = 0
+    parent: int = 0
+    tbf: Tbf | None = None
+
+
+# ------------------------------------------------------------------ the boundary
+
+
+class Kernel(Protocol):
+    """An rtnetlink client bound to one network namespace (the thread's when it was opened).
+
+    Every method raises NetlinkError when the kernel refuses."""
+
+    def close(self) -> None: ...
+
+    def fileno(self) -> int: ...
+
+    # links
+    def link(self, index: int) -> Link:
+        """The link with that index; NetlinkError (no_such_link) if none."""
+        ...
+
+    def find_link(self, name: str) -> Link | None:
+        """The link with that name, None if there is none."""
+        ...
+
+    def links(self) -> list[Link]: ...
+
+    def add_veth(
+        self, name: str, peer_name: str, peer_netns_fd: int, mtu: int = 0, peer_mac: str = ""
+    ) -> None:
+        """A veth ``name`` here whose peer ``peer_name`` is created in ``peer_netns_fd``."""
+        ...
+
+    def add_bridge(self, name: str, mtu: int = 0, vlan_filtering: bool = False) -> None: ...
+
+    def add_macvlan(
+        self, name: str, master: int, mode: int, netns_fd: int, mtu: int = 0, mac: str = ""
+    ) -> None:
+        """A macvlan of link ``master`` (mode IFLA_MACVLAN_MODE) created in ``netns_fd``."""
+        ...
+
+    def add_vxlan(
+        self,
+        name: str,
+        vni: int,
+        local: IPAddress,
+        underlay_index: int,
+        port: int,
+        mtu: int,
+        learning: bool = False,
+    ) -> None: ...
+
+    def add_ifb(self, name: str, mtu: int, txqlen: int) -> None: ...
+
+    def set_link(
+        self,
+        index: int,
+        *,
+        up: bool | None = None,
+        master: int | None = None,
+        mtu: int | None = None,
+        mac: str | None = None,
+        name: str | None = None,
+        netns_fd: int | None = None,
+        alias: str | None = None,
+        txqlen: int | None = None,
+        flags: int = 0,
+        flag_mask: int = 0,
+    ) -> None:
+        """Change what is given, in one request (``flags`` under ``flag_mask`` for raw
+        IFF_* bits; an empty alias removes it)."""
+        ...
+
+    def delete_link(self, index: int) -> None: ...
+
+    def set_bridge_port(self, index: int, hairpin: bool, isolated: bool) -> None: ...
+
+    def port_vlans(self, index: int) -> list[int]:
+        """The VLAN ids of a bridge port."""
+        ...
+
+    def add_port_vlan(self, index: int, vid: int, flags: int = 0) -> None: ...
+
+    def delete_port_vlan(self, index: int, vid: int) -> None: ...
+
+    # addresses
+    def addresses(self, index: int = 0, family: int = 0) -> list[Address]:
+        """Addresses, filtered by link and family (0: any) by the kernel when it can."""
+        ...
+
+    def add_address(self, index: int, interface: IPInterface, flags: int = 0) -> None: ...
+
+    def delete_address(self, index: int, interface: IPInterface) -> None: ...
+
+    # routes
+    def routes(self, family: int, table: int = 0, oif: int = 0) -> list[Route]:
+        """Routes of one family, in ``table`` and through ``oif`` when given (0: any)."""
+        ...
+
+    def route_to(self, dst: IPAddress) -> list[Route]:
+        """The route the kernel would take to ``dst`` (``ip route get``)."""
+        ...
+
+    def add_route(self, route: Route) -> None:
+        """Add; NetlinkError (exists) if the destination already has such a route."""
+        ...
+
+    def replace_route(self, route: Route) -> None: ...
+
+    def delete_route(self, route: Route) -> None: ...
+
+    # neighbours and forwarding entries
+    def neighbours(self, index: int, family: int) -> list[Neighbour]: ...
+
+    def set_neighbour(self, index: int, address: IPAddress, mac: str) -> None:
+        """A permanent entry (created or replaced)."""
+        ...
+
+    def delete_neighbour(self, index: int, address: IPAddress) -> None: ...
+
+    def fdb_entries(self, index: int) -> list[FdbEntry]: ...
+
+    def set_fdb(self, index: int, mac: str, remote: IPAddress) -> None:
+        """A permanent entry of the device itself (NTF_SELF), created or replaced."""
+        ...
+
+    def delete_fdb(self, index: int, mac: str, remote: IPAddress) -> None: ...
+
+    # policy rules
+    def rules(self, family: int) -> list[Rule]: ...
+
+    def add_rule(self, rule: Rule) -> None: ...
+
+    def delete_rule(self, rule: Rule) -> None: ...
+
+    # traffic control
+    def qdiscs(self, index: int) -> list[Qdisc]: ...
+
+    def add_tbf(self, index: int, handle: int, tbf: Tbf) -> None:
+        """A root tbf; NetlinkError (exists) if the link already has that root qdisc."""
+        ...
+
+    def add_ingress(self, index: int) -> None: ...
+
+    def redirect_ingress(self, index: int, target_index: int) -> None:
+        """A u32 match-all filter on the ingress qdisc mirroring (egress redirect) every
+        packet to ``target_index``."""
+        ...
+
+    def delete_qdisc(self, index: int, parent: int) -> None:
+        """Remove the qdisc under ``parent`` (root or ingress)."""
+        ...
+
+    # namespaces
+    def netns_id(self, netns_fd: int) -> int | None:
+        """The id this namespace gives ``netns_fd`` (None if it has none)."""
+        ...

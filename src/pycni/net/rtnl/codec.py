@@ -1,0 +1,350 @@
+"""rtnetlink messages to and from pycni.net.kernel's dataclasses, on byte strings.
+
+Decoders take one message payload (after the netlink header) and return the dataclass, or
+None for a reply pycni cannot use (another family, no address). Encoders return the body
+of one request; the caller frames and sends it (wire.Socket.request).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import struct
+
+from pycni.net.kernel import (
+    IFF_UP,
+    MAIN_TABLE,
+    RTN_UNICAST,
+    RTPROT_STATIC,
+    Address,
+    IPAddress,
+    IPInterface,
+    Link,
+    Route,
+    VxlanInfo,
+)
+from pycni.net.rtnl.wire import attr, attr_str, attr_u32, nested, parse_attrs
+
+IFINFOMSG = struct.Struct("=BxHiII")
+IFADDRMSG = struct.Struct("=BBBBI")
+RTMSG = struct.Struct("=BBBBBBBBI")
+RTNEXTHOP = struct.Struct("=HBBi")
+_U32 = struct.Struct("=I")
+_S32 = struct.Struct("=i")
+_BE16 = struct.Struct("!H")
+
+RTM_NEWLINK, RTM_DELLINK, RTM_GETLINK = 16, 17, 18
+RTM_NEWADDR, RTM_DELADDR, RTM_GETADDR = 20, 21, 22
+RTM_NEWROUTE, RTM_DELROUTE, RTM_GETROUTE = 24, 25, 26
+
+IFLA_ADDRESS, IFLA_IFNAME, IFLA_MTU, IFLA_LINK, IFLA_MASTER = 1, 3, 4, 5, 10
+IFLA_TXQLEN, IFLA_OPERSTATE, IFLA_LINKINFO, IFLA_IFALIAS = 13, 16, 18, 20
+IFLA_NET_NS_FD, IFLA_EXT_MASK, IFLA_PROMISCUITY, IFLA_LINK_NETNSID = 28, 29, 30, 37
+IFLA_INFO_KIND, IFLA_INFO_DATA, VETH_INFO_PEER = 1, 2, 1
+IFLA_MACVLAN_MODE = 1
+IFLA_VXLAN_ID, IFLA_VXLAN_LINK, IFLA_VXLAN_LOCAL, IFLA_VXLAN_LEARNING = 1, 3, 4, 7
+IFLA_VXLAN_PORT, IFLA_VXLAN_LOCAL6 = 15, 17
+RTEXT_FILTER_SKIP_STATS = 1 << 3
+IFA_ADDRESS, IFA_LOCAL, IFA_FLAGS = 1, 2, 8
+RTA_DST, RTA_OIF, RTA_GATEWAY, RTA_PRIORITY, RTA_PREFSRC = 1, 4, 5, 6, 7
+RTA_METRICS, RTA_MULTIPATH, RTA_TABLE = 8, 9, 15
+RTAX_MTU = 2
+RT_TABLE_COMPAT = 252
+
+OPERSTATES = ("unknown", "notpresent", "down", "lowerlayerdown", "testing", "dormant", "up")
+
+EXT_MASK = attr_u32(IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS)
+
+
+# ------------------------------------------------------------------ small decoders
+
+
+def _u32(raw: bytes | None, default: int = 0) -> int:
+    return default if raw is None or len(raw) < 4 else int(_U32.unpack_from(raw)[0])
+
+
+def _s32(raw: bytes | None) -> int | None:
+    return None if raw is None or len(raw) < 4 else int(_S32.unpack_from(raw)[0])
+
+
+def _str(raw: bytes | None) -> str:
+    return "" if raw is None else raw.split(b"\0", 1)[0].decode(errors="replace")
+
+
+def mac_text(raw: bytes | None) -> str:
+    return "" if raw is None else ":".join(f"{b:02x}" for b in raw)
+
+
+def mac_bytes(text: str) -> bytes:
+    """``aa:bb:…`` as bytes; ValueError for anything else."""
+    parts = text.split(":")
+    if len(parts) != 6 or not all(1 <= len(p) <= 2 for p in parts):
+        raise ValueError(f"not a MAC address: {text!r}")
+    return bytes(int(part, 16) for part in parts)
+
+
+def ip_of(raw: bytes | None) -> IPAddress | None:
+    if raw is None or len(raw) not in (4, 16):
+        return None
+    return ipaddress.ip_address(raw)
+
+
+def packed(address: IPAddress) -> tuple[int, bytes]:
+    """(family, bytes) of an address."""
+    family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
+    return family, address.packed
+
+
+# ------------------------------------------------------------------ replies
+
+
+def _linkinfo(raw: bytes | None) -> tuple[str, int | None, VxlanInfo | None]:
+    if raw is None:
+        return "", None, None
+    info = parse_attrs(raw, 0, len(raw))
+    kind = _str(info.get(IFLA_INFO_KIND))
+    data_raw = info.get(IFLA_INFO_DATA)
+    if data_raw is None:
+        return kind, None, None
+    data = parse_attrs(data_raw, 0, len(data_raw))
+    if kind == "macvlan":
+        mode = data.get(IFLA_MACVLAN_MODE)
+        return kind, None if mode is None else _u32(mode), None
+    if kind == "vxlan":
+        vni = data.get(IFLA_VXLAN_ID)
+        port = data.get(IFLA_VXLAN_PORT)
+        learning = data.get(IFLA_VXLAN_LEARNING)
+        vxlan = VxlanInfo(
+            vni=None if vni is None else _u32(vni),
+            local=ip_of(data.get(IFLA_VXLAN_LOCAL)) or ip_of(data.get(IFLA_VXLAN_LOCAL6)),
+            underlay_index=_u32(data.get(IFLA_VXLAN_LINK)),
+            port=int(_BE16.unpack_from(port)[0]) if port and len(port) >= 2 else 0,
+            learning=bool(learning and learning[0]),
+        )
+        return kind, None, vxlan
+    return kind, None, None
+
+
+def decode_link(payload: bytes) -> Link:
+    """An RTM_NEWLINK payload."""
+    _family, _type, index, flags, _change = IFINFOMSG.unpack_from(payload, 0)
+    raw = parse_attrs(payload, IFINFOMSG.size, len(payload))
+    state = raw.get(IFLA_OPERSTATE)
+    if state is None:
+        oper = "unknown"
+    else:
+        oper = OPERSTATES[state[0]] if state[0] < len(OPERSTATES) else str(state[0])
+    kind, mode, vxlan = _linkinfo(raw.get(IFLA_LINKINFO))
+    return Link(
+        index=index,
+        name=_str(raw.get(IFLA_IFNAME)),
+        flags=flags,
+        mac=mac_text(raw.get(IFLA_ADDRESS)),
+        mtu=_u32(raw.get(IFLA_MTU)),
+        master=_u32(raw.get(IFLA_MASTER)),
+        peer_index=_u32(raw.get(IFLA_LINK)),
+        peer_netnsid=_s32(raw.get(IFLA_LINK_NETNSID)),
+        kind=kind,
+        oper_state=oper,
+        alias=_str(raw.get(IFLA_IFALIAS)),
+        txqlen=_u32(raw.get(IFLA_TXQLEN)),
+        promiscuity=_u32(raw.get(IFLA_PROMISCUITY)),
+        macvlan_mode=mode,
+        vxlan=vxlan,
+    )
+
+
+def decode_address(payload: bytes) -> Address | None:
+    """An RTM_NEWADDR payload; None without an IPv4/IPv6 address."""
+    family, prefixlen, flags, scope, index = IFADDRMSG.unpack_from(payload, 0)
+    if family not in (socket.AF_INET, socket.AF_INET6):
+        return None
+    raw = parse_attrs(payload, IFADDRMSG.size, len(payload))
+    ip = ip_of(raw.get(IFA_ADDRESS) or raw.get(IFA_LOCAL))
+    if ip is None:
+        return None
+    interface: IPInterface = ipaddress.ip_interface(f"{ip}/{prefixlen}")
+    return Address(index, interface, _u32(raw.get(IFA_FLAGS)) or flags, scope)
+
+
+def _multipath_oifs(raw: bytes | None) -> tuple[int, ...]:
+    if raw is None:
+        return ()
+    out = []
+    pos = 0
+    while pos + RTNEXTHOP.size <= len(raw):
+        length, _flags, _hops, ifindex = RTNEXTHOP.unpack_from(raw, pos)
+        if length < RTNEXTHOP.size:
+            break
+        out.append(ifindex)
+        pos += (length + 3) & ~3
+    return tuple(out)
+
+
+def decode_route(payload: bytes) -> Route | None:
+    """An RTM_NEWROUTE payload; None for a family other than IPv4/IPv6."""
+    family, dst_len, _src, _tos, table, proto, scope, kind, flags = RTMSG.unpack_from(payload, 0)
+    if family not in (socket.AF_INET, socket.AF_INET6):
+        return None
+    raw = parse_attrs(payload, RTMSG.size, len(payload))
+    dst = ip_of(raw.get(RTA_DST))
+    if dst is None:
+        dst = ipaddress.ip_address("::" if family == socket.AF_INET6 else "0.0.0.0")
+    priority = raw.get(RTA_PRIORITY)
+    mtu = 0
+    metrics = raw.get(RTA_METRICS)
+    if metrics is not None:
+        mtu = _u32(parse_attrs(metrics, 0, len(metrics)).get(RTAX_MTU))
+    return Route(
+        dst=ipaddress.ip_network(f"{dst}/{dst_len}", strict=False),
+        oif=_u32(raw.get(RTA_OIF)),
+        gateway=ip_of(raw.get(RTA_GATEWAY)),
+        table=_u32(raw.get(RTA_TABLE)) or table,
+        proto=proto,
+        scope=scope,
+        type=kind,
+        flags=flags,
+        priority=None if priority is None else _u32(priority),
+        prefsrc=ip_of(raw.get(RTA_PREFSRC)),
+        mtu=mtu,
+        multipath_oifs=_multipath_oifs(raw.get(RTA_MULTIPATH)),
+    )
+
+
+# ------------------------------------------------------------------ requests
+
+
+def ifinfo(index: int = 0, flags: int = 0, change: int = 0) -> bytes:
+    return IFINFOMSG.pack(socket.AF_UNSPEC, 0, index, flags, change)
+
+
+def get_link(index: int = 0, name: str = "") -> bytes:
+    """RTM_GETLINK by index or by name, without statistics."""
+    return ifinfo(index) + EXT_MASK + (attr_str(IFLA_IFNAME, name) if name else b"")
+
+
+def _common(name: str = "", mtu: int = 0, mac: str = "", txqlen: int | None = None) -> bytes:
+    out = b""
+    if name:
+        out += attr_str(IFLA_IFNAME, name)
+    if mtu:
+        out += attr_u32(IFLA_MTU, mtu)
+    if mac:
+        out += attr(IFLA_ADDRESS, mac_bytes(mac))
+    if txqlen is not None:
+        out += attr_u32(IFLA_TXQLEN, txqlen)
+    return out
+
+
+def new_link(
+    kind: str, name: str, mtu: int = 0, txqlen: int | None = None, info_data: bytes = b""
+) -> bytes:
+    """RTM_NEWLINK (create) of a link of ``kind``."""
+    info = [attr_str(IFLA_INFO_KIND, kind)]
+    if info_data:
+        info.append(info_data)
+    return ifinfo() + _common(name, mtu, txqlen=txqlen) + nested(IFLA_LINKINFO, info)
+
+
+def new_veth(
+    name: str, peer_name: str, peer_netns_fd: int, mtu: int = 0, peer_mac: str = ""
+) -> bytes:
+    peer = ifinfo() + _common(peer_name, mtu, peer_mac) + attr_u32(IFLA_NET_NS_FD, peer_netns_fd)
+    data = nested(IFLA_INFO_DATA, [attr(VETH_INFO_PEER, peer)])
+    return new_link("veth", name, mtu, info_data=data)
+
+
+def set_link(
+    index: int,
+    *,
+    up: bool | None = None,
+    master: int | None = None,
+    mtu: int | None = None,
+    mac: str | None = None,
+    name: str | None = None,
+    netns_fd: int | None = None,
+    alias: str | None = None,
+    txqlen: int | None = None,
+    flags: int = 0,
+    flag_mask: int = 0,
+) -> bytes:
+    """RTM_NEWLINK changing an existing link."""
+    change = flag_mask
+    flags &= flag_mask
+    if up is not None:
+        change |= IFF_UP
+        flags = flags | IFF_UP if up else flags & ~IFF_UP
+    body = ifinfo(index, flags, change) + _common(name or "", mtu or 0, mac or "", txqlen)
+    if master is not None:
+        body += attr_u32(IFLA_MASTER, master)
+    if netns_fd is not None:
+        body += attr_u32(IFLA_NET_NS_FD, netns_fd)
+    if alias is not None:
+        body += attr_str(IFLA_IFALIAS, alias)
+    return body
+
+
+def address(index: int, interface: IPInterface) -> bytes:
+    """RTM_NEWADDR/RTM_DELADDR body (IPv4 carries IFA_LOCAL too, as iproute2)."""
+    family, raw = packed(interface.ip)
+    body = IFADDRMSG.pack(family, interface.network.prefixlen, 0, 0, index)
+    if family == socket.AF_INET:
+        body += attr(IFA_LOCAL, raw)
+    return body + attr(IFA_ADDRESS, raw)
+
+
+def dump_addresses(index: int = 0, family: int = 0) -> bytes:
+    return IFADDRMSG.pack(family, 0, 0, 0, index)
+
+
+def dump_routes(family: int, table: int = 0, oif: int = 0) -> bytes:
+    """RTM_GETROUTE dump filtered by table and link (NETLINK_GET_STRICT_CHK)."""
+    header = RTMSG.pack(family, 0, 0, 0, table if 0 < table < 256 else 0, 0, 0, 0, 0)
+    attrs = b""
+    if table:
+        attrs += attr_u32(RTA_TABLE, table)
+    if oif:
+        attrs += attr_u32(RTA_OIF, oif)
+    return header + attrs
+
+
+def get_route(dst: IPAddress) -> bytes:
+    family, raw = packed(dst)
+    return RTMSG.pack(family, dst.max_prefixlen, 0, 0, 0, 0, 0, 0, 0) + attr(RTA_DST, raw)
+
+
+def route(r: Route, deleting: bool) -> bytes:
+    """RTM_NEWROUTE/RTM_DELROUTE body. As pyroute2: a new route defaults to proto static and
+    type unicast; a delete leaves both 0 (any), so it matches the kernel's own routes."""
+    family, raw = packed(r.dst.network_address)
+    default_proto, default_type = (0, 0) if deleting else (RTPROT_STATIC, RTN_UNICAST)
+    proto = default_proto if r.proto is None else r.proto
+    kind = default_type if r.type is None else r.type
+    table = r.table or MAIN_TABLE
+    header = RTMSG.pack(
+        family,
+        r.dst.prefixlen,
+        0,
+        0,
+        table if table < 256 else RT_TABLE_COMPAT,
+        proto,
+        r.scope or 0,
+        kind,
+        r.flags,
+    )
+    attrs = [attr_u32(RTA_TABLE, table)]
+    if r.dst.prefixlen:
+        attrs.append(attr(RTA_DST, raw))
+    if r.oif:
+        attrs.append(attr_u32(RTA_OIF, r.oif))
+    if r.gateway is not None:
+        if r.gateway.version != r.dst.version:
+            raise ValueError(f"gateway {r.gateway} is not of the family of {r.dst}")
+        attrs.append(attr(RTA_GATEWAY, r.gateway.packed))
+    if r.priority:
+        attrs.append(attr_u32(RTA_PRIORITY, r.priority))
+    if r.prefsrc is not None:
+        attrs.append(attr(RTA_PREFSRC, r.prefsrc.packed))
+    if r.mtu:
+        attrs.append(nested(RTA_METRICS, [attr_u32(RTAX_MTU, r.mtu)]))
+    return header + b"".join(attrs)

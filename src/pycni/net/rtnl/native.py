@@ -1,0 +1,293 @@
+"""NativeKernel: pycni.net.kernel.Kernel on a raw rtnetlink socket, pyroute2 behind it.
+
+Measured (see docs/architecture.md): pyroute2 0.9 runs an asyncio loop for every synchronous
+call, ~0.25-0.4 ms of CPU per request, and a bridge ADD makes ~35 of them; importing it costs
+~180 ms, most of an in-process plugin run. So the calls of the ADD/DEL hot paths (links,
+addresses, routes) are encoded and decoded here with ``struct``; the rare ones (macvlan and
+vxlan creation, bridge port flags and VLANs, neighbours, FDB, rules, tc, netns ids) go to the
+pyroute2 adapter, opened on first need inside the namespace of our own socket (found with
+SIOCGSKNS), whatever namespace the thread is in by then; pyroute2 is imported only then.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+
+from pycni.net.kernel import (
+    Address,
+    FdbEntry,
+    IPAddress,
+    IPInterface,
+    Link,
+    Neighbour,
+    NetlinkError,
+    Qdisc,
+    Route,
+    Rule,
+    Tbf,
+)
+from pycni.net.rtnl import codec as c
+from pycni.net.rtnl.pyroute2_adapter import Pyroute2Kernel
+from pycni.net.rtnl.wire import (
+    NLM_F_ACK,
+    NLM_F_CREATE,
+    NLM_F_DUMP,
+    NLM_F_EXCL,
+    NLM_F_REPLACE,
+    Socket,
+)
+
+SIOCGSKNS = 0x894C
+_CREATE = NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL
+_REPLACE = NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE
+
+
+def dump_addresses(sock: Socket, index: int = 0, family: int = 0) -> list[Address]:
+    """Addresses of one link and family (0: any), filtered by the kernel (the socket has
+    NETLINK_GET_STRICT_CHK) and again here for kernels that do not filter.
+
+    Without the kernel's filter every address of the namespace comes back: on a node with
+    hundreds of pods (each host veth has an IPv6 link-local address) that dump cost ~36 ms
+    at 500 pods, on every ADD's gateway check (measured)."""
+    out = []
+    for kind, payload in sock.request(c.RTM_GETADDR, NLM_F_DUMP, c.dump_addresses(index, family)):
+        if kind != c.RTM_NEWADDR:
+            continue
+        found = c.decode_address(payload)
+        if found is None:
+            continue
+        if (index and found.index != index) or (family and found.family != family):
+            continue
+        out.append(found)
+    return out
+
+
+class NativeKernel:
+    """The Kernel of the namespace of the thread that created it."""
+
+    def __init__(self) -> None:
+        self._sock = Socket()
+        self._fallback: Pyroute2Kernel | None = None
+
+    # ------------------------------------------------------------ lifecycle
+
+    def fileno(self) -> int:
+        return self._sock.fileno()
+
+    def close(self) -> None:
+        self._sock.close()
+        if self._fallback is not None:
+            self._fallback.close()
+            self._fallback = None
+
+    def pyroute2(self) -> Pyroute2Kernel:
+        """The pyroute2 adapter of our namespace, opened on first use."""
+        if self._fallback is None:
+            from pycni.net.ns import entered_fd
+
+            ns_fd = fcntl.ioctl(self._sock.fileno(), SIOCGSKNS)
+            try:
+                with entered_fd(ns_fd):
+                    self._fallback = Pyroute2Kernel.open()
+            finally:
+                os.close(ns_fd)
+        return self._fallback
+
+    def _do(self, kind: int, flags: int, body: bytes) -> list[tuple[int, bytes]]:
+        return self._sock.request(kind, flags, body)
+
+    # ------------------------------------------------------------ links
+
+    def _get_link(self, index: int = 0, name: str = "") -> Link:
+        for kind, payload in self._do(c.RTM_GETLINK, 0, c.get_link(index, name)):
+            if kind == c.RTM_NEWLINK:
+                return c.decode_link(payload)
+        raise NetlinkError(19)  # ENODEV
+
+    def link(self, index: int) -> Link:
+        return self._get_link(index=index)
+
+    def find_link(self, name: str) -> Link | None:
+        try:
+            return self._get_link(name=name)
+        except NetlinkError as exc:
+            if exc.no_such_link:
+                return None
+            raise
+
+    def links(self) -> list[Link]:
+        replies = self._do(c.RTM_GETLINK, NLM_F_DUMP, c.ifinfo() + c.EXT_MASK)
+        return [c.decode_link(p) for t, p in replies if t == c.RTM_NEWLINK]
+
+    def add_veth(
+        self, name: str, peer_name: str, peer_netns_fd: int, mtu: int = 0, peer_mac: str = ""
+    ) -> None:
+        self._do(c.RTM_NEWLINK, _CREATE, c.new_veth(name, peer_name, peer_netns_fd, mtu, peer_mac))
+
+    def add_bridge(self, name: str, mtu: int = 0, vlan_filtering: bool = False) -> None:
+        if vlan_filtering:
+            self.pyroute2().add_bridge(name, mtu, vlan_filtering)
+            return
+        self._do(c.RTM_NEWLINK, _CREATE, c.new_link("bridge", name, mtu))
+
+    def add_macvlan(
+        self, name: str, master: int, mode: int, netns_fd: int, mtu: int = 0, mac: str = ""
+    ) -> None:
+        self.pyroute2().add_macvlan(name, master, mode, netns_fd, mtu, mac)
+
+    def add_vxlan(
+        self,
+        name: str,
+        vni: int,
+        local: IPAddress,
+        underlay_index: int,
+        port: int,
+        mtu: int,
+        learning: bool = False,
+    ) -> None:
+        self.pyroute2().add_vxlan(name, vni, local, underlay_index, port, mtu, learning)
+
+    def add_ifb(self, name: str, mtu: int, txqlen: int) -> None:
+        self._do(c.RTM_NEWLINK, _CREATE, c.new_link("ifb", name, mtu, txqlen=txqlen))
+
+    def set_link(
+        self,
+        index: int,
+        *,
+        up: bool | None = None,
+        master: int | None = None,
+        mtu: int | None = None,
+        mac: str | None = None,
+        name: str | None = None,
+        netns_fd: int | None = None,
+        alias: str | None = None,
+        txqlen: int | None = None,
+        flags: int = 0,
+        flag_mask: int = 0,
+    ) -> None:
+        body = c.set_link(
+            index,
+            up=up,
+            master=master,
+            mtu=mtu,
+            mac=mac,
+            name=name,
+            netns_fd=netns_fd,
+            alias=alias,
+            txqlen=txqlen,
+            flags=flags,
+            flag_mask=flag_mask,
+        )
+        self._do(c.RTM_NEWLINK, NLM_F_ACK, body)
+
+    def delete_link(self, index: int) -> None:
+        self._do(c.RTM_DELLINK, NLM_F_ACK, c.ifinfo(index))
+
+    def set_bridge_port(self, index: int, hairpin: bool, isolated: bool) -> None:
+        self.pyroute2().set_bridge_port(index, hairpin, isolated)
+
+    def port_vlans(self, index: int) -> list[int]:
+        return self.pyroute2().port_vlans(index)
+
+    def add_port_vlan(self, index: int, vid: int, flags: int = 0) -> None:
+        self.pyroute2().add_port_vlan(index, vid, flags)
+
+    def delete_port_vlan(self, index: int, vid: int) -> None:
+        self.pyroute2().delete_port_vlan(index, vid)
+
+    # ------------------------------------------------------------ addresses
+
+    def addresses(self, index: int = 0, family: int = 0) -> list[Address]:
+        return dump_addresses(self._sock, index, family)
+
+    def add_address(self, index: int, interface: IPInterface, flags: int = 0) -> None:
+        if flags:
+            self.pyroute2().add_address(index, interface, flags)
+            return
+        self._do(c.RTM_NEWADDR, _CREATE, c.address(index, interface))
+
+    def delete_address(self, index: int, interface: IPInterface) -> None:
+        self._do(c.RTM_DELADDR, NLM_F_ACK, c.address(index, interface))
+
+    # ------------------------------------------------------------ routes
+
+    def routes(self, family: int, table: int = 0, oif: int = 0) -> list[Route]:
+        try:
+            replies = self._do(c.RTM_GETROUTE, NLM_F_DUMP, c.dump_routes(family, table, oif))
+        except NetlinkError as exc:
+            if exc.no_such_link:  # no such table (ENOENT) or link (ENODEV): no routes
+                return []
+            raise
+        out = []
+        for kind, payload in replies:
+            if kind != c.RTM_NEWROUTE:
+                continue
+            found = c.decode_route(payload)
+            if found is None or found.family != family:
+                continue
+            if (table and found.table != table) or (oif and found.oif != oif):
+                continue
+            out.append(found)
+        return out
+
+    def route_to(self, dst: IPAddress) -> list[Route]:
+        replies = self._do(c.RTM_GETROUTE, 0, c.get_route(dst))
+        decoded = (c.decode_route(p) for t, p in replies if t == c.RTM_NEWROUTE)
+        return [r for r in decoded if r is not None]
+
+    def add_route(self, route: Route) -> None:
+        self._do(c.RTM_NEWROUTE, _CREATE, c.route(route, deleting=False))
+
+    def replace_route(self, route: Route) -> None:
+        self._do(c.RTM_NEWROUTE, _REPLACE, c.route(route, deleting=False))
+
+    def delete_route(self, route: Route) -> None:
+        self._do(c.RTM_DELROUTE, NLM_F_ACK, c.route(route, deleting=True))
+
+    # ------------------------------------------------------------ through pyroute2
+
+    def neighbours(self, index: int, family: int) -> list[Neighbour]:
+        return self.pyroute2().neighbours(index, family)
+
+    def set_neighbour(self, index: int, address: IPAddress, mac: str) -> None:
+        self.pyroute2().set_neighbour(index, address, mac)
+
+    def delete_neighbour(self, index: int, address: IPAddress) -> None:
+        self.pyroute2().delete_neighbour(index, address)
+
+    def fdb_entries(self, index: int) -> list[FdbEntry]:
+        return self.pyroute2().fdb_entries(index)
+
+    def set_fdb(self, index: int, mac: str, remote: IPAddress) -> None:
+        self.pyroute2().set_fdb(index, mac, remote)
+
+    def delete_fdb(self, index: int, mac: str, remote: IPAddress) -> None:
+        self.pyroute2().delete_fdb(index, mac, remote)
+
+    def rules(self, family: int) -> list[Rule]:
+        return self.pyroute2().rules(family)
+
+    def add_rule(self, rule: Rule) -> None:
+        self.pyroute2().add_rule(rule)
+
+    def delete_rule(self, rule: Rule) -> None:
+        self.pyroute2().delete_rule(rule)
+
+    def qdiscs(self, index: int) -> list[Qdisc]:
+        return self.pyroute2().qdiscs(index)
+
+    def add_tbf(self, index: int, handle: int, tbf: Tbf) -> None:
+        self.pyroute2().add_tbf(index, handle, tbf)
+
+    def add_ingress(self, index: int) -> None:
+        self.pyroute2().add_ingress(index)
+
+    def redirect_ingress(self, index: int, target_index: int) -> None:
+        self.pyroute2().redirect_ingress(index, target_index)
+
+    def delete_qdisc(self, index: int, parent: int) -> None:
+        self.pyroute2().delete_qdisc(index, parent)
+
+    def netns_id(self, netns_fd: int) -> int | None:
+        return self.pyroute2().netns_id(netns_fd)

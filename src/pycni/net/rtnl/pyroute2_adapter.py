@@ -1,0 +1,625 @@
+"""Pyroute2Kernel: pycni.net.kernel.Kernel over a pyroute2 IPRoute.
+
+It is the whole backend under PYCNI_NETLINK=pyroute2 and the native client's fallback for
+what it does not encode itself. pyroute2 is imported when one is opened, never by importing
+this module. Its messages are read here and only here (into pycni.net.kernel's dataclasses)
+and its NetlinkError becomes ours, so no caller sees a pyroute2 type.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import ipaddress
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Protocol
+
+from pycni.net.kernel import (
+    MAIN_TABLE,
+    NUD_PERMANENT,
+    Address,
+    FdbEntry,
+    IPAddress,
+    IPInterface,
+    Link,
+    Neighbour,
+    NetlinkError,
+    Qdisc,
+    Route,
+    Rule,
+    Tbf,
+    VxlanInfo,
+)
+
+if TYPE_CHECKING:
+    from pyroute2 import IPRoute
+
+NTF_SELF = 0x02  # an FDB entry of the device itself, not of a bridge above it
+ROOT = 0xFFFFFFFF
+INGRESS_HANDLE = 0xFFFF0000  # ffff:
+CLASS_1_1 = 0x00010001
+ETH_P_ALL = 0x0003
+MACVLAN_MODE_NAMES = {1: "private", 2: "vepa", 4: "bridge", 8: "passthru", 16: "source"}
+
+
+class _Msg(Protocol):
+    """What pyroute2's messages offer (they are untyped; this is how they are read)."""
+
+    def get_attr(self, name: str) -> object: ...
+
+    def __getitem__(self, key: str) -> object: ...
+
+
+def _int(value: object, default: int = 0) -> int:
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return default
+
+
+def _text(value: object) -> str:
+    return "" if value is None else str(value)
+
+
+def _ip(value: object) -> IPAddress | None:
+    if not value:
+        return None
+    try:
+        return ipaddress.ip_address(str(value))
+    except ValueError:
+        return None
+
+
+SIOCGSKNS = 0x894C  # ioctl: an fd of the network namespace a socket belongs to
+
+
+def socket_in_current_netns(fd: int) -> bool:
+    """True when socket ``fd`` lives in this thread's network namespace."""
+    try:
+        ns_fd = fcntl.ioctl(fd, SIOCGSKNS)
+    except OSError:
+        return False
+    try:
+        there = os.fstat(ns_fd)
+    finally:
+        os.close(ns_fd)
+    here = os.stat("/proc/thread-self/ns/net")
+    return (there.st_dev, there.st_ino) == (here.st_dev, here.st_ino)
+
+
+@contextmanager
+def _translated() -> Iterator[None]:
+    """pyroute2's NetlinkError as ours."""
+    from pyroute2.netlink.exceptions import NetlinkError as Pyroute2Error
+
+    try:
+        yield
+    except Pyroute2Error as exc:
+        code = _int(exc.code)
+        args = exc.args
+        text = str(args[1]) if len(args) > 1 else ""
+        raise NetlinkError(code, text) from None
+
+
+# ------------------------------------------------------------------ messages to dataclasses
+
+
+def link_of(msg: _Msg) -> Link:
+    kind = ""
+    mode: int | None = None
+    vxlan: VxlanInfo | None = None
+    info = msg.get_attr("IFLA_LINKINFO")
+    if info is not None:
+        info_msg: _Msg = info  # type: ignore[assignment]
+        kind = _text(info_msg.get_attr("IFLA_INFO_KIND"))
+        data = info_msg.get_attr("IFLA_INFO_DATA")
+        if data is not None and kind in ("macvlan", "vxlan"):
+            data_msg: _Msg = data  # type: ignore[assignment]
+            if kind == "macvlan":
+                raw = data_msg.get_attr("IFLA_MACVLAN_MODE")
+                by_name = {v: k for k, v in MACVLAN_MODE_NAMES.items()}
+                mode = by_name[raw] if isinstance(raw, str) and raw in by_name else _int(raw)
+            else:
+                vni = data_msg.get_attr("IFLA_VXLAN_ID")
+                vxlan = VxlanInfo(
+                    vni=None if vni is None else _int(vni),
+                    local=_ip(data_msg.get_attr("IFLA_VXLAN_LOCAL"))
+                    or _ip(data_msg.get_attr("IFLA_VXLAN_LOCAL6")),
+                    underlay_index=_int(data_msg.get_attr("IFLA_VXLAN_LINK")),
+                    port=_int(data_msg.get_attr("IFLA_VXLAN_PORT")),
+                    learning=bool(data_msg.get_attr("IFLA_VXLAN_LEARNING")),
+                )
+    netnsid = msg.get_attr("IFLA_LINK_NETNSID")
+    return Link(
+        index=_int(msg["index"]),
+        name=_text(msg.get_attr("IFLA_IFNAME")),
+        flags=_int(msg["flags"]),
+        mac=_text(msg.get_attr("IFLA_ADDRESS")),
+        mtu=_int(msg.get_attr("IFLA_MTU")),
+        master=_int(msg.get_attr("IFLA_MASTER")),
+        peer_index=_int(msg.get_attr("IFLA_LINK")),
+        peer_netnsid=None if netnsid is None else _int(netnsid),
+        kind=kind,
+        oper_state=_text(msg.get_attr("IFLA_OPERSTATE") or "unknown").lower(),
+        alias=_text(msg.get_attr("IFLA_IFALIAS")),
+        txqlen=_int(msg.get_attr("IFLA_TXQLEN")),
+        promiscuity=_int(msg.get_attr("IFLA_PROMISCUITY")),
+        macvlan_mode=mode,
+        vxlan=vxlan,
+    )
+
+
+def address_of(msg: _Msg) -> Address | None:
+    ip = _ip(msg.get_attr("IFA_ADDRESS") or msg.get_attr("IFA_LOCAL"))
+    if ip is None:
+        return None
+    interface: IPInterface = ipaddress.ip_interface(f"{ip}/{_int(msg['prefixlen'])}")
+    flags = _int(msg.get_attr("IFA_FLAGS")) or _int(msg["flags"])
+    return Address(_int(msg["index"]), interface, flags, _int(msg["scope"]))
+
+
+def route_of(msg: _Msg) -> Route | None:
+    family = _int(msg["family"])
+    if family not in (2, 10):
+        return None
+    dst = _text(msg.get_attr("RTA_DST")) or ("::" if family == 10 else "0.0.0.0")
+    priority = msg.get_attr("RTA_PRIORITY")
+    mtu = 0
+    metrics = msg.get_attr("RTA_METRICS")
+    if metrics is not None:
+        metrics_msg: _Msg = metrics  # type: ignore[assignment]
+        mtu = _int(metrics_msg.get_attr("RTAX_MTU"))
+    oifs: tuple[int, ...] = ()
+    multipath = msg.get_attr("RTA_MULTIPATH")
+    if isinstance(multipath, list):
+        oifs = tuple(_int(hop["oif"]) for hop in multipath)
+    return Route(
+        dst=ipaddress.ip_network(f"{dst}/{_int(msg['dst_len'])}", strict=False),
+        oif=_int(msg.get_attr("RTA_OIF")),
+        gateway=_ip(msg.get_attr("RTA_GATEWAY")),
+        table=_int(msg.get_attr("RTA_TABLE")) or _int(msg["table"]),
+        proto=_int(msg["proto"]),
+        scope=_int(msg["scope"]),
+        type=_int(msg["type"]),
+        flags=_int(msg["flags"]),
+        priority=None if priority is None else _int(priority),
+        prefsrc=_ip(msg.get_attr("RTA_PREFSRC")),
+        mtu=mtu,
+        multipath_oifs=oifs,
+    )
+
+
+def rule_of(msg: _Msg) -> Rule:
+    src = msg.get_attr("FRA_SRC")
+    priority = msg.get_attr("FRA_PRIORITY")
+    table = _int(msg.get_attr("FRA_TABLE")) or _int(msg.get_attr("RTA_TABLE")) or _int(msg["table"])
+    return Rule(
+        family=_int(msg["family"]),
+        table=table,
+        src=ipaddress.ip_network(f"{src}/{_int(msg['src_len'])}", strict=False) if src else None,
+        priority=None if priority is None else _int(priority),
+    )
+
+
+def route_spec(route: Route) -> dict[str, object]:
+    """pyroute2's keywords for a route."""
+    spec: dict[str, object] = {"dst": str(route.dst)}
+    if route.oif:
+        spec["oif"] = route.oif
+    if route.gateway is not None:
+        spec["gateway"] = str(route.gateway)
+    if route.table != MAIN_TABLE:
+        spec["table"] = route.table
+    for key, value in (("proto", route.proto), ("scope", route.scope), ("type", route.type)):
+        if value is not None:
+            spec[key] = value
+    if route.flags:
+        spec["flags"] = route.flags
+    if route.priority:
+        spec["priority"] = route.priority
+    if route.prefsrc is not None:
+        spec["prefsrc"] = str(route.prefsrc)
+    if route.mtu:
+        spec["metrics"] = {"RTAX_MTU": route.mtu}
+    return spec
+
+
+class Pyroute2Kernel:
+    """The Kernel through one pyroute2 IPRoute (of the namespace it was opened in)."""
+
+    def __init__(self, ipr: IPRoute) -> None:
+        self._ipr = ipr
+
+    @classmethod
+    def open(cls) -> Pyroute2Kernel:
+        """An IPRoute in the calling thread's namespace (its socket made before returning)."""
+        from pyroute2 import IPRoute
+
+        ipr = IPRoute()
+        ipr.fileno()
+        return cls(ipr)
+
+    def iproute(self) -> IPRoute:
+        """The IPRoute itself, for pycni.net.netlink.legacy_iproute() only."""
+        return self._ipr
+
+    def fileno(self) -> int:
+        return int(self._ipr.fileno())
+
+    def close(self) -> None:
+        self._ipr.close()
+
+    # ------------------------------------------------------------ links
+
+    def link(self, index: int) -> Link:
+        with _translated():
+            return link_of(self._ipr.get_links(index)[0])
+
+    def find_link(self, name: str) -> Link | None:
+        from pyroute2.netlink.exceptions import NetlinkError as Pyroute2Error
+
+        try:
+            found = list(self._ipr.link("get", ifname=name))
+        except Pyroute2Error:
+            return None
+        return link_of(found[0]) if found else None
+
+    def links(self) -> list[Link]:
+        with _translated():
+            return [link_of(m) for m in self._ipr.get_links()]
+
+    def _link(self, command: str, **spec: object) -> None:
+        with _translated():
+            self._ipr.link(command, **spec)
+
+    def add_veth(
+        self, name: str, peer_name: str, peer_netns_fd: int, mtu: int = 0, peer_mac: str = ""
+    ) -> None:
+        peer: dict[str, object] = {"ifname": peer_name, "net_ns_fd": peer_netns_fd}
+        if mtu:
+            peer["mtu"] = mtu
+        if peer_mac:
+            peer["address"] = peer_mac
+        spec: dict[str, object] = {"ifname": name, "kind": "veth", "peer": peer}
+        if mtu:
+            spec["mtu"] = mtu
+        self._link("add", **spec)
+
+    def add_bridge(self, name: str, mtu: int = 0, vlan_filtering: bool = False) -> None:
+        spec: dict[str, object] = {"ifname": name, "kind": "bridge"}
+        if mtu:
+            spec["mtu"] = mtu
+        if vlan_filtering:
+            spec["br_vlan_filtering"] = 1
+        self._link("add", **spec)
+
+    def add_macvlan(
+        self, name: str, master: int, mode: int, netns_fd: int, mtu: int = 0, mac: str = ""
+    ) -> None:
+        spec: dict[str, object] = {
+            "ifname": name,
+            "kind": "macvlan",
+            "link": master,
+            "macvlan_mode": MACVLAN_MODE_NAMES.get(mode, mode),
+            "net_ns_fd": netns_fd,
+        }
+        if mtu:
+            spec["mtu"] = mtu
+        if mac:
+            spec["address"] = mac
+        self._link("add", **spec)
+
+    def add_vxlan(
+        self,
+        name: str,
+        vni: int,
+        local: IPAddress,
+        underlay_index: int,
+        port: int,
+        mtu: int,
+        learning: bool = False,
+    ) -> None:
+        self._link(
+            "add",
+            ifname=name,
+            kind="vxlan",
+            vxlan_id=vni,
+            **{"vxlan_local6" if local.version == 6 else "vxlan_local": str(local)},
+            vxlan_link=underlay_index,
+            vxlan_port=port,
+            vxlan_learning=int(learning),
+            mtu=mtu,
+        )
+
+    def add_ifb(self, name: str, mtu: int, txqlen: int) -> None:
+        self._link("add", ifname=name, kind="ifb", mtu=mtu, txqlen=txqlen)
+
+    def set_link(
+        self,
+        index: int,
+        *,
+        up: bool | None = None,
+        master: int | None = None,
+        mtu: int | None = None,
+        mac: str | None = None,
+        name: str | None = None,
+        netns_fd: int | None = None,
+        alias: str | None = None,
+        txqlen: int | None = None,
+        flags: int = 0,
+        flag_mask: int = 0,
+    ) -> None:
+        spec: dict[str, object] = {"index": index}
+        if up is not None:
+            spec["state"] = "up" if up else "down"
+        given = {
+            "master": master,
+            "mtu": mtu,
+            "address": mac,
+            "net_ns_fd": netns_fd,
+            "ifname": name,
+            "ifalias": alias,
+            "txqlen": txqlen,
+        }
+        spec.update({k: v for k, v in given.items() if v is not None})
+        if flag_mask:
+            spec["flags"] = flags & flag_mask
+            spec["change"] = flag_mask
+        self._link("set", **spec)
+
+    def delete_link(self, index: int) -> None:
+        self._link("del", index=index)
+
+    def set_bridge_port(self, index: int, hairpin: bool, isolated: bool) -> None:
+        with _translated():
+            self._ipr.brport("set", index=index, mode=int(hairpin), isolated=int(isolated))
+
+    def port_vlans(self, index: int) -> list[int]:
+        out: list[int] = []
+        with _translated():
+            for msg in self._ipr.get_vlans(index=index) or []:
+                spec = msg.get_attr("IFLA_AF_SPEC")
+                if spec is None:
+                    continue
+                for name, info in spec["attrs"]:
+                    if name == "IFLA_BRIDGE_VLAN_INFO":
+                        out.append(_int(info["vid"]))
+        return out
+
+    def add_port_vlan(self, index: int, vid: int, flags: int = 0) -> None:
+        info: dict[str, int] = {"vid": vid, "flags": flags} if flags else {"vid": vid}
+        with _translated():
+            self._ipr.vlan_filter("add", index=index, vlan_info=info)
+
+    def delete_port_vlan(self, index: int, vid: int) -> None:
+        with _translated():
+            self._ipr.vlan_filter("del", index=index, vlan_info={"vid": vid})
+
+    # ------------------------------------------------------------ addresses
+
+    def addresses(self, index: int = 0, family: int = 0) -> list[Address]:
+        """pyroute2 dumps every address of the namespace and filters in Python, which grows
+        with the pods; when this thread is in the client's namespace the kernel-filtered dump
+        of the native client is used instead (as before the kernel boundary existed)."""
+        if index and socket_in_current_netns(self.fileno()):
+            from pycni.net.rtnl.native import dump_addresses
+            from pycni.net.rtnl.wire import Socket
+
+            sock = Socket()
+            try:
+                return dump_addresses(sock, index, family)
+            finally:
+                sock.close()
+        spec: dict[str, int] = {}
+        if index:
+            spec["index"] = index
+        if family:
+            spec["family"] = family
+        with _translated():
+            found = [address_of(m) for m in self._ipr.get_addr(**spec)]
+        return [
+            a
+            for a in found
+            if a is not None
+            and (not index or a.index == index)
+            and (not family or a.family == family)
+        ]
+
+    def _addr(self, command: str, index: int, interface: IPInterface, flags: int = 0) -> None:
+        spec: dict[str, object] = {
+            "index": index,
+            "address": str(interface.ip),
+            "prefixlen": interface.network.prefixlen,
+        }
+        if flags:
+            spec["flags"] = flags
+        with _translated():
+            self._ipr.addr(command, **spec)
+
+    def add_address(self, index: int, interface: IPInterface, flags: int = 0) -> None:
+        self._addr("add", index, interface, flags)
+
+    def delete_address(self, index: int, interface: IPInterface) -> None:
+        self._addr("del", index, interface)
+
+    # ------------------------------------------------------------ routes
+
+    def routes(self, family: int, table: int = 0, oif: int = 0) -> list[Route]:
+        """pyroute2 dumps every route of the family; the filter is applied here."""
+        with _translated():
+            found = [route_of(m) for m in self._ipr.get_routes(family=family)]
+        return [
+            r
+            for r in found
+            if r is not None and (not table or r.table == table) and (not oif or r.oif == oif)
+        ]
+
+    def route_to(self, dst: IPAddress) -> list[Route]:
+        with _translated():
+            found = [route_of(m) for m in self._ipr.route("get", dst=str(dst))]
+        return [r for r in found if r is not None]
+
+    def _route(self, command: str, route: Route) -> None:
+        with _translated():
+            self._ipr.route(command, **route_spec(route))
+
+    def add_route(self, route: Route) -> None:
+        self._route("add", route)
+
+    def replace_route(self, route: Route) -> None:
+        self._route("replace", route)
+
+    def delete_route(self, route: Route) -> None:
+        self._route("del", route)
+
+    # ------------------------------------------------------------ neighbours, FDB
+
+    def neighbours(self, index: int, family: int) -> list[Neighbour]:
+        out = []
+        with _translated():
+            for msg in self._ipr.get_neighbours(family=family, ifindex=index):
+                if _int(msg["ifindex"]) != index:
+                    continue
+                dst, mac = _ip(msg.get_attr("NDA_DST")), _text(msg.get_attr("NDA_LLADDR"))
+                if dst is not None and mac:
+                    out.append(Neighbour(index, dst, mac, _int(msg["state"])))
+        return out
+
+    def set_neighbour(self, index: int, address: IPAddress, mac: str) -> None:
+        with _translated():
+            self._ipr.neigh(
+                "replace", dst=str(address), lladdr=mac, ifindex=index, state=NUD_PERMANENT
+            )
+
+    def delete_neighbour(self, index: int, address: IPAddress) -> None:
+        with _translated():
+            self._ipr.neigh("del", dst=str(address), ifindex=index)
+
+    def fdb_entries(self, index: int) -> list[FdbEntry]:
+        out = []
+        with _translated():
+            for msg in self._ipr.fdb("dump", ifindex=index):
+                if _int(msg["ifindex"]) != index:
+                    continue
+                mac = _text(msg.get_attr("NDA_LLADDR"))
+                if mac:
+                    out.append(FdbEntry(index, mac, _ip(msg.get_attr("NDA_DST"))))
+        return out
+
+    def set_fdb(self, index: int, mac: str, remote: IPAddress) -> None:
+        with _translated():
+            self._ipr.fdb(
+                "replace",
+                ifindex=index,
+                lladdr=mac,
+                dst=str(remote),
+                state=NUD_PERMANENT,
+                flags=NTF_SELF,
+            )
+
+    def delete_fdb(self, index: int, mac: str, remote: IPAddress) -> None:
+        with _translated():
+            self._ipr.fdb("del", ifindex=index, lladdr=mac, dst=str(remote), flags=NTF_SELF)
+
+    # ------------------------------------------------------------ rules
+
+    def rules(self, family: int) -> list[Rule]:
+        with _translated():
+            return [rule_of(m) for m in self._ipr.get_rules(family=family)]
+
+    def _rule(self, command: str, rule: Rule) -> None:
+        spec: dict[str, object] = {"family": rule.family, "table": rule.table}
+        if rule.src is not None:
+            spec["src"] = str(rule.src.network_address)
+            spec["src_len"] = rule.src.prefixlen
+        if rule.priority is not None:
+            spec["priority"] = rule.priority
+        with _translated():
+            self._ipr.rule(command, **spec)
+
+    def add_rule(self, rule: Rule) -> None:
+        self._rule("add", rule)
+
+    def delete_rule(self, rule: Rule) -> None:
+        self._rule("del", rule)
+
+    # ------------------------------------------------------------ traffic control
+
+    def qdiscs(self, index: int) -> list[Qdisc]:
+        out = []
+        with _translated():
+            for msg in self._ipr.get_qdiscs(index=index):
+                kind = _text(msg.get_attr("TCA_KIND"))
+                tbf = None
+                if kind == "tbf":
+                    parms = msg.get_attr("TCA_OPTIONS").get_attr("TCA_TBF_PARMS")
+                    tbf = Tbf(_int(parms["rate"]), _int(parms["buffer"]), _int(parms["limit"]))
+                out.append(
+                    Qdisc(_int(msg["index"]), kind, _int(msg["handle"]), _int(msg["parent"]), tbf)
+                )
+        return out
+
+    def _qdisc_request(self, msg_type: int, flags: int, attrs: list[object], **fields: int) -> None:
+        from pyroute2.netlink.rtnl.tcmsg import tcmsg
+
+        msg = tcmsg()
+        for key, value in fields.items():
+            msg[key] = value
+        if attrs:
+            msg["attrs"] = attrs
+        # pyroute2 0.9's synchronous nlm_request reads this key without setting it.
+        self._ipr.status["nlm_generator"] = False
+        with _translated():
+            self._ipr.nlm_request(msg, msg_type=msg_type, msg_flags=flags)
+
+    def add_tbf(self, index: int, handle: int, tbf: Tbf) -> None:
+        from pyroute2.netlink import NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST
+        from pyroute2.netlink.rtnl import RTM_NEWQDISC
+
+        parms = {"rate": tbf.rate, "limit": tbf.limit, "buffer": tbf.buffer, "mtu": 0}
+        attrs: list[object] = [
+            ["TCA_KIND", "tbf"],
+            ["TCA_OPTIONS", {"attrs": [["TCA_TBF_PARMS", parms]]}],
+        ]
+        flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL
+        self._qdisc_request(RTM_NEWQDISC, flags, attrs, index=index, handle=handle, parent=ROOT)
+
+    def add_ingress(self, index: int) -> None:
+        with _translated():
+            self._ipr.tc("add", "ingress", index, INGRESS_HANDLE)
+
+    def redirect_ingress(self, index: int, target_index: int) -> None:
+        action = {
+            "kind": "mirred",
+            "direction": "egress",
+            "action": "redirect",
+            "ifindex": target_index,
+        }
+        with _translated():
+            self._ipr.tc(
+                "add-filter",
+                "u32",
+                index,
+                parent=INGRESS_HANDLE,
+                prio=1,
+                protocol=ETH_P_ALL,
+                target=CLASS_1_1,
+                keys=["0x0/0x0+0"],
+                action=[action],
+            )
+
+    def delete_qdisc(self, index: int, parent: int) -> None:
+        from pyroute2.netlink import NLM_F_ACK, NLM_F_REQUEST
+        from pyroute2.netlink.rtnl import RTM_DELQDISC
+
+        self._qdisc_request(RTM_DELQDISC, NLM_F_REQUEST | NLM_F_ACK, [], index=index, parent=parent)
+
+    # ------------------------------------------------------------ namespaces
+
+    def netns_id(self, netns_fd: int) -> int | None:
+        with _translated():
+            answer = self._ipr.get_netnsid(fd=netns_fd)
+        value = answer.get("nsid") if isinstance(answer, dict) else None
+        return value if isinstance(value, int) and value >= 0 else None
