@@ -1,0 +1,58 @@
+"""A real ``pycni daemon`` process on a tmp socket, for the daemon's end-to-end tests
+(the fixtures ``short_dir`` and ``daemon`` in conftest.py start one per test)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from pycni.fast import client
+
+
+@dataclass
+class DaemonProc:
+    socket_path: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    def calls(self) -> int:
+        return self.count("calls")
+
+    def count(self, name: str, at_least: int = 0) -> int:
+        """A counter; waits up to 5 s for ``at_least`` (a call is counted just after its reply)."""
+        deadline = time.monotonic() + 5
+        while True:
+            value = int(client.stats(self.socket_path)["counts"][name])
+            if value >= at_least or time.monotonic() > deadline:
+                return value
+            time.sleep(0.02)
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=30)
+
+
+def start_daemon(directory: Path, *extra: str) -> DaemonProc:
+    sock = str(directory / "run" / "d.sock")
+    log = directory / "daemon.log"
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pycni.cli.daemon_cmd", "--socket", sock, "--workers", "4",
+             *extra],
+            stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, log.read_text()
+        try:
+            client.ping(sock)
+            return DaemonProc(sock, proc, log)
+        except (client.DaemonUnavailable, OSError):
+            time.sleep(0.05)
+    proc.kill()
+    raise AssertionError(f"daemon did not come up:\n{log.read_text()}")
