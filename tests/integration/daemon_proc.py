@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,19 +35,28 @@ class DaemonProc:
     def stop(self) -> int:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=30)
+        return self.proc.wait(timeout=60)
 
 
-def start_daemon(directory: Path, *extra: str) -> DaemonProc:
+def start_daemon(
+    directory: Path,
+    *extra: str,
+    netns: str | None = None,
+    preexec: Callable[[], None] | None = None,
+) -> DaemonProc:
+    """A daemon on ``directory``/run/d.sock logging to ``directory``/daemon.log, with 4
+    workers unless ``extra`` says otherwise; in network namespace ``netns`` (a path) if given.
+    Returns once it answers a ping."""
     sock = str(directory / "run" / "d.sock")
     log = directory / "daemon.log"
+    enter = ["nsenter", f"--net={netns}", "--"] if netns else []
     with open(log, "ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "pycni.cli.daemon_cmd", "--socket", sock, "--workers", "4",
-             *extra],
-            stdout=out, stderr=subprocess.STDOUT,
+            [*enter, sys.executable, "-m", "pycni.cli.daemon_cmd", "--socket", sock,
+             "--workers", "4", *extra],
+            stdout=out, stderr=subprocess.STDOUT, preexec_fn=preexec,
         )  # fmt: skip
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         assert proc.poll() is None, log.read_text()
         try:
