@@ -49,6 +49,30 @@ def wait_for(
     raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{details()}")
 
 
+def echo_server(port: int, *, dual_stack: bool = False) -> str:
+    """A script that prints ``ready`` once it listens on ``port`` and answers every
+    connection with the address it came from (IPv4 only, or both families on one IPv6
+    socket, whose IPv4 peers show as ::ffff:a.b.c.d: unmapped here)."""
+    if dual_stack:
+        family, address = "socket.AF_INET6", "::"
+        v6only = "s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)"
+    else:
+        family, address, v6only = "socket.AF_INET", "0.0.0.0", ""
+    return f"""
+import socket
+s = socket.socket({family})
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+{v6only}
+s.bind(("{address}", {port}))
+s.listen(64)
+print("ready", flush=True)
+while True:
+    c, peer = s.accept()
+    c.sendall(peer[0].removeprefix("::ffff:").encode())
+    c.close()
+"""
+
+
 def echo_client(port: int) -> str:
     """A script that connects to each address of its argv on ``port`` and prints
     ``<address> <what the server answered>`` per line."""

@@ -35,6 +35,7 @@ from tests.integration.cluster_helpers import (
     PYCNI,
     PlaygroundCluster,
     echo_client,
+    echo_server,
     pycni,
     serve_in,
     stop_all,
@@ -47,18 +48,7 @@ TTL = 3
 RECONCILE = 1.0
 PORT = 7777
 
-SERVER = f"""
-import socket
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("0.0.0.0", {PORT}))
-s.listen(64)
-print("ready", flush=True)
-while True:
-    c, peer = s.accept()
-    c.sendall(peer[0].encode())
-    c.close()
-"""
+SERVER = echo_server(PORT)
 
 CLIENT = echo_client(PORT)
 

@@ -26,6 +26,7 @@ from tests.integration.cluster_helpers import (
     MARKS,
     PlaygroundCluster,
     echo_client,
+    echo_server,
     pycni,
     serve_in,
     stop_all,
@@ -35,21 +36,7 @@ pytestmark = MARKS
 
 PORT = 7778
 
-# Answers every connection with the address it came from (IPv4 peers of the dual-stack
-# socket show as ::ffff:a.b.c.d: unmapped here).
-SERVER = f"""
-import socket
-s = socket.socket(socket.AF_INET6)
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-s.bind(("::", {PORT}))
-s.listen(64)
-print("ready", flush=True)
-while True:
-    c, peer = s.accept()
-    c.sendall(peer[0].removeprefix("::ffff:").encode())
-    c.close()
-"""
+SERVER = echo_server(PORT, dual_stack=True)
 
 CLIENT = echo_client(PORT)
 
