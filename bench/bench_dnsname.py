@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from pycni.fast import install  # noqa: E402
+from pycni.playground import create_netns, delete_netns  # noqa: E402
 
 GO = Path("/usr/lib/cni")
 PREFIX = f"pbdns{os.getpid() % 10000}-"
@@ -76,7 +77,7 @@ def main() -> int:
     daemon = None
     try:
         for ns in [node, *pods]:
-            sh("ip", "netns", "add", ns)
+            create_netns(ns)
         install.install(work / "inprocess", form="inprocess")
         sock = str(work / "pycni.sock")
         install.install(work / "daemon", form="auto", socket_path=sock)
@@ -125,7 +126,7 @@ def main() -> int:
             daemon.wait(timeout=30)
         kill_dnsmasq(str(work))
         for ns in [node, *pods]:
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
+            delete_netns(ns)
         subprocess.run(["rm", "-rf", str(work)], check=False)
     return 0
 

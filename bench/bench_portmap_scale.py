@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from pycni.fast import install as fast_install  # noqa: E402
 from pycni.net import iptables  # noqa: E402
 from pycni.net.ns import NetNS  # noqa: E402
+from pycni.playground import create_netns, delete_netns  # noqa: E402
 from pycni.plugin.base import Request  # noqa: E402
 from pycni.plugins.meta.portmap import PLUGIN, iptables_backend, nft_backend  # noqa: E402
 from pycni.plugins.meta.portmap.config import PortMapConfig, PortMapping  # noqa: E402
@@ -134,7 +135,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="pmbench-"))
     results: dict[str, dict[int, tuple[float, float]]] = {}
     for name in (node, pod):
-        subprocess.run(["ip", "netns", "add", name], check=True)
+        create_netns(name)
     try:
         subprocess.run(
             ["ip", "-n", node, "link", "add", "bm0", "type", "veth", "peer", "name", "bm1"],
@@ -181,7 +182,7 @@ def main() -> None:
                 print(f"measured with {level} existing mappings", file=sys.stderr)
     finally:
         for name in (node, pod):
-            subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
+            delete_netns(name)
 
     header = "| portmap, median ms | " + " | ".join(f"ADD @{n} | DEL @{n}" for n in LEVELS) + " |"
     print(header)

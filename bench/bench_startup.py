@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from pycni.fast import client  # noqa: E402
 from pycni.fast import install as fast_install  # noqa: E402
 from pycni.net.ns import NetNS  # noqa: E402
+from pycni.playground import create_netns, delete_netns  # noqa: E402
 from pycni.plugin import registry  # noqa: E402
 
 GO_DIR = Path("/usr/lib/cni")
@@ -111,16 +112,6 @@ def median(values: list[float]) -> float:
     return round(statistics.median(values), 1)
 
 
-def netns_add(name: str) -> str:
-    subprocess.run(["ip", "netns", "add", name], check=True)
-    subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True)
-    return f"/run/netns/{name}"
-
-
-def netns_del(name: str) -> None:
-    subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
-
-
 def chain_rows(work: Path, pods: int) -> list[tuple[str, dict[str, float]]]:
     """Interleaved loopback + bridge/host-local ADD and DEL, each implementation its node."""
     impls = {"go": GO_DIR, "pycni-inprocess": work / "inprocess"}
@@ -131,12 +122,12 @@ def chain_rows(work: Path, pods: int) -> list[tuple[str, dict[str, float]]]:
         nodes = {}
         for label in impls:
             name = f"{PREFIX}{label}"
-            nodes[label] = netns_add(name)
+            nodes[label] = create_netns(name)
             made.append(name)
         for i in range(pods + 1):  # pod 0 warms the caches up, it is not counted
             for label, plugin_dir in impls.items():
                 pod = f"{PREFIX}{label[:2]}{i}"
-                path = netns_add(pod)
+                path = create_netns(pod)
                 made.append(pod)
                 base = {"cniVersion": "1.0.0", "name": "bstnet"}
                 lo = {**base, "type": "loopback"}
@@ -155,10 +146,10 @@ def chain_rows(work: Path, pods: int) -> list[tuple[str, dict[str, float]]]:
                 if i:
                     times.setdefault(("ADD", label), []).append(add)
                     times.setdefault(("DEL", label), []).append(delete)
-                netns_del(pod)
+                delete_netns(pod)
     finally:
         for name in reversed(made):
-            netns_del(name)
+            delete_netns(name)
     rows = []
     for verb in ("ADD", "DEL"):
         rows.append(

@@ -13,7 +13,6 @@ around them (floods to every bridge port, IPv6 DAD/MLD, RCU, rtnl contention on 
 from __future__ import annotations
 
 import ipaddress
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,6 +28,7 @@ from pycni.net.netlink import rtnl
 from pycni.net.ns import NetNS
 from pycni.plugins.meta.portmap import nft_backend
 from pycni.plugins.meta.portmap.config import PortMapConfig, PortMapping
+from pycni.playground import create_netns, delete_netns
 
 
 def median_ms(fn: Callable[[], object], n: int = 30) -> float:
@@ -100,7 +100,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="pprim-"))
     fast_install.install(work / "bin", form="inprocess")
     node_name = ps.PREFIX + "node"
-    subprocess.run(["ip", "netns", "add", node_name], check=True)
+    create_netns(node_name)
     node = ps.Node(work / "bin", work / "data")
     live: list[str] = []
     rows: dict[int, dict[str, float]] = {}
@@ -117,8 +117,8 @@ def main() -> int:
                 node.delete(live.pop())
     finally:
         for cid in live:
-            subprocess.run(["ip", "netns", "del", ps.PREFIX + cid], check=False)
-        subprocess.run(["ip", "netns", "del", node_name], check=False)
+            delete_netns(ps.PREFIX + cid)
+        delete_netns(node_name)
     print("| primitive, median ms | 10 pods | 1000 pods |\n|---|---|---|")
     for name in rows[10]:
         print(f"| {name} | {rows[10][name]:.3f} | {rows[1000][name]:.3f} |")

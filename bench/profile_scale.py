@@ -18,7 +18,6 @@ import json
 import os
 import pstats
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,6 +29,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from pycni.fast import install as fast_install  # noqa: E402
 from pycni.net.ns import NetNS  # noqa: E402
+from pycni.playground import create_netns, delete_netns  # noqa: E402
 from pycni.plugin import skel  # noqa: E402
 
 PREFIX = f"pprof{os.getpid() % 10000}-"
@@ -87,7 +87,7 @@ class Node:
         return json.loads(out.stdout) if command == "ADD" else None
 
     def add(self, cid: str) -> dict[str, float]:
-        subprocess.run(["ip", "netns", "add", PREFIX + cid], check=True)
+        create_netns(PREFIX + cid)
         times: dict[str, float] = {}
         port = 20000 + int(cid[1:])
         with NetNS.open(f"/run/netns/{PREFIX}{cid}") as pod:
@@ -112,7 +112,7 @@ class Node:
                 t0 = time.perf_counter()
                 self.call(plugin, "DEL", cid, ifname, {**conf, "prevResult": prev}, pod.fd)
                 times[plugin] = (time.perf_counter() - t0) * 1000
-        subprocess.run(["ip", "netns", "del", PREFIX + cid], check=True)
+        delete_netns(PREFIX + cid)
         return times
 
 
@@ -133,7 +133,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="pprof-"))
     fast_install.install(work / "bin", form="inprocess")
     node_name = PREFIX + "node"
-    subprocess.run(["ip", "netns", "add", node_name], check=True)
+    create_netns(node_name)
     node = Node(work / "bin", work / "data")
     live: list[str] = []
     profiles: dict[int, dict[str, float]] = {}
@@ -176,8 +176,8 @@ def main() -> int:
                 live.remove(cid)
     finally:
         for cid in live:
-            subprocess.run(["ip", "netns", "del", PREFIX + cid], check=False)
-        subprocess.run(["ip", "netns", "del", node_name], check=False)
+            delete_netns(PREFIX + cid)
+        delete_netns(node_name)
     return 0
 
 

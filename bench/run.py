@@ -34,19 +34,10 @@ import scale_curve  # noqa: E402
 
 from pycni.fast import install as fast_install  # noqa: E402
 from pycni.net.ns import NetNS  # noqa: E402
+from pycni.playground import create_netns, delete_netns  # noqa: E402
 
 GO_DIR = Path("/usr/lib/cni")
 PREFIX = f"pbench{os.getpid() % 10000}-"
-
-
-def netns_add(name: str) -> str:
-    subprocess.run(["ip", "netns", "add", name], check=True)
-    subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True)
-    return f"/run/netns/{name}"
-
-
-def netns_del(name: str) -> None:
-    subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
 
 
 @contextmanager
@@ -167,24 +158,24 @@ class Bench:
     def fresh_nodes(self) -> None:
         for impl in self.impls:
             if impl.node:
-                netns_del(impl.node)
+                delete_netns(impl.node)
             self.counter += 1
             impl.node = f"{PREFIX}n{self.counter}"
-            netns_add(impl.node)
+            create_netns(impl.node)
             impl.data_dir = self.work / impl.node
             impl.data_dir.mkdir()
 
     def new_pod(self, impl: Impl) -> tuple[str, str]:
         self.counter += 1
         name = f"{PREFIX}p{self.counter}"
-        path = netns_add(name)
+        path = create_netns(name)
         cid = f"bench{self.counter}"
         impl.pods[cid] = name
         return cid, path
 
     def drop_pods(self, impl: Impl) -> None:
         for name in impl.pods.values():
-            netns_del(name)
+            delete_netns(name)
         impl.pods.clear()
 
     def warm_up(self) -> None:
@@ -233,7 +224,7 @@ class Bench:
         rows, writes the plot and returns the scale section's table."""
         self.fresh_nodes()
         floor_node = f"{PREFIX}floor"
-        netns_add(floor_node)
+        create_netns(floor_node)
         floor = scale_curve.KernelFloor(f"/run/netns/{floor_node}")
         floor.setup()
         floor_pods: dict[int, str] = {}
@@ -256,7 +247,7 @@ class Bench:
                 cid, path = cids.pop(k)
                 with inside(f"/run/netns/{impl.node}"):
                     ms = pod_del(impl, cid, path, 30000 + k, masq=True) * 1000
-                netns_del(impl.pods.pop(cid))
+                delete_netns(impl.pods.pop(cid))
                 return ms
 
             runners.append(scale_curve.Runner(curve, limit, add, delete))
@@ -266,12 +257,12 @@ class Bench:
             self.counter += 1
             name = f"{PREFIX}f{self.counter}"
             floor_pods[k] = name
-            return floor.add(k, netns_add(name))
+            return floor.add(k, create_netns(name))
 
         def floor_del(k: int) -> float:
             name = floor_pods.pop(k)
             ms = floor.delete(f"/run/netns/{name}")
-            netns_del(name)
+            delete_netns(name)
             return ms
 
         floor_curve = scale_curve.Curve(scale_curve.FLOOR)
@@ -281,8 +272,8 @@ class Bench:
             scale_curve.measure(runners, lambda line: print(line, file=sys.stderr))
         finally:
             for name in floor_pods.values():
-                netns_del(name)
-            netns_del(floor_node)
+                delete_netns(name)
+            delete_netns(floor_node)
         for impl in self.impls:
             self.drop_pods(impl)
             impl.results.clear()
@@ -360,7 +351,7 @@ class Bench:
         for impl in self.impls:
             self.drop_pods(impl)
             if impl.node:
-                netns_del(impl.node)
+                delete_netns(impl.node)
 
 
 SCALE_TEXT = (

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,88 +30,40 @@ from pycni.cluster.lease import LeaseError, LeaseInfo, LeaseStore
 from pycni.cluster.subnet import NetworkConfig, read_subnet_env
 from pycni.playground import cluster
 from tests import harness
+from tests.integration.cluster_helpers import (
+    MARKS,
+    PYCNI,
+    PlaygroundCluster,
+    echo_client,
+    echo_server,
+    pycni,
+    serve_in,
+    stop_all,
+    wait_for,
+)
 
-pytestmark = [
-    pytest.mark.kernel,
-    pytest.mark.slow,
-    # the cluster execs its own in-process entry points: a daemon-mode run would only repeat
-    # these minutes (the flannel plugin itself is covered in both modes by test_cluster_flannel)
-    pytest.mark.skipif(
-        os.environ.get("PYCNI_TEST_MODE") == "daemon", reason="same test as in-process"
-    ),
-]
+pytestmark = MARKS
 
-PYCNI = str(Path(sys.executable).parent / "pycni")
 TTL = 3
 RECONCILE = 1.0
 PORT = 7777
 
-SERVER = f"""
-import socket
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("0.0.0.0", {PORT}))
-s.listen(64)
-print("ready", flush=True)
-while True:
-    c, peer = s.accept()
-    c.sendall(peer[0].encode())
-    c.close()
-"""
+SERVER = echo_server(PORT)
 
-CLIENT = f"""
-import socket, sys
-for dst in sys.argv[1:]:
-    c = socket.create_connection((dst, {PORT}), timeout=5)
-    print(dst, c.recv(100).decode(), flush=True)
-    c.close()
-"""
-
-
-def _pycni(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [PYCNI, *argv], capture_output=True, text=True, timeout=timeout, check=False
-    )
-
-
-def _wait(
-    predicate: Callable[[], bool],
-    timeout: float,
-    what: str,
-    details: Callable[[], str] = lambda: "",
-) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{details()}")
+CLIENT = echo_client(PORT)
 
 
 def _agent_logs(state: cluster.ClusterState) -> str:
     return "\n".join(f"--- {n.name}\n{Path(n.agent_log).read_text()}" for n in state.nodes)
 
 
-class Cluster:
-    def __init__(self, backend: str, root: Path, prefix: str) -> None:
-        self.backend = backend
-        self.root = root
-        self.prefix = prefix
-        self.is_down = False
-
-    def state(self) -> cluster.ClusterState:
-        return cluster.ClusterState.load(str(self.root))
-
+class Cluster(PlaygroundCluster):
     def ns(self, name: str) -> harness.Namespace:
         return harness.Namespace(name)
 
     def pids(self) -> list[int]:
         state = self.state()
         return [p for p in [state.etcd_pid, *(n.agent_pid for n in state.nodes)] if p]
-
-    def down(self) -> subprocess.CompletedProcess[str]:
-        self.is_down = True
-        return _pycni("cluster", "--state-dir", str(self.root), "down")
 
 
 @pytest.fixture(scope="module", params=["host-gw", "vxlan"])
@@ -121,7 +73,7 @@ def up(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory)
     prefix = f"{harness.RUN_PREFIX}{'hg' if backend == 'host-gw' else 'vx'}-"
     c = Cluster(backend, root, prefix)
     started = time.monotonic()
-    proc = _pycni(
+    proc = pycni(
         "cluster", "--state-dir", str(root), "up", "--nodes", "3", "--pods-per-node", "2",
         "--backend", backend, "--prefix", prefix, "--ttl", str(TTL),
         "--reconcile-interval", str(RECONCILE),
@@ -137,7 +89,7 @@ def up(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory)
 
 
 def test_status_lists_nodes_and_pods_and_all_pings_pass(up: Cluster) -> None:
-    proc = _pycni("cluster", "--state-dir", str(up.root), "status", "--json")
+    proc = pycni("cluster", "--state-dir", str(up.root), "status", "--json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads(proc.stdout)
     nodes, pods = report["nodes"], report["pods"]
@@ -155,43 +107,24 @@ def test_status_lists_nodes_and_pods_and_all_pings_pass(up: Cluster) -> None:
     assert all(lease["backend"] == up.backend for lease in report["leases"])
     assert len(report["ping"]) == 6
     assert all(all(row.values()) and len(row) == 5 for row in report["ping"].values())
-    text = _pycni("cluster", "--state-dir", str(up.root), "status", "--no-ping")
+    text = pycni("cluster", "--state-dir", str(up.root), "status", "--no-ping")
     assert "Leases in etcd" in text.stdout and "Routes" in text.stdout
 
 
 def test_receiver_sees_the_senders_pod_ip(up: Cluster) -> None:
     """TCP between every pair of pods; the server echoes the peer address it saw (no NAT)."""
     state = up.state()
-    servers = []
+    servers: list[subprocess.Popen[str]] = []
     try:
         for pod in state.pods:
-            proc = subprocess.Popen(
-                ["nsenter", f"--net={playground.netns_path(pod.name)}", "--",
-                 sys.executable, "-c", SERVER],
-                stdout=subprocess.PIPE, text=True,
-            )  # fmt: skip
-            servers.append(proc)
-        for proc in servers:
-            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+            servers.append(serve_in(pod.name, SERVER))
         for src in state.pods:
             others = [p.address for p in state.pods if p.name != src.name]
             out = up.ns(src.name).run(sys.executable, "-c", CLIENT, *others).stdout
             seen = dict(line.split() for line in out.splitlines())
             assert seen == {dst: src.address for dst in others}, (src.name, out)
     finally:
-        for proc in servers:
-            proc.kill()
-            proc.wait()
-
-
-def _serve_in(namespace: str) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(
-        ["nsenter", f"--net={playground.netns_path(namespace)}", "--",
-         sys.executable, "-c", SERVER],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    return proc
+        stop_all(servers)
 
 
 def test_traffic_leaving_the_cluster_network_comes_from_the_node(up: Cluster) -> None:
@@ -200,15 +133,14 @@ def test_traffic_leaving_the_cluster_network_comes_from_the_node(up: Cluster) ->
     masquerade no answer could come back at all."""
     state = up.state()
     outside = str(state.underlay_gateway.ip)
-    server = _serve_in(state.underlay_ns)
+    server = serve_in(state.underlay_ns, SERVER)
     try:
         for node in state.nodes:
             pod = next(p for p in state.pods if p.node == node.name)
             out = up.ns(pod.name).run(sys.executable, "-c", CLIENT, outside).stdout
             assert out.split() == [outside, node.address], (pod.name, out)
     finally:
-        server.kill()
-        server.wait()
+        stop_all([server])
     rules = up.ns(state.nodes[0].name).run("nft", "list", "table", "ip", "pycni-cluster").stdout
     assert f"ip saddr {state.network} ip daddr {state.network} return" in rules
 
@@ -309,7 +241,7 @@ def test_route_deleted_by_hand_comes_back(up: Cluster) -> None:
     assert target not in cluster.node_routes(node1)
     if up.backend == "vxlan":
         up.ns(node1.name).run("ip", "neigh", "del", target.split("/")[0], "dev", "pycni.1")
-    _wait(lambda: target in cluster.node_routes(node1), RECONCILE + 3, "the route to come back")
+    wait_for(lambda: target in cluster.node_routes(node1), RECONCILE + 3, "the route to come back")
     pod_src = next(p for p in state.pods if p.node == node1.name)
     pod_dst = next(p for p in state.pods if p.node == node2.name)
     assert up.ns(pod_src.name).ping(pod_dst.address)
@@ -322,7 +254,7 @@ def test_dead_node_loses_its_routes_and_gets_its_subnet_back(up: Cluster) -> Non
     store = LeaseStore(state.etcd(), cluster.ETCD_PREFIX)
     cluster.stop_agent(state, node3, hard=True)  # a crash: nothing is cleaned up
     started = time.monotonic()
-    _wait(
+    wait_for(
         lambda: (
             subnet3 not in cluster.node_routes(node1)
             and subnet3 not in cluster.node_routes(state.nodes[1])
@@ -338,7 +270,7 @@ def test_dead_node_loses_its_routes_and_gets_its_subnet_back(up: Cluster) -> Non
         fdb = up.ns(node1.name).run("bridge", "fdb", "show", "dev", "pycni.1").stdout
         assert f"dst {node3.address} " not in fdb, fdb
     cluster.start_agent(state, node3)
-    _wait(lambda: subnet3 in {str(s) for s in store.list()[0]}, 15, "the restarted lease")
+    wait_for(lambda: subnet3 in {str(s) for s in store.list()[0]}, 15, "the restarted lease")
     leases = store.list()[0]
     assert str(leases[ipaddress.IPv4Network(subnet3)][0].public_ip) == node3.address
     assert node3.subnet() == subnet3
@@ -453,7 +385,7 @@ def test_twenty_agents_starting_together_get_twenty_distinct_subnets(
         logs = (tmp_path / "agents.log").open("wb")
         procs = [subprocess.Popen(a, stdout=logs, stderr=logs) for a in argvs]
         # generous: 20 agents start on a shared 2-core machine (speed is in bench/)
-        _wait(lambda: all(f.exists() for f in files), 60, "20 subnet files")
+        wait_for(lambda: all(f.exists() for f in files), 60, "20 subnet files")
         assert [p.poll() for p in procs] == [None] * 20, (tmp_path / "agents.log").read_text()
         subnets = [str(read_subnet_env(str(f)).subnet) for f in files]
         assert len(set(subnets)) == 20, subnets
@@ -462,7 +394,7 @@ def test_twenty_agents_starting_together_get_twenty_distinct_subnets(
             zip(subnets, addresses, strict=True)
         )
         first = harness.Namespace(names[0])
-        _wait(
+        wait_for(
             lambda: len(first.json("ip", "-j", "route", "show", "proto", "157")) == 19,  # type: ignore[arg-type]
             30,
             "the first agent's routes to the 19 others",
@@ -501,7 +433,7 @@ def test_etcd_crash_leaves_the_data_path_and_agents_reconnect(up: Cluster) -> No
     store = LeaseStore(state.etcd(), cluster.ETCD_PREFIX)
     state.etcd().put(store.key(ghost), info.to_json())
     try:
-        _wait(
+        wait_for(
             lambda: all(str(ghost) in cluster.node_routes(n) for n in state.nodes),
             10,
             "every node to route to the node that joined after the restart",
@@ -509,7 +441,7 @@ def test_etcd_crash_leaves_the_data_path_and_agents_reconnect(up: Cluster) -> No
         )
     finally:
         state.etcd().delete(store.key(ghost))
-    _wait(
+    wait_for(
         lambda: all(str(ghost) not in cluster.node_routes(n) for n in state.nodes),
         10,
         "the routes to the removed node to go",
@@ -534,5 +466,5 @@ def test_down_leaves_nothing(up: Cluster) -> None:
     assert [n for n in harness.leftover_namespaces() if n.startswith(up.prefix)] == []
     assert [p for p in pids if os.path.exists(f"/proc/{p}") and playground.alive(p)] == []
     assert not up.root.exists()
-    again = _pycni("cluster", "--state-dir", str(up.root), "down")
+    again = pycni("cluster", "--state-dir", str(up.root), "down")
     assert again.returncode == 0 and "nothing to remove" in again.stdout

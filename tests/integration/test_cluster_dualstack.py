@@ -15,7 +15,6 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -23,64 +22,28 @@ from pycni import playground
 from pycni.cluster.subnet import read_subnet_env
 from pycni.playground import cluster
 from tests import harness
+from tests.integration.cluster_helpers import (
+    MARKS,
+    PlaygroundCluster,
+    echo_client,
+    echo_server,
+    pycni,
+    serve_in,
+    stop_all,
+)
 
-pytestmark = [
-    pytest.mark.kernel,
-    pytest.mark.slow,
-    # the cluster execs its own in-process entry points: a daemon-mode run would only repeat
-    # these minutes (the flannel plugin itself is covered in both modes by test_cluster_flannel)
-    pytest.mark.skipif(
-        os.environ.get("PYCNI_TEST_MODE") == "daemon", reason="same test as in-process"
-    ),
-]
+pytestmark = MARKS
 
-PYCNI = str(Path(sys.executable).parent / "pycni")
 PORT = 7778
 
-# Answers every connection with the address it came from (IPv4 peers of the dual-stack
-# socket show as ::ffff:a.b.c.d: unmapped here).
-SERVER = f"""
-import socket
-s = socket.socket(socket.AF_INET6)
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-s.bind(("::", {PORT}))
-s.listen(64)
-print("ready", flush=True)
-while True:
-    c, peer = s.accept()
-    c.sendall(peer[0].removeprefix("::ffff:").encode())
-    c.close()
-"""
+SERVER = echo_server(PORT, dual_stack=True)
 
-CLIENT = f"""
-import socket, sys
-for dst in sys.argv[1:]:
-    c = socket.create_connection((dst, {PORT}), timeout=5)
-    print(dst, c.recv(100).decode(), flush=True)
-    c.close()
-"""
+CLIENT = echo_client(PORT)
 
 CASES = [("dual", "host-gw"), ("dual", "vxlan"), ("ipv6", "host-gw"), ("ipv6", "vxlan")]
 
 
-def _pycni(*argv: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [PYCNI, *argv], capture_output=True, text=True, timeout=timeout, check=False
-    )
-
-
-class Cluster:
-    def __init__(self, family: str, backend: str, root: Path, prefix: str) -> None:
-        self.family, self.backend, self.root, self.prefix = family, backend, root, prefix
-        self.is_down = False
-
-    def state(self) -> cluster.ClusterState:
-        return cluster.ClusterState.load(str(self.root))
-
-    def down(self) -> subprocess.CompletedProcess[str]:
-        self.is_down = True
-        return _pycni("cluster", "--state-dir", str(self.root), "down")
+Cluster = PlaygroundCluster
 
 
 @pytest.fixture(scope="module", params=CASES, ids=[f"{f}-{b}" for f, b in CASES])
@@ -90,12 +53,12 @@ def up(
     family, backend = request.param
     root = tmp_path_factory.mktemp(f"cluster-{family}-{backend}") / "state"
     prefix = f"{harness.RUN_PREFIX}{family[:2]}{backend[:2]}-"
-    c = Cluster(family, backend, root, prefix)
+    c = Cluster(backend, root, prefix, family)
     flag = "--dual-stack" if family == "dual" else "--ipv6-only"
-    proc = _pycni(
+    proc = pycni(
         "cluster", "--state-dir", str(root), "up", flag, "--nodes", "3",
         "--pods-per-node", "2", "--backend", backend, "--prefix", prefix,
-        "--ttl", "5", "--reconcile-interval", "1",
+        "--ttl", "5", "--reconcile-interval", "1", timeout=180,
     )  # fmt: skip
     try:
         assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -134,23 +97,16 @@ def test_pods_get_an_address_and_a_default_route_per_family(up: Cluster) -> None
 
 
 def test_every_pod_reaches_every_other_on_each_family(up: Cluster) -> None:
-    proc = _pycni("cluster", "--state-dir", str(up.root), "status", "--json")
+    proc = pycni("cluster", "--state-dir", str(up.root), "status", "--json", timeout=180)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads(proc.stdout)
     assert len(report["ping"]) == 6  # ping and ping6 to every address of every other pod
     assert all(all(row.values()) and len(row) == 5 for row in report["ping"].values())
     state = up.state()
-    servers = []
+    servers: list[subprocess.Popen[str]] = []
     try:
         for pod in state.pods:
-            server = subprocess.Popen(
-                ["nsenter", f"--net={playground.netns_path(pod.name)}", "--",
-                 sys.executable, "-c", SERVER],
-                stdout=subprocess.PIPE, text=True,
-            )  # fmt: skip
-            servers.append(server)
-        for server in servers:
-            assert server.stdout is not None and server.stdout.readline().strip() == "ready"
+            servers.append(serve_in(pod.name, SERVER))
         for src in state.pods:
             own = {4: src.address if up.family == "dual" else "", 6: src.address6}
             targets = [
@@ -162,9 +118,7 @@ def test_every_pod_reaches_every_other_on_each_family(up: Cluster) -> None:
             expected = {t: own[ipaddress.ip_address(t).version] for t in targets}
             assert seen == expected, (src.name, out)
     finally:
-        for server in servers:
-            server.kill()
-            server.wait()
+        stop_all(servers)
 
 
 def test_traffic_to_the_outside_is_masqueraded_per_family(up: Cluster) -> None:
@@ -172,13 +126,8 @@ def test_traffic_to_the_outside_is_masqueraded_per_family(up: Cluster) -> None:
     outside = {6: str(state.underlay_gateway6.ip)}
     if up.family == "dual":
         outside[4] = str(state.underlay_gateway.ip)
-    server = subprocess.Popen(
-        ["nsenter", f"--net={playground.netns_path(state.underlay_ns)}", "--",
-         sys.executable, "-c", SERVER],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    server = serve_in(state.underlay_ns, SERVER)
     try:
-        assert server.stdout is not None and server.stdout.readline().strip() == "ready"
         for node in state.nodes:
             pod = next(p for p in state.pods if p.node == node.name)
             out = (
@@ -190,8 +139,7 @@ def test_traffic_to_the_outside_is_masqueraded_per_family(up: Cluster) -> None:
             node_address = {6: node.address6, 4: node.address}
             assert seen == {dst: node_address[v] for v, dst in outside.items()}, out
     finally:
-        server.kill()
-        server.wait()
+        stop_all([server])
     tables = harness.Namespace(state.nodes[0].name).run("nft", "list", "tables").stdout
     assert "table ip6 pycni-cluster" in tables
     assert ("table ip pycni-cluster" in tables) == (up.family == "dual")

@@ -23,7 +23,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,36 +35,15 @@ from pycni.cluster.lease import LeaseInfo, LeaseStore
 from pycni.cluster.subnet import read_subnet_env
 from pycni.playground import cluster
 from tests import harness
+from tests.integration.cluster_helpers import MARKS, PYCNI, wait_for
 
-pytestmark = [
-    pytest.mark.kernel,
-    pytest.mark.slow,
-    # the cluster execs its own in-process entry points: a daemon-mode run would only repeat
-    # these minutes (the flannel plugin itself is covered in both modes by test_cluster_flannel)
-    pytest.mark.skipif(
-        os.environ.get("PYCNI_TEST_MODE") == "daemon", reason="same test as in-process"
-    ),
-]
+pytestmark = MARKS
 
 TTL = 3
 RECONCILE = 1.0
 NETWORK = "10.244.0.0/16"
 MEMBER_IPS = ("10.99.0.1", "10.99.0.2", "10.99.0.3")
 PREFIX = cluster.ETCD_PREFIX
-
-
-def _wait(
-    predicate: Callable[[], bool],
-    timeout: float,
-    what: str,
-    details: Callable[[], str] = lambda: "",
-) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{details()}")
 
 
 def _openssl(*argv: str, cwd: Path) -> None:
@@ -185,7 +164,7 @@ class Bed:
                 last[:] = [str(exc)]
                 return False
 
-        _wait(answers, 30, "etcd to answer", lambda: f"{last}\n{self.logs('etcd')}")
+        wait_for(answers, 30, "etcd to answer", lambda: f"{last}\n{self.logs('etcd')}")
 
     def start_agents(
         self, args: list[str], tag: str, env: dict[str, str] | None = None, backend: str = "host-gw"
@@ -295,7 +274,7 @@ def test_tls_with_client_certificates(fresh: Bed, pki: Pki) -> None:
          "--etcd-certfile", pki.path("client.crt"), "--etcd-keyfile", pki.path("client.key")],
         "cert",
     )  # fmt: skip
-    _wait(fresh.converged, 30, "agents over TLS to lease and route", fresh.logs)
+    wait_for(fresh.converged, 30, "agents over TLS to lease and route", fresh.logs)
     assert len(set(fresh.subnets().values())) == 2
     # without a client certificate, with one from another CA, over plain HTTP, or trusting
     # the wrong CA: refused
@@ -324,7 +303,7 @@ def test_tls_with_username_and_password(fresh: Bed, pki: Pki) -> None:
         "auth",
         env={"FLANNELD_ETCD_PASSWORD": "s3cret-pw"},
     )  # fmt: skip
-    _wait(fresh.converged, 30, "agents with a password to lease and route", fresh.logs)
+    wait_for(fresh.converged, 30, "agents with a password to lease and route", fresh.logs)
     node = fresh.state.nodes[0]
     assert "s3cret-pw" not in fresh.agent_log(node, "auth")
     assert b"s3cret-pw" not in playground.cmdline(node.agent_pid or 0)
@@ -340,7 +319,7 @@ def test_three_members_one_killed_agents_go_on(fresh: Bed) -> None:
     etcd = fresh.client(urls[1:])
     fresh.wait_etcd(etcd)
     fresh.start_agents(["--etcd-endpoints", ",".join(urls)], "ha")
-    _wait(fresh.converged, 30, "agents on a 3-member etcd", fresh.logs)
+    wait_for(fresh.converged, 30, "agents on a 3-member etcd", fresh.logs)
     subnets = fresh.subnets()
     store = LeaseStore(etcd, PREFIX)
     fresh.stop_etcd(fresh.members[0])  # the first endpoint: the one every agent talks to
@@ -349,7 +328,7 @@ def test_three_members_one_killed_agents_go_on(fresh: Bed) -> None:
     ghost = ipaddress.IPv4Network("10.244.250.0/24")
     info = LeaseInfo(ipaddress.IPv4Address("10.99.0.250"), "host-gw")
     etcd.put(store.key(ghost), info.to_json())
-    _wait(
+    wait_for(
         lambda: all(str(ghost) in cluster.node_routes(n) for n in fresh.state.nodes),
         15,
         "the agents to route to a lease written after the member died",
@@ -386,7 +365,7 @@ def test_hostile_leases_are_ignored_and_touch_nothing(fresh: Bed) -> None:
     etcd.timeout = 20
     fresh.wait_etcd(etcd)
     fresh.start_agents(["--etcd-endpoints", url], "evil", backend="vxlan")
-    _wait(fresh.converged, 30, "the vxlan agents to route", fresh.logs)
+    wait_for(fresh.converged, 30, "the vxlan agents to route", fresh.logs)
     node1, node2 = fresh.state.nodes
     ns1 = harness.Namespace(node1.name)
     own = ipaddress.IPv4Network(fresh.subnets()[node1.name])
@@ -395,7 +374,7 @@ def test_hostile_leases_are_ignored_and_touch_nothing(fresh: Bed) -> None:
     ns1.run("ip", "route", "add", "10.244.203.0/24", "via", "10.99.0.1", "proto", "static")
     # the kernel adds its IPv6 routes for the new VXLAN device once its link-local address
     # passed DAD: wait for that before taking the picture
-    _wait(
+    wait_for(
         lambda: (
             "fe80" in (a := ns1.run("ip", "-6", "addr", "show", "dev", "pycni.1").stdout)
             and "tentative" not in a
@@ -437,7 +416,7 @@ def test_hostile_leases_are_ignored_and_touch_nothing(fresh: Bed) -> None:
     joined = ipaddress.IPv4Network("10.244.210.0/24")
     etcd.put(store.key(joined), lease(BackendData=bd(VtepMAC="02:00:00:00:02:10")))
     try:
-        _wait(
+        wait_for(
             lambda: str(joined) in cluster.node_routes(node1),
             20,
             "the legitimate lease to be routed",
@@ -465,8 +444,7 @@ def test_hostile_leases_are_ignored_and_touch_nothing(fresh: Bed) -> None:
 
 
 def _health(bed: Bed, node: cluster.NodeState) -> str:
-    pycni = str(Path(sys.executable).parent / "pycni")
-    argv = [pycni, "agent", "--health", "--subnet-file", bed.file_of[node.name]]
+    argv = [PYCNI, "agent", "--health", "--subnet-file", bed.file_of[node.name]]
     return harness.Namespace(node.name).run(*argv, check=False).stdout
 
 
@@ -487,12 +465,12 @@ def test_not_ready_until_the_agent_has_its_lease(fresh: Bed, cni_path: str) -> N
     url = f"http://{MEMBER_IPS[0]}:2379"
     fresh.start_agents(["--etcd-endpoints", url], "ready")
     node = fresh.state.nodes[0]
-    _wait(lambda: "waiting for etcd" in fresh.agent_log(node, "ready"), 20, "the agent to wait")
+    wait_for(lambda: "waiting for etcd" in fresh.agent_log(node, "ready"), 20, "the agent to wait")
     assert _health(fresh, node).startswith("not ready: no subnet file")
     status = _status(fresh, node, cni_path)
     assert status.code == 1 and status.json["code"] == 50, status.stdout
     fresh.start_etcd(1, "http")
-    _wait(fresh.converged, 30, "the agents to lease and route", fresh.logs)
+    wait_for(fresh.converged, 30, "the agents to lease and route", fresh.logs)
     assert _health(fresh, node).startswith("ready: node subnet ")
     assert _status(fresh, node, cni_path).code == 0
     log = fresh.agent_log(node, "ready")

@@ -8,88 +8,20 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from pycni.fast import client, install, protocol
 from pycni.spec.errors import DECODING_FAILURE, INVALID_NETNS, IO_FAILURE, TRY_AGAIN_LATER
+from tests.integration.daemon_proc import DaemonProc, start_daemon
 
 FORMS = ("c", "python")
-
-
-@dataclass
-class DaemonProc:
-    socket_path: str
-    proc: subprocess.Popen[bytes]
-    log: Path
-
-    def calls(self) -> int:
-        return self.count("calls")
-
-    def count(self, name: str, at_least: int = 0) -> int:
-        """A counter; waits up to 5 s for ``at_least`` (a call is counted just after its reply)."""
-        deadline = time.monotonic() + 5
-        while True:
-            value = int(client.stats(self.socket_path)["counts"][name])
-            if value >= at_least or time.monotonic() > deadline:
-                return value
-            time.sleep(0.02)
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=30)
-
-
-def start_daemon(directory: Path, *extra: str) -> DaemonProc:
-    sock = str(directory / "run" / "d.sock")
-    log = directory / "daemon.log"
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "pycni.cli.daemon_cmd", "--socket", sock, "--workers", "4",
-             *extra],
-            stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, log.read_text()
-        try:
-            client.ping(sock)
-            return DaemonProc(sock, proc, log)
-        except (client.DaemonUnavailable, OSError):
-            time.sleep(0.05)
-    proc.kill()
-    raise AssertionError(f"daemon did not come up:\n{log.read_text()}")
-
-
-@pytest.fixture
-def short_dir() -> Iterator[Path]:
-    """A short tmp path (unix socket paths are limited to 107 bytes)."""
-    path = Path(tempfile.mkdtemp(prefix="pycni-d"))
-    path.chmod(0o755)
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-
-
-@pytest.fixture
-def daemon(short_dir: Path) -> Iterator[DaemonProc]:
-    proc = start_daemon(short_dir)
-    try:
-        yield proc
-    finally:
-        assert proc.stop() == 0, proc.log.read_text()
 
 
 def run_version(entry: Path) -> subprocess.CompletedProcess[bytes]:

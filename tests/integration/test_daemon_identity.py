@@ -10,19 +10,16 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from pycni.fast import install
 from pycni.spec.errors import IO_FAILURE
-from tests.integration.test_daemon import DaemonProc, start_daemon
+from tests.integration.daemon_proc import DaemonProc
 
 pytestmark = pytest.mark.kernel
 
@@ -30,32 +27,15 @@ FORMS = ("c", "python")
 PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 
 
-@pytest.fixture
-def work() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="pycni-i"))
-    path.chmod(0o755)
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-
-
-@pytest.fixture
-def daemon(work: Path) -> Iterator[DaemonProc]:
-    proc = start_daemon(work)
-    try:
-        yield proc
-    finally:
-        assert proc.stop() == 0, proc.log.read_text()
-
-
 @pytest.mark.parametrize("form", FORMS)
-def test_root_without_capabilities_is_refused(form: str, daemon: DaemonProc, work: Path) -> None:
-    install.install(work / form, socket_path=daemon.socket_path, form=form, names=["loopback"])
+def test_root_without_capabilities_is_refused(
+    form: str, daemon: DaemonProc, short_dir: Path
+) -> None:
+    install.install(short_dir / form, socket_path=daemon.socket_path, form=form, names=["loopback"])
     calls = daemon.calls()
     proc = subprocess.run(
         ["capsh", "--drop=cap_net_admin,cap_sys_admin", "--", "-c", 'exec "$0"',
-         str(work / form / "loopback")],
+         str(short_dir / form / "loopback")],
         env={"CNI_COMMAND": "VERSION", "PATH": PATH}, capture_output=True, timeout=60,
     )  # fmt: skip
     assert proc.returncode == 1, proc
@@ -79,13 +59,15 @@ echo FILES: $(ls "$D/data/mntnet")
 
 @pytest.mark.parametrize("form", FORMS)
 def test_caller_in_another_mount_namespace_runs_the_plugin_itself(
-    form: str, daemon: DaemonProc, work: Path, pod_factory: object
+    form: str, daemon: DaemonProc, short_dir: Path, pod_factory: object
 ) -> None:
     pod = pod_factory()  # type: ignore[operator]
-    install.install(work / form, socket_path=daemon.socket_path, form=form, names=["host-local"])
-    private = work / "private"  # a tmpfs only the caller's mount namespace sees
+    install.install(
+        short_dir / form, socket_path=daemon.socket_path, form=form, names=["host-local"]
+    )
+    private = short_dir / "private"  # a tmpfs only the caller's mount namespace sees
     private.mkdir()
-    conf = work / "conf.json"
+    conf = short_dir / "conf.json"
     conf.write_text(
         json.dumps({
             "cniVersion": "1.0.0", "name": "mntnet",
@@ -94,7 +76,7 @@ def test_caller_in_another_mount_namespace_runs_the_plugin_itself(
         })
     )  # fmt: skip
     env = {
-        "PATH": PATH, "D": str(private), "SRC": str(work / form / "host-local"),
+        "PATH": PATH, "D": str(private), "SRC": str(short_dir / form / "host-local"),
         "CONF": str(conf), "CNI_COMMAND": "ADD", "CNI_CONTAINERID": "mntns1",
         "CNI_NETNS": pod.path, "CNI_IFNAME": "eth0", "CNI_PATH": str(private / "bin"),
     }  # fmt: skip
@@ -151,16 +133,16 @@ def _serve_as_nobody(sock_path: str) -> tuple[int, int]:
 
 
 @pytest.mark.parametrize("form", FORMS)
-def test_entry_point_refuses_a_server_that_is_not_root(form: str, work: Path) -> None:
-    run_dir = work / "run"
+def test_entry_point_refuses_a_server_that_is_not_root(form: str, short_dir: Path) -> None:
+    run_dir = short_dir / "run"
     run_dir.mkdir(mode=0o777)
     run_dir.chmod(0o777)
     sock_path = str(run_dir / "fake.sock")
-    install.install(work / form, socket_path=sock_path, form=form, names=["host-local"])
+    install.install(short_dir / form, socket_path=sock_path, form=form, names=["host-local"])
     pid, report = _serve_as_nobody(sock_path)
     try:
         proc = subprocess.run(
-            [str(work / form / "host-local")], input=b'{"cniVersion": "1.0.0", "name": "x"}',
+            [str(short_dir / form / "host-local")], input=b'{"cniVersion": "1.0.0", "name": "x"}',
             env={"CNI_COMMAND": "ADD", "PATH": PATH}, capture_output=True, timeout=60,
         )  # fmt: skip
     finally:
@@ -173,9 +155,9 @@ def test_entry_point_refuses_a_server_that_is_not_root(form: str, work: Path) ->
     assert received == b"0", received  # not a byte of the call (env, config) was sent
 
 
-def test_socket_directory_must_be_root_only(work: Path) -> None:
+def test_socket_directory_must_be_root_only(short_dir: Path) -> None:
     """A directory others can write to (where the socket could be swapped) is refused."""
-    shared = work / "shared"
+    shared = short_dir / "shared"
     shared.mkdir()
     shared.chmod(0o777)
     proc = subprocess.run(
@@ -185,16 +167,16 @@ def test_socket_directory_must_be_root_only(work: Path) -> None:
     )  # fmt: skip
     assert proc.returncode == 1
     assert "writable by group or others" in proc.stderr
-    link = work / "link"
-    link.symlink_to(work / "elsewhere")
-    (work / "elsewhere").mkdir(mode=0o700)
+    link = short_dir / "link"
+    link.symlink_to(short_dir / "elsewhere")
+    (short_dir / "elsewhere").mkdir(mode=0o700)
     proc = subprocess.run(
         [sys.executable, "-m", "pycni.cli.daemon_cmd",
          "--socket", str(link / "d.sock")],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert proc.returncode == 1 and "symlink" in proc.stderr
-    assert not (work / "elsewhere" / "d.sock").exists()
+    assert not (short_dir / "elsewhere" / "d.sock").exists()
 
 
 def test_ping_and_doctor_from_another_mount_namespace_say_calls_run_in_process(

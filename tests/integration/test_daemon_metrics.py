@@ -18,7 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pycni.fast import client, install, protocol
 from tests import harness
-from tests.integration.test_daemon_pods import stop_daemon, work  # noqa: F401
+from tests.integration.daemon_proc import start_daemon
+from tests.integration.test_daemon_pods import work  # noqa: F401
 
 pytestmark = pytest.mark.kernel
 
@@ -93,21 +94,6 @@ def wait_for_call(sock: str, cid: str) -> str:
     raise AssertionError(f"the call for {cid} never finished: {client.stats(sock)['recent']}")
 
 
-def start(home: harness.Namespace, sock: str, metrics: str, log: Path) -> subprocess.Popen[bytes]:
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(
-            ["nsenter", f"--net={home.path}", "--", sys.executable, "-m", "pycni.cli.daemon_cmd",
-             "--socket", sock, "--workers", "4", "--metrics", f"unix:{metrics}"],
-            stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while not os.path.exists(metrics) or not os.path.exists(sock):
-        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-        time.sleep(0.05)
-    client.ping(sock, timeout=10)
-    return proc
-
-
 def test_metrics_count_the_calls_errors_and_rollbacks(
     node: harness.Namespace,
     pod_factory: Callable[[], harness.Namespace],
@@ -140,7 +126,7 @@ def test_metrics_count_the_calls_errors_and_rollbacks(
                 netns=pods[index].path, cni_path=str(bindir),
             )  # fmt: skip
 
-    daemon = start(home, sock, metrics, work / "daemon.log")
+    daemon = start_daemon(work, "--metrics", f"unix:{metrics}", netns=home.path)
     try:
         first = samples(scrape(metrics))
         info = {dict(ls).get("started_by") for (n, ls) in first if n == "pycni_daemon_info"}
@@ -182,7 +168,7 @@ def test_metrics_count_the_calls_errors_and_rollbacks(
         stats = client.stats(sock)["counts"]
         text = scrape(metrics)
     finally:
-        stop_daemon(daemon)
+        assert daemon.stop() == 0
     assert not os.path.exists(metrics)  # removed on exit
 
     got = samples(text)

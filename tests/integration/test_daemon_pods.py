@@ -9,9 +9,6 @@ from __future__ import annotations
 import ipaddress
 import os
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -22,35 +19,12 @@ import pytest
 
 from pycni.fast import client, install
 from tests import harness
+from tests.integration.daemon_proc import start_daemon
 
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]
 
 PODS = 50
 BRIDGE = "cnifast0"
-
-
-def start_daemon(home: harness.Namespace, sock: str, log: Path) -> subprocess.Popen[bytes]:
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(
-            ["nsenter", f"--net={home.path}", "--", sys.executable, "-m",
-             "pycni.cli.daemon_cmd", "--socket", sock, "--workers", "8"],
-            stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, log.read_text()
-        try:
-            client.ping(sock)
-            return proc
-        except (client.DaemonUnavailable, OSError):
-            time.sleep(0.05)
-    proc.kill()
-    raise AssertionError(log.read_text())
-
-
-def stop_daemon(proc: subprocess.Popen[bytes]) -> None:
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=60) == 0
 
 
 def calls_counted(sock: str, at_least: int) -> int:
@@ -100,7 +74,7 @@ def test_parallel_pods_through_the_daemon_survive_a_restart(
                 netns=pods[index].path, cni_path=str(bindir),
             )  # fmt: skip
 
-    daemon = start_daemon(home, sock, work / "daemon.log")
+    daemon = start_daemon(work, "--workers", "8", netns=home.path)
     try:
         with ThreadPoolExecutor(max_workers=16) as pool:
             adds = list(pool.map(lambda i: run("ADD", i), range(PODS)))
@@ -109,7 +83,7 @@ def test_parallel_pods_through_the_daemon_survive_a_restart(
         assert calls_counted(sock, PODS) >= PODS  # they went through the daemon
         assert client.stats(sock)["counts"]["errors"] == 0
     finally:
-        stop_daemon(daemon)
+        assert daemon.stop() == 0
 
     addresses = [str(r.json["ips"][0]["address"]) for r in adds]  # type: ignore[index]
     assert len(set(addresses)) == PODS
@@ -124,7 +98,7 @@ def test_parallel_pods_through_the_daemon_survive_a_restart(
     assert pods[0].ping(str(ipaddress.ip_interface(addresses[-1]).ip))
 
     # A new daemon (no state of its own) deletes what the old one added.
-    daemon = start_daemon(home, sock, work / "daemon.log")
+    daemon = start_daemon(work, "--workers", "8", netns=home.path)
     try:
         with ThreadPoolExecutor(max_workers=16) as pool:
             dels = list(pool.map(lambda i: run("DEL", i), range(PODS)))
@@ -132,7 +106,7 @@ def test_parallel_pods_through_the_daemon_survive_a_restart(
             result.ok()
         assert calls_counted(sock, PODS) >= PODS
     finally:
-        stop_daemon(daemon)
+        assert daemon.stop() == 0
     assert tmp_state.reservations("fastnet") == []
     assert [n for n in node.links() if n.startswith("veth")] == []
     assert all("eth0" not in pod.links() for pod in pods)

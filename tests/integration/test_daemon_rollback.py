@@ -13,7 +13,8 @@ import pytest
 
 from pycni.fast import client, install, protocol
 from tests import harness
-from tests.integration.test_daemon_pods import start_daemon, stop_daemon, work  # noqa: F401
+from tests.integration.daemon_proc import start_daemon
+from tests.integration.test_daemon_pods import work  # noqa: F401
 
 pytestmark = pytest.mark.kernel
 
@@ -47,7 +48,7 @@ def test_add_of_a_vanished_caller_is_rolled_back(
     sock = str(work / "run" / "d.sock")
     bin_dir = work / "bin"
     install.install(bin_dir, form="auto", socket_path=sock)
-    daemon = start_daemon(home, sock, work / "daemon.log")
+    daemon = start_daemon(work, "--workers", "8", netns=home.path)
     try:
         config = {
             "cniVersion": "1.0.0",
@@ -93,4 +94,4 @@ def test_add_of_a_vanished_caller_is_rolled_back(
         # the daemon is still serving
         assert client.ping(sock)["status"] == "ok"
     finally:
-        stop_daemon(daemon)
+        assert daemon.stop() == 0

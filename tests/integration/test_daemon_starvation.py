@@ -9,15 +9,11 @@ import json
 import os
 import random
 import resource
-import shutil
 import signal
 import socket
 import subprocess
-import sys
-import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,45 +21,9 @@ import pytest
 
 from pycni.fast import client, install
 from tests import harness
+from tests.integration.daemon_proc import start_daemon
 
 pytestmark = pytest.mark.kernel
-
-
-def start_daemon(
-    directory: Path, *extra: str, preexec: Callable[[], None] | None = None
-) -> subprocess.Popen[bytes]:
-    sock = str(directory / "run" / "d.sock")
-    with open(directory / "daemon.log", "ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "pycni.cli.daemon_cmd", "--socket", sock, *extra],
-            stdout=out, stderr=subprocess.STDOUT, preexec_fn=preexec,
-        )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, (directory / "daemon.log").read_text()
-        try:
-            client.ping(sock)
-            return proc
-        except (client.DaemonUnavailable, OSError):
-            time.sleep(0.05)
-    proc.kill()
-    raise AssertionError((directory / "daemon.log").read_text())
-
-
-def stop_daemon(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=60) == 0
-
-
-@pytest.fixture
-def work() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="pycni-s"))
-    path.chmod(0o755)
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def slow_feeder(sock_path: str, stop: threading.Event) -> None:
@@ -95,10 +55,10 @@ def sleepers(tag: str) -> list[int]:
 
 
 def test_slow_clients_and_a_hung_ipam_do_not_starve_other_calls(
-    node: harness.Namespace, pod_factory: Any, tmp_state: harness.State, work: Path
+    node: harness.Namespace, pod_factory: Any, tmp_state: harness.State, short_dir: Path
 ) -> None:
-    bin_dir = work / "bin"
-    sock = str(work / "run" / "d.sock")
+    bin_dir = short_dir / "bin"
+    sock = str(short_dir / "run" / "d.sock")
     install.install(bin_dir, socket_path=sock, names=["bridge", "host-local"])
     tag = f"{random.randint(100, 500)}.{random.randint(100000, 999999)}"
     hung_ipam = bin_dir / "sleepy-ipam"  # exec'd: not a pycni entry point
@@ -123,7 +83,7 @@ def test_slow_clients_and_a_hung_ipam_do_not_starve_other_calls(
                 cni_path=str(bin_dir),
             )  # fmt: skip
 
-    daemon = start_daemon(work, "--workers", "2", "--call-timeout", "4")
+    daemon = start_daemon(short_dir, "--workers", "2", "--call-timeout", "4")
     stop = threading.Event()
     feeders = [threading.Thread(target=slow_feeder, args=(sock, stop)) for _ in range(2)]
     hung: dict[str, Any] = {}
@@ -174,7 +134,7 @@ def test_slow_clients_and_a_hung_ipam_do_not_starve_other_calls(
         hung_thread.join(timeout=30)
         for pid in sleepers(tag):
             os.kill(pid, signal.SIGKILL)
-        stop_daemon(daemon)
+        assert daemon.stop() == 0
 
 
 def cpu_seconds(pid: int) -> float:
@@ -187,14 +147,14 @@ def limit_fds() -> None:
 
 
 @pytest.mark.parametrize("limit", ["emfile", "connection-limit"])
-def test_an_fd_flood_is_survived_without_spinning(limit: str, work: Path) -> None:
+def test_an_fd_flood_is_survived_without_spinning(limit: str, short_dir: Path) -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < 1200:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
-    sock = str(work / "run" / "d.sock")
+    sock = str(short_dir / "run" / "d.sock")
     # "emfile": allow more connections than fds, so accept() itself fails with EMFILE.
     extra = ["--max-connections", "5000"] if limit == "emfile" else []
-    daemon = start_daemon(work, "--workers", "2", *extra, preexec=limit_fds)
+    daemon = start_daemon(short_dir, "--workers", "2", *extra, preexec=limit_fds)
     conns: list[socket.socket] = []
     try:
         for _ in range(1000):
@@ -206,11 +166,11 @@ def test_an_fd_flood_is_survived_without_spinning(limit: str, work: Path) -> Non
                 conn.close()
         assert len(conns) > 100
         time.sleep(0.5)
-        before = cpu_seconds(daemon.pid)
+        before = cpu_seconds(daemon.proc.pid)
         time.sleep(2.0)
-        used = cpu_seconds(daemon.pid) - before
+        used = cpu_seconds(daemon.proc.pid) - before
         assert used / 2.0 < 0.05, f"daemon used {used:.2f}s of CPU in 2s"
-        log = (work / "daemon.log").read_text()
+        log = (short_dir / "daemon.log").read_text()
         expected = "Too many open files" if limit == "emfile" else "connection limit"
         assert "not accepting connections" in log and expected in log, log[-2000:]
         assert log.count("not accepting connections") <= 10, log[-2000:]  # a line per episode
@@ -225,13 +185,15 @@ def test_an_fd_flood_is_survived_without_spinning(limit: str, work: Path) -> Non
         except (OSError, client.DaemonUnavailable):
             assert time.monotonic() < deadline, "the daemon did not come back"
             time.sleep(0.1)
-    install.install(work / "c", socket_path=sock, form="c", names=["loopback"])
+    install.install(short_dir / "c", socket_path=sock, form="c", names=["loopback"])
     env = {"CNI_COMMAND": "VERSION", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
     before_calls = client.stats(sock)["counts"]["calls"]
-    proc = subprocess.run([str(work / "c" / "loopback")], env=env, capture_output=True, timeout=60)
+    proc = subprocess.run(
+        [str(short_dir / "c" / "loopback")], env=env, capture_output=True, timeout=60
+    )
     assert proc.returncode == 0 and b"supportedVersions" in proc.stdout
     deadline = time.monotonic() + 5  # a call is counted just after its reply
     while client.stats(sock)["counts"]["calls"] < before_calls + 1:
         assert time.monotonic() < deadline, "the call did not go through the daemon"
         time.sleep(0.05)
-    stop_daemon(daemon)
+    assert daemon.stop() == 0

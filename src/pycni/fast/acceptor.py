@@ -15,6 +15,7 @@ import contextlib
 import errno
 import logging
 import os
+import resource
 import selectors
 import socket
 import time
@@ -31,8 +32,22 @@ log = logging.getLogger("pycni.daemon")
 
 BACKOFF = (0.1, 2.0)  # first and longest pause after EMFILE/ENFILE
 PER_WAKEUP = 64  # connections accepted before the other sockets get a turn
+FD_RESERVE = 64  # fds kept free for the plugins, plus 16 per worker
 
 Admit = Callable[[socket.socket, int], None]
+
+
+def connection_limit(workers: int, given: int | None) -> int:
+    """``given``, or as many connections as the fd limit holds (each may carry 3 fds: the
+    socket and two netns fds). The soft limit is raised to the hard one either way: the
+    plugins' fds count too."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+    fd_limit = soft if soft != resource.RLIM_INFINITY else 1 << 20
+    return given or max(4, (fd_limit - FD_RESERVE - 16 * workers) // 3)
 
 
 class RateLimitedLog:

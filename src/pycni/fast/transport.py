@@ -237,3 +237,20 @@ def peer_hung_up(conn: socket.socket) -> bool | None:
     except OSError:
         return True
     return not data
+
+
+class Waker:
+    """A socket pair that wakes the main loop's select() from any thread or a signal handler."""
+
+    def __init__(self) -> None:
+        self.fileobj, self._w = socket.socketpair()
+        self.fileobj.setblocking(False)
+        self._w.setblocking(False)
+
+    def wake(self) -> None:
+        with contextlib.suppress(OSError):
+            self._w.send(b"x")
+
+    def drain(self) -> None:
+        with contextlib.suppress(OSError):
+            self.fileobj.recv(4096)

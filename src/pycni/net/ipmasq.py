@@ -23,7 +23,7 @@ import ipaddress
 import json
 import subprocess
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from pycni.net import nft, nftnl, tools
 from pycni.net.nft import NftError
@@ -36,7 +36,7 @@ CHAIN = "masq_checks"
 TABLE_COMMENT = "Masquerading for plugins from github.com/containernetworking/plugins"
 CHAIN_COMMENT = "Masquerade traffic from certain IPs to any (non-multicast) IP outside their subnet"
 COMMENT_MAX = 128
-BACKENDS = ("nftables", "iptables")
+BACKENDS = ("nftables", "iptables")  # the names of the Backend classes below
 DEFAULT_BACKEND = "nftables"
 
 
@@ -457,42 +457,109 @@ def iptables_nft_chain_exists(version: int, chain: str) -> bool:
     return True
 
 
-# --- the two together -------------------------------------------------------------------
+# --- the backends behind one interface --------------------------------------------------
 
 
-def setup(backend: str, ipns: Sequence[IPInterface], network: str, ifname: str, cid: str) -> None:
-    if backend == "nftables":
+class Backend(Protocol):
+    """One way of masquerading an attachment's addresses (bridge's and ptp's ``ipMasq``)."""
+
+    name: str
+
+    def setup(self, ipns: Sequence[IPInterface], network: str, ifname: str, cid: str) -> None:
+        """Masquerade traffic from ``ipns`` leaving their subnets, tagged with the attachment."""
+        ...
+
+    def teardown(self, ipns: Sequence[IPInterface], network: str, ifname: str, cid: str) -> None:
+        """Remove what ``setup`` made for the attachment (``ipns`` may be empty: the link is
+        gone and its addresses unknown). Raises IPMasqError."""
+        ...
+
+    def may_hold(self, network: str, cid: str) -> bool:
+        """Whether this backend may hold something of the attachment, so a DEL under another
+        backend cleans it too (a pod set up before the network's backend changed)."""
+        ...
+
+    def gc(self, network: str, valid: Iterable[tuple[str, str]]) -> int:
+        """Remove the network's entries whose (containerID, ifname) is not in ``valid``."""
+        ...
+
+
+class Nftables:
+    """The reference's ``inet cni_plugins_masquerade`` table, sets per subnet (see above)."""
+
+    name = "nftables"
+
+    def setup(self, ipns: Sequence[IPInterface], network: str, ifname: str, cid: str) -> None:
         setup_nftables(ipns, network, ifname, cid)
-    elif backend == "iptables":
+
+    def teardown(self, ipns: Sequence[IPInterface], network: str, ifname: str, cid: str) -> None:
+        try:
+            teardown_nftables(network, ifname, cid, ipns)
+        except (NftError, OSError) as exc:
+            if nft.available():  # no nftables here: nothing of ours can be left in it
+                raise IPMasqError(str(exc)) from None
+
+    def may_hold(self, network: str, cid: str) -> bool:
+        return True  # elements are found by key and comment: always worth a look
+
+    def gc(self, network: str, valid: Iterable[tuple[str, str]]) -> int:
+        return gc_nftables(network, valid)
+
+
+class Iptables:
+    """The reference's ``CNI-<hash>`` chain per (network, containerID) in ``nat``."""
+
+    name = "iptables"
+
+    def setup(self, ipns: Sequence[IPInterface], network: str, ifname: str, cid: str) -> None:
         setup_iptables(ipns, network, cid)
-    else:
-        raise IPMasqError(f'unknown ipmasq backend "{backend}"')
+
+    def teardown(self, ipns: Sequence[IPInterface], network: str, ifname: str, cid: str) -> None:
+        if not ipns:
+            # no IPs known (link already gone): still remove the chain itself
+            chain = chain_name(network, cid)
+            for v in (4, 6):
+                if iptables_nft_chain_exists(v, chain):
+                    _ipt(v, "-F", chain)
+                    _ipt(v, "-X", chain)
+        teardown_iptables(ipns, network, cid)
+
+    def may_hold(self, network: str, cid: str) -> bool:
+        chain = chain_name(network, cid)
+        return any(iptables_nft_chain_exists(v, chain) for v in (4, 6))
+
+    def gc(self, network: str, valid: Iterable[tuple[str, str]]) -> int:
+        return 0  # as the reference: GC covers the nftables layout only
+
+
+NFTABLES = Nftables()
+IPTABLES = Iptables()
+_ALL: tuple[Backend, ...] = (NFTABLES, IPTABLES)
+
+
+def backend(name: str) -> Backend:
+    """The backend a config names (``ipMasqBackend``, checked against BACKENDS by the plugin)."""
+    for found in _ALL:
+        if found.name == name:
+            return found
+    raise IPMasqError(f'unknown ipmasq backend "{name}"')
 
 
 def teardown(
-    backend: str, ipns: Sequence[IPInterface], network: str, ifname: str, cid: str
+    chosen: Backend, ipns: Sequence[IPInterface], network: str, ifname: str, cid: str
 ) -> list[str]:
-    """Remove the attachment's rules from nftables always, and from iptables when that is the
-    configured backend or its chain exists in iptables-nft. Returns the errors (not raised)."""
+    """Remove the attachment from the chosen backend and from any other that may hold it
+    (nftables always, iptables when its chain exists). Returns the errors (not raised)."""
     errors: list[str] = []
-    try:
-        teardown_nftables(network, ifname, cid, ipns)
-    except (NftError, OSError) as exc:
-        if nft.available():
-            errors.append(str(exc))
-    chain = chain_name(network, cid)
-    families = {ipn.version for ipn in ipns}
-    want_ipt = backend == "iptables" or any(iptables_nft_chain_exists(v, chain) for v in (4, 6))
-    if want_ipt:
-        targets = list(ipns)
-        if not targets:
-            # no IPs known (link already gone): still remove the chain itself
-            for v in (4, 6):
-                if v not in families and iptables_nft_chain_exists(v, chain):
-                    _ipt(v, "-F", chain)
-                    _ipt(v, "-X", chain)
-        try:
-            teardown_iptables(targets, network, cid)
-        except IPMasqError as exc:
-            errors.append(str(exc))
+    for each in _ALL:
+        if each is chosen or each.may_hold(network, cid):
+            try:
+                each.teardown(ipns, network, ifname, cid)
+            except IPMasqError as exc:
+                errors.append(str(exc))
     return errors
+
+
+def gc(network: str, valid: Iterable[tuple[str, str]]) -> int:
+    """Garbage-collect the network in every backend; returns how many entries went."""
+    return sum(each.gc(network, valid) for each in _ALL)

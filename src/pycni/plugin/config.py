@@ -3,7 +3,7 @@
 Plugins declare their config as a dataclass and decode it with :mod:`pycni.spec.decode`;
 the sections several of them read (``ipam.type``, ``dns``, a ``mac`` argument, an MTU) are
 declared once here. ``field``/``section`` remain for the loaders that still read one key at a
-time (firewall). Keys match case-insensitively as Go's encoding/json does.
+time (dnsname). Keys match case-insensitively as Go's encoding/json does.
 """
 
 from __future__ import annotations

@@ -97,9 +97,17 @@ class CNIError(Exception):
 
 
 class _Coded(CNIError):
-    """A CNIError whose code is fixed by its class: ``InvalidConfig(msg, details)``."""
+    """A CNIError whose code is fixed by its class: ``InvalidConfig(msg, details)``.
+
+    A subclass names its code in its header: ``class InvalidConfig(_Coded, code=7)``.
+    """
 
     code_of_class: ClassVar[int] = UNKNOWN
+
+    def __init_subclass__(cls, *, code: int | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if code is not None:  # else the parent's (a narrower InvalidConfig is still code 7)
+            cls.code_of_class = code
 
     def __init__(self, msg: str, details: str = "") -> None:
         super().__init__(self.code_of_class, msg, details)
@@ -111,67 +119,45 @@ class _Coded(CNIError):
         return (type(self), (self.msg, self.details))
 
 
-class IncompatibleVersion(_Coded):
+class IncompatibleVersion(_Coded, code=INCOMPATIBLE_CNI_VERSION):
     """Code 1: the config's cniVersion is one this plugin (or verb) cannot serve."""
 
-    code_of_class = INCOMPATIBLE_CNI_VERSION
 
-
-class UnsupportedField(_Coded):
+class UnsupportedField(_Coded, code=UNSUPPORTED_FIELD):
     """Code 2: a field this implementation understands but does not support here."""
 
-    code_of_class = UNSUPPORTED_FIELD
 
-
-class UnknownContainer(_Coded):
+class UnknownContainer(_Coded, code=UNKNOWN_CONTAINER):
     """Code 3: the container does not exist."""
 
-    code_of_class = UNKNOWN_CONTAINER
 
-
-class InvalidEnv(_Coded):
+class InvalidEnv(_Coded, code=INVALID_ENVIRONMENT_VARIABLES):
     """Code 4: a CNI_* environment variable is missing or malformed."""
 
-    code_of_class = INVALID_ENVIRONMENT_VARIABLES
 
-
-class IOFailure(_Coded):
+class IOFailure(_Coded, code=IO_FAILURE):
     """Code 5: reading or writing a file the plugin needs failed."""
 
-    code_of_class = IO_FAILURE
 
-
-class DecodingFailure(_Coded):
+class DecodingFailure(_Coded, code=DECODING_FAILURE):
     """Code 6: stdin (or a stored document) is not the JSON it must be."""
 
-    code_of_class = DECODING_FAILURE
 
-
-class InvalidConfig(_Coded):
+class InvalidConfig(_Coded, code=INVALID_NETWORK_CONFIG):
     """Code 7: a config value has the wrong type, range or form; the message names the field."""
 
-    code_of_class = INVALID_NETWORK_CONFIG
 
-
-class InvalidNetNS(_Coded):
+class InvalidNetNS(_Coded, code=INVALID_NETNS):
     """Code 8: CNI_NETNS is unusable."""
 
-    code_of_class = INVALID_NETNS
 
-
-class TryAgainLater(_Coded):
+class TryAgainLater(_Coded, code=TRY_AGAIN_LATER):
     """Code 11: a transient condition; the runtime should retry."""
 
-    code_of_class = TRY_AGAIN_LATER
 
-
-class PluginNotAvailable(_Coded):
+class PluginNotAvailable(_Coded, code=PLUGIN_NOT_AVAILABLE):
     """Code 50: STATUS says the plugin cannot serve ADDs now."""
 
-    code_of_class = PLUGIN_NOT_AVAILABLE
 
-
-class InternalError(_Coded):
+class InternalError(_Coded, code=INTERNAL):
     """Code 999: an unexpected failure (a kernel answer or a bug)."""
-
-    code_of_class = INTERNAL

@@ -167,8 +167,9 @@ def masquerade(rb: Rollback, backend: str, result: Result, network: str, req: Re
     rb.step("ipmasq")
     ipns = [ipc.address for ipc in result.ips]
     ifname, cid = req.ifname, req.container_id
-    rb.push("ipmasq", lambda: ipmasq.teardown(backend, ipns, network, ifname, cid))
+    masq = ipmasq.backend(backend)
+    rb.push("ipmasq", lambda: ipmasq.teardown(masq, ipns, network, ifname, cid))
     try:
-        ipmasq.setup(backend, ipns, network, ifname, cid)
+        masq.setup(ipns, network, ifname, cid)
     except (ipmasq.IPMasqError, NftError) as exc:
         raise CNIError(INTERNAL, f"failed to set up IP masquerading: {exc}") from None

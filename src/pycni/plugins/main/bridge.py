@@ -359,7 +359,11 @@ class Bridge(Plugin):
                 req.log(f"macspoofchk teardown: {exc}")
         if conf.layer3 and conf.ip_masq:
             errors += ipmasq.teardown(
-                conf.ip_masq_backend, ipnets, conf.name, req.ifname, req.container_id
+                ipmasq.backend(conf.ip_masq_backend),
+                ipnets,
+                conf.name,
+                req.ifname,
+                req.container_id,
             )
         if errors:
             raise CNIError(INTERNAL, "; ".join(errors))
@@ -472,7 +476,7 @@ class Bridge(Plugin):
             delegate(req, conf.ipam_type, "GC")
         valid = req.valid_attachments() or []
         try:
-            ipmasq.gc_nftables(conf.name, valid)
+            ipmasq.gc(conf.name, valid)
         except (NftError, OSError) as exc:
             if nft_available():
                 raise CNIError(

@@ -148,7 +148,11 @@ class Ptp(Plugin):
             # unlike the reference, also when the link was already gone (no IPs known): the
             # nftables rules are found by their comment, so they do not leak
             errors = ipmasq.teardown(
-                conf.ip_masq_backend, ipnets, conf.name, req.ifname, req.container_id
+                ipmasq.backend(conf.ip_masq_backend),
+                ipnets,
+                conf.name,
+                req.ifname,
+                req.container_id,
             )
             if errors:
                 raise CNIError(INTERNAL, "; ".join(errors))
@@ -196,7 +200,7 @@ class Ptp(Plugin):
         delegate(req, conf.ipam_type, "GC")
         if conf.ip_masq:
             with contextlib.suppress(NftError, OSError):
-                ipmasq.gc_nftables(conf.name, req.valid_attachments() or [])
+                ipmasq.gc(conf.name, req.valid_attachments() or [])
 
     def status(self, req: Request) -> None:
         conf = load_conf(req)

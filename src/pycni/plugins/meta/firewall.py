@@ -11,22 +11,22 @@ import contextlib
 import ipaddress
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 from pycni.fsutil import write_atomic
 from pycni.net import firewall_rules as rules
 from pycni.net import nft, rule_tokens, tools
 from pycni.plugin.base import Plugin, Request
-from pycni.plugin.config import field
 from pycni.plugin.rollback import Rollback
 from pycni.spec import validate
+from pycni.spec.decode import Str, decode, option
 from pycni.spec.errors import (
-    INTERNAL,
-    INVALID_NETWORK_CONFIG,
-    PLUGIN_NOT_AVAILABLE,
-    UNSUPPORTED_FIELD,
     CNIError,
+    InternalError,
+    InvalidConfig,
+    PluginNotAvailable,
+    UnsupportedField,
 )
 from pycni.spec.result import Result
 
@@ -36,32 +36,36 @@ DEFAULT_DATA_DIR = "/run/pycni/firewall"
 DATA_DIR_ENV = "PYCNI_FIREWALL_DATA_DIR"
 
 
-@dataclass
+@dataclass(frozen=True)
 class FirewallConf:
-    backend: str
-    admin_chain: str
-    ingress_policy: str
-    data_dir: str
+    """The plugin's keys as declared; ``parse`` fills the defaults and resolves the backend."""
+
+    backend: str = option(
+        "backend",
+        Str(
+            choices=("", *BACKENDS),
+            message="invalid config: unknown firewall backend {value} "
+            '(use "iptables", "nftables" or leave it empty)',
+        ),
+        "",
+    )
+    ingress_policy: str = option(
+        "ingressPolicy",
+        Str(
+            choices=("", *rules.POLICIES),
+            message="unknown ingress policy: {value} "
+            '(ingressPolicy: use "open", "same-bridge" or "isolated")',
+        ),
+        "",
+    )
+    admin_chain: str = option("iptablesAdminChainName", Str(), "")
+    data_dir: str = option("dataDir", Str(), "")
 
 
 def parse(req: Request) -> FirewallConf:
     """The config, every value that reaches a rule checked by net/rule_tokens.py (code 7)."""
-    cfg = req.config
-    backend = field(cfg, "backend", str, "")
-    if backend not in ("", *BACKENDS):
-        raise CNIError(
-            INVALID_NETWORK_CONFIG,
-            f'invalid config: unknown firewall backend "{rule_tokens.shown(backend)}" '
-            '(use "iptables", "nftables" or leave it empty)',
-        )
-    policy = field(cfg, "ingressPolicy", str, "") or "open"
-    if policy not in rules.POLICIES:
-        raise CNIError(
-            INVALID_NETWORK_CONFIG,
-            f'unknown ingress policy: "{rule_tokens.shown(policy)}" '
-            '(ingressPolicy: use "open", "same-bridge" or "isolated")',
-        )
-    admin = field(cfg, "iptablesAdminChainName", str, "") or rules.DEFAULT_ADMIN_CHAIN
+    conf = decode(FirewallConf, req.config)
+    admin = conf.admin_chain or rules.DEFAULT_ADMIN_CHAIN
     rule_tokens.chain_name("iptablesAdminChainName", admin)
     if admin in rules.NFT_CHAINS:
         raise rule_tokens.refuse(
@@ -69,14 +73,14 @@ def parse(req: Request) -> FirewallConf:
             f'"{admin}" is a chain of the nftables backend',
             "use another name",
         )
-    resolved = _resolve_backend(backend)
+    resolved = _resolve_backend(conf.backend)
     if resolved == "nftables" and not admin[0].isalpha():
         raise rule_tokens.refuse(
             "iptablesAdminChainName",
             f'"{admin}" is not an nftables identifier',
             "with the nftables backend the name must start with a letter",
         )
-    data_dir = field(cfg, "dataDir", str, "") or req.env.get(DATA_DIR_ENV, "") or DEFAULT_DATA_DIR
+    data_dir = conf.data_dir or req.env.get(DATA_DIR_ENV, "") or DEFAULT_DATA_DIR
     if (
         rule_tokens.control_character(data_dir) is not None
         or not os.path.isabs(data_dir)
@@ -87,7 +91,13 @@ def parse(req: Request) -> FirewallConf:
             f'"{rule_tokens.shown(data_dir)}" is not a clean absolute path',
             "use an absolute directory path without '..' or control characters",
         )
-    return FirewallConf(resolved, admin, policy, data_dir)
+    return replace(
+        conf,
+        backend=resolved,
+        ingress_policy=conf.ingress_policy or "open",
+        admin_chain=admin,
+        data_dir=data_dir,
+    )
 
 
 def _resolve_backend(backend: str) -> str:
@@ -105,8 +115,7 @@ def _iptables_tools() -> bool:
 
 
 def _firewalld_refused() -> CNIError:
-    return CNIError(
-        UNSUPPORTED_FIELD,
+    return UnsupportedField(
         'firewall backend "firewalld" is not supported by pycni',
         'use "backend": "iptables" or "nftables" (firewalld zones are not managed)',
     )
@@ -123,8 +132,7 @@ def _bridge_of(result: Result, policy: str) -> str:
     if policy == "open":
         return ""
     if not result.interfaces or not result.interfaces[0].name:
-        raise CNIError(
-            INVALID_NETWORK_CONFIG,
+        raise InvalidConfig(
             f'interface needs to be set for ingress policy "{policy}", make sure to chain '
             '"firewall" plugin with "bridge"',
         )
@@ -132,7 +140,7 @@ def _bridge_of(result: Result, policy: str) -> str:
 
 
 def _fail(exc: Exception) -> CNIError:
-    return CNIError(INTERNAL, f"firewall: {exc}")
+    return InternalError(f"firewall: {exc}")
 
 
 def _conf_and_prev(req: Request) -> tuple[FirewallConf, Result]:
@@ -140,7 +148,7 @@ def _conf_and_prev(req: Request) -> tuple[FirewallConf, Result]:
     conf = parse(req)
     prev = req.prev_result()
     if prev is None:
-        raise CNIError(INVALID_NETWORK_CONFIG, "missing prevResult from earlier plugin")
+        raise InvalidConfig("missing prevResult from earlier plugin")
     if conf.backend == "firewalld":
         raise _firewalld_refused()
     return conf, prev
@@ -247,11 +255,11 @@ class Firewall(Plugin):
     def status(self, req: Request) -> None:
         conf = parse(req)
         if conf.backend == "firewalld":
-            raise CNIError(PLUGIN_NOT_AVAILABLE, 'firewall backend "firewalld" is not supported')
+            raise PluginNotAvailable('firewall backend "firewalld" is not supported')
         if conf.backend == "iptables" and not _iptables_tools():
-            raise CNIError(PLUGIN_NOT_AVAILABLE, "iptables-restore / ip6tables-restore not found")
+            raise PluginNotAvailable("iptables-restore / ip6tables-restore not found")
         if conf.backend == "nftables" and not nft.available():
-            raise CNIError(PLUGIN_NOT_AVAILABLE, "nftables is not usable here")
+            raise PluginNotAvailable("nftables is not usable here")
 
 
 class _Records:

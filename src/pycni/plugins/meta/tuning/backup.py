@@ -11,20 +11,28 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from pycni.fsutil import write_atomic
 
 
+def _saved(default: Any, kind: type, key: str = "") -> Any:
+    """A saved link value: its JSON type and, when not the attribute's name, its JSON key.
+    The default means "not changed by ADD" and is left out of the file."""
+    return field(default=default, metadata={"kind": kind, "key": key})
+
+
 @dataclass
 class Backup:
-    mac: str = ""
-    promisc: bool | None = None
-    mtu: int = 0
-    allmulti: bool | None = None
-    txqlen: int | None = None
-    alias: str | None = None
+    """The old values, fields in the reference's order (sysctl last, pycni's own)."""
+
+    mac: str = _saved("", str)
+    promisc: bool | None = _saved(None, bool)
+    mtu: int = _saved(0, int)
+    allmulti: bool | None = _saved(None, bool)
+    txqlen: int | None = _saved(None, int, "txQLen")
+    alias: str | None = _saved(None, str)
     sysctl: dict[str, str] = field(default_factory=dict)
 
     def is_empty(self) -> bool:
@@ -33,18 +41,10 @@ class Backup:
     def to_json(self) -> str:
         """Go's ``json.MarshalIndent(v, "", " ")`` layout, fields in the reference's order."""
         out: dict[str, Any] = {}
-        if self.mac:
-            out["mac"] = self.mac
-        if self.promisc is not None:
-            out["promisc"] = self.promisc
-        if self.mtu:
-            out["mtu"] = self.mtu
-        if self.allmulti is not None:
-            out["allmulti"] = self.allmulti
-        if self.txqlen is not None:
-            out["txQLen"] = self.txqlen
-        if self.alias is not None:
-            out["alias"] = self.alias
+        for f in _LINK_FIELDS:
+            value = getattr(self, f.name)
+            if value != f.default:
+                out[f.metadata["key"] or f.name] = value
         if self.sysctl:
             out["sysctl"] = self.sysctl
         return json.dumps(out, indent=1)
@@ -54,37 +54,27 @@ class Backup:
         """Tolerant decoding: a value of the wrong type is ignored, like an absent one."""
         if not isinstance(data, dict):
             return cls()
-
-        def get(key: str, kind: type) -> Any:
-            value = data.get(key)
-            if isinstance(value, bool) and kind is int:
-                return None
-            return value if isinstance(value, kind) else None
-
+        values: dict[str, Any] = {}
+        for f in _LINK_FIELDS:
+            value = data.get(f.metadata["key"] or f.name)
+            kind = f.metadata["kind"]
+            if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
+                values[f.name] = value
         sysctl = data.get("sysctl")
-        return cls(
-            mac=get("mac", str) or "",
-            promisc=get("promisc", bool),
-            mtu=get("mtu", int) or 0,
-            allmulti=get("allmulti", bool),
-            txqlen=get("txQLen", int),
-            alias=get("alias", str),
-            sysctl={k: v for k, v in sysctl.items() if isinstance(v, str)}
-            if isinstance(sysctl, dict)
-            else {},
-        )
+        if isinstance(sysctl, dict):
+            values["sysctl"] = {k: v for k, v in sysctl.items() if isinstance(v, str)}
+        return cls(**values)
 
     def merged_over(self, older: Backup) -> Backup:
         """Values already saved by an earlier ADD win: they are the true originals."""
-        return Backup(
-            mac=older.mac or self.mac,
-            promisc=older.promisc if older.promisc is not None else self.promisc,
-            mtu=older.mtu or self.mtu,
-            allmulti=older.allmulti if older.allmulti is not None else self.allmulti,
-            txqlen=older.txqlen if older.txqlen is not None else self.txqlen,
-            alias=older.alias if older.alias is not None else self.alias,
-            sysctl={**self.sysctl, **older.sysctl},
-        )
+        values = {
+            f.name: getattr(older if getattr(older, f.name) != f.default else self, f.name)
+            for f in _LINK_FIELDS
+        }
+        return Backup(**values, sysctl={**self.sysctl, **older.sysctl})
+
+
+_LINK_FIELDS = tuple(f for f in fields(Backup) if "kind" in f.metadata)
 
 
 def load(path: str) -> Backup | None:

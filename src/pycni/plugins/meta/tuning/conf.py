@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from pycni.plugin.base import Request
@@ -26,30 +26,6 @@ _MAC_PATTERNS = (
     re.compile(r"^([0-9a-fA-F]{2})(?:[:-]([0-9a-fA-F]{2})){5}$"),
     re.compile(r"^[0-9a-fA-F]{4}\.[0-9a-fA-F]{4}\.[0-9a-fA-F]{4}$"),
 )
-
-
-@dataclass
-class TuningConf:
-    """What to change in the pod; ``None`` means "leave it alone"."""
-
-    data_dir: str
-    sysctl: dict[str, str] = field(default_factory=dict)
-    mac: str = ""
-    promisc: bool = False
-    mtu: int = 0
-    allmulti: bool | None = None
-    txqlen: int | None = None
-    alias: str | None = None
-
-    def changes_link(self) -> bool:
-        return bool(
-            self.mac
-            or self.mtu
-            or self.promisc
-            or self.allmulti is not None
-            or self.txqlen is not None
-            or self.alias is not None
-        )
 
 
 def normalize_mac(text: str) -> str:
@@ -89,8 +65,9 @@ _MAC_TEXT = Str(max_len=64)
 
 
 @dataclass(frozen=True)
-class TuningKeys:
-    """tuning's top-level keys, declared for the decoder (None: not given)."""
+class TuningConf:
+    """What to change in the pod, as the config declares it (None: "leave it alone");
+    ``parse`` lays CNI_ARGS, runtimeConfig and args.cni over it."""
 
     data_dir: str = option("dataDir", FilePath(), "")
     sysctl: dict[str, str] = option("sysctl", _SYSCTLS, factory=dict)
@@ -101,10 +78,20 @@ class TuningKeys:
     txqlen: int | None = option("txQLen", _TXQLEN)
     alias: str | None = option("alias", Str(max_len=255, no_control=True))
 
+    def changes_link(self) -> bool:
+        return bool(
+            self.mac
+            or self.mtu
+            or self.promisc
+            or self.allmulti is not None
+            or self.txqlen is not None
+            or self.alias is not None
+        )
+
 
 @dataclass(frozen=True)
 class TuningArgs:
-    """``args.cni`` keys that override the config when given."""
+    """``args.cni`` keys that override the config when given (same names as TuningConf)."""
 
     sysctl: dict[str, str] | None = option("sysctl", _SYSCTLS)
     mac: str | None = option("mac", _MAC_TEXT)
@@ -116,43 +103,20 @@ class TuningArgs:
 
 def parse(req: Request) -> TuningConf:
     """The effective settings: config, then CNI_ARGS MAC, runtimeConfig.mac, then args.cni."""
-    keys = decode(TuningKeys, req.config)
-    data_dir = keys.data_dir or req.env.get(DATA_DIR_ENV, "")
-    conf = TuningConf(
-        data_dir=data_dir or DEFAULT_DATA_DIR,
-        sysctl=dict(keys.sysctl),
-        mac=keys.mac,
-        promisc=keys.promisc,
-        mtu=keys.mtu,
-        allmulti=keys.allmulti,
-        txqlen=keys.txqlen,
-        alias=keys.alias,
+    conf = decode(TuningConf, req.config)
+    mac = (
+        decode(MacArg, req.runtime_config, "runtimeConfig").mac
+        or load_args(req.args, known=["MAC"]).get("MAC", "")
+        or conf.mac
     )
-
-    env_mac = load_args(req.args, known=["MAC"]).get("MAC", "")
-    if env_mac:
-        conf.mac = env_mac
-    runtime_mac = decode(MacArg, req.runtime_config, "runtimeConfig").mac
-    if runtime_mac:
-        conf.mac = runtime_mac
-
     args = decode(TuningArgs, req.cni_args, "args.cni")
-    if args.sysctl is not None:
-        conf.sysctl.update(args.sysctl)
-    if args.mac is not None:
-        conf.mac = args.mac
-    if args.promisc is not None:
-        conf.promisc = args.promisc
-    if args.mtu is not None:
-        conf.mtu = args.mtu
-    if args.allmulti is not None:
-        conf.allmulti = args.allmulti
-    if args.txqlen is not None:
-        conf.txqlen = args.txqlen
-
-    if conf.mac:
-        conf.mac = normalize_mac(conf.mac)
-    return conf
+    given = {f.name: v for f in fields(TuningArgs) if (v := getattr(args, f.name)) is not None}
+    given["sysctl"] = {**conf.sysctl, **given.get("sysctl", {})}
+    given["mac"] = given.get("mac", mac)
+    if given["mac"]:
+        given["mac"] = normalize_mac(given["mac"])
+    data_dir = conf.data_dir or req.env.get(DATA_DIR_ENV, "") or DEFAULT_DATA_DIR
+    return replace(conf, data_dir=data_dir, **given)
 
 
 def sysctl_path(key: str, ifname: str) -> str:

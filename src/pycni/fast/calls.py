@@ -1,0 +1,333 @@
+"""The calls in flight, from accept to the last byte of the reply (main thread only).
+
+A checked connection is admitted, its request read without blocking (transport.py), ping
+and stats answered at once, a call admitted into its container's lane (lanes.py) and handed
+to a worker (worker.py); when the worker posts its end, the reply is written, and finishing
+the call releases its lane to the next call of that container. Deadlines are deadlines.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import queue
+import selectors
+import socket
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pycni.fast import autostart, policy, protocol
+from pycni.fast.call import Call, Phase, is_successful_add
+from pycni.fast.lanes import Admission, Lanes
+from pycni.fast.pool import WorkerPool
+from pycni.fast.protocol import Reply, Request
+from pycni.fast.stats import Stats, error_code, ms, new_record
+from pycni.fast.timers import Timers
+from pycni.fast.transport import ReplyWriter, peer_hung_up
+from pycni.fast.worker import CallRunner
+from pycni.spec.errors import CNIError, TryAgainLater
+
+log = logging.getLogger("pycni.daemon")
+
+Report = Callable[[], dict[str, Any]]
+
+
+class CallTable:
+    def __init__(
+        self,
+        *,
+        lanes: Lanes[Call],
+        pool: WorkerPool,
+        stats: Stats,
+        runner: policy.Runner,
+        idle: autostart.IdleClock,
+        wake: Callable[[], None],
+        health: Report,
+        report: Report,
+        recv_timeout: float,
+        call_timeout: float,
+        send_timeout: float,
+    ) -> None:
+        self.lanes = lanes
+        self.pool = pool
+        self.stats = stats
+        self.timers = Timers()
+        self.calls: set[Call] = set()  # open connections and calls not yet finished
+        self.open_socks = 0
+        self.sel: selectors.BaseSelector | None = None
+        self.plugins: dict[str, str] = {}
+        self.recv_timeout = recv_timeout
+        self.call_timeout = call_timeout
+        self.send_timeout = send_timeout
+        self._idle = idle
+        self._wake = wake
+        self._health = health
+        self._report = report
+        self._events: queue.SimpleQueue[tuple[str, Call]] = queue.SimpleQueue()
+        self.runner = CallRunner(runner, pool, stats, call_timeout, self._post)
+
+    # ---- admitted connections and their requests -----------------------------------------
+
+    def admit(self, sock: socket.socket, accepted: int) -> None:
+        """A caller the acceptor checked: start reading its request (deadline: recv_timeout)."""
+        call = Call(sock, accepted, time.monotonic() + self.recv_timeout, new_record("call"))
+        self.calls.add(call)
+        self.open_socks += 1
+        assert self.sel is not None
+        self.sel.register(sock, selectors.EVENT_READ, call)
+        self.timers.set(call, call.deadline)
+
+    def readable(self, call: Call) -> None:
+        assert call.sock is not None
+        if call.phase is Phase.RECEIVING:
+            try:
+                req = call.reader.feed(call.sock)
+            except CNIError as err:
+                call.record.kind = "bad-request"
+                call.record.note = str(err)
+                self.reply(call, protocol.error_reply(err))
+                return
+            except OSError as exc:
+                call.record.kind = "bad-request"
+                call.record.exit_code = 1
+                call.record.note = f"client gone while sending: {exc}"
+                self.close_sock(call)
+                self.finish(call)
+                return
+            if req is not None:
+                call.record.recv = ms(call.accepted_ns, time.perf_counter_ns())
+                self._dispatch(call, req)
+            return
+        hung_up = peer_hung_up(call.sock)
+        if hung_up is None:
+            return
+        if call.monitored and self.sel is not None:
+            self.sel.unregister(call.sock)
+        call.monitored = False
+        if hung_up:
+            self._caller_gone(call)
+
+    def _dispatch(self, call: Call, req: Request) -> None:
+        call.request = req
+        if req.kind == protocol.KIND_PING:
+            call.record.kind = "ping"
+            self.reply(call, Reply(0, _json(self._health()), b"", req.kind))
+            return
+        if req.kind == protocol.KIND_STATS:
+            call.record.kind = "stats"
+            self.reply(call, Reply(0, _json(self._report()), b"", req.kind))
+            return
+        rec = call.record
+        rec.plugin_type = req.plugin_type
+        rec.command = req.env.get("CNI_COMMAND", "")
+        rec.container_id = req.env.get("CNI_CONTAINERID", "")
+        if req.caller_netns_fd is None:
+            rec.note = "refused: no caller netns fd"
+            self.reply(call, policy.missing_caller_netns())
+            return
+        refusal = policy.unavailable(self.plugins, req.plugin_type)
+        if refusal is not None:
+            self.reply(call, refusal)
+            return
+        key = rec.container_id if rec.container_id and rec.command != "VERSION" else None
+        admission = self.lanes.admit(key, call)
+        if admission in (Admission.CONTAINER_FULL, Admission.TOTAL_FULL):
+            self.stats.bump("busy")
+            where = (
+                f"{self.lanes.max_per_container} for container {rec.container_id[:12]}"
+                if admission is Admission.CONTAINER_FULL
+                else f"{self.lanes.max_total} in total"
+            )
+            rec.note = f"busy: queue full ({where})"
+            err = TryAgainLater(f"pycni daemon is busy: queue full ({where})", "try again later")
+            self.reply(call, protocol.error_reply(err))
+            return
+        call.key = key
+        call.admitted = True
+        call.ready_ns = time.perf_counter_ns()
+        call.deadline = time.monotonic() + self.call_timeout
+        self.timers.set(call, call.deadline)
+        if admission is Admission.RUN:
+            call.holds_lane = True
+            self.runner.submit(call)
+        else:
+            call.phase = Phase.WAITING
+
+    def _caller_gone(self, call: Call) -> None:
+        call.record.add_note("caller gone")
+        if call.phase is Phase.WAITING:
+            assert call.key is not None
+            self.lanes.drop(call.key, call)
+            call.admitted = False
+            self.stats.bump("dropped")
+            call.record.add_note("dropped")
+            self.close_sock(call)
+            self.finish(call)
+            return
+        with call.lock:
+            call.gone = True
+            call.cancel.set()
+            started = call.started
+        if not started:
+            self.stats.bump("dropped")
+        self.close_sock(call)
+
+    # ---- what the workers post -----------------------------------------------------------
+
+    def _post(self, kind: str, call: Call) -> None:
+        """Any thread: tell the main loop that a job of ``call`` ended."""
+        self._events.put((kind, call))
+        self._wake()
+
+    def handle_events(self) -> None:
+        while True:
+            try:
+                kind, call = self._events.get_nowait()
+            except queue.Empty:
+                break
+            if kind == "done":
+                self._worker_done(call)
+            elif kind == "undone":
+                self.finish(call)
+        self.pool.maintain()  # replace retired workers (spawned here, on the main thread)
+
+    def _worker_done(self, call: Call) -> None:
+        call.phase = Phase.DONE
+        if call.skipped:
+            call.record.add_note("not run")
+        if call.writer is not None:
+            return  # our earlier answer is still being written; its end finishes the call
+        if call.skipped or call.answered or call.gone or call.sock is None:
+            if not call.skipped and not call.undone and self._undo_late_add(call):
+                return  # "undone" finishes it
+            self.finish(call)
+            return
+        reply = call.result
+        assert reply is not None and call.request is not None
+        if call.timed_out and reply.exit_code != 0:
+            reply = policy.deadline_error(self.call_timeout, True, reply)
+            call.record.add_note("deadline passed; cancelled")
+        call.undo_if_undelivered = is_successful_add(call.request, reply)
+        self.reply(call, reply)
+
+    def _undo_late_add(self, call: Call) -> bool:
+        """The caller left just as its ADD returned successfully: nobody will DEL it."""
+        req, result = call.request, call.result
+        if req is None or result is None or not is_successful_add(req, result):
+            return False
+        self.runner.submit_undo(call, req, result)
+        return True
+
+    # ---- replying and finishing ----------------------------------------------------------
+
+    def reply(self, call: Call, reply: Reply) -> None:
+        if call.sock is None:
+            return
+        if call.writer is None:  # the worker's result (or our error) goes out once
+            call.record.exit_code = reply.exit_code
+            if reply.exit_code != 0:
+                call.record.error_code = error_code(reply.stdout)
+        call.writer = ReplyWriter(reply)
+        call.send_deadline = time.monotonic() + self.send_timeout
+        self.timers.set(call, call.send_deadline)
+        self.write(call)
+
+    def write(self, call: Call) -> None:
+        assert call.writer is not None and call.sock is not None and self.sel is not None
+        start = time.perf_counter_ns()
+        try:
+            done = call.writer.write(call.sock)
+        except OSError as exc:
+            self.reply_failed(call, f"client gone before the reply: {exc}")
+            return
+        call.record.send += ms(start, time.perf_counter_ns())
+        if not done:
+            events = selectors.EVENT_WRITE
+            if call.monitored:
+                self.sel.modify(call.sock, events, call)
+            else:
+                self.sel.register(call.sock, events, call)
+                call.monitored = True
+            return
+        call.writer = None
+        call.undo_if_undelivered = False
+        self.close_sock(call)
+        if call.phase is not Phase.SUBMITTED:  # else the worker's return finishes it
+            self.finish(call)
+
+    def reply_failed(self, call: Call, why: str) -> None:
+        call.writer = None
+        call.record.add_note(why)
+        self.close_sock(call)
+        req = call.request
+        if call.undo_if_undelivered and req is not None and call.result is not None:
+            call.undo_if_undelivered = False
+            self.runner.submit_undo(call, req, call.result)
+            return
+        if call.phase is not Phase.SUBMITTED:
+            self.finish(call)
+
+    def close_sock(self, call: Call) -> None:
+        if call.sock is None:
+            return
+        if call.monitored and self.sel is not None:
+            with contextlib.suppress(KeyError, ValueError):
+                self.sel.unregister(call.sock)
+        call.monitored = False
+        call.sock.close()
+        call.sock = None
+        self.open_socks -= 1
+        call.reader.close()
+
+    def finish(self, call: Call) -> None:
+        """The connection's work is over: release its lane, fds and record it."""
+        if call not in self.calls:
+            return
+        if call.sock is not None:
+            self.close_sock(call)
+        self.calls.discard(call)
+        self.timers.cancel(call)
+        if call.admitted:
+            call.admitted = False
+            if call.holds_lane:
+                following = self.lanes.finish(call.key)
+                if following is not None:
+                    following.holds_lane = True
+                    self.runner.submit(following)
+            elif call.key is not None:
+                self.lanes.drop(call.key, call)
+        req = call.request
+        if req is not None:
+            for fd in (req.caller_netns_fd, req.target_netns_fd):
+                if fd is not None:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+            req.caller_netns_fd = req.target_netns_fd = None
+        call.request = call.result = None  # stale timer entries may keep the call a while
+        call.writer = None
+        self.timers.compact(len(self.calls))
+        rec = call.record
+        rec.total = ms(call.accepted_ns, time.perf_counter_ns())
+        self.stats.record(rec)
+        if rec.kind == "call":
+            self._idle.touch()
+        if rec.kind == "call" and rec.plugin_type:
+            log.info(
+                "%s %s %s exit=%d recv=%.2fms queue=%.2fms run=%.2fms send=%.2fms%s",
+                rec.container_id[:12] or "-",
+                rec.plugin_type,
+                rec.command or "-",
+                rec.exit_code,
+                rec.recv,
+                rec.queue,
+                rec.run,
+                rec.send,
+                f" ({rec.note})" if rec.note else "",
+            )
+
+
+def _json(data: Mapping[str, Any]) -> bytes:
+    return (json.dumps(data, indent=2) + "\n").encode()
