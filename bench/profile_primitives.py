@@ -26,9 +26,9 @@ from pycni.fast import install as fast_install
 from pycni.net import ipmasq, link, sysctl
 from pycni.net.netlink import rtnl
 from pycni.net.ns import NetNS
+from pycni.playground import create_netns, delete_netns
 from pycni.plugins.meta.portmap import nft_backend
 from pycni.plugins.meta.portmap.config import PortMapConfig, PortMapping
-from pycni.playground import create_netns, delete_netns
 
 
 def median_ms(fn: Callable[[], object], n: int = 30) -> float:
