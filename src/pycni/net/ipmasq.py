@@ -18,16 +18,17 @@ pycni coexist and either can tear down what the other made:
 from __future__ import annotations
 
 import errno
-import hashlib
 import ipaddress
 import json
-import subprocess
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pycni.net import nft, nftnl, tools
 from pycni.net.nft import NftError
 from pycni.spec.result import IPInterface
+
+if TYPE_CHECKING:
+    import subprocess
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -48,6 +49,8 @@ def hash_hex(length: int, prefix: str, text: str) -> str:
     """pkg/utils' MustFormatHashWithPrefix: prefix + sha512 hex, cut to ``length``."""
     if len(prefix) >= length or length > 128:
         raise ValueError("invalid hash length")
+    import hashlib  # loads OpenSSL: only calls that name a chain or a rule pay for it
+
     return (prefix + hashlib.sha512(text.encode()).hexdigest())[:length]
 
 
@@ -380,6 +383,8 @@ def _ipt(version: int, *args: str) -> subprocess.CompletedProcess[str]:
     path = tools.which(binary)
     if path is None:
         raise IPMasqError(f"failed to locate iptables: {binary} not found")
+    import subprocess  # iptables only: the nftables backend never runs a command here
+
     return subprocess.run(
         [path, "-w", "-t", "nat", *args], capture_output=True, text=True, check=False
     )

@@ -8,7 +8,6 @@ daemon and in-process IPAM delegation.
 from __future__ import annotations
 
 import json
-import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -114,6 +113,8 @@ def run_plugin(
             err_lines,
         )
     except Exception as exc:  # a bug or an unexpected kernel answer: code 999, no traceback
+        import traceback  # only here: a plugin call that goes well never loads it
+
         err_lines.append(traceback.format_exc())
         notes = "; ".join(str(n) for n in getattr(exc, "__notes__", ()))
         return _failure(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
-from decimal import Decimal
 from typing import Any
 
 from pycni.spec import version
@@ -88,6 +87,8 @@ def _go_float(value: float) -> str:
         raise ValueError(f"json: unsupported value: {value}")
     magnitude = abs(value)
     if magnitude == 0 or 1e-6 <= magnitude < 1e21:
+        from decimal import Decimal  # floats in configs are rare: not loaded for every call
+
         text = format(Decimal(repr(value)), "f")
         if "." in text:
             text = text.rstrip("0").rstrip(".")
