@@ -35,6 +35,7 @@ NOT_ON_THE_PATH = (
     "ctypes.util",  # find_library runs ldconfig in a child process
     "decimal",  # only a float in a config is formatted with it
     "pathlib",
+    "socket",  # socket.py builds its enums at import; the netlink code uses _socket
     "bz2",
     "lzma",
 )

@@ -147,7 +147,9 @@ def path_setup_code() -> str:
             f"sys.path[:0] = {import_paths()!r}\n"
             f"for d in {site_dirs()!r}: site.addsitedir(d)\n"
         )
-    return f"sys.path[:0] = {paths!r}\n"
+    # After the standard library, as site would put them: the stdlib imports (most of them)
+    # then find their module in the first directory searched.
+    return f"sys.path += {paths!r}\n"
 
 
 def fallback_code() -> str:

@@ -9,9 +9,9 @@ then; pyroute2 is imported only then.
 
 from __future__ import annotations
 
+import _socket as socket  # the C module: socket.py builds its enums at import (~2 ms a call)
 import fcntl
 import os
-import socket
 from typing import Any
 
 from pycni.net.rtnl import messages as m
