@@ -82,3 +82,31 @@ def test_cli_offers_the_installer_forms() -> None:
     from pycni.cli import plugins_cmd
 
     assert plugins_cmd.FORMS == install.FORMS
+
+
+def test_install_writes_missing_pyc_files(tmp_path: Path) -> None:
+    """Every in-process call would compile a module whose .pyc is missing: install writes it."""
+    import importlib.util
+
+    import pycni.spec.validate
+
+    cached = Path(importlib.util.cache_from_source(pycni.spec.validate.__file__))
+    cached.unlink(missing_ok=True)
+    report = install.install(tmp_path, form="inprocess", names=["loopback"])
+    assert cached.exists()
+    assert not report.notes
+
+
+def test_inprocess_script_is_short_and_skips_site(tmp_path: Path) -> None:
+    """A script is compiled on every run: the in-process form holds a few lines, its paths
+    resolved at install time (no ``site``), and runs the plugin named by its file name."""
+    install.install(tmp_path, form="inprocess", names=["loopback"])
+    text = (tmp_path / "loopback").read_text()
+    assert len(text.splitlines()) < 20
+    assert "import site" not in text
+    proc = subprocess.run(
+        [str(tmp_path / "loopback")], env={"CNI_COMMAND": "VERSION"}, capture_output=True,
+        check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert b'"supportedVersions"' in proc.stdout

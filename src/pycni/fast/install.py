@@ -231,6 +231,30 @@ def entry_config(path: str | Path, limit: int = 4 << 20) -> dict[str, str] | Non
     return out
 
 
+def precompile() -> str | None:
+    """Write the missing ``.pyc`` files of pycni's modules; the problem, or None when done.
+
+    An in-process call imports some forty of them: without their ``.pyc`` (pycni unpacked
+    somewhere the plugins' user cannot write, or never imported yet) every call compiles
+    them all again, several times the cost of the call itself.
+    """
+    import compileall
+
+    root = Path(pycni.__file__).resolve().parent
+    try:
+        done = compileall.compile_dir(str(root), quiet=2)
+    except OSError as exc:
+        done, reason = False, str(exc)
+    else:
+        reason = "some modules could not be compiled or their .pyc written"
+    if done:
+        return None
+    return (
+        f"pycni's modules in {root} are not all precompiled ({reason}): "
+        "every in-process call compiles them"
+    )
+
+
 def _write_atomic(directory: Path, name: str, data: bytes) -> Path:
     write_atomic(
         directory / name, data, mode=0o755, fsync=False, make_dirs=False, prefix=f".{name}."
@@ -275,6 +299,9 @@ def install(
     wanted = list(registry.names() if names is None else names)
     autostart = autostart and form != "inprocess"
     report = InstallReport(target, form, socket_path, autostart, idle_exit if autostart else 0.0)
+    problem = precompile()
+    if problem:
+        report.notes.append(problem)
     binary: bytes | None = None
     if form in ("auto", "c"):
         try:
