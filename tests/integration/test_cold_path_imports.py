@@ -36,6 +36,7 @@ NOT_ON_THE_PATH = (
     "decimal",  # only a float in a config is formatted with it
     "pathlib",
     "socket",  # socket.py builds its enums at import; the netlink code uses _socket
+    "pycni.spec.conf",  # the runtime's config-list types; a plugin needs only spec.gojson
     "bz2",
     "lzma",
 )

@@ -15,7 +15,7 @@ from pycni.net import ns as netns
 from pycni.net import tools
 from pycni.plugin import registry
 from pycni.plugin.base import Plugin, Request
-from pycni.spec import conf, validate, version
+from pycni.spec import validate, version
 from pycni.spec.decode import shown
 from pycni.spec.errors import (
     INTERNAL,
@@ -26,6 +26,7 @@ from pycni.spec.errors import (
     InvalidEnv,
     InvalidNetNS,
 )
+from pycni.spec.gojson import shape_problem
 
 VERBS = ("ADD", "DEL", "CHECK", "GC", "STATUS", "VERSION")
 ENV_ORDER = ("CNI_COMMAND", "CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_ARGS", "CNI_PATH")
@@ -206,7 +207,7 @@ def _parse_config(stdin: bytes) -> dict[str, object]:
         raise DecodingFailure("error unmarshall network config: a number is too long") from None
     if not isinstance(config, dict):
         raise DecodingFailure("error unmarshall network config: not a JSON object")
-    problem = conf.shape_problem(config, MAX_DEPTH)
+    problem = shape_problem(config, MAX_DEPTH)
     if problem:
         raise DecodingFailure(f"error unmarshall network config: {problem}")
     name = config.get("name")

@@ -23,8 +23,8 @@ from typing import IO, TYPE_CHECKING, Protocol
 
 from pycni.spec import version as spec_version
 from pycni.spec.args import format_pairs
-from pycni.spec.conf import go_unmarshal
 from pycni.spec.errors import DECODING_FAILURE, INTERNAL, UNKNOWN, CNIError
+from pycni.spec.gojson import go_unmarshal
 from pycni.spec.result import Result
 
 from .find import find_in_path
