@@ -111,6 +111,16 @@ class _Frozen:
     def __hash__(self) -> int:
         return hash((type(self), self._values()))
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """copy, deepcopy and pickle rebuild it field by field (assignment is refused)."""
+        return (_rebuild, (type(self), {n: getattr(self, n) for n in self.__slots__}))
+
+
+def _rebuild(cls: type[_Frozen], values: dict[str, Any]) -> _Frozen:
+    obj = cls.__new__(cls)
+    obj._set(**values)
+    return obj
+
 
 # --- scalar kinds --------------------------------------------------------------------------------
 
