@@ -285,6 +285,14 @@ def render(
         lines.append(f"| {label} | {go:.1f} | {slow:.1f} | {slow / go:.2f}x |")
     lines += [
         "",
+        "The in-process chain is two interpreters (loopback, then bridge, which runs host-local "
+        "in its own process): each pays the interpreter's start-up (`python -IS -c pass`, "
+        "~9-11 ms idle) and its imports; the calls' own work is a few percent of their "
+        "instructions. The Go chain's user-space instructions are few: its time is the execs and "
+        "the kernel's work, which pycni pays as well. What the cold path imports, what it no "
+        "longer imports and why ADD stays above 3x Go in-process: "
+        "[daemon.md](daemon.md#the-in-process-cold-path).",
+        "",
         "Import time of one in-process call (`python -X importtime -IS`, VERSION, median): the "
         "sum of every module's own import time, the whole process, and the heaviest modules "
         "the entry code imports (cumulative ms). VERSION loads the plugin's module, so this is "
