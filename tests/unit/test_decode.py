@@ -251,3 +251,21 @@ def test_error_classes_carry_their_codes() -> None:
 
     again = pickle.loads(pickle.dumps(errors.InvalidConfig("m", "d")))
     assert isinstance(again, errors.InvalidConfig) and again.details == "d"
+
+
+def test_kinds_are_immutable_values() -> None:
+    """The field kinds behave as frozen dataclasses did: equal by value, hashable, no
+    assignment, and copy/deepcopy/pickle give an equal value."""
+    import copy
+    import pickle
+
+    from pycni.spec.decode import ListOf, Str
+
+    kind = ListOf(Str(max_len=8, choices=("a", "b")), max_items=3)
+    assert kind == ListOf(Str(max_len=8, choices=("a", "b")), max_items=3)
+    assert kind != ListOf(Str(max_len=9, choices=("a", "b")), max_items=3)
+    assert hash(kind) == hash(copy.deepcopy(kind))
+    assert copy.copy(kind) == kind and pickle.loads(pickle.dumps(kind)) == kind
+    assert "max_items=3" in repr(kind)
+    with pytest.raises(AttributeError):
+        kind.max_items = 4

@@ -82,3 +82,54 @@ def test_cli_offers_the_installer_forms() -> None:
     from pycni.cli import plugins_cmd
 
     assert plugins_cmd.FORMS == install.FORMS
+
+
+def test_install_writes_missing_pyc_files(tmp_path: Path) -> None:
+    """Every in-process call would compile a module whose .pyc is missing: install writes it."""
+    import importlib.util
+
+    import pycni.spec.validate
+
+    cached = Path(importlib.util.cache_from_source(pycni.spec.validate.__file__))
+    cached.unlink(missing_ok=True)
+    report = install.install(tmp_path, form="inprocess", names=["loopback"])
+    assert cached.exists()
+    assert not report.notes
+
+
+def test_inprocess_script_is_short_and_skips_site(tmp_path: Path) -> None:
+    """A script is compiled on every run: the in-process form holds a few lines, its paths
+    resolved at install time (no ``site``), and runs the plugin named by its file name."""
+    install.install(tmp_path, form="inprocess", names=["loopback"])
+    text = (tmp_path / "loopback").read_text()
+    assert len(text.splitlines()) < 20
+    assert "import site" not in text
+    proc = subprocess.run(
+        [str(tmp_path / "loopback")], env={"CNI_COMMAND": "VERSION"}, capture_output=True,
+        check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert b'"supportedVersions"' in proc.stdout
+
+
+def test_search_paths_resolve_pth_files_ahead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Directories named by .pth files are added at install time; a .pth that runs code other
+    than setuptools' distutils shim keeps ``site.addsitedir`` in the entry point."""
+    site_dir = tmp_path / "site-packages"
+    (site_dir / "extra").mkdir(parents=True)
+    (site_dir / "a.pth").write_text("# comment\nextra\nmissing-dir\n")
+    (site_dir / "distutils-precedence.pth").write_text(
+        "import os; var = 'X'; enabled = 1; enabled and __import__('_distutils_hack').add_shim();\n"
+    )
+    monkeypatch.setattr(install, "site_dirs", lambda: [str(site_dir)])
+    paths, needs_site = install.search_paths()
+    assert paths == [*install.import_paths(), str(site_dir), str(site_dir / "extra")]
+    assert not needs_site
+    assert "import site" not in install.fallback_code()
+    (site_dir / "b.pth").write_text("import some_finder; some_finder.install()\n")
+    assert install.search_paths()[1]
+    code = install.fallback_code()
+    assert "site.addsitedir" in code
+    compile(code, "fallback", "exec")

@@ -97,23 +97,94 @@ def python_script(
     body, count = _CONFIG_BLOCK.subn(lambda _m: config, template)
     if count != 1:
         raise RuntimeError("forwarder.py template lost its config block")
-    shebang = f"#!{interpreter()} -IS\n"
-    if len(shebang) > _SHEBANG_LIMIT or " " in interpreter():
-        raise RuntimeError(f"interpreter path unusable in a shebang: {interpreter()!r}")
-    data = (shebang + body).encode()
+    data = (_shebang() + body).encode()
     assert ENTRY_MARKER in data
     return data
+
+
+def search_paths() -> tuple[list[str], bool]:
+    """The ``sys.path`` entries this pycni needs, resolved now so a call skips ``site``.
+
+    pycni's own directory, the venv's site-packages and the directories their ``.pth`` files
+    name. Returns (paths, needs_site): a ``.pth`` that runs code (an ``import`` line, other than
+    setuptools' distutils shim, which only matters to code importing distutils) cannot be
+    resolved ahead, so then the entry point still runs ``site.addsitedir``.
+    """
+    paths = list(import_paths())
+    needs_site = False
+    for directory in site_dirs():
+        if directory not in paths:
+            paths.append(directory)
+        try:
+            names = sorted(n for n in os.listdir(directory) if n.endswith(".pth"))
+        except OSError:
+            continue
+        for name in names:
+            try:
+                lines = Path(directory, name).read_text().splitlines()
+            except (OSError, UnicodeDecodeError):
+                needs_site = True
+                continue
+            for line in lines:
+                line = line.rstrip()
+                if not line or line.startswith("#"):
+                    continue
+                if line.startswith(("import ", "import\t")):
+                    needs_site = needs_site or "_distutils_hack" not in line
+                    continue
+                entry = os.path.abspath(os.path.join(directory, line))
+                if os.path.exists(entry) and entry not in paths:
+                    paths.append(entry)
+    return paths, needs_site
+
+
+# An in-process call is one short process that exits when the call is done: the cyclic
+# garbage collector would only run during its imports (~4% of the call) and free nothing
+# that matters before exit.
+ONE_SHOT = "import gc\ngc.disable()\n"
+
+
+def path_setup_code() -> str:
+    """Python lines that make pycni and its dependencies importable under ``-IS``."""
+    paths, needs_site = search_paths()
+    if needs_site:
+        return (
+            "import site\n"
+            f"sys.path[:0] = {import_paths()!r}\n"
+            f"for d in {site_dirs()!r}: site.addsitedir(d)\n"
+        )
+    # After the standard library, as site would put them: the stdlib imports (most of them)
+    # then find their module in the first directory searched.
+    return f"sys.path += {paths!r}\n"
 
 
 def fallback_code() -> str:
     """What the C forwarder runs with ``python -IS -c CODE TYPE`` when no daemon answers."""
     return (
-        "import sys, site\n"
-        f"sys.path[:0] = {import_paths()!r}\n"
-        f"for d in {site_dirs()!r}: site.addsitedir(d)\n"
-        "from pycni.plugin.main import main\n"
+        "import sys\n" + ONE_SHOT + path_setup_code() + "from pycni.plugin.main import main\n"
         "main(sys.argv[1])\n"
     )
+
+
+def inprocess_script(socket_path: str) -> bytes:
+    """The in-process form: a few lines (a script is compiled on every run, never cached)."""
+    line = config_line("inprocess", False, 0.0, socket_path)
+    body = (
+        f'"""pycni entry point (in-process form): runs the plugin in this process.\n\n'
+        f'{ENTRY_MARKER.decode()}\n"""\n'
+        f"ENTRY_CONFIG = {line!r}\n"
+        "MODE = 'inprocess'\n"
+        "import sys\n" + ONE_SHOT + path_setup_code() + "from pycni.plugin.main import main\n"
+        "main()\n"
+    )
+    return (_shebang() + body).encode()
+
+
+def _shebang() -> str:
+    shebang = f"#!{interpreter()} -IS\n"
+    if len(shebang) > _SHEBANG_LIMIT or " " in interpreter():
+        raise RuntimeError(f"interpreter path unusable in a shebang: {interpreter()!r}")
+    return shebang
 
 
 def daemon_code() -> str:
@@ -160,6 +231,30 @@ def entry_config(path: str | Path, limit: int = 4 << 20) -> dict[str, str] | Non
     return out
 
 
+def precompile() -> str | None:
+    """Write the missing ``.pyc`` files of pycni's modules; the problem, or None when done.
+
+    An in-process call imports some forty of them: without their ``.pyc`` (pycni unpacked
+    somewhere the plugins' user cannot write, or never imported yet) every call compiles
+    them all again, several times the cost of the call itself.
+    """
+    import compileall
+
+    root = Path(pycni.__file__).resolve().parent
+    try:
+        done = compileall.compile_dir(str(root), quiet=2)
+    except OSError as exc:
+        done, reason = False, str(exc)
+    else:
+        reason = "some modules could not be compiled or their .pyc written"
+    if done:
+        return None
+    return (
+        f"pycni's modules in {root} are not all precompiled ({reason}): "
+        "every in-process call compiles them"
+    )
+
+
 def _write_atomic(directory: Path, name: str, data: bytes) -> Path:
     write_atomic(
         directory / name, data, mode=0o755, fsync=False, make_dirs=False, prefix=f".{name}."
@@ -204,6 +299,9 @@ def install(
     wanted = list(registry.names() if names is None else names)
     autostart = autostart and form != "inprocess"
     report = InstallReport(target, form, socket_path, autostart, idle_exit if autostart else 0.0)
+    problem = precompile()
+    if problem:
+        report.notes.append(problem)
     binary: bytes | None = None
     if form in ("auto", "c"):
         try:
@@ -227,7 +325,9 @@ def install(
             report.paths = [first, *_link_all(target, first, wanted[1:])]
         return report
     report.form = "inprocess" if form == "inprocess" else "python"
-    mode = "inprocess" if form == "inprocess" else "daemon"
-    script = python_script(socket_path, mode, autostart=autostart, idle_exit=idle_exit)
+    if form == "inprocess":
+        script = inprocess_script(socket_path)
+    else:
+        script = python_script(socket_path, "daemon", autostart=autostart, idle_exit=idle_exit)
     report.paths = [_write_atomic(target, name, script) for name in wanted]
     return report

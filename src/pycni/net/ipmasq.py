@@ -18,16 +18,19 @@ pycni coexist and either can tear down what the other made:
 from __future__ import annotations
 
 import errno
-import hashlib
 import ipaddress
 import json
-import subprocess
 from collections.abc import Iterable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from pycni.net import nft, nftnl, tools
+from pycni.net import nft, tools
 from pycni.net.nft import NftError
 from pycni.spec.result import IPInterface
+
+if TYPE_CHECKING:
+    import subprocess
+
+    from pycni.net import nftnl
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -48,6 +51,8 @@ def hash_hex(length: int, prefix: str, text: str) -> str:
     """pkg/utils' MustFormatHashWithPrefix: prefix + sha512 hex, cut to ``length``."""
     if len(prefix) >= length or length > 128:
         raise ValueError("invalid hash length")
+    import hashlib  # loads OpenSSL: only calls that name a chain or a rule pay for it
+
     return (prefix + hashlib.sha512(text.encode()).hexdigest())[:length]
 
 
@@ -179,6 +184,8 @@ def element_changes(
     """Add each address to its subnet's set with this attachment's comment, replacing an
     element left by an earlier attachment (add, delete, add: a no-op add makes the delete
     safe, and the last add carries the comment)."""
+    from pycni.net import nftnl  # netlink to nftables: only masquerading calls load it
+
     out: list[nftnl.ElementChange] = []
     for ipn in ipns:
         name = set_name(network, ipn.network)
@@ -248,6 +255,8 @@ def _create_once(commands: list[dict[str, Any]]) -> None:
 def setup_nftables(ipns: Sequence[IPInterface], network: str, ifname: str, cid: str) -> None:
     """Add the attachment's addresses to its network's sets: one small batch; the sets and
     their rules are made on the first ADD of a network (or subnet)."""
+    from pycni.net import nftnl  # netlink to nftables: only masquerading calls load it
+
     if not ipns:
         return
     changes = element_changes(ipns, network, comment_for_instance(network, ifname, cid))
@@ -302,6 +311,8 @@ def _delete_rule(handle: int) -> dict[str, Any]:
 
 def _network_sets(network: str) -> list[str]:
     """The sets of a network, read from the comments of its chain's rules."""
+    from pycni.net import nftnl  # netlink to nftables: only masquerading calls load it
+
     rules = nftnl.chain_rules("inet", TABLE, net_chain(network))
     return [
         set_name(network, subnet)
@@ -326,6 +337,8 @@ def teardown_nftables(
     With the pod's addresses known (the usual DEL) each element is looked up by key and
     removed only when its comment names this attachment; without them the network's sets
     are searched by comment."""
+    from pycni.net import nftnl  # netlink to nftables: only masquerading calls load it
+
     comment = comment_for_instance(network, ifname, cid)
     ours: list[nftnl.ElementChange] = []
     doomed: list[dict[str, Any]] = []
@@ -360,6 +373,8 @@ def teardown_nftables(
 def gc_nftables(network: str, valid: Iterable[tuple[str, str]]) -> int:
     """Delete this network's elements and older-layout rules whose attachment is not in
     ``valid`` (containerID, ifname). Returns how many were removed."""
+    from pycni.net import nftnl  # netlink to nftables: only masquerading calls load it
+
     keep = {comment_for_instance(network, ifname, cid) for cid, ifname in valid}
     doomed = [
         _delete_rule(rule.handle)
@@ -380,6 +395,8 @@ def _ipt(version: int, *args: str) -> subprocess.CompletedProcess[str]:
     path = tools.which(binary)
     if path is None:
         raise IPMasqError(f"failed to locate iptables: {binary} not found")
+    import subprocess  # iptables only: the nftables backend never runs a command here
+
     return subprocess.run(
         [path, "-w", "-t", "nat", *args], capture_output=True, text=True, check=False
     )

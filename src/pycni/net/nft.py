@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import threading
 from collections import OrderedDict
 from typing import Any
@@ -72,6 +71,8 @@ def _run(script: str) -> str:
     nft = tools.which("nft")
     if nft is None:
         raise NftError("nft is not installed")
+    import subprocess  # only without libnftables: not loaded by every importer of this module
+
     proc = subprocess.run(
         [nft, "-j", "-a", "-f", "-"], input=script, capture_output=True, text=True, check=False
     )

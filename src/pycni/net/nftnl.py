@@ -17,11 +17,11 @@ BATCH_END: atomic, as a libnftables transaction), whose cost does not depend on 
 
 from __future__ import annotations
 
+import _socket as socket  # the C module: socket.py builds its enums at import (~2 ms a call)
 import contextlib
 import errno
 import ipaddress
 import os
-import socket
 import struct
 import threading
 from collections import OrderedDict

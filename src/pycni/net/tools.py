@@ -7,12 +7,11 @@ and ``which`` uses it; outside a call it falls back to the process's PATH.
 
 from __future__ import annotations
 
-import shutil
-import threading
+import _thread
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-_local = threading.local()
+_local = _thread._local()  # threading.local, without importing threading
 
 
 @contextmanager
@@ -27,4 +26,6 @@ def search_path(path: str | None) -> Iterator[None]:
 
 
 def which(name: str) -> str | None:
+    import shutil  # not imported by every plugin call: few of them run a tool
+
     return shutil.which(name, path=getattr(_local, "path", None))

@@ -16,24 +16,32 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 from pycni.plugin.entry_point import is_pycni_entry_point
-from pycni.runtime.exec import NO_CONTROL, CallControl, RawExec, plugin_error
 from pycni.runtime.find import find_in_path
 from pycni.spec.errors import INTERNAL, CNIError
 
 if TYPE_CHECKING:
     from pycni.plugin.base import Request
+    from pycni.runtime.exec import CallControl
     from pycni.spec.result import Result
+
+# runtime.exec (subprocess handling, error decoding) is imported where a delegate is exec'd or
+# fails: a bridge run in-process delegating to host-local in-process never needs it.
 
 __all__ = ["call_control", "current_control", "delegate", "is_pycni_entry_point"]
 
 CLEANUP_TIMEOUT = 30.0  # seconds an exec'd delegate's DEL may take, whatever the call's state
 
-_control: ContextVar[CallControl] = ContextVar("pycni_call_control", default=NO_CONTROL)
+_control: ContextVar[CallControl | None] = ContextVar("pycni_call_control", default=None)
 
 
 def current_control() -> CallControl:
     """The deadline and cancellation of the plugin call running on this thread."""
-    return _control.get()
+    control = _control.get()
+    if control is None:
+        from pycni.runtime.exec import NO_CONTROL
+
+        return NO_CONTROL
+    return control
 
 
 @contextlib.contextmanager
@@ -68,9 +76,13 @@ def delegate(
         if outcome.stderr:
             req.stderr.write(outcome.stderr.decode(errors="replace"))
         if outcome.exit_code != 0:
+            from pycni.runtime.exec import plugin_error
+
             raise plugin_error(f"exit status {outcome.exit_code}", outcome.stdout, outcome.stderr)
         stdout = outcome.stdout
     else:
+        from pycni.runtime.exec import CallControl, RawExec
+
         control = current_control()
         if command == "DEL":  # cleanup, often a rollback of a cancelled ADD: never cancelled
             control = CallControl.start(CLEANUP_TIMEOUT)

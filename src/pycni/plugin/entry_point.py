@@ -10,7 +10,10 @@ imports fast/.
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 ENTRY_MARKER = b"pycni-entry-point:v1"
 

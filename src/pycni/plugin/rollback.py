@@ -15,7 +15,6 @@ logs one stderr line with the milliseconds each step took (how the hot path is p
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Mapping
 from types import TracebackType
@@ -25,7 +24,7 @@ from pycni.spec.errors import INTERNAL, CNIError
 FAIL_AT_ENV = "PYCNI_TEST_FAIL_AT"
 TIMINGS_ENV = "PYCNI_STEP_TIMINGS"
 
-log = logging.getLogger("pycni.rollback")
+LOGGER = "pycni.rollback"
 
 
 class Rollback:
@@ -57,7 +56,11 @@ class Rollback:
                 undo()
             except Exception as exc:
                 self.errors.append(f"undo {name}: {exc or type(exc).__name__}")
-                log.warning("rollback: undo of step %s failed: %s", name, exc, exc_info=True)
+                import logging  # only when an undo fails: not loaded by every ADD
+
+                logging.getLogger(LOGGER).warning(
+                    "rollback: undo of step %s failed: %s", name, exc, exc_info=True
+                )
 
     def report(self) -> str:
         """What the last :meth:`run` could not undo ("" when everything was undone)."""

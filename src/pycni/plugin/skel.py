@@ -8,7 +8,6 @@ daemon and in-process IPAM delegation.
 from __future__ import annotations
 
 import json
-import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -16,7 +15,7 @@ from pycni.net import ns as netns
 from pycni.net import tools
 from pycni.plugin import registry
 from pycni.plugin.base import Plugin, Request
-from pycni.spec import conf, validate, version
+from pycni.spec import validate, version
 from pycni.spec.decode import shown
 from pycni.spec.errors import (
     INTERNAL,
@@ -27,6 +26,7 @@ from pycni.spec.errors import (
     InvalidEnv,
     InvalidNetNS,
 )
+from pycni.spec.gojson import shape_problem
 
 VERBS = ("ADD", "DEL", "CHECK", "GC", "STATUS", "VERSION")
 ENV_ORDER = ("CNI_COMMAND", "CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_ARGS", "CNI_PATH")
@@ -114,6 +114,8 @@ def run_plugin(
             err_lines,
         )
     except Exception as exc:  # a bug or an unexpected kernel answer: code 999, no traceback
+        import traceback  # only here: a plugin call that goes well never loads it
+
         err_lines.append(traceback.format_exc())
         notes = "; ".join(str(n) for n in getattr(exc, "__notes__", ()))
         return _failure(
@@ -205,7 +207,7 @@ def _parse_config(stdin: bytes) -> dict[str, object]:
         raise DecodingFailure("error unmarshall network config: a number is too long") from None
     if not isinstance(config, dict):
         raise DecodingFailure("error unmarshall network config: not a JSON object")
-    problem = conf.shape_problem(config, MAX_DEPTH)
+    problem = shape_problem(config, MAX_DEPTH)
     if problem:
         raise DecodingFailure(f"error unmarshall network config: {problem}")
     name = config.get("name")

@@ -14,22 +14,26 @@ import io
 import json
 import os
 import signal
-import subprocess
 import sys
-import threading
 import time
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO, Protocol
+from typing import IO, TYPE_CHECKING, Protocol
 
 from pycni.spec import version as spec_version
 from pycni.spec.args import format_pairs
-from pycni.spec.conf import go_unmarshal
 from pycni.spec.errors import DECODING_FAILURE, INTERNAL, UNKNOWN, CNIError
+from pycni.spec.gojson import go_unmarshal
 from pycni.spec.result import Result
 
 from .find import find_in_path
+
+if TYPE_CHECKING:
+    # subprocess is imported where a plugin is started: a plugin run in-process that only
+    # imports this module for its types and errors (delegation) does not load it.
+    import subprocess
+    import threading
 
 BUSY_RETRIES = 5
 BUSY_DELAY = 1.0
@@ -186,6 +190,8 @@ class RawExec:
         env: Mapping[str, str],
         control: CallControl = NO_CONTROL,
     ) -> bytes:
+        import subprocess
+
         attempt = 0
         while True:
             _check_control(plugin_path, control)
@@ -259,6 +265,8 @@ def _communicate(
     proc: subprocess.Popen[bytes], stdin: bytes, plugin_path: str, control: CallControl
 ) -> tuple[bytes, bytes]:
     """Feed stdin and collect output on this thread, honouring the deadline and cancel."""
+    import subprocess
+
     pending: bytes | None = stdin
     try:
         while True:

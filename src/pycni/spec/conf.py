@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
-from decimal import Decimal
 from typing import Any
 
 from pycni.spec import version
 from pycni.spec.errors import InvalidConfig
+
+# Their home is gojson.py (no config types to import with them); named here for callers.
+from pycni.spec.gojson import go_unmarshal as go_unmarshal
+from pycni.spec.gojson import shape_problem as shape_problem
 
 _GO_ESCAPES = {
     "<": "\\u003c",
@@ -31,63 +34,13 @@ class ConfError(InvalidConfig):
 # --- JSON the way Go's encoding/json reads and writes it ------------------------------------
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"invalid character '{name[0]}' looking for beginning of value")
-
-
-def go_unmarshal(data: bytes | str) -> Any:
-    """Parse JSON, refusing what Go refuses (NaN/Infinity) and naming errors like Go."""
-    text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
-    if text.strip() == "":
-        raise ValueError("unexpected end of JSON input")
-    try:
-        return json.loads(text, parse_constant=_reject_constant)
-    except RecursionError:
-        raise ValueError("exceeded max depth") from None
-    except json.JSONDecodeError as err:
-        if err.pos >= len(text.rstrip()):
-            raise ValueError("unexpected end of JSON input") from None
-        raise ValueError(err.msg + f" (offset {err.pos})") from None
-
-
-def shape_problem(value: Any, max_depth: int) -> str:
-    """Why a decoded JSON value cannot be handled safely, or "" when it can.
-
-    Refused: nesting deeper than ``max_depth`` (Go's decoder stops at 10000; every walk over
-    a config here recurses, so the bound is far lower), and strings or keys holding a lone
-    UTF-16 surrogate (``"\\ud800"``), which are not Unicode text and cannot be encoded.
-    Iterative, so the check itself cannot overflow the stack.
-    """
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            if depth > max_depth:
-                return f"exceeded max depth (more than {max_depth} nested objects or arrays)"
-            children = item.values() if isinstance(item, dict) else item
-            if isinstance(item, dict) and not all(_is_text(k) for k in item):
-                return "invalid Unicode in an object key (a lone surrogate)"
-            stack.extend((child, depth + 1) for child in children)
-        elif isinstance(item, str) and not _is_text(item):
-            return "invalid Unicode in a string (a lone surrogate)"
-    return ""
-
-
-def _is_text(text: str) -> bool:
-    if text.isascii():
-        return True
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _go_float(value: float) -> str:
     if value != value or value in (float("inf"), float("-inf")):
         raise ValueError(f"json: unsupported value: {value}")
     magnitude = abs(value)
     if magnitude == 0 or 1e-6 <= magnitude < 1e21:
+        from decimal import Decimal  # floats in configs are rare: not loaded for every call
+
         text = format(Decimal(repr(value)), "f")
         if "." in text:
             text = text.rstrip("0").rstrip(".")

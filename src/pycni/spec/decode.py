@@ -77,11 +77,57 @@ class Kind(Protocol):
     def decode(self, value: Any, path: str) -> Any: ...
 
 
+class _Frozen:
+    """An immutable value with ``__slots__``: what ``dataclass(frozen=True)`` gives the kinds
+    below (init, repr, eq, hash, no assignment), without generating code when this module is
+    imported. Every plugin call imports it, and each frozen dataclass costs about as much to
+    create as a tenth of the interpreter's start-up."""
+
+    __slots__: tuple[str, ...] = ()
+
+    def _set(self, **values: Any) -> None:
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r}")
+
+    def __repr__(self) -> str:
+        shown_values = ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__slots__)
+        return f"{type(self).__name__}({shown_values})"
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, _Frozen)
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash((type(self), self._values()))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """copy, deepcopy and pickle rebuild it field by field (assignment is refused)."""
+        return (_rebuild, (type(self), {n: getattr(self, n) for n in self.__slots__}))
+
+
+def _rebuild(cls: type[_Frozen], values: dict[str, Any]) -> _Frozen:
+    obj = cls.__new__(cls)
+    obj._set(**values)
+    return obj
+
+
 # --- scalar kinds --------------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
-class Bool:
+class Bool(_Frozen):
+    __slots__ = ()
+
     def describe(self) -> str:
         return "a boolean"
 
@@ -91,17 +137,20 @@ class Bool:
         return value
 
 
-@dataclasses.dataclass(frozen=True)
-class Int:
+class Int(_Frozen):
     """A JSON number with an integral value in [lo, hi] (Go's intN/uintN fields).
 
     ``message``, when set, is the text for a number out of range (``{path}``, ``{value}``),
     for ranges whose wording the reference plugin fixes; a wrong type keeps the standard text.
     """
 
-    lo: int = INT64[0]
-    hi: int = INT64[1]
-    message: str = ""
+    __slots__ = ("hi", "lo", "message")
+    lo: int
+    hi: int
+    message: str
+
+    def __init__(self, lo: int = INT64[0], hi: int = INT64[1], message: str = "") -> None:
+        self._set(lo=lo, hi=hi, message=message)
 
     def describe(self) -> str:
         if (self.lo, self.hi) == INT64:
@@ -137,8 +186,7 @@ def check_text(value: str, path: str, max_len: int = MAX_STRING) -> str:
     return value
 
 
-@dataclasses.dataclass(frozen=True)
-class Str:
+class Str(_Frozen):
     """A string; optionally one of ``choices`` or matching ``pattern`` (``what`` says which).
 
     ``message``, when set, is the text for a value outside ``choices``/``pattern``, for
@@ -146,12 +194,31 @@ class Str:
     ``{value}`` (it as JSON, shortened).
     """
 
-    max_len: int = MAX_STRING
-    choices: tuple[str, ...] = ()
-    pattern: str = ""
-    what: str = ""
-    no_control: bool = False
-    message: str = ""
+    __slots__ = ("choices", "max_len", "message", "no_control", "pattern", "what")
+    max_len: int
+    choices: tuple[str, ...]
+    pattern: str
+    what: str
+    no_control: bool
+    message: str
+
+    def __init__(
+        self,
+        max_len: int = MAX_STRING,
+        choices: tuple[str, ...] = (),
+        pattern: str = "",
+        what: str = "",
+        no_control: bool = False,
+        message: str = "",
+    ) -> None:
+        self._set(
+            max_len=max_len,
+            choices=choices,
+            pattern=pattern,
+            what=what,
+            no_control=no_control,
+            message=message,
+        )
 
     def describe(self) -> str:
         if self.what:
@@ -176,14 +243,17 @@ class Str:
         return value
 
 
-@dataclasses.dataclass(frozen=True)
-class IfName:
+class IfName(_Frozen):
     """A Linux interface name: 1..15 bytes, not ``.``/``..``, no ``/``, ``:`` or whitespace.
 
     ``""`` is allowed (it means "the default") unless ``required``.
     """
 
-    required: bool = False
+    __slots__ = ("required",)
+    required: bool
+
+    def __init__(self, required: bool = False) -> None:
+        self._set(required=required)
 
     def describe(self) -> str:
         return "a string naming an interface (1-15 bytes, no '/', ':' or whitespace)"
@@ -204,13 +274,16 @@ class IfName:
         return value
 
 
-@dataclasses.dataclass(frozen=True)
-class FilePath:
+class FilePath(_Frozen):
     """A file system path: at most PATH_MAX-1 bytes, each component at most NAME_MAX bytes,
     no control characters. ``""`` means "the default". What the path names is the config
     author's choice (as in the reference plugins); this only keeps the OS from refusing it."""
 
-    max_bytes: int = 4095
+    __slots__ = ("max_bytes",)
+    max_bytes: int
+
+    def __init__(self, max_bytes: int = 4095) -> None:
+        self._set(max_bytes=max_bytes)
 
     def describe(self) -> str:
         return (
@@ -235,17 +308,20 @@ class FilePath:
 _MAC = re.compile(r"^[0-9a-fA-F]{2}([:-])[0-9a-fA-F]{2}(\1[0-9a-fA-F]{2}){4}$")
 
 
-@dataclasses.dataclass(frozen=True)
-class Parsed:
+class Parsed(_Frozen):
     """A string turned into a value by ``parse`` (which raises ValueError when it cannot).
 
     ``message``, when set, replaces the standard text (for errors whose wording the Go
     reference fixes); it may use ``{path}``, ``{value}`` (the raw string) and ``{error}``.
     """
 
+    __slots__ = ("message", "parse", "what")
     parse: Callable[[str], Any]
     what: str
-    message: str = ""
+    message: str
+
+    def __init__(self, parse: Callable[[str], Any], what: str, message: str = "") -> None:
+        self._set(parse=parse, what=what, message=message)
 
     def describe(self) -> str:
         return self.what
@@ -297,12 +373,15 @@ def MAC(message: str = "") -> Parsed:
 # --- containers ----------------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
-class ListOf:
+class ListOf(_Frozen):
     """A JSON array of ``item`` (a ``null`` entry is refused, as any wrong type)."""
 
+    __slots__ = ("item", "max_items")
     item: Kind
-    max_items: int = MAX_ITEMS
+    max_items: int
+
+    def __init__(self, item: Kind, max_items: int = MAX_ITEMS) -> None:
+        self._set(item=item, max_items=max_items)
 
     def describe(self) -> str:
         return f"a list of {_plural(self.item.describe())}"
@@ -318,12 +397,15 @@ class ListOf:
         return [self.item.decode(v, f"{path}[{i}]") for i, v in enumerate(value)]
 
 
-@dataclasses.dataclass(frozen=True)
-class MapOf:
+class MapOf(_Frozen):
     """A JSON object whose keys are checked strings and whose values are ``item``."""
 
+    __slots__ = ("item", "max_items")
     item: Kind
-    max_items: int = MAX_ITEMS
+    max_items: int
+
+    def __init__(self, item: Kind, max_items: int = MAX_ITEMS) -> None:
+        self._set(item=item, max_items=max_items)
 
     def describe(self) -> str:
         return f"an object of {_plural(self.item.describe())}"
@@ -343,11 +425,14 @@ class MapOf:
         return out
 
 
-@dataclasses.dataclass(frozen=True)
-class Obj:
+class Obj(_Frozen):
     """A nested object decoded into the config dataclass ``cls``."""
 
+    __slots__ = ("cls",)
     cls: type[Any]
+
+    def __init__(self, cls: type[Any]) -> None:
+        self._set(cls=cls)
 
     def describe(self) -> str:
         return "an object"
@@ -358,12 +443,15 @@ class Obj:
         return decode(self.cls, value, path)
 
 
-@dataclasses.dataclass(frozen=True)
-class Raw:
+class Raw(_Frozen):
     """A JSON value kept as is, of one of ``types`` (for sections handed on unchanged)."""
 
-    types: tuple[type, ...] = (dict,)
-    what: str = "an object"
+    __slots__ = ("types", "what")
+    types: tuple[type, ...]
+    what: str
+
+    def __init__(self, types: tuple[type, ...] = (dict,), what: str = "an object") -> None:
+        self._set(types=types, what=what)
 
     def describe(self) -> str:
         return self.what
@@ -388,12 +476,15 @@ def _plural(text: str) -> str:
 # --- dataclass fields ----------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
-class Spec:
+class Spec(_Frozen):
     """A field's metadata: its JSON key and its kind."""
 
+    __slots__ = ("key", "kind")
     key: str
     kind: Kind
+
+    def __init__(self, key: str, kind: Kind) -> None:
+        self._set(key=key, kind=kind)
 
 
 def option(

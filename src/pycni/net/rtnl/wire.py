@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import _socket as socket  # the C module: socket.py builds its enums at import (~2 ms a call)
 import contextlib
-import socket
 import struct
 from collections.abc import Iterable
 

@@ -15,7 +15,6 @@ replaced or gone, a subdirectory, no inotify) falls back to scanning the files, 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import struct
 import threading
@@ -56,7 +55,9 @@ class _Inotify:
     """One inotify instance for the whole process (instances are a scarce per-user resource)."""
 
     def __init__(self) -> None:
-        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        # The process's own symbols (libc is linked in), as net/ns.py does: find_library()
+        # would run ``ldconfig -p`` in a child process on every plugin call.
+        libc = ctypes.CDLL(None, use_errno=True)
         self._add = libc.inotify_add_watch
         self._add.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
         self._rm = libc.inotify_rm_watch

@@ -1,0 +1,62 @@
+"""Reading JSON the way Go's encoding/json reads it, and the shape checks every config passes.
+
+Its own module, without conf.py's configuration types: every plugin call parses its stdin
+with these, and an in-process call pays for every module it imports.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"invalid character '{name[0]}' looking for beginning of value")
+
+
+def go_unmarshal(data: bytes | str) -> Any:
+    """Parse JSON, refusing what Go refuses (NaN/Infinity) and naming errors like Go."""
+    text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
+    if text.strip() == "":
+        raise ValueError("unexpected end of JSON input")
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise ValueError("exceeded max depth") from None
+    except json.JSONDecodeError as err:
+        if err.pos >= len(text.rstrip()):
+            raise ValueError("unexpected end of JSON input") from None
+        raise ValueError(err.msg + f" (offset {err.pos})") from None
+
+
+def shape_problem(value: Any, max_depth: int) -> str:
+    """Why a decoded JSON value cannot be handled safely, or "" when it can.
+
+    Refused: nesting deeper than ``max_depth`` (Go's decoder stops at 10000; every walk over
+    a config here recurses, so the bound is far lower), and strings or keys holding a lone
+    UTF-16 surrogate (``"\\ud800"``), which are not Unicode text and cannot be encoded.
+    Iterative, so the check itself cannot overflow the stack.
+    """
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > max_depth:
+                return f"exceeded max depth (more than {max_depth} nested objects or arrays)"
+            children = item.values() if isinstance(item, dict) else item
+            if isinstance(item, dict) and not all(_is_text(k) for k in item):
+                return "invalid Unicode in an object key (a lone surrogate)"
+            stack.extend((child, depth + 1) for child in children)
+        elif isinstance(item, str) and not _is_text(item):
+            return "invalid Unicode in a string (a lone surrogate)"
+    return ""
+
+
+def _is_text(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
