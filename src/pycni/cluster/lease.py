@@ -174,18 +174,23 @@ class LeaseStore:
                 if kv is not None:
                     kvs.append(kv)
         for kv in kvs:
-            subnet = sn.subnet_of_key(kv.key)
-            if subnet is None or kv.key != self.key(subnet):
-                reason = "key does not name a subnet (ADDRESS-LENGTH)"
-                listing.rejected.append((kv.key, kv.mod_revision, reason))
-                continue
-            try:
-                info = LeaseInfo.parse(kv.value)
-            except BadLease as exc:
-                listing.rejected.append((kv.key, kv.mod_revision, str(exc)))
-                continue
-            listing.leases[subnet] = (info, kv)
+            parsed = self.parse(kv)
+            if isinstance(parsed, str):
+                listing.rejected.append((kv.key, kv.mod_revision, parsed))
+            else:
+                listing.leases[parsed[0]] = (parsed[1], kv)
         return listing
+
+    def parse(self, kv: KeyValue) -> tuple[sn.Net, LeaseInfo] | str:
+        """The subnet and lease one key holds, or why it holds none (shape only: whether
+        this node may route to it is ``validate``'s question)."""
+        subnet = sn.subnet_of_key(kv.key)
+        if subnet is None or kv.key != self.key(subnet):
+            return "key does not name a subnet (ADDRESS-LENGTH)"
+        try:
+            return subnet, LeaseInfo.parse(kv.value)
+        except BadLease as exc:
+            return str(exc)
 
     def acquire(
         self,
