@@ -360,14 +360,11 @@ def render(results: dict[int, list[Row]], png: str) -> str:
     return "\n".join(lines)
 
 
-def compiled_like_an_install(cache: str) -> None:
+def compiled_like_an_install() -> None:
     """Let the agents start from compiled bytecode, as an installed pycni does (pip
-    compiles on install): compile src/ into ``cache`` and point the agents there. A work
-    tree run with PYTHONDONTWRITEBYTECODE (as on the machine these numbers come from)
-    would otherwise compile every module in every one of the N agents."""
-    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-    os.environ["PYTHONPYCACHEPREFIX"] = cache
-    sys.pycache_prefix = cache
+    compiles on install): compile src/ into its __pycache__ directories (git ignores them).
+    A work tree run with PYTHONDONTWRITEBYTECODE (as on the machine these numbers come
+    from) would otherwise compile every pycni module in every one of the N agents."""
     compileall.compile_dir(str(ROOT / "src"), quiet=1)
 
 
@@ -384,12 +381,11 @@ def main() -> int:
         return 1
     counts = [int(c) for c in args.nodes.split(",") if c.strip()]
     results: dict[int, list[Row]] = {}
-    with tempfile.TemporaryDirectory(prefix="pycni-bench-pyc-") as pyc:
-        compiled_like_an_install(pyc)
-        for count in counts:
-            with tempfile.TemporaryDirectory(prefix="pycni-bench-cluster-") as tmp:
-                print(f"{count} nodes ...", file=sys.stderr)
-                results[count] = measure(count, os.path.join(tmp, "state"), args.timeout)
+    compiled_like_an_install()
+    for count in counts:
+        with tempfile.TemporaryDirectory(prefix="pycni-bench-cluster-") as tmp:
+            print(f"{count} nodes ...", file=sys.stderr)
+            results[count] = measure(count, os.path.join(tmp, "state"), args.timeout)
     out = Path(args.out)
     png = out.with_suffix(".png")
     plot(results, png)
