@@ -249,9 +249,12 @@ def measure(count: int, root: str, timeout: float) -> list[Row]:
         )
         cpu = sum(map(_cpu_seconds, pids))
         rows.append(("agent CPU until converged, mean per agent (s)", cpu / len(pids), ".2f"))
-        time.sleep(5)  # idle cost: what the agents burn when nothing changes
+        # Idle cost: what the agents burn when nothing changes (two reconcile intervals, so
+        # every agent's full passes are in the window whenever it started).
+        window = 2 * opts.reconcile_interval
+        time.sleep(window)
         idle = sum(map(_cpu_seconds, pids)) - cpu
-        rows.append(("agent CPU when idle, all agents (% of one core)", idle / 5 * 100, ".1f"))
+        rows.append(("agent CPU when idle, all agents (% of one core)", idle / window * 100, ".1f"))
 
         others = list(state.nodes)
         newcomer = cluster.add_node(state)

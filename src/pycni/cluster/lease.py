@@ -112,6 +112,8 @@ class LeaseStore:
     def __init__(self, etcd: Etcd, prefix: str = DEFAULT_PREFIX) -> None:
         self.etcd = etcd
         self.prefix = prefix.rstrip("/")
+        # the last listing's keys, parsed, by key: (mod_revision, lease or why not)
+        self._parsed: dict[str, tuple[int, tuple[sn.Net, LeaseInfo] | str]] = {}
 
     @property
     def config_key(self) -> str:
@@ -173,8 +175,14 @@ class LeaseStore:
                     continue
                 if kv is not None:
                     kvs.append(kv)
+        known, self._parsed = self._parsed, {}
         for kv in kvs:
-            parsed = self.parse(kv)
+            before = known.get(kv.key)
+            if before is not None and before[0] == kv.mod_revision:
+                parsed = before[1]  # the same version of the key: etcd's value is the same
+            else:
+                parsed = self.parse(kv)
+            self._parsed[kv.key] = (kv.mod_revision, parsed)
             if isinstance(parsed, str):
                 listing.rejected.append((kv.key, kv.mod_revision, parsed))
             else:
