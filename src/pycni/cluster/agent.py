@@ -366,6 +366,7 @@ class Agent:
         path.renewed_at = time.monotonic()
         path.backend.configure(new.subnet)
         path.lease = new
+        path.view = None  # its own subnet is part of the facts: a full pass next
 
     def _reconcile(self) -> bool:
         """One pass: publish changed backend data, list, check and program the leases.
