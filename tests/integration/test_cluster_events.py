@@ -116,3 +116,37 @@ def test_lease_changes_reach_the_data_path_by_events_alone(
     etcd.delete(key)  # as when its lease expires
     _until(lambda: subnet2 not in cluster.node_routes(node1), "the route to go")
     assert gateway2 not in _neigh(ns1) and old_mac not in _fdb(ns1)
+
+
+def test_an_event_is_checked_against_routes_added_since_the_last_full_pass(
+    state: cluster.ClusterState,
+) -> None:
+    """An administrator routes a prefix by hand; a lease for it arriving by a watch event is
+    refused (the agent saw the route appear), not half-programmed around it."""
+    node1 = state.nodes[0]
+    ns1 = harness.Namespace(node1.name)
+    taken = "10.244.200.0/24"
+    ns1.run("ip", "route", "add", taken, "via", str(state.underlay_gateway.ip))
+    etcd = state.etcd()
+    key = LeaseStore(etcd, cluster.ETCD_PREFIX).key(ipaddress.ip_network(taken))
+    lease = {
+        "PublicIP": "10.99.0.77",
+        "BackendType": "vxlan",
+        "BackendData": {"VNI": 1, "VtepMAC": "02:aa:bb:cc:dd:77"},
+    }
+    try:
+        etcd.put(key, json.dumps(lease))
+        _until(
+            lambda: (
+                f"{taken} via {state.underlay_gateway.ip}" in Path(node1.agent_log).read_text()
+                and "10.244.200.0-24: overlaps the route" in Path(node1.agent_log).read_text()
+            ),
+            "the lease to be refused",
+        )
+        assert "10.244.200.0 " not in _neigh(ns1)
+        assert "02:aa:bb:cc:dd:77" not in _fdb(ns1)
+        assert taken not in cluster.node_routes(node1)  # still the administrator's
+        assert "via" in ns1.run("ip", "route", "show", taken).stdout
+    finally:
+        etcd.delete(key)
+        ns1.run("ip", "route", "del", taken, check=False)

@@ -8,6 +8,7 @@ import ipaddress
 import pytest
 
 from pycni.net import owned_routes
+from pycni.net.kernel_changes import KernelChanges
 from pycni.net.netlink import rtnl
 from tests.harness import Namespace
 
@@ -61,3 +62,23 @@ def test_default_oif_is_the_main_tables_default_route(node: Namespace) -> None:
         node.run("ip", "-6", "route", "add", "default", "via", "fd98::1")
         assert owned_routes.default_oif(ipr) == index
         assert owned_routes.default_oif(ipr, owned_routes.AF_INET6) == index
+
+
+def test_kernel_changes_count_addresses_and_foreign_routes_only(node: Namespace) -> None:
+    node.run("ip", "link", "add", "ou2", "type", "veth", "peer", "name", "ou2p")
+    node.run("ip", "link", "set", "ou2", "up")
+    with node.entered(), KernelChanges(owned_routes.PROTO_PYCNI) as changes, rtnl() as ipr:
+        assert not changes.changed()
+        node.run("ip", "addr", "add", "10.97.0.2/24", "dev", "ou2")
+        assert changes.changed()  # the address and its prefix route
+        assert not changes.changed()  # read: nothing new since
+        oif = ipr.link_lookup(ifname="ou2")[0]
+        ours = _route(A, "10.97.0.11", oif)
+        assert owned_routes.update(ipr, {}, {A: ours})
+        assert not changes.changed()  # our own route: not a change of the node's facts
+        node.run("ip", "route", "add", str(B), "via", "10.97.0.9")
+        assert changes.changed()
+        owned_routes.update(ipr, {A: ours}, {})
+        assert not changes.changed()
+        node.run("ip", "route", "del", str(B))
+        assert changes.changed()

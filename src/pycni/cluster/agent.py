@@ -13,12 +13,13 @@ the underlay address of that family):
    exactly those and removes the rest; it runs at start, every reconcile interval (so a
    route removed by hand comes back) and whenever the watch had to start again. Between
    full passes a watch on the leases delivers each change with its value: the changed
-   lease alone is checked (against the facts of the last full pass) and only its routes
-   are changed, without listing etcd or reading the kernel's tables, so a node joining a
-   cluster of 100 costs each other agent about a millisecond. After the first full pass
-   the subnet file is written (the node is ready), then touched every pass while the
-   leases are renewed. Stopping leaves the leases to expire (a restarted agent takes them
-   over).
+   lease alone is checked (against the node's facts of the last full pass, read again
+   first if a netlink subscription saw an address or a route not the agent's change) and
+   only its routes are changed, without listing etcd or reading the kernel's tables, so a
+   node joining a cluster of 100 costs each other agent about a millisecond. After the
+   first full pass the subnet file is written (the node is ready), then touched every pass
+   while the leases are renewed. Stopping leaves the leases to expire (a restarted agent
+   takes them over).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from pycni.cluster.lease import (
     LeaseStore,
 )
 from pycni.net import link, owned_routes, sysctl
+from pycni.net.kernel_changes import KernelChanges
 from pycni.net.netlink import rtnl
 
 BACKENDS = ("host-gw", "vxlan")
@@ -195,6 +197,7 @@ class Agent:
         self._pending: dict[str, WatchEvent] = {}  # the latest change per key (guarded)
         self._full_wanted = True  # a full pass is due (guarded by _watch_lock)
         self._listed_revision = 0
+        self._kernel: KernelChanges | None = None  # did the node's facts change since read?
         # per IP version: the node facts of the last full pass and each key's verdict then
         self._verdicts: dict[int, tuple[validate.NodeView, dict[str, tuple[int, str | None]]]] = {}
 
@@ -291,8 +294,16 @@ class Agent:
             )
 
     def run(self) -> int:
+        try:
+            return self._run()
+        finally:
+            if self._kernel is not None:
+                self._kernel.close()
+
+    def _run(self) -> int:
         cfg = self.config
         self._prepare()
+        self._kernel = KernelChanges(owned_routes.PROTO_PYCNI)
         self.log(f"etcd {', '.join(e.url for e in self.etcd.endpoints)}")
         self._wait_for_etcd()
         previous = previous_subnets(cfg.subnet_file)
@@ -389,6 +400,8 @@ class Agent:
         rejected = list(listing.rejected)
         changes: list[str] = []
         try:
+            if self._kernel is not None:
+                self._kernel.changed()  # the facts are read now: older changes are in them
             views = [self._node_view(path) for path in self.paths]
             for path, view in zip(self.paths, views, strict=True):
                 lease = path.lease
@@ -473,6 +486,13 @@ class Agent:
     def _apply_events(self, events: dict[str, WatchEvent]) -> bool:
         """The cheap pass: check the changed leases alone and change only their part of the
         data path. Returns False when a full pass must follow (a kernel call failed)."""
+        try:
+            if self._kernel is not None and self._kernel.changed():
+                for path in self.paths:  # an address or a foreign route changed: read again
+                    path.view = self._node_view(path)
+        except Exception as exc:  # a kernel hiccup must not kill the agent
+            self.log(f"cannot read the node's routes (a full pass follows): {exc}")
+            return False
         own = {p.lease.subnet for p in self.paths if p.lease is not None}
         by_version = {p.version: p for p in self.paths}
         after = {p.version: dict(p.remotes) for p in self.paths}
