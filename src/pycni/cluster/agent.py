@@ -552,6 +552,8 @@ class Agent:
 
     def _on_events(self, events: list[WatchEvent]) -> None:
         with self._watch_lock:
+            if not events:  # a message too long to read: something changed, list them all
+                self._full_wanted = True
             for event in events:
                 if event.kv is None or len(self._pending) >= MAX_PENDING:
                     self._full_wanted = True  # unreadable or too many: list them all

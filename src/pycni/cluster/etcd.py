@@ -407,7 +407,8 @@ class Etcd:
 
 class Watch:
     """One watch stream. ``run`` blocks, calling back per batch of events, until the stream
-    ends, breaks or ``close`` is called from another thread; the caller then re-lists."""
+    ends, breaks or ``close`` is called from another thread; the caller then re-lists. An
+    empty batch is a message too long to read: something changed, the caller must list."""
 
     def __init__(self, etcd: Etcd, prefix: str, start_revision: int) -> None:
         self.etcd = etcd
