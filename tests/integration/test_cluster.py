@@ -305,8 +305,9 @@ def test_route_deleted_by_hand_comes_back(up: Cluster) -> None:
     state = up.state()
     node1, node2 = state.nodes[0], state.nodes[1]
     target = node2.subnet()
+    # (run checks ip's status: the route was there and is gone; no look afterwards, the
+    # agent's next full pass may already have put it back)
     up.ns(node1.name).run("ip", "route", "del", target)
-    assert target not in cluster.node_routes(node1)
     if up.backend == "vxlan":
         up.ns(node1.name).run("ip", "neigh", "del", target.split("/")[0], "dev", "pycni.1")
     _wait(lambda: target in cluster.node_routes(node1), RECONCILE + 3, "the route to come back")
