@@ -237,8 +237,9 @@ def test_route_deleted_by_hand_comes_back(up: Cluster) -> None:
     state = up.state()
     node1, node2 = state.nodes[0], state.nodes[1]
     target = node2.subnet()
+    # (run checks ip's status: the route was there and is gone; no look afterwards, the
+    # agent's next full pass may already have put it back)
     up.ns(node1.name).run("ip", "route", "del", target)
-    assert target not in cluster.node_routes(node1)
     if up.backend == "vxlan":
         up.ns(node1.name).run("ip", "neigh", "del", target.split("/")[0], "dev", "pycni.1")
     wait_for(lambda: target in cluster.node_routes(node1), RECONCILE + 3, "the route to come back")
@@ -262,7 +263,11 @@ def test_dead_node_loses_its_routes_and_gets_its_subnet_back(up: Cluster) -> Non
         TTL + RECONCILE + 5,
         "the other nodes to drop the dead node's routes",
     )
-    assert time.monotonic() - started >= TTL - 1.5  # removed because the lease expired
+    gone_after = time.monotonic() - started
+    assert gone_after >= TTL - 1.5  # removed because the lease expired
+    # ... and as soon as it did: the lease's DELETE event is applied at once (etcd expires
+    # leases on a 0.5 s tick; the rest is margin for a loaded machine)
+    assert gone_after <= TTL + 2.5, gone_after
     assert subnet3 not in {str(s) for s in store.list()[0]}
     if up.backend == "vxlan":
         neigh = up.ns(node1.name).run("ip", "neigh", "show", "dev", "pycni.1").stdout

@@ -4,7 +4,9 @@
 Every pod gets an address of each family of the cluster from its node's subnets and a
 default route per family; every pod reaches every other pod over each family (ping and
 ping6) and the receiver sees the sender's pod address; traffic to the outside (the
-underlay namespace) is masqueraded to the node's address of that family.
+underlay namespace) is masqueraded to the node's address of that family; a don't-fragment
+IPv6 packet of exactly the computed MTU (VXLAN over IPv6: underlay - 70) reaches a pod on
+another node and one byte more does not leave the pod.
 """
 
 from __future__ import annotations
@@ -143,6 +145,36 @@ def test_traffic_to_the_outside_is_masqueraded_per_family(up: Cluster) -> None:
     tables = harness.Namespace(state.nodes[0].name).run("nft", "list", "tables").stdout
     assert "table ip6 pycni-cluster" in tables
     assert ("table ip pycni-cluster" in tables) == (up.family == "dual")
+
+
+def _df_ping6(ns: harness.Namespace, address: str, packet: int) -> bool:
+    """One don't-fragment ping6 whose IPv6 packet is ``packet`` bytes long (40 bytes of
+    IPv6 header, 8 of ICMPv6)."""
+    proc = ns.run(
+        "ping", "-6", "-M", "do", "-s", str(packet - 48), "-c", "1", "-W", "3", address,
+        check=False,
+    )  # fmt: skip
+    return proc.returncode == 0
+
+
+def test_pod_mtu_is_exactly_what_crosses_the_ipv6_data_path(up: Cluster) -> None:
+    """The MTU the agent computed from the underlay (1500 - 70 for VXLAN over IPv6, 1500
+    for host-gw) is what the IPv6 data path carries: a don't-fragment IPv6 packet of
+    exactly that size reaches a pod on another node, one byte more does not leave the pod."""
+    state = up.state()
+    src = next(p for p in state.pods if p.node == state.nodes[0].name)
+    dst = next(p for p in state.pods if p.node == state.nodes[1].name)
+    node = harness.Namespace(state.nodes[0].name)
+    underlay = int(str(node.links()[cluster.NODE_IFNAME]["mtu"]))
+    mtu = read_subnet_env(state.nodes[0].subnet_file).mtu
+    if up.backend == "vxlan":
+        assert mtu == underlay - 70 == 1430
+        assert node.links()["pycni-v6.1"]["mtu"] == mtu
+    else:
+        assert mtu == underlay == 1500
+    assert harness.Namespace(src.name).links()["eth0"]["mtu"] == mtu
+    assert _df_ping6(harness.Namespace(src.name), dst.address6, mtu), (src.name, dst.address6)
+    assert not _df_ping6(harness.Namespace(src.name), dst.address6, mtu + 1)
 
 
 def test_down_leaves_nothing(up: Cluster) -> None:

@@ -203,4 +203,4 @@ def run(args: argparse.Namespace) -> int:
 if __name__ == "__main__":
     from pycni.cli.main import main
 
-    sys.exit(main(["agent", *sys.argv[1:]]))
+    sys.exit(main(["agent", *sys.argv[1:]], modules=("pycni.cli.agent_cmd",)))

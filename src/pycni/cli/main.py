@@ -27,20 +27,22 @@ COMMAND_MODULES: tuple[str, ...] = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(modules: tuple[str, ...] = COMMAND_MODULES) -> argparse.ArgumentParser:
+    """The parser of ``modules``' commands (all of them unless a caller needs just one:
+    a node agent starting on every node need not build the other nine)."""
     parser = argparse.ArgumentParser(
         prog="pycni",
         description="Container Network Interface tools: run network configurations against "
         "network namespaces (like cnitool), inspect configurations and plugins.",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    for name in modules:
         importlib.import_module(name).register(subparsers)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+def main(argv: list[str] | None = None, modules: tuple[str, ...] = COMMAND_MODULES) -> int:
+    parser = build_parser(modules)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     func = getattr(args, "func", None)
     if func is None:

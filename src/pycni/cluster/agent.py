@@ -8,12 +8,18 @@ the underlay address of that family):
    is published with the lease);
 2. lease a subnet (its old one when it had one), renewed every TTL/3;
 3. enable forwarding, install masquerading;
-4. loop: list every lease, check it (see ``validate``), program routes (and neighbors, FDB
-   entries) for the other nodes, remove those of nodes whose lease is gone. A watch on the
-   leases wakes the loop at once; the loop also runs every reconcile interval, so a route
-   removed by hand comes back. After the first complete pass the subnet file is written
-   (the node is ready), then touched every pass while the leases are renewed. Stopping
-   leaves the leases to expire (a restarted agent takes them over).
+4. loop: a full pass lists every lease, checks it (see ``validate``) against the node's
+   facts read fresh, makes the routes (and neighbors, FDB entries) to the other nodes
+   exactly those and removes the rest; it runs at start, every reconcile interval (so a
+   route removed by hand comes back) and whenever the watch had to start again. Between
+   full passes a watch on the leases delivers each change with its value: the changed
+   lease alone is checked (against the node's facts of the last full pass, read again
+   first if a netlink subscription saw an address or a route not the agent's change) and
+   only its routes are changed, without listing etcd or reading the kernel's tables, so a
+   node joining a cluster of 100 costs each other agent about a millisecond. After the
+   first full pass the subnet file is written (the node is ready), then touched every pass
+   while the leases are renewed. Stopping leaves the leases to expire (a restarted agent
+   takes them over).
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from typing import TextIO
 from pycni.cluster import masq, validate
 from pycni.cluster import subnet as sn
 from pycni.cluster.backend import Backend, Underlay
-from pycni.cluster.etcd import Etcd, EtcdCredentials, EtcdError, KeyValue
+from pycni.cluster.etcd import Etcd, EtcdCredentials, EtcdError, KeyValue, WatchEvent
 from pycni.cluster.lease import (
     DEFAULT_PREFIX,
     DEFAULT_TTL,
@@ -39,12 +45,14 @@ from pycni.cluster.lease import (
     LeaseStore,
 )
 from pycni.net import link, owned_routes, sysctl
+from pycni.net.kernel_changes import KernelChanges
 from pycni.net.netlink import rtnl
 
 BACKENDS = ("host-gw", "vxlan")
 DEFAULT_SUBNET_FILE = "/run/flannel/subnet.env"
 DEFAULT_RECONCILE = 10.0
-SETTLE = 0.05  # seconds to let a burst of watch events gather before a pass
+SETTLE = 0.02  # seconds to let a burst of watch events gather before a pass
+MAX_PENDING = 1000  # changed keys held between passes; more: a full pass instead
 
 
 class AgentError(RuntimeError):
@@ -88,11 +96,7 @@ def find_underlay(iface: str, public_ip: str, version: int = 4) -> Underlay:
                 if a.version == version and _usable(a.ip)
             ]
             candidates.append((found.name, found.index, found.mtu, mine))
-        default_oif = 0
-        for route in kernel.routes(family, table=owned_routes.MAIN_TABLE):
-            if route.dst.prefixlen == 0:
-                default_oif = route.oif
-                break
+        default_oif = owned_routes.default_oif(kernel, family)
     try:
         wanted_ip = ipaddress.ip_address(public_ip) if public_ip else None
     except ValueError:
@@ -164,6 +168,8 @@ class FamilyPath:
     backend: Backend
     lease: Lease | None = None
     renewed_at: float = 0.0
+    view: validate.NodeView | None = None  # the node's facts at the last full pass
+    remotes: dict[sn.Net, LeaseInfo] = field(default_factory=dict)  # what the data path reaches
 
     @property
     def version(self) -> int:
@@ -188,6 +194,12 @@ class Agent:
         self.wake = threading.Event()
         self._watch_lock = threading.Lock()
         self._watch: object | None = None
+        self._pending: dict[str, WatchEvent] = {}  # the latest change per key (guarded)
+        self._full_wanted = True  # a full pass is due (guarded by _watch_lock)
+        self._listed_revision = 0
+        self._kernel: KernelChanges | None = None  # did the node's facts change since read?
+        # per IP version: the node facts of the last full pass and each key's verdict then
+        self._verdicts: dict[int, tuple[validate.NodeView, dict[str, tuple[int, str | None]]]] = {}
 
     @property
     def lease(self) -> Lease | None:
@@ -282,8 +294,16 @@ class Agent:
             )
 
     def run(self) -> int:
+        try:
+            return self._run()
+        finally:
+            if self._kernel is not None:
+                self._kernel.close()
+
+    def _run(self) -> int:
         cfg = self.config
         self._prepare()
+        self._kernel = KernelChanges(owned_routes.PROTO_PYCNI)
         self.log(f"etcd {', '.join(e.url for e in self.etcd.endpoints)}")
         self._wait_for_etcd()
         previous = previous_subnets(cfg.subnet_file)
@@ -304,16 +324,28 @@ class Agent:
         watcher.start()
         renew_every = max(cfg.ttl / 3.0, 0.5)
         next_renew = time.monotonic() + renew_every
+        next_full = 0.0
         while not self.stop.is_set():
             now = time.monotonic()
             if now >= next_renew:
                 for path in self.paths:
                     self._renew(path)
                 next_renew = now + renew_every
-            synced = self._reconcile()
+            events, full = self._take_events()
+            synced = False
+            if full or now >= next_full or any(p.view is None for p in self.paths):
+                synced = self._reconcile()
+                next_full = now + cfg.reconcile_interval
+            # A change the last listing already held is done (an older one would undo it).
+            events = {k: e for k, e in events.items() if e.revision > self._listed_revision}
+            if events and all(p.view is not None for p in self.paths):
+                synced = self._apply_events(events)
+                if not synced:
+                    next_full = 0.0  # something went wrong: look at everything
             if synced or self._written is not None:
                 self._refresh_subnet_file()
-            timeout = min(cfg.reconcile_interval, max(next_renew - time.monotonic(), 0.05))
+            due = min(next_full, next_renew) - time.monotonic()
+            timeout = min(cfg.reconcile_interval, max(due, 0.05))
             if self.wake.wait(timeout) and not self.stop.is_set():
                 self.stop.wait(SETTLE)  # a burst of lease changes: one pass for all of it
             self.wake.clear()
@@ -345,6 +377,7 @@ class Agent:
         path.renewed_at = time.monotonic()
         path.backend.configure(new.subnet)
         path.lease = new
+        path.view = None  # its own subnet is part of the facts: a full pass next
 
     def _reconcile(self) -> bool:
         """One pass: publish changed backend data, list, check and program the leases.
@@ -362,10 +395,13 @@ class Agent:
         except EtcdError as exc:
             self.log(f"cannot list leases (keeping the data path as is): {exc}")
             return False
+        self._listed_revision = listing.revision
         own = {p.lease.subnet for p in self.paths if p.lease is not None}
         rejected = list(listing.rejected)
         changes: list[str] = []
         try:
+            if self._kernel is not None:
+                self._kernel.changed()  # the facts are read now: older changes are in them
             views = [self._node_view(path) for path in self.paths]
             for path, view in zip(self.paths, views, strict=True):
                 lease = path.lease
@@ -373,7 +409,9 @@ class Agent:
                 mine = {s: v for s, v in listing.leases.items() if s.version == path.version}
                 remotes, bad = self._checked(mine, own, view)
                 rejected += bad
+                path.view, path.remotes = None, {}  # until the sync is through
                 changes += path.backend.sync(lease.subnet, remotes)
+                path.view, path.remotes = view, remotes
                 if self.config.ipmasq and masq.ensure(path.network.network):
                     changes.append(f"IPv{path.version} masquerade rules restored")
             versions = {p.version for p in self.paths}
@@ -415,36 +453,138 @@ class Agent:
             vni=self.config.vni if path.backend.type_name == "vxlan" else None,
         )
 
-    @staticmethod
     def _checked(
-        leases: dict[sn.Net, tuple[LeaseInfo, KeyValue]], own: set[sn.Net], view: validate.NodeView
+        self,
+        leases: dict[sn.Net, tuple[LeaseInfo, KeyValue]],
+        own: set[sn.Net],
+        view: validate.NodeView,
     ) -> tuple[dict[sn.Net, LeaseInfo], list[tuple[str, int, str]]]:
-        """The remote leases safe to route to, and the others with why."""
+        """The remote leases safe to route to, and the others with why. A key unchanged
+        since the last full pass, checked against the same node facts, keeps its verdict
+        (most of an idle pass's CPU was checking the same leases again)."""
+        before_view, before = self._verdicts.get(view.network.version, (None, {}))
+        known = before if before_view == view else {}
+        verdicts: dict[str, tuple[int, str | None]] = {}
         remotes: dict[sn.Net, LeaseInfo] = {}
         rejected: list[tuple[str, int, str]] = []
         for subnet, (info, kv) in leases.items():
             if subnet in own:
                 continue
-            problem = validate.lease_problem(subnet, info, view)
+            verdict = known.get(kv.key)
+            if verdict is not None and verdict[0] == kv.mod_revision:
+                problem = verdict[1]
+            else:
+                problem = validate.lease_problem(subnet, info, view)
+            verdicts[kv.key] = (kv.mod_revision, problem)
             if problem is None:
                 remotes[subnet] = info
             else:
                 rejected.append((kv.key, kv.mod_revision, problem))
+        self._verdicts[view.network.version] = (view, verdicts)
         return remotes, rejected
+
+    def _apply_events(self, events: dict[str, WatchEvent]) -> bool:
+        """The cheap pass: check the changed leases alone and change only their part of the
+        data path. Returns False when a full pass must follow (a kernel call failed)."""
+        try:
+            if self._kernel is not None and self._kernel.changed():
+                for path in self.paths:  # an address or a foreign route changed: read again
+                    path.view = self._node_view(path)
+        except Exception as exc:  # a kernel hiccup must not kill the agent
+            self.log(f"cannot read the node's routes (a full pass follows): {exc}")
+            return False
+        own = {p.lease.subnet for p in self.paths if p.lease is not None}
+        by_version = {p.version: p for p in self.paths}
+        after = {p.version: dict(p.remotes) for p in self.paths}
+        rejected: list[tuple[str, int, str]] = []
+        for key, event in events.items():
+            named = sn.subnet_of_key(key)
+            subnet = named if named is not None and key == self.store.key(named) else None
+            if event.kind == "DELETE" or event.kv is None:
+                self.rejections.forget(key)
+                if subnet is not None and subnet.version in after:
+                    after[subnet.version].pop(subnet, None)
+                continue
+            parsed = self.store.parse(event.kv)
+            problem: str | None
+            if isinstance(parsed, str):
+                problem = parsed
+            elif parsed[0] in own:
+                continue
+            elif parsed[0].version not in by_version:
+                problem = f"an IPv{parsed[0].version} subnet, and this cluster has no such network"
+            else:
+                view = by_version[parsed[0].version].view
+                assert view is not None
+                problem = validate.lease_problem(parsed[0], parsed[1], view)
+            if problem is not None:
+                rejected.append((key, event.revision, problem))
+                if subnet is not None and subnet.version in after:
+                    after[subnet.version].pop(subnet, None)
+            elif not isinstance(parsed, str):
+                after[parsed[0].version][parsed[0]] = parsed[1]
+        changes: list[str] = []
+        try:
+            for path in self.paths:
+                lease = path.lease
+                assert lease is not None
+                wanted = after[path.version]
+                if wanted != path.remotes:
+                    changes += path.backend.update(lease.subnet, path.remotes, wanted)
+                    path.remotes = wanted
+        except Exception as exc:  # a kernel hiccup must not kill the agent
+            self.log(f"update failed (a full pass follows): {type(exc).__name__}: {exc}")
+            return False
+        finally:
+            for line in self.rejections.fresh(rejected, complete=False):
+                self.log(line)
+            for change in changes:
+                self.log(change)
+        return True
+
+    def _take_events(self) -> tuple[dict[str, WatchEvent], bool]:
+        """The changes the watch delivered since the last pass, and whether a full pass is
+        wanted (the watch started again, or it could not keep up)."""
+        with self._watch_lock:
+            events, full = self._pending, self._full_wanted
+            self._pending, self._full_wanted = {}, False
+        return events, full
+
+    def _on_events(self, events: list[WatchEvent]) -> None:
+        with self._watch_lock:
+            if not events:  # a message too long to read: something changed, list them all
+                self._full_wanted = True
+            for event in events:
+                if event.kv is None or len(self._pending) >= MAX_PENDING:
+                    self._full_wanted = True  # unreadable or too many: list them all
+                    self._pending.clear()
+                    break
+                self._pending[event.key] = event
+        self.wake.set()
+
+    def _want_full_pass(self, unless_listed_at: int = 0) -> None:
+        """Ask for a full pass, unless the last one listed at ``unless_listed_at`` or later."""
+        if unless_listed_at and self._listed_revision >= unless_listed_at:
+            return
+        with self._watch_lock:
+            self._full_wanted = True
+        self.wake.set()
 
     def _watch_loop(self) -> None:
         while not self.stop.is_set():
             try:
-                _leases, revision = self.store.list()
+                revision = self.etcd.revision(self.store.subnets_prefix)
                 watch = self.etcd.watch_prefix(self.store.subnets_prefix, revision + 1)
                 with self._watch_lock:
                     self._watch = watch
+                # Changes up to ``revision`` are a full pass's (one that lists after this).
+                self._want_full_pass(unless_listed_at=revision)
                 if self.stop.is_set():
                     return
-                watch.run(lambda _events: self.wake.set())
+                watch.run(self._on_events)
             except EtcdError:
                 pass
-            self.wake.set()  # whatever happened while we were not watching: look again
+            self._want_full_pass()  # whatever happened while we were not watching: look again
             self.stop.wait(1.0)
 
     def _close_watch(self) -> None:

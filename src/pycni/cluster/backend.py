@@ -46,3 +46,11 @@ class Backend(Protocol):
     def sync(self, own: Net, remotes: dict[Net, LeaseInfo]) -> list[str]:
         """Make the data path reach exactly ``remotes``; returns what changed."""
         ...
+
+    def update(
+        self, own: Net, before: dict[Net, LeaseInfo], after: dict[Net, LeaseInfo]
+    ) -> list[str]:
+        """Move the data path from ``before`` (what the last sync or update left) to
+        ``after`` touching only what differs, without reading the kernel's tables (a watch
+        event's cheap path; ``sync`` repairs any drift)."""
+        ...

@@ -92,6 +92,12 @@ class KeyValue:
 class WatchEvent:
     kind: str  # "PUT" or "DELETE"
     key: str
+    kv: KeyValue | None = None  # the key after the change (a DELETE's: no value)
+
+    @property
+    def revision(self) -> int:
+        """The store revision of the change (0 when etcd did not say)."""
+        return self.kv.mod_revision if self.kv is not None else 0
 
 
 @dataclass(frozen=True)
@@ -332,6 +338,14 @@ class Etcd:
         revision = int(answer.get("header", {}).get("revision", 0))
         return [KeyValue.from_json(kv) for kv in answer.get("kvs", [])], revision
 
+    def revision(self, prefix: str) -> int:
+        """The store's current revision, read with a count of ``prefix``'s keys (a small
+        answer however many keys or however large values there are)."""
+        raw = prefix.encode()
+        body = {"key": _b64(raw), "range_end": _b64(prefix_end(raw)), "count_only": True}
+        answer = self.call("kv/range", body, limit=SMALL_RESPONSE)
+        return int(answer.get("header", {}).get("revision", 0))
+
     def put(self, key: str, value: bytes | str, lease: int = 0) -> None:
         body: dict[str, Any] = {"key": _b64(key), "value": _b64(value)}
         if lease:
@@ -393,7 +407,8 @@ class Etcd:
 
 class Watch:
     """One watch stream. ``run`` blocks, calling back per batch of events, until the stream
-    ends, breaks or ``close`` is called from another thread; the caller then re-lists."""
+    ends, breaks or ``close`` is called from another thread; the caller then re-lists. An
+    empty batch is a message too long to read: something changed, the caller must list."""
 
     def __init__(self, etcd: Etcd, prefix: str, start_revision: int) -> None:
         self.etcd = etcd
@@ -448,14 +463,7 @@ class Watch:
                 result = message.get("result")
                 if not isinstance(result, dict):
                     continue
-                events = [
-                    WatchEvent(
-                        str(ev.get("type", "PUT")),
-                        _unb64(ev.get("kv", {}).get("key")).decode(errors="replace"),
-                    )
-                    for ev in result.get("events", [])
-                    if isinstance(ev, dict)
-                ]
+                events = [_event(ev) for ev in result.get("events", []) if isinstance(ev, dict)]
                 if events:
                     on_events(events)
         except (OSError, http.client.HTTPException, TypeError, AttributeError):
@@ -469,6 +477,18 @@ class Watch:
         if conn is not None and conn.sock is not None:
             with contextlib.suppress(OSError):
                 conn.sock.shutdown(socket.SHUT_RDWR)
+
+
+def _event(item: dict[str, Any]) -> WatchEvent:
+    """One event of a watch message (its kv as etcd sent it: value included on a PUT); an
+    event that cannot be read has no kv (the caller must look at the whole prefix again)."""
+    raw = item.get("kv")
+    try:
+        kv = KeyValue.from_json(raw) if isinstance(raw, dict) else None
+    except (ValueError, TypeError):
+        kv = None
+    kind = "DELETE" if item.get("type") == "DELETE" else "PUT"
+    return WatchEvent(kind, kv.key if kv is not None else "", kv)
 
 
 def _lines(resp: http.client.HTTPResponse, limit: int) -> Iterator[bytes | None]:

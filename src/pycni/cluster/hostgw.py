@@ -51,3 +51,12 @@ class HostGateway:
         family = owned_routes.family_of(self.underlay.version)
         with rtnl() as kernel:
             return owned_routes.sync(kernel, self.wanted(own, remotes), family=family)
+
+    def update(
+        self, own: Net, before: dict[Net, LeaseInfo], after: dict[Net, LeaseInfo]
+    ) -> list[str]:
+        old, new = self.wanted(own, before), self.wanted(own, after)
+        if old == new:
+            return []
+        with rtnl() as kernel:
+            return owned_routes.update(kernel, old, new)

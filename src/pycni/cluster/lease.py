@@ -112,6 +112,8 @@ class LeaseStore:
     def __init__(self, etcd: Etcd, prefix: str = DEFAULT_PREFIX) -> None:
         self.etcd = etcd
         self.prefix = prefix.rstrip("/")
+        # the last listing's keys, parsed, by key: (mod_revision, lease or why not)
+        self._parsed: dict[str, tuple[int, tuple[sn.Net, LeaseInfo] | str]] = {}
 
     @property
     def config_key(self) -> str:
@@ -173,19 +175,30 @@ class LeaseStore:
                     continue
                 if kv is not None:
                     kvs.append(kv)
+        known, self._parsed = self._parsed, {}
         for kv in kvs:
-            subnet = sn.subnet_of_key(kv.key)
-            if subnet is None or kv.key != self.key(subnet):
-                reason = "key does not name a subnet (ADDRESS-LENGTH)"
-                listing.rejected.append((kv.key, kv.mod_revision, reason))
-                continue
-            try:
-                info = LeaseInfo.parse(kv.value)
-            except BadLease as exc:
-                listing.rejected.append((kv.key, kv.mod_revision, str(exc)))
-                continue
-            listing.leases[subnet] = (info, kv)
+            before = known.get(kv.key)
+            if before is not None and before[0] == kv.mod_revision:
+                parsed = before[1]  # the same version of the key: etcd's value is the same
+            else:
+                parsed = self.parse(kv)
+            self._parsed[kv.key] = (kv.mod_revision, parsed)
+            if isinstance(parsed, str):
+                listing.rejected.append((kv.key, kv.mod_revision, parsed))
+            else:
+                listing.leases[parsed[0]] = (parsed[1], kv)
         return listing
+
+    def parse(self, kv: KeyValue) -> tuple[sn.Net, LeaseInfo] | str:
+        """The subnet and lease one key holds, or why it holds none (shape only: whether
+        this node may route to it is ``validate``'s question)."""
+        subnet = sn.subnet_of_key(kv.key)
+        if subnet is None or kv.key != self.key(subnet):
+            return "key does not name a subnet (ADDRESS-LENGTH)"
+        try:
+            return subnet, LeaseInfo.parse(kv.value)
+        except BadLease as exc:
+            return str(exc)
 
     def acquire(
         self,

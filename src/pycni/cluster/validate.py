@@ -121,11 +121,12 @@ class Rejections:
 
     seen: dict[str, int] = field(default_factory=dict)  # key -> mod_revision reported
 
-    def fresh(self, reports: Iterable[tuple[str, int, str]]) -> list[str]:
-        """Log lines for the reports not yet logged (capped per pass); forgets keys that
-        are no longer reported."""
+    def fresh(self, reports: Iterable[tuple[str, int, str]], *, complete: bool = True) -> list[str]:
+        """Log lines for the reports not yet logged (capped per pass). ``complete``: the
+        reports are every bad lease there is (a full pass), so keys no longer reported are
+        forgotten; else (a watch event's few keys) they are added to those seen."""
         lines: list[str] = []
-        current: dict[str, int] = {}
+        current: dict[str, int] = {} if complete else dict(self.seen)
         skipped = 0
         for key, revision, reason in reports:
             current[key] = revision
@@ -139,6 +140,10 @@ class Rejections:
             lines.append(f"ignoring {skipped} more bad leases")
         self.seen = current
         return lines
+
+    def forget(self, key: str) -> None:
+        """``key`` is gone: report it again should it come back bad."""
+        self.seen.pop(key, None)
 
 
 def safe_key(key: str) -> str:

@@ -88,24 +88,61 @@ class Vxlan:
             if self.index != before:
                 vxdev.ensure_address(kernel, self.index, _own_address(own))
                 changes.append(f"device {self.spec.name} recreated")
-            peers = {
-                subnet: (info.public_ip, str(info.backend_data.get("VtepMAC", "")).lower())
-                for subnet, info in remotes.items()
-                if subnet != own
-                and info.backend_type == TYPE
-                and info.public_ip != self.underlay.address
-                and subnet.version == info.public_ip.version == self.underlay.version
-                and info.backend_data.get("VtepMAC")
-            }
+            peers = self._peers(own, remotes)
             changes += self._sync_neighbors(kernel, peers)
             changes += self._sync_fdb(kernel, peers)
-            routes = {
-                subnet: owned_routes.OwnedRoute(subnet, subnet.network_address, self.index, True)
-                for subnet in peers
-            }
             family = owned_routes.family_of(self.underlay.version)
-            changes += owned_routes.sync(kernel, routes, family=family)
+            changes += owned_routes.sync(kernel, self._routes(peers), family=family)
         return changes
+
+    def update(
+        self, own: Net, before: dict[Net, LeaseInfo], after: dict[Net, LeaseInfo]
+    ) -> list[str]:
+        old, new = self._peers(own, before), self._peers(own, after)
+        if old == new:
+            return []
+        changes: list[str] = []
+        with rtnl() as kernel:
+            old_neigh = {s.network_address: mac for s, (_ip, mac) in old.items()}
+            new_neigh = {s.network_address: mac for s, (_ip, mac) in new.items()}
+            for address in old_neigh.keys() - new_neigh.keys():
+                neigh.delete(kernel, self.index, address)
+                changes.append(f"neighbor {address} removed")
+            for address, mac in new_neigh.items():
+                if old_neigh.get(address) != mac:
+                    neigh.set_permanent(kernel, self.index, address, mac)
+                    changes.append(f"neighbor {address} -> {mac} set")
+            old_fdb = {mac: public for public, mac in old.values()}
+            new_fdb = {mac: public for public, mac in new.values()}
+            for mac, dst in old_fdb.items():
+                if new_fdb.get(mac) != dst:
+                    fdb.delete(kernel, self.index, mac, dst)
+                    if mac not in new_fdb:
+                        changes.append(f"fdb {mac} removed")
+            for mac, dst in new_fdb.items():
+                if old_fdb.get(mac) != dst:
+                    fdb.set_remote(kernel, self.index, mac, dst)
+                    changes.append(f"fdb {mac} -> {dst} set")
+            changes += owned_routes.update(kernel, self._routes(old), self._routes(new))
+        return changes
+
+    def _peers(self, own: Net, remotes: dict[Net, LeaseInfo]) -> dict[Net, tuple[Address, str]]:
+        """The remote VTEPs to reach: subnet -> (underlay address, VTEP MAC)."""
+        return {
+            subnet: (info.public_ip, str(info.backend_data.get("VtepMAC", "")).lower())
+            for subnet, info in remotes.items()
+            if subnet != own
+            and info.backend_type == TYPE
+            and info.public_ip != self.underlay.address
+            and subnet.version == info.public_ip.version == self.underlay.version
+            and info.backend_data.get("VtepMAC")
+        }
+
+    def _routes(self, peers: dict[Net, tuple[Address, str]]) -> dict[Net, owned_routes.OwnedRoute]:
+        return {
+            subnet: owned_routes.OwnedRoute(subnet, subnet.network_address, self.index, True)
+            for subnet in peers
+        }
 
     def _sync_neighbors(self, kernel: Kernel, peers: dict[Net, tuple[Address, str]]) -> list[str]:
         wanted: dict[Address, str] = {

@@ -1,0 +1,44 @@
+"""The pod MTU: the underlay's minus the backend's overhead for the underlay's family, or
+the operator's --mtu when the data path can carry it."""
+
+from __future__ import annotations
+
+import ipaddress
+
+import pytest
+
+from pycni.cluster.agent import AgentError, make_backend
+from pycni.cluster.backend import Underlay
+
+
+def _underlay(address: str, mtu: int = 1500) -> Underlay:
+    return Underlay("eth0", 2, ipaddress.ip_address(address), mtu)
+
+
+@pytest.mark.parametrize(
+    ("kind", "address", "mtu", "pod_mtu"),
+    [
+        ("vxlan", "10.99.0.11", 1500, 1450),
+        ("vxlan", "fd99::11", 1500, 1430),
+        ("vxlan", "10.99.0.11", 9000, 8950),
+        ("vxlan", "fd99::11", 9000, 8930),
+        ("host-gw", "10.99.0.11", 1500, 1500),
+        ("host-gw", "fd99::11", 9000, 9000),
+    ],
+)
+def test_computed_from_the_underlay_and_its_family(
+    kind: str, address: str, mtu: int, pod_mtu: int
+) -> None:
+    assert make_backend(kind, _underlay(address, mtu), vni=1).pod_mtu() == pod_mtu
+
+
+def test_overridden_within_what_the_data_path_carries() -> None:
+    assert make_backend("vxlan", _underlay("fd99::11"), vni=1, mtu=1400).pod_mtu() == 1400
+    assert make_backend("vxlan", _underlay("fd99::11"), vni=1, mtu=1430).pod_mtu() == 1430
+    assert make_backend("host-gw", _underlay("10.99.0.11"), vni=1, mtu=1280).pod_mtu() == 1280
+    with pytest.raises(AgentError, match=r"carries at most 1430; give 1280\.\.1430"):
+        make_backend("vxlan", _underlay("fd99::11"), vni=1, mtu=1431)
+    with pytest.raises(AgentError, match=r"carries at most 1450; give 576\.\.1450"):
+        make_backend("vxlan", _underlay("10.99.0.11"), vni=1, mtu=1451)
+    with pytest.raises(AgentError, match="give 1280"):  # IPv6 needs at least 1280
+        make_backend("host-gw", _underlay("fd99::11"), vni=1, mtu=1279)
