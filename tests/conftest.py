@@ -7,6 +7,12 @@
 - ``go_plugin_dir``: the Go reference plugins (/usr/lib/cni); skips nothing, fails if missing.
 - ``cni_path``: ``plugin_dir`` as a CNI_PATH string.
 The session fails when a namespace of this run or any global CNI state leaked.
+
+Hypothesis runs under the ``ci`` profile unless ``HYPOTHESIS_PROFILE`` names another: examples
+are derived from each test's name (``derandomize``), so every run of the suite tries the same
+inputs and a red run replays; no deadline, so a slow example on a loaded machine is not a failure;
+no example database (a fresh clone has none, a developer's must not change what CI runs).
+``HYPOTHESIS_PROFILE=explore`` draws new random examples on every run, to look for new failures.
 """
 
 from __future__ import annotations
@@ -19,8 +25,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from tests import harness
+
+settings.register_profile("ci", derandomize=True, deadline=None, database=None)
+settings.register_profile("explore", deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 GO_PLUGIN_DIR = Path("/usr/lib/cni")
 _baseline: set[str] = set()
