@@ -149,8 +149,11 @@ def test_slow_clients_and_a_hung_ipam_do_not_starve_other_calls(
         started = time.monotonic()
         added = run("ADD", fast_config, "fastpod", fast_pod).ok()
         add_time = time.monotonic() - started
-        assert ping_time < 1.0, ping_time
-        assert add_time < 1.0, add_time
+        # neither waited for the hung call (its deadline is 4 s): it is still running, and
+        # the bounds are loose (a loaded 2-core machine can take a second for a plain ADD)
+        assert hung_thread.is_alive(), (ping_time, add_time)
+        assert ping_time < 3.0, ping_time
+        assert add_time < 3.0, add_time
         assert added.json["ips"]
 
         hung_thread.join(timeout=30)
