@@ -1,9 +1,13 @@
-"""300 pods on one network, through the runtime, the warm daemon, the real plugins and kernel.
+"""100 pods on one network, through the runtime, the warm daemon, the real plugins and kernel.
 
-As the pods go from 10 to 300 a packet's path must not lengthen: every chain of pycni's tables
+As the pods go from 10 to 100 a packet's path must not lengthen: every chain of pycni's tables
 (masquerade, portmap) keeps its number of rules, only set and map elements grow (portmap adds
 one chain per attachment, reached by one map lookup, each with the same rules). The node-wide
-GC with 300 live attachments frees nothing; DEL of all 300 leaves nothing behind.
+GC with 100 live attachments frees nothing; DEL of all 100 leaves nothing behind.
+
+100, not the 300 of earlier versions: a rule added per pod shows as 90 extra rules just as
+it showed as 290, and the 200 more ADDs and DELs were two thirds of the test's time. The curve
+to 1000s of pods is bench/'s job (scale_curve.py in make bench, profile_scale.py).
 """
 
 from __future__ import annotations
@@ -28,14 +32,14 @@ from tests import harness
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]
 
 NET = "scale-net"
-FEW, MANY = 10, 300
+FEW, MANY = 10, 100
 TABLES = {("inet", "cni_plugins_masquerade"), ("inet", "pycni_portmap")}
 PYCNI = str(Path(sys.executable).parent / "pycni")
 
 
 @pytest.fixture(scope="module")
 def daemon_path(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Fast forwarders to a daemon of our own: 300 exec'd Python plugins would take minutes."""
+    """Fast forwarders to a daemon of our own: 100s of exec'd Python plugins take minutes."""
     directory = tmp_path_factory.mktemp("scale-plugins")
     sock = str(tmp_path_factory.mktemp("scale-daemon") / "pycni.sock")
     install.install(directory, form="auto", socket_path=sock)
@@ -101,7 +105,7 @@ def per_attachment(chains: dict[str, int]) -> dict[str, int]:
     return {c: n for c, n in chains.items() if c.startswith("pycni_portmap/pm-")}
 
 
-def test_300_pods_rules_constant_gc_keeps_del_clears(
+def test_100_pods_rules_constant_gc_keeps_del_clears(
     node: harness.Namespace, tmp_state: harness.State, daemon_path: str
 ) -> None:
     raw = conflist(tmp_state.data_dir)
@@ -129,7 +133,7 @@ def test_300_pods_rules_constant_gc_keeps_del_clears(
                 snaps[i + 1] = snapshot(node)
         (few_chains, few_elems), (many_chains, many_elems) = snaps[FEW], snaps[MANY]
 
-        # every chain that existed at 10 pods has the same rules at 300
+        # every chain that existed at 10 pods has the same rules at 100
         assert {c: many_chains[c] for c in few_chains} == few_chains
         # the only new chains are per-attachment portmap chains, with the same rules each
         new = set(many_chains) - set(few_chains)
@@ -148,7 +152,7 @@ def test_300_pods_rules_constant_gc_keeps_del_clears(
         assert grown["pycni_portmap/ports4"] == grown["pycni_portmap/ports6"] == MANY - FEW
         assert many_elems["pycni_portmap/ports4"] == MANY
 
-        # the node-wide GC with 300 live attachments frees nothing
+        # the node-wide GC with 100 live attachments frees nothing
         env = {**os.environ, "NETCONFPATH": str(tmp_state.conf_dir), "CNI_PATH": daemon_path}
         gc = node.run(
             PYCNI, "gc", "--cache-dir", str(tmp_state.cache_dir), check=False, env=env, timeout=120
