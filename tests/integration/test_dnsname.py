@@ -258,7 +258,7 @@ def lifecycle(impl: Impl) -> dict[str, Any]:
     assert len(impl.dnsmasq()) == 1
     impl.call("DEL", 1, "db").ok()
     seen["files_down"] = impl.snapshot()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 20
     while impl.dnsmasq() and time.monotonic() < deadline:
         time.sleep(0.05)
     seen["dnsmasq_left"] = impl.dnsmasq()
