@@ -7,6 +7,12 @@
 - ``go_plugin_dir``: the Go reference plugins (/usr/lib/cni); skips nothing, fails if missing.
 - ``cni_path``: ``plugin_dir`` as a CNI_PATH string.
 The session fails when a namespace of this run or any global CNI state leaked.
+
+Hypothesis runs under the ``ci`` profile unless ``HYPOTHESIS_PROFILE`` names another: examples
+are derived from each test's name (``derandomize``), so every run of the suite tries the same
+inputs and a red run replays; no deadline, so a slow example on a loaded machine is not a failure;
+no example database (a fresh clone has none, a developer's must not change what CI runs).
+``HYPOTHESIS_PROFILE=explore`` draws new random examples on every run, to look for new failures.
 """
 
 from __future__ import annotations
@@ -19,8 +25,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from tests import harness
+
+settings.register_profile("ci", derandomize=True, deadline=None, database=None)
+settings.register_profile("explore", deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 GO_PLUGIN_DIR = Path("/usr/lib/cni")
 _baseline: set[str] = set()
@@ -106,11 +117,11 @@ def plugin_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         [sys.executable, "-m", "pycni.cli.daemon_cmd", "--socket", sock, "--log-level", "WARNING"]
     )
     try:
-        for _ in range(200):
-            if os.path.exists(sock):
-                break
+        deadline = time.monotonic() + 60  # its imports take seconds on a loaded machine
+        while not os.path.exists(sock):
+            assert daemon.poll() is None, "the pycni daemon exited at start"
+            assert time.monotonic() < deadline, "the pycni daemon did not start"
             time.sleep(0.05)
-        assert os.path.exists(sock), "the pycni daemon did not start"
         yield directory
     finally:
         daemon.terminate()

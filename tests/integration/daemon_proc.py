@@ -24,8 +24,8 @@ class DaemonProc:
         return self.count("calls")
 
     def count(self, name: str, at_least: int = 0) -> int:
-        """A counter; waits up to 5 s for ``at_least`` (a call is counted just after its reply)."""
-        deadline = time.monotonic() + 5
+        """A counter; waits up to 20 s for ``at_least`` (a call is counted just after its reply)."""
+        deadline = time.monotonic() + 20
         while True:
             value = int(client.stats(self.socket_path)["counts"][name])
             if value >= at_least or time.monotonic() > deadline:

@@ -242,7 +242,8 @@ def test_route_deleted_by_hand_comes_back(up: Cluster) -> None:
     up.ns(node1.name).run("ip", "route", "del", target)
     if up.backend == "vxlan":
         up.ns(node1.name).run("ip", "neigh", "del", target.split("/")[0], "dev", "pycni.1")
-    wait_for(lambda: target in cluster.node_routes(node1), RECONCILE + 3, "the route to come back")
+    # polled: the timeout only bounds a loaded machine's worst case (a pass every RECONCILE s)
+    wait_for(lambda: target in cluster.node_routes(node1), RECONCILE + 20, "the route to come back")
     pod_src = next(p for p in state.pods if p.node == node1.name)
     pod_dst = next(p for p in state.pods if p.node == node2.name)
     assert up.ns(pod_src.name).ping(pod_dst.address)
@@ -260,7 +261,7 @@ def test_dead_node_loses_its_routes_and_gets_its_subnet_back(up: Cluster) -> Non
             subnet3 not in cluster.node_routes(node1)
             and subnet3 not in cluster.node_routes(state.nodes[1])
         ),
-        TTL + RECONCILE + 5,
+        TTL + RECONCILE + 20,
         "the other nodes to drop the dead node's routes",
     )
     gone_after = time.monotonic() - started
@@ -275,11 +276,11 @@ def test_dead_node_loses_its_routes_and_gets_its_subnet_back(up: Cluster) -> Non
         fdb = up.ns(node1.name).run("bridge", "fdb", "show", "dev", "pycni.1").stdout
         assert f"dst {node3.address} " not in fdb, fdb
     cluster.start_agent(state, node3)
-    wait_for(lambda: subnet3 in {str(s) for s in store.list()[0]}, 15, "the restarted lease")
+    wait_for(lambda: subnet3 in {str(s) for s in store.list()[0]}, 30, "the restarted lease")
     leases = store.list()[0]
     assert str(leases[ipaddress.IPv4Network(subnet3)][0].public_ip) == node3.address
     assert node3.subnet() == subnet3
-    cluster.wait_converged(state, timeout=10)
+    cluster.wait_converged(state, timeout=30)
     # its pods kept their addresses and work both ways, with every other node
     for pod in (p for p in state.pods if p.node == node3.name):
         assert (
@@ -440,7 +441,7 @@ def test_etcd_crash_leaves_the_data_path_and_agents_reconnect(up: Cluster) -> No
     try:
         wait_for(
             lambda: all(str(ghost) in cluster.node_routes(n) for n in state.nodes),
-            10,
+            30,
             "every node to route to the node that joined after the restart",
             lambda: _agent_logs(state),
         )
@@ -448,7 +449,7 @@ def test_etcd_crash_leaves_the_data_path_and_agents_reconnect(up: Cluster) -> No
         state.etcd().delete(store.key(ghost))
     wait_for(
         lambda: all(str(ghost) not in cluster.node_routes(n) for n in state.nodes),
-        10,
+        30,
         "the routes to the removed node to go",
     )
     # leases are renewed again: past a TTL after the restart every node still holds its

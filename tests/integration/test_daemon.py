@@ -326,7 +326,7 @@ def test_entry_point_reads_stdin_before_connecting(
     for piece in (b'{"cniVersion": "1.0.0", ', b'"name": "slow", ', b'"type": "loopback"}'):
         proc.stdin.write(piece)
         proc.stdin.flush()
-        time.sleep(0.7)
+        time.sleep(1.0)
     assert client.stats(daemon.socket_path)["inFlight"] == 1  # only this stats request
     proc.stdin.close()
     proc.stdin = None  # closed: communicate() must not flush it
@@ -335,7 +335,7 @@ def test_entry_point_reads_stdin_before_connecting(
     assert daemon.count("calls", before + 1) == before + 1
     recent = client.stats(daemon.socket_path)["recent"][-1]
     assert recent["container_id"] == "slowstdin"
-    assert recent["recv"] < 500  # ms: the request came in one piece, not over 2 s
+    assert recent["recv"] < 1500  # ms: the request came in one piece, not over 3 s
 
 
 @pytest.mark.parametrize("form", FORMS)

@@ -146,6 +146,14 @@ def test_same_container_in_order_others_in_parallel(
     assert len(same) == 3
     for earlier, later in itertools.pairwise(same):
         assert float(later["start"]) >= float(earlier["end"])  # type: ignore[arg-type]
-    # Three 0.3 s calls on one container serialise (0.9 s); the others overlap them.
-    assert time.monotonic() - started < 1.6
+    # Three 0.3 s calls on one container serialise; each call of another container overlaps
+    # one of them (read from the calls' own start/end: the wall clock of a loaded machine says
+    # nothing). All six serialised would overlap nowhere.
     assert len(results["other"]) == 3
+    for other in results["other"]:
+        begin, end = float(other["start"]), float(other["end"])  # type: ignore[arg-type]
+        assert any(
+            begin < float(s["end"]) and float(s["start"]) < end  # type: ignore[arg-type]
+            for s in same
+        ), (other, same)
+    assert time.monotonic() - started < 20  # nothing hung

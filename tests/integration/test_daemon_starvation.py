@@ -109,8 +109,11 @@ def test_slow_clients_and_a_hung_ipam_do_not_starve_other_calls(
         started = time.monotonic()
         added = run("ADD", fast_config, "fastpod", fast_pod).ok()
         add_time = time.monotonic() - started
-        assert ping_time < 1.0, ping_time
-        assert add_time < 1.0, add_time
+        # neither waited for the hung call (its deadline is 4 s): it is still running, and
+        # the bounds are loose (a loaded 2-core machine can take a second for a plain ADD)
+        assert hung_thread.is_alive(), (ping_time, add_time)
+        assert ping_time < 3.0, ping_time
+        assert add_time < 3.0, add_time
         assert added.json["ips"]
 
         hung_thread.join(timeout=30)
@@ -192,7 +195,7 @@ def test_an_fd_flood_is_survived_without_spinning(limit: str, short_dir: Path) -
         [str(short_dir / "c" / "loopback")], env=env, capture_output=True, timeout=60
     )
     assert proc.returncode == 0 and b"supportedVersions" in proc.stdout
-    deadline = time.monotonic() + 5  # a call is counted just after its reply
+    deadline = time.monotonic() + 20  # a call is counted just after its reply
     while client.stats(sock)["counts"]["calls"] < before_calls + 1:
         assert time.monotonic() < deadline, "the call did not go through the daemon"
         time.sleep(0.05)

@@ -46,11 +46,11 @@ def daemon(forwarders: tuple[Path, str]) -> Iterator[str]:
         [sys.executable, "-m", "pycni.cli.daemon_cmd", "--socket", sock, "--log-level", "ERROR"]
     )
     try:
-        for _ in range(400):
-            if os.path.exists(sock):
-                break
+        deadline = time.monotonic() + 60  # its imports take seconds on a loaded machine
+        while not os.path.exists(sock):
+            assert proc.poll() is None, "the daemon exited at start"
+            assert time.monotonic() < deadline, "the daemon did not start"
             time.sleep(0.05)
-        assert os.path.exists(sock), "the daemon did not start"
         yield sock
     finally:
         proc.terminate()

@@ -39,9 +39,23 @@ def bridge_conf(
     }
 
 
+_RECORDS: list[str] = []  # this test's firewall records dir (see records_dir)
+
+
+@pytest.fixture(autouse=True)
+def records_dir(tmp_path: Path) -> Iterator[None]:
+    """Each test keeps the firewall's records under its own tmp dir: the default,
+    /run/pycni/firewall/NET/CID_IF, is shared by every run on the machine, and these tests
+    use fixed network and container names."""
+    _RECORDS[:] = [str(tmp_path / "firewall-records")]
+    yield
+    _RECORDS.clear()
+
+
 def fw_conf(
     net: str, prev: dict[str, Any] | None, version: str = "1.0.0", **extra: Any
 ) -> dict[str, Any]:
+    extra.setdefault("dataDir", _RECORDS[0])
     conf: dict[str, Any] = {"cniVersion": version, "name": net, "type": "firewall", **extra}
     if prev is not None:
         conf["prevResult"] = prev

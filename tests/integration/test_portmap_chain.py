@@ -198,7 +198,7 @@ def servers() -> Iterator[Callable[[Namespace, str], None]]:
                     stderr=subprocess.DEVNULL,
                 )
             )
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 30  # python servers start slowly under load
         while time.monotonic() < deadline:
             out = pod.run("ss", "-Hlntu", check=False).stdout
             if ":80 " in out and ":81 " in out:
@@ -212,24 +212,40 @@ def servers() -> Iterator[Callable[[Namespace, str], None]]:
         proc.wait()
 
 
+UDP_CLIENT = """
+import socket, sys
+host, port, wait = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+family = socket.AF_INET6 if ":" in host else socket.AF_INET
+s = socket.socket(family, socket.SOCK_DGRAM)
+s.settimeout(wait)
+s.sendto(b"ping\\n", (host, port))
+try:
+    print(s.recv(2048).decode().strip())
+except OSError:
+    pass
+"""
+
+
 def fetch(ns: Namespace, proto: str, host: str, port: int, attempts: int = 3) -> str:
     """What a TCP or UDP server at host:port answers ("" when nothing does). A single attempt
     (for answers expected to be empty) waits 1 s; otherwise each waits up to 4 s because the
-    server forks a shell per request on a busy machine."""
+    server forks a shell per request on a busy machine.
+
+    TCP: socat with ``-t`` as well as ``-T``: once our "ping" is sent, socat would wait for the
+    answer only its default 0.5 s, which a loaded machine's fork + shell can miss (an empty
+    answer and exit code 0); the server closes after answering, so a longer ``-t`` costs
+    nothing. UDP: a client that returns with the first datagram (socat would sit out ``-t``
+    every time, UDP having no close)."""
     wait = "1" if attempts == 1 else "4"
-    addr = f"[{host}]" if ":" in host else host
-    target = f"{'TCP' if proto == 'tcp' else 'UDP'}:{addr}:{port}"
     answer = ""
     for _ in range(attempts):
-        proc = ns.run(
-            "socat",
-            f"-T{wait}",
-            "-",
-            f"{target},connect-timeout={wait}",
-            check=False,
-            input=b"ping\n",
-            timeout=10,
-        )
+        if proto == "udp":
+            argv = [sys.executable, "-c", UDP_CLIENT, host, str(port), wait]
+        else:
+            addr = f"[{host}]" if ":" in host else host
+            target = f"TCP:{addr}:{port},connect-timeout={wait}"
+            argv = ["socat", f"-T{wait}", f"-t{wait}", "-", target]
+        proc = ns.run(*argv, check=False, input=b"ping\n", timeout=10)
         answer = proc.stdout.strip()
         if answer:
             return answer

@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.kernel, pytest.mark.interop, pytest.mark.slow]
 
 RUN_ID = os.getpid() % 10000
 BRIDGE_PREFIX = f"pcct{RUN_ID}"
-LOOP_SANDBOXES = 20
+LOOP_SANDBOXES = 10  # 20 took twice as long and checked the same things
 HTTPD = ["/bin/httpd", "-f", "-p", "80", "-h", "/www"]
 
 
@@ -143,7 +143,7 @@ def test_hostport_pod_answers_and_stop_releases_everything(setup: Setup) -> None
         assert setup.plugins.daemon_calls() - calls_before >= 6, "the daemon was not used"
 
 
-def test_twenty_sandboxes_in_a_loop(setup: Setup) -> None:
+def test_ten_sandboxes_in_a_loop(setup: Setup) -> None:
     port = hostnet.free_port()
     warm = setup.run_pod("warm", port)
     setup.cri.stop_pod_sandbox(warm.id)

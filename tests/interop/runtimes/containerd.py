@@ -135,7 +135,7 @@ class Containerd:
     def import_image(self, archive: Path) -> None:
         self.ctr("images", "import", str(archive))
         # the CRI learns of images through events; wait until it lists ours
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30
         while IMAGE_NAME not in self.ctr("images", "list", "-q"):
             assert time.monotonic() < deadline, "the imported image did not appear"
             time.sleep(0.1)

@@ -175,9 +175,21 @@ def http_get(host: str, port: int, timeout: float = 3.0, attempts: int = 20) -> 
 
 def free_port() -> int:
     """A TCP port nothing listens on now (the kernel picks it)."""
-    with socket.socket() as sock:
-        sock.bind(("0.0.0.0", 0))
-        return int(sock.getsockname()[1])
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct TCP ports nothing listens on now. All are bound at once while the
+    kernel picks them: picked one at a time, the same port can come back (about 1 in 150
+    for 20 ports), and two containers cannot map one host port."""
+    socks = [socket.socket() for _ in range(count)]
+    try:
+        for sock in socks:
+            sock.bind(("0.0.0.0", 0))
+        return [int(sock.getsockname()[1]) for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
 
 
 def firewall_state() -> str:

@@ -55,7 +55,7 @@ def plugin_set(kind: str, scratch: Path) -> Iterator[PluginSet]:
         [sys.executable, "-m", "pycni.cli.daemon_cmd", "--socket", str(sock), *LOG_ARGS]
     )
     try:
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 60  # its imports take seconds under load
         while not os.path.exists(sock) and time.monotonic() < deadline:
             assert daemon.poll() is None, "the pycni daemon exited at start"
             time.sleep(0.05)
