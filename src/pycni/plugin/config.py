@@ -1,60 +1,18 @@
-"""Config pieces the plugins share, and the pre-decoder helpers.
+"""Config pieces the plugins share.
 
 Plugins declare their config as a dataclass and decode it with :mod:`pycni.spec.decode`;
 the sections several of them read (``ipam.type``, ``dns``, a ``mac`` argument, an MTU) are
-declared once here. ``field``/``section`` remain for the loaders that still read one key at a
-time (dnsname). Keys match case-insensitively as Go's encoding/json does.
+declared once here. Keys match case-insensitively as Go's encoding/json does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
-from pycni.spec.decode import ETH_MAX_MTU, Int, ListOf, Str, check_text, join, lookup, option, shown
+from pycni.spec.decode import ETH_MAX_MTU, Int, ListOf, Str, option, shown
 from pycni.spec.errors import InvalidConfig
 from pycni.spec.result import DNS
-
-T = TypeVar("T")
-
-_TYPE_NAMES = {
-    bool: "a boolean",
-    int: "a number",
-    str: "a string",
-    list: "a list",
-    dict: "an object",
-}
-
-
-def field(data: Mapping[str, Any], key: str, kind: type[T], default: T, where: str = "") -> T:
-    """The value of ``key`` checked to be of ``kind``; ``null`` or absent gives ``default``.
-
-    Strings also obey the decoder's text rules (UTF-8, no NUL, bounded length).
-    """
-    found, value = lookup(data, key)
-    if not found or value is None:
-        return default
-    name = join(where, key)
-    ok = isinstance(value, kind)
-    if kind is int and isinstance(value, bool):
-        ok = False
-    if kind is int and isinstance(value, float) and value.is_integer():
-        return int(value)  # type: ignore[return-value]
-    if not ok:
-        raise InvalidConfig(
-            f"invalid config: {name} must be {_TYPE_NAMES.get(kind, kind.__name__)}, "
-            f"got {shown(value)}"
-        )
-    if isinstance(value, str):
-        check_text(value, name)
-    return value  # type: ignore[no-any-return]
-
-
-def section(data: Mapping[str, Any], key: str) -> dict[str, Any]:
-    """A nested object (``{}`` when absent)."""
-    return field(data, key, dict, {})
-
 
 # --- config pieces several plugins declare -------------------------------------------------------
 

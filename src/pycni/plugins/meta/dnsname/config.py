@@ -4,15 +4,30 @@ CNI_ARGS and what is taken from prevResult, every string validated before use.""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from pycni.plugin.base import Request
-from pycni.plugin.config import field as config_field
 from pycni.plugins.meta.dnsname import names
 from pycni.spec.args import load_args
+from pycni.spec.decode import Raw, Str, decode, option
 from pycni.spec.errors import INTERNAL, INVALID_NETWORK_CONFIG, CNIError
 from pycni.spec.result import Result
 
 POD_NAME_ARG = "K8S_POD_NAME"
+
+
+@dataclass(frozen=True)
+class DnsnameKeys:
+    """The plugin's own key; its value is checked again as a DNS name by ``names``."""
+
+    domain_name: str = option("domainName", Str(), "")
+
+
+@dataclass(frozen=True)
+class RuntimeAliases:
+    """``runtimeConfig.aliases``: network name -> list of names (checked by ``_aliases``)."""
+
+    aliases: dict[str, Any] = option("aliases", Raw((dict,), "an object"), factory=dict)
 
 
 @dataclass
@@ -25,7 +40,7 @@ class DnsnameConfig:
 
 def parse(req: Request) -> DnsnameConfig:
     network = names.network_name(req.name)
-    domain = names.domain_name(config_field(req.config, "domainName", str, ""))
+    domain = names.domain_name(decode(DnsnameKeys, req.config).domain_name)
     aliases = _aliases(req, network)
     return DnsnameConfig(network, domain, aliases, pod_name(req))
 
@@ -50,7 +65,7 @@ def require_pod_name(cfg: DnsnameConfig) -> str:
 
 def _aliases(req: Request, network: str) -> list[str]:
     """``runtimeConfig.aliases``: network name -> list of names; only ours are used."""
-    raw = config_field(req.runtime_config, "aliases", dict, {}, "runtimeConfig")
+    raw = decode(RuntimeAliases, req.runtime_config, "runtimeConfig").aliases
     out: list[str] = []
     for net, entries in raw.items():
         where = f"runtimeConfig.aliases[{net!r}]"
