@@ -15,8 +15,7 @@ import json
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,6 +23,7 @@ import pytest
 from pycni.cluster.lease import LeaseStore
 from pycni.playground import cluster
 from tests import harness
+from tests.integration.cluster_helpers import wait_for
 
 pytestmark = [
     pytest.mark.kernel,
@@ -36,15 +36,6 @@ pytestmark = [
 PYCNI = str(Path(sys.executable).parent / "pycni")
 NEW_MAC = "02:aa:bb:cc:dd:01"
 NEW_ADDRESS = "10.99.0.250"
-
-
-def _until(predicate: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 @pytest.fixture(scope="module")
@@ -95,26 +86,28 @@ def test_lease_changes_reach_the_data_path_by_events_alone(
 
     moved = {**value, "PublicIP": NEW_ADDRESS, "BackendData": {"VNI": 1, "VtepMAC": NEW_MAC}}
     etcd.put(key, json.dumps(moved), original.lease)
-    _until(lambda: f"{gateway2} lladdr {NEW_MAC}" in _neigh(ns1), "the new neighbor entry")
-    _until(lambda: f"{NEW_MAC} dst {NEW_ADDRESS} " in _fdb(ns1), "the new FDB entry")
+    wait_for(lambda: f"{gateway2} lladdr {NEW_MAC}" in _neigh(ns1), 20.0, "the new neighbor entry")
+    wait_for(lambda: f"{NEW_MAC} dst {NEW_ADDRESS} " in _fdb(ns1), 20.0, "the new FDB entry")
     assert old_mac not in _fdb(ns1)
     assert subnet2 in cluster.node_routes(node1)
 
     hostile = {**value, "BackendData": {"VNI": 1, "VtepMAC": "ff:ff:ff:ff:ff:ff"}}
     etcd.put(key, json.dumps(hostile), original.lease)
-    _until(lambda: subnet2 not in cluster.node_routes(node1), "the hostile lease's route to go")
+    wait_for(
+        lambda: subnet2 not in cluster.node_routes(node1), 20.0, "the hostile lease's route to go"
+    )
     assert gateway2 not in _neigh(ns1) and NEW_MAC not in _fdb(ns1)
     log = Path(node1.agent_log).read_text()
     assert "is a multicast/broadcast address" in log
 
     etcd.put(key, original.value, original.lease)
-    _until(lambda: subnet2 in cluster.node_routes(node1), "the route back")
-    _until(lambda: f"{gateway2} lladdr {old_mac}" in _neigh(ns1), "the old neighbor back")
+    wait_for(lambda: subnet2 in cluster.node_routes(node1), 20.0, "the route back")
+    wait_for(lambda: f"{gateway2} lladdr {old_mac}" in _neigh(ns1), 20.0, "the old neighbor back")
     assert f"{old_mac} dst {node2.address} " in _fdb(ns1)
 
     cluster.stop_agent(state, node2)  # it would lease again at its next renewal
     etcd.delete(key)  # as when its lease expires
-    _until(lambda: subnet2 not in cluster.node_routes(node1), "the route to go")
+    wait_for(lambda: subnet2 not in cluster.node_routes(node1), 20.0, "the route to go")
     assert gateway2 not in _neigh(ns1) and old_mac not in _fdb(ns1)
 
 
@@ -136,11 +129,12 @@ def test_an_event_is_checked_against_routes_added_since_the_last_full_pass(
     }
     try:
         etcd.put(key, json.dumps(lease))
-        _until(
+        wait_for(
             lambda: (
                 f"{taken} via {state.underlay_gateway.ip}" in Path(node1.agent_log).read_text()
                 and "10.244.200.0-24: overlaps the route" in Path(node1.agent_log).read_text()
             ),
+            20.0,
             "the lease to be refused",
         )
         assert "10.244.200.0 " not in _neigh(ns1)
