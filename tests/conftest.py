@@ -18,9 +18,7 @@ no example database (a fresh clone has none, a developer's must not change what 
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -113,19 +111,8 @@ def plugin_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         return
     sock = str(tmp_path_factory.mktemp("pycni-daemon") / "pycni.sock")
     install.install(directory, form="auto", socket_path=sock)
-    daemon = subprocess.Popen(
-        [sys.executable, "-m", "pycni.cli.daemon_cmd", "--socket", sock, "--log-level", "WARNING"]
-    )
-    try:
-        deadline = time.monotonic() + 60  # its imports take seconds on a loaded machine
-        while not os.path.exists(sock):
-            assert daemon.poll() is None, "the pycni daemon exited at start"
-            assert time.monotonic() < deadline, "the pycni daemon did not start"
-            time.sleep(0.05)
+    with harness.running_daemon(sock, "WARNING"):
         yield directory
-    finally:
-        daemon.terminate()
-        daemon.wait(timeout=60)
 
 
 @pytest.fixture

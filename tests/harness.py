@@ -12,6 +12,8 @@ import json
 import os
 import re
 import subprocess
+import sys
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -263,3 +265,22 @@ def exec_plugin(
         [str(plugin)], input=stdin, env=env, capture_output=True, timeout=timeout, check=False
     )
     return PluginRun(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
+
+
+@contextmanager
+def running_daemon(sock: str, log_level: str = "WARNING") -> Iterator[subprocess.Popen[bytes]]:
+    """A pycni daemon of this interpreter listening on ``sock`` for the block; stopped after.
+    Fails at once if it exits while starting."""
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "pycni.cli.daemon_cmd", "--socket", sock, "--log-level", log_level]
+    )
+    try:
+        deadline = time.monotonic() + 60  # its imports take seconds on a loaded machine
+        while not os.path.exists(sock):
+            assert daemon.poll() is None, "the pycni daemon exited at start"
+            assert time.monotonic() < deadline, "the pycni daemon did not start"
+            time.sleep(0.05)
+        yield daemon
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=60)

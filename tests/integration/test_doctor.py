@@ -42,19 +42,8 @@ def forwarders(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 @pytest.fixture
 def daemon(forwarders: tuple[Path, str]) -> Iterator[str]:
     _dir, sock = forwarders
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pycni.cli.daemon_cmd", "--socket", sock, "--log-level", "ERROR"]
-    )
-    try:
-        deadline = time.monotonic() + 60  # its imports take seconds on a loaded machine
-        while not os.path.exists(sock):
-            assert proc.poll() is None, "the daemon exited at start"
-            assert time.monotonic() < deadline, "the daemon did not start"
-            time.sleep(0.05)
+    with harness.running_daemon(sock, "ERROR"):
         yield sock
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
 
 
 def _conflist(name: str, data_dir: Path, plugins: list[dict[str, Any]]) -> bytes:

@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -44,19 +42,8 @@ def daemon_path(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     directory = tmp_path_factory.mktemp("scale-plugins")
     sock = str(tmp_path_factory.mktemp("scale-daemon") / "pycni.sock")
     install.install(directory, form="auto", socket_path=sock)
-    daemon = subprocess.Popen(
-        [sys.executable, "-m", "pycni.cli.daemon_cmd", "--socket", sock, "--log-level", "WARNING"]
-    )
-    try:
-        deadline = time.monotonic() + 60  # its imports take seconds on a loaded machine
-        while not os.path.exists(sock):
-            assert daemon.poll() is None, "the pycni daemon exited at start"
-            assert time.monotonic() < deadline, "the pycni daemon did not start"
-            time.sleep(0.05)
+    with harness.running_daemon(sock, "WARNING"):
         yield str(directory)
-    finally:
-        daemon.terminate()
-        daemon.wait(timeout=60)
 
 
 def conflist(data_dir: Path) -> bytes:
