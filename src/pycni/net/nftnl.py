@@ -25,11 +25,12 @@ import os
 import struct
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from pycni.net.kernel import NetlinkError
 from pycni.net.ns import THREAD_NETNS
-from pycni.net.rtnl.wire import NLA_F_NESTED, RTATTR, align, attr, attr_str, parse_attrs
+from pycni.net.rtnl.wire import NLA_F_NESTED, RTATTR, align, attr, attr_str, messages, parse_attrs
 
 
 def _nested(kind: int, payload: bytes) -> bytes:
@@ -88,6 +89,14 @@ class Rule:
 
 class NftnlError(OSError):
     """The kernel refused a request; ``errno`` is its error."""
+
+
+def _replies(data: bytes) -> Iterator[tuple[int, int, bytes]]:
+    """wire.messages, its one failure (a truncated message) as this module's error."""
+    try:
+        yield from messages(data)
+    except NetlinkError:
+        raise NftnlError("netlink: truncated message") from None
 
 
 @dataclass(frozen=True)
@@ -203,28 +212,19 @@ def _request(kind: int, flags: int, body: bytes) -> list[tuple[int, bytes]] | No
         conn.sock.sendto(header + body, (0, 0))
         out: list[tuple[int, bytes]] = []
         while True:
-            data = conn.sock.recv(_RECV)
-            offset = 0
-            while offset + _NLMSGHDR.size <= len(data):
-                length, mtype, _flags, mseq, _pid = _NLMSGHDR.unpack_from(data, offset)
-                if length < _NLMSGHDR.size:
-                    raise NftnlError("netlink: truncated message")
-                start = offset + _NLMSGHDR.size
-                offset += align(length)
+            for mtype, mseq, payload in _replies(conn.sock.recv(_RECV)):
                 if mseq != seq:
                     continue  # the tail of an earlier, interrupted request
                 if mtype == NLMSG_DONE:
                     return out
                 if mtype == NLMSG_ERROR:
-                    (code,) = struct.unpack_from("=i", data, start)
+                    (code,) = struct.unpack_from("=i", payload, 0)
                     if code == 0:
                         return out
                     if -code == errno.ENOENT:
                         return None
                     raise NftnlError(-code, os.strerror(-code))
-                out.append(
-                    (mtype & 0xFF, data[start + _NFGENMSG.size : start - _NLMSGHDR.size + length])
-                )
+                out.append((mtype & 0xFF, payload[_NFGENMSG.size :]))
 
 
 def chain_rules(family: str, table: str, chain: str) -> list[Rule]:
@@ -398,15 +398,9 @@ def change_elements(
         ours = {(first + i) & 0xFFFFFFFF for i in range(len(parts))}
         waiting = {(conn.seq - 1) & 0xFFFFFFFF}  # the last change: acked, or refused
         while waiting:
-            data = conn.sock.recv(_RECV)
-            offset = 0
-            while offset + _NLMSGHDR.size <= len(data):
-                length, mtype, _flags, mseq, _pid = _NLMSGHDR.unpack_from(data, offset)
-                if length < _NLMSGHDR.size:
-                    raise NftnlError("netlink: truncated message")
+            for mtype, mseq, payload in _replies(conn.sock.recv(_RECV)):
                 if mtype == NLMSG_ERROR and mseq in ours:
-                    (code,) = struct.unpack_from("=i", data, offset + _NLMSGHDR.size)
+                    (code,) = struct.unpack_from("=i", payload, 0)
                     if code:  # the batch was aborted; replies still queued are skipped later
                         raise NftnlError(-code, os.strerror(-code))
                     waiting.discard(mseq)
-                offset += align(length)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import _socket as socket  # the C module: socket.py builds its enums at import (~2 ms a call)
 import contextlib
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from pycni.net.kernel import NetlinkError
 
@@ -36,6 +36,17 @@ RtnlError = NetlinkError  # the name this module used before the kernel boundary
 
 def align(n: int) -> int:
     return (n + 3) & ~3
+
+
+def messages(data: bytes) -> Iterator[tuple[int, int, bytes]]:
+    """(type, sequence number, payload) of each netlink message in one received buffer."""
+    offset = 0
+    while offset + NLMSGHDR.size <= len(data):
+        length, mtype, _flags, mseq, _pid = NLMSGHDR.unpack_from(data, offset)
+        if length < NLMSGHDR.size:
+            raise NetlinkError(71, "netlink: truncated message")  # EPROTO
+        yield mtype, mseq, data[offset + NLMSGHDR.size : offset + length]
+        offset += align(length)
 
 
 def attr(kind: int, payload: bytes) -> bytes:
@@ -99,14 +110,7 @@ class Socket:
         acked = bool(flags & NLM_F_ACK)
         out: list[tuple[int, bytes]] = []
         while True:
-            data = self.sock.recv(_RECV_SIZE)
-            offset = 0
-            while offset + NLMSGHDR.size <= len(data):
-                length, mtype, _flags, mseq, _pid = NLMSGHDR.unpack_from(data, offset)
-                if length < NLMSGHDR.size:
-                    raise NetlinkError(71, "netlink: truncated message")  # EPROTO
-                payload = data[offset + NLMSGHDR.size : offset + length]
-                offset += align(length)
+            for mtype, mseq, payload in messages(self.sock.recv(_RECV_SIZE)):
                 if mseq != seq:
                     continue  # a late answer to an earlier request: not ours any more
                 if mtype == NLMSG_ERROR:
