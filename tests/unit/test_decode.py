@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
+from pycni.record import record
 from pycni.spec.decode import (
     CIDR,
     IP,
@@ -30,13 +30,13 @@ from pycni.spec.decode import (
 from pycni.spec.errors import CNIError, InvalidConfig
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Inner:
     subnet: Any = option("subnet", CIDR())
     gateway: Any = option("gateway", IP())
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Conf:
     flag: bool = option("flag", Bool(), False)
     mtu: int = option("mtu", Int(0, 65535), 0)
@@ -170,7 +170,7 @@ def test_interface_names_refused(name: Any) -> None:
 
 
 def test_interface_name_required() -> None:
-    @dataclass(frozen=True)
+    @record(frozen=True)
     class Needs:
         dev: str = option("dev", IfName(required=True), "x")
 
@@ -179,7 +179,7 @@ def test_interface_name_required() -> None:
 
 
 def test_messages_override_for_reference_wording() -> None:
-    @dataclass(frozen=True)
+    @record(frozen=True)
     class Ref:
         vlan: int = option("vlan", Int(0, 4094, "invalid VLAN ID {value}"), 0)
         backend: str = option("b", Str(choices=("x",), message='unknown backend "{raw}"'), "x")
@@ -197,7 +197,7 @@ def test_messages_override_for_reference_wording() -> None:
 
 
 def test_lists_and_maps_are_bounded() -> None:
-    @dataclass(frozen=True)
+    @record(frozen=True)
     class Small:
         items: list[int] = option("items", ListOf(Int(), max_items=3), factory=list)
         names: dict[str, str] = option("names", MapOf(Str(), max_items=1), factory=dict)

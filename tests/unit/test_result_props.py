@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from ipaddress import (
     IPv4Address,
     IPv4Interface,
@@ -18,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pycni.record import replace
 from pycni.spec.errors import CNIError
 from pycni.spec.result import DNS, Interface, IPConfig, Result, Route, convert
 

@@ -29,7 +29,6 @@ import os
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import TextIO
 
 from pycni.cluster import masq, validate
@@ -47,6 +46,7 @@ from pycni.cluster.lease import (
 from pycni.net import link, owned_routes, sysctl
 from pycni.net.kernel_changes import KernelChanges
 from pycni.net.netlink import rtnl
+from pycni.record import field, record
 
 BACKENDS = ("host-gw", "vxlan")
 DEFAULT_SUBNET_FILE = "/run/flannel/subnet.env"
@@ -59,7 +59,7 @@ class AgentError(RuntimeError):
     """The agent cannot start (the message says what to fix)."""
 
 
-@dataclass
+@record
 class AgentConfig:
     etcd_endpoints: str  # comma-separated http(s)://HOST:PORT
     network: sn.ClusterConfig
@@ -159,7 +159,7 @@ def previous_subnets(path: str) -> list[sn.Net]:
     return [subnet for _network, subnet in env.pairs]
 
 
-@dataclass
+@record
 class FamilyPath:
     """One address family's part of the node: its network, underlay, backend and lease."""
 
@@ -176,7 +176,7 @@ class FamilyPath:
         return self.network.version
 
 
-@dataclass
+@record
 class Agent:
     config: AgentConfig
     log_to: TextIO = field(default_factory=lambda: sys.stderr)

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pycni.cluster.lease import LeaseInfo
 from pycni.cluster.subnet import Net
+from pycni.record import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Underlay:
     """The node's link to the other nodes."""
 

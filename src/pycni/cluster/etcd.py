@@ -27,10 +27,10 @@ import ssl
 import threading
 import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from pycni.net.ns import NetNS
+from pycni.record import record
 
 MAX_RESPONSE = 8 << 20  # one answer (a whole lease list included)
 SMALL_RESPONSE = 64 << 10  # one key, a token, a health answer
@@ -69,7 +69,7 @@ def prefix_end(prefix: bytes) -> bytes:
     return b"\0"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class KeyValue:
     key: str
     value: bytes
@@ -88,7 +88,7 @@ class KeyValue:
         )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class WatchEvent:
     kind: str  # "PUT" or "DELETE"
     key: str
@@ -100,7 +100,7 @@ class WatchEvent:
         return self.kv.mod_revision if self.kv is not None else 0
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class EtcdCredentials:
     """How the agent proves itself to etcd and checks etcd's identity (flannel's
     ``--etcd-cafile``, ``--etcd-certfile``, ``--etcd-keyfile``, ``--etcd-username``,
@@ -118,7 +118,7 @@ class EtcdCredentials:
         return bool(self.certfile or self.keyfile or self.username or self.password)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Endpoint:
     url: str
     https: bool

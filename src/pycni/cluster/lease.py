@@ -19,11 +19,11 @@ import contextlib
 import ipaddress
 import json
 import random
-from dataclasses import dataclass, field
 from typing import Any
 
 from pycni.cluster import subnet as sn
 from pycni.cluster.etcd import Etcd, EtcdError, EtcdResponseTooLarge, KeyValue
+from pycni.record import field, record
 
 DEFAULT_PREFIX = "/pycni.dev/network"
 DEFAULT_TTL = 60
@@ -36,7 +36,7 @@ class LeaseError(RuntimeError):
     """No subnet could be leased (exhausted network, config mismatch, etcd trouble)."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LeaseInfo:
     """What a node publishes about itself with its subnet."""
 
@@ -89,7 +89,7 @@ class BadLease(ValueError):
     """A lease key or value that is not a well-formed lease."""
 
 
-@dataclass
+@record
 class Listing:
     """The leases under the subnets prefix at one revision, and the keys that were not."""
 
@@ -98,7 +98,7 @@ class Listing:
     revision: int = 0
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Lease:
     subnet: sn.Net
     info: LeaseInfo

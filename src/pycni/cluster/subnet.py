@@ -15,9 +15,9 @@ import os
 import random
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 
 from pycni.fsutil import write_atomic
+from pycni.record import record
 
 Net = ipaddress.IPv4Network | ipaddress.IPv6Network
 Interface = ipaddress.IPv4Interface | ipaddress.IPv6Interface
@@ -31,7 +31,7 @@ class SubnetError(ValueError):
     """A bad network / subnet length, or no subnet left."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NetworkConfig:
     """The cluster network and how it is cut into node subnets."""
 
@@ -132,7 +132,7 @@ def first_host(subnet: Net) -> Interface:
     return ipaddress.IPv6Interface((int(subnet.network_address) + 1, subnet.prefixlen))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ClusterConfig:
     """The cluster's pod networks: IPv4, IPv6 or both (flannel's EnableIPv4/EnableIPv6)."""
 
@@ -225,7 +225,7 @@ def subnet_of_key(name: str) -> Net | None:
 # --- subnet.env -----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SubnetEnv:
     """What the agent tells the CNI meta plugin about this node (flannel's names; an
     IPv6-only node has no FLANNEL_NETWORK/FLANNEL_SUBNET, only the FLANNEL_IPV6_ ones)."""
@@ -342,7 +342,7 @@ def write_subnet_env(path: str, env: SubnetEnv) -> None:
     write_atomic(path, env.render(), mode=0o644, dir_mode=0o755, fsync=False, prefix=".subnet.")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Readiness:
     """Whether pods can be attached on this node now, and why (not)."""
 

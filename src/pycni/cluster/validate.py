@@ -14,10 +14,10 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 
 from pycni.cluster import subnet as sn
 from pycni.cluster.lease import LeaseInfo
+from pycni.record import field, record
 
 MAC_RE = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
 MAX_REPORTS_PER_PASS = 20  # log lines about bad leases per pass (a flood is summarised)
@@ -58,7 +58,7 @@ def address_problem(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> s
     return None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NodeView:
     """What a lease is checked against: this node's network facts."""
 
@@ -115,7 +115,7 @@ def lease_problem(subnet: sn.Net, info: LeaseInfo, view: NodeView) -> str | None
     return None
 
 
-@dataclass
+@record
 class Rejections:
     """Bad leases already reported, so each version of one is logged once."""
 

@@ -13,10 +13,10 @@ pods get that MTU too.
 
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 from typing import Any
 
+from pycni import record
 from pycni.cluster.backend import Underlay
 from pycni.cluster.lease import LeaseInfo
 from pycni.cluster.subnet import Net
@@ -64,7 +64,7 @@ class Vxlan:
         return self.spec.mtu
 
     def set_pod_mtu(self, mtu: int) -> None:
-        self.spec = dataclasses.replace(self.spec, mtu=mtu)
+        self.spec = record.replace(self.spec, mtu=mtu)
 
     def _ensure_device(self, kernel: Kernel) -> None:
         self.index, self.mac = vxdev.ensure(kernel, self.spec)

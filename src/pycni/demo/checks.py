@@ -9,15 +9,15 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import TypeVar
 
 from pycni.net.ns import NetNS
+from pycni.record import record
 
 T = TypeVar("T")
 
 
-@dataclass
+@record
 class Check:
     name: str
     ok: bool

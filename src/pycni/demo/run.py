@@ -26,7 +26,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
 
 from pycni.demo import checks, network
@@ -34,6 +33,7 @@ from pycni.demo.checks import Check
 from pycni.fsutil import write_atomic
 from pycni.net.ns import NetNS
 from pycni.playground import add_namespace, alive, cmdline, netns_path, remove_namespaces, run_ip
+from pycni.record import asdict, field, record
 
 KEEP_DIR = "/run/pycni-demo"
 DEFAULT_PREFIX = "pycni-demo-"
@@ -46,7 +46,7 @@ class DemoError(RuntimeError):
     """The demo could not be set up (the message says what to do)."""
 
 
-@dataclass
+@record
 class DemoState:
     """Everything ``down`` needs, saved as JSON in the state directory."""
 
@@ -98,7 +98,7 @@ class DemoState:
         return cls(**data)
 
 
-@dataclass
+@record
 class PodInfo:
     name: str
     netns: str
@@ -107,7 +107,7 @@ class PodInfo:
     error: str = ""
 
 
-@dataclass
+@record
 class Comparison:
     """One pod attached (and removed) with in-process entry points, next to the daemon's."""
 
@@ -115,7 +115,7 @@ class Comparison:
     error: str = ""
 
 
-@dataclass
+@record
 class Outcome:
     state: DemoState
     pods: list[PodInfo] = field(default_factory=list)

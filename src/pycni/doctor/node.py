@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 
 from pycni.doctor.report import FAIL, OK, WARN, Check
+from pycni.record import record
 
 _SCAN_LIMIT = 4 << 20
 _PY_SOCKET = re.compile(rb"^SOCKET_PATH = '([^'\n]*)'$", re.M)
 _PY_MODE = re.compile(rb"^MODE = '([^'\n]*)'$", re.M)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Setting:
     """A directory setting and where it came from (flag, environment or default)."""
 
@@ -28,7 +28,7 @@ class Setting:
     source: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class EntryPoint:
     path: str
     form: str  # "c", "python", "inprocess"

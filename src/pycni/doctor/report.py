@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any
+
+from pycni.record import field, record
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 STATUSES = (OK, WARN, FAIL)
 
 
-@dataclass
+@record
 class Check:
     """One line of the report: ``fix`` says what to do when the status is not ok."""
 

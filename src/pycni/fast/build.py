@@ -7,12 +7,12 @@ import os
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 from pycni.fast import autostart, protocol
 from pycni.fast.marker import ENTRY_MARKER
+from pycni.record import record
 
 CFLAGS = ("-O2", "-Wall", "-Wextra", "-s")
 
@@ -24,7 +24,7 @@ class BuildError(Exception):
     """The C forwarder could not be compiled (no compiler, or it failed)."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ForwarderSettings:
     socket_path: str
     python: str

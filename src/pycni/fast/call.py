@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import socket
 import threading
-from dataclasses import dataclass, field
 from enum import Enum
 
 from pycni.fast.protocol import Reply, Request
 from pycni.fast.stats import CallRecord
 from pycni.fast.transport import ReplyWriter, RequestReader
+from pycni.record import field, record
 
 
 class Phase(Enum):
@@ -20,7 +20,7 @@ class Phase(Enum):
     DONE = "done"  # the worker returned (a reply may still be on its way)
 
 
-@dataclass(eq=False)
+@record(eq=False)
 class Call:
     """One connection and the call it carries. Main thread, except the fields under ``lock``."""
 

@@ -15,7 +15,6 @@ import re
 import sys
 import sysconfig
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from pycni.fast import build, protocol
 from pycni.fast.marker import ENTRY_MARKER
 from pycni.fsutil import write_atomic
 from pycni.plugin import registry
+from pycni.record import field, record
 
 FORMS = ("auto", "c", "python", "inprocess")
 DEFAULT_SOCKET = protocol.DEFAULT_SOCKET
@@ -34,7 +34,7 @@ _CONFIG_BLOCK = re.compile(
 )
 
 
-@dataclass
+@record
 class InstallReport:
     directory: Path
     form: str  # the form actually installed: "c", "python" or "inprocess"

@@ -24,7 +24,8 @@ import os
 import signal
 import socket
 import struct
-from dataclasses import dataclass
+
+from pycni.record import record
 
 CAP_NET_ADMIN = 12
 CAP_SYS_ADMIN = 21
@@ -39,7 +40,7 @@ OUT_OF_FDS = "out-of-fds"  # we could not look: our own fd limit, not the caller
 _FD_ERRNOS = (errno.EMFILE, errno.ENFILE)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Verdict:
     action: str  # SERVE, REFUSE or RUN_LOCALLY
     pid: int

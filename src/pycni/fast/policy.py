@@ -8,12 +8,12 @@ prevResult, as the caller would have.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
+from pycni import record
 from pycni.fast import protocol
 from pycni.fast.protocol import Reply, Request
 from pycni.net import ns as netns
@@ -113,7 +113,7 @@ def undo_request(req: Request, add_reply: Reply) -> Request:
         stdin = json.dumps(config).encode()
     except (ValueError, TypeError, AttributeError):
         stdin = req.stdin
-    return dataclasses.replace(req, env={**req.env, "CNI_COMMAND": "DEL"}, stdin=stdin)
+    return record.replace(req, env={**req.env, "CNI_COMMAND": "DEL"}, stdin=stdin)
 
 
 def deadline_error(timeout: float, started: bool, plugin_reply: Reply | None) -> Reply:

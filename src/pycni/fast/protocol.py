@@ -30,8 +30,8 @@ magic and version are baked in at install time, so this module stays the one sou
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
 
+from pycni.record import field, record
 from pycni.spec.errors import DECODING_FAILURE, CNIError
 
 DEFAULT_SOCKET = "/run/pycni/pycni.sock"
@@ -66,7 +66,7 @@ IO_FAILURE = 5
 INTERNAL = 999
 
 
-@dataclass
+@record
 class RequestPrefix:
     kind: int
     flags: int
@@ -78,7 +78,7 @@ class RequestPrefix:
         return bin(self.flags & KNOWN_FLAGS).count("1")
 
 
-@dataclass
+@record
 class Request:
     """A decoded request; ``caller_netns_fd`` / ``target_netns_fd`` are owned by the receiver."""
 
@@ -90,7 +90,7 @@ class Request:
     target_netns_fd: int | None = None
 
 
-@dataclass
+@record
 class Reply:
     exit_code: int
     stdout: bytes
@@ -99,7 +99,7 @@ class Reply:
     flags: int = 0
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ReplyHeader:
     kind: int
     flags: int

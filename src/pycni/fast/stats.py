@@ -8,8 +8,9 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
+
+from pycni.record import record
 
 PHASES = ("recv", "queue", "run", "send", "total")
 COUNTERS = (
@@ -28,7 +29,7 @@ COUNTERS = (
 )
 
 
-@dataclass
+@record
 class CallRecord:
     """Timings of one served request, in milliseconds."""
 

@@ -23,19 +23,19 @@ import contextlib
 import fcntl
 import os
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 
 from pycni.inspect import nftmap
 from pycni.inspect.collect import Paths, collect
 from pycni.inspect.leaks import DEFAULT_GRACE_PERIOD, Leak, find_leaks
 from pycni.inspect.model import NodeState, PortMapping
 from pycni.net.netlink import rtnl
+from pycni.record import field, record
 from pycni.spec.errors import INVALID_NETWORK_CONFIG, CNIError
 
 DEL_TIMEOUT = 120.0  # seconds one chain DEL may take before its plugin is killed
 
 
-@dataclass
+@record
 class CleanupReport:
     actions: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)

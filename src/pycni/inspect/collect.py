@@ -15,7 +15,6 @@ import json
 import logging
 import os
 import socket
-from dataclasses import dataclass
 from typing import Any
 
 from pycni.inspect import cluster as agent_state
@@ -37,6 +36,7 @@ from pycni.inspect.namespaces import scan as scan_namespaces
 from pycni.net.kernel import Kernel
 from pycni.net.netlink import rtnl
 from pycni.net.ns import THREAD_NETNS, NetNS, NetNSNotFound
+from pycni.record import record
 from pycni.spec.errors import CNIError
 
 DEFAULT_CONF_DIR = "/etc/cni/net.d"
@@ -51,7 +51,7 @@ _CACHE_READ_MAX = 16 << 20
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Paths:
     """Where to look; every one can be overridden on the command line."""
 
@@ -297,7 +297,7 @@ def _addresses(kernel: Kernel) -> dict[int, list[str]]:
     return out
 
 
-@dataclass
+@record
 class _RawLink:
     index: int
     name: str

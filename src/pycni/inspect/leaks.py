@@ -31,10 +31,10 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from pycni.inspect.model import Attachment, NodeState, Reservation
 from pycni.inspect.nftmap import owner_chain
+from pycni.record import record
 
 KINDS = ("attachment", "reservation", "veth", "mapping", "temp", "dnsmasq")
 DEFAULT_GRACE_PERIOD = 600.0  # seconds; an ADD (even a slow DHCP one) is over long before
@@ -43,7 +43,7 @@ _CACHE_TEMP_PREFIX = ".pycni-tmp-"  # = pycni.runtime.cache._TEMP_PREFIX; libcni
 _STORE_TEMP_PREFIX = "last_reserved_ip.tmp-"
 
 
-@dataclass
+@record
 class Leak:
     kind: str
     subject: str

@@ -1,12 +1,13 @@
-"""The picture `pycni inspect` builds: plain dataclasses, so JSON output is ``asdict``."""
+"""The picture `pycni inspect` builds: plain records, so JSON output is ``asdict``."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from pycni.record import asdict, field, record
 
-@dataclass
+
+@record
 class Network:
     """One network configuration found in the conf dir."""
 
@@ -20,7 +21,7 @@ class Network:
     error: str | None = None
 
 
-@dataclass
+@record
 class Attachment:
     """One cached ADD result (``<cache>/results/<net>-<cid>-<ifname>``)."""
 
@@ -36,7 +37,7 @@ class Attachment:
     cached_at: float = 0.0  # the cache file's mtime: when the ADD finished
 
 
-@dataclass
+@record
 class Reservation:
     """One host-local reservation file (named by the IP, content ``cid\\r\\nifname``)."""
 
@@ -48,7 +49,7 @@ class Reservation:
     reserved_at: float = 0.0  # the file's mtime: when the address was reserved
 
 
-@dataclass
+@record
 class PodLink:
     """An interface inside another namespace (normally the pod end of a veth)."""
 
@@ -60,7 +61,7 @@ class PodLink:
     addresses: list[str] = field(default_factory=list)
 
 
-@dataclass
+@record
 class Veth:
     """A veth in this namespace, with its peer when the peer's namespace was found."""
 
@@ -75,7 +76,7 @@ class Veth:
     peer: PodLink | None = None
 
 
-@dataclass
+@record
 class Bridge:
     name: str
     index: int
@@ -85,7 +86,7 @@ class Bridge:
     ports: list[str] = field(default_factory=list)
 
 
-@dataclass
+@record
 class HostInterface:
     """Any other interface of the node (uplinks, loopback)."""
 
@@ -96,7 +97,7 @@ class HostInterface:
     addresses: list[str] = field(default_factory=list)
 
 
-@dataclass
+@record
 class Route:
     dst: str
     dev: str = ""
@@ -104,7 +105,7 @@ class Route:
     source: str | None = None
 
 
-@dataclass
+@record
 class PortMapping:
     """A DNAT rule of a portmap table (``handles`` = every rule of the same owner there)."""
 
@@ -121,7 +122,7 @@ class PortMapping:
     related_handles: list[tuple[str, int]] = field(default_factory=list)
 
 
-@dataclass
+@record
 class Namespace:
     """A namespace we looked into: named ones (netns dir, mounts, cached netns paths) and
     any other live one holding the pod end of a veth."""
@@ -131,7 +132,7 @@ class Namespace:
     links: list[PodLink] = field(default_factory=list)
 
 
-@dataclass
+@record
 class OwnedRoute:
     """A route the cluster agent programmed (routing protocol 157)."""
 
@@ -141,7 +142,7 @@ class OwnedRoute:
     onlink: bool = False
 
 
-@dataclass
+@record
 class VxlanDevice:
     """A VXLAN device with its remote VTEPs (FDB: MAC → underlay address)."""
 
@@ -156,7 +157,7 @@ class VxlanDevice:
     peers: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass
+@record
 class ClusterLease:
     """The node's lease as the agent wrote it to a subnet file (flannel's subnet.env)."""
 
@@ -169,7 +170,7 @@ class ClusterLease:
     error: str | None = None
 
 
-@dataclass
+@record
 class ClusterAgentState:
     """What the cluster agent (`pycni agent`) keeps on this node."""
 
@@ -179,7 +180,7 @@ class ClusterAgentState:
     masquerade_table: bool = False
 
 
-@dataclass
+@record
 class EntryPointDir:
     """The pycni entry points of one plugin directory, by how they were installed."""
 
@@ -188,7 +189,7 @@ class EntryPointDir:
     modes: list[str] = field(default_factory=list)  # e.g. "c form, autostart (idle exit 300s)"
 
 
-@dataclass
+@record
 class DaemonStatus:
     """Whether the warm daemon answers on its socket, and how it was started.
 
@@ -209,7 +210,7 @@ class DaemonStatus:
     entry_points: list[EntryPointDir] = field(default_factory=list)
 
 
-@dataclass
+@record
 class DnsServer:
     """A dnsname plugin's per-network dnsmasq (``<dnsname dir>/<network>/``)."""
 
@@ -225,7 +226,7 @@ class DnsServer:
     problems: list[str] = field(default_factory=list)
 
 
-@dataclass
+@record
 class NodeState:
     netns: str
     conf_dir: str
@@ -255,7 +256,7 @@ class NodeState:
 
 
 def to_dict(obj: Any) -> dict[str, Any]:
-    """A dataclass as plain JSON-able data."""
+    """A record as plain JSON-able data."""
     data = asdict(obj)
     assert isinstance(data, dict)
     return data

@@ -25,12 +25,13 @@ from __future__ import annotations
 import ipaddress
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+
+from pycni.record import field, record
 
 _NSFS_PREFIX = "net:["
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LiveNamespace:
     """One live namespace: its identity, a path that opens it, and how it was found."""
 
@@ -39,7 +40,7 @@ class LiveNamespace:
     label: str
 
 
-@dataclass
+@record
 class NamespaceScan:
     namespaces: list[LiveNamespace] = field(default_factory=list)
     complete: bool = True

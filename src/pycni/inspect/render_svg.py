@@ -18,11 +18,11 @@ at its ``x`` (what tests rely on to compute label boxes from the SVG).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape
 
 from pycni.inspect.model import NodeState, PortMapping, Veth
+from pycni.record import field, record
 
 if TYPE_CHECKING:  # leaks imports the kernel readers; the renderer stays pure
     from pycni.inspect.leaks import Leak
@@ -94,7 +94,7 @@ def shorten(value: str, limit: int = MAX_CHARS) -> str:
     return value[: keep - keep // 2] + "…" + value[-(keep // 2) :]
 
 
-@dataclass
+@record
 class Line:
     text: str
     style: str = ""  # "head", "dim", "leak", "ok"
@@ -107,7 +107,7 @@ class Line:
         return FS_HEAD if self.style == "head" else FS
 
 
-@dataclass
+@record
 class Box:
     """A rounded box of text lines; ``width`` and ``height`` follow from the lines."""
 
@@ -134,7 +134,7 @@ def box(cls: str, first: str, *rest: str | Line, min_width: float = 0.0) -> Box:
     return Box(cls, lines, min_width)
 
 
-@dataclass
+@record
 class Canvas:
     items: list[str] = field(default_factory=list)
     right: float = 0.0
@@ -275,7 +275,7 @@ def _daemon(state: NodeState) -> Box:
     return box("daemon", "pycni daemon: answering", *lines)
 
 
-@dataclass
+@record
 class Cell:
     """One port: the host veth over its pod."""
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import errno
 import ipaddress
-from dataclasses import dataclass
 
 from pycni.net import sysctl
 from pycni.net.kernel import IFF_PROMISC, IFF_UP, IPInterface, Kernel, NetlinkError
 from pycni.net.link import LinkNotFound, addresses, get, index_of
+from pycni.record import record
 
 # bridge VLAN flags (linux/if_bridge.h)
 BRIDGE_VLAN_INFO_PVID = 0x2
@@ -27,7 +27,7 @@ class VlanFilteringUnsupported(Exception):
     """The kernel has no bridge VLAN filtering (CONFIG_BRIDGE_VLAN_FILTERING)."""
 
 
-@dataclass
+@record
 class BridgeInfo:
     index: int
     created: bool

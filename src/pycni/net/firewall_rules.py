@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from pycni.net import iptables, nft, rule_tokens
 from pycni.net.ipmasq import hash_for_instance, hash_for_network, hash_hex
+from pycni.record import field, record
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -98,7 +98,7 @@ def _return_rule() -> list[str]:
     return ["-m", "comment", "--comment", ISOLATION_COMMENT, "-j", "RETURN"]
 
 
-@dataclass
+@record
 class _Plan:
     """Lines of one restore script, built against one saved table."""
 
@@ -347,7 +347,7 @@ def iso_names(bridge: str) -> tuple[str, str]:
     return f"iso1-{h}", f"iso2-{h}"
 
 
-@dataclass
+@record
 class _SubChain:
     """A chain of ours entered by one jump from ``parent`` and rebuilt by every ADD."""
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 
 from pycni.net import rule_tokens, tools
+from pycni.record import field, record
 
 VARIANTS = ("legacy", "nft")
 
@@ -35,7 +35,7 @@ def tool(family: int, action: str, variant: str | None = None) -> str:
     return f"{base}-{variant}-{action}"
 
 
-@dataclass
+@record
 class SavedTable:
     """One table as iptables-save printed it: chain names and rule lines per chain."""
 

@@ -1,10 +1,10 @@
-"""The typed kernel boundary: what pycni asks of rtnetlink, as one Protocol over dataclasses.
+"""The typed kernel boundary: what pycni asks of rtnetlink, as one Protocol over records.
 
 Plugins and net/ helpers talk to the kernel only through a ``Kernel`` (opened by
 ``pycni.net.netlink.rtnl()``): links, addresses, routes, neighbours, FDB entries, policy
-rules and the few tc objects the bandwidth plugin makes. Replies are frozen dataclasses with
-typed fields; every kernel refusal is one ``NetlinkError`` (an OSError whose ``errno`` the
-callers test by name). Two implementations exist: the native client
+rules and the few tc objects the bandwidth plugin makes. Replies are frozen records
+(pycni.record) with typed fields; every kernel refusal is one ``NetlinkError`` (an OSError
+whose ``errno`` the callers test by name). Two implementations exist: the native client
 (``pycni.net.rtnl.native``, raw sockets, pyroute2 only behind it for the rare calls) and a
 pyroute2 adapter (``pycni.net.rtnl.pyroute2_adapter``, PYCNI_NETLINK=pyroute2). This module
 imports neither, so importing it costs nothing.
@@ -15,8 +15,9 @@ from __future__ import annotations
 import errno
 import ipaddress
 import os
-from dataclasses import dataclass
 from typing import Protocol
+
+from pycni.record import record
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -81,7 +82,7 @@ class NetlinkError(OSError):
 # ------------------------------------------------------------------ replies
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class VxlanInfo:
     """IFLA_INFO_DATA of a vxlan link (only what pycni compares)."""
 
@@ -92,7 +93,7 @@ class VxlanInfo:
     learning: bool = False
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Link:
     """One RTM_NEWLINK reply."""
 
@@ -118,7 +119,7 @@ class Link:
         return bool(self.flags & IFF_UP)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Address:
     """One RTM_NEWADDR reply: ``interface`` is IFA_ADDRESS (IFA_LOCAL if absent)/prefixlen."""
 
@@ -132,7 +133,7 @@ class Address:
         return family_of(self.interface.version)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Route:
     """A route: an RTM_NEWROUTE reply, or what to add/replace/delete.
 
@@ -157,7 +158,7 @@ class Route:
         return family_of(self.dst.version)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Neighbour:
     """One neighbour (ARP/NDP) entry."""
 
@@ -167,7 +168,7 @@ class Neighbour:
     state: int
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FdbEntry:
     """One forwarding entry of a device: ``mac`` reaches ``remote`` (a VXLAN VTEP) if given."""
 
@@ -176,7 +177,7 @@ class FdbEntry:
     remote: IPAddress | None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Rule:
     """A policy routing rule: ``from src lookup table`` at ``priority`` (None: the kernel's)."""
 
@@ -186,7 +187,7 @@ class Rule:
     priority: int | None = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Tbf:
     """What the kernel stores for a tbf: rate (bytes/s), buffer (ticks), limit (bytes)."""
 
@@ -195,7 +196,7 @@ class Tbf:
     limit: int
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Qdisc:
     """One queueing discipline of a link; ``tbf`` holds a tbf's parameters."""
 

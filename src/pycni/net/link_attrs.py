@@ -5,12 +5,11 @@ All calls take an open rtnl socket of the namespace the link lives in (one socke
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from pycni.net.kernel import IFF_ALLMULTI, IFF_PROMISC, Kernel
+from pycni.record import record
 
 
-@dataclass
+@record
 class LinkAttrs:
     """The current values, as the reference reads them (promisc from the promiscuity counter)."""
 

@@ -26,11 +26,11 @@ import struct
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 
 from pycni.net.kernel import NetlinkError
 from pycni.net.ns import THREAD_NETNS
 from pycni.net.rtnl.wire import NLA_F_NESTED, RTATTR, align, attr, attr_str, messages, parse_attrs
+from pycni.record import record
 
 
 def _nested(kind: int, payload: bytes) -> bytes:
@@ -81,7 +81,7 @@ _RECV = 1 << 17
 _TIMEOUT = 30.0  # seconds; the kernel answers at once, this only bounds a lost reply
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Rule:
     handle: int
     comment: str
@@ -99,7 +99,7 @@ def _replies(data: bytes) -> Iterator[tuple[int, int, bytes]]:
         raise NftnlError("netlink: truncated message") from None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ElementChange:
     """Add (with an optional comment) or delete one element of a set or map (the key in the
     kernel's form: an address is ``ip.packed``; see ``concat_key``). ``data`` is a map
@@ -116,7 +116,7 @@ class ElementChange:
     exclusive: bool = False
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Element:
     """A set or map element as the kernel holds it (``data`` empty for a set)."""
 
@@ -127,7 +127,7 @@ class Element:
     chain: str = ""  # a verdict map element's jump/goto target
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ChainRemoval:
     """Delete every rule of a (regular) chain, then the chain."""
 

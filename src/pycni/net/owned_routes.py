@@ -9,12 +9,12 @@ our protocol, so the kernel itself refuses to remove a route that is not ours.
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
 
 from pycni.net.kernel import AF_INET as AF_INET
 from pycni.net.kernel import AF_INET6 as AF_INET6
 from pycni.net.kernel import MAIN_TABLE as MAIN_TABLE
 from pycni.net.kernel import Kernel, NetlinkError, Route
+from pycni.record import record
 
 PROTO_PYCNI = 157  # unused by iproute2's rt_protos; shows as "proto 157"
 RTNH_F_ONLINK = 0x4
@@ -28,7 +28,7 @@ def family_of(version: int) -> int:
     return AF_INET6 if version == 6 else AF_INET
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class OwnedRoute:
     dst: Network
     gateway: Address | None
@@ -65,7 +65,7 @@ def current(
     return out
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ForeignRoute:
     """A main-table route that is not ours (the kernel's, an administrator's, a plugin's)."""
 

@@ -27,11 +27,11 @@ prohibit (upper case in iptables syntax). Addresses must be of the list's family
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from pycni.net import rule_tokens
 from pycni.net.rule_tokens import refuse
+from pycni.record import record
 
 ADDR_TYPES = (
     "unspec",
@@ -71,7 +71,7 @@ _NFT_GRAMMAR = (
 )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Match:
     """One parsed condition: ``kind`` of KINDS, a canonical ``value``, and negation.
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 
+from pycni import record
 from pycni.net.kernel import AF_INET, AF_INET6, Kernel, Route, Rule
 from pycni.net.kernel import MAIN_TABLE as MAIN_TABLE
 from pycni.spec.result import IPInterface
@@ -63,7 +63,7 @@ def main_routes_of(kernel: Kernel, index: int) -> list[Route]:
 def route_copy(route: Route, table: int | None = None) -> Route:
     """A kernel route as a request for replace/del (optionally in another table): its
     destination, link, gateway, source, priority, scope, protocol and type."""
-    return dataclasses.replace(
+    return record.replace(
         route,
         table=table if table is not None else route.table,
         flags=0,

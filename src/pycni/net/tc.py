@@ -8,10 +8,10 @@ reports and a config gives the same qdisc under either implementation.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 
 from pycni.net.kernel import Kernel, Qdisc, Tbf
+from pycni.record import record
 
 TIME_UNITS_PER_SEC = 1_000_000
 LATENCY_USEC = 25_000.0  # the reference's latencyInMillis = 25
@@ -32,7 +32,7 @@ def tick_in_usec() -> float:
     return t2us / us2t * (clock_res / TIME_UNITS_PER_SEC)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TbfParams:
     """What the kernel stores for a tbf: rate (bytes/s), buffer (ticks), limit (bytes)."""
 

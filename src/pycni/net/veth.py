@@ -10,11 +10,11 @@ up the host name locally.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 from pycni.net import sysctl
 from pycni.net.kernel import Kernel, NetlinkError
 from pycni.net.link import index_of
+from pycni.record import record
 
 HOST_NAME_RETRIES = 10
 
@@ -23,7 +23,7 @@ class VethNameTaken(Exception):
     """The pod already has an interface with the requested name."""
 
 
-@dataclass
+@record
 class VethPair:
     host_name: str
     host_index: int

@@ -8,10 +8,10 @@ never floods to find one.
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
 
 from pycni.net import link
 from pycni.net.kernel import IFF_UP, Kernel, Link
+from pycni.record import record
 
 DEFAULT_PORT = 8472  # the Linux default, also flannel's
 OVERHEAD = 50  # outer IPv4 (20) + UDP (8) + VXLAN (8) + inner Ethernet (14) headers
@@ -23,7 +23,7 @@ def overhead(underlay_version: int) -> int:
     return OVERHEAD_V6 if underlay_version == 6 else OVERHEAD
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class VxlanSpec:
     name: str
     vni: int

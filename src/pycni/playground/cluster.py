@@ -26,7 +26,6 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pycni.cluster import subnet as sn
@@ -34,6 +33,7 @@ from pycni.cluster.etcd import Etcd
 from pycni.fsutil import write_atomic
 from pycni.net.ns import NetNS
 from pycni.playground import add_namespace, alive, cmdline, netns_path, remove_namespaces, run_ip
+from pycni.record import asdict, field, record
 
 DEFAULT_STATE_DIR = "/run/pycni-cluster"
 DEFAULT_PREFIX = "pycni-cl-"
@@ -60,7 +60,7 @@ class ClusterError(RuntimeError):
     """The cluster could not be set up (the message says what to do)."""
 
 
-@dataclass
+@record
 class NodeState:
     name: str  # the node's namespace
     address: str  # its underlay address (IPv4; IPv6 on an IPv6-only cluster)
@@ -97,7 +97,7 @@ class NodeState:
             return []
 
 
-@dataclass
+@record
 class PodState:
     name: str  # namespace and container ID
     node: str
@@ -106,7 +106,7 @@ class PodState:
     address6: str = ""  # the IPv6 address on a dual-stack or IPv6-only cluster
 
 
-@dataclass
+@record
 class ClusterState:
     root: str
     prefix: str = DEFAULT_PREFIX
@@ -545,7 +545,7 @@ def _settle_bridges(state: ClusterState) -> None:
 # --- up / down ----------------------------------------------------------------------------------
 
 
-@dataclass
+@record
 class UpOptions:
     nodes: int = 3
     pods_per_node: int = 2

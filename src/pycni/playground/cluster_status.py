@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from pycni.cluster.etcd import EtcdError
 from pycni.cluster.lease import LeaseStore
 from pycni.playground import netns_path
 from pycni.playground.cluster import ETCD_PREFIX, ClusterState, agent_running, node_routes
+from pycni.record import field, record
 
 
-@dataclass
+@record
 class Report:
     nodes: list[dict[str, Any]] = field(default_factory=list)
     pods: list[dict[str, Any]] = field(default_factory=list)

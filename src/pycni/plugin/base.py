@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import io
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pycni.net.ns import NetNS
+from pycni.record import field, record
 from pycni.spec import version
 from pycni.spec.decode import IfName, Str, check_text, fail, lookup, section, shown
 from pycni.spec.errors import DecodingFailure, InvalidConfig, InvalidEnv
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from pycni.spec.result import Result
 
 
-@dataclass
+@record
 class Request:
     """One parsed plugin invocation: the CNI_* variables and the config from stdin."""
 

@@ -1,15 +1,15 @@
 """Config pieces the plugins share.
 
-Plugins declare their config as a dataclass and decode it with :mod:`pycni.spec.decode`;
+Plugins declare their config as a record (pycni.record) and decode it with :mod:`pycni.spec.decode`;
 the sections several of them read (``ipam.type``, ``dns``, a ``mac`` argument, an MTU) are
 declared once here. Keys match case-insensitively as Go's encoding/json does.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from pycni.record import record
 from pycni.spec.decode import ETH_MAX_MTU, Int, ListOf, Str, option, shown
 from pycni.spec.errors import InvalidConfig
 from pycni.spec.result import DNS
@@ -25,7 +25,7 @@ PLUGIN_TYPE = Str(
 )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class IPAMRef:
     """The ``ipam`` section as a main plugin reads it: only its type (the rest is the
     IPAM plugin's, which gets the whole config)."""
@@ -33,7 +33,7 @@ class IPAMRef:
     type: str = option("type", PLUGIN_TYPE, "")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DNSConf:
     """A config's ``dns`` section (types.DNS)."""
 
@@ -51,14 +51,14 @@ class DNSConf:
         )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class MacArg:
     """``mac`` as ``args.cni`` and ``runtimeConfig`` carry it (checked as a MAC by the plugin)."""
 
     mac: str = option("mac", Str(max_len=64), "")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class MTU:
     """An Ethernet-like link's MTU: 0 (the default) or ETH_MIN_MTU..ETH_MAX_MTU (68..65535).
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from pycni.net import ns as netns
 from pycni.net import tools
 from pycni.plugin import registry
 from pycni.plugin.base import Plugin, Request
+from pycni.record import record
 from pycni.spec import validate, version
 from pycni.spec.decode import shown
 from pycni.spec.errors import (
@@ -44,7 +44,7 @@ MAX_CONTAINER_ID = 200
 MAX_NETWORK_NAME = 255
 
 
-@dataclass
+@record
 class Outcome:
     stdout: bytes
     stderr: bytes

@@ -18,10 +18,10 @@ import binascii
 import contextlib
 import logging
 import os
-from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pycni.fsutil import write_atomic
+from pycni.record import field, record, replace
 from pycni.spec.conf import go_field, go_marshal, go_unmarshal
 from pycni.spec.errors import DECODING_FAILURE, INTERNAL, UNKNOWN, CNIError
 from pycni.spec.result import Result
@@ -36,7 +36,7 @@ _READ_MAX = 16 << 20  # a cache entry is a config and a result; anything bigger 
 log = logging.getLogger(__name__)
 
 
-@dataclass
+@record
 class CachedInfo:
     kind: str = ""
     container_id: str = ""

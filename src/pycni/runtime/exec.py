@@ -18,9 +18,9 @@ import sys
 import time
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Protocol
 
+from pycni.record import record
 from pycni.spec import version as spec_version
 from pycni.spec.args import format_pairs
 from pycni.spec.errors import DECODING_FAILURE, INTERNAL, UNKNOWN, CNIError
@@ -48,7 +48,7 @@ class PluginCancelled(CNIError):
     """The call was cancelled while the plugin ran; the plugin was killed."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CallControl:
     """Deadline and cancellation for one API call (the Go ``context.Context`` equivalent)."""
 
@@ -72,7 +72,7 @@ class CallControl:
 NO_CONTROL = CallControl()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PluginInfo:
     """A plugin's VERSION answer."""
 

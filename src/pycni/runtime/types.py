@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
+from pycni.record import field, record
 
-@dataclass(frozen=True)
+
+@record(frozen=True)
 class RuntimeConf:
     """What identifies one attachment and what the runtime passes along with it.
 
@@ -24,7 +25,7 @@ class RuntimeConf:
         object.__setattr__(self, "args", tuple((str(k), str(v)) for k, v in self.args))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class GCAttachment:
     """One attachment the runtime still uses (``cni.dev/valid-attachments`` entry)."""
 
@@ -35,12 +36,12 @@ class GCAttachment:
         return {"containerID": self.container_id, "ifname": self.ifname}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class GCArgs:
     valid_attachments: tuple[GCAttachment, ...] = ()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NetworkAttachment:
     """A cached attachment, as read back from the result cache."""
 

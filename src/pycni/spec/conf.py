@@ -8,9 +8,9 @@ follow libcni's so that messages users search for still match.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pycni.record import field, record, replace
 from pycni.spec import version
 from pycni.spec.errors import InvalidConfig
 
@@ -171,7 +171,7 @@ def _check_plugin_fields(obj: dict[str, Any]) -> None:
         raise _type_error(prev, "prevResult", "map[string]interface {}")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PluginConfig:
     """One plugin object: the decoded dict and the exact bytes it was read from."""
 
@@ -234,7 +234,7 @@ def inject_conf(original: PluginConfig, values: dict[str, Any]) -> PluginConfig:
 # --- network configuration lists ---------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NetworkConfigList:
     """A conflist: the fields the runtime acts on, the plugin objects, and the source bytes."""
 

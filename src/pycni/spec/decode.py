@@ -1,9 +1,9 @@
-"""One decoder for plugin configs: dataclasses declare their fields, ``decode`` checks them.
+"""One decoder for plugin configs: records declare their fields, ``decode`` checks them.
 
-A config dataclass names, per field, its JSON key, its kind (type plus the values allowed) and
+A config record names, per field, its JSON key, its kind (type plus the values allowed) and
 its default::
 
-    @dataclass(frozen=True)
+    @record(frozen=True)
     class Conf:
         mtu: int = option("mtu", Int(0, 65535), 0)
 
@@ -20,13 +20,13 @@ value can reach a path, a kernel name or a log line as something Python cannot h
 
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 import json
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
+from pycni import record
 from pycni.spec.errors import InvalidConfig
 
 T = TypeVar("T")
@@ -426,7 +426,7 @@ class MapOf(_Frozen):
 
 
 class Obj(_Frozen):
-    """A nested object decoded into the config dataclass ``cls``."""
+    """A nested object decoded into the config record ``cls``."""
 
     __slots__ = ("cls",)
     cls: type[Any]
@@ -473,7 +473,7 @@ def _plural(text: str) -> str:
     return (head + "s " + rest).strip() if not head.endswith("s") else text
 
 
-# --- dataclass fields ----------------------------------------------------------------------------
+# --- record fields -------------------------------------------------------------------------------
 
 
 class Spec(_Frozen):
@@ -494,28 +494,28 @@ def option(
     *,
     factory: Callable[[], Any] | None = None,
 ) -> Any:
-    """A dataclass field read from JSON ``key`` (any case) as ``kind``; absent/null = default."""
+    """A record field read from JSON ``key`` (any case) as ``kind``; absent/null = default."""
     meta = {_META: Spec(key, kind)}
     if factory is not None:
-        return dataclasses.field(default_factory=factory, metadata=meta)
-    return dataclasses.field(default=default, metadata=meta)
+        return record.field(default_factory=factory, metadata=meta)
+    return record.field(default=default, metadata=meta)
 
 
 _SPECS: dict[type[Any], tuple[tuple[str, Spec], ...]] = {}
 
 
 def specs(cls: type[Any]) -> tuple[tuple[str, Spec], ...]:
-    """(attribute, spec) of every declared field of a config dataclass (computed once)."""
+    """(attribute, spec) of every declared field of a config record (computed once)."""
     found = _SPECS.get(cls)
     if found is None:
-        fields = dataclasses.fields(cls)
+        fields = record.fields(cls)
         found = tuple((f.name, f.metadata[_META]) for f in fields if _META in f.metadata)
         _SPECS[cls] = found
     return found
 
 
 def decode(cls: type[T], data: Mapping[str, Any] | None, path: str = "") -> T:
-    """An instance of the config dataclass ``cls`` from the JSON object ``data``.
+    """An instance of the config record ``cls`` from the JSON object ``data``.
 
     Fields absent from ``data`` (or ``null``) keep their defaults; unknown keys are ignored,
     as Go's encoding/json does; every present value is checked by its field's kind.

@@ -20,7 +20,6 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
 from ipaddress import (
     IPv4Address,
     IPv4Interface,
@@ -31,6 +30,7 @@ from ipaddress import (
 )
 from typing import Any, TypeVar
 
+from pycni.record import field, record, replace
 from pycni.spec.errors import DECODING_FAILURE, INCOMPATIBLE_CNI_VERSION, UNKNOWN, CNIError
 from pycni.spec.version import CURRENT, LEGACY
 
@@ -55,7 +55,7 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 # The model
 
 
-@dataclass
+@record
 class Interface:
     """An interface the plugin created or configured (``mtu``/``socket_path``/``pci_id``: 1.1)."""
 
@@ -67,7 +67,7 @@ class Interface:
     pci_id: str = ""
 
 
-@dataclass
+@record
 class IPConfig:
     """An address (with its prefix, host bits kept) and an optional gateway."""
 
@@ -81,7 +81,7 @@ class IPConfig:
         return "4" if _is_v4(self.address.ip) else "6"
 
 
-@dataclass
+@record
 class Route:
     """A route; every field after ``gw`` is a 1.1 addition but all versions carry them."""
 
@@ -94,7 +94,7 @@ class Route:
     scope: int | None = None
 
 
-@dataclass
+@record
 class DNS:
     """DNS settings; an empty one is left out of 1.x output."""
 
@@ -107,7 +107,7 @@ class DNS:
         return not (self.nameservers or self.domain or self.search or self.options)
 
 
-@dataclass
+@record
 class Result:
     """A CNI result; ``cni_version`` is the version it was read in or built for."""
 

@@ -1,6 +1,6 @@
 """rtnetlink messages to and from pycni.net.kernel's dataclasses, on byte strings.
 
-Decoders take one message payload (after the netlink header) and return the dataclass, or
+Decoders take one message payload (after the netlink header) and return the record, or
 None for a reply pycni cannot use (another family, no address). Encoders return the body
 of one request; the caller frames and sends it (wire.Socket.request).
 """

@@ -2,7 +2,7 @@
 
 It is the whole backend under PYCNI_NETLINK=pyroute2 and the native client's fallback for
 what it does not encode itself. pyroute2 is imported when one is opened, never by importing
-this module. Its messages are read here and only here (into pycni.net.kernel's dataclasses)
+this module. Its messages are read here and only here (into pycni.net.kernel's records)
 and its NetlinkError becomes ours, so no caller sees a pyroute2 type.
 """
 
@@ -103,7 +103,7 @@ def _translated() -> Iterator[None]:
         raise NetlinkError(code, text) from None
 
 
-# ------------------------------------------------------------------ messages to dataclasses
+# ------------------------------------------------------------------ messages to records
 
 
 def link_of(msg: _Msg) -> Link:

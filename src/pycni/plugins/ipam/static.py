@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from pycni.plugin.base import Plugin, Request
+from pycni.record import record
 from pycni.spec import version
 from pycni.spec.args import load_args
 from pycni.spec.decode import ListOf, Obj, Raw, Str, decode, lookup, option, shown
@@ -26,13 +26,13 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 _CIDR = re.compile(r"^[0-9A-Fa-f.:]+/\d{1,3}$")
 
 
-@dataclass
+@record
 class Address:
     address: IPInterface
     gateway: IPAddress | None = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class AddressConf:
     """One ``ipam.addresses`` entry (parsed below, with the reference's messages)."""
 
@@ -43,7 +43,7 @@ class AddressConf:
 _IPS = ListOf(Str(max_len=64))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class StaticIPAM:
     """The ``ipam`` section static reads; routes and dns are decoded by the result model."""
 
@@ -52,7 +52,7 @@ class StaticIPAM:
     dns: dict[str, Any] = option("dns", Raw((dict,), "an object"), factory=dict)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class IPsArg:
     """``ips`` as ``args.cni`` and ``runtimeConfig`` carry it."""
 

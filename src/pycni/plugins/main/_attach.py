@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-from dataclasses import dataclass, replace
 
 from pycni.net import sysctl
 from pycni.net.addr import AddressError, configure_iface, validate_ips
@@ -23,6 +22,7 @@ from pycni.plugin.base import Request
 from pycni.plugin.config import DNSConf, IPAMRef, MacArg
 from pycni.plugin.delegate import delegate
 from pycni.plugin.rollback import Rollback
+from pycni.record import record, replace
 from pycni.spec.args import load_args
 from pycni.spec.decode import Obj, Str, decode, option
 from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig
@@ -35,7 +35,7 @@ def internal(msg: str) -> CNIError:
     return CNIError(INTERNAL, msg)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CommonConf:
     """The keys macvlan, tap and host-device read alike."""
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import re
-from dataclasses import dataclass, field
 
 from pycni.net import bridge as br
 from pycni.net import ipmasq, link, macspoofchk, sysctl
@@ -27,6 +26,7 @@ from pycni.plugin.config import MTU, DNSConf, IPAMRef, MacArg
 from pycni.plugin.delegate import delegate
 from pycni.plugin.rollback import Rollback
 from pycni.plugins.main._attach import delete_pod_link, masquerade
+from pycni.record import field, record
 from pycni.spec.args import load_args
 from pycni.spec.decode import Bool, IfName, Int, ListOf, Obj, Str, decode, option
 from pycni.spec.errors import (
@@ -49,7 +49,7 @@ _MTU_RANGE = "invalid MTU {value} (must be 0 or between 68 and 65535)"
 _VLAN_RANGE = "invalid VLAN ID {value} (must be between 0 and 4094)"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TrunkEntry:
     """One ``vlanTrunk`` entry: a range ``minID``..``maxID`` and/or a single ``id``."""
 
@@ -58,7 +58,7 @@ class TrunkEntry:
     id: int | None = option("id", Int())
 
 
-@dataclass
+@record
 class BridgeConf:
     """The bridge plugin's config, declared for the decoder; checks as the reference's
     loadNetConf. The fields after ``port_isolation`` are derived by :func:`load_conf`."""

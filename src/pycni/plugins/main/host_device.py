@@ -14,7 +14,6 @@ import ipaddress
 import json
 import os
 import re
-from dataclasses import dataclass
 
 from pycni.fsutil import write_atomic
 from pycni.net.kernel import Kernel, NetlinkError
@@ -33,6 +32,7 @@ from pycni.plugins.main._attach import (
     pod_result,
     prev_interface,
 )
+from pycni.record import record
 from pycni.spec.decode import FilePath, IfName, Str, decode, option
 from pycni.spec.errors import InvalidConfig
 from pycni.spec.result import Interface, Result
@@ -45,7 +45,7 @@ DATA_DIR_ENV = "PYCNI_HOST_DEVICE_DATA_DIR"
 _MAC = re.compile(r"^[0-9a-fA-F]{2}([:-])[0-9a-fA-F]{2}(\1[0-9a-fA-F]{2}){4}$")
 
 
-@dataclass
+@record
 class HostDeviceConf:
     device: str
     hwaddr: str
@@ -63,7 +63,7 @@ _DEVICE_ID = Str(
 )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class HostDeviceKeys:
     """host-device's own keys, declared for the decoder."""
 
@@ -74,7 +74,7 @@ class HostDeviceKeys:
     data_dir: str = option("dataDir", FilePath(), "")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class HostDeviceRuntime:
     device_id: str = option("deviceID", _DEVICE_ID, "")
 

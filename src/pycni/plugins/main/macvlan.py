@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
 
 from pycni.net import macvlan
 from pycni.net.kernel import Kernel, NetlinkError
@@ -26,12 +25,13 @@ from pycni.plugins.main._attach import (
     prev_interface,
     requested_mac,
 )
+from pycni.record import record
 from pycni.spec.decode import UINT32_MAX, Bool, IfName, Int, Str, decode, option
 from pycni.spec.errors import InvalidConfig, UnsupportedField
 from pycni.spec.result import Interface, Result
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class MacvlanKeys:
     """macvlan's own keys, declared for the decoder."""
 
@@ -42,7 +42,7 @@ class MacvlanKeys:
     link_in_container: bool = option("linkInContainer", Bool(), False)
 
 
-@dataclass
+@record
 class MacvlanConf:
     master: str
     mode: str

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-from dataclasses import dataclass
 
 from pycni.net import ipmasq, link, sysctl
 from pycni.net.addr import AddressError, configure_iface, validate_ips
@@ -26,6 +25,7 @@ from pycni.plugin.config import MTU, DNSConf, IPAMRef
 from pycni.plugin.delegate import delegate
 from pycni.plugin.rollback import Rollback
 from pycni.plugins.main._attach import delete_pod_link, masquerade
+from pycni.record import record
 from pycni.spec.decode import Bool, Obj, Str, decode, option
 from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig
 from pycni.spec.result import DNS, Interface, IPConfig, Result
@@ -42,7 +42,7 @@ _BACKEND = Str(
 )
 
 
-@dataclass
+@record
 class PtpConf:
     """ptp's config, declared for the decoder (``name`` is set by :func:`load_conf`)."""
 

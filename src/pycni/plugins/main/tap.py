@@ -13,7 +13,6 @@ is refused (code 2) when SELinux is enabled on the machine and ignored when it i
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 from pycni.net import link_attrs, tun
 from pycni.net.kernel import Kernel, NetlinkError
@@ -37,6 +36,7 @@ from pycni.plugins.main._attach import (
     prev_interface,
     requested_mac,
 )
+from pycni.record import record
 from pycni.spec.decode import Bool, IfName, Int, Str, decode, option
 from pycni.spec.errors import UNSUPPORTED_FIELD, CNIError
 from pycni.spec.result import Interface, Result
@@ -46,7 +46,7 @@ _UINT32_MAX = 0xFFFFFFFF
 _ID_RANGE = "invalid config: {path} must be a uid/gid in [0, 4294967295], got {value}"
 
 
-@dataclass
+@record
 class TapConf:
     multi_queue: bool
     mtu: int
@@ -58,7 +58,7 @@ class TapConf:
     ipam: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TapKeys:
     """tap's own keys, declared for the decoder (owner/group are Go's ``*uint32``)."""
 

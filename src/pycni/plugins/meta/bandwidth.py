@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TypeVar
 
 from pycni.net import tc
@@ -18,6 +17,7 @@ from pycni.net.link import LinkNotFound, get
 from pycni.net.netlink import rtnl
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.rollback import Rollback
+from pycni.record import record
 from pycni.spec import version
 from pycni.spec.decode import Int, decode, fail, lookup, option
 from pycni.spec.errors import INTERNAL, UNSUPPORTED_FIELD, CNIError, InvalidConfig
@@ -37,7 +37,7 @@ _UINT64 = Int(
 )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Limits:
     """Rates in bit/s, bursts in bits; 0 means unlimited in that direction (Go's uint64s)."""
 

@@ -11,7 +11,6 @@ import contextlib
 import ipaddress
 import json
 import os
-from dataclasses import dataclass, replace
 from functools import partial
 
 from pycni.fsutil import write_atomic
@@ -19,6 +18,7 @@ from pycni.net import firewall_rules as rules
 from pycni.net import nft, rule_tokens, tools
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.rollback import Rollback
+from pycni.record import record, replace
 from pycni.spec import validate
 from pycni.spec.decode import Str, decode, option
 from pycni.spec.errors import (
@@ -36,7 +36,7 @@ DEFAULT_DATA_DIR = "/run/pycni/firewall"
 DATA_DIR_ENV = "PYCNI_FIREWALL_DATA_DIR"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FirewallConf:
     """The plugin's keys as declared; ``parse`` fills the defaults and resolves the backend."""
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from dataclasses import dataclass
 from typing import Any
 
 from pycni.cluster import subnet as sn
@@ -29,6 +28,7 @@ from pycni.fsutil import write_atomic
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.config import PLUGIN_TYPE
 from pycni.plugin.delegate import delegate
+from pycni.record import record
 from pycni.spec.decode import FilePath, Raw, decode, lookup, option
 from pycni.spec.errors import (
     DECODING_FAILURE,
@@ -45,7 +45,7 @@ DEFAULT_SUBNET_FILE = "/run/flannel/subnet.env"
 DEFAULT_DATA_DIR = "/var/lib/cni/flannel"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FlannelConf:
     """flannel's own keys; ``delegate`` and ``ipam`` are handed on (their plugins check them)."""
 
@@ -55,12 +55,12 @@ class FlannelConf:
     ipam: dict[str, Any] = option("ipam", Raw(), factory=dict)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DelegateRef:
     type: str = option("type", PLUGIN_TYPE, "")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class IPAMRoutes:
     routes: list[Any] = option("routes", Raw((list,), "a list of route objects"), factory=list)
 

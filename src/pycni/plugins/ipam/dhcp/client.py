@@ -22,7 +22,6 @@ import struct
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from pycni.plugins.ipam.dhcp.message import (
     ACK,
@@ -44,6 +43,7 @@ from pycni.plugins.ipam.dhcp.message import (
     MessageError,
     new_xid,
 )
+from pycni.record import record
 
 ETH_P_IP = 0x0800
 PACKET_OUTGOING = 4
@@ -66,7 +66,7 @@ class Cancelled(DhcpError):
     """The lease was stopped while an exchange or its retry wait was running."""
 
 
-@dataclass
+@record
 class ClientTuning:
     """The daemon's -timeout, -resendmax, -resendtimeout and -broadcast, in seconds."""
 
@@ -76,7 +76,7 @@ class ClientTuning:
     broadcast: bool = False
 
 
-@dataclass
+@record
 class Reply:
     """A server's answer and the link-layer address it came from."""
 

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from pycni.record import record
 from pycni.spec.decode import UINT32_MAX, Bool, FilePath, Int, ListOf, Obj, Str, decode, option
 
 SOCKET_PATH = FilePath(max_bytes=107)  # sun_path: 108 bytes with the NUL
 OPTION_NAME = Str(max_len=64, no_control=True, what="a DHCP option name or number")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ProvideOption:
     """An option the client sends: a literal ``value`` or the CNI_ARGS key ``fromArg``."""
 
@@ -20,7 +20,7 @@ class ProvideOption:
     from_arg: str = option("fromArg", Str(max_len=255), "")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RequestOption:
     """An option the client asks the server for; ``skipDefault`` drops router+subnet mask."""
 
@@ -28,7 +28,7 @@ class RequestOption:
     skip_default: bool = option("skipDefault", Bool(), False)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DhcpIPAM:
     """The ``ipam`` section of a dhcp config."""
 

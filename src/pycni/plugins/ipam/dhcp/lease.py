@@ -19,7 +19,6 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from pycni.net import link
@@ -47,6 +46,7 @@ from pycni.plugins.ipam.dhcp.message import (
     classful_routes,
     classless_routes,
 )
+from pycni.record import record
 from pycni.spec.result import IPConfig, Route
 
 log = logging.getLogger("pycni.dhcp")
@@ -56,7 +56,7 @@ SCOPE_LINK = 253
 BOUND, RENEWING, REBINDING = "bound", "renewing", "rebinding"
 
 
-@dataclass
+@record
 class Times:
     """Wall-clock deadlines of a lease (seconds since the epoch)."""
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import ipaddress
 import os
 import struct
-from dataclasses import dataclass, field
+
+from pycni.record import field, record
 
 IPv4 = ipaddress.IPv4Address
 ZERO = IPv4(0)
@@ -78,7 +79,7 @@ def parse_option_name(name: str) -> int:
     return number
 
 
-@dataclass
+@record
 class Message:
     op: int
     xid: int
@@ -196,7 +197,7 @@ def new_xid() -> int:
     return int.from_bytes(os.urandom(4), "big")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class StaticRoute:
     dst: ipaddress.IPv4Network
     gateway: IPv4

@@ -7,11 +7,11 @@ message find the same answers; the code is always 7 (invalid network config).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from pycni.net import ipmath
 from pycni.net.ipmath import IPAddress, IPNetwork
+from pycni.record import field, record
 from pycni.spec import version
 from pycni.spec.args import load_args
 from pycni.spec.decode import (
@@ -37,7 +37,7 @@ from pycni.spec.result import Route
 DEFAULT_DATA_DIR = "/var/lib/cni/networks"
 
 
-@dataclass
+@record
 class Range:
     """One subnet with its allocatable span [range_start, range_end] and its gateway.
 
@@ -152,7 +152,7 @@ class RangeSet(list[Range]):
         return ",".join(str(item) for item in self)
 
 
-@dataclass
+@record
 class IPAMConfig:
     """The canonical host-local configuration of one call."""
 
@@ -171,7 +171,7 @@ _ADDRESS = Str(max_len=64)  # parsed below with ipmath so the messages are the r
 _IP = Parsed(ipmath.parse_ip, "an IP address like 10.1.0.1", "invalid IP address: {value}")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RangeConf:
     """One range object (also the legacy top-level ``subnet``/``rangeStart``/... of ipam)."""
 
@@ -181,7 +181,7 @@ class RangeConf:
     gateway: IPAddress | None = option("gateway", _IP)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RouteConf:
     """One ``ipam.routes`` entry (types.Route with the spec 1.1 attributes)."""
 
@@ -197,7 +197,7 @@ class RouteConf:
 _RANGE_SETS = Raw((list,), "a list of range sets (lists of range objects)")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class HostLocalIPAM:
     """The ``ipam`` section host-local reads."""
 
@@ -207,7 +207,7 @@ class HostLocalIPAM:
     resolv_conf: str = option("resolvConf", FilePath(), "")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class HostLocalRuntime:
     """``runtimeConfig`` keys host-local reads."""
 
@@ -215,14 +215,14 @@ class HostLocalRuntime:
     ips: list[str] = option("ips", ListOf(Str(max_len=64)), factory=list)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class HostLocalArgs:
     """``args.cni`` keys host-local reads."""
 
     ips: list[str] = option("ips", ListOf(Str(max_len=64)), factory=list)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class HostLocalTop:
     cni_version: str = option("cniVersion", Str(max_len=32), "")
     runtime: HostLocalRuntime = option(

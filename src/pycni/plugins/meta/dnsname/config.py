@@ -3,11 +3,11 @@ CNI_ARGS and what is taken from prevResult, every string validated before use.""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from pycni.plugin.base import Request
 from pycni.plugins.meta.dnsname import names
+from pycni.record import field, record
 from pycni.spec.args import load_args
 from pycni.spec.decode import Raw, Str, decode, option
 from pycni.spec.errors import INTERNAL, INVALID_NETWORK_CONFIG, CNIError
@@ -16,21 +16,21 @@ from pycni.spec.result import Result
 POD_NAME_ARG = "K8S_POD_NAME"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DnsnameKeys:
     """The plugin's own key; its value is checked again as a DNS name by ``names``."""
 
     domain_name: str = option("domainName", Str(), "")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RuntimeAliases:
     """``runtimeConfig.aliases``: network name -> list of names (checked by ``_aliases``)."""
 
     aliases: dict[str, Any] = option("aliases", Raw((dict,), "an object"), factory=dict)
 
 
-@dataclass
+@record
 class DnsnameConfig:
     network: str
     domain: str

@@ -17,10 +17,10 @@ import fcntl
 import os
 import shutil
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from pycni.fsutil import write_atomic
+from pycni.record import record
 from pycni.spec.errors import INVALID_ENVIRONMENT_VARIABLES, CNIError
 
 CONF_FILE = "dnsmasq.conf"
@@ -63,7 +63,7 @@ def base_dir(env: Mapping[str, str]) -> Path:
     return DEFAULT_BASE
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NetworkFiles:
     """The files of one network's dnsmasq."""
 

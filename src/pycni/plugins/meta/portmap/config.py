@@ -12,12 +12,12 @@ no interface).
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass, field
 from typing import Any
 
 from pycni.net import rule_matches, rule_tokens
 from pycni.net.rule_matches import Match
 from pycni.plugin.base import Request
+from pycni.record import field, record
 from pycni.spec.decode import Bool, Int, ListOf, Obj, Raw, Str, decode, lookup, option
 from pycni.spec.errors import INVALID_NETWORK_CONFIG, CNIError
 from pycni.spec.result import Result
@@ -32,7 +32,7 @@ PROTOCOLS = ("tcp", "udp", "sctp")
 DEFAULT_MARK_BIT = 13
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PortMapping:
     """One ``runtimeConfig.portMappings`` entry; ``host_ip`` None means every local address."""
 
@@ -52,7 +52,7 @@ class PortMapping:
         return self.host_ip
 
 
-@dataclass
+@record
 class PortMapConfig:
     """Everything one call needs, already validated."""
 
@@ -93,7 +93,7 @@ def _fail(msg: str) -> CNIError:
 _PORT_MESSAGE = "Invalid {key} number: {{value}} ({{path}}; ports must be 1-65535)"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class MappingConf:
     """One ``runtimeConfig.portMappings`` entry as written (checked further by ``_mapping``)."""
 
@@ -105,7 +105,7 @@ class MappingConf:
     host_ip: str = option("hostIP", Str(max_len=64), "")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RuntimeConf:
     """``runtimeConfig``: the mappings the runtime asks for."""
 
@@ -114,7 +114,7 @@ class RuntimeConf:
     )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PortMapOptions:
     """The plugin's own config keys as written (their combinations are checked by ``parse``)."""
 

@@ -20,11 +20,11 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from pycni.net import nft, nftnl, rule_matches
 from pycni.plugins.meta.portmap.config import PROTOCOLS, IPInterface, PortMapConfig, PortMapping
+from pycni.record import record
 from pycni.spec.errors import INTERNAL, CNIError
 
 FAMILY = "inet"
@@ -54,7 +54,7 @@ def chain_name(network: str, container_id: str, ifname: str) -> str:
     return network_prefix(network) + _hash(f"{network}\0{container_id}\0{ifname}", 20)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Element:
     """One verdict-map element: map name and key in nft syntax (``tcp . 8080``)."""
 
@@ -125,7 +125,7 @@ def _prefix(net: IPNetwork) -> Any:
 _MARK = {"meta": {"key": "mark"}}
 
 
-@dataclass
+@record
 class PodRule:
     """One rule of an attachment chain: libnftables JSON expressions and an optional comment."""
 

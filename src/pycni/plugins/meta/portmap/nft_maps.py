@@ -27,11 +27,11 @@ from __future__ import annotations
 import errno
 import ipaddress
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 
 from pycni.net import nftnl
 from pycni.plugins.meta.portmap.config import IPInterface, PortMapConfig, PortMapping
 from pycni.plugins.meta.portmap.nft_chains import FAMILY, TABLE, chain_name
+from pycni.record import field, record
 
 DNAT_MAPS = ("dnat4", "dnat4h", "dnat6", "dnat6h")
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -70,7 +70,7 @@ def owner_name(network: str, container_id: str, ifname: str) -> str:
     return chain_name(network, container_id, ifname)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Entry:
     """One element: the set or map, the key (and range end), the map data; ``shown`` is the
     key in nft's syntax, for messages."""
@@ -88,7 +88,7 @@ class Entry:
         )
 
 
-@dataclass
+@record
 class Mapping:
     """A mapping's DNAT element and the masquerade elements that go with it."""
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from dataclasses import dataclass, field, fields
 from typing import Any
 
 from pycni.fsutil import write_atomic
+from pycni.record import field, fields, record
 
 
 def _saved(default: Any, kind: type, key: str = "") -> Any:
@@ -23,7 +23,7 @@ def _saved(default: Any, kind: type, key: str = "") -> Any:
     return field(default=default, metadata={"kind": kind, "key": key})
 
 
-@dataclass
+@record
 class Backup:
     """The old values, fields in the reference's order (sysctl last, pycni's own)."""
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from pycni.plugin.base import Request
 from pycni.plugin.config import MacArg
+from pycni.record import fields, record, replace
 from pycni.spec.args import load_args
 from pycni.spec.decode import UINT32_MAX, Bool, FilePath, Int, MapOf, Str, decode, option
 from pycni.spec.errors import InvalidConfig
@@ -64,7 +64,7 @@ _TXQLEN = Int(0, UINT32_MAX, "invalid config: {path} must be in [0, 4294967295],
 _MAC_TEXT = Str(max_len=64)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TuningConf:
     """What to change in the pod, as the config declares it (None: "leave it alone");
     ``parse`` lays CNI_ARGS, runtimeConfig and args.cni over it."""
@@ -89,7 +89,7 @@ class TuningConf:
         )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TuningArgs:
     """``args.cni`` keys that override the config when given (same names as TuningConf)."""
 
