@@ -43,7 +43,11 @@ class Conf:
     big: int = option("big", Int(), 0)
     mode: str = option("mode", Str(choices=("a", "b")), "a")
     text: str = option("text", Str(max_len=8), "")
-    code: str = option("code", Str(pattern=r"[a-z]+", what="lower-case letters"), "")
+    code: str = option(
+        "code",
+        Str(valid=lambda v: v.isascii() and v.isalpha() and v.islower(), what="lower-case letters"),
+        "",
+    )
     bridge: str = option("bridge", IfName(), "cni0")
     mac: Any = option("mac", MAC())
     ranges: list[list[Inner]] = option("ranges", ListOf(ListOf(Obj(Inner))), factory=list)

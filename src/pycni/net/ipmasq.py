@@ -19,18 +19,21 @@ from __future__ import annotations
 
 import errno
 import ipaddress
-import json
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
 
 from pycni.net import nft, tools
 from pycni.net.nft import NftError
+from pycni.spec import jsoncodec
 from pycni.spec.result import IPInterface
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import subprocess
+    from typing import Any, Protocol
 
     from pycni.net import nftnl
+else:
+    Protocol = object  # typing is not imported at run time
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -82,7 +85,7 @@ def chain_name(network: str, container_id: str) -> str:
 
 def iptables_comment(network: str, container_id: str) -> str:
     """pkg/utils' FormatComment: ``name: "<net>" id: "<id>"`` (Go %q quoting)."""
-    return f"name: {json.dumps(network)} id: {json.dumps(container_id)}"
+    return f"name: {jsoncodec.dumps(network)} id: {jsoncodec.dumps(container_id)}"
 
 
 # --- nftables ---------------------------------------------------------------------------
@@ -140,7 +143,7 @@ def _obj(**fields: Any) -> dict[str, Any]:
 def _run_json(commands: list[dict[str, Any]]) -> str:
     """One transaction in libnftables' JSON input: names and comments are data, never text
     that nft parses."""
-    return nft.run_document(json.dumps({"nftables": commands}))
+    return nft.run_document(jsoncodec.dumps({"nftables": commands}))
 
 
 def scaffold_script() -> str:
@@ -465,13 +468,15 @@ def teardown_iptables(ipns: Sequence[IPInterface], network: str, cid: str) -> No
 
 
 def iptables_nft_chain_exists(version: int, chain: str) -> bool:
-    """Whether iptables-nft holds ``chain`` in its nat table (checked in-process)."""
+    """Whether iptables-nft holds ``chain`` in its nat table (one netlink get: a libnftables
+    ``list`` would load every set element of the namespace first)."""
+    from pycni.net import nftnl
+
     family = "ip" if version == 4 else "ip6"
     try:
-        nft.query(f"list chain {family} nat {chain}")
-    except NftError:
+        return nftnl.chain_exists(family, "nat", chain)
+    except OSError:  # no nf_tables here: then no iptables-nft chain either
         return False
-    return True
 
 
 # --- the backends behind one interface --------------------------------------------------

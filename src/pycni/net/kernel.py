@@ -15,9 +15,14 @@ from __future__ import annotations
 import errno
 import ipaddress
 import os
-from typing import Protocol
 
 from pycni.record import record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Protocol
+else:
+    Protocol = object  # typing is not imported at run time
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network

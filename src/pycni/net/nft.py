@@ -12,23 +12,37 @@ and each is used under its own lock. Without the Python binding we fall back to
 
 from __future__ import annotations
 
-import json
+import _thread  # _thread.LockType is _thread.allocate_lock; threading costs an import
 import os
-import threading
 from collections import OrderedDict
-from typing import Any
 
 from pycni.net import tools
 from pycni.net.ns import THREAD_NETNS
+from pycni.spec import jsoncodec
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 _MAX_CONTEXTS = 16
-_contexts: OrderedDict[tuple[int, int], tuple[Any, threading.Lock]] = OrderedDict()
-_contexts_lock = threading.Lock()
+_contexts: OrderedDict[tuple[int, int], tuple[Any, _thread.LockType]] = OrderedDict()
+_contexts_lock = _thread.allocate_lock()
 
-try:  # the Debian/PyPI binding of libnftables
-    import nftables as _binding
-except (ImportError, OSError):  # pragma: no cover - depends on the machine
-    _binding = None
+_binding: Any = None  # the Debian/PyPI binding of libnftables, imported on first use
+_binding_tried = False
+
+
+def _load_binding() -> Any:
+    """The binding, or None without one. Imported here, not above: it imports json and
+    threading, and most plugin calls never reach libnftables."""
+    global _binding, _binding_tried
+    if not _binding_tried:
+        try:
+            import nftables
+        except (ImportError, OSError):  # pragma: no cover - depends on the machine
+            nftables = None
+        _binding, _binding_tried = nftables, True
+    return _binding
 
 
 class NftError(RuntimeError):
@@ -40,17 +54,18 @@ def _current_ns_key() -> tuple[int, int]:
     return (st.st_dev, st.st_ino)
 
 
-def _context() -> tuple[Any, threading.Lock] | None:
-    if _binding is None:
+def _context() -> tuple[Any, _thread.LockType] | None:
+    binding = _load_binding()
+    if binding is None:
         return None
     key = _current_ns_key()
     with _contexts_lock:
         entry = _contexts.get(key)
         if entry is None:
-            ctx = _binding.Nftables()
+            ctx = binding.Nftables()
             ctx.set_json_output(True)
             ctx.set_handle_output(True)
-            entry = (ctx, threading.Lock())
+            entry = (ctx, _thread.allocate_lock())
             _contexts[key] = entry
             while len(_contexts) > _MAX_CONTEXTS:
                 _contexts.popitem(last=False)
@@ -89,7 +104,7 @@ def apply(script: str) -> None:
 def apply_json(commands: list[dict[str, Any]]) -> None:
     """Run libnftables JSON commands (``{"add": {"rule": …}}``, …) as one transaction."""
     if commands:
-        _run(json.dumps({"nftables": commands}))
+        _run(jsoncodec.dumps({"nftables": commands}))
 
 
 def query(command: str) -> list[dict[str, Any]]:
@@ -97,7 +112,7 @@ def query(command: str) -> list[dict[str, Any]]:
     out = _run(command)
     if not out.strip():
         return []
-    data = json.loads(out)
+    data = jsoncodec.loads(out)
     items = data.get("nftables", [])
     return [item for item in items if "metainfo" not in item]
 

@@ -18,12 +18,12 @@ BATCH_END: atomic, as a libnftables transaction), whose cost does not depend on 
 from __future__ import annotations
 
 import _socket as socket  # the C module: socket.py builds its enums at import (~2 ms a call)
+import _thread  # threading.Lock is _thread.allocate_lock; threading costs an import
 import contextlib
 import errno
 import ipaddress
 import os
 import struct
-import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 
@@ -50,6 +50,8 @@ NFT_MSG_GETSETELEM = 13
 NFT_MSG_DELSETELEM = 14
 NFT_MSG_DELRULE = 8
 NFT_MSG_DELCHAIN = 5
+NFT_MSG_GETCHAIN = 4
+NFTA_CHAIN_TABLE = 1
 NFTA_CHAIN_NAME = 3
 NFNL_MSG_BATCH_BEGIN = 0x10
 NFNL_MSG_BATCH_END = 0x11
@@ -173,7 +175,7 @@ class _Conn:
             socket.AF_NETLINK, socket.SOCK_RAW | socket.SOCK_CLOEXEC, NETLINK_NETFILTER
         )
         self.sock.settimeout(_TIMEOUT)
-        self.lock = threading.Lock()
+        self.lock = _thread.allocate_lock()
         self.seq = 0
 
     def close(self) -> None:
@@ -183,7 +185,7 @@ class _Conn:
 
 _MAX_CONNS = 16
 _conns: OrderedDict[tuple[int, int], _Conn] = OrderedDict()
-_conns_lock = threading.Lock()
+_conns_lock = _thread.allocate_lock()
 
 
 def _conn() -> _Conn:
@@ -242,6 +244,14 @@ def chain_rules(family: str, table: str, chain: str) -> list[Rule]:
             (handle,) = struct.unpack("!Q", handle_raw)
             out.append(Rule(int(handle), comment_of(found.get(NFTA_RULE_USERDATA, b""))))
     return out
+
+
+def chain_exists(family: str, table: str, chain: str) -> bool:
+    """Whether ``family table chain`` exists in this thread's namespace (one NFT_MSG_GETCHAIN
+    for that chain, not a listing)."""
+    body = _NFGENMSG.pack(FAMILIES[family], 0, 0)
+    body += attr_str(NFTA_CHAIN_TABLE, table) + attr_str(NFTA_CHAIN_NAME, chain)
+    return _request(NFT_MSG_GETCHAIN, NLM_F_ACK, body) is not None
 
 
 def _elements_of(payload: bytes) -> list[Element]:

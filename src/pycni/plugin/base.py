@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
 
 from pycni.net.ns import NetNS
 from pycni.record import field, record
@@ -12,7 +11,10 @@ from pycni.spec import version
 from pycni.spec.decode import IfName, Str, check_text, fail, lookup, section, shown
 from pycni.spec.errors import DecodingFailure, InvalidConfig, InvalidEnv
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from pycni.spec.result import Result
 
 

@@ -7,12 +7,15 @@ declared once here. Keys match case-insensitively as Go's encoding/json does.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pycni.record import record
 from pycni.spec.decode import ETH_MAX_MTU, Int, ListOf, Str, option, shown
 from pycni.spec.errors import InvalidConfig
 from pycni.spec.result import DNS
+from pycni.spec.validate import is_name
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # --- config pieces several plugins declare -------------------------------------------------------
 
@@ -20,7 +23,7 @@ from pycni.spec.result import DNS
 ETH_MIN_MTU = 68
 PLUGIN_TYPE = Str(
     max_len=255,
-    pattern=r"[A-Za-z0-9][A-Za-z0-9_.\-]*",
+    valid=is_name,
     what="a plugin type (a file name in CNI_PATH)",
 )
 

@@ -10,15 +10,15 @@ daemon sets with ``call_control``; in-process runs have none, their runtime kill
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Iterator
 from contextvars import ContextVar
-from typing import TYPE_CHECKING
 
 from pycni.plugin.entry_point import is_pycni_entry_point
 from pycni.runtime.find import find_in_path
+from pycni.spec import jsoncodec
 from pycni.spec.errors import INTERNAL, CNIError
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pycni.plugin.base import Request
     from pycni.runtime.exec import CallControl
@@ -92,7 +92,7 @@ def delegate(
     from pycni.spec.result import Result
 
     try:
-        raw = json.loads(stdout)
+        raw = jsoncodec.loads(stdout)
     except ValueError as exc:
         raise CNIError(INTERNAL, f"{plugin_type} printed an unparsable result: {exc}") from None
     if not isinstance(raw, dict):

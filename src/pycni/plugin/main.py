@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import NoReturn
 
 from pycni.plugin import skel
 from pycni.spec import version
 from pycni.spec.errors import IOFailure
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 
 def read_stdin() -> bytes:
@@ -31,7 +34,11 @@ def main(plugin_type: str | None = None) -> NoReturn:
         sys.stderr.flush()
     sys.stdout.buffer.write(outcome.stdout)
     sys.stdout.flush()
-    sys.exit(outcome.exit_code)
+    # The call is over and its output flushed: skip the interpreter's teardown (finalizing every
+    # module and object, a last collection), about a tenth of a one-shot call's instructions.
+    # Nothing is lost by it: pycni closes its files with ``with``, registers no atexit handler
+    # and leaves no thread with work to finish.
+    os._exit(outcome.exit_code)
 
 
 if __name__ == "__main__":

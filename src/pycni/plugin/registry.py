@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import importlib
-import importlib.util
-from typing import TYPE_CHECKING
 
 from pycni.spec.decode import shown
 from pycni.spec.errors import InvalidConfig
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pycni.plugin.base import Plugin
 
@@ -36,6 +35,8 @@ _loaded: dict[str, Plugin] = {}
 
 def names() -> list[str]:
     """The types whose module exists in this installation."""
+    import importlib.util  # not on a call's path: only listing the plugins needs it
+
     out = []
     for name, target in PLUGIN_TYPES.items():
         module = target.split(":", 1)[0]

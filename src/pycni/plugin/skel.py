@@ -7,7 +7,6 @@ daemon and in-process IPAM delegation.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 
 from pycni.net import ns as netns
@@ -15,7 +14,7 @@ from pycni.net import tools
 from pycni.plugin import registry
 from pycni.plugin.base import Plugin, Request
 from pycni.record import record
-from pycni.spec import validate, version
+from pycni.spec import jsoncodec, validate, version
 from pycni.spec.decode import shown
 from pycni.spec.errors import (
     INTERNAL,
@@ -80,7 +79,7 @@ def run_plugin(
                 "cniVersion": version.CURRENT,
                 "supportedVersions": list(plugin.supported_versions),
             }
-            return Outcome((json.dumps(reply) + "\n").encode(), b"", 0)
+            return Outcome((jsoncodec.dumps(reply) + "\n").encode(), b"", 0)
         config = _parse_config(stdin)
         if command not in VERBS:
             raise InvalidEnv(f"unknown CNI_COMMAND: {command}")
@@ -136,9 +135,9 @@ def _failure(
 ) -> Outcome:
     stderr = (req.stderr.getvalue() if req else "") + "".join(extra)
     try:
-        body = json.dumps(err.to_dict(config_version or version.CURRENT), indent=4)
+        body = jsoncodec.dumps(err.to_dict(config_version or version.CURRENT), indent=4)
     except (TypeError, ValueError, RecursionError):
-        body = json.dumps(CNIError(err.code, type(err).__name__).to_dict(version.CURRENT))
+        body = jsoncodec.dumps(CNIError(err.code, type(err).__name__).to_dict(version.CURRENT))
     return Outcome(body.encode(), _text_bytes(stderr), 1)
 
 
@@ -147,7 +146,7 @@ def _peek_version(stdin: bytes) -> str | None:
     if len(stdin) > MAX_STDIN:
         return None
     try:
-        data = json.loads(stdin)
+        data = jsoncodec.loads(stdin)
     except (ValueError, UnicodeDecodeError, RecursionError):
         return None
     value = data.get("cniVersion") if isinstance(data, dict) else None
@@ -194,16 +193,17 @@ def _parse_config(stdin: bytes) -> dict[str, object]:
             f"error unmarshall network config: larger than {MAX_STDIN} bytes ({len(stdin)})"
         )
     try:
-        config = json.loads(stdin)
+        config = jsoncodec.loads(stdin)
     except RecursionError:
         raise DecodingFailure("error unmarshall network config: nested too deeply") from None
     except UnicodeDecodeError as exc:
         raise DecodingFailure(
             f"error unmarshall network config: invalid UTF-8 at byte {exc.start}"
         ) from None
-    except json.JSONDecodeError as exc:
-        raise DecodingFailure(f"error unmarshall network config: {exc}") from None
-    except ValueError:  # the scanner's int(): a number literal with thousands of digits
+    except ValueError as exc:
+        if jsoncodec.syntax_error(exc):
+            raise DecodingFailure(f"error unmarshall network config: {exc}") from None
+        # the scanner's int(): a number literal with thousands of digits
         raise DecodingFailure("error unmarshall network config: a number is too long") from None
     if not isinstance(config, dict):
         raise DecodingFailure("error unmarshall network config: not a JSON object")

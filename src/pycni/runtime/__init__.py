@@ -12,9 +12,11 @@ Typical use::
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # the names below are imported on first use: plugins import runtime.find and
+    from typing import Any
+
     # runtime.exec on their hot path and must not pay for asyncio and the whole API.
     from pycni.spec.conf import (
         ConfError,

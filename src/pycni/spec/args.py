@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 
+from pycni.spec import jsoncodec
 from pycni.spec.errors import InvalidConfig
 
 
@@ -56,6 +56,6 @@ def load_args(text: str, known: Iterable[str]) -> dict[str, str]:
             unknown.append(item)
     ignore = truthy(values["IgnoreUnknown"]) if "IgnoreUnknown" in values else False
     if unknown and not ignore:
-        quoted = " ".join(json.dumps(u) for u in unknown)
+        quoted = " ".join(jsoncodec.dumps(u) for u in unknown)
         raise InvalidConfig(f"ARGS: unknown args [{quoted}]")
     return values

@@ -21,15 +21,21 @@ value can reach a path, a kernel name or a log line as something Python cannot h
 from __future__ import annotations
 
 import ipaddress
-import json
-import re
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol, TypeVar
 
 from pycni import record
+from pycni.spec import jsoncodec
 from pycni.spec.errors import InvalidConfig
+from pycni.spec.validate import is_mac
 
-T = TypeVar("T")
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Protocol, TypeVar
+
+    T = TypeVar("T")
+else:
+    Protocol = object  # typing is not imported at run time
+
 
 MAX_STRING = 4096
 MAX_ITEMS = 4096
@@ -54,7 +60,7 @@ def lookup(data: Mapping[str, Any], key: str) -> tuple[bool, Any]:
 def shown(value: Any) -> str:
     """A config value as the user wrote it (JSON), cut short so a huge value stays readable."""
     try:
-        text = json.dumps(value, ensure_ascii=True, allow_nan=False)
+        text = jsoncodec.dumps(value, ensure_ascii=True, allow_nan=False)
     except (TypeError, ValueError, RecursionError):
         text = type(value).__name__
     return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
@@ -187,17 +193,17 @@ def check_text(value: str, path: str, max_len: int = MAX_STRING) -> str:
 
 
 class Str(_Frozen):
-    """A string; optionally one of ``choices`` or matching ``pattern`` (``what`` says which).
+    """A string; optionally one of ``choices`` or accepted by ``valid`` (``what`` says which).
 
-    ``message``, when set, is the text for a value outside ``choices``/``pattern``, for
+    ``message``, when set, is the text for a value outside ``choices``/``valid``, for
     errors whose wording the reference plugin fixes: ``{path}``, ``{raw}`` (the string) and
     ``{value}`` (it as JSON, shortened).
     """
 
-    __slots__ = ("choices", "max_len", "message", "no_control", "pattern", "what")
+    __slots__ = ("choices", "max_len", "message", "no_control", "valid", "what")
     max_len: int
     choices: tuple[str, ...]
-    pattern: str
+    valid: Callable[[str], bool] | None
     what: str
     no_control: bool
     message: str
@@ -206,7 +212,7 @@ class Str(_Frozen):
         self,
         max_len: int = MAX_STRING,
         choices: tuple[str, ...] = (),
-        pattern: str = "",
+        valid: Callable[[str], bool] | None = None,
         what: str = "",
         no_control: bool = False,
         message: str = "",
@@ -214,7 +220,7 @@ class Str(_Frozen):
         self._set(
             max_len=max_len,
             choices=choices,
-            pattern=pattern,
+            valid=valid,
             what=what,
             no_control=no_control,
             message=message,
@@ -224,7 +230,7 @@ class Str(_Frozen):
         if self.what:
             return self.what
         if self.choices:
-            return "one of " + ", ".join(json.dumps(c) for c in self.choices)
+            return "one of " + ", ".join(jsoncodec.dumps(c) for c in self.choices)
         return "a string"
 
     def decode(self, value: Any, path: str) -> str:
@@ -234,7 +240,7 @@ class Str(_Frozen):
         if self.no_control and any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
             raise fail(path, f"{self.describe()} without control characters", value)
         wrong = (self.choices and value not in self.choices) or (
-            self.pattern and value and not re.fullmatch(self.pattern, value)
+            self.valid is not None and value and not self.valid(value)
         )
         if wrong:
             if self.message:
@@ -305,9 +311,6 @@ class FilePath(_Frozen):
         return value
 
 
-_MAC = re.compile(r"^[0-9a-fA-F]{2}([:-])[0-9a-fA-F]{2}(\1[0-9a-fA-F]{2}){4}$")
-
-
 class Parsed(_Frozen):
     """A string turned into a value by ``parse`` (which raises ValueError when it cannot).
 
@@ -353,7 +356,7 @@ def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
 
 
 def _mac(text: str) -> str:
-    if not _MAC.match(text):
+    if not is_mac(text):
         raise ValueError(text)
     return text
 

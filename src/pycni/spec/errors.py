@@ -7,8 +7,11 @@ working, and ``except InvalidConfig`` catches exactly the code-7 errors.
 
 from __future__ import annotations
 
-import json
-from typing import Any, ClassVar
+from pycni.spec import jsoncodec
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, ClassVar
 
 UNKNOWN = 0
 INCOMPATIBLE_CNI_VERSION = 1
@@ -79,7 +82,7 @@ class CNIError(Exception):
         return out
 
     def to_json(self, cni_version: str | None = None) -> str:
-        return json.dumps(self.to_dict(cni_version), indent=4)
+        return jsoncodec.dumps(self.to_dict(cni_version), indent=4)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CNIError:

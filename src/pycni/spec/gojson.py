@@ -6,8 +6,11 @@ with these, and an in-process call pays for every module it imports.
 
 from __future__ import annotations
 
-import json
-from typing import Any
+from pycni.spec import jsoncodec
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _reject_constant(name: str) -> Any:
@@ -20,10 +23,12 @@ def go_unmarshal(data: bytes | str) -> Any:
     if text.strip() == "":
         raise ValueError("unexpected end of JSON input")
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return jsoncodec.loads(text, parse_constant=_reject_constant)
     except RecursionError:
         raise ValueError("exceeded max depth") from None
-    except json.JSONDecodeError as err:
+    except ValueError as err:
+        if not jsoncodec.syntax_error(err):
+            raise
         if err.pos >= len(text.rstrip()):
             raise ValueError("unexpected end of JSON input") from None
         raise ValueError(err.msg + f" (offset {err.pos})") from None

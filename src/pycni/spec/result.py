@@ -18,7 +18,6 @@ failures raise code 0 with libcni's message texts.
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Callable, Mapping
 from ipaddress import (
     IPv4Address,
@@ -28,11 +27,17 @@ from ipaddress import (
     IPv6Interface,
     IPv6Network,
 )
-from typing import Any, TypeVar
 
 from pycni.record import field, record, replace
+from pycni.spec import jsoncodec
 from pycni.spec.errors import DECODING_FAILURE, INCOMPATIBLE_CNI_VERSION, UNKNOWN, CNIError
 from pycni.spec.version import CURRENT, LEGACY
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, TypeVar
+
+    _T = TypeVar("_T")
 
 IPAddress = IPv4Address | IPv6Address
 IPInterface = IPv4Interface | IPv6Interface
@@ -136,7 +141,7 @@ class Result:
     def from_json(cls, text: str | bytes, default_version: str | None = None) -> Result:
         """Decode a result from JSON text (stdout of a plugin, a cache file)."""
         try:
-            data = json.loads(text)
+            data = jsoncodec.loads(text)
         except (ValueError, UnicodeDecodeError) as err:
             raise CNIError(DECODING_FAILURE, f"failed to decode CNI result: {err}") from None
         return cls.from_dict(data, default_version)
@@ -190,7 +195,7 @@ def convert(data: Mapping[str, Any], to_version: str) -> dict[str, Any]:
 
 def go_json(data: Any) -> str:
     """``json.MarshalIndent(v, "", "    ")``: Go escapes <, >, & and U+2028/9, not non-ASCII."""
-    text = json.dumps(data, indent=4, ensure_ascii=False)
+    text = jsoncodec.dumps(data, indent=4, ensure_ascii=False)
     for raw, escaped in _GO_ESCAPES:
         text = text.replace(raw, escaped)
     return text
@@ -466,8 +471,6 @@ def _decode_dns(data: Mapping[str, Any]) -> DNS:
 
 
 # Typed, case-insensitive field access. JSON null means "absent", as in Go.
-
-_T = TypeVar("_T")
 
 
 def _lookup(obj: Mapping[str, Any], name: str) -> Any:

@@ -28,7 +28,6 @@ from pycni.net.kernel import (
     Tbf,
 )
 from pycni.net.rtnl import codec as c
-from pycni.net.rtnl.pyroute2_adapter import Pyroute2Kernel
 from pycni.net.rtnl.wire import (
     NLM_F_ACK,
     NLM_F_CREATE,
@@ -37,6 +36,10 @@ from pycni.net.rtnl.wire import (
     NLM_F_REPLACE,
     Socket,
 )
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pycni.net.rtnl.pyroute2_adapter import Pyroute2Kernel
 
 SIOCGSKNS = 0x894C
 _CREATE = NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL
@@ -85,6 +88,7 @@ class NativeKernel:
         """The pyroute2 adapter of our namespace, opened on first use."""
         if self._fallback is None:
             from pycni.net.ns import entered_fd
+            from pycni.net.rtnl.pyroute2_adapter import Pyroute2Kernel  # rare calls only
 
             ns_fd = fcntl.ioctl(self._sock.fileno(), SIOCGSKNS)
             try:

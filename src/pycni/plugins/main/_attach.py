@@ -9,7 +9,6 @@ pod link's DEL and the ipMasq step from here too.
 from __future__ import annotations
 
 import contextlib
-import re
 
 from pycni.net import sysctl
 from pycni.net.addr import AddressError, configure_iface, validate_ips
@@ -27,8 +26,7 @@ from pycni.spec.args import load_args
 from pycni.spec.decode import Obj, Str, decode, option
 from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig
 from pycni.spec.result import DNS, Interface, Result
-
-_MAC = re.compile(r"^[0-9a-fA-F]{2}([:-])[0-9a-fA-F]{2}(\1[0-9a-fA-F]{2}){4}$")
+from pycni.spec.validate import is_mac
 
 
 def internal(msg: str) -> CNIError:
@@ -62,7 +60,7 @@ def requested_mac(req: Request) -> str:
     rt_mac = decode(MacArg, req.runtime_config, "runtimeConfig").mac
     if rt_mac:
         mac = rt_mac
-    if mac and not _MAC.match(mac):
+    if mac and not is_mac(mac):
         raise InvalidConfig(
             f"invalid args {mac} for MAC addr: want six hex bytes (02:aa:bb:cc:dd:ee)"
         )

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-import re
 
 from pycni.net import bridge as br
 from pycni.net import ipmasq, link, macspoofchk, sysctl
@@ -36,9 +35,9 @@ from pycni.spec.errors import (
     InvalidConfig,
 )
 from pycni.spec.result import DNS, Interface, Result, Route
+from pycni.spec.validate import is_mac
 
 DEFAULT_BRIDGE = "cni0"
-_MAC = re.compile(r"^([0-9A-Fa-f]{2}[:-]){5}[0-9A-Fa-f]{2}$")
 IF_CONTAINER = 2  # index of the pod interface in the result
 _BACKEND = Str(
     choices=ipmasq.BACKENDS,
@@ -145,7 +144,7 @@ def load_conf(req: Request) -> BridgeConf:
     conf.mac = env_mac
     conf.mac = decode(MacArg, req.cni_args, "args.cni").mac or conf.mac
     conf.mac = decode(MacArg, req.runtime_config, "runtimeConfig").mac or conf.mac
-    if conf.mac and not _MAC.match(conf.mac):
+    if conf.mac and not is_mac(conf.mac, mixed_separators=True):
         raise InvalidConfig(f'invalid MAC address "{conf.mac}"')
     conf.mac = conf.mac.replace("-", ":").lower()
     if conf.is_default_gateway:

@@ -13,7 +13,6 @@ import contextlib
 import ipaddress
 import json
 import os
-import re
 
 from pycni.fsutil import write_atomic
 from pycni.net.kernel import Kernel, NetlinkError
@@ -36,13 +35,13 @@ from pycni.record import record
 from pycni.spec.decode import FilePath, IfName, Str, decode, option
 from pycni.spec.errors import InvalidConfig
 from pycni.spec.result import Interface, Result
+from pycni.spec.validate import is_mac, is_name
 
 SYS_BUS_PCI = "/sys/bus/pci/devices"
 SYS_BUS_AUX = "/sys/bus/auxiliary/devices"
 USERSPACE_DRIVERS = ("vfio-pci", "uio_pci_generic", "igb_uio")
 DEFAULT_DATA_DIR = "/run/cni/pycni-host-device"
 DATA_DIR_ENV = "PYCNI_HOST_DEVICE_DATA_DIR"
-_MAC = re.compile(r"^[0-9a-fA-F]{2}([:-])[0-9a-fA-F]{2}(\1[0-9a-fA-F]{2}){4}$")
 
 
 @record
@@ -58,7 +57,7 @@ class HostDeviceConf:
 
 _DEVICE_ID = Str(
     max_len=255,
-    pattern=r"[A-Za-z0-9][A-Za-z0-9_.:\-]*",
+    valid=lambda name: is_name(name, extra=":"),
     what="a PCI or auxiliary device ID like 0000:03:00.1",
 )
 
@@ -93,7 +92,7 @@ def load_conf(req: Request) -> HostDeviceConf:
     )
     if not (conf.device or conf.hwaddr or conf.kernelpath or conf.pci):
         raise InvalidConfig('specify either "device", "hwaddr", "kernelpath" or "pciBusID"')
-    if conf.hwaddr and not _MAC.match(conf.hwaddr):
+    if conf.hwaddr and not is_mac(conf.hwaddr):
         raise InvalidConfig(f'failed to parse MAC address "{conf.hwaddr}"')
     if conf.kernelpath and not (
         os.path.isabs(conf.kernelpath)

@@ -7,7 +7,6 @@ message find the same answers; the code is always 7 (invalid network config).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from pycni.net import ipmath
 from pycni.net.ipmath import IPAddress, IPNetwork
@@ -33,6 +32,10 @@ from pycni.spec.decode import (
 )
 from pycni.spec.errors import InvalidConfig
 from pycni.spec.result import Route
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 DEFAULT_DATA_DIR = "/var/lib/cni/networks"
 

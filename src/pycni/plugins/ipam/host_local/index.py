@@ -14,10 +14,10 @@ replaced or gone, a subdirectory, no inotify) falls back to scanning the files, 
 
 from __future__ import annotations
 
+import _thread  # threading.Lock is _thread.allocate_lock; threading costs an import
 import ctypes
 import os
 import struct
-import threading
 from collections.abc import Callable, Iterator
 
 IN_MODIFY = 0x2
@@ -142,7 +142,7 @@ class Registry:
     """The indexes of this process, one per directory, kept current by one inotify fd."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = _thread.allocate_lock()
         self._inotify: _Inotify | None = None
         self._broken = False
         self._by_path: dict[str, DirIndex] = {}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from pycni.spec.errors import INVALID_NETWORK_CONFIG, CNIError
-from pycni.spec.validate import MAX_IFNAME_BYTES, NAME_PATTERN
+from pycni.spec.validate import MAX_IFNAME_BYTES, is_name
 
 _LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
 _IFNAME = re.compile(r"[A-Za-z0-9_.@+-]+")
@@ -26,12 +26,7 @@ def _fail(field: str, value: object, allowed: str) -> CNIError:
 
 def network_name(value: str, field: str = "name") -> str:
     """A network name, used as a directory name: CNI's name pattern, no path separators."""
-    if (
-        not value
-        or len(value) > MAX_NETWORK_NAME
-        or NAME_PATTERN.fullmatch(value) is None
-        or value.endswith("\n")
-    ):
+    if not value or len(value) > MAX_NETWORK_NAME or not is_name(value):
         raise _fail(
             field,
             value,
