@@ -17,7 +17,6 @@ failures raise code 0 with libcni's message texts.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Mapping
 from ipaddress import (
     IPv4Address,
@@ -111,6 +110,9 @@ class DNS:
     def is_empty(self) -> bool:
         return not (self.nameservers or self.domain or self.search or self.options)
 
+    def copy(self) -> DNS:
+        return DNS(list(self.nameservers), self.domain, list(self.search), list(self.options))
+
 
 @record
 class Result:
@@ -121,6 +123,18 @@ class Result:
     ips: list[IPConfig] = field(default_factory=list)
     routes: list[Route] = field(default_factory=list)
     dns: DNS = field(default_factory=DNS)
+
+    def copy(self) -> Result:
+        """A deep copy: the records in its lists hold only immutable values (strings, numbers,
+        ipaddress objects), so copying each record is enough (``copy.deepcopy`` costs the
+        import of ``copy`` and ``weakref`` on every one-shot call)."""
+        return Result(
+            self.cni_version,
+            [replace(i) for i in self.interfaces],
+            [replace(ip) for ip in self.ips],
+            [replace(r) for r in self.routes],
+            self.dns.copy(),
+        )
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], default_version: str | None = None) -> Result:
@@ -189,6 +203,8 @@ def convert(data: Mapping[str, Any], to_version: str) -> dict[str, Any]:
     result = Result.from_dict(data)
     target = to_version or "0.1.0"
     if result.cni_version == target:
+        import copy  # the runtime's conversions only, not a plugin's call
+
         return copy.deepcopy(dict(data))
     return result.to_dict(target)
 
@@ -215,12 +231,12 @@ _GO_ESCAPES = (
 
 
 def _shape_modern(result: Result) -> Result:
-    return copy.deepcopy(result)
+    return result.copy()
 
 
 def _shape_list(result: Result) -> Result:
     """types040 has no interface mtu/socketPath/pciID."""
-    shaped = copy.deepcopy(result)
+    shaped = result.copy()
     shaped.interfaces = [Interface(i.name, mac=i.mac, sandbox=i.sandbox) for i in shaped.interfaces]
     return shaped
 
@@ -230,9 +246,9 @@ def _shape_legacy(result: Result) -> Result:
     ip4 = next((ip for ip in result.ips if ip.version == "4"), None)
     ip6 = next((ip for ip in result.ips if ip.version == "6"), None)
     ips = [IPConfig(ip.address, ip.gateway) for ip in (ip4, ip6) if ip is not None]
-    routes = [copy.copy(r) for r in result.routes if ip4 is not None and _is_v4(r.dst)]
-    routes += [copy.copy(r) for r in result.routes if ip6 is not None and not _is_v4(r.dst)]
-    return Result(result.cni_version, [], ips, routes, copy.deepcopy(result.dns))
+    routes = [replace(r) for r in result.routes if ip4 is not None and _is_v4(r.dst)]
+    routes += [replace(r) for r in result.routes if ip6 is not None and not _is_v4(r.dst)]
+    return Result(result.cni_version, [], ips, routes, result.dns.copy())
 
 
 _SHAPERS: dict[str, Callable[[Result], Result]] = {
