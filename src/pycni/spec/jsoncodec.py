@@ -53,12 +53,12 @@ def loads(data: str | bytes, parse_constant: Callable[[str], Any] | None = None)
     scanner = _SCANNER
     if parse_constant is not None:
         scanner = _json.make_scanner(_ScanContext(parse_constant))  # type: ignore[arg-type]
-    start = _skip_whitespace(text, 0)
+    start = len(text) - len(text.lstrip(_WHITESPACE))
     try:
         value, end = scanner(text, start)  # (it clears its key memo itself after each call)
     except StopIteration:
         return _stdlib_loads(text, parse_constant)  # raises json's JSONDecodeError
-    if _skip_whitespace(text, end) != len(text):
+    if len(text.rstrip(_WHITESPACE)) > end:
         return _stdlib_loads(text, parse_constant)  # raises "Extra data"
     return value
 
@@ -74,13 +74,6 @@ def _stdlib_loads(data: str | bytes, parse_constant: Callable[[str], Any] | None
     import json
 
     return json.loads(data, parse_constant=parse_constant)
-
-
-def _skip_whitespace(text: str, index: int) -> int:
-    length = len(text)
-    while index < length and text[index] in _WHITESPACE:
-        index += 1
-    return index
 
 
 def dumps(
