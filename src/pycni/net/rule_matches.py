@@ -27,11 +27,14 @@ prohibit (upper case in iptables syntax). Addresses must be of the list's family
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from pycni.net import rule_tokens
 from pycni.net.rule_tokens import refuse
 from pycni.record import record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 ADDR_TYPES = (
     "unspec",

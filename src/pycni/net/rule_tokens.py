@@ -23,7 +23,6 @@ the same and the errors early and precise.
 from __future__ import annotations
 
 import ipaddress
-import re
 
 from pycni.spec import validate
 from pycni.spec.errors import INVALID_NETWORK_CONFIG, CNIError
@@ -34,8 +33,7 @@ CHAIN_MAX = 28  # iptables: "chain name must be shorter than 29 characters"
 NFT_NAME_MAX = 64
 IPT_COMMENT_MAX = 256
 NFT_COMMENT_MAX = 128
-_CHAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
-_IFNAME = re.compile(r"[A-Za-z0-9_.\-]+")
+_IFNAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 # Verdicts and builtin chains are not something a config may jump to in our name.
 _RESERVED_CHAINS = frozenset(
     {
@@ -97,7 +95,7 @@ def chain_name(field: str, value: object, max_len: int = CHAIN_MAX) -> str:
     allowed = f"a chain name is 1-{max_len} letters, digits, '_', '.' or '-', not starting with '-'"
     if not isinstance(value, str):
         raise refuse(field, f"must be a string, got {type(value).__name__}", allowed)
-    if not value or len(value) > max_len or not _CHAIN.fullmatch(value):
+    if not value or len(value) > max_len or not validate.is_name(value):
         raise refuse(field, f'"{shown(value)}" is not a valid chain name', allowed)
     if value.upper() in _RESERVED_CHAINS:
         raise refuse(field, f'"{value}" is a builtin chain or target', allowed)
@@ -125,7 +123,7 @@ def interface_name(field: str, value: object, *, wildcard: str = "") -> str:
     except CNIError as exc:
         problem = f'"{shown(value)}" is not a valid interface name ({exc.msg})'
         raise refuse(field, problem, allowed) from None
-    if not _IFNAME.fullmatch(stem):
+    if not stem or not all(ch in _IFNAME_CHARS for ch in stem):
         raise refuse(field, f'"{shown(value)}" is not a valid interface name', allowed)
     return value
 

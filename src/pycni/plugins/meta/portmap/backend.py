@@ -4,9 +4,14 @@ once per call from the config."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
 
 from pycni.plugins.meta.portmap.config import PortMapConfig
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Protocol
+else:
+    Protocol = object  # typing is not imported at run time
 
 
 class Backend(Protocol):

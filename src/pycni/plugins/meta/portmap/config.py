@@ -12,7 +12,6 @@ no interface).
 from __future__ import annotations
 
 import ipaddress
-from typing import Any
 
 from pycni.net import rule_matches, rule_tokens
 from pycni.net.rule_matches import Match
@@ -21,6 +20,10 @@ from pycni.record import field, record
 from pycni.spec.decode import Bool, Int, ListOf, Obj, Raw, Str, decode, lookup, option
 from pycni.spec.errors import INVALID_NETWORK_CONFIG, CNIError
 from pycni.spec.result import Result
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPInterface = ipaddress.IPv4Interface | ipaddress.IPv6Interface

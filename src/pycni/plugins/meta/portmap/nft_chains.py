@@ -17,15 +17,17 @@ element of the namespace first, so this layout's ADD grows with the pod count; t
 
 from __future__ import annotations
 
-import hashlib
 import ipaddress
-import json
-from typing import Any
 
 from pycni.net import nft, nftnl, rule_matches
 from pycni.plugins.meta.portmap.config import PROTOCOLS, IPInterface, PortMapConfig, PortMapping
 from pycni.record import record
+from pycni.spec import jsoncodec
 from pycni.spec.errors import INTERNAL, CNIError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 FAMILY = "inet"
 TABLE = "pycni_portmap"
@@ -42,6 +44,8 @@ IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 def _hash(text: str, length: int) -> str:
+    import hashlib  # loads OpenSSL: only the conditioned mappings' chains are named by it
+
     return hashlib.sha512(text.encode()).hexdigest()[:length]
 
 
@@ -214,7 +218,7 @@ def add_commands(cfg: PortMapConfig) -> list[dict[str, Any]]:
 
 def add_script(cfg: PortMapConfig) -> str:
     """:func:`add_commands` as the JSON text libnftables reads."""
-    return json.dumps({"nftables": add_commands(cfg)})
+    return jsoncodec.dumps({"nftables": add_commands(cfg)})
 
 
 def delete_commands(chain: str, elements: list[Element]) -> list[dict[str, Any]]:
@@ -225,7 +229,7 @@ def delete_commands(chain: str, elements: list[Element]) -> list[dict[str, Any]]
 
 def delete_script(chain: str, elements: list[Element]) -> str:
     """:func:`delete_commands` as JSON text (``nft.apply`` accepts it)."""
-    return json.dumps({"nftables": delete_commands(chain, elements)})
+    return jsoncodec.dumps({"nftables": delete_commands(chain, elements)})
 
 
 # ---------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from pycni.net import sysctl
 from pycni.net.netlink import rtnl
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.rollback import Rollback
-from pycni.plugins.meta.portmap import iptables_backend, nft_backend
+from pycni.plugins.meta.portmap import nft_backend
 from pycni.plugins.meta.portmap.backend import Backend
 from pycni.plugins.meta.portmap.config import IPTABLES, NFTABLES, PortMapConfig, parse
 from pycni.spec.errors import INTERNAL, PLUGIN_NOT_AVAILABLE, CNIError
@@ -47,15 +47,15 @@ def _flush_udp_conntrack(req: Request, cfg: PortMapConfig) -> None:
             req.log(f"portmap: could not flush UDP conntrack entries (IPv{family}): {exc}")
 
 
-BACKENDS: dict[str, Backend] = {
-    NFTABLES: nft_backend.BACKEND,
-    IPTABLES: iptables_backend.BACKEND,
-}
-
-
 def backend_of(cfg: PortMapConfig) -> Backend:
-    """The backend the config selects (picked once per call)."""
-    return BACKENDS[cfg.backend]
+    """The backend the config selects (picked once per call). The iptables one is imported
+    only when chosen: it brings subprocess and the iptables-save parser."""
+    if cfg.backend == IPTABLES:
+        from pycni.plugins.meta.portmap import iptables_backend
+
+        return iptables_backend.BACKEND
+    assert cfg.backend == NFTABLES
+    return nft_backend.BACKEND
 
 
 def _install(cfg: PortMapConfig, rb: Rollback) -> None:
