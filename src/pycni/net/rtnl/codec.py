@@ -33,7 +33,7 @@ _U32 = struct.Struct("=I")
 _S32 = struct.Struct("=i")
 _BE16 = struct.Struct("!H")
 
-RTM_NEWLINK, RTM_DELLINK, RTM_GETLINK = 16, 17, 18
+RTM_NEWLINK, RTM_DELLINK, RTM_GETLINK, RTM_SETLINK = 16, 17, 18, 19
 RTM_NEWADDR, RTM_DELADDR, RTM_GETADDR = 20, 21, 22
 RTM_NEWROUTE, RTM_DELROUTE, RTM_GETROUTE = 24, 25, 26
 
@@ -42,6 +42,7 @@ IFLA_TXQLEN, IFLA_OPERSTATE, IFLA_LINKINFO, IFLA_IFALIAS = 13, 16, 18, 20
 IFLA_NET_NS_FD, IFLA_EXT_MASK, IFLA_PROMISCUITY, IFLA_LINK_NETNSID = 28, 29, 30, 37
 IFLA_INFO_KIND, IFLA_INFO_DATA, VETH_INFO_PEER = 1, 2, 1
 IFLA_MACVLAN_MODE = 1
+AF_BRIDGE, IFLA_PROTINFO, IFLA_BRPORT_MODE, IFLA_BRPORT_ISOLATED = 7, 12, 4, 33
 IFLA_VXLAN_ID, IFLA_VXLAN_LINK, IFLA_VXLAN_LOCAL, IFLA_VXLAN_LEARNING = 1, 3, 4, 7
 IFLA_VXLAN_PORT, IFLA_VXLAN_LOCAL6 = 15, 17
 RTEXT_FILTER_SKIP_STATS = 1 << 3
@@ -282,6 +283,17 @@ def set_link(
     if alias is not None:
         body += attr_str(IFLA_IFALIAS, alias)
     return body
+
+
+def bridge_port(index: int, hairpin: bool, isolated: bool) -> bytes:
+    """A bridge port's hairpin and isolated flags (``bridge link set``: RTM_SETLINK in the
+    AF_BRIDGE family, the flags nested in IFLA_PROTINFO, which the kernel reads as port
+    settings only when marked nested)."""
+    flags = (
+        attr(IFLA_BRPORT_MODE, bytes([int(hairpin)])),
+        attr(IFLA_BRPORT_ISOLATED, bytes([int(isolated)])),
+    )
+    return IFINFOMSG.pack(AF_BRIDGE, 0, index, 0, 0) + nested(IFLA_PROTINFO, flags)
 
 
 def address(index: int, interface: IPInterface) -> bytes:

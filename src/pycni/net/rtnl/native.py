@@ -189,7 +189,7 @@ class NativeKernel:
         self._do(c.RTM_DELLINK, NLM_F_ACK, c.ifinfo(index))
 
     def set_bridge_port(self, index: int, hairpin: bool, isolated: bool) -> None:
-        self.pyroute2().set_bridge_port(index, hairpin, isolated)
+        self._do(c.RTM_SETLINK, NLM_F_ACK, c.bridge_port(index, hairpin, isolated))
 
     def port_vlans(self, index: int) -> list[int]:
         return self.pyroute2().port_vlans(index)
