@@ -82,7 +82,7 @@ def test_loopback_and_bridge_host_local_import_only_what_they_use(
     base = {"cniVersion": "1.0.0", "name": "coldnet"}
     loopback = {**base, "type": "loopback"}
     bridge = {
-        **base, "type": "bridge", "bridge": "cold0", "isGateway": True,
+        **base, "type": "bridge", "bridge": "cold0", "isGateway": True, "hairpinMode": True,
         "ipam": {"type": "host-local", "dataDir": str(tmp_path / "ipam"),
                  "ranges": [[{"subnet": "10.97.0.0/24"}]]},
     }  # fmt: skip
