@@ -238,7 +238,7 @@ def test_addresses(node: harness.Namespace, both: Any) -> None:
         with pytest.raises(NetlinkError) as exc:
             kernel.add_address(idx, IFACE(v4))
         assert exc.value.exists
-    kernel_flags = 0x02  # IFA_F_NODAD: the native client hands a flagged add to pyroute2
+    kernel_flags = 0x02  # IFA_F_NODAD
     fast.add_address(idx, IFACE("fd45::1/64"), kernel_flags)
     (shown,) = ip_json(node, "addr", "show", "dev", "ad0")
     got = {(a["local"], a["prefixlen"]) for a in shown["addr_info"]}

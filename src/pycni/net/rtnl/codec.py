@@ -247,6 +247,23 @@ def new_link(
     return ifinfo() + _common(name, mtu, txqlen=txqlen) + nested(IFLA_LINKINFO, info)
 
 
+def new_macvlan(
+    name: str, master: int, mode: int, netns_fd: int, mtu: int = 0, mac: str = ""
+) -> bytes:
+    """RTM_NEWLINK (create) of a macvlan on ``master``, created straight in ``netns_fd``."""
+    info = [
+        attr_str(IFLA_INFO_KIND, "macvlan"),
+        nested(IFLA_INFO_DATA, [attr_u32(IFLA_MACVLAN_MODE, mode)]),
+    ]
+    return (
+        ifinfo()
+        + _common(name, mtu, mac)
+        + attr_u32(IFLA_LINK, master)
+        + attr_u32(IFLA_NET_NS_FD, netns_fd)
+        + nested(IFLA_LINKINFO, info)
+    )
+
+
 def new_veth(
     name: str, peer_name: str, peer_netns_fd: int, mtu: int = 0, peer_mac: str = ""
 ) -> bytes:
@@ -296,13 +313,15 @@ def bridge_port(index: int, hairpin: bool, isolated: bool) -> bytes:
     return IFINFOMSG.pack(AF_BRIDGE, 0, index, 0, 0) + nested(IFLA_PROTINFO, flags)
 
 
-def address(index: int, interface: IPInterface) -> bytes:
-    """RTM_NEWADDR/RTM_DELADDR body (IPv4 carries IFA_LOCAL too, as iproute2)."""
+def address(index: int, interface: IPInterface, flags: int = 0) -> bytes:
+    """RTM_NEWADDR/RTM_DELADDR body (IPv4 carries IFA_LOCAL too, as iproute2); ``flags``
+    (IFA_F_*) in the header's byte and, whole, in IFA_FLAGS."""
     family, raw = packed(interface.ip)
-    body = IFADDRMSG.pack(family, interface.network.prefixlen, 0, 0, index)
+    body = IFADDRMSG.pack(family, interface.network.prefixlen, flags & 0xFF, 0, index)
     if family == socket.AF_INET:
         body += attr(IFA_LOCAL, raw)
-    return body + attr(IFA_ADDRESS, raw)
+    body += attr(IFA_ADDRESS, raw)
+    return body + (attr_u32(IFA_FLAGS, flags) if flags else b"")
 
 
 def dump_addresses(index: int = 0, family: int = 0) -> bytes:

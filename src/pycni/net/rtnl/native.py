@@ -138,7 +138,7 @@ class NativeKernel:
     def add_macvlan(
         self, name: str, master: int, mode: int, netns_fd: int, mtu: int = 0, mac: str = ""
     ) -> None:
-        self.pyroute2().add_macvlan(name, master, mode, netns_fd, mtu, mac)
+        self._do(c.RTM_NEWLINK, _CREATE, c.new_macvlan(name, master, mode, netns_fd, mtu, mac))
 
     def add_vxlan(
         self,
@@ -206,10 +206,7 @@ class NativeKernel:
         return dump_addresses(self._sock, index, family)
 
     def add_address(self, index: int, interface: IPInterface, flags: int = 0) -> None:
-        if flags:
-            self.pyroute2().add_address(index, interface, flags)
-            return
-        self._do(c.RTM_NEWADDR, _CREATE, c.address(index, interface))
+        self._do(c.RTM_NEWADDR, _CREATE, c.address(index, interface, flags))
 
     def delete_address(self, index: int, interface: IPInterface) -> None:
         self._do(c.RTM_DELADDR, NLM_F_ACK, c.address(index, interface))
