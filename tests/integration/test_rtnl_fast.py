@@ -443,3 +443,31 @@ def test_plugin_adds_do_not_import_pyroute2(node: harness.Namespace, pod_factory
     (br,) = ip_json(node, "link", "show", "brfast0")
     assert "UP" in br["flags"]
     assert [d["ifname"] for d in ip_json(pod, "link", "show")] == ["lo"]
+
+
+@pytest.mark.kernel
+def test_rules_read_alike_on_both_backends(node: harness.Namespace, both: Any) -> None:
+    """Policy rules are native now: what each backend adds, both read back the same, with
+    iproute2's view of them (a table above 255, a rule without a source, IPv6)."""
+    from pycni.net.kernel import Rule
+
+    fast, slow = both
+    added = [
+        Rule(AF_INET, 150, NET("10.73.0.5/32"), 1000),
+        Rule(AF_INET, 70000, NET("10.73.1.0/24"), 1001),
+        Rule(AF_INET, 151, None, 1002),
+        Rule(AF_INET6, 152, NET("fd73::/64"), 1003),
+    ]
+    for i, rule in enumerate(added):
+        (fast if i % 2 else slow).add_rule(rule)
+    with pytest.raises(NetlinkError) as exc:
+        fast.add_rule(added[0])
+    assert exc.value.exists
+    for family in (AF_INET, AF_INET6):
+        assert fast.rules(family) == slow.rules(family)
+    assert set(added) <= set(fast.rules(AF_INET)) | set(fast.rules(AF_INET6))
+    shown = ip_json(node, "rule", "show")
+    assert any(r.get("src") == "10.73.1.0" and r.get("table") == "70000" for r in shown)
+    for i, rule in enumerate(added):
+        (slow if i % 2 else fast).delete_rule(rule)
+    assert not set(added) & (set(fast.rules(AF_INET)) | set(fast.rules(AF_INET6)))

@@ -21,6 +21,7 @@ from pycni.net.kernel import (
     IPInterface,
     Link,
     Route,
+    Rule,
     VxlanInfo,
 )
 from pycni.net.rtnl.wire import attr, attr_str, attr_u32, nested, parse_attrs
@@ -36,6 +37,9 @@ _BE16 = struct.Struct("!H")
 RTM_NEWLINK, RTM_DELLINK, RTM_GETLINK, RTM_SETLINK = 16, 17, 18, 19
 RTM_NEWADDR, RTM_DELADDR, RTM_GETADDR = 20, 21, 22
 RTM_NEWROUTE, RTM_DELROUTE, RTM_GETROUTE = 24, 25, 26
+RTM_NEWRULE, RTM_DELRULE, RTM_GETRULE = 32, 33, 34
+FRA_SRC, FRA_PRIORITY, FRA_TABLE = 2, 6, 15
+FR_ACT_TO_TBL = 1
 
 IFLA_ADDRESS, IFLA_IFNAME, IFLA_MTU, IFLA_LINK, IFLA_MASTER = 1, 3, 4, 5, 10
 IFLA_TXQLEN, IFLA_OPERSTATE, IFLA_LINKINFO, IFLA_IFALIAS = 13, 16, 18, 20
@@ -379,3 +383,38 @@ def route(r: Route, deleting: bool) -> bytes:
     if r.mtu:
         attrs.append(nested(RTA_METRICS, [attr_u32(RTAX_MTU, r.mtu)]))
     return header + b"".join(attrs)
+
+
+# --- policy rules ----------------------------------------------------------------------------
+# struct fib_rule_hdr has the layout of struct rtmsg: family, dst_len, src_len, tos, table,
+# two reserved bytes, action, flags.
+
+
+def rule(r: Rule) -> bytes:
+    """RTM_NEWRULE/RTM_DELRULE body: ``from src lookup table`` at ``priority`` (iproute2's
+    encoding: a table above 255 goes in FRA_TABLE, the header's byte says RT_TABLE_COMPAT)."""
+    src_len = r.src.prefixlen if r.src is not None else 0
+    header_table = r.table if r.table < 256 else RT_TABLE_COMPAT
+    body = RTMSG.pack(r.family, 0, src_len, 0, header_table, 0, 0, FR_ACT_TO_TBL, 0)
+    if r.src is not None:
+        body += attr(FRA_SRC, packed(r.src.network_address)[1])
+    if r.priority is not None:
+        body += attr_u32(FRA_PRIORITY, r.priority)
+    return body + attr_u32(FRA_TABLE, r.table)
+
+
+def dump_rules(family: int) -> bytes:
+    return RTMSG.pack(family, 0, 0, 0, 0, 0, 0, 0, 0)
+
+
+def decode_rule(payload: bytes) -> Rule:
+    family, _dst_len, src_len, _tos, table, _r1, _r2, _action, _flags = RTMSG.unpack_from(payload)
+    raw = parse_attrs(payload, RTMSG.size, len(payload))
+    src_ip = ip_of(raw.get(FRA_SRC))
+    priority = raw.get(FRA_PRIORITY)
+    return Rule(
+        family=family,
+        table=_u32(raw.get(FRA_TABLE)) or table,
+        src=ipaddress.ip_network(f"{src_ip}/{src_len}", strict=False) if src_ip else None,
+        priority=None if priority is None else _u32(priority),
+    )

@@ -267,13 +267,14 @@ class NativeKernel:
         self.pyroute2().delete_fdb(index, mac, remote)
 
     def rules(self, family: int) -> list[Rule]:
-        return self.pyroute2().rules(family)
+        replies = self._do(c.RTM_GETRULE, NLM_F_DUMP, c.dump_rules(family))
+        return [c.decode_rule(p) for t, p in replies if t == c.RTM_NEWRULE]
 
     def add_rule(self, rule: Rule) -> None:
-        self.pyroute2().add_rule(rule)
+        self._do(c.RTM_NEWRULE, _CREATE, c.rule(rule))
 
     def delete_rule(self, rule: Rule) -> None:
-        self.pyroute2().delete_rule(rule)
+        self._do(c.RTM_DELRULE, NLM_F_ACK, c.rule(rule))
 
     def qdiscs(self, index: int) -> list[Qdisc]:
         return self.pyroute2().qdiscs(index)
