@@ -471,3 +471,60 @@ def test_rules_read_alike_on_both_backends(node: harness.Namespace, both: Any) -
     for i, rule in enumerate(added):
         (slow if i % 2 else fast).delete_rule(rule)
     assert not set(added) & (set(fast.rules(AF_INET)) | set(fast.rules(AF_INET6)))
+
+
+def _tc_view(node: harness.Namespace, *args: str) -> list[dict[str, Any]]:
+    """``tc -j`` output without what differs between two links (their index and counters)."""
+    shown: list[dict[str, Any]] = json.loads(node.run("tc", "-j", *args).stdout or "[]")
+    drop = {"dev", "ifindex", "ref", "refcnt", "stats", "bytes", "packets", "index"}
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items() if k not in drop}
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        return value
+
+    return [clean(item) for item in shown]
+
+
+@pytest.mark.kernel
+def test_traffic_control_alike_on_both_backends(node: harness.Namespace, both: Any) -> None:
+    """The bandwidth plugin's tc objects (tbf root qdisc, ingress qdisc, u32 match-all filter
+    redirecting to an ifb) are native now: each backend builds them on its own link and
+    iproute2's ``tc`` shows the same objects; both backends read them back alike."""
+    from pycni.net.kernel import Tbf
+
+    fast, slow = both
+    for name in ("tcf0", "tcs0"):
+        node.run("ip", "link", "add", name, "type", "veth", "peer", "name", name + "p")
+        node.run("ip", "link", "add", name + "i", "type", "ifb")
+        node.run("ip", "link", "set", name, "up")
+    index = {n: ip_json(node, "link", "show", n)[0]["ifindex"] for n in ("tcf0", "tcs0")}
+    target = {n: ip_json(node, "link", "show", n + "i")[0]["ifindex"] for n in ("tcf0", "tcs0")}
+    params = Tbf(rate=125_000, buffer=400_000, limit=51_200)
+    for kernel, name in ((fast, "tcf0"), (slow, "tcs0")):
+        kernel.add_tbf(index[name], 0x00010000, params)
+        kernel.add_ingress(index[name])
+        kernel.redirect_ingress(index[name], target[name])
+    with pytest.raises(NetlinkError) as exc:
+        fast.add_ingress(index["tcf0"])
+    assert exc.value.exists
+    assert _tc_view(node, "qdisc", "show", "dev", "tcf0") == _tc_view(
+        node, "qdisc", "show", "dev", "tcs0"
+    )
+    fast_filters = json.dumps(_tc_view(node, "filter", "show", "dev", "tcf0", "ingress"))
+    slow_filters = json.dumps(_tc_view(node, "filter", "show", "dev", "tcs0", "ingress"))
+    assert '"to_dev": "tcf0i"' in fast_filters  # the only difference: each redirects to its own
+    assert fast_filters.replace("tcf0i", "tcs0i") == slow_filters
+    text = node.run("tc", "filter", "show", "dev", "tcf0", "ingress").stdout
+    assert "mirred (Egress Redirect to device tcf0i)" in text
+    for name in ("tcf0", "tcs0"):
+        mine = fast.qdiscs(index[name])
+        assert mine == slow.qdiscs(index[name])
+        (tbf,) = [q for q in mine if q.kind == "tbf"]
+        assert tbf.tbf == params and tbf.handle == 0x00010000
+        assert any(q.kind == "ingress" for q in mine)
+    fast.delete_qdisc(index["tcf0"], 0xFFFFFFFF)
+    fast.delete_qdisc(index["tcf0"], 0xFFFFFFF1)
+    assert {q.kind for q in slow.qdiscs(index["tcf0"])} <= {"noqueue", "pfifo_fast"}

@@ -28,6 +28,7 @@ from pycni.net.kernel import (
     Tbf,
 )
 from pycni.net.rtnl import codec as c
+from pycni.net.rtnl import tc_codec as tc
 from pycni.net.rtnl.wire import (
     NLM_F_ACK,
     NLM_F_CREATE,
@@ -277,19 +278,25 @@ class NativeKernel:
         self._do(c.RTM_DELRULE, NLM_F_ACK, c.rule(rule))
 
     def qdiscs(self, index: int) -> list[Qdisc]:
-        return self.pyroute2().qdiscs(index)
+        replies = self._do(tc.RTM_GETQDISC, NLM_F_DUMP, tc.tcmsg(index))
+        found = [tc.decode_qdisc(p) for t, p in replies if t == tc.RTM_NEWQDISC]
+        return [q for q in found if q.index == index]  # older kernels dump every link's
 
     def add_tbf(self, index: int, handle: int, tbf: Tbf) -> None:
-        self.pyroute2().add_tbf(index, handle, tbf)
+        self._do(tc.RTM_NEWQDISC, _CREATE, tc.tbf(index, handle, tc.ROOT, tbf))
 
     def add_ingress(self, index: int) -> None:
-        self.pyroute2().add_ingress(index)
+        body = tc.ingress(index, tc.INGRESS_HANDLE, tc.INGRESS_PARENT)
+        self._do(tc.RTM_NEWQDISC, _CREATE, body)
 
     def redirect_ingress(self, index: int, target_index: int) -> None:
-        self.pyroute2().redirect_ingress(index, target_index)
+        body = tc.redirect_filter(
+            index, tc.INGRESS_HANDLE, 1, tc.ETH_P_ALL, tc.CLASS_1_1, target_index
+        )
+        self._do(tc.RTM_NEWTFILTER, _CREATE, body)
 
     def delete_qdisc(self, index: int, parent: int) -> None:
-        self.pyroute2().delete_qdisc(index, parent)
+        self._do(tc.RTM_DELQDISC, NLM_F_ACK, tc.tcmsg(index, 0, parent))
 
     def netns_id(self, netns_fd: int) -> int | None:
         return self.pyroute2().netns_id(netns_fd)
