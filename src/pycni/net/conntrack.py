@@ -1,42 +1,94 @@
-"""Conntrack entries through netlink (pyroute2's nfnetlink conntrack socket), no subprocess.
+"""Conntrack entries through nfnetlink (ctnetlink), in-process, no subprocess.
 
 A UDP "connection" to a host port that was recorded before the DNAT rules existed keeps being
 used for as long as traffic flows, so new rules never apply to it (plugins#123). Deleting the
 entries whose *original* destination port is the host port makes the next packet go through
-the new rules. The socket binds to the namespace of the calling thread.
+the new rules. Requests go to the calling thread's namespace (net/nfnetlink.py).
+
+One dump per port, filtered by the kernel (CTA_FILTER: protocol and original destination port,
+Linux 5.8 and later), so the table does not cross into user space; each entry found is deleted
+by its original tuple, zone and id, so an entry that expired and was re-created meanwhile is
+left alone. Older kernels ignore the filter and dump the family's whole table: the entries are
+checked here as well.
 """
 
 from __future__ import annotations
 
-import socket
+import struct
 
-from pyroute2 import Conntrack
-from pyroute2.netlink.nfnetlink.nfctsocket import NFCTAttrTuple
+from pycni.net import nfnetlink
+from pycni.net.nfnetlink import NFGENMSG, NLM_F_ACK, NLM_F_DUMP
+from pycni.net.rtnl.wire import NLA_F_NESTED, attr, parse_attrs
 
-PROTOCOLS = {"tcp": socket.IPPROTO_TCP, "udp": socket.IPPROTO_UDP, "sctp": 132}
+NFNL_SUBSYS_CTNETLINK = 1
+IPCTNL_MSG_CT_NEW, IPCTNL_MSG_CT_GET, IPCTNL_MSG_CT_DELETE = 0, 1, 2
+CTA_TUPLE_ORIG, CTA_ID, CTA_ZONE, CTA_FILTER = 1, 12, 18, 25
+CTA_TUPLE_PROTO = 2
+CTA_PROTO_NUM, CTA_PROTO_DST_PORT = 1, 3
+CTA_FILTER_ORIG_FLAGS, CTA_FILTER_REPLY_FLAGS = 1, 2
+CTA_FILTER_FLAG_PROTO_NUM, CTA_FILTER_FLAG_PROTO_DST_PORT = 1 << 3, 1 << 5
+PROTOCOLS = {"tcp": 6, "udp": 17, "sctp": 132}
+AF_INET, AF_INET6 = 2, 10
+
+
+def _nested(kind: int, payload: bytes) -> bytes:
+    return attr(kind | NLA_F_NESTED, payload)
+
+
+def _dump_request(af: int, proto: int, port: int) -> bytes:
+    """A dump of ``af`` entries whose original tuple has protocol ``proto`` and destination
+    port ``port`` (the kernel compares only the fields the filter flags name)."""
+    tuple_proto = attr(CTA_PROTO_NUM, bytes([proto])) + attr(
+        CTA_PROTO_DST_PORT, struct.pack("!H", port)
+    )
+    flags = CTA_FILTER_FLAG_PROTO_NUM | CTA_FILTER_FLAG_PROTO_DST_PORT
+    return (
+        NFGENMSG.pack(af, 0, 0)
+        + _nested(CTA_TUPLE_ORIG, _nested(CTA_TUPLE_PROTO, tuple_proto))
+        + _nested(
+            CTA_FILTER,
+            attr(CTA_FILTER_ORIG_FLAGS, struct.pack("=I", flags))
+            + attr(CTA_FILTER_REPLY_FLAGS, struct.pack("=I", 0)),
+        )
+    )
+
+
+def _original(entry: bytes) -> tuple[int, int, bytes, bytes | None, bytes | None] | None:
+    """(protocol, destination port, the raw original tuple, zone, id) of a dumped entry."""
+    found = parse_attrs(entry, 0, len(entry))
+    tuple_raw = found.get(CTA_TUPLE_ORIG)
+    if tuple_raw is None:
+        return None
+    proto_raw = parse_attrs(tuple_raw, 0, len(tuple_raw)).get(CTA_TUPLE_PROTO, b"")
+    proto = parse_attrs(proto_raw, 0, len(proto_raw))
+    num, port = proto.get(CTA_PROTO_NUM, b""), proto.get(CTA_PROTO_DST_PORT, b"")
+    if len(num) != 1 or len(port) != 2:
+        return None
+    return num[0], struct.unpack("!H", port)[0], tuple_raw, found.get(CTA_ZONE), found.get(CTA_ID)
 
 
 def delete_by_dst_port(ports: list[int], protocol: str, family: int) -> int:
     """Delete entries with original destination port in ``ports``; returns how many went."""
-    if not ports:
-        return 0
-    af = socket.AF_INET if family == 4 else socket.AF_INET6
+    af = AF_INET if family == 4 else AF_INET6
     proto = PROTOCOLS[protocol]
-    wanted = set(ports)
     deleted = 0
-    ct = Conntrack()
-    try:
-        matches = [
-            entry
-            for entry in ct.dump_entries(tuple_orig=NFCTAttrTuple(family=af, proto=proto))
-            if entry.tuple_orig.dport in wanted
-        ]
-        for entry in matches:
-            try:
-                ct.delete(entry)
-                deleted += 1
-            except Exception:  # the entry may have expired meanwhile
+    for port in sorted(set(ports)):
+        replies = nfnetlink.request(
+            NFNL_SUBSYS_CTNETLINK, IPCTNL_MSG_CT_GET, NLM_F_DUMP, _dump_request(af, proto, port)
+        )
+        for kind, entry in replies or []:
+            if kind != IPCTNL_MSG_CT_NEW:
                 continue
-    finally:
-        ct.close()
+            found = _original(entry)
+            if found is None or found[:2] != (proto, port):
+                continue
+            _num, _port, tuple_raw, zone, entry_id = found
+            body = NFGENMSG.pack(af, 0, 0) + _nested(CTA_TUPLE_ORIG, tuple_raw)
+            if zone is not None:
+                body += attr(CTA_ZONE, zone)
+            if entry_id is not None:
+                body += attr(CTA_ID, entry_id)
+            gone = nfnetlink.request(NFNL_SUBSYS_CTNETLINK, IPCTNL_MSG_CT_DELETE, NLM_F_ACK, body)
+            if gone is not None:  # None: it expired (ENOENT) since the dump
+                deleted += 1
     return deleted

@@ -18,18 +18,26 @@ BATCH_END: atomic, as a libnftables transaction), whose cost does not depend on 
 from __future__ import annotations
 
 import _socket as socket  # the C module: socket.py builds its enums at import (~2 ms a call)
-import _thread  # threading.Lock is _thread.allocate_lock; threading costs an import
 import contextlib
-import errno
 import ipaddress
 import os
 import struct
-from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
-from pycni.net.kernel import NetlinkError
-from pycni.net.ns import THREAD_NETNS
-from pycni.net.rtnl.wire import NLA_F_NESTED, RTATTR, align, attr, attr_str, messages, parse_attrs
+from pycni.net import nfnetlink
+from pycni.net.nfnetlink import (
+    NFGENMSG,
+    NLM_F_ACK,
+    NLM_F_CREATE,
+    NLM_F_DUMP,
+    NLM_F_EXCL,
+    NLM_F_REQUEST,
+    NLMSG_ERROR,
+    NLMSGHDR,
+    RECV_SIZE,
+    NfnetlinkError,
+)
+from pycni.net.rtnl.wire import NLA_F_NESTED, RTATTR, align, attr, attr_str, parse_attrs
 from pycni.record import record
 
 
@@ -37,7 +45,6 @@ def _nested(kind: int, payload: bytes) -> bytes:
     return attr(kind | NLA_F_NESTED, payload)
 
 
-NETLINK_NETFILTER = 12
 NFNL_SUBSYS_NFTABLES = 10
 NFT_MSG_NEWRULE = 6
 NFT_MSG_GETRULE = 7
@@ -67,20 +74,9 @@ NFTA_DATA_VALUE = 1
 NFTA_DATA_VERDICT = 2
 NFTA_VERDICT_CHAIN = 2
 NFTNL_UDATA_RULE_COMMENT = 0  # also NFTNL_UDATA_SET_ELEM_COMMENT
-NLM_F_REQUEST = 0x1
-NLM_F_ACK = 0x4
-NLM_F_EXCL = 0x200
-NLM_F_CREATE = 0x400
-NLM_F_DUMP = 0x300
-NLMSG_ERROR = 2
-NLMSG_DONE = 3
 FAMILIES = {"ip": 2, "ip6": 10, "inet": 1, "arp": 3, "bridge": 7, "netdev": 5}
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-_NLMSGHDR = struct.Struct("=IHHII")
-_NFGENMSG = struct.Struct("=BBH")
-_RECV = 1 << 17
-_TIMEOUT = 30.0  # seconds; the kernel answers at once, this only bounds a lost reply
 
 
 @record(frozen=True)
@@ -89,16 +85,7 @@ class Rule:
     comment: str
 
 
-class NftnlError(OSError):
-    """The kernel refused a request; ``errno`` is its error."""
-
-
-def _replies(data: bytes) -> Iterator[tuple[int, int, bytes]]:
-    """wire.messages, its one failure (a truncated message) as this module's error."""
-    try:
-        yield from messages(data)
-    except NetlinkError:
-        raise NftnlError("netlink: truncated message") from None
+NftnlError = NfnetlinkError  # the kernel refused a request; ``errno`` is its error
 
 
 @record(frozen=True)
@@ -166,73 +153,16 @@ def comment_of(userdata: bytes) -> str:
     return ""
 
 
-class _Conn:
-    """A NETLINK_NETFILTER socket of one namespace, kept open: closing one costs an RCU
-    grace period in the kernel (measured 5-20 ms here), more than the request itself."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket(
-            socket.AF_NETLINK, socket.SOCK_RAW | socket.SOCK_CLOEXEC, NETLINK_NETFILTER
-        )
-        self.sock.settimeout(_TIMEOUT)
-        self.lock = _thread.allocate_lock()
-        self.seq = 0
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.sock.close()
-
-
-_MAX_CONNS = 16
-_conns: OrderedDict[tuple[int, int], _Conn] = OrderedDict()
-_conns_lock = _thread.allocate_lock()
-
-
-def _conn() -> _Conn:
-    st = os.stat(THREAD_NETNS)
-    key = (st.st_dev, st.st_ino)
-    with _conns_lock:
-        conn = _conns.get(key)
-        if conn is None:
-            conn = _conns[key] = _Conn()
-            while len(_conns) > _MAX_CONNS:
-                _conns.popitem(last=False)[1].close()
-        else:
-            _conns.move_to_end(key)
-        return conn
-
-
 def _request(kind: int, flags: int, body: bytes) -> list[tuple[int, bytes]] | None:
-    """Send one nf_tables request; the (message type, attributes bytes) replies until the end
-    of the dump or the ack. None when the kernel answers ENOENT (no such table/chain/set/
-    element)."""
-    conn = _conn()
-    with conn.lock:
-        conn.seq = seq = (conn.seq + 1) & 0xFFFFFFFF
-        msg_type = (NFNL_SUBSYS_NFTABLES << 8) | kind
-        header = _NLMSGHDR.pack(_NLMSGHDR.size + len(body), msg_type, NLM_F_REQUEST | flags, seq, 0)
-        conn.sock.sendto(header + body, (0, 0))
-        out: list[tuple[int, bytes]] = []
-        while True:
-            for mtype, mseq, payload in _replies(conn.sock.recv(_RECV)):
-                if mseq != seq:
-                    continue  # the tail of an earlier, interrupted request
-                if mtype == NLMSG_DONE:
-                    return out
-                if mtype == NLMSG_ERROR:
-                    (code,) = struct.unpack_from("=i", payload, 0)
-                    if code == 0:
-                        return out
-                    if -code == errno.ENOENT:
-                        return None
-                    raise NftnlError(-code, os.strerror(-code))
-                out.append((mtype & 0xFF, payload[_NFGENMSG.size :]))
+    """One nf_tables request (see nfnetlink.request); None on ENOENT (no such table/chain/
+    set/element)."""
+    return nfnetlink.request(NFNL_SUBSYS_NFTABLES, kind, flags, body)
 
 
 def chain_rules(family: str, table: str, chain: str) -> list[Rule]:
     """Every rule of ``family table chain`` in this thread's namespace, in order; empty when
     the table or the chain does not exist."""
-    body = _NFGENMSG.pack(FAMILIES[family], 0, 0)
+    body = NFGENMSG.pack(FAMILIES[family], 0, 0)
     body += attr_str(NFTA_RULE_TABLE, table) + attr_str(NFTA_RULE_CHAIN, chain)
     out: list[Rule] = []
     for mtype, payload in _request(NFT_MSG_GETRULE, NLM_F_DUMP, body) or []:
@@ -249,7 +179,7 @@ def chain_rules(family: str, table: str, chain: str) -> list[Rule]:
 def chain_exists(family: str, table: str, chain: str) -> bool:
     """Whether ``family table chain`` exists in this thread's namespace (one NFT_MSG_GETCHAIN
     for that chain, not a listing)."""
-    body = _NFGENMSG.pack(FAMILIES[family], 0, 0)
+    body = NFGENMSG.pack(FAMILIES[family], 0, 0)
     body += attr_str(NFTA_CHAIN_TABLE, table) + attr_str(NFTA_CHAIN_NAME, chain)
     return _request(NFT_MSG_GETCHAIN, NLM_F_ACK, body) is not None
 
@@ -285,7 +215,7 @@ def _elements_of(payload: bytes) -> list[Element]:
 
 
 def _list_head(family: str, table: str, set_name: str) -> bytes:
-    body = _NFGENMSG.pack(FAMILIES[family], 0, 0)
+    body = NFGENMSG.pack(FAMILIES[family], 0, 0)
     body += attr_str(NFTA_SET_ELEM_LIST_TABLE, table)
     return body + attr_str(NFTA_SET_ELEM_LIST_SET, set_name)
 
@@ -338,14 +268,14 @@ def _element_body(family: str, table: str, change: ElementChange) -> bytes:
     if change.add and change.comment:
         text = change.comment.encode()[:254] + b"\0"
         elem += attr(NFTA_SET_ELEM_USERDATA, bytes((NFTNL_UDATA_RULE_COMMENT, len(text))) + text)
-    body = _NFGENMSG.pack(FAMILIES[family], 0, 0)
+    body = NFGENMSG.pack(FAMILIES[family], 0, 0)
     body += attr_str(NFTA_SET_ELEM_LIST_TABLE, table)
     body += attr_str(NFTA_SET_ELEM_LIST_SET, change.set_name)
     return body + _nested(NFTA_SET_ELEM_LIST_ELEMENTS, _nested(NFTA_LIST_ELEM, elem))
 
 
 def _chain_messages(family: str, table: str, removal: ChainRemoval) -> list[tuple[int, bytes]]:
-    head = _NFGENMSG.pack(FAMILIES[family], 0, 0) + attr_str(NFTA_RULE_TABLE, table)
+    head = NFGENMSG.pack(FAMILIES[family], 0, 0) + attr_str(NFTA_RULE_TABLE, table)
     return [
         (NFT_MSG_DELRULE, head + attr_str(NFTA_RULE_CHAIN, removal.chain)),
         (NFT_MSG_DELCHAIN, head + attr_str(NFTA_CHAIN_NAME, removal.chain)),
@@ -372,14 +302,14 @@ def change_elements(
     Raises NftnlError with the kernel's errno (ENOENT: no such table, set or element)."""
     if not changes:
         return
-    conn = _conn()
+    conn = nfnetlink.connection()
     with conn.lock:
         first = conn.seq + 1
         parts: list[bytes] = []
 
         def message(kind: int, flags: int, body: bytes) -> None:
             conn.seq = (conn.seq + 1) & 0xFFFFFFFF
-            header = _NLMSGHDR.pack(_NLMSGHDR.size + len(body), kind, flags, conn.seq, 0)
+            header = NLMSGHDR.pack(NLMSGHDR.size + len(body), kind, flags, conn.seq, 0)
             parts.append(header + body)
 
         # Only the last message asks for an ack: the kernel reports every failed message
@@ -397,7 +327,7 @@ def change_elements(
             todo.append(
                 ((NFNL_SUBSYS_NFTABLES << 8) | kind, flags, _element_body(family, table, change))
             )
-        batch = _NFGENMSG.pack(0, 0, socket.htons(NFNL_SUBSYS_NFTABLES))
+        batch = NFGENMSG.pack(0, 0, socket.htons(NFNL_SUBSYS_NFTABLES))
         message(NFNL_MSG_BATCH_BEGIN, NLM_F_REQUEST, batch)
         for index, (kind, flags, body) in enumerate(todo):
             message(kind, flags | (NLM_F_ACK if index == len(todo) - 1 else 0), body)
@@ -408,7 +338,7 @@ def change_elements(
         ours = {(first + i) & 0xFFFFFFFF for i in range(len(parts))}
         waiting = {(conn.seq - 1) & 0xFFFFFFFF}  # the last change: acked, or refused
         while waiting:
-            for mtype, mseq, payload in _replies(conn.sock.recv(_RECV)):
+            for mtype, mseq, payload in nfnetlink.replies(conn.sock.recv(RECV_SIZE)):
                 if mtype == NLMSG_ERROR and mseq in ours:
                     (code,) = struct.unpack_from("=i", payload, 0)
                     if code:  # the batch was aborted; replies still queued are skipped later
