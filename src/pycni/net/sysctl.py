@@ -4,6 +4,10 @@ namespace of the thread that opens them, so a thread inside a namespace can set 
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pycni.net.kernel import Kernel
 
 
 def path_of(name: str) -> str:
@@ -47,9 +51,24 @@ def ensure(name: str, value: str) -> None:
         write(name, value)
 
 
-def enable_forwarding(version: int) -> None:
-    """ip_forward for IPv4, conf/all/forwarding for IPv6 (pkg/ip's EnableIP4/6Forward)."""
-    if version == 4:
-        ensure("net/ipv4/ip_forward", "1")
-    else:
-        ensure("net/ipv6/conf/all/forwarding", "1")
+def enable_forwarding(version: int, kernel: Kernel | None = None) -> None:
+    """ip_forward for IPv4, conf/all/forwarding for IPv6 (pkg/ip's EnableIP4/6Forward).
+
+    The current value is read over netlink (RTM_GETNETCONF, with ``kernel`` if given, a client
+    of this thread's namespace): opening /proc/sys/net/ipv4/* walks past an entry per
+    namespace that ever looked at it (docs/benchmarks.md). Only a needed write, or a kernel
+    that does not answer, goes through /proc/sys."""
+    from pycni.net.kernel import NetlinkError, family_of
+    from pycni.net.netlink import rtnl
+
+    name = "net/ipv4/ip_forward" if version == 4 else "net/ipv6/conf/all/forwarding"
+    try:
+        if kernel is not None:
+            current = kernel.forwarding(family_of(version))
+        else:
+            with rtnl() as own:
+                current = own.forwarding(family_of(version))
+    except NetlinkError:
+        current = None  # e.g. IPv6 off: the /proc/sys path answers as it always did
+    if current != 1:
+        ensure(name, "1")
