@@ -2,13 +2,15 @@
 """Which kernel operation of a pod's ADD/DEL costs more as network namespaces accumulate.
 
 Not a test. In a private node namespace with a bridge, COUNT pod namespaces are made, each
-with a veth on the bridge (as the scale bench leaves them). Then each primitive of a bridge
-ADD/DEL is timed in isolation (median µs of several rounds): entering a pod's namespace and
-coming back, a netlink socket opened and closed (node side, pod side), a veth created with
-its peer in a pod and deleted again, a pod's link looked up, an IPv4 sysctl written in the
-pod, and the whole kernel floor ADD and DEL (bench/scale_curve.KernelFloor). With ``--perf
-DIR`` the floor ADD/DEL loop runs under ``perf record -g -e cpu-clock`` (kernel stacks) and
-the report of the top kernel symbols is written to DIR/floor-COUNT.txt.
+with a veth on the bridge and accept_dad written under /proc/sys/net/ipv6 inside (as pycni's
+bridge leaves them; pycni sets arp_notify over netlink, so pods no longer open
+/proc/sys/net/ipv4). Then each primitive of a bridge ADD/DEL is timed alone (median µs of
+several rounds): entering a pod's namespace and back, a netlink socket opened and closed,
+a veth created with its peer in a pod and deleted, a pod's link looked up, /proc/sys reads
+and writes and their netlink replacements, and the kernel floor ADD (step by step) and DEL
+(bench/scale_curve.KernelFloor). With ``--perf DIR`` floor ADDs and DELs run under a
+system-wide ``perf record -g -e cpu-clock`` (bench/kernel_perf.py) and the kernel time of
+this process per call is printed by syscall, rtnetlink handler and kernel function.
 
     sudo .venv/bin/python bench/probe_netns_scale.py 10 1000
     sudo .venv/bin/python bench/probe_netns_scale.py --perf /tmp/perf 10 1000
@@ -35,7 +37,7 @@ from kernel_perf import Perf, growth_table, kernel_time_by_syscall, report  # no
 from scale_curve import KernelFloor, inside  # noqa: E402
 
 from pycni.net import link, sysctl  # noqa: E402
-from pycni.net.kernel import Route  # noqa: E402
+from pycni.net.kernel import AF_INET, IPV4_DEVCONF_ARP_NOTIFY, Route  # noqa: E402
 from pycni.net.link import wait_oper_up  # noqa: E402
 from pycni.net.netlink import rtnl  # noqa: E402
 from pycni.net.ns import NetNS, entered_fd  # noqa: E402
@@ -90,6 +92,8 @@ class Node:
         while self.pods < count:
             path = self._ns(f"pod{self.pods}")
             self.floor.add(self.pods, path)
+            with NetNS.open(path) as pod, pod.entered():  # as pycni's bridge does in a pod
+                sysctl.write("net/ipv6/conf/eth0/accept_dad", "0")
             self.pods += 1
 
     def cleanup(self) -> None:
@@ -129,7 +133,17 @@ def primitives(node: Node) -> dict[str, float]:
 
         def sysctl_pod() -> None:
             with entered_fd(pod.fd):
-                sysctl.write("net/ipv4/conf/eth0/arp_notify", "1")
+                sysctl.write("net/ipv6/conf/eth0/accept_dad", "0")
+
+        def netlink_conf_pod() -> None:
+            with entered_fd(pod.fd), rtnl() as kernel:
+                kernel.set_ipv4_conf(link.index_of(kernel, "eth0"), {IPV4_DEVCONF_ARP_NOTIFY: 1})
+
+        def ipv4_node() -> None:
+            sysctl.read("net/ipv4/ip_forward")
+
+        def ipv6_node() -> None:
+            sysctl.read("net/ipv6/conf/cni0/accept_ra")
 
         with rtnl() as kernel:
 
@@ -149,7 +163,16 @@ def primitives(node: Node) -> dict[str, float]:
             out["udp socket open+close (node)"] = _us(socket_udp_node)
             out["netlink socket open+close (pod, incl. setns)"] = _us(socket_pod)
             out["pod link lookup (setns, socket, get)"] = _us(link_lookup_pod)
-            out["pod sysctl write (setns, /proc/sys)"] = _us(sysctl_pod)
+            out["pod: ipv6 accept_dad write (setns, /proc/sys)"] = _us(sysctl_pod)
+            out["pod: arp_notify over netlink (setns, socket, lookup, set)"] = _us(netlink_conf_pod)
+            out["node: /proc/sys/net/ipv4/ip_forward read"] = _us(ipv4_node)
+            out["node: /proc/sys/net/ipv6/conf/cni0/accept_ra read"] = _us(ipv6_node)
+            out["node: forwarding over netlink (RTM_GETNETCONF)"] = _us(
+                lambda: kernel.forwarding(AF_INET)
+            )
+            out["node: bridge ipv6 conf over netlink (RTM_GETLINK)"] = _us(
+                lambda: kernel.ipv6_conf(floor.bridge_index)
+            )
             out["veth with peer in a pod + delete"] = _us(veth_in_pod, rounds=3, calls=10)
             out["veth both ends in node + delete"] = _us(veth_local, rounds=3, calls=10)
             os.close(here)
