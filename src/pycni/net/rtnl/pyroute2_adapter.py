@@ -9,6 +9,7 @@ and its NetlinkError becomes ours, so no caller sees a pyroute2 type.
 from __future__ import annotations
 
 import fcntl
+import functools
 import ipaddress
 import os
 from collections.abc import Iterator
@@ -269,13 +270,9 @@ class _Pyroute2Messages:
         self.netconf = netconf
 
 
-_MESSAGES: list[_Pyroute2Messages] = []
-
-
+@functools.cache
 def _messages() -> _Pyroute2Messages:
-    if not _MESSAGES:
-        _MESSAGES.append(_Pyroute2Messages())
-    return _MESSAGES[0]
+    return _Pyroute2Messages()
 
 
 class Pyroute2Kernel:
