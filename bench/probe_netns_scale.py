@@ -170,8 +170,8 @@ def primitives(node: Node) -> dict[str, float]:
             out["node: forwarding over netlink (RTM_GETNETCONF)"] = _us(
                 lambda: kernel.forwarding(AF_INET)
             )
-            out["node: bridge ipv6 conf over netlink (RTM_GETLINK)"] = _us(
-                lambda: kernel.ipv6_conf(floor.bridge_index)
+            out["node: bridge link lookup (RTM_GETLINK)"] = _us(
+                lambda: kernel.link(floor.bridge_index)
             )
             out["veth with peer in a pod + delete"] = _us(veth_in_pod, rounds=3, calls=10)
             out["veth both ends in node + delete"] = _us(veth_local, rounds=3, calls=10)

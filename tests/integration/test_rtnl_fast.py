@@ -22,8 +22,6 @@ from pycni.net import sysctl
 from pycni.net.kernel import (
     AF_INET,
     AF_INET6,
-    DEVCONF_ACCEPT_DAD,
-    DEVCONF_ACCEPT_RA,
     IPV4_DEVCONF_ARP_NOTIFY,
     IPV4_DEVCONF_ROUTE_LOCALNET,
     Kernel,
@@ -227,26 +225,6 @@ def test_ipv4_conf_over_netlink_is_the_sysctl(node: harness.Namespace, kernel: K
     with pytest.raises(NetlinkError) as exc:
         kernel.set_ipv4_conf(99999, {IPV4_DEVCONF_ARP_NOTIFY: 1})
     assert exc.value.no_such_link
-
-
-@pytest.mark.kernel
-def test_ipv6_conf_read_over_netlink(node: harness.Namespace, both: Any) -> None:
-    """ipv6_conf shows what /proc/sys/net/ipv6/conf/<dev> holds, the same in both clients."""
-    fast, slow = both
-    node.run("ip", "link", "add", "da", "type", "veth", "peer", "name", "db")
-    index = ip_json(node, "link", "show", "da")[0]["ifindex"]
-    for ra, dad in (("0", "1"), ("2", "0")):
-        node.run("sh", "-c", f"echo {ra} > /proc/sys/net/ipv6/conf/da/accept_ra")
-        node.run("sh", "-c", f"echo {dad} > /proc/sys/net/ipv6/conf/da/accept_dad")
-        for kernel in (fast, slow):
-            conf = kernel.ipv6_conf(index)
-            shown = _sysctl(node, "net/ipv6/conf/da/accept_ra")
-            assert conf[DEVCONF_ACCEPT_RA] == int(ra) == int(shown)
-            assert conf[DEVCONF_ACCEPT_DAD] == int(dad)
-    with pytest.raises(NetlinkError):
-        fast.ipv6_conf(99999)
-    with pytest.raises(NetlinkError):
-        slow.ipv6_conf(99999)
 
 
 @pytest.mark.kernel

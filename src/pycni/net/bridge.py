@@ -7,14 +7,7 @@ import ipaddress
 from dataclasses import dataclass
 
 from pycni.net import sysctl
-from pycni.net.kernel import (
-    DEVCONF_ACCEPT_RA,
-    IFF_PROMISC,
-    IFF_UP,
-    IPInterface,
-    Kernel,
-    NetlinkError,
-)
+from pycni.net.kernel import IFF_PROMISC, IFF_UP, IPInterface, Kernel, NetlinkError
 from pycni.net.link import LinkNotFound, addresses, get, index_of
 
 # bridge VLAN flags (linux/if_bridge.h)
@@ -65,21 +58,10 @@ def ensure_bridge(
     index = found.index
     if promisc and not found.flags & IFF_PROMISC:
         kernel.set_link(index, flags=IFF_PROMISC, flag_mask=IFF_PROMISC)
-    if _accept_ra(kernel, index) != 0:
-        sysctl.try_write(f"net/ipv6/conf/{name}/accept_ra", "0")
+    sysctl.try_write(f"net/ipv6/conf/{name}/accept_ra", "0")
     if not found.flags & IFF_UP:
         kernel.set_link(index, up=True)
     return BridgeInfo(index, created)
-
-
-def _accept_ra(kernel: Kernel, index: int) -> int | None:
-    """The bridge's accept_ra, read over netlink (None: unknown). Every ADD makes sure it is 0,
-    as the reference; reading first spares the /proc/sys write when it already is (nearly
-    always), whose path walk costs more with every namespace on the machine."""
-    try:
-        return kernel.ipv6_conf(index).get(DEVCONF_ACCEPT_RA)
-    except NetlinkError:
-        return None
 
 
 def attach_port(

@@ -33,9 +33,6 @@ NUD_PERMANENT = 0x80
 # under /proc/sys/net/ipv4/conf/<dev>/ that set_ipv4_conf writes over netlink
 IPV4_DEVCONF_ARP_NOTIFY = 22
 IPV4_DEVCONF_ROUTE_LOCALNET = 26
-# IPv6 per-device settings (include/uapi/linux/ipv6.h DEVCONF_*): keys of ipv6_conf()
-DEVCONF_ACCEPT_RA = 3
-DEVCONF_ACCEPT_DAD = 27
 
 IFF_UP = 0x1
 IFF_PROMISC = 0x100
@@ -291,12 +288,6 @@ class Kernel(Protocol):
         /proc/sys/net/ipv4/conf/<dev>/<name>, for the entries whose /proc handler does nothing
         more (arp_notify; route_localnet set to 1), without the /proc/sys path walk whose cost
         grows with the namespaces on the machine (docs/benchmarks.md)."""
-        ...
-
-    def ipv6_conf(self, index: int) -> dict[int, int]:
-        """The link's IPv6 settings (DEVCONF_* id → value, IFLA_INET6_CONF of RTM_GETLINK;
-        empty when the link has no IPv6): what /proc/sys/net/ipv6/conf/<dev>/ shows, read
-        without the /proc/sys walk. The kernel offers no netlink setter for them."""
         ...
 
     def forwarding(self, family: int) -> int:

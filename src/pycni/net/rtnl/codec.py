@@ -41,7 +41,7 @@ RTM_NEWNETCONF, RTM_GETNETCONF = 80, 82
 IFLA_ADDRESS, IFLA_IFNAME, IFLA_MTU, IFLA_LINK, IFLA_MASTER = 1, 3, 4, 5, 10
 IFLA_TXQLEN, IFLA_OPERSTATE, IFLA_LINKINFO, IFLA_IFALIAS = 13, 16, 18, 20
 IFLA_NET_NS_FD, IFLA_EXT_MASK, IFLA_PROMISCUITY, IFLA_LINK_NETNSID = 28, 29, 30, 37
-IFLA_AF_SPEC, IFLA_INET_CONF, IFLA_INET6_CONF = 26, 1, 2
+IFLA_AF_SPEC, IFLA_INET_CONF = 26, 1
 NETCONFA_IFINDEX, NETCONFA_FORWARDING, NETCONFA_IFINDEX_ALL = 1, 2, -1
 NETCONFMSG = struct.Struct("=Bxxx")  # struct netconfmsg, padded to 4 as the kernel parses it
 IFLA_INFO_KIND, IFLA_INFO_DATA, VETH_INFO_PEER = 1, 2, 1
@@ -156,23 +156,6 @@ def decode_link(payload: bytes) -> Link:
         macvlan_mode=mode,
         vxlan=vxlan,
     )
-
-
-def decode_ipv6_conf(payload: bytes) -> dict[int, int]:
-    """IFLA_AF_SPEC > AF_INET6 > IFLA_INET6_CONF of an RTM_NEWLINK payload: an array of s32
-    indexed by DEVCONF_* id ({} when the link has no IPv6)."""
-    raw = parse_attrs(payload, IFINFOMSG.size, len(payload))
-    spec = raw.get(IFLA_AF_SPEC)
-    if spec is None:
-        return {}
-    inet6 = parse_attrs(spec, 0, len(spec)).get(socket.AF_INET6)
-    if inet6 is None:
-        return {}
-    conf = parse_attrs(inet6, 0, len(inet6)).get(IFLA_INET6_CONF)
-    if conf is None:
-        return {}
-    count = len(conf) // _S32.size
-    return dict(enumerate(struct.unpack_from(f"={count}i", conf)))
 
 
 def decode_address(payload: bytes) -> Address | None:

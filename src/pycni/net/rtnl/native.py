@@ -128,13 +128,6 @@ class NativeKernel:
     def set_ipv4_conf(self, index: int, values: dict[int, int]) -> None:
         self._do(c.RTM_NEWLINK, NLM_F_ACK, c.set_ipv4_conf(index, values))
 
-    def ipv6_conf(self, index: int) -> dict[int, int]:
-        # every RTM_GETLINK reply carries IFLA_AF_SPEC with the link's IPv6 settings
-        for kind, payload in self._do(c.RTM_GETLINK, 0, c.get_link(index)):
-            if kind == c.RTM_NEWLINK:
-                return c.decode_ipv6_conf(payload)
-        raise NetlinkError(19)  # ENODEV
-
     def forwarding(self, family: int) -> int:
         for kind, payload in self._do(c.RTM_GETNETCONF, 0, c.get_netconf(family)):
             if kind == c.RTM_NEWNETCONF:

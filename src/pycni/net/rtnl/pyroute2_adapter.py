@@ -438,19 +438,6 @@ class Pyroute2Kernel:
         with _translated():
             self._ipr.nlm_request(msg, msg_type=RTM_NEWLINK, msg_flags=NLM_F_REQUEST | NLM_F_ACK)
 
-    def ipv6_conf(self, index: int) -> dict[int, int]:
-        from pyroute2.netlink.rtnl.ifinfmsg import ifinfmsg
-
-        with _translated():
-            msg = self._ipr.get_links(index)[0]
-        spec = msg.get_attr("IFLA_AF_SPEC")
-        inet6 = spec.get_attr("AF_INET6") if spec is not None else None
-        conf = inet6.get_attr("IFLA_INET6_CONF") if inet6 is not None else None
-        if conf is None:
-            return {}
-        names = ifinfmsg.af_spec_inet.inet6.ipv6_devconf.field_names  # in DEVCONF_* order
-        return {i: _int(conf[name]) for i, name in enumerate(names) if name in conf}
-
     def forwarding(self, family: int) -> int:
         from pyroute2.netlink import NLM_F_REQUEST
         from pyroute2.netlink.rtnl import RTM_GETNETCONF, RTM_NEWNETCONF
