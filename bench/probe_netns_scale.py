@@ -19,7 +19,6 @@ this process per call is printed by syscall, rtnetlink handler and kernel functi
 from __future__ import annotations
 
 import argparse
-import ctypes
 import ipaddress
 import os
 import socket
@@ -47,8 +46,6 @@ from pycni.playground import create_netns, delete_netns, netns_path  # noqa: E40
 PREFIX = f"pnsc{os.getpid() % 100000}-"
 SPARE = 20  # pod namespaces without a veth for the measured ADDs (a bridge takes 1024 ports)
 PERF_TABLES: dict[str, dict[int, dict[str, float]]] = {}  # "floor-add" -> pods -> µs by key
-_libc = ctypes.CDLL(None, use_errno=True)
-CLONE_NEWNET = 0x40000000
 
 
 def _us(fn: Callable[[], None], rounds: int = 5, calls: int = 40) -> float:
@@ -61,10 +58,21 @@ def _us(fn: Callable[[], None], rounds: int = 5, calls: int = 40) -> float:
     return statistics.median(per_round)
 
 
-def _unshare_thread_ns() -> None:
-    """A fresh namespace for this thread only (nothing bound to it: freed on leaving)."""
-    if _libc.unshare(CLONE_NEWNET) != 0:
-        raise OSError(ctypes.get_errno(), "unshare")
+def _read_path(path: str) -> None:
+    """Open and read by full path (what every /proc/sys access did before the kept fds)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.read(fd, 64)
+    finally:
+        os.close(fd)
+
+
+def _write_path(path: str, value: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, value)
+    finally:
+        os.close(fd)
 
 
 class Node:
@@ -133,16 +141,19 @@ def primitives(node: Node) -> dict[str, float]:
 
         def sysctl_pod() -> None:
             with entered_fd(pod.fd):
-                sysctl.write("net/ipv6/conf/eth0/accept_dad", "0")
+                _write_path("/proc/sys/net/ipv6/conf/eth0/accept_dad", b"0")
 
         def netlink_conf_pod() -> None:
             with entered_fd(pod.fd), rtnl() as kernel:
                 kernel.set_ipv4_conf(link.index_of(kernel, "eth0"), {IPV4_DEVCONF_ARP_NOTIFY: 1})
 
         def ipv4_node() -> None:
-            sysctl.read("net/ipv4/ip_forward")
+            _read_path("/proc/sys/net/ipv4/ip_forward")
 
         def ipv6_node() -> None:
+            _read_path("/proc/sys/net/ipv6/conf/cni0/accept_ra")
+
+        def ipv6_node_kept() -> None:
             sysctl.read("net/ipv6/conf/cni0/accept_ra")
 
         with rtnl() as kernel:
@@ -167,6 +178,7 @@ def primitives(node: Node) -> dict[str, float]:
             out["pod: arp_notify over netlink (setns, socket, lookup, set)"] = _us(netlink_conf_pod)
             out["node: /proc/sys/net/ipv4/ip_forward read"] = _us(ipv4_node)
             out["node: /proc/sys/net/ipv6/conf/cni0/accept_ra read"] = _us(ipv6_node)
+            out["node: the same through pycni.net.sysctl (kept dir fd)"] = _us(ipv6_node_kept)
             out["node: forwarding over netlink (RTM_GETNETCONF)"] = _us(
                 lambda: kernel.forwarding(AF_INET)
             )
