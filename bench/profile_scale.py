@@ -21,11 +21,16 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
+
+sys.path.insert(0, str(ROOT / "bench"))
+
+from kernel_perf import Perf, growth_table, kernel_time_by_syscall, report  # noqa: E402
 
 from pycni.fast import install as fast_install  # noqa: E402
 from pycni.net.ns import NetNS  # noqa: E402
@@ -124,10 +129,31 @@ def top_functions(prof: cProfile.Profile) -> dict[str, float]:
     return out
 
 
+def _perfs(out_dir: Path | None, level: int) -> tuple[Perf | None, Perf | None]:
+    if out_dir is None:
+        return None, None
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return Perf(out_dir / f"pycni-add-{level}.data"), Perf(out_dir / f"pycni-del-{level}.data")
+
+
+def _run(perf: Perf | None, work: Callable[[], dict[str, float]]) -> dict[str, float]:
+    """``work()``, recorded by ``perf`` when given."""
+    if perf is None:
+        return work()
+    out: dict[str, float] = {}
+    perf.run(lambda: out.update(work()))
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoints", default="10,300,1000")
     parser.add_argument("--probe", type=int, default=5, help="ADD+DEL probes per checkpoint")
+    parser.add_argument(
+        "--perf",
+        type=Path,
+        help="record the probes' ADDs and DELs with perf (kernel stacks) into this dir",
+    )
     args = parser.parse_args()
     checkpoints = [int(x) for x in args.checkpoints.split(",")]
     work = Path(tempfile.mkdtemp(prefix="pprof-"))
@@ -137,6 +163,7 @@ def main() -> int:
     node = Node(work / "bin", work / "data")
     live: list[str] = []
     profiles: dict[int, dict[str, float]] = {}
+    perf_tables: dict[str, dict[int, dict[str, float]]] = {}
     try:
         with NetNS.open(f"/run/netns/{node_name}") as ns, ns.entered():
             k = 0
@@ -149,13 +176,21 @@ def main() -> int:
                 adds: dict[str, list[float]] = {}
                 dels: dict[str, list[float]] = {}
                 prof = cProfile.Profile()
+                perfs = _perfs(args.perf, level)
                 for _ in range(args.probe):
                     k += 1
                     cid = f"c{k}"
                     prof.enable()
-                    a = node.add(cid)
-                    d = node.delete(cid)
+                    a = _run(perfs[0], lambda cid=cid: node.add(cid))  # type: ignore[misc]
+                    d = _run(perfs[1], lambda cid=cid: node.delete(cid))  # type: ignore[misc]
                     prof.disable()
+                for perf in perfs:
+                    if perf is not None:
+                        perf.stop()
+                        report(perf.data, perf.data.with_suffix(".txt"))
+                        table = kernel_time_by_syscall(perf.data, os.getpid(), args.probe)
+                        name = perf.data.stem.rsplit("-", 1)[0]
+                        perf_tables.setdefault(name, {})[level] = table
                     for name, v in a.items():
                         adds.setdefault(name, []).append(v)
                     for name, v in d.items():
@@ -171,6 +206,9 @@ def main() -> int:
             print(f"\ncumulative ms per ADD+DEL, growth {checkpoints[0]} -> {checkpoints[-1]}:")
             for delta, name in growth:
                 print(f"  {delta:+8.2f}  {first.get(name, 0):7.2f} -> {last[name]:7.2f}  {name}")
+            for name, tables in perf_tables.items():
+                print(f"\n{name}: kernel time of this process per call, by syscall > function")
+                print(growth_table(tables))
             for cid in list(live):
                 node.delete(cid)
                 live.remove(cid)

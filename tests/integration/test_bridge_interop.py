@@ -73,6 +73,12 @@ def _kernel(node: harness.Namespace, pod: harness.Namespace) -> dict[str, Any]:
         "masq": _masq_count(node),
         "accept_dad": sysctl_in(pod, "net/ipv6/conf/eth0/accept_dad"),
         "arp_notify": sysctl_in(pod, "net/ipv4/conf/eth0/arp_notify"),
+        "bridge_accept_ra": sysctl_in(node, "net/ipv6/conf/cnibr0/accept_ra"),
+        "host_accept_ra": sorted(
+            sysctl_in(node, f"net/ipv6/conf/{name}/accept_ra")
+            for name in links
+            if name.startswith("veth")
+        ),
     }
 
 

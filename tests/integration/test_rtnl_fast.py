@@ -18,7 +18,16 @@ from typing import Any
 
 import pytest
 
-from pycni.net.kernel import AF_INET, AF_INET6, Kernel, NetlinkError, Route
+from pycni.net import sysctl
+from pycni.net.kernel import (
+    AF_INET,
+    AF_INET6,
+    IPV4_DEVCONF_ARP_NOTIFY,
+    IPV4_DEVCONF_ROUTE_LOCALNET,
+    Kernel,
+    NetlinkError,
+    Route,
+)
 from pycni.net.rtnl.native import NativeKernel
 from pycni.net.rtnl.pyroute2_adapter import Pyroute2Kernel
 from tests import harness
@@ -195,6 +204,42 @@ def test_link_set(node: harness.Namespace, pod_factory: Any, kernel: Kernel) -> 
     with pytest.raises(NetlinkError) as exc:
         kernel.set_link(99999, up=True)
     assert exc.value.errno == errno.ENODEV
+
+
+def _sysctl(ns: harness.Namespace, name: str) -> str:
+    return str(ns.run("cat", f"/proc/sys/{name}").stdout).strip()
+
+
+@pytest.mark.kernel
+def test_ipv4_conf_over_netlink_is_the_sysctl(node: harness.Namespace, kernel: Kernel) -> None:
+    """set_ipv4_conf lands in the same place as a /proc/sys/net/ipv4/conf/<dev> write."""
+    node.run("ip", "link", "add", "ca", "type", "veth", "peer", "name", "cb")
+    index = ip_json(node, "link", "show", "ca")[0]["ifindex"]
+    assert _sysctl(node, "net/ipv4/conf/ca/arp_notify") == "0"
+    kernel.set_ipv4_conf(index, {IPV4_DEVCONF_ARP_NOTIFY: 1})
+    assert _sysctl(node, "net/ipv4/conf/ca/arp_notify") == "1"
+    assert _sysctl(node, "net/ipv4/conf/cb/arp_notify") == "0"  # only that link
+    kernel.set_ipv4_conf(index, {IPV4_DEVCONF_ARP_NOTIFY: 0, IPV4_DEVCONF_ROUTE_LOCALNET: 1})
+    assert _sysctl(node, "net/ipv4/conf/ca/arp_notify") == "0"
+    assert _sysctl(node, "net/ipv4/conf/ca/route_localnet") == "1"
+    with pytest.raises(NetlinkError) as exc:
+        kernel.set_ipv4_conf(99999, {IPV4_DEVCONF_ARP_NOTIFY: 1})
+    assert exc.value.no_such_link
+
+
+@pytest.mark.kernel
+def test_forwarding_read_over_netlink(node: harness.Namespace, kernel: Kernel) -> None:
+    """forwarding() reads what /proc/sys shows, per family, and follows a change."""
+    for family, name in (
+        (AF_INET, "net/ipv4/ip_forward"),
+        (AF_INET6, "net/ipv6/conf/all/forwarding"),
+    ):
+        for value in ("1", "0"):
+            node.run("sh", "-c", f"echo {value} > /proc/sys/{name}")
+            assert kernel.forwarding(family) == int(value) == int(_sysctl(node, name))
+        with node.entered():
+            sysctl.enable_forwarding(4 if family == AF_INET else 6, kernel)
+        assert _sysctl(node, name) == "1" and kernel.forwarding(family) == 1
 
 
 @pytest.mark.kernel

@@ -6,8 +6,8 @@ import errno
 import ipaddress
 
 from pycni.net import sysctl
-from pycni.net.kernel import IFF_PROMISC, IFF_UP, IPInterface, Kernel, NetlinkError
-from pycni.net.link import LinkNotFound, addresses, get, index_of
+from pycni.net.kernel import IFF_PROMISC, IFF_UP, IPInterface, Kernel, NetlinkError, family_of
+from pycni.net.link import LinkNotFound, get, index_of
 from pycni.record import record
 
 # bridge VLAN flags (linux/if_bridge.h)
@@ -107,7 +107,10 @@ def ensure_addr(kernel: Kernel, bridge_name: str, address: IPInterface, force: b
     After adding, the bridge MAC is set to itself so it stops following its lowest port MAC.
     """
     index = index_of(kernel, bridge_name)
-    for existing in addresses(kernel, index):
+    # one family's dump: the kernel answers it without the RTNL mutex, unlike a dump of every
+    # family, which waits behind the kernel's per-pod work on a busy node (docs/benchmarks.md)
+    for found in kernel.addresses(index=index, family=family_of(address.version)):
+        existing = found.interface
         if existing.version != address.version:
             continue
         if existing == address:

@@ -35,6 +35,11 @@ RTPROT_STATIC = 4
 RTN_UNICAST = 1
 NUD_PERMANENT = 0x80
 
+# IPv4 per-device settings (include/uapi/linux/ip.h IPV4_DEVCONF_*): the ids of the entries
+# under /proc/sys/net/ipv4/conf/<dev>/ that set_ipv4_conf writes over netlink
+IPV4_DEVCONF_ARP_NOTIFY = 22
+IPV4_DEVCONF_ROUTE_LOCALNET = 26
+
 IFF_UP = 0x1
 IFF_PROMISC = 0x100
 IFF_ALLMULTI = 0x200
@@ -282,6 +287,19 @@ class Kernel(Protocol):
         ...
 
     def delete_link(self, index: int) -> None: ...
+
+    def set_ipv4_conf(self, index: int, values: dict[int, int]) -> None:
+        """Set IPv4 per-device settings (IPV4_DEVCONF_* id → value) of a link with one
+        RTM_SETLINK (IFLA_AF_SPEC/AF_INET/IFLA_INET_CONF): the same state as writing
+        /proc/sys/net/ipv4/conf/<dev>/<name>, for the entries whose /proc handler does nothing
+        more (arp_notify; route_localnet set to 1), without the /proc/sys path walk whose cost
+        grows with the namespaces on the machine (docs/benchmarks.md)."""
+        ...
+
+    def forwarding(self, family: int) -> int:
+        """The namespace's forwarding switch (net.ipv4.ip_forward, net.ipv6.conf.all.forwarding)
+        from RTM_GETNETCONF, read without a /proc/sys walk."""
+        ...
 
     def set_bridge_port(self, index: int, hairpin: bool, isolated: bool) -> None: ...
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 
-from pycni.net.kernel import IPInterface, Kernel, Link, NetlinkError
+from pycni.net.kernel import IPV4_DEVCONF_ARP_NOTIFY, IPInterface, Kernel, Link, NetlinkError
 from pycni.net.netlink import rtnl
 
 
@@ -45,6 +46,15 @@ def addresses(kernel: Kernel, index: int) -> list[IPInterface]:
     out = [a.interface for a in kernel.addresses(index=index)]
     out.sort(key=lambda a: a.version)
     return out
+
+
+def set_arp_notify(kernel: Kernel, index: int) -> None:
+    """net.ipv4.conf.<link>.arp_notify=1 (a gratuitous ARP when the link comes up or its
+    address changes), best effort as the reference's sysctl write. Set over netlink: the same
+    state as the /proc/sys write, without creating the pod's /proc/sys/net/ipv4 entry that
+    every later /proc/sys/net/ipv4 lookup on the machine must walk past (docs/benchmarks.md)."""
+    with contextlib.suppress(NetlinkError):
+        kernel.set_ipv4_conf(index, {IPV4_DEVCONF_ARP_NOTIFY: 1})
 
 
 # --- used by the interface plugins (bridge, …) ------------------------------------------------

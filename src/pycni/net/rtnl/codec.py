@@ -40,10 +40,14 @@ RTM_NEWROUTE, RTM_DELROUTE, RTM_GETROUTE = 24, 25, 26
 RTM_NEWRULE, RTM_DELRULE, RTM_GETRULE = 32, 33, 34
 FRA_SRC, FRA_PRIORITY, FRA_TABLE = 2, 6, 15
 FR_ACT_TO_TBL = 1
+RTM_NEWNETCONF, RTM_GETNETCONF = 80, 82
 
 IFLA_ADDRESS, IFLA_IFNAME, IFLA_MTU, IFLA_LINK, IFLA_MASTER = 1, 3, 4, 5, 10
 IFLA_TXQLEN, IFLA_OPERSTATE, IFLA_LINKINFO, IFLA_IFALIAS = 13, 16, 18, 20
 IFLA_NET_NS_FD, IFLA_EXT_MASK, IFLA_PROMISCUITY, IFLA_LINK_NETNSID = 28, 29, 30, 37
+IFLA_AF_SPEC, IFLA_INET_CONF = 26, 1
+NETCONFA_IFINDEX, NETCONFA_FORWARDING, NETCONFA_IFINDEX_ALL = 1, 2, -1
+NETCONFMSG = struct.Struct("=Bxxx")  # struct netconfmsg, padded to 4 as the kernel parses it
 IFLA_INFO_KIND, IFLA_INFO_DATA, VETH_INFO_PEER = 1, 2, 1
 IFLA_MACVLAN_MODE = 1
 AF_BRIDGE, IFLA_PROTINFO, IFLA_BRPORT_MODE, IFLA_BRPORT_ISOLATED = 7, 12, 4, 33
@@ -304,6 +308,25 @@ def set_link(
     if alias is not None:
         body += attr_str(IFLA_IFALIAS, alias)
     return body
+
+
+def set_ipv4_conf(index: int, values: dict[int, int]) -> bytes:
+    """RTM_NEWLINK setting IPv4 per-device settings: IFLA_AF_SPEC > AF_INET > IFLA_INET_CONF,
+    one u32 attribute per IPV4_DEVCONF_* id (the kernel's inet_set_link_af)."""
+    conf = nested(IFLA_INET_CONF, [attr_u32(key, value) for key, value in values.items()])
+    spec = nested(IFLA_AF_SPEC, [nested(socket.AF_INET, [conf])])
+    return ifinfo(index) + spec
+
+
+def get_netconf(family: int) -> bytes:
+    """RTM_GETNETCONF of the namespace-wide ("all") settings of a family."""
+    return NETCONFMSG.pack(family) + attr(NETCONFA_IFINDEX, _S32.pack(NETCONFA_IFINDEX_ALL))
+
+
+def decode_forwarding(payload: bytes) -> int | None:
+    """NETCONFA_FORWARDING of an RTM_NEWNETCONF reply (None when absent)."""
+    raw = parse_attrs(payload, NETCONFMSG.size, len(payload))
+    return _s32(raw.get(NETCONFA_FORWARDING))
 
 
 def bridge_port(index: int, hairpin: bool, isolated: bool) -> bytes:

@@ -130,6 +130,17 @@ class NativeKernel:
     ) -> None:
         self._do(c.RTM_NEWLINK, _CREATE, c.new_veth(name, peer_name, peer_netns_fd, mtu, peer_mac))
 
+    def set_ipv4_conf(self, index: int, values: dict[int, int]) -> None:
+        self._do(c.RTM_NEWLINK, NLM_F_ACK, c.set_ipv4_conf(index, values))
+
+    def forwarding(self, family: int) -> int:
+        for kind, payload in self._do(c.RTM_GETNETCONF, 0, c.get_netconf(family)):
+            if kind == c.RTM_NEWNETCONF:
+                value = c.decode_forwarding(payload)
+                if value is not None:
+                    return value
+        raise NetlinkError(95)  # EOPNOTSUPP: the kernel sent no forwarding setting
+
     def add_bridge(self, name: str, mtu: int = 0, vlan_filtering: bool = False) -> None:
         if vlan_filtering:
             self.pyroute2().add_bridge(name, mtu, vlan_filtering)

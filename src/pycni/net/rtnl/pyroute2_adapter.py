@@ -9,6 +9,7 @@ and its NetlinkError becomes ours, so no caller sees a pyroute2 type.
 from __future__ import annotations
 
 import fcntl
+import functools
 import ipaddress
 import os
 from collections.abc import Iterator
@@ -226,6 +227,54 @@ def route_spec(route: Route) -> dict[str, object]:
     return spec
 
 
+class _Pyroute2Messages:
+    """pyroute2 message classes for two requests it has no encoder for; made on first use
+    (pyroute2 is imported only then) by :func:`_messages`."""
+
+    def __init__(self) -> None:
+        from pyroute2.netlink import nla, nlmsg
+
+        class inet_conf(nlmsg):  # type: ignore[misc]
+            """RTM_NEWLINK with IFLA_AF_SPEC > AF_INET > IFLA_INET_CONF > {id: u32}."""
+
+            fields = (
+                ("family", "B"),
+                ("__align", "x"),
+                ("ifi_type", "H"),
+                ("index", "i"),
+                ("flags", "I"),
+                ("change", "I"),
+            )
+            nla_map = ((26, "IFLA_AF_SPEC", "af_spec"),)
+
+            class af_spec(nla):  # type: ignore[misc]
+                nla_map = ((2, "AF_INET", "inet"),)
+
+                class inet(nla):  # type: ignore[misc]
+                    nla_map = ((1, "IFLA_INET_CONF", "conf"),)
+
+                    class conf(nla):  # type: ignore[misc]
+                        nla_map = tuple((i, f"IPV4_DEVCONF_{i}", "uint32") for i in range(1, 34))
+
+        class netconf(nlmsg):  # type: ignore[misc]
+            """struct netconfmsg and the NETCONFA_* attributes pycni reads."""
+
+            fields = (("family", "B"), ("__pad", "3x"))
+            nla_map = (
+                (0, "NETCONFA_UNSPEC", "none"),
+                (1, "NETCONFA_IFINDEX", "int32"),
+                (2, "NETCONFA_FORWARDING", "int32"),
+            )
+
+        self.inet_conf = inet_conf
+        self.netconf = netconf
+
+
+@functools.cache
+def _messages() -> _Pyroute2Messages:
+    return _Pyroute2Messages()
+
+
 class Pyroute2Kernel:
     """The Kernel through one pyroute2 IPRoute (of the namespace it was opened in)."""
 
@@ -371,6 +420,42 @@ class Pyroute2Kernel:
 
     def delete_link(self, index: int) -> None:
         self._link("del", index=index)
+
+    def set_ipv4_conf(self, index: int, values: dict[int, int]) -> None:
+        from pyroute2.netlink import NLM_F_ACK, NLM_F_REQUEST
+        from pyroute2.netlink.rtnl import RTM_NEWLINK
+
+        conf = [[f"IPV4_DEVCONF_{key}", value] for key, value in values.items()]
+        msg = _messages().inet_conf()
+        msg["index"] = index
+        msg["attrs"] = [
+            [
+                "IFLA_AF_SPEC",
+                {"attrs": [["AF_INET", {"attrs": [["IFLA_INET_CONF", {"attrs": conf}]]}]]},
+            ]
+        ]
+        self._ipr.status["nlm_generator"] = False  # see _qdisc_request
+        with _translated():
+            self._ipr.nlm_request(msg, msg_type=RTM_NEWLINK, msg_flags=NLM_F_REQUEST | NLM_F_ACK)
+
+    def forwarding(self, family: int) -> int:
+        from pyroute2.netlink import NLM_F_REQUEST
+        from pyroute2.netlink.rtnl import RTM_GETNETCONF, RTM_NEWNETCONF
+
+        netconf = _messages().netconf
+        self._ipr.marshal.msg_map[RTM_NEWNETCONF] = netconf  # pyroute2 has no reader of its own
+        msg = netconf()
+        msg["family"] = family
+        msg["attrs"] = [["NETCONFA_IFINDEX", -1]]  # NETCONFA_IFINDEX_ALL
+        self._ipr.status["nlm_generator"] = False
+        with _translated():
+            for reply in self._ipr.nlm_request(
+                msg, msg_type=RTM_GETNETCONF, msg_flags=NLM_F_REQUEST
+            ):
+                value = reply.get_attr("NETCONFA_FORWARDING")
+                if isinstance(value, int):
+                    return value
+        raise NetlinkError(95)  # EOPNOTSUPP: the kernel sent no forwarding setting
 
     def set_bridge_port(self, index: int, hairpin: bool, isolated: bool) -> None:
         with _translated():

@@ -13,7 +13,7 @@ import contextlib
 from pycni.net import sysctl
 from pycni.net.addr import AddressError, configure_iface, validate_ips
 from pycni.net.kernel import IPInterface, Kernel
-from pycni.net.link import LinkNotFound, delete_by_name
+from pycni.net.link import LinkNotFound, delete_by_name, set_arp_notify
 from pycni.net.netlink import rtnl
 from pycni.net.ns import NetNS, NetNSNotFound
 from pycni.net.route import RouteError, validate_routes
@@ -90,12 +90,10 @@ def configure_pod_iface(
     kernel: Kernel, ifname: str, index: int, result: Result, ndisc_notify: bool = True
 ) -> None:
     """In the pod: announce the addresses (arp/ndisc notify), add them, up, routes."""
-    keys = ["net/ipv4/conf/{}/arp_notify"]
+    set_arp_notify(kernel, index)
     if ndisc_notify:
-        keys.append("net/ipv6/conf/{}/ndisc_notify")
-    for key in keys:
         with contextlib.suppress(OSError):  # IPv6 may be disabled in the pod
-            sysctl.write(key.format(ifname), "1")
+            sysctl.write(f"net/ipv6/conf/{ifname}/ndisc_notify", "1")
     try:
         configure_iface(kernel, ifname, index, result)
     except (AddressError, RouteError) as exc:

@@ -313,7 +313,7 @@ class Bridge(Plugin):
                 _try_sysctl(f"net/ipv6/conf/{ifname}/accept_dad", "1")
             else:
                 _try_sysctl(f"net/ipv6/conf/{ifname}/accept_dad", "0")
-            _try_sysctl(f"net/ipv4/conf/{ifname}/arp_notify", "1")
+            link.set_arp_notify(pod_kernel, cont_index)
             try:
                 configure_iface(pod_kernel, ifname, cont_index, result)
             except (AddressError, RouteError) as exc:
@@ -334,7 +334,7 @@ class Bridge(Plugin):
                         )
                 if gateways[fam]:
                     rb.step("forwarding")
-                    sysctl.enable_forwarding(fam)
+                    sysctl.enable_forwarding(fam, host)
 
         if conf.ip_masq:
             masquerade(rb, conf.ip_masq_backend, result, conf.name, req)

@@ -1,0 +1,72 @@
+"""pycni.net.sysctl opens net/ipv4 and net/ipv6 entries relative to a kept directory fd of the
+thread's namespace: every read and write must still land in the calling thread's namespace,
+also when threads switch namespaces, when a kept namespace is deleted, and for names that
+must not take the short way."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pycni.net import sysctl
+from tests import harness
+
+
+def _shown(ns: harness.Namespace, name: str) -> str:
+    return str(ns.run("cat", f"/proc/sys/{name}").stdout).strip()
+
+
+@pytest.mark.kernel
+def test_writes_land_in_the_calling_namespace(node: harness.Namespace, pod_factory: Any) -> None:
+    pods = [pod_factory() for _ in range(3)]
+    key = "net/ipv6/conf/lo/accept_ra"
+    for round_ in range(3):  # the same namespaces again: through the kept fds
+        for i, ns in enumerate([node, *pods]):
+            value = str((i + round_) % 3)
+            with ns.entered():
+                sysctl.write(key, value)
+                assert sysctl.read(key) == value
+            assert _shown(ns, key) == value
+    for i, ns in enumerate([node, *pods]):
+        assert _shown(ns, key) == str((i + 2) % 3)
+    with node.entered():
+        sysctl.write("net.ipv4.conf.lo.arp_notify", "1")  # the dotted form too
+    assert _shown(node, "net/ipv4/conf/lo/arp_notify") == "1"
+    assert all(_shown(p, "net/ipv4/conf/lo/arp_notify") == "0" for p in pods)
+
+
+@pytest.mark.kernel
+def test_a_deleted_namespace_never_answers_for_a_new_one(node: harness.Namespace) -> None:
+    """More namespaces than fds are kept, each deleted after use: the next namespace (which
+    may reuse a deleted one's inode number) still gets its own entries."""
+    key = "net/ipv6/conf/lo/accept_ra"
+    for i in range(sysctl._KEPT + 4):
+        ns = harness.create_namespace(f"sk{i}")
+        try:
+            with ns.entered():
+                assert sysctl.read(key) != "2"
+                sysctl.write(key, "2")
+                assert sysctl.read(key) == "2"
+            assert _shown(ns, key) == "2"
+        finally:
+            ns.delete()
+    assert _shown(node, key) != "2"
+
+
+@pytest.mark.kernel
+def test_missing_entries_and_other_names_behave_as_paths(node: harness.Namespace) -> None:
+    with node.entered():
+        with pytest.raises(FileNotFoundError):
+            sysctl.write("net/ipv4/conf/nosuch0/arp_notify", "1")
+        with pytest.raises(FileNotFoundError):
+            sysctl.read("net/ipv6/conf/nosuch0/accept_ra")
+        sysctl.try_write("net/ipv6/conf/nosuch0/accept_ra", "0")  # best effort: no error
+        assert sysctl.read("kernel/ostype") == "Linux"  # outside net/ipv4, net/ipv6
+        # a name that climbs out of the family directory takes the full path, never the fd
+        assert sysctl.read("net/ipv4/../core/somaxconn") == _shown(node, "net/core/somaxconn")
+        # an absolute rest would ignore the directory fd: it must stay below /proc/sys
+        with pytest.raises(FileNotFoundError):
+            sysctl.read("net/ipv4//etc/hostname")
+        with pytest.raises(FileNotFoundError):
+            sysctl.read("net/ipv6/./../../../etc/hostname/x")
