@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
+import probe_proc_sys  # noqa: E402
 from kernel_perf import Perf, growth_table, kernel_time_by_syscall, report  # noqa: E402
 from scale_curve import KernelFloor, inside  # noqa: E402
 
@@ -48,14 +49,8 @@ SPARE = 20  # pod namespaces without a veth for the measured ADDs (a bridge take
 PERF_TABLES: dict[str, dict[int, dict[str, float]]] = {}  # "floor-add" -> pods -> µs by key
 
 
-def _us(fn: Callable[[], None], rounds: int = 5, calls: int = 40) -> float:
-    per_round = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        per_round.append((time.perf_counter() - start) / calls * 1e6)
-    return statistics.median(per_round)
+def _us(fn: Callable[[], None]) -> float:
+    return probe_proc_sys.per_call_us(fn, rounds=5, calls=40)
 
 
 def _read_path(path: str) -> None:

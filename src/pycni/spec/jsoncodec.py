@@ -15,7 +15,7 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time on the plugin path
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
     from json import JSONDecodeError
     from typing import Any, TypeGuard
 
@@ -132,20 +132,14 @@ def _scalar(value: Any, quote: Callable[[str], str], allow_nan: bool) -> str | N
     return None
 
 
-def _key(key: Any, allow_nan: bool) -> str:
+def _key(key: Any, quote: Callable[[str], str], allow_nan: bool) -> str:
+    """A dict key as json writes it: strings as they are, scalars as their JSON text."""
     if isinstance(key, str):
         return key
-    if isinstance(key, float):
-        return _float(key, allow_nan)
-    if key is True:
-        return "true"
-    if key is False:
-        return "false"
-    if key is None:
-        return "null"
-    if isinstance(key, int):
-        return int.__repr__(key)
-    raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
+    text = _scalar(key, quote, allow_nan)
+    if text is None:
+        raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
+    return text
 
 
 def _pretty(
@@ -162,35 +156,26 @@ def _pretty(
     if text is not None:
         out.append(text)
         return
-    if isinstance(value, (list, tuple)):
-        if not value:
-            out.append("[]")
-            return
-        _enter(value, markers)
-        inner = newline + step
-        out.append("[")
-        for i, item in enumerate(value):
-            out.append(inner if i == 0 else "," + inner)
-            _pretty(item, out, quote, allow_nan, step, inner, markers)
-        out.append(newline + "]")
-        del markers[id(value)]
-        return
+    pairs: Iterable[tuple[Any, Any]]
     if isinstance(value, dict):
-        if not value:
-            out.append("{}")
-            return
-        _enter(value, markers)
-        inner = newline + step
-        out.append("{")
-        for i, (key, item) in enumerate(value.items()):
-            out.append(inner if i == 0 else "," + inner)
-            out.append(quote(_key(key, allow_nan)))
-            out.append(": ")
-            _pretty(item, out, quote, allow_nan, step, inner, markers)
-        out.append(newline + "}")
-        del markers[id(value)]
+        brackets, pairs = "{}", value.items()
+    elif isinstance(value, (list, tuple)):
+        brackets, pairs = "[]", ((None, item) for item in value)
+    else:
+        _unserializable(value)
+    if not value:
+        out.append(brackets)
         return
-    _unserializable(value)
+    _enter(value, markers)
+    inner = newline + step
+    out.append(brackets[0])
+    for i, (key, item) in enumerate(pairs):
+        out.append(inner if i == 0 else "," + inner)
+        if brackets == "{}":  # a key is converted when reached, as json does
+            out.append(quote(_key(key, quote, allow_nan)) + ": ")
+        _pretty(item, out, quote, allow_nan, step, inner, markers)
+    out.append(newline + brackets[1])
+    del markers[id(value)]
 
 
 def _enter(container: Any, markers: dict[int, Any]) -> None:
