@@ -119,3 +119,26 @@ def test_unserializable_and_circular_fail_as_json_does() -> None:
             with pytest.raises(type(expected.value)) as ours:
                 jsoncodec.dumps(value, indent=indent)
             assert str(ours.value) == str(expected.value)
+
+
+@pytest.mark.parametrize("field", ["name", "bridge", "cniVersion"])
+def test_hostile_10mb_strings_through_skel_are_config_errors(field: str) -> None:
+    """The plugin path parses stdin with jsoncodec: 10 MB of newlines, quotes, ';', '#', NUL
+    (as JSON escapes) and a lone surrogate in a field give a CNI error JSON naming the
+    problem, exit 1, never a traceback, and the error text is itself valid JSON."""
+    from pycni.plugin import skel
+
+    hostile = ("\n\"';#\x00\\" * (10_000_000 // 7))[:10_000_000]
+    config = {"cniVersion": "1.0.0", "name": "net", "type": "bridge", field: hostile}
+    for stdin in (
+        json.dumps(config).encode(),
+        json.dumps(config)[:-1].encode() + b',"x":"\\ud800"}',
+    ):
+        env = {"CNI_COMMAND": "ADD", "CNI_CONTAINERID": "c1", "CNI_NETNS": "/nonexistent",
+               "CNI_IFNAME": "eth0", "CNI_PATH": "/nonexistent"}  # fmt: skip
+        outcome = skel.run("bridge", env, stdin)
+        assert outcome.exit_code == 1
+        error = json.loads(outcome.stdout)
+        assert error["code"] in (1, 4, 6, 7), error
+        assert "Traceback" not in outcome.stdout.decode()
+        assert len(outcome.stdout) < 100_000  # the hostile value is not echoed back whole

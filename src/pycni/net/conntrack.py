@@ -17,8 +17,9 @@ from __future__ import annotations
 import struct
 
 from pycni.net import nfnetlink
-from pycni.net.nfnetlink import NFGENMSG, NLM_F_ACK, NLM_F_DUMP
-from pycni.net.rtnl.wire import NLA_F_NESTED, attr, parse_attrs
+from pycni.net.kernel import AF_INET, AF_INET6
+from pycni.net.nfnetlink import NFGENMSG
+from pycni.net.rtnl.wire import NLM_F_ACK, NLM_F_DUMP, attr, nested, parse_attrs
 
 NFNL_SUBSYS_CTNETLINK = 1
 IPCTNL_MSG_CT_NEW, IPCTNL_MSG_CT_GET, IPCTNL_MSG_CT_DELETE = 0, 1, 2
@@ -28,11 +29,10 @@ CTA_PROTO_NUM, CTA_PROTO_DST_PORT = 1, 3
 CTA_FILTER_ORIG_FLAGS, CTA_FILTER_REPLY_FLAGS = 1, 2
 CTA_FILTER_FLAG_PROTO_NUM, CTA_FILTER_FLAG_PROTO_DST_PORT = 1 << 3, 1 << 5
 PROTOCOLS = {"tcp": 6, "udp": 17, "sctp": 132}
-AF_INET, AF_INET6 = 2, 10
 
 
 def _nested(kind: int, payload: bytes) -> bytes:
-    return attr(kind | NLA_F_NESTED, payload)
+    return nested(kind, [payload])
 
 
 def _dump_request(af: int, proto: int, port: int) -> bytes:

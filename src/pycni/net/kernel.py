@@ -40,6 +40,13 @@ NUD_PERMANENT = 0x80
 IPV4_DEVCONF_ARP_NOTIFY = 22
 IPV4_DEVCONF_ROUTE_LOCALNET = 26
 
+# tc handles of the bandwidth plugin's objects (include/uapi/linux/pkt_sched.h), both backends
+TC_H_ROOT = 0xFFFFFFFF
+TC_H_INGRESS = 0xFFFFFFF1  # the ingress qdisc's parent
+INGRESS_HANDLE = 0xFFFF0000  # ffff:
+CLASS_1_1 = 0x00010001
+ETH_P_ALL = 0x0003
+
 IFF_UP = 0x1
 IFF_PROMISC = 0x100
 IFF_ALLMULTI = 0x200

@@ -18,21 +18,31 @@ from collections import OrderedDict
 
 from pycni.net.kernel import NetlinkError
 from pycni.net.ns import THREAD_NETNS
-from pycni.net.rtnl.wire import messages
+from pycni.net.rtnl.wire import (
+    NLM_F_ACK as NLM_F_ACK,
+)
+from pycni.net.rtnl.wire import (
+    NLM_F_CREATE as NLM_F_CREATE,
+)
+from pycni.net.rtnl.wire import (
+    NLM_F_DUMP as NLM_F_DUMP,
+)
+from pycni.net.rtnl.wire import (
+    NLM_F_EXCL as NLM_F_EXCL,
+)
+from pycni.net.rtnl.wire import (
+    NLM_F_REQUEST,
+    NLMSG_DONE,
+    NLMSG_ERROR,
+    NLMSGHDR,
+    messages,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
 NETLINK_NETFILTER = 12
-NLM_F_REQUEST = 0x1
-NLM_F_ACK = 0x4
-NLM_F_EXCL = 0x200
-NLM_F_CREATE = 0x400
-NLM_F_DUMP = 0x300
-NLMSG_ERROR = 2
-NLMSG_DONE = 3
-NLMSGHDR = struct.Struct("=IHHII")
 NFGENMSG = struct.Struct("=BBH")  # family, version, resource id (big-endian)
 RECV_SIZE = 1 << 17
 _TIMEOUT = 30.0  # seconds; the kernel answers at once, this only bounds a lost reply

@@ -25,8 +25,8 @@ import struct
 from collections.abc import Sequence
 
 from pycni.net import nfnetlink
-from pycni.net.nfnetlink import (
-    NFGENMSG,
+from pycni.net.nfnetlink import NFGENMSG, RECV_SIZE, NfnetlinkError
+from pycni.net.rtnl.wire import (
     NLM_F_ACK,
     NLM_F_CREATE,
     NLM_F_DUMP,
@@ -34,15 +34,18 @@ from pycni.net.nfnetlink import (
     NLM_F_REQUEST,
     NLMSG_ERROR,
     NLMSGHDR,
-    RECV_SIZE,
-    NfnetlinkError,
+    RTATTR,
+    align,
+    attr,
+    attr_str,
+    nested,
+    parse_attrs,
 )
-from pycni.net.rtnl.wire import NLA_F_NESTED, RTATTR, align, attr, attr_str, parse_attrs
 from pycni.record import record
 
 
 def _nested(kind: int, payload: bytes) -> bytes:
-    return attr(kind | NLA_F_NESTED, payload)
+    return nested(kind, [payload])
 
 
 NFNL_SUBSYS_NFTABLES = 10

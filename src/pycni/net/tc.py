@@ -10,17 +10,12 @@ from __future__ import annotations
 
 from functools import cache
 
-from pycni.net.kernel import Kernel, Qdisc, Tbf
+from pycni.net.kernel import TC_H_INGRESS, TC_H_ROOT, Kernel, Qdisc, Tbf
 from pycni.record import record
 
 TIME_UNITS_PER_SEC = 1_000_000
 LATENCY_USEC = 25_000.0  # the reference's latencyInMillis = 25
-ROOT = 0xFFFFFFFF
-INGRESS_PARENT = 0xFFFFFFF1
-INGRESS_HANDLE = 0xFFFF0000  # ffff:
 TBF_HANDLE = 0x00010000  # 1:
-CLASS_1_1 = 0x00010001
-ETH_P_ALL = 0x0003
 _U32_MAX = 0xFFFFFFFF
 
 
@@ -95,9 +90,9 @@ def tbf_params_of(qdisc: Qdisc) -> TbfParams:
 
 def delete_root_qdisc(kernel: Kernel, index: int) -> None:
     """Remove the link's root qdisc (the kernel puts its default back)."""
-    kernel.delete_qdisc(index, ROOT)
+    kernel.delete_qdisc(index, TC_H_ROOT)
 
 
 def delete_ingress(kernel: Kernel, index: int) -> None:
     """Remove the ingress qdisc and with it every filter attached to it."""
-    kernel.delete_qdisc(index, INGRESS_PARENT)
+    kernel.delete_qdisc(index, TC_H_INGRESS)

@@ -15,6 +15,11 @@ import fcntl
 import os
 
 from pycni.net.kernel import (
+    CLASS_1_1,
+    ETH_P_ALL,
+    INGRESS_HANDLE,
+    TC_H_INGRESS,
+    TC_H_ROOT,
     Address,
     FdbEntry,
     IPAddress,
@@ -294,16 +299,14 @@ class NativeKernel:
         return [q for q in found if q.index == index]  # older kernels dump every link's
 
     def add_tbf(self, index: int, handle: int, tbf: Tbf) -> None:
-        self._do(tc.RTM_NEWQDISC, _CREATE, tc.tbf(index, handle, tc.ROOT, tbf))
+        self._do(tc.RTM_NEWQDISC, _CREATE, tc.tbf(index, handle, TC_H_ROOT, tbf))
 
     def add_ingress(self, index: int) -> None:
-        body = tc.ingress(index, tc.INGRESS_HANDLE, tc.INGRESS_PARENT)
+        body = tc.ingress(index, INGRESS_HANDLE, TC_H_INGRESS)
         self._do(tc.RTM_NEWQDISC, _CREATE, body)
 
     def redirect_ingress(self, index: int, target_index: int) -> None:
-        body = tc.redirect_filter(
-            index, tc.INGRESS_HANDLE, 1, tc.ETH_P_ALL, tc.CLASS_1_1, target_index
-        )
+        body = tc.redirect_filter(index, INGRESS_HANDLE, 1, ETH_P_ALL, CLASS_1_1, target_index)
         self._do(tc.RTM_NEWTFILTER, _CREATE, body)
 
     def delete_qdisc(self, index: int, parent: int) -> None:

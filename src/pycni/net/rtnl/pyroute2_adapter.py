@@ -17,8 +17,12 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Protocol
 
 from pycni.net.kernel import (
+    CLASS_1_1,
+    ETH_P_ALL,
+    INGRESS_HANDLE,
     MAIN_TABLE,
     NUD_PERMANENT,
+    TC_H_ROOT,
     Address,
     FdbEntry,
     IPAddress,
@@ -37,10 +41,6 @@ if TYPE_CHECKING:
     from pyroute2 import IPRoute
 
 NTF_SELF = 0x02  # an FDB entry of the device itself, not of a bridge above it
-ROOT = 0xFFFFFFFF
-INGRESS_HANDLE = 0xFFFF0000  # ffff:
-CLASS_1_1 = 0x00010001
-ETH_P_ALL = 0x0003
 MACVLAN_MODE_NAMES = {1: "private", 2: "vepa", 4: "bridge", 8: "passthru", 16: "source"}
 
 
@@ -669,7 +669,9 @@ class Pyroute2Kernel:
             ["TCA_OPTIONS", {"attrs": [["TCA_TBF_PARMS", parms]]}],
         ]
         flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL
-        self._qdisc_request(RTM_NEWQDISC, flags, attrs, index=index, handle=handle, parent=ROOT)
+        self._qdisc_request(
+            RTM_NEWQDISC, flags, attrs, index=index, handle=handle, parent=TC_H_ROOT
+        )
 
     def add_ingress(self, index: int) -> None:
         with _translated():

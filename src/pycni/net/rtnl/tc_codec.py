@@ -30,8 +30,6 @@ MIRRED = struct.Struct(
     "=IIiiiiI"
 )  # tc_gen (index, capab, action, refcnt, bindcnt), eaction, ifindex
 U32_MAX = 0xFFFFFFFF
-ROOT, INGRESS_PARENT, INGRESS_HANDLE = 0xFFFFFFFF, 0xFFFFFFF1, 0xFFFF0000
-CLASS_1_1, ETH_P_ALL = 0x00010001, 0x0003
 
 
 def tcmsg(index: int, handle: int = 0, parent: int = 0, info: int = 0) -> bytes:
