@@ -363,3 +363,24 @@ def test_full_backlog_falls_back_to_in_process_after_a_second(form: str, short_d
         for filler in fillers:
             filler.close()
         listener.close()
+
+
+def test_sigterm_taken_by_a_worker_thread_still_stops_the_daemon(short_dir: Path) -> None:
+    """The kernel may deliver a process's SIGTERM to any of its threads. Sent to a worker
+    thread alone (tgkill), it must still wake the idle main loop and stop the daemon; without
+    the wakeup fd the main thread slept in select() until something else woke it."""
+    import ctypes
+
+    d = start_daemon(short_dir)
+    try:
+        threads = sorted(int(t) for t in os.listdir(f"/proc/{d.proc.pid}/task"))
+        others = [t for t in threads if t != d.proc.pid]
+        assert others  # workers exist before the first call
+        libc = ctypes.CDLL(None, use_errno=True)
+        sys_tgkill = 234  # x86_64
+        assert libc.syscall(sys_tgkill, d.proc.pid, others[-1], signal.SIGTERM) == 0
+        assert d.proc.wait(timeout=15) == 0
+    finally:
+        if d.proc.poll() is None:
+            d.proc.kill()
+            d.proc.wait()

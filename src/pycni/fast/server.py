@@ -155,6 +155,8 @@ class Daemon:
             self._acceptor = None
             self._drain()
             self._sel.close()
+            if install_signals:
+                signal.set_wakeup_fd(-1)  # the waker may not outlive this call
 
     def stop(self) -> None:
         """Ask the main loop to stop (safe from any thread and from a signal handler)."""
@@ -170,6 +172,11 @@ class Daemon:
 
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
+        # The kernel may deliver a signal to any thread (a worker, the metrics server): then the
+        # interpreter only notes it, and its handler runs when the main thread next executes
+        # bytecode, which a select() without a timer never does. The wakeup fd makes the
+        # interpreter's own C handler wake that select(), whichever thread took the signal.
+        signal.set_wakeup_fd(self._waker.write_fd(), warn_on_full_buffer=False)
 
     def _drain(self) -> None:
         deadline = time.monotonic() + self.drain_timeout

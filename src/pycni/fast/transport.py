@@ -251,6 +251,10 @@ class Waker:
         with contextlib.suppress(OSError):
             self._w.send(b"x")
 
+    def write_fd(self) -> int:
+        """The writing end, for ``signal.set_wakeup_fd``."""
+        return self._w.fileno()
+
     def drain(self) -> None:
         with contextlib.suppress(OSError):
             self.fileobj.recv(4096)
