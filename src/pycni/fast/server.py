@@ -90,6 +90,7 @@ class Daemon:
             recv_timeout=recv_timeout,
             call_timeout=call_timeout,
             send_timeout=send_timeout,
+            cancel_grace=cancel_grace,
         )
         self.max_connections = connection_limit(workers, max_connections)
         self.started = time.time()
