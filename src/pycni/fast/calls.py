@@ -123,7 +123,6 @@ class CallTable:
         version in the log: every call of such an entry point comes here until reinstalled)."""
         call.record.kind = "run-locally"
         call.record.note = f"protocol version {err.version}"
-        self.stats.bump("run_locally")
         if err.version not in self._foreign_logged and len(self._foreign_logged) < 16:
             self._foreign_logged.add(err.version)
             log.warning(
