@@ -14,6 +14,7 @@ import json
 import os
 import re
 import resource
+import signal
 import socket
 import subprocess
 import time
@@ -263,3 +264,52 @@ def test_metrics_server_caps_connections_and_closes_idle_ones() -> None:
         for conn in idle:
             conn.close()
         server.close()
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_a_stopped_daemon_gets_no_call_and_never_runs_it_twice(
+    form: str, node: harness.Namespace, pod_factory: Any, tmp_state: harness.State,
+    short_dir: Path,
+) -> None:  # fmt: skip
+    """SIGSTOP the daemon: connections still complete into its backlog. The entry point gets
+    no acknowledgement, runs the ADD in-process, and the daemon, resumed, finds only a HELLO:
+    one address reserved, one veth, and no call counted by the daemon."""
+    daemon = start_daemon(short_dir)
+    install.install(
+        short_dir / form, socket_path=daemon.socket_path, form=form,
+        names=["bridge", "host-local"],
+    )  # fmt: skip
+    conf = {
+        "cniVersion": "1.0.0", "name": "stopped", "type": "bridge", "bridge": "cnistop0",
+        "ipam": {"type": "host-local", "subnet": "10.70.0.0/24",
+                 "dataDir": str(tmp_state.data_dir)},
+    }  # fmt: skip
+    pod = pod_factory()
+
+    def run(command: str) -> harness.PluginRun:
+        with node.entered():
+            return harness.exec_plugin(
+                short_dir / form / "bridge", command, conf, container_id="stopped1",
+                netns=pod.path, cni_path=str(short_dir / form),
+                timeout=_bound_seconds() + 60,
+            )  # fmt: skip
+
+    calls = daemon.calls()
+    os.kill(daemon.proc.pid, signal.SIGSTOP)
+    try:
+        added = run("ADD").ok()
+    finally:
+        os.kill(daemon.proc.pid, signal.SIGCONT)
+    assert added.json["ips"][0]["address"] == "10.70.0.2/24"
+    # the resumed daemon finds the connection: a HELLO and an end-of-file (a bad request), or
+    # a caller already gone (refused at accept); counted, never run
+    deadline = time.monotonic() + 20
+    while daemon.count("bad_requests") + daemon.count("refused") < 1:
+        assert time.monotonic() < deadline, client.stats(daemon.socket_path)
+        time.sleep(0.05)
+    assert daemon.calls() == calls
+    assert tmp_state.reservations("stopped") == ["10.70.0.2"]
+    assert len([n for n in node.links() if n.startswith("veth")]) == 1
+    run("DEL").ok()
+    assert tmp_state.reservations("stopped") == []
+    assert daemon.stop() == 0
