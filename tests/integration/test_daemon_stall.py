@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -18,6 +19,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,7 @@ import pytest
 
 from pycni.fast import client, install, metrics_http, protocol
 from tests import harness
-from tests.integration.daemon_proc import start_daemon
+from tests.integration.daemon_proc import DaemonProc, start_daemon
 
 pytestmark = pytest.mark.kernel
 
@@ -98,12 +100,35 @@ def _scrape_once(node: harness.Namespace, port: int) -> str:
     return node.run(SYSTEM_PYTHON, "-c", code, timeout=60).stdout
 
 
+@pytest.fixture
+def spawn(short_dir: Path) -> Iterator[Callable[..., DaemonProc]]:
+    """start_daemon on ``short_dir``; whatever a failing test left running is killed after."""
+    started: list[DaemonProc] = []
+
+    def make(*extra: str, **kw: Any) -> DaemonProc:
+        daemon = start_daemon(short_dir, *extra, **kw)
+        started.append(daemon)
+        return daemon
+
+    yield make
+    for daemon in started:
+        if daemon.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(daemon.proc.pid, signal.SIGCONT)  # a SIGSTOPped one
+            daemon.proc.kill()
+            daemon.proc.wait(timeout=30)
+
+
 def _limit_fds() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (FD_LIMIT, FD_LIMIT))
 
 
 def test_idle_metrics_connections_from_nobody_do_not_stall_calls(
-    node: harness.Namespace, pod_factory: Any, tmp_state: harness.State, short_dir: Path
+    node: harness.Namespace,
+    pod_factory: Any,
+    tmp_state: harness.State,
+    short_dir: Path,
+    spawn: Callable[..., DaemonProc],
 ) -> None:
     node.run("ip", "link", "set", "lo", "up")
     sock = str(short_dir / "run" / "d.sock")
@@ -126,8 +151,8 @@ def test_idle_metrics_connections_from_nobody_do_not_stall_calls(
                 timeout=_bound_seconds() + 60,  # generous for the in-process run itself
             )  # fmt: skip
 
-    daemon = start_daemon(
-        short_dir, "--metrics", "127.0.0.1:0", "--log-level", "INFO",
+    daemon = spawn(
+        "--metrics", "127.0.0.1:0", "--log-level", "INFO",
         netns=node.path, preexec=_limit_fds,
     )  # fmt: skip
     attacker = None
@@ -178,10 +203,10 @@ def test_idle_metrics_connections_from_nobody_do_not_stall_calls(
     assert daemon.stop() == 0
 
 
-def test_pause_and_resume_lines_are_rate_limited(short_dir: Path) -> None:
+def test_pause_and_resume_lines_are_rate_limited(spawn: Callable[..., DaemonProc]) -> None:
     """At --max-connections, every close resumes accepting and the next accept pauses again:
     hundreds of episodes, a handful of log lines (the rest counted in the next line)."""
-    daemon = start_daemon(short_dir, "--max-connections", "4", "--log-level", "INFO")
+    daemon = spawn("--max-connections", "4", "--log-level", "INFO")
     held: list[socket.socket] = []
     try:
         episodes = 0
@@ -208,10 +233,12 @@ def test_pause_and_resume_lines_are_rate_limited(short_dir: Path) -> None:
 
 
 @pytest.mark.parametrize("form", FORMS)
-def test_root_of_a_child_user_namespace_is_not_served(form: str, short_dir: Path) -> None:
+def test_root_of_a_child_user_namespace_is_not_served(
+    form: str, short_dir: Path, spawn: Callable[..., DaemonProc]
+) -> None:
     """uid 0 in `unshare --user --map-root-user` has full CapEff there, none over the
     daemon's objects: the daemon tells it to run the plugin itself, and runs nothing."""
-    daemon = start_daemon(short_dir)
+    daemon = spawn()
     install.install(short_dir / form, socket_path=daemon.socket_path, form=form, names=["loopback"])
     calls = daemon.calls()
     proc = subprocess.run(
@@ -269,12 +296,12 @@ def test_metrics_server_caps_connections_and_closes_idle_ones() -> None:
 @pytest.mark.parametrize("form", FORMS)
 def test_a_stopped_daemon_gets_no_call_and_never_runs_it_twice(
     form: str, node: harness.Namespace, pod_factory: Any, tmp_state: harness.State,
-    short_dir: Path,
+    short_dir: Path, spawn: Callable[..., DaemonProc],
 ) -> None:  # fmt: skip
     """SIGSTOP the daemon: connections still complete into its backlog. The entry point gets
     no acknowledgement, runs the ADD in-process, and the daemon, resumed, finds only a HELLO:
     one address reserved, one veth, and no call counted by the daemon."""
-    daemon = start_daemon(short_dir)
+    daemon = spawn()
     install.install(
         short_dir / form, socket_path=daemon.socket_path, form=form,
         names=["bridge", "host-local"],
