@@ -567,6 +567,7 @@ def collect(paths: Paths) -> NodeState:
     state.port_mappings, problems = nftmap.read_mappings()
     state.problems.extend(problems)
     state.masquerades, problems = nftmap.read_masquerades()
+    state.masquerades += nftmap.read_iptables_masquerades()
     state.problems.extend(problems)
     _collect_dns_servers(state, paths.dnsname_dir)
     return state

@@ -126,9 +126,10 @@ def forwarded_sockets(dirs: Iterable[str]) -> list[tuple[str, int]]:
 def choose_socket(given: str | None, dirs: Iterable[str], default: str) -> tuple[str, str]:
     """The socket to ask and why: the one given, else the one most installed entry points
     forward to, else the default."""
-    if given:
-        return given, "given"
     found = forwarded_sockets(dirs)
+    if given:
+        count = dict(found).get(given, 0)
+        return given, f"given; {count} entry points forward to it" if count else "given"
     if found:
         sock, count = found[0]
         return sock, f"{count} entry points forward to it"

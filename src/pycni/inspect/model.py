@@ -108,11 +108,13 @@ class Route:
 @record
 class Masquerade:
     """Pod addresses of one network whose traffic leaving ``subnet`` takes the node's address
-    (bridge/ptp ``ipMasq``), as the nftables table ``inet cni_plugins_masquerade`` says."""
+    (bridge/ptp ``ipMasq``): the nftables table ``inet cni_plugins_masquerade`` or the
+    iptables nat chains ``CNI-…`` (``ipMasqBackend: iptables``, the Go plugins up to 1.4)."""
 
     network: str
     subnet: str  # "" when only per-address rules (the Go reference's layout) say so
     addresses: list[str] = field(default_factory=list)
+    backend: str = "nftables"  # or "iptables": a CNI-… chain in nat per attachment
 
 
 @record

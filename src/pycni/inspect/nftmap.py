@@ -259,3 +259,44 @@ def read_masquerades() -> tuple[list[Masquerade], list[str]]:
             if isinstance(value, str):
                 entry.addresses.append(value)
     return sorted(found.values(), key=lambda m: (m.network, m.subnet)), []
+
+
+def read_iptables_masquerades() -> list[Masquerade]:
+    """Masquerading by iptables: ``-A POSTROUTING -s ADDR -m comment --comment "name: \\"NET\\"
+    id: …" -j CNI-…`` per attachment, the chain's ``-d SUBNET … -j ACCEPT`` giving the subnet.
+    Nothing when the iptables tools are missing or fail (then nothing is shown, not an error)."""
+    import shlex
+    import subprocess
+
+    found: dict[tuple[str, str], Masquerade] = {}
+    for tool in ("iptables-save", "ip6tables-save"):
+        try:
+            proc = subprocess.run(
+                [tool, "-t", "nat"], capture_output=True, text=True, timeout=30, check=False
+            )
+        except (OSError, subprocess.SubprocessError):
+            continue
+        subnets: dict[str, str] = {}
+        members: list[tuple[str, str, str]] = []  # (chain, network, address)
+        for line in proc.stdout.splitlines():
+            if not line.startswith("-A "):
+                continue
+            try:
+                words = shlex.split(line)
+            except ValueError:
+                continue
+            opts = {words[i]: words[i + 1] for i in range(len(words) - 1) if words[i][0] == "-"}
+            target, chain = opts.get("-j", ""), opts.get("-A", "")
+            if chain == "POSTROUTING" and target.startswith("CNI-") and "-s" in opts:
+                name = opts.get("--comment", "").partition('name: "')[2].partition('"')[0]
+                if name:
+                    members.append((target, name, opts["-s"].removesuffix("/32")))
+            elif chain.startswith("CNI-") and target == "ACCEPT" and "-d" in opts:
+                subnets[chain] = opts["-d"]
+        for chain, network, address in members:
+            subnet = subnets.get(chain, "")
+            entry = found.setdefault(
+                (network, subnet), Masquerade(network, subnet, backend="iptables")
+            )
+            entry.addresses.append(address.removesuffix("/128"))
+    return sorted(found.values(), key=lambda m: (m.network, m.subnet))

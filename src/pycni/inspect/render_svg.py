@@ -256,7 +256,8 @@ def _daemon(state: NodeState) -> Box:
     d = state.daemon
     if d is None:
         return box("daemon-off", "pycni daemon", Line("not checked", "dim"))
-    why = [Line(d.chosen_because, "dim")] if d.chosen_because not in ("", "given") else []
+    reason = d.chosen_because.removeprefix("given").removeprefix("; ")
+    why = [Line(reason, "dim")] if reason else []
     if not d.answers:
         return box(
             "daemon-off",

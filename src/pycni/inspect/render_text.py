@@ -60,7 +60,8 @@ def _cluster_lines(agent: ClusterAgentState) -> list[str]:
 
 
 def _daemon_line(daemon: DaemonStatus) -> str:
-    why = f"; {daemon.chosen_because}" if daemon.chosen_because not in ("", "given") else ""
+    reason = daemon.chosen_because.removeprefix("given").removeprefix("; ")
+    why = f"; {reason}" if reason else ""
     if not daemon.answers:
         here = daemon.here or "in-process: the entry points run the plugins themselves"
         return f"Daemon: not running on {daemon.socket}{why}; calls run {here}"
@@ -211,7 +212,7 @@ def render(state: NodeState, leaks: list[Leak]) -> str:
                 f"from {m.subnet}" if m.subnet else "per address",
                 f"{len(m.addresses)} pod address{'' if len(m.addresses) == 1 else 'es'}",
                 ", ".join(m.addresses[:4]) + (" …" if len(m.addresses) > 4 else ""),
-                "(inet cni_plugins_masquerade)",
+                "(inet cni_plugins_masquerade)" if m.backend == "nftables" else "(iptables nat)",
             ]
             for m in state.masquerades
         ]
