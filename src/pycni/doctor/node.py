@@ -186,7 +186,7 @@ def consumers(
     mine = os.path.normpath(conf_dir.value)
     if conf_dir.source != "default" or plugin_dirs.source != "default" or not views:
         dirs = tuple(p for p in plugin_dirs.value.split(os.pathsep) if p)
-        out[mine] = [Consumer(f"{plugin_dirs.value} ({plugin_dirs.source})", dirs)]
+        out[mine] = [Consumer(f"this caller ({plugin_dirs.source})", dirs)]
     for view in views:
         out.setdefault(os.path.normpath(view.conf_dir), []).append(
             Consumer(view.runtime, view.plugin_dirs)
@@ -195,7 +195,7 @@ def consumers(
         # the caller's conf dir (given, or the default with no runtime found) is judged with
         # the caller's plugin dirs; the default one that no runtime found here reads is not
         dirs = tuple(p for p in plugin_dirs.value.split(os.pathsep) if p)
-        out[mine] = [Consumer(f"{plugin_dirs.value} ({plugin_dirs.source})", dirs)]
+        out[mine] = [Consumer(f"this caller ({plugin_dirs.source})", dirs)]
     return out
 
 
