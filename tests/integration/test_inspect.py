@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
@@ -259,3 +260,10 @@ def test_the_daemon_is_found_from_the_entry_points(
             "calls from here run in-process: this process runs in another mount namespace" in line
         )
         assert "; )" not in line
+
+
+def test_an_unnamed_node_is_not_labelled_by_inode(tmp_state: harness.State) -> None:
+    argv = ["unshare", "--net", PYCNI, "inspect", "--json", "--cache-dir", str(tmp_state.cache_dir)]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True)
+    label = json.loads(proc.stdout)["netns"]
+    assert label == "this namespace (not named in /run/netns)", label
