@@ -66,3 +66,11 @@ def test_another_mount_namespace_is_said_plainly() -> None:
         "Daemon: answering on /run/x.sock; 3 entry points forward to it; calls from here run "
         "in-process: this process runs in another mount namespace than the daemon"
     )
+
+
+def test_terminal_escapes_in_names_are_not_printed() -> None:
+    from pycni.inspect.model import Masquerade
+
+    state = NodeState("n", "c", "k", "d", masquerades=[Masquerade("x\x1b]0;pwn\x07", "", ["1"])])
+    text = render_text.render(state, [])
+    assert "\x1b" not in text and "\x07" not in text and "x?]0;pwn?" in text

@@ -232,4 +232,10 @@ def render(state: NodeState, leaks: list[Leak]) -> str:
         out += _table([[lk.kind, lk.subject, lk.reason] for lk in leaks])
     else:
         out += ["Leaks: none"]
-    return "\n".join(out) + "\n"
+    # Names come from configs, caches, nftables and iptables comments: never print a terminal
+    # escape from them.
+    return "\n".join(_printable(line) for line in out) + "\n"
+
+
+def _printable(line: str) -> str:
+    return line if line.isprintable() else "".join(c if c.isprintable() else "?" for c in line)
