@@ -214,7 +214,7 @@ def test_this_node_with_its_runtimes_is_healthy(node: harness.Namespace, tmp_pat
     assert checks["runtime containerd"]["status"] == "ok"
     assert "plugin dirs" not in checks  # /opt/cni/bin missing is no fault: nobody looks there
     networks = [c for name, c in checks.items() if name.startswith("network ")]
-    assert networks and all(c["status"] == "ok" for c in networks)
+    assert all(c["status"] == "ok" for c in networks)  # podman's own, once it made one
     assert all("not readable" not in c["detail"] for c in checks.values())
 
 
