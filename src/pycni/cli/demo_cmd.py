@@ -127,8 +127,18 @@ def _topology(state: Any, svg: str | None = None) -> str:
 
         dirs = [state.plugin_dir] if state.plugin_dir else []
         sock, why = choose_socket(state.socket or None, dirs, DEFAULT_SOCKET)
-        node_state.daemon = read_daemon(sock, plugin_dirs=dirs)
-        node_state.daemon.chosen_because = why
+        if state.mode == "daemon":
+            node_state.daemon = read_daemon(sock, plugin_dirs=dirs)
+            node_state.daemon.chosen_because = why
+        else:  # these entry points never ask a daemon, whatever runs on the default socket
+            from pycni.inspect.daemon import entry_point_dirs
+            from pycni.inspect.model import DaemonStatus
+
+            node_state.daemon = DaemonStatus(
+                socket="(none: the demo's entry points never use a daemon)",
+                here="in-process: the demo installed in-process entry points",
+                entry_points=entry_point_dirs(dirs, ""),
+            )
         with open(svg, "w", encoding="utf-8") as f:
             f.write(render_svg.render(node_state, leaks.find_leaks(node_state)))
     return topology.render(node_state, state.client)
