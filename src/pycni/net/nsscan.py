@@ -1,41 +1,59 @@
 """Every network namespace alive on this machine, found every way one can be held open.
 
-GC frees an attachment's state only with evidence that its namespace is gone, so it needs
-all live namespaces, not just those under /run/netns: a runtime that keeps no result cache
-may hold its pod's namespace anywhere.  A network namespace stays alive while
+GC frees an address only when no live namespace holds it, so it needs all live namespaces,
+not just those under /run/netns: a runtime may hold its pod's namespace anywhere, and a
+namespace whose path was removed (`ip netns del` with a process inside) is still alive.
+A network namespace stays alive while
 
 - a thread is in it (``/proc/PID/task/TID/ns/net``: the daemon works inside a pod's
   namespace on one thread only),
 - a file is bind-mounted on it (``ip netns``, runtimes' netns dirs), in any mount namespace
   (``/proc/PID/mountinfo``, one per mount namespace),
-- a process holds an fd to it (``/proc/PID/fd/*`` linking to ``net:[inode]``),
+- a process holds an fd to it (``/proc/PID/fd/*``): told by what the fd *is* (an nsfs inode
+  whose ``NS_GET_NSTYPE`` is ``CLONE_NEWNET``), never by its link text, which is the path it
+  was opened by (``/run/netns/x``, or ``/`` once that was unmounted),
 - or something the kernel does not name pins it (a socket created in it): such a namespace
   is unreachable, no process or runtime can use it any more, and it counts as gone.
 
-The scan only reads /proc.  It is *complete* unless some process could not be examined for a
-reason other than having exited; callers free nothing they could only prove gone with a
-complete scan.  A process whose namespace files even root may not read (a hardened
-supervisor) is *opaque*: its namespace's addresses are still read through /proc/PID/net and
-count as live, but its namespace cannot be identified, so no veth is proven orphaned while
-such a process exists.
+The scan only reads /proc.  It is *complete* only when it can see the whole node: this
+process is in the initial PID namespace with that namespace's /proc, in the initial user
+namespace, and in the mount namespace of init and the kernel threads (see
+:func:`view_problems`); no mount namespace is held open without a process in it (its mounts
+could not be read); and no process could be examined for a reason other than having exited.
+Callers free nothing when it is not complete.  A process whose namespace files even root
+may not read (a hardened supervisor) is *opaque*: its own namespace's addresses are still
+read through /proc/PID/net and count as live, but its namespace cannot be identified, so no
+veth is proven orphaned while such a process exists.
 """
 
 from __future__ import annotations
 
+import fcntl
 import ipaddress
 import os
 from collections.abc import Sequence
 
+from pycni.net.ns import CLONE_NEWNET, PROC_SUPER_MAGIC, _fs_type
 from pycni.record import field, record
+from pycni.spec.errors import CNIError
 
+CLONE_NEWNS = 0x00020000
+NS_GET_NSTYPE = 0xB703  # _IO(0xb7, 0x3), Linux 4.11
+# Inode numbers the kernel gives its initial namespaces (include/linux/proc_ns.h).
+PROC_USER_INIT_INO = 0xEFFFFFFD
+PROC_PID_INIT_INO = 0xEFFFFFFC
 _NSFS_PREFIX = "net:["
+_MNT_PREFIX = "mnt:["
+_GONE = (FileNotFoundError, ProcessLookupError, NotADirectoryError)
+
+Key = tuple[int, int]  # (st_dev, st_ino) of an nsfs inode
 
 
 @record(frozen=True)
 class LiveNamespace:
     """One live namespace: its identity, a path that opens it, and how it was found."""
 
-    key: tuple[int, int]  # (st_dev, st_ino) of the nsfs inode
+    key: Key
     path: str
     label: str
 
@@ -47,7 +65,7 @@ class NamespaceScan:
     problems: list[str] = field(default_factory=list)
     opaque: dict[str, list[str]] = field(default_factory=dict)  # label -> its addresses
 
-    def keys(self) -> set[tuple[int, int]]:
+    def keys(self) -> set[Key]:
         return {ns.key for ns in self.namespaces}
 
 
@@ -59,7 +77,7 @@ def nsfs_device() -> int | None:
         return None
 
 
-def namespace_key(path: str) -> tuple[int, int] | None:
+def namespace_key(path: str) -> Key | None:
     """(device, inode) when ``path`` is a live network namespace file, else None.
 
     A path that exists but is not on nsfs (an empty mount point left after the namespace was
@@ -72,6 +90,100 @@ def namespace_key(path: str) -> tuple[int, int] | None:
     if st.st_dev != nsfs_device():
         return None
     return (st.st_dev, st.st_ino)
+
+
+def ns_type(path: str) -> int:
+    """The CLONE_NEW* type of the namespace file ``path`` (NS_GET_NSTYPE on an fd of it)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        return int(fcntl.ioctl(fd, NS_GET_NSTYPE))
+    finally:
+        os.close(fd)
+
+
+# --- can this process see the whole node? ------------------------------------------------
+
+
+def _key(path: str) -> Key:
+    st = os.stat(path)
+    return (st.st_dev, st.st_ino)
+
+
+def _is_kthreadd(pid: str) -> bool:
+    """``pid`` is the kernel's thread creator: comm kthreadd, no parent."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            text = f.read(4096)
+    except OSError:
+        return False
+    comm = text[text.find("(") + 1 : text.rfind(")")]
+    rest = text[text.rfind(")") + 1 :].split()
+    return comm == "kthreadd" and len(rest) > 1 and rest[1] == "0"
+
+
+def view_problems() -> list[str]:
+    """Why a scan from this process cannot see every namespace of the node; [] when it can.
+
+    - PID namespace: only the initial one's /proc lists every process.  Its inode number is
+      fixed by the kernel (0xEFFFFFFC), and ``/proc/self`` must name this process (a /proc
+      mounted for another PID namespace does not).  (NS_GET_PARENT cannot tell: it fails
+      with EPERM inside a child namespace as well as in the initial one.)
+    - user namespace: root of a child user namespace may not look into the node's.
+    - mount namespace: the cache and /run/netns name paths in the node's mount namespace,
+      the one init (pid 1) and the kernel threads (kthreadd, pid 2) are in; each of the two
+      whose namespace can be read must be ours (at least one must be readable).
+    """
+    problems: list[str] = []
+    try:
+        if _fs_type("/proc") != PROC_SUPER_MAGIC:
+            return ["/proc is not a proc filesystem"]
+    except CNIError as exc:
+        return [f"/proc is not usable: {exc.msg}"]
+    try:
+        pid_ino = os.stat("/proc/self/ns/pid").st_ino
+        user_ino = os.stat("/proc/self/ns/user").st_ino
+        proc_self = os.readlink("/proc/self")
+        own_mnt = _key("/proc/self/ns/mnt")
+    except OSError as exc:
+        return [f"cannot tell which namespaces this process is in: {exc}"]
+    if pid_ino != PROC_PID_INIT_INO:
+        problems.append(
+            f"pycni runs in a PID namespace of its own (pid:[{pid_ino}]): /proc shows only "
+            "part of the node's processes"
+        )
+    elif proc_self != str(os.getpid()):
+        problems.append("/proc is mounted for another PID namespace than pycni's")
+    if user_ino != PROC_USER_INIT_INO:
+        problems.append(
+            f"pycni runs in a user namespace of its own (user:[{user_ino}]): it may not "
+            "look into the node's namespaces"
+        )
+    if problems:
+        return problems
+    references: list[tuple[str, Key]] = []
+    for pid, who in (("1", "init (pid 1)"), ("2", "kthreadd (pid 2)")):
+        if pid == "2" and not _is_kthreadd(pid):
+            continue
+        try:
+            references.append((who, _key(f"/proc/{pid}/ns/mnt")))
+        except PermissionError:
+            continue  # a hardened init: the other reference decides
+        except OSError as exc:
+            problems.append(f"cannot read the mount namespace of {who}: {exc}")
+    if not references and not problems:
+        problems.append("cannot read the mount namespace of init (pid 1) or of kthreadd (pid 2)")
+    for who, ref in references:
+        if ref != own_mnt:
+            problems.append(
+                f"pycni runs in a mount namespace of its own (mnt:[{own_mnt[1]}], {who} is "
+                f"in mnt:[{ref[1]}]): /run/netns and the paths in the result cache may not "
+                "be the node's"
+            )
+            break
+    return problems
+
+
+# --- reading /proc ---------------------------------------------------------------------
 
 
 def _unescape_mount_path(text: str) -> str:
@@ -87,15 +199,15 @@ def _unescape_mount_path(text: str) -> str:
     return "".join(out)
 
 
-def nsfs_mount_points(mountinfo: str) -> list[str]:
-    """Mount points of network namespace files in one ``/proc/PID/mountinfo`` text."""
+def nsfs_mount_points(mountinfo: str, prefix: str = _NSFS_PREFIX) -> list[str]:
+    """Mount points of namespace files (network ones by default) in a mountinfo text."""
     points = []
     for line in mountinfo.splitlines():
         fields, sep, rest = line.partition(" - ")
         parts, fstype = fields.split(), rest.split()[:1]
         if not sep or len(parts) < 5 or fstype != ["nsfs"]:
             continue
-        if parts[3].startswith(_NSFS_PREFIX):
+        if parts[3].startswith(prefix):
             points.append(_unescape_mount_path(parts[4]))
     return points
 
@@ -126,14 +238,17 @@ def proc_net_addresses(net_dir: str) -> list[str]:
 class _Scanner:
     def __init__(self) -> None:
         self.scan = NamespaceScan()
-        self._seen: set[tuple[int, int]] = set()
+        self._seen: set[Key] = set()
+        self._other_types: set[Key] = set()  # nsfs inodes of other namespace types
         self._nsfs = nsfs_device()
-        self._mount_namespaces: set[int] = set()
+        self._own_mnt = _own_mount_namespace()
+        self._mount_namespaces: set[Key] = set()  # those whose mountinfo was read
+        self._held_mount_namespaces: dict[Key, str] = {}  # bind-mounted or open: key -> where
 
     def add(self, path: str, label: str) -> None:
         try:
             st = os.stat(path)
-        except (FileNotFoundError, ProcessLookupError, NotADirectoryError):
+        except _GONE:
             return  # gone meanwhile: it holds nothing
         except OSError as exc:
             self.fail(f"cannot stat {path}: {exc}")
@@ -162,22 +277,40 @@ class _Scanner:
             if tid != pid:
                 self.add(f"{base}/task/{tid}/ns/net", f"pid {pid} thread {tid}")
         for fd in self._listdir(f"{base}/fd"):
-            path = f"{base}/fd/{fd}"
-            try:
-                target = os.readlink(path)
-            except (FileNotFoundError, ProcessLookupError):
-                continue
-            except OSError as exc:
-                self.fail(f"cannot read {path}: {exc}")
-                continue
-            if target.startswith(_NSFS_PREFIX):
-                self.add(path, f"pid {pid} fd {fd}")
+            self._fd(f"{base}/fd/{fd}", f"pid {pid} fd {fd}")
         self._mounts(pid)
+
+    def _fd(self, path: str, label: str) -> None:
+        """An open fd: a network namespace if it is an nsfs inode of type CLONE_NEWNET."""
+        try:
+            st = os.stat(path)  # follows the fd to what it is, whatever its link text says
+        except _GONE:
+            return
+        except OSError as exc:
+            self.fail(f"cannot stat {path}: {exc}")
+            return
+        key = (st.st_dev, st.st_ino)
+        if st.st_dev != self._nsfs or key in self._seen or key in self._other_types:
+            return
+        try:
+            kind = ns_type(path)
+        except _GONE:
+            return
+        except OSError as exc:
+            self.fail(f"cannot tell the namespace type of {path}: {exc}")
+            return
+        if kind == CLONE_NEWNET:
+            self._seen.add(key)
+            self.scan.namespaces.append(LiveNamespace(key, path, label))
+            return
+        self._other_types.add(key)
+        if kind == CLONE_NEWNS:
+            self._held_mount_namespaces.setdefault(key, label)
 
     def _opaque(self, pid: str) -> None:
         try:
             addresses = proc_net_addresses(f"/proc/{pid}/net")
-        except (FileNotFoundError, ProcessLookupError):
+        except _GONE:
             return
         except OSError as exc:
             self.fail(f"cannot read the addresses of pid {pid}: {exc}")
@@ -186,8 +319,8 @@ class _Scanner:
 
     def _mounts(self, pid: str) -> None:
         try:
-            mnt = os.stat(f"/proc/{pid}/ns/mnt").st_ino
-        except (FileNotFoundError, ProcessLookupError):
+            mnt = _key(f"/proc/{pid}/ns/mnt")
+        except _GONE:
             return
         except OSError as exc:
             self.fail(f"cannot stat /proc/{pid}/ns/mnt: {exc}")
@@ -197,39 +330,60 @@ class _Scanner:
         try:
             with open(f"/proc/{pid}/mountinfo", encoding="utf-8", errors="replace") as f:
                 text = f.read()
-        except (FileNotFoundError, ProcessLookupError):
+        except _GONE:
             return
         except OSError as exc:
             self.fail(f"cannot read /proc/{pid}/mountinfo: {exc}")
             return
         self._mount_namespaces.add(mnt)
-        own = mnt == _own_mount_namespace()
+        own = mnt == self._own_mnt
         for point in nsfs_mount_points(text):
             self.add(point if own else f"/proc/{pid}/root{point}", point)
+        for point in nsfs_mount_points(text, _MNT_PREFIX):
+            path = point if own else f"/proc/{pid}/root{point}"
+            try:
+                self._held_mount_namespaces.setdefault(_key(path), path)
+            except OSError:
+                continue  # unmounted meanwhile, or in a namespace we cannot enter
+
+    def check_held_mount_namespaces(self) -> None:
+        """A mount namespace held open with no process in it hides the mounts made in it."""
+        for key, where in sorted(self._held_mount_namespaces.items()):
+            if key not in self._mount_namespaces:
+                self.fail(
+                    f"mount namespace mnt:[{key[1]}] is held open ({where}) with no process "
+                    "in it: the namespaces mounted in it cannot be seen"
+                )
 
     def _listdir(self, path: str) -> list[str]:
         try:
             return os.listdir(path)
-        except (FileNotFoundError, ProcessLookupError, NotADirectoryError):
+        except _GONE:
             return []
         except OSError as exc:
             self.fail(f"cannot list {path}: {exc}")
             return []
 
 
-def _own_mount_namespace() -> int | None:
+def _own_mount_namespace() -> Key | None:
     try:
-        return os.stat("/proc/self/ns/mnt").st_ino
+        return _key("/proc/self/ns/mnt")
     except OSError:
         return None
 
 
 def scan(named: Sequence[tuple[str, str]] = ()) -> NamespaceScan:
-    """Every live namespace: ``named`` (label, path) first, so they keep their names."""
+    """Every live namespace: ``named`` (label, path) first, so they keep their names.
+
+    Not ``complete`` (with the reasons in ``problems``) when this process cannot see the
+    whole node (:func:`view_problems`) or some process could not be examined.
+    """
     scanner = _Scanner()
     if scanner._nsfs is None:
         scanner.fail("/proc is not available")
         return scanner.scan
+    for problem in view_problems():
+        scanner.fail(problem)
     for label, path in named:
         scanner.add(path, label)
     try:
@@ -239,4 +393,5 @@ def scan(named: Sequence[tuple[str, str]] = ()) -> NamespaceScan:
         return scanner.scan
     for pid in sorted(pids, key=int):
         scanner.process(pid)
+    scanner.check_held_mount_namespaces()
     return scanner.scan

@@ -1,0 +1,26 @@
+"""The live-namespace scan the inspector and GC decide on; it lives in :mod:`pycni.net.nsscan`
+(host-local's GC needs it too, and plugins may not import inspect/)."""
+
+from __future__ import annotations
+
+from pycni.net.nsscan import (
+    LiveNamespace,
+    NamespaceScan,
+    namespace_key,
+    nsfs_device,
+    nsfs_mount_points,
+    proc_net_addresses,
+    scan,
+    view_problems,
+)
+
+__all__ = [
+    "LiveNamespace",
+    "NamespaceScan",
+    "namespace_key",
+    "nsfs_device",
+    "nsfs_mount_points",
+    "proc_net_addresses",
+    "scan",
+    "view_problems",
+]
