@@ -372,6 +372,61 @@ def _own_mount_namespace() -> Key | None:
         return None
 
 
+@record
+class LiveAddresses:
+    """Every address configured in a live network namespace (this one included)."""
+
+    addresses: set[str] = field(default_factory=set)
+    complete: bool = True
+    problems: list[str] = field(default_factory=list)
+    namespaces: int = 0
+
+
+def _addresses_in(fd: int) -> set[str]:
+    from pycni.net.netlink import rtnl
+    from pycni.net.ns import entered_fd
+
+    with entered_fd(fd), rtnl() as kernel:
+        return {str(found.interface.ip) for found in kernel.addresses()}
+
+
+def live_addresses() -> LiveAddresses:
+    """The addresses of every namespace :func:`scan` finds, read by netlink inside each.
+
+    Not ``complete`` when the scan is not, or a namespace that still exists could not be
+    read: then any address may be in use, and nothing may be freed on this evidence.
+    """
+    from pycni.net.netlink import rtnl
+
+    found = scan()
+    nsfs = nsfs_device()
+    out = LiveAddresses(complete=found.complete, problems=list(found.problems))
+    with rtnl() as kernel:
+        out.addresses = {str(a.interface.ip) for a in kernel.addresses()}
+    for ns in found.namespaces:
+        try:
+            fd = os.open(ns.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except _GONE:
+            continue
+        except OSError as exc:
+            out.complete = False
+            out.problems.append(f"cannot open namespace {ns.path}: {exc}")
+            continue
+        try:
+            if os.fstat(fd).st_dev != nsfs:
+                continue  # no longer a namespace file: it went away
+            out.addresses |= _addresses_in(fd)
+            out.namespaces += 1
+        except OSError as exc:
+            out.complete = False
+            out.problems.append(f"cannot read the addresses in namespace {ns.path}: {exc}")
+        finally:
+            os.close(fd)
+    for addresses in found.opaque.values():
+        out.addresses.update(addresses)
+    return out
+
+
 def scan(named: Sequence[tuple[str, str]] = ()) -> NamespaceScan:
     """Every live namespace: ``named`` (label, path) first, so they keep their names.
 

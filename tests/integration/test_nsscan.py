@@ -1,0 +1,141 @@
+"""The live-namespace scan GC decides on (pycni.net.nsscan), against the real kernel."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from pycni.net.nsscan import namespace_key, scan, view_problems
+from tests import harness
+
+pytestmark = pytest.mark.kernel
+
+FD_HOLDER = (
+    "import os, sys\n"
+    "fd = os.open(sys.argv[1], os.O_RDONLY)\n"
+    "print(fd, flush=True)\n"
+    "sys.stdin.read()\n"
+)
+
+
+@pytest.fixture
+def held_by_fd() -> Iterator[tuple[subprocess.Popen[str], int, tuple[int, int]]]:
+    """A namespace whose path was removed after a process opened it: only the fd holds it."""
+    ns = harness.create_namespace("fdonly")
+    key = namespace_key(ns.path)
+    assert key is not None
+    proc = subprocess.Popen(
+        [sys.executable, "-c", FD_HOLDER, ns.path],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        fd = int(proc.stdout.readline())
+        ns.delete()
+        yield proc, fd, key
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(timeout=30)
+        ns.delete()
+
+
+def test_a_namespace_held_only_by_an_fd_is_found_by_what_the_fd_is(
+    held_by_fd: tuple[subprocess.Popen[str], int, tuple[int, int]],
+) -> None:
+    proc, fd, key = held_by_fd
+    link = os.readlink(f"/proc/{proc.pid}/fd/{fd}")
+    assert not link.startswith("net:[")  # its link text is a path: no use to tell what it is
+    found = scan()
+    assert found.complete, found.problems
+    (hit,) = [ns for ns in found.namespaces if ns.key == key]
+    assert hit.label == f"pid {proc.pid} fd {fd}"
+
+
+def test_fds_of_other_namespace_types_are_not_network_namespaces() -> None:
+    """An fd on a UTS namespace is an nsfs inode too, but no network namespace to look into."""
+    holder = subprocess.Popen(
+        ["unshare", "--uts", sys.executable, "-c", FD_HOLDER, "/proc/self/ns/uts"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        fd = holder.stdout.readline().strip()
+        labels = {ns.label for ns in scan().namespaces}
+        assert f"pid {holder.pid} fd {fd}" not in labels
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=30)
+
+
+# Holds an fd on the mount namespace of a process that then exits: a mount namespace no
+# process is in, whose mounts (bind-mounted netns files, say) no /proc/PID/mountinfo shows.
+MNT_HOLDER = """
+import os, subprocess, sys
+child = subprocess.Popen(["unshare", "--mount", "sh", "-c", "echo up; read x"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+child.stdout.readline()
+fd = os.open(f"/proc/{child.pid}/ns/mnt", os.O_RDONLY)
+child.stdin.close()
+child.wait()
+print(fd, os.fstat(fd).st_ino, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_mount_namespace_held_with_no_process_in_it_makes_the_scan_incomplete() -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", MNT_HOLDER],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        fd, ino = holder.stdout.readline().split()
+        found = scan()
+        assert not found.complete
+        (problem,) = [p for p in found.problems if f"mnt:[{ino}]" in p]
+        assert "held open" in problem and f"pid {holder.pid} fd {fd}" in problem
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    assert not any(f"mnt:[{ino}]" in p for p in scan().problems)
+
+
+PROBE = "import json; from pycni.net.nsscan import view_problems; print(json.dumps(view_problems()))"
+
+
+@pytest.mark.parametrize(
+    ("wrapper", "says"),
+    [
+        ([], None),
+        (["unshare", "--mount"], "mount namespace of its own"),
+        (["unshare", "--pid", "--fork", "--mount-proc"], "PID namespace of its own"),
+        (["unshare", "--pid", "--fork"], "PID namespace of its own"),
+        (["unshare", "--user", "--map-root-user"], "user namespace of its own"),
+    ],
+)
+def test_view_problems_say_when_this_process_cannot_see_the_whole_node(
+    wrapper: list[str], says: str | None
+) -> None:
+    proc = subprocess.run(
+        [*wrapper, sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    problems = json.loads(proc.stdout)
+    if says is None:
+        assert problems == [] == view_problems()
+    else:
+        assert any(says in p for p in problems), problems
