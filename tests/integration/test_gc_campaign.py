@@ -230,8 +230,12 @@ def test_gc_campaign_keeps_every_live_pod_and_frees_the_dead_one(
     live["path removed, process inside"] = (holder.path, ip, host)
 
     dead = pod_factory()  # really gone
-    dead_ip, _host = campaign.cached_add(dead)
+    dead_ip, dead_host = campaign.cached_add(dead)
     dead.delete()
+    deadline = time.monotonic() + 30  # the kernel removes a dead namespace's veths lazily
+    while dead_host in campaign.veths():
+        assert time.monotonic() < deadline, "the dead pod's veth never went"
+        time.sleep(0.05)
 
     for role, (path, ip, _host) in live.items():
         assert ip in addresses_in(path), role
@@ -276,6 +280,11 @@ def test_gc_campaign_keeps_every_live_pod_and_frees_the_dead_one(
     # Once the holders are gone, so are their pods: GC frees their addresses.
     for holder in campaign.holders:
         holder.stop()
+    held = {live[role][2] for role in ("fd only", "process only", "path removed, process inside")}
+    deadline = time.monotonic() + 30  # their namespaces, and veths, go lazily
+    while held & campaign.veths():
+        assert time.monotonic() < deadline, "the held pods' veths never went"
+        time.sleep(0.05)
     proc = campaign.gc()
     assert proc.returncode == 0, proc.stdout + proc.stderr
     owners = campaign.owners()
@@ -292,3 +301,54 @@ def test_gc_campaign_keeps_every_live_pod_and_frees_the_dead_one(
     while campaign.veths() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert campaign.veths() == set()
+
+
+def test_host_local_gc_verb_keeps_a_live_pods_address_the_valid_list_forgot(
+    campaign: Campaign, pod_factory: Callable[[], harness.Namespace]
+) -> None:
+    """The runtime's list is not the only evidence: a pod it does not list (another
+    runtime's, held by a process after `ip netns del`) keeps its address; a gone one loses
+    it; the listed one keeps it."""
+    listed, forgotten, gone = pod_factory(), pod_factory(), pod_factory()
+    listed_ip, _ = campaign.cacheless_add(listed)
+    forgotten_ip, _ = campaign.cacheless_add(forgotten)
+    gone_ip, _ = campaign.cacheless_add(gone)
+    holder = hold_by_process(forgotten.path)
+    campaign.holders.append(holder)
+    forgotten.delete()
+    gone.delete()
+    conf = {
+        "cniVersion": "1.1.0",
+        "name": NET,
+        "ipam": campaign.ipam,
+        "cni.dev/valid-attachments": [{"containerID": listed.name, "ifname": "eth0"}],
+    }
+    with campaign.node.entered():
+        run = harness.exec_plugin(
+            Path(campaign.cni_path) / "host-local", "GC", conf, cni_path=campaign.cni_path
+        ).ok()
+    owners = campaign.owners()
+    assert owners == {
+        listed_ip.split("/")[0]: listed.name,
+        forgotten_ip.split("/")[0]: forgotten.name,
+    }, run.stderr
+    assert gone_ip.split("/")[0] not in owners
+    assert forgotten_ip in addresses_in(holder.path)
+
+    holder.stop()  # now the forgotten pod is gone too
+    with campaign.node.entered():
+        harness.exec_plugin(
+            Path(campaign.cni_path) / "host-local", "GC", conf, cni_path=campaign.cni_path
+        ).ok()
+    assert campaign.owners() == {listed_ip.split("/")[0]: listed.name}
+    conf_del = {"cniVersion": "1.0.0", "name": NET, **campaign.plugin}
+    with campaign.node.entered():
+        harness.exec_plugin(
+            Path(campaign.cni_path) / "bridge",
+            "DEL",
+            conf_del,
+            container_id=listed.name,
+            netns=listed.path,
+            cni_path=campaign.cni_path,
+        ).ok()
+    assert campaign.owners() == {}

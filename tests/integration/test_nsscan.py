@@ -114,7 +114,9 @@ def test_a_mount_namespace_held_with_no_process_in_it_makes_the_scan_incomplete(
     assert not any(f"mnt:[{ino}]" in p for p in scan().problems)
 
 
-PROBE = "import json; from pycni.net.nsscan import view_problems; print(json.dumps(view_problems()))"
+PROBE = (
+    "import json; from pycni.net.nsscan import view_problems; print(json.dumps(view_problems()))"
+)
 
 
 @pytest.mark.parametrize(
