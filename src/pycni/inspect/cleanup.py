@@ -216,7 +216,8 @@ def _note_blind_spots(state: NodeState, report: CleanupReport) -> bool:
             report.errors.append(problem)
     if state.addresses_complete:
         return True
-    report.refused = [p for p in state.problems if p not in report.refused] or [
+    # collect's notes about unreadable cache files are warnings, not why the scan is blind
+    report.refused = [p for p in state.problems if not p.startswith("cache file ")] or [
         "not every network namespace could be examined"
     ]
     return False
