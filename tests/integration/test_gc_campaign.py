@@ -33,7 +33,7 @@ GC_TIMEOUT = 600  # GC looks into every namespace of the machine
 NET = "gccamp-net"
 BRIDGE = "gccamp0"
 SUBNET = "10.213.98.0/24"  # rare: GC looks for addresses in every namespace
-PREFIX = "/24"
+RANGE = ("10.213.98.2", "10.213.98.15")
 REFUSED = 4  # `pycni gc` / `pycni cleanup`: the scan cannot see the whole node
 
 pytestmark = pytest.mark.kernel
@@ -102,7 +102,9 @@ class Campaign:
         self.node, self.state, self.cni_path = node, state, cni_path
         self.ipam = {
             "type": "host-local",
-            "ranges": [[{"subnet": SUBNET}]],
+            # 14 addresses: the 10 ADDs after GC wrap around to the freed ones, so an
+            # address wrongly freed is handed to a second pod
+            "ranges": [[{"subnet": SUBNET, "rangeStart": RANGE[0], "rangeEnd": RANGE[1]}]],
             "dataDir": str(state.data_dir),
         }
         self.plugin = {"type": "bridge", "bridge": BRIDGE, "isGateway": True, "ipam": self.ipam}
@@ -268,6 +270,7 @@ def test_gc_campaign_keeps_every_live_pod_and_frees_the_dead_one(
         added[pod.name] = ip
     everyone = [ip for _path, ip, _host in live.values()] + list(added.values())
     assert len(set(everyone)) == len(everyone), everyone
+    assert dead_ip in added.values()  # freed, and handed out again once the range wrapped
 
     owners = campaign.owners()
     veths = campaign.veths()

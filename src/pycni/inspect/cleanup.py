@@ -33,6 +33,7 @@ from pycni.inspect import nftmap
 from pycni.inspect.collect import Paths, collect
 from pycni.inspect.leaks import DEFAULT_GRACE_PERIOD, Leak, find_leaks
 from pycni.inspect.model import NodeState, PortMapping
+from pycni.inspect.namespaces import view_problems
 from pycni.net.netlink import rtnl
 from pycni.record import field, record
 from pycni.spec.errors import INVALID_NETWORK_CONFIG, CNIError
@@ -242,6 +243,9 @@ def clean(
     after its reservation and rules.
     """
     report = CleanupReport()
+    report.refused = view_problems()  # cheap, and refuses before looking into every namespace
+    if report.refused:
+        return report
     state = collect(paths)
     if not _note_blind_spots(state, report):
         return report

@@ -401,6 +401,8 @@ def live_addresses() -> LiveAddresses:
     found = scan()
     nsfs = nsfs_device()
     out = LiveAddresses(complete=found.complete, problems=list(found.problems))
+    if not out.complete:
+        return out  # nothing may be freed on it: do not look into a thousand namespaces
     with rtnl() as kernel:
         out.addresses = {str(a.interface.ip) for a in kernel.addresses()}
     for ns in found.namespaces:
