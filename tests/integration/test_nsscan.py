@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from pycni.net.nsscan import namespace_key, scan, view_problems
+from pycni.net.nsscan import linked_addresses, live_addresses, namespace_key, scan, view_problems
 from tests import harness
 
 pytestmark = pytest.mark.kernel
@@ -141,3 +141,44 @@ def test_view_problems_say_when_this_process_cannot_see_the_whole_node(
         assert problems == [] == view_problems()
     else:
         assert any(says in p for p in problems), problems
+
+
+def test_a_namespace_linked_to_this_one_is_read_by_its_nsid_without_entering_it(
+    node: harness.Namespace,
+    held_by_fd: tuple[subprocess.Popen[str], int, tuple[int, int]],
+) -> None:
+    """A pod's veth gives its namespace an nsid in the node's: its addresses are read from
+    there whoever holds it (what covers a holder /proc cannot show)."""
+    proc, fd, _key = held_by_fd
+    pod = f"/proc/{proc.pid}/fd/{fd}"
+    subprocess.run(
+        [
+            "nsenter",
+            f"--net={node.path}",
+            "--",
+            "ip",
+            "link",
+            "add",
+            "lk0",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "lk1",
+        ],
+        check=True,
+    )
+    subprocess.run(
+        ["nsenter", f"--net={node.path}", "--", "ip", "link", "set", "lk1", "netns", pod],
+        check=True,
+    )
+    subprocess.run(
+        ["nsenter", f"--net={pod}", "--", "ip", "addr", "add", "10.213.99.7/24", "dev", "lk1"],
+        check=True,
+    )
+    with node.entered():
+        linked = linked_addresses()
+    assert [nsid for nsid, found in linked.items() if "10.213.99.7" in found], linked
+    with node.entered():
+        live = live_addresses()
+    assert live.complete and "10.213.99.7" in live.addresses

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pycni.net.nsscan import (
     LiveNamespace,
     NamespaceScan,
+    linked_addresses,
     namespace_key,
     nsfs_device,
     nsfs_mount_points,
@@ -17,6 +18,7 @@ from pycni.net.nsscan import (
 __all__ = [
     "LiveNamespace",
     "NamespaceScan",
+    "linked_addresses",
     "namespace_key",
     "nsfs_device",
     "nsfs_mount_points",

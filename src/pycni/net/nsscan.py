@@ -31,6 +31,7 @@ from __future__ import annotations
 import fcntl
 import ipaddress
 import os
+import struct
 from collections.abc import Sequence
 
 from pycni.net.ns import CLONE_NEWNET, PROC_SUPER_MAGIC, _fs_type
@@ -390,6 +391,53 @@ def _addresses_in(fd: int) -> set[str]:
         return {str(found.interface.ip) for found in kernel.addresses()}
 
 
+RTM_NEWNSID, RTM_GETNSID = 88, 90
+NETNSA_NSID = 1
+IFA_TARGET_NETNSID = 10  # Linux 4.20: dump another namespace's addresses by its nsid
+_RTGENMSG = struct.Struct("=Bxxx")
+_S32 = struct.Struct("=i")
+
+
+def linked_addresses() -> dict[int, set[str]]:
+    """nsid -> addresses, for every namespace this one knows by an nsid, read without
+    entering it (RTM_GETADDR with IFA_TARGET_NETNSID).
+
+    Every namespace a link of ours leads to (a pod's veth, a moved macvlan) has an nsid here,
+    whoever holds it: this covers what the /proc scan cannot see (an fd held by a process
+    whose fds even root may not read).  {} on kernels that cannot do this (before 4.20).
+    """
+    from pycni.net.kernel import NetlinkError
+    from pycni.net.rtnl import codec
+    from pycni.net.rtnl.wire import NLM_F_DUMP, Socket, attr, parse_attrs
+
+    out: dict[int, set[str]] = {}
+    sock = Socket()
+    try:
+        try:
+            replies = sock.request(RTM_GETNSID, NLM_F_DUMP, _RTGENMSG.pack(0))
+        except NetlinkError:
+            return {}
+        nsids = []
+        for kind, payload in replies:
+            raw = parse_attrs(payload, _RTGENMSG.size, len(payload))
+            if kind == RTM_NEWNSID and len(raw.get(NETNSA_NSID, b"")) >= 4:
+                nsids.append(_S32.unpack_from(raw[NETNSA_NSID])[0])
+        for nsid in sorted(n for n in nsids if n >= 0):
+            body = codec.IFADDRMSG.pack(0, 0, 0, 0, 0) + attr(IFA_TARGET_NETNSID, _S32.pack(nsid))
+            try:
+                dumped = sock.request(codec.RTM_GETADDR, NLM_F_DUMP, body)
+            except NetlinkError:
+                continue  # gone meanwhile, or a kernel without target nsids
+            found = out.setdefault(nsid, set())
+            for kind, payload in dumped:
+                address = codec.decode_address(payload) if kind == codec.RTM_NEWADDR else None
+                if address is not None:
+                    found.add(str(address.interface.ip))
+    finally:
+        sock.close()
+    return out
+
+
 def live_addresses() -> LiveAddresses:
     """The addresses of every namespace :func:`scan` finds, read by netlink inside each.
 
@@ -426,6 +474,8 @@ def live_addresses() -> LiveAddresses:
             os.close(fd)
     for addresses in found.opaque.values():
         out.addresses.update(addresses)
+    for linked in linked_addresses().values():
+        out.addresses.update(linked)
     return out
 
 
