@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -182,3 +183,52 @@ def test_a_namespace_linked_to_this_one_is_read_by_its_nsid_without_entering_it(
     with node.entered():
         live = live_addresses()
     assert live.complete and "10.213.99.7" in live.addresses
+
+
+# A thread that unshares its mount namespace (as Go runtimes do on a locked thread) and
+# bind-mounts a network namespace there: no process's own mountinfo shows that mount.
+THREAD_MOUNT_HOLDER = """
+import ctypes, os, sys, threading
+libc = ctypes.CDLL(None, use_errno=True)
+CLONE_NEWNS, MS_BIND, MS_REC, MS_PRIVATE = 0x20000, 0x1000, 0x4000, 1 << 18
+source, directory = sys.argv[1].encode(), sys.argv[2]
+
+def run():
+    assert libc.unshare(CLONE_NEWNS) == 0, ctypes.get_errno()
+    assert libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) == 0
+    assert libc.mount(b"tmpfs", directory.encode(), b"tmpfs", 0, None) == 0
+    target = os.path.join(directory, "ns")
+    open(target, "w").close()
+    assert libc.mount(source, target.encode(), None, MS_BIND, None) == 0
+    print(threading.get_native_id(), flush=True)
+    sys.stdin.read()
+
+threading.Thread(target=run).start()
+"""
+
+
+def test_a_namespace_mounted_in_a_threads_own_mount_namespace_is_found(
+    tmp_path: Path,
+) -> None:
+    ns = harness.create_namespace("thrmnt")
+    key = namespace_key(ns.path)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", THREAD_MOUNT_HOLDER, ns.path, str(tmp_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        tid = holder.stdout.readline().strip()
+        assert tid, "the holder thread did not start"
+        ns.delete()
+        assert namespace_key(ns.path) is None
+        found = scan()
+        hits = [n for n in found.namespaces if n.key == key]
+        assert hits and hits[0].path.startswith(f"/proc/{holder.pid}/task/{tid}/root/"), hits
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=30)
+        ns.delete()

@@ -217,10 +217,11 @@ def _note_blind_spots(state: NodeState, report: CleanupReport) -> bool:
             report.errors.append(problem)
     if state.addresses_complete:
         return True
-    # collect's notes about unreadable cache files are warnings, not why the scan is blind
-    report.refused = [p for p in state.problems if not p.startswith("cache file ")] or [
-        "not every network namespace could be examined"
-    ]
+    # notes about unreadable cache files and opaque processes are warnings, not why the
+    # scan is blind
+    report.refused = [
+        p for p in state.problems if not p.startswith("cache file ") and " is opaque (" not in p
+    ] or ["not every network namespace could be examined"]
     return False
 
 
