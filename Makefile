@@ -53,6 +53,7 @@ bench: setup
 	$(PY) bench/run.py && $(PY) bench/bench_cluster.py
 	$(PY) bench/bench_portmap_scale.py
 	$(PY) bench/bench_startup.py
+	$(PY) bench/bench_cli.py
 
 clean:
 	rm -rf $(STAMPS) $(VENV) build src/*.egg-info

@@ -90,8 +90,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--check", action="store_true", help="exit 3 when leaks were found")
     parser.add_argument(
         "--socket",
-        default=DEFAULT_DAEMON_SOCKET,
-        help=f"the daemon's socket, asked whether it answers (default {DEFAULT_DAEMON_SOCKET})",
+        default=None,
+        help="the daemon's socket, asked whether it answers (default: the one the installed "
+        f"entry points forward to, else {DEFAULT_DAEMON_SOCKET})",
     )
     parser.add_argument(
         "--grace-period",
@@ -103,9 +104,10 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--cni-path",
-        default=os.environ.get("CNI_PATH", DEFAULT_CNI_PATH),
-        help="plugin dirs whose entry-point modes are shown, ':'-separated "
-        "(default $CNI_PATH or /opt/cni/bin)",
+        default=os.environ.get("CNI_PATH"),
+        help="plugin dirs whose entry points are shown and tell which daemon to ask, "
+        "':'-separated (default $CNI_PATH, else the plugin dirs of the runtimes installed "
+        "here (containers.conf, containerd's and CRI-O's configs), else /opt/cni/bin)",
     )
     parser.set_defaults(func=run_inspect)
 
@@ -149,11 +151,13 @@ def run_inspect(args: argparse.Namespace) -> int:
     from pycni.inspect import leaks as leaks_mod
     from pycni.inspect import model, render_svg, render_text
     from pycni.inspect.collect import collect
-    from pycni.inspect.daemon import read_daemon
+    from pycni.inspect.daemon import choose_socket, read_daemon
 
     state = collect(_paths(args))
-    dirs = [d for d in args.cni_path.split(os.pathsep) if d]
-    state.daemon = read_daemon(args.socket, plugin_dirs=dirs)
+    dirs = inspect_plugin_dirs(args.cni_path)
+    socket_path, why = choose_socket(args.socket, dirs, DEFAULT_DAEMON_SOCKET)
+    state.daemon = read_daemon(socket_path, plugin_dirs=dirs)
+    state.daemon.chosen_because = why
     found = leaks_mod.find_leaks(state, grace=args.grace_period)
     if args.svg:
         with open(args.svg, "w", encoding="utf-8") as f:
@@ -167,6 +171,16 @@ def run_inspect(args: argparse.Namespace) -> int:
         if args.svg:
             sys.stdout.write(f"topology diagram written to {args.svg}\n")
     return 3 if args.check and found else 0
+
+
+def inspect_plugin_dirs(cni_path: str | None) -> list[str]:
+    """The plugin dirs given, else every runtime's here, else /opt/cni/bin."""
+    if cni_path is not None:
+        return [d for d in cni_path.split(os.pathsep) if d]
+    from pycni.inspect import runtimes
+
+    found = runtimes.plugin_dirs(runtimes.find())
+    return [d for d in found if os.path.isdir(d)] or [DEFAULT_CNI_PATH]
 
 
 def run_cleanup(args: argparse.Namespace) -> int:

@@ -124,6 +124,8 @@ class CallTable:
         rec.plugin_type = req.plugin_type
         rec.command = req.env.get("CNI_COMMAND", "")
         rec.container_id = req.env.get("CNI_CONTAINERID", "")
+        rec.traceparent = req.env.get("TRACEPARENT", "")[:64]  # a valid one is 55 characters
+        rec.tracestate = req.env.get("TRACESTATE", "")[:512]
         if req.caller_netns_fd is None:
             rec.note = "refused: no caller netns fd"
             self.reply(call, policy.missing_caller_netns())

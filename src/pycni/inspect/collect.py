@@ -548,7 +548,9 @@ def _current_netns_label(netns_dir: str) -> str:
                 return name
     except OSError:
         pass
-    return "host" if own == ns_key("/proc/1/ns/net") else f"netns:[{own[1] if own else '?'}]"
+    if own == ns_key("/proc/1/ns/net"):
+        return "host"
+    return f"this namespace (not named in {netns_dir})"
 
 
 def collect(paths: Paths) -> NodeState:
@@ -567,6 +569,9 @@ def collect(paths: Paths) -> NodeState:
     state.reservations = read_reservations(stores)
     read_kernel(state, paths.netns_dir)
     state.port_mappings, problems = nftmap.read_mappings()
+    state.problems.extend(problems)
+    state.masquerades, problems = nftmap.read_masquerades()
+    state.masquerades += nftmap.read_iptables_masquerades()
     state.problems.extend(problems)
     _collect_dns_servers(state, paths.dnsname_dir)
     return state

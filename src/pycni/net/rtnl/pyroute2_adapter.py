@@ -290,10 +290,6 @@ class Pyroute2Kernel:
         ipr.fileno()
         return cls(ipr)
 
-    def iproute(self) -> IPRoute:
-        """The IPRoute itself, for pycni.net.netlink.legacy_iproute() only."""
-        return self._ipr
-
     def fileno(self) -> int:
         return int(self._ipr.fileno())
 

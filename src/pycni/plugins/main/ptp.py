@@ -30,7 +30,6 @@ from pycni.spec.decode import Bool, Obj, Str, decode, option
 from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig
 from pycni.spec.result import DNS, Interface, IPConfig, Result
 
-SCOPE_UNIVERSE = 0
 SCOPE_LINK = 253
 SCOPE_HOST = 254
 
