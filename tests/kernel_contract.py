@@ -381,6 +381,26 @@ def ipv4_routes(s: Side) -> Any:
     }
 
 
+def route_delete_matches(s: Side) -> Any:
+    """A delete names what it matches: the protocol (pycni.net.owned_routes relies on it to
+    never remove another program's route), the gateway, the link, the table."""
+    s.node.add_veth("dm0", "dm1", s.node_fd)
+    dm0, dm1 = index(s.node, "dm0"), index(s.node, "dm1")
+    for link in (dm0, dm1):
+        s.node.set_link(link, up=True)
+    s.node.add_address(dm0, IFACE("10.58.0.1/24"))
+    gw = IP("10.58.0.2")
+    s.node.add_route(Route(NET("10.59.0.0/16"), oif=dm0, gateway=gw, proto=3))
+    calls = [
+        outcome(s.node.delete_route, Route(NET("10.59.0.0/16"), proto=157)),
+        outcome(s.node.delete_route, Route(NET("10.59.0.0/16"), gateway=IP("10.58.0.3"))),
+        outcome(s.node.delete_route, Route(NET("10.59.0.0/16"), oif=dm1)),
+        outcome(s.node.delete_route, Route(NET("10.59.0.0/16"), table=100)),
+        outcome(s.node.delete_route, Route(NET("10.59.0.0/16"), gateway=gw, proto=3)),
+    ]
+    return {"calls": calls, "main": routes(s.node, AF_INET, 254)}
+
+
 def link_down_and_up(s: Side) -> Any:
     """A link going down: what stays of its addresses and routes, for both families, and
     what its coming back up restores."""
@@ -522,6 +542,7 @@ CASES: dict[str, Callable[[Side], Any]] = {
         delete_refusals,
         address_rules,
         ipv4_routes,
+        route_delete_matches,
         link_down_and_up,
         ipv6_routes,
         policy_rules,
@@ -714,6 +735,10 @@ EXPECTED: dict[str, Any] = {
         ],
         "after down": [],
         "empty table": [],
+    },
+    "route_delete_matches": {
+        "calls": ["ESRCH", "ESRCH", "ESRCH", "ESRCH", "ok"],
+        "main": [("10.58.0.0/24", "dm0", "", 2, 253, 1, None, "10.58.0.1", 0)],
     },
     "link_down_and_up": {
         "before": {
