@@ -10,6 +10,9 @@ pycni coexist and either can tear down what the other made:
   the reference's attachment comment ``<hash(network)>-<hash(ifname:containerID)>, net: …,
   if: …, id: …``. The reference's own layout (one rule per pod address in ``masq_checks``,
   same comment) is still removed by DEL and GC, so pods set up before an upgrade go cleanly.
+  The last DEL (or GC) of a network removes its chain and sets, and the last of all the table,
+  so a node without masqueraded pods has no trace of it, as under the reference
+  (``release_unused``: kernel-checked, no lock).
 * iptables (``ipMasqBackend: "iptables"``): chain ``CNI-<hash>`` in ``nat`` per
   (network, containerID), reached from POSTROUTING by ``-s <ip>``. It runs the iptables
   binaries, so it is slower; it exists for compatibility.
@@ -198,6 +201,11 @@ def element_changes(
     return out
 
 
+def _jump_comment(network: str) -> str:
+    """The comment of the network's jump in ``masq_checks``."""
+    return f"{RULE_PREFIX}net: {network.replace(chr(34), '')}"[:COMMENT_MAX]
+
+
 def _ensure_network(network: str, subnets: Iterable[IPNetwork]) -> None:
     """Create what the fast path needs, once per network and subnet. ``create`` fails when
     the object exists, so the chain and its jump (and a set and its rule) appear together
@@ -208,7 +216,7 @@ def _ensure_network(network: str, subnets: Iterable[IPNetwork]) -> None:
         "add": {
             "rule": _obj(
                 chain=CHAIN,
-                comment=f"{RULE_PREFIX}net: {network.replace(chr(34), '')}"[:COMMENT_MAX],
+                comment=_jump_comment(network),
                 expr=[{"jump": {"target": chain}}],
             )
         }
@@ -255,26 +263,38 @@ def _create_once(commands: list[dict[str, Any]]) -> None:
             raise
 
 
+ENSURE_TRIES = 5
+
+
 def setup_nftables(ipns: Sequence[IPInterface], network: str, ifname: str, cid: str) -> None:
     """Add the attachment's addresses to its network's sets: one small batch; the sets and
-    their rules are made on the first ADD of a network (or subnet)."""
+    their rules are made on the first ADD of a network (or subnet).
+
+    The last DEL of a network removes them (``release_unused``), possibly between our making
+    them and our adding to them: then the add finds a set missing and we make them again, a
+    bounded number of times."""
     from pycni.net import nftnl  # netlink to nftables: only masquerading calls load it
 
     if not ipns:
         return
     changes = element_changes(ipns, network, comment_for_instance(network, ifname, cid))
-    try:
-        nftnl.change_elements("inet", TABLE, changes)
-        return
-    except OSError as exc:
-        if exc.errno != errno.ENOENT:
-            raise NftError(f"adding the pod addresses to the masquerade sets: {exc}") from None
-    # a set (or the table) is missing: make them, then try again
-    _ensure_network(network, dict.fromkeys(ipn.network for ipn in ipns))
-    try:
-        nftnl.change_elements("inet", TABLE, changes)
-    except OSError as exc:
-        raise NftError(f"adding the pod addresses to the masquerade sets: {exc}") from None
+    for _ in range(ENSURE_TRIES):
+        try:
+            nftnl.change_elements("inet", TABLE, changes)
+            return
+        except OSError as exc:
+            if exc.errno != errno.ENOENT:
+                raise NftError(f"adding the pod addresses to the masquerade sets: {exc}") from None
+        # a set (or the table) is missing: make them, then try again
+        try:
+            _ensure_network(network, dict.fromkeys(ipn.network for ipn in ipns))
+        except NftError as exc:
+            if "No such file or directory" not in str(exc):  # not a concurrent removal
+                raise
+    raise NftError(
+        f"adding the pod addresses to the masquerade sets: the sets of network {network!r} "
+        f"were removed {ENSURE_TRIES} times while this ADD made them (concurrent DELs)"
+    )
 
 
 def _elements(items: list[dict[str, Any]]) -> list[tuple[str, str]]:
@@ -312,16 +332,71 @@ def _delete_rule(handle: int) -> dict[str, Any]:
     return {"delete": {"rule": _obj(chain=CHAIN, handle=handle)}}
 
 
-def _network_sets(network: str) -> list[str]:
-    """The sets of a network, read from the comments of its chain's rules."""
+def _network_rules(network: str) -> list[tuple[int, str]]:
+    """(handle, set) of each rule of the network's chain, the set read from its comment
+    ("" for a rule that is not one of ours)."""
     from pycni.net import nftnl  # netlink to nftables: only masquerading calls load it
 
-    rules = nftnl.chain_rules("inet", TABLE, net_chain(network))
-    return [
-        set_name(network, subnet)
-        for rule in rules
-        if (subnet := _subnet_of_comment(rule.comment)) is not None
-    ]
+    out = []
+    for rule in nftnl.chain_rules("inet", TABLE, net_chain(network)):
+        subnet = _subnet_of_comment(rule.comment)
+        out.append((rule.handle, "" if subnet is None else set_name(network, subnet)))
+    return out
+
+
+def _network_sets(network: str) -> list[str]:
+    """The sets of a network, read from the comments of its chain's rules."""
+    return [name for _handle, name in _network_rules(network) if name]
+
+
+def release_unused(network: str, checks: Sequence[nftnl.Rule]) -> bool:
+    """After a DEL or GC: remove the network's chain, jump, rules and sets once its sets hold
+    no address, then the table once nothing else is in it, so the last DEL leaves no trace
+    (as the reference, whose iptables chains go with their pod). ``checks``: the rules of
+    ``masq_checks`` as read by the caller. Returns whether the table went.
+
+    Race-free without a lock, against our own daemon's threads, other processes and the
+    reference alike: each step is one nf_tables batch whose removals are refused by the
+    kernel (NLM_F_NONREC: EBUSY, and the whole batch is undone) when a set still holds an
+    element, a chain a rule we did not name, or the table anything else, as checked in the
+    kernel's commit of that batch. An ADD that adds an address in between wins (the batch
+    fails); one that finds the sets gone makes them again (``setup_nftables``)."""
+    from pycni.net import nftnl  # netlink to nftables: only masquerading calls load it
+
+    jumps = [rule.handle for rule in checks if rule.comment == _jump_comment(network)]
+    rules = _network_rules(network)
+    if len(jumps) > 1 or (rules and not jumps) or any(not name for _h, name in rules):
+        return False  # not our layout as we made it (a name cut to the same comment): leave it
+    if jumps:
+        batch: list[nftnl.Removal] = [nftnl.Removal("rule", CHAIN, jumps[0])]
+        batch += [nftnl.Removal("rule", net_chain(network), handle) for handle, _s in rules]
+        batch += [nftnl.Removal("set", name, only_if_unused=True) for _h, name in rules]
+        batch.append(nftnl.Removal("chain", net_chain(network), only_if_unused=True))
+        if not _try_removal(batch):
+            return False  # addresses left (or a concurrent change): keep it all
+    elif checks or not nftnl.chain_exists("inet", TABLE, CHAIN):
+        return False  # other networks' rules, or no table at all
+    return _try_removal(
+        [
+            nftnl.Removal("chain", "postrouting"),  # ours alone: rebuilt by every first ADD
+            nftnl.Removal("chain", CHAIN, only_if_unused=True),
+            nftnl.Removal("table", TABLE, only_if_unused=True),
+        ]
+    )
+
+
+def _try_removal(batch: Sequence[nftnl.Removal]) -> bool:
+    """Apply a batch of removals; False when the kernel refused it as in use (EBUSY) or
+    something of it is gone already (ENOENT: a concurrent removal or change)."""
+    from pycni.net import nftnl  # netlink to nftables: only masquerading calls load it
+
+    try:
+        nftnl.change_elements("inet", TABLE, batch)
+    except OSError as exc:
+        if exc.errno in (errno.EBUSY, errno.ENOENT):
+            return False
+        raise NftError(f"removing the unused masquerade table: {exc}") from None
+    return True
 
 
 def _set_elements(name: str) -> list[tuple[str, str]]:
@@ -354,11 +429,8 @@ def teardown_nftables(
         for name in _network_sets(network):
             doomed += [_delete_element(name, ip) for ip, c in _set_elements(name) if c == comment]
     prefix = hash_for_instance(network, ifname, cid)
-    doomed += [
-        _delete_rule(rule.handle)
-        for rule in nftnl.chain_rules("inet", TABLE, CHAIN)
-        if rule.comment.startswith(prefix)
-    ]
+    checks = nftnl.chain_rules("inet", TABLE, CHAIN)
+    doomed += [_delete_rule(rule.handle) for rule in checks if rule.comment.startswith(prefix)]
     try:
         nftnl.change_elements("inet", TABLE, ours)
     except OSError as exc:
@@ -371,6 +443,7 @@ def teardown_nftables(
                 if one.errno != errno.ENOENT:
                     raise NftError(f"removing a pod address from a masquerade set: {one}") from None
     _delete_changes(doomed)
+    release_unused(network, [rule for rule in checks if not rule.comment.startswith(prefix)])
 
 
 def gc_nftables(network: str, valid: Iterable[tuple[str, str]]) -> int:
@@ -379,14 +452,16 @@ def gc_nftables(network: str, valid: Iterable[tuple[str, str]]) -> int:
     from pycni.net import nftnl  # netlink to nftables: only masquerading calls load it
 
     keep = {comment_for_instance(network, ifname, cid) for cid, ifname in valid}
-    doomed = [
-        _delete_rule(rule.handle)
-        for rule in nftnl.chain_rules("inet", TABLE, CHAIN)
-        if rule.comment.startswith(hash_for_network(network)) and rule.comment not in keep
-    ]
+    checks = nftnl.chain_rules("inet", TABLE, CHAIN)
+
+    def stale(rule: nftnl.Rule) -> bool:
+        return rule.comment.startswith(hash_for_network(network)) and rule.comment not in keep
+
+    doomed = [_delete_rule(rule.handle) for rule in checks if stale(rule)]
     for name in _network_sets(network):
         doomed += [_delete_element(name, ip) for ip, c in _set_elements(name) if c not in keep]
     _delete_changes(doomed)
+    release_unused(network, [rule for rule in checks if not stale(rule)])
     return len(doomed)
 
 
