@@ -12,7 +12,7 @@ pycni coexist and either can tear down what the other made:
   same comment) is still removed by DEL and GC, so pods set up before an upgrade go cleanly.
   The last DEL (or GC) of a network removes its chain and sets, and the last of all the table,
   so a node without masqueraded pods has no trace of it, as under the reference
-  (``release_unused``: kernel-checked, no lock).
+  (``release_unused``: checked by the kernel, and serialised with the ADD that makes them).
 * iptables (``ipMasqBackend: "iptables"``): chain ``CNI-<hash>`` in ``nat`` per
   (network, containerID), reached from POSTROUTING by ``-s <ip>``. It runs the iptables
   binaries, so it is slower; it exists for compatibility.
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import errno
 import ipaddress
+import os
 from collections.abc import Iterable, Sequence
 
 from pycni.net import nft, tools
@@ -263,38 +264,56 @@ def _create_once(commands: list[dict[str, Any]]) -> None:
             raise
 
 
-ENSURE_TRIES = 5
+class _NamespaceLock:
+    """Serialises the making of the table's objects with their removal in this thread's
+    namespace: an ADD that finds its set missing makes it and adds to it under the lock, and
+    a DEL removes unused objects under it, so neither can undo the other half-way (lock-free,
+    a DEL could remove the sets between an ADD making them and adding to them, again and
+    again under churn). An flock on the namespace's own inode (as sbr takes on a pod's): per
+    node, no file to leave behind, released when a holder dies. The common ADD (the sets
+    exist) and the element removals of a DEL never take it."""
+
+    def __enter__(self) -> None:
+        import fcntl  # only the first ADD of a network and the DEL's cleanup get here
+
+        from pycni.net.ns import THREAD_NETNS
+
+        self._fd = os.open(THREAD_NETNS, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+        except BaseException:
+            os.close(self._fd)
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self._fd)  # drops the lock
 
 
 def setup_nftables(ipns: Sequence[IPInterface], network: str, ifname: str, cid: str) -> None:
     """Add the attachment's addresses to its network's sets: one small batch; the sets and
-    their rules are made on the first ADD of a network (or subnet).
-
-    The last DEL of a network removes them (``release_unused``), possibly between our making
-    them and our adding to them: then the add finds a set missing and we make them again, a
-    bounded number of times."""
+    their rules are made on the first ADD of a network (or subnet), under _NamespaceLock."""
     from pycni.net import nftnl  # netlink to nftables: only masquerading calls load it
 
     if not ipns:
         return
     changes = element_changes(ipns, network, comment_for_instance(network, ifname, cid))
-    for _ in range(ENSURE_TRIES):
+    names = dict.fromkeys(set_name(network, ipn.network) for ipn in ipns)
+    # asked first: a batch refused for a missing set costs ~10 ms (the first ADD after the
+    # last DEL of a network finds none), a question 0.02 ms
+    if all(nftnl.set_exists("inet", TABLE, name) for name in names):
         try:
             nftnl.change_elements("inet", TABLE, changes)
             return
         except OSError as exc:
             if exc.errno != errno.ENOENT:
                 raise NftError(f"adding the pod addresses to the masquerade sets: {exc}") from None
-        # a set (or the table) is missing: make them, then try again
+    # a set (or the table) is missing: make them, then add
+    with _NamespaceLock():
+        _ensure_network(network, dict.fromkeys(ipn.network for ipn in ipns))
         try:
-            _ensure_network(network, dict.fromkeys(ipn.network for ipn in ipns))
-        except NftError as exc:
-            if "No such file or directory" not in str(exc):  # not a concurrent removal
-                raise
-    raise NftError(
-        f"adding the pod addresses to the masquerade sets: the sets of network {network!r} "
-        f"were removed {ENSURE_TRIES} times while this ADD made them (concurrent DELs)"
-    )
+            nftnl.change_elements("inet", TABLE, changes)
+        except OSError as exc:
+            raise NftError(f"adding the pod addresses to the masquerade sets: {exc}") from None
 
 
 def _elements(items: list[dict[str, Any]]) -> list[tuple[str, str]]:
@@ -349,40 +368,50 @@ def _network_sets(network: str) -> list[str]:
     return [name for _handle, name in _network_rules(network) if name]
 
 
-def release_unused(network: str, checks: Sequence[nftnl.Rule]) -> bool:
+def release_unused(network: str, sets: Sequence[str] = ()) -> bool:
     """After a DEL or GC: remove the network's chain, jump, rules and sets once its sets hold
     no address, then the table once nothing else is in it, so the last DEL leaves no trace
-    (as the reference, whose iptables chains go with their pod). ``checks``: the rules of
-    ``masq_checks`` as read by the caller. Returns whether the table went.
+    (as the reference, whose iptables chains go with their pod). ``sets``: those the caller
+    just removed addresses from (else the network's). Returns whether the table went.
 
-    Race-free without a lock, against our own daemon's threads, other processes and the
-    reference alike: each step is one nf_tables batch whose removals are refused by the
-    kernel (NLM_F_NONREC: EBUSY, and the whole batch is undone) when a set still holds an
-    element, a chain a rule we did not name, or the table anything else, as checked in the
-    kernel's commit of that batch. An ADD that adds an address in between wins (the batch
-    fails); one that finds the sets gone makes them again (``setup_nftables``)."""
+    First, without a lock, each set is read (nftnl.set_is_empty): a set that still holds an
+    address ends it there, the common case, at the cost of one dump. Then, under
+    _NamespaceLock (so an ADD of ours making the sets is not cut in two), each step is one
+    nf_tables batch whose removals the kernel refuses (NLM_F_NONREC: EBUSY, and the whole
+    batch is undone) when a set still holds an element, a chain holds a rule we did not name,
+    or the table holds anything else, as checked in the kernel's commit of that batch: an
+    address added meanwhile by anyone (our daemon's threads, another process, the reference)
+    keeps everything. Such a refusal costs the kernel an RCU grace period (~10 ms measured),
+    hence the reads first."""
     from pycni.net import nftnl  # netlink to nftables: only masquerading calls load it
 
-    jumps = [rule.handle for rule in checks if rule.comment == _jump_comment(network)]
-    rules = _network_rules(network)
-    if len(jumps) > 1 or (rules and not jumps) or any(not name for _h, name in rules):
-        return False  # not our layout as we made it (a name cut to the same comment): leave it
-    if jumps:
-        batch: list[nftnl.Removal] = [nftnl.Removal("rule", CHAIN, jumps[0])]
-        batch += [nftnl.Removal("rule", net_chain(network), handle) for handle, _s in rules]
-        batch += [nftnl.Removal("set", name, only_if_unused=True) for _h, name in rules]
-        batch.append(nftnl.Removal("chain", net_chain(network), only_if_unused=True))
-        if not _try_removal(batch):
-            return False  # addresses left (or a concurrent change): keep it all
-    elif checks or not nftnl.chain_exists("inet", TABLE, CHAIN):
-        return False  # other networks' rules, or no table at all
-    return _try_removal(
-        [
-            nftnl.Removal("chain", "postrouting"),  # ours alone: rebuilt by every first ADD
-            nftnl.Removal("chain", CHAIN, only_if_unused=True),
-            nftnl.Removal("table", TABLE, only_if_unused=True),
-        ]
-    )
+    for name in sets or _network_sets(network):
+        if not nftnl.set_is_empty("inet", TABLE, name):
+            return False  # addresses left (or the set is gone: another DEL removed it)
+    with _NamespaceLock():
+        checks = nftnl.chain_rules("inet", TABLE, CHAIN)
+        jumps = [rule.handle for rule in checks if rule.comment == _jump_comment(network)]
+        rules = _network_rules(network)
+        if len(jumps) > 1 or (rules and not jumps) or any(not name for _h, name in rules):
+            return False  # not our layout as we made it (names cut to one comment): leave it
+        if jumps:
+            batch = [nftnl.Removal("rule", CHAIN, jumps[0])]
+            batch += [nftnl.Removal("rule", net_chain(network), handle) for handle, _s in rules]
+            batch += [nftnl.Removal("set", name, only_if_unused=True) for _h, name in rules]
+            batch.append(nftnl.Removal("chain", net_chain(network), only_if_unused=True))
+            if not _try_removal(batch):
+                return False  # an address came meanwhile: keep it all
+        if len(checks) > len(jumps):
+            return False  # other networks' jumps or the older layout's rules keep the table
+        if not jumps and not nftnl.chain_exists("inet", TABLE, CHAIN):
+            return False  # no table (a refused batch costs ~10 ms: ask first)
+        return _try_removal(
+            [
+                nftnl.Removal("chain", "postrouting"),  # ours alone: remade by a first ADD
+                nftnl.Removal("chain", CHAIN, only_if_unused=True),
+                nftnl.Removal("table", TABLE, only_if_unused=True),
+            ]
+        )
 
 
 def _try_removal(batch: Sequence[nftnl.Removal]) -> bool:
@@ -429,8 +458,11 @@ def teardown_nftables(
         for name in _network_sets(network):
             doomed += [_delete_element(name, ip) for ip, c in _set_elements(name) if c == comment]
     prefix = hash_for_instance(network, ifname, cid)
-    checks = nftnl.chain_rules("inet", TABLE, CHAIN)
-    doomed += [_delete_rule(rule.handle) for rule in checks if rule.comment.startswith(prefix)]
+    doomed += [
+        _delete_rule(rule.handle)
+        for rule in nftnl.chain_rules("inet", TABLE, CHAIN)
+        if rule.comment.startswith(prefix)
+    ]
     try:
         nftnl.change_elements("inet", TABLE, ours)
     except OSError as exc:
@@ -443,7 +475,7 @@ def teardown_nftables(
                 if one.errno != errno.ENOENT:
                     raise NftError(f"removing a pod address from a masquerade set: {one}") from None
     _delete_changes(doomed)
-    release_unused(network, [rule for rule in checks if not rule.comment.startswith(prefix)])
+    release_unused(network, [set_name(network, ipn.network) for ipn in ipns])
 
 
 def gc_nftables(network: str, valid: Iterable[tuple[str, str]]) -> int:
@@ -452,16 +484,15 @@ def gc_nftables(network: str, valid: Iterable[tuple[str, str]]) -> int:
     from pycni.net import nftnl  # netlink to nftables: only masquerading calls load it
 
     keep = {comment_for_instance(network, ifname, cid) for cid, ifname in valid}
-    checks = nftnl.chain_rules("inet", TABLE, CHAIN)
-
-    def stale(rule: nftnl.Rule) -> bool:
-        return rule.comment.startswith(hash_for_network(network)) and rule.comment not in keep
-
-    doomed = [_delete_rule(rule.handle) for rule in checks if stale(rule)]
+    doomed = [
+        _delete_rule(rule.handle)
+        for rule in nftnl.chain_rules("inet", TABLE, CHAIN)
+        if rule.comment.startswith(hash_for_network(network)) and rule.comment not in keep
+    ]
     for name in _network_sets(network):
         doomed += [_delete_element(name, ip) for ip, c in _set_elements(name) if c not in keep]
     _delete_changes(doomed)
-    release_unused(network, [rule for rule in checks if not stale(rule)])
+    release_unused(network)
     return len(doomed)
 
 

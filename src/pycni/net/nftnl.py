@@ -62,6 +62,7 @@ NFT_MSG_DELRULE = 8
 NFT_MSG_DELCHAIN = 5
 NFT_MSG_DELTABLE = 2
 NFT_MSG_DELSET = 11
+NFT_MSG_GETSET = 10
 NFTA_TABLE_NAME = 1
 NFTA_SET_TABLE = 1
 NFTA_SET_NAME = 2
@@ -208,6 +209,15 @@ def chain_exists(family: str, table: str, chain: str) -> bool:
     return _request(NFT_MSG_GETCHAIN, NLM_F_ACK, body) is not None
 
 
+def set_exists(family: str, table: str, set_name: str) -> bool:
+    """Whether ``family table set_name`` exists (one NFT_MSG_GETSET for it): asking costs a
+    round trip, while a batch that fails on a missing set costs the kernel an RCU grace
+    period (~10 ms measured)."""
+    body = NFGENMSG.pack(FAMILIES[family], 0, 0)
+    body += attr_str(NFTA_SET_TABLE, table) + attr_str(NFTA_SET_NAME, set_name)
+    return _request(NFT_MSG_GETSET, NLM_F_ACK, body) is not None
+
+
 def _elements_of(payload: bytes) -> list[Element]:
     """The elements of one NEWSETELEM message."""
     listed = parse_attrs(payload, 0, len(payload)).get(NFTA_SET_ELEM_LIST_ELEMENTS, b"")
@@ -274,6 +284,20 @@ def set_elements(family: str, table: str, set_name: str) -> list[Element] | None
         if mtype == NFT_MSG_NEWSETELEM:
             out += _elements_of(payload)
     return out
+
+
+def set_is_empty(family: str, table: str, set_name: str) -> bool | None:
+    """Whether a set holds no element; None when the table or the set does not exist. One
+    dump of the set, read but not decoded (measured: 0.15 ms at 1000 elements, 0.5 ms at
+    3000): the kernel has no element count to ask for."""
+    replies = _request(NFT_MSG_GETSETELEM, NLM_F_DUMP, _list_head(family, table, set_name))
+    if replies is None:
+        return None
+    return not any(
+        mtype == NFT_MSG_NEWSETELEM
+        and parse_attrs(payload, 0, len(payload)).get(NFTA_SET_ELEM_LIST_ELEMENTS)
+        for mtype, payload in replies
+    )
 
 
 def element_comment(family: str, table: str, set_name: str, address: IPAddress) -> str | None:
