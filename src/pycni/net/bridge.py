@@ -109,7 +109,8 @@ def ensure_addr(
     the prefixes overlap. A conflict is an error unless ``force``, which removes the old one.
     After adding, the bridge MAC is pinned so it stops following its lowest port's: to
     ``mac``, the bridge's own from before its first port joined (BridgeInfo.mac), as the
-    reference pins the MAC it read when it set the bridge up; else to the current one.
+    reference pins the MAC it read when it set the bridge up; else (none given, or the zero
+    MAC a bridge has after its last port left: the kernel refuses it) to the current one.
     """
     index = index_of(kernel, bridge_name)
     # one family's dump: the kernel answers it without the RTNL mutex, unlike a dump of every
@@ -136,8 +137,19 @@ def ensure_addr(
         if not exc.exists:
             raise RuntimeError(f'could not add IP address to "{bridge_name}": {exc}') from None
         added = False
-    kernel.set_link(index, mac=mac or get(kernel, bridge_name).mac)
+    if not _unicast(mac):
+        mac = get(kernel, bridge_name).mac
+    kernel.set_link(index, mac=mac)
     return added
+
+
+def _unicast(mac: str) -> bool:
+    """A MAC a link can take: not empty, not all zero, not multicast."""
+    try:
+        octets = bytes.fromhex(mac.replace(":", ""))
+    except ValueError:
+        return False
+    return len(octets) == 6 and any(octets) and not octets[0] & 1
 
 
 def remove_addr(kernel: Kernel, bridge_name: str, address: IPInterface) -> None:
