@@ -169,9 +169,9 @@ def raw(ns: harness.Namespace) -> dict[str, Any]:
 
 def _kernel_link_local(found: dict[str, Any]) -> None:
     """Drop the IPv6 link-local addresses the kernel configures by itself and their local
-    and anycast routes: whether one is there yet, or still, depends on its DAD timer and on how long
-    the link had carrier, not on the plugin (``inet6_addr_gen_mode`` still shows how a
-    plugin set them up)."""
+    and anycast routes: whether one is there yet, or still, depends on its DAD timer and on
+    how long the link had carrier, not on the plugin (``inet6_addr_gen_mode`` still shows
+    how a plugin set them up)."""
     for link in found["addr"]:
         link["addr_info"] = [
             a
