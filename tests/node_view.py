@@ -104,11 +104,6 @@ class Labels:
         return value
 
 
-def _json(ns: harness.Namespace, *argv: str) -> Any:
-    out = ns.run(*argv).stdout
-    return json.loads(out) if out.strip() else []
-
-
 def _settled(links: list[dict[str, Any]]) -> bool:
     """Whether every link's operational state has caught up with its carrier: ``LOWER_UP``
     is the carrier itself, ``NO-CARRIER`` and ``operstate`` follow it through the kernel's
@@ -130,41 +125,55 @@ def _tentative(addrs: list[dict[str, Any]]) -> bool:
     )
 
 
-def settle(ns: harness.Namespace, timeout: float = 10.0) -> list[dict[str, Any]]:
-    """``ip -d -j link`` once the state is settled: operational states caught up with the
-    carriers, no address in DAD (polled; a deadline, not a delay)."""
+# Everything in one exec of a shell in the namespace (an exec per command made a snapshot
+# cost half a second on a loaded machine): sections split by marker lines.
+_SCRIPT = """
+for part in "ip -d -j link show" "ip -d -j addr show" "ip -d -j -4 route show table all" \\
+    "ip -d -j -6 route show table all" "tc -j qdisc show" "bridge -d -j link show" \\
+    "nft -j list ruleset"; do
+  echo "@@section"; $part || exit 1
+done
+tc qdisc show | awk '$2 != "noqueue" && $2 != "noop" {
+  for (i = 1; i <= NF; i++) if ($i == "dev") print $(i + 1), $3 }' |
+while read dev handle; do
+  echo "@@filter $dev $handle"; tc -j filter show dev "$dev" parent "$handle" || exit 1
+done
+"""
+_SECTIONS = ("link", "addr", "route4", "route6", "qdisc", "bridge", "nft")
+
+
+def _parse(text: str) -> Any:
+    return json.loads(text) if text.strip() else []
+
+
+def _once(ns: harness.Namespace) -> dict[str, Any]:
+    out = ns.run("sh", "-c", _SCRIPT).stdout
+    chunks = out.split("@@")
+    found: dict[str, Any] = {"filter": []}
+    sections = iter(_SECTIONS)
+    for chunk in chunks[1:]:
+        head, _, body = chunk.partition("\n")
+        if head == "section":
+            found[next(sections)] = _parse(body)
+        else:
+            _, dev, parent = head.split()
+            found["filter"] += [{"dev": dev, "parent": parent, **f} for f in _parse(body)]
+    nft = found["nft"]
+    found["nft"] = [i for i in nft.get("nftables", []) if "metainfo" not in i] if nft else []
+    return found
+
+
+def raw(ns: harness.Namespace, timeout: float = 10.0) -> dict[str, Any]:
+    """The unnormalised outputs, once the state is settled: operational states caught up
+    with the carriers, no address in DAD (polled; a deadline, not a delay)."""
     deadline = time.monotonic() + timeout
     while True:
-        links: list[dict[str, Any]] = _json(ns, "ip", "-d", "-j", "link", "show")
-        if time.monotonic() > deadline:
-            return links
-        if _settled(links) and not _tentative(_json(ns, "ip", "-j", "addr", "show")):
-            return links
+        found = _once(ns)
+        if time.monotonic() > deadline or (
+            _settled(found["link"]) and not _tentative(found["addr"])
+        ):
+            return found
         time.sleep(0.05)
-
-
-def raw(ns: harness.Namespace) -> dict[str, Any]:
-    """The unnormalised outputs (for a failure message, or a test of one detail)."""
-    links = settle(ns)
-    qdiscs = _json(ns, "tc", "-j", "qdisc", "show")
-    filters = []
-    for qdisc in qdiscs:
-        parent = str(qdisc.get("handle", ""))
-        if not parent or qdisc.get("kind") in ("noqueue", "noop"):
-            continue
-        for found in _json(ns, "tc", "-j", "filter", "show", "dev", qdisc["dev"], "parent", parent):
-            filters.append({"dev": qdisc["dev"], "parent": parent, **found})
-    nft = _json(ns, "nft", "-j", "list", "ruleset")
-    return {
-        "link": links,
-        "addr": _json(ns, "ip", "-d", "-j", "addr", "show"),
-        "route4": _json(ns, "ip", "-d", "-j", "-4", "route", "show", "table", "all"),
-        "route6": _json(ns, "ip", "-d", "-j", "-6", "route", "show", "table", "all"),
-        "qdisc": qdiscs,
-        "filter": filters,
-        "bridge": _json(ns, "bridge", "-d", "-j", "link", "show"),
-        "nft": [i for i in nft.get("nftables", []) if "metainfo" not in i] if nft else [],
-    }
 
 
 def _kernel_link_local(found: dict[str, Any]) -> None:
@@ -256,3 +265,11 @@ def assert_same(ours: Any, theirs: Any, what: str) -> None:
     """Fail naming every difference between two snapshots (pycni's first)."""
     found = differences(ours, theirs)
     assert not found, f"{what}: pycni != Go reference:\n  " + "\n  ".join(found)
+
+
+def without_dad(*namespaces: harness.Namespace) -> None:
+    """Links made from now on in these namespaces skip IPv6 duplicate address detection, so
+    snapshots need not wait a second or two for it (the same for both implementations)."""
+    for ns in namespaces:
+        for scope in ("all", "default"):
+            ns.run("sh", "-c", f"echo 0 > /proc/sys/net/ipv6/conf/{scope}/dad_transmits")

@@ -106,6 +106,7 @@ def test_same_result_and_kernel_state_as_go(
         node = harness.create_namespace("node")
         try:
             pod = pod_factory()
+            node_view.without_dad(node, pod)
             state = harness.State.make(tmp_path / impl)
             c = conf(state, version="1.0.0", subnets=subnets, **extra)
             r = run(plugins, node, "ADD", c, pod).ok().json
@@ -148,6 +149,7 @@ def test_two_pods_leave_the_node_as_go_does(
                 ipMasqBackend="iptables",
             )
             pods = [pod_factory(), pod_factory()]
+            node_view.without_dad(node, *pods)
             for n, pod in enumerate(pods):
                 run(plugins, node, "ADD", c, pod, cid=f"c{n}").ok()
             views[impl] = [{"node": node_view.snapshot(node), "pod": node_view.snapshot(pods[1])}]
