@@ -234,7 +234,8 @@ def documented(view: dict[str, Any], impl: str) -> dict[str, Any]:
     out = json.loads(json.dumps(view))
     if "link" not in out:  # several namespaces' views by name
         return {name: documented(each, impl) for name, each in out.items()}
-    if impl == "go":  # docs/plugins/portmap.md: its DEL's ip6tables calls make an empty table
+    if impl == "go" and "nft" in out:  # docs/plugins/portmap.md: its DEL's ip6tables calls
+        # make an empty table
         used = {(i[k]["family"], i[k]["table"]) for i in out["nft"] for k in i if k != "table"}
         out["nft"] = [
             i
