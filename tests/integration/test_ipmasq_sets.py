@@ -105,6 +105,12 @@ def test_pods_of_the_per_address_layout_are_deleted_and_collected(node: Namespac
         ipmasq.teardown_nftables(NET, "eth0", "both", ipns("10.63.0.9/24"))
         assert [c for c in rules(node, ipmasq.CHAIN) if not c.startswith("pycni")] == []
         assert list(elements(node)) == ["10.63.0.4"]
+        # the last pods: one of the older layout only (no set of its own), then the last
+        nft.apply(ipmasq.nft_setup_script(ipns("10.69.0.2/24"), "old", "eth0", "only-old", []))
+        ipmasq.teardown_nftables(NET, "eth0", "fresh", ipns("10.63.0.4/24"))
+        assert rules(node, ipmasq.CHAIN) == [ipmasq.comment_for_instance("old", "eth0", "only-old")]
+        ipmasq.teardown_nftables("old", "eth0", "only-old", ipns("10.69.0.2/24"))
+    assert table(node) == []  # the upgraded node's last DEL leaves no table either
 
 
 def test_hostile_network_name_is_data(node: Namespace) -> None:

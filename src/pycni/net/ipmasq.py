@@ -386,8 +386,8 @@ def release_unused(network: str, sets: Sequence[str] = ()) -> bool:
     from pycni.net import nftnl  # netlink to nftables: only masquerading calls load it
 
     for name in sets or _network_sets(network):
-        if not nftnl.set_is_empty("inet", TABLE, name):
-            return False  # addresses left (or the set is gone: another DEL removed it)
+        if nftnl.set_is_empty("inet", TABLE, name) is False:
+            return False  # addresses left (a missing set holds none: an older layout's pod)
     with _NamespaceLock():
         checks = nftnl.chain_rules("inet", TABLE, CHAIN)
         jumps = [rule.handle for rule in checks if rule.comment == _jump_comment(network)]
