@@ -175,9 +175,13 @@ class HostLocal(Plugin):
                         raise CNIError(IO_FAILURE, f"remove {path}: {err.strerror}") from None
 
     def status(self, req: Request) -> None:
-        """Code 50 when some range set has no address left (so every ADD would fail)."""
+        """Code 50 when every ADD would fail: the store cannot be written (a read-only file
+        system, a file where its directory goes), or some range set has no address left."""
         cfg = load(req.config, "")
         store = Store(cfg.name, cfg.data_dir, create=False)
+        problem = _unwritable(store.dir)
+        if problem:
+            raise CNIError(PLUGIN_NOT_AVAILABLE, f"the host-local store {store.dir} {problem}")
         reserved = set(store.reserved_addresses())
         for idx, range_set in enumerate(cfg.range_sets):
             if free_count(range_set, reserved) <= 0:
@@ -198,6 +202,23 @@ def _canonical(name: str) -> str:
     from pycni.net.ipmath import parse_ip
 
     return str(parse_ip(name))
+
+
+def _unwritable(path: str) -> str:
+    """Why reservations could not be written under ``path`` ("" when they could): checked on
+    ``path`` or, when it is not there yet, the nearest directory above it, which an ADD
+    would create it in. STATUS creates nothing."""
+    found = path
+    while not os.path.lexists(found):
+        parent = os.path.dirname(found)
+        if parent == found:
+            break
+        found = parent
+    if not os.path.isdir(found):
+        return f"cannot be made: {found} is not a directory"
+    if not os.access(found, os.W_OK | os.X_OK):  # root too, on a read-only file system
+        return f"cannot be written: {found} is read-only"
+    return ""
 
 
 def _is_address(name: str) -> bool:
