@@ -148,7 +148,10 @@ def test_300_pods_rules_constant_gc_keeps_del_clears(
             with node.entered():
                 cni.del_network_list(conf, runtime_conf(i))
         chains, elems = snapshot(node)
-        assert chains == few_chains
+        # the masquerade table went with its last pod (as the reference's iptables chains do)
+        masq = "cni_plugins_masquerade/"
+        assert chains == {c: n for c, n in few_chains.items() if not c.startswith(masq)}
+        assert not any(s.startswith(masq) for s in elems)
         assert set(elems.values()) == {0}
         assert tmp_state.reservations(NET) == []
         assert [n for n in node.links() if n.startswith("veth")] == []

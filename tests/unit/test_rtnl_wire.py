@@ -346,16 +346,25 @@ def test_link_by_name_and_not_found() -> None:
     assert exc.value.no_such_link
 
 
-def test_ipv4_address_add_carries_local_and_address() -> None:
+def test_ipv4_address_add_carries_local_address_and_broadcast() -> None:
+    """IFA_LOCAL and IFA_ADDRESS as iproute2; IFA_BROADCAST as Go's netlink library (the
+    subnet's last address, for prefixes up to /30); none for /31 and /32 (RFC 3021)."""
     client, rec = _client()
     client.add_address(4, IFACE("10.22.0.5/16"))
-    ((kind, flags, body),) = rec.requests
+    client.add_address(4, IFACE("10.23.0.5/31"))
+    (kind, flags, body), (_k, _f, point) = rec.requests
     packed = socket.inet_aton("10.22.0.5")
     assert kind == 20  # RTM_NEWADDR
     assert flags == CREATE
     assert body == struct.pack("=BBBBI", socket.AF_INET, 16, 0, 0, 4) + _rta(2, packed) + _rta(
         1, packed
+    ) + _rta(4, socket.inet_aton("10.22.255.255"))
+    other = socket.inet_aton("10.23.0.5")
+    assert point == struct.pack("=BBBBI", socket.AF_INET, 31, 0, 0, 4) + _rta(2, other) + _rta(
+        1, other
     )
+    client.delete_address(4, IFACE("10.22.0.5/16"))  # a delete names no broadcast
+    assert rec.requests[-1][2] == body[: -len(_rta(4, b"1234"))]
 
 
 def test_address_dump_is_filtered_again_here() -> None:

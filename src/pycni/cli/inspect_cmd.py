@@ -16,6 +16,8 @@ DEFAULT_DATA_DIR = "/var/lib/cni/networks"
 DEFAULT_NETNS_DIR = "/run/netns"
 DEFAULT_DAEMON_SOCKET = "/run/pycni/pycni.sock"  # pycni.fast.protocol.DEFAULT_SOCKET
 DEFAULT_GRACE_PERIOD = 600.0  # = pycni.inspect.leaks.DEFAULT_GRACE_PERIOD (import-free here)
+EXIT_LEFT = 1  # `cleanup` / `gc`: some leak could not be removed
+EXIT_REFUSED = 4  # `cleanup` / `gc`: the scan cannot see the whole node, nothing was freed
 
 
 def add_gc_options(parser: argparse.ArgumentParser) -> None:
@@ -115,8 +117,10 @@ def register(subparsers: Any) -> None:
         description="Frees only what is proven leaked and older than the grace period: "
         "DEL through its chain for each cached attachment whose namespace is gone, then "
         "direct removal of reservations, veths, port mappings and temp files whose "
-        "attachment is proven gone (see docs/security.md, How GC decides). Exit code 1 "
-        "when something is left.",
+        "attachment is proven gone (see docs/security.md, How GC decides). Frees nothing "
+        "and exits 4 when it cannot see every network namespace of the node (run from a "
+        "PID, mount or user namespace of its own, or a process it could not examine). "
+        "Exit code 1 when something is left.",
     )
     _add_paths(clean)
     clean.add_argument(
@@ -190,7 +194,17 @@ def run_cleanup(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
     )
     for line in report.errors:
-        sys.stderr.write(f"warning: {line}\n")
+        if line not in report.refused:
+            sys.stderr.write(f"warning: {line}\n")
+    if report.refused:
+        sys.stderr.write(
+            "pycni: refusing to free anything: this scan cannot see every network namespace "
+            "of the node, and one it cannot see may hold any address:\n"
+        )
+        for line in report.refused:
+            sys.stderr.write(f"  {line}\n")
+        sys.stdout.write("nothing freed\n")
+        return EXIT_REFUSED
     if args.dry_run:
         for leak in report.planned:
             sys.stdout.write(f"would remove {leak.kind} {leak.subject}: {leak.reason}\n")
@@ -203,4 +217,4 @@ def run_cleanup(args: argparse.Namespace) -> int:
         sys.stdout.write(f"still leaked: {leak.kind} {leak.subject}: {leak.reason}\n")
     if not report.remaining:
         sys.stdout.write("no leaks left\n")
-    return 1 if report.remaining else 0
+    return EXIT_LEFT if report.remaining else 0

@@ -393,6 +393,18 @@ def check_leaks(conf_dir: str, cache_dir: str, data_dir: str, netns_dir: str) ->
     state = collect(Paths(conf_dir, cache_dir, data_dir, netns_dir))
     leaks = find_leaks(state)
     flags = f"--netconf-dir {conf_dir} --cache-dir {cache_dir} --data-dir {data_dir}"
+    if not state.addresses_complete:  # find_leaks withholds its verdict: say so, never "none"
+        return [
+            Check(
+                "leaks",
+                WARN,
+                "not judged: this view of the node is partial ("
+                + "; ".join(state.problems or ["the namespace scan was incomplete"])
+                + ")",
+                "run pycni doctor in the node's initial PID and mount namespaces "
+                "(nsenter --net, not ip netns exec)",
+            )
+        ]
     if not leaks:
         return [
             Check(

@@ -31,7 +31,7 @@ from pycni.inspect.model import (
     Route,
     Veth,
 )
-from pycni.inspect.namespaces import NamespaceScan, namespace_key, nsfs_device
+from pycni.inspect.namespaces import NamespaceScan, linked_addresses, namespace_key, nsfs_device
 from pycni.inspect.namespaces import scan as scan_namespaces
 from pycni.net.kernel import Kernel
 from pycni.net.netlink import rtnl
@@ -497,6 +497,10 @@ def read_kernel(state: NodeState, netns_dir: str) -> None:
     for label, addresses in found.opaque.items():
         for addr in addresses:
             live.setdefault(addr, []).append(label)
+    for nsid, linked in sorted(linked_addresses().items()):  # held by what /proc cannot show
+        for addr in sorted(linked - live.keys()):
+            if not addr.startswith("fe80:"):
+                live[addr] = [f"nsid {nsid}"]
     state.live_addresses = live
     for link in links:
         if link.kind == "bridge":

@@ -31,6 +31,7 @@ class VlanFilteringUnsupported(Exception):
 class BridgeInfo:
     index: int
     created: bool
+    mac: str = ""  # the bridge's MAC when this call found or made it (ensure_addr pins it)
 
 
 def ensure_bridge(
@@ -61,7 +62,7 @@ def ensure_bridge(
     sysctl.try_write(f"net/ipv6/conf/{name}/accept_ra", "0")
     if not found.flags & IFF_UP:
         kernel.set_link(index, up=True)
-    return BridgeInfo(index, created)
+    return BridgeInfo(index, created, found.mac)
 
 
 def attach_port(
@@ -99,12 +100,17 @@ def port_vlans(
         raise
 
 
-def ensure_addr(kernel: Kernel, bridge_name: str, address: IPInterface, force: bool) -> bool:
+def ensure_addr(
+    kernel: Kernel, bridge_name: str, address: IPInterface, force: bool, mac: str = ""
+) -> bool:
     """Put ``address`` on the bridge (the reference's ensureAddr); True when we added it.
 
     An identical address is a no-op. Any other IPv4 address conflicts; an IPv6 one only when
     the prefixes overlap. A conflict is an error unless ``force``, which removes the old one.
-    After adding, the bridge MAC is set to itself so it stops following its lowest port MAC.
+    After adding, the bridge MAC is pinned so it stops following its lowest port's: to
+    ``mac``, the bridge's own from before its first port joined (BridgeInfo.mac), as the
+    reference pins the MAC it read when it set the bridge up; else (none given, or the zero
+    MAC a bridge has after its last port left: the kernel refuses it) to the current one.
     """
     index = index_of(kernel, bridge_name)
     # one family's dump: the kernel answers it without the RTNL mutex, unlike a dump of every
@@ -131,8 +137,19 @@ def ensure_addr(kernel: Kernel, bridge_name: str, address: IPInterface, force: b
         if not exc.exists:
             raise RuntimeError(f'could not add IP address to "{bridge_name}": {exc}') from None
         added = False
-    kernel.set_link(index, mac=get(kernel, bridge_name).mac)
+    if not _unicast(mac):
+        mac = get(kernel, bridge_name).mac
+    kernel.set_link(index, mac=mac)
     return added
+
+
+def _unicast(mac: str) -> bool:
+    """A MAC a link can take: not empty, not all zero, not multicast."""
+    try:
+        octets = bytes.fromhex(mac.replace(":", ""))
+    except ValueError:
+        return False
+    return len(octets) == 6 and any(octets) and not octets[0] & 1
 
 
 def remove_addr(kernel: Kernel, bridge_name: str, address: IPInterface) -> None:

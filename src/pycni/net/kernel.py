@@ -57,6 +57,15 @@ def family_of(version: int) -> int:
     return AF_INET6 if version == 6 else AF_INET
 
 
+def broadcast_of(interface: IPInterface) -> ipaddress.IPv4Address | None:
+    """The broadcast address an IPv4 address is added with: the subnet's last address for a
+    prefix shorter than /31 (RFC 3021), as Go's netlink library sets it on every AddrAdd,
+    so ``ip addr`` shows the reference's ``brd``; None for /31, /32 and IPv6."""
+    if interface.version != 4 or interface.network.prefixlen >= 31:
+        return None
+    return ipaddress.IPv4Address(interface.network.broadcast_address)
+
+
 class NetlinkError(OSError):
     """The kernel refused a netlink request (an error reply); ``errno`` says why.
 

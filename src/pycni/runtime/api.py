@@ -266,11 +266,7 @@ class CNIConfig:
             raise CNIError(INCOMPATIBLE_CNI_VERSION, str(err)) from None
         cached: Result | None = None
         if with_cache:
-            try:
-                cached = cache.read_cached_result(self.cache_dir, conf.name, conf.cni_version, rt)
-            except CNIError:
-                cache.delete_cache(self.cache_dir, conf.name, rt)
-                cached = None
+            cached = self._cached_for_del(conf.name, conf.cni_version, rt)
         for plugin in reversed(conf.plugins):
             try:
                 self._run_without_result(
@@ -423,9 +419,19 @@ class CNIConfig:
         with self._attachment_lock(name, rt):
             cached: Result | None = None
             if spec_version.at_least(cni_version, "0.4.0"):
-                cached = self._read_cache(name, cni_version, rt)
+                cached = self._cached_for_del(name, cni_version, rt)
             self._run_without_result("DEL", name, cni_version, plugin, cached, rt, control)
             cache.delete_cache(self.cache_dir, name, rt)
+
+    def _cached_for_del(self, name: str, cni_version: str, rt: RuntimeConf) -> Result | None:
+        """The cached result for a DEL, as libcni (since "Tolerate invalid cni cache for
+        DelNetwork", 2025): one that cannot be decoded or converted is removed and the DEL
+        goes on without a prevResult, so a corrupt cache never blocks a teardown."""
+        try:
+            return cache.read_cached_result(self.cache_dir, name, cni_version, rt)
+        except CNIError:
+            cache.delete_cache(self.cache_dir, name, rt)
+            return None
 
     # --- cache and plugin queries -------------------------------------------------------------
 

@@ -146,5 +146,10 @@ class PluginNotAvailable(_Coded, code=PLUGIN_NOT_AVAILABLE):
     """Code 50: STATUS says the plugin cannot serve ADDs now."""
 
 
+class LimitedConnectivity(_Coded, code=LIMITED_CONNECTIVITY):
+    """Code 51: STATUS says the plugin cannot serve ADDs now, and pods already attached may
+    have limited connectivity (what keeps them connected has stopped)."""
+
+
 class InternalError(_Coded, code=INTERNAL):
     """Code 999: an unexpected failure (a kernel answer or a bug)."""

@@ -54,7 +54,7 @@ AF_BRIDGE, IFLA_PROTINFO, IFLA_BRPORT_MODE, IFLA_BRPORT_ISOLATED = 7, 12, 4, 33
 IFLA_VXLAN_ID, IFLA_VXLAN_LINK, IFLA_VXLAN_LOCAL, IFLA_VXLAN_LEARNING = 1, 3, 4, 7
 IFLA_VXLAN_PORT, IFLA_VXLAN_LOCAL6 = 15, 17
 RTEXT_FILTER_SKIP_STATS = 1 << 3
-IFA_ADDRESS, IFA_LOCAL, IFA_FLAGS = 1, 2, 8
+IFA_ADDRESS, IFA_LOCAL, IFA_BROADCAST, IFA_FLAGS = 1, 2, 4, 8
 RTA_DST, RTA_OIF, RTA_GATEWAY, RTA_PRIORITY, RTA_PREFSRC = 1, 4, 5, 6, 7
 RTA_METRICS, RTA_MULTIPATH, RTA_TABLE = 8, 9, 15
 RTAX_MTU = 2
@@ -340,14 +340,18 @@ def bridge_port(index: int, hairpin: bool, isolated: bool) -> bytes:
     return IFINFOMSG.pack(AF_BRIDGE, 0, index, 0, 0) + nested(IFLA_PROTINFO, flags)
 
 
-def address(index: int, interface: IPInterface, flags: int = 0) -> bytes:
+def address(
+    index: int, interface: IPInterface, flags: int = 0, broadcast: IPAddress | None = None
+) -> bytes:
     """RTM_NEWADDR/RTM_DELADDR body (IPv4 carries IFA_LOCAL too, as iproute2); ``flags``
-    (IFA_F_*) in the header's byte and, whole, in IFA_FLAGS."""
+    (IFA_F_*) in the header's byte and, whole, in IFA_FLAGS; ``broadcast`` in IFA_BROADCAST."""
     family, raw = packed(interface.ip)
     body = IFADDRMSG.pack(family, interface.network.prefixlen, flags & 0xFF, 0, index)
     if family == socket.AF_INET:
         body += attr(IFA_LOCAL, raw)
     body += attr(IFA_ADDRESS, raw)
+    if broadcast is not None:
+        body += attr(IFA_BROADCAST, broadcast.packed)
     return body + (attr_u32(IFA_FLAGS, flags) if flags else b"")
 
 

@@ -31,6 +31,7 @@ from pycni.net.kernel import (
     Route,
     Rule,
     Tbf,
+    broadcast_of,
 )
 from pycni.net.rtnl import codec as c
 from pycni.net.rtnl import tc_codec as tc
@@ -223,7 +224,8 @@ class NativeKernel:
         return dump_addresses(self._sock, index, family)
 
     def add_address(self, index: int, interface: IPInterface, flags: int = 0) -> None:
-        self._do(c.RTM_NEWADDR, _CREATE, c.address(index, interface, flags))
+        body = c.address(index, interface, flags, broadcast_of(interface))
+        self._do(c.RTM_NEWADDR, _CREATE, body)
 
     def delete_address(self, index: int, interface: IPInterface) -> None:
         self._do(c.RTM_DELADDR, NLM_F_ACK, c.address(index, interface))

@@ -35,6 +35,7 @@ from pycni.net.kernel import (
     Rule,
     Tbf,
     VxlanInfo,
+    broadcast_of,
 )
 
 if TYPE_CHECKING:
@@ -516,6 +517,9 @@ class Pyroute2Kernel:
         }
         if flags:
             spec["flags"] = flags
+        broadcast = broadcast_of(interface) if command == "add" else None
+        if broadcast is not None:
+            spec["broadcast"] = str(broadcast)
         with _translated():
             self._ipr.addr(command, **spec)
 
@@ -674,24 +678,26 @@ class Pyroute2Kernel:
             self._ipr.tc("add", "ingress", index, INGRESS_HANDLE)
 
     def redirect_ingress(self, index: int, target_index: int) -> None:
-        action = {
-            "kind": "mirred",
-            "direction": "egress",
-            "action": "redirect",
-            "ifindex": target_index,
-        }
-        with _translated():
-            self._ipr.tc(
-                "add-filter",
-                "u32",
-                index,
-                parent=INGRESS_HANDLE,
-                prio=1,
-                protocol=ETH_P_ALL,
-                target=CLASS_1_1,
-                keys=["0x0/0x0+0"],
-                action=[action],
-            )
+        """The reference's filter has two mirred actions (see tc_codec.redirect_filter) and
+        pyroute2's mirred always steals, so the filter is encoded by tc_codec and sent on a
+        raw socket of this client's namespace."""
+        from pycni.net.ns import entered_fd
+        from pycni.net.rtnl import tc_codec
+        from pycni.net.rtnl.wire import NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, Socket
+
+        ns_fd = fcntl.ioctl(self.fileno(), SIOCGSKNS)
+        try:
+            with entered_fd(ns_fd):
+                sock = Socket()
+        finally:
+            os.close(ns_fd)
+        body = tc_codec.redirect_filter(
+            index, INGRESS_HANDLE, 1, ETH_P_ALL, CLASS_1_1, target_index
+        )
+        try:
+            sock.request(tc_codec.RTM_NEWTFILTER, NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL, body)
+        finally:
+            sock.close()
 
     def delete_qdisc(self, index: int, parent: int) -> None:
         from pyroute2.netlink import NLM_F_ACK, NLM_F_REQUEST

@@ -264,7 +264,7 @@ class Bridge(Plugin):
             rb.push("macspoofchk", lambda: macspoofchk.teardown(ref))
 
         if conf.layer3:
-            self._add_layer3(req, conf, rb, host, pod, cont_index, result)
+            self._add_layer3(req, conf, rb, host, pod, cont_index, result, info.mac)
         elif not conf.disable_container_interface:
             rb.step("container-up")
             with pod.entered(), rtnl() as pod_kernel:
@@ -292,6 +292,7 @@ class Bridge(Plugin):
         pod: NetNS,
         cont_index: int,
         result: Result,
+        bridge_mac: str,
     ) -> None:
         ifname = req.ifname
         rb.step("ipam")
@@ -324,7 +325,9 @@ class Bridge(Plugin):
             for fam in (4, 6):
                 for gw in gateways[fam]:
                     try:
-                        added = br.ensure_addr(host, conf.bridge, gw, conf.force_address)
+                        added = br.ensure_addr(
+                            host, conf.bridge, gw, conf.force_address, bridge_mac
+                        )
                     except br.AddressConflict as exc:
                         raise CNIError(INTERNAL, f"failed to set bridge addr: {exc}") from None
                     if added:
