@@ -42,17 +42,7 @@ TYPES = sorted(registry.PLUGIN_TYPES)
 COLD_PATH_DEBT: dict[str, set[str]] = {
     "bandwidth": {"enum", "hashlib", "re", "typing"},
     "dhcp": {"enum", "json", "re", "socket", "typing"},
-    "dnsname": {
-        "bz2",
-        "enum",
-        "lzma",
-        "pathlib",
-        "re",
-        "shutil",
-        "subprocess",
-        "threading",
-        "typing",
-    },
+    "dnsname": {"enum", "pathlib", "re", "subprocess", "threading", "typing"},
     "firewall": {"enum", "json", "re", "subprocess", "threading", "typing"},
     "flannel": {"enum", "json", "re", "typing"},
     "host-device": {"enum", "json", "re"},
