@@ -82,13 +82,17 @@ def _metrics_port(log: Path) -> int:
 def _scrape(node: harness.Namespace, port: int) -> str:
     """One scrape, retried a few times as Prometheus would (an idle flood may close a
     connection that had not sent its request yet)."""
+    failures = []
     for _ in range(5):
-        if text := _scrape_once(node, port):
-            return text
-    return ""
+        proc = _scrape_once(node, port)
+        if proc.returncode == 0 and proc.stdout:
+            return proc.stdout
+        failures.append(proc.stderr.strip().splitlines()[-1:] or ["empty answer"])
+        time.sleep(0.2)
+    raise AssertionError(f"no scrape in 5 tries: {failures}")
 
 
-def _scrape_once(node: harness.Namespace, port: int) -> str:
+def _scrape_once(node: harness.Namespace, port: int) -> subprocess.CompletedProcess[str]:
     code = (
         "import socket,sys\n"
         f"s=socket.create_connection(('127.0.0.1',{port}),timeout=20)\n"
@@ -97,7 +101,7 @@ def _scrape_once(node: harness.Namespace, port: int) -> str:
         "while c:=s.recv(65536): d+=c\n"
         "sys.stdout.write(d.decode())\n"
     )
-    return node.run(SYSTEM_PYTHON, "-c", code, timeout=60).stdout
+    return node.run(SYSTEM_PYTHON, "-c", code, timeout=60, check=False)
 
 
 @pytest.fixture
