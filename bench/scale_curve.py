@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from pycni.net import link  # noqa: E402
+from pycni.net import link, sysctl  # noqa: E402
 from pycni.net.kernel import Route  # noqa: E402
 from pycni.net.link import wait_oper_up  # noqa: E402
 from pycni.net.netlink import rtnl  # noqa: E402
@@ -34,6 +34,7 @@ from pycni.net.ns import NetNS  # noqa: E402
 
 BUCKET = 10
 FLOOR = "kernel floor"
+FLOOR_PYCNI = "kernel floor, pycni's port"
 
 
 @dataclass
@@ -60,11 +61,16 @@ def inside(path: str) -> Iterator[None]:
 
 
 class KernelFloor:
-    """The kernel steps of a bridge pod, in-process, in their own node namespace."""
+    """The kernel steps of a bridge pod, in-process, in their own node namespace.
 
-    def __init__(self, node_path: str) -> None:
+    ``pycni_port``: the host end as pycni's bridge makes it (enslaved in the creating request,
+    IPv6 disabled before it is up) instead of the reference's way (created, enslaved, up, with
+    IPv6 and its link-local address): the difference is the kernel's alone."""
+
+    def __init__(self, node_path: str, pycni_port: bool = False) -> None:
         self.node_path = node_path
         self.bridge_index = 0
+        self.pycni_port = pycni_port
 
     def setup(self) -> None:
         with inside(self.node_path), rtnl() as kernel:
@@ -79,10 +85,16 @@ class KernelFloor:
             start = time.perf_counter()
             with rtnl() as kernel:
                 host = f"vfl{k:05d}"
-                kernel.add_veth(host, "eth0", pod.fd)
-                index = link.index_of(kernel, host)
-                kernel.set_link(index, master=self.bridge_index)
-                kernel.set_link(index, up=True)
+                if self.pycni_port:
+                    index = kernel.add_veth(host, "eth0", pod.fd, master=self.bridge_index)
+                    index = index or link.index_of(kernel, host)
+                    sysctl.write(f"net/ipv6/conf/{host}/disable_ipv6", "1")
+                    kernel.set_link(index, up=True)
+                else:
+                    kernel.add_veth(host, "eth0", pod.fd)
+                    index = link.index_of(kernel, host)
+                    kernel.set_link(index, master=self.bridge_index)
+                    kernel.set_link(index, up=True)
                 with pod.entered(), rtnl() as pod_kernel:
                     pod_kernel.set_link(link.index_of(pod_kernel, "lo"), up=True)
                     pod_index = link.index_of(pod_kernel, "eth0")
@@ -117,16 +129,26 @@ class Runner:
     delete: Callable[[int], float]
 
 
-def measure(runners: list[Runner], progress: Callable[[str], None]) -> None:
-    """ADD pods 0..limit-1 for every runner, interleaved; then DEL newest first."""
+def measure(
+    runners: list[Runner],
+    progress: Callable[[str], None],
+    before_add: dict[int, Callable[[], None]] | None = None,
+    before_del: dict[int, Callable[[], None]] | None = None,
+) -> None:
+    """ADD pods 0..limit-1 for every runner, interleaved; then DEL newest first. The hooks
+    run before the ADD (DEL) of pod k: a daemon restart, a burst of concurrent calls."""
     top = max(r.limit for r in runners)
     for k in range(top):
+        if before_add and k in before_add:
+            before_add[k]()
         for r in runners:
             if k < r.limit:
                 r.curve.adds.append(r.add(k))
         if k % 100 == 99:
             progress(f"  scale: {k + 1}/{top} pods added")
     for k in reversed(range(top)):
+        if before_del and k in before_del:
+            before_del[k]()
         for r in runners:
             if k < r.limit:
                 r.curve.dels[k] = r.delete(k)
@@ -186,7 +208,7 @@ def plot(curves: list[Curve], out: Path, title: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    colors = {"go": "tab:red", FLOOR: "tab:gray"}
+    colors = {"go": "tab:red", FLOOR: "tab:gray", FLOOR_PYCNI: "tab:green"}
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), sharex=True)
     for ax, op in zip(axes, ("ADD", "DEL"), strict=True):
         for c in curves:
