@@ -123,6 +123,8 @@ class Daemon:
             self.bind()
         if not self.plugins:
             self.plugins = policy.preload_plugins()
+        state_dir = os.path.dirname(os.path.abspath(self.socket_path))  # root-only (transport)
+        threading.Thread(target=policy.warm_state, args=(state_dir,), daemon=True).start()
         self._pool.maintain()
         if install_signals:
             self._install_signals()
