@@ -6,6 +6,7 @@ on a host veth, no entry of the node's IPv6 tables on one; with ``hostVethIPv6``
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,16 @@ from tests.integration.test_bridge_support import (  # noqa: F401
     run,
     sysctl_in,
     wait_ping,
+)
+from tests.integration.test_portmap_chain import (  # noqa: F401
+    MAPPINGS,
+    NODE_UP4,
+    NODE_UP6,
+    Env,
+    env_factory,
+    fetch,
+    pod_ip,
+    servers,
 )
 
 pytestmark = pytest.mark.kernel
@@ -117,3 +128,34 @@ def test_host_veth_ipv6_must_be_a_boolean(
     assert out.code != 0
     assert "hostVethIPv6" in out.stdout + out.stderr
     assert host_veths(node) == []
+
+
+def test_hairpin_and_port_mappings_over_ports_without_ipv6(
+    env_factory: Callable[..., Env],
+    pod_factory: Callable[[], harness.Namespace],
+    servers: Callable[[harness.Namespace, str], None],
+) -> None:
+    """The pod reaches its own published port through the node (hairpin) and another pod
+    reaches it, over IPv4 and IPv6, with the bridge ports having no IPv6 address."""
+    env = env_factory()
+    pod1, pod2 = pod_factory(), pod_factory()
+    prev1 = env.add("cid-pod1", pod1, MAPPINGS)
+    env.add("cid-pod2", pod2, [])
+    servers(pod1, "pod1")
+    ip6 = pod_ip(prev1, 6)
+    pod1.run(
+        "sh",
+        "-c",
+        f"for i in $(seq 50); do ip -6 addr show tentative | grep -q {ip6} "
+        "|| exit 0; sleep 0.1; done",
+    )
+    veths = host_veths(env.node)
+    assert len(veths) == 2
+    assert all(_ipv6_addrs(env.node, v) == [] for v in veths)
+    for host in (NODE_UP4, NODE_UP6):
+        assert fetch(pod1, "tcp", host, 8080) == "tcp-pod1", f"hairpin via {host}"
+        assert fetch(pod2, "tcp", host, 8080) == "tcp-pod1", f"pod to pod via {host}"
+        assert fetch(env.outside, "tcp", host, 8080) == "tcp-pod1"
+    env.delete("cid-pod1", MAPPINGS)
+    env.delete("cid-pod2", None)
+    assert host_veths(env.node) == []
