@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import platform
+import resource
 import shutil
 import subprocess
 import sys
@@ -151,7 +152,9 @@ def p(values: list[float], q: float) -> float:
 
 
 class DaemonProc:
-    """The bench's pycni daemon: started, restarted (as after an upgrade or a crash), stopped."""
+    """The bench's pycni daemon: started, restarted (as after an upgrade or a crash), stopped.
+    BENCH_SETTLE=seconds waits that long after it answers (default 0: the first call comes at
+    once, as a runtime's would)."""
 
     def __init__(self, socket_path: str) -> None:
         self.socket_path = socket_path
@@ -169,7 +172,9 @@ class DaemonProc:
                 break
             except (OSError, fast_client.DaemonUnavailable):
                 time.sleep(0.01)
-        return time.perf_counter() - start
+        took = time.perf_counter() - start
+        time.sleep(float(os.environ.get("BENCH_SETTLE", "0")))
+        return took
 
     @property
     def pid(self) -> int:
@@ -303,7 +308,8 @@ class Bench:
                 delete_netns(impl.pods.pop(cid))
                 return ms
 
-            runners.append(scale_curve.Runner(curve, limit, add, delete))
+            cpu = self._daemon_cpu_ns if impl.label == "pycni-daemon" else children_cpu_ns
+            runners.append(scale_curve.Runner(curve, limit, add, delete, cpu))
             curves.append(curve)
 
         for floor, _node, floor_pods in floors:
@@ -326,7 +332,9 @@ class Bench:
 
             label = scale_curve.FLOOR_PYCNI if floor.pycni_port else scale_curve.FLOOR
             floor_curve = scale_curve.Curve(label)
-            runners.append(scale_curve.Runner(floor_curve, total, floor_add, floor_del))
+            runners.append(
+                scale_curve.Runner(floor_curve, total, floor_add, floor_del, time.thread_time_ns)
+            )
             curves.append(floor_curve)
         pycni = next((i for i in self.impls if i.label == "pycni-daemon"), None)
         before_add: dict[int, Callable[[], None]] = {}
@@ -365,10 +373,16 @@ class Bench:
                 "pycni-daemon",
                 first,
             )
+            cpu = by_label["pycni-daemon"].cpu_adds
+            cpu_before = scale_curve.statistics.median(
+                cpu[restart_at - scale_curve.BUCKET : restart_at]
+            )
             self.notes.append(
-                f"daemon restarted at {restart_at} pods: first pod ADD {first:.1f} ms, the 10 "
-                f"before the restart p50 {before:.1f} ms, the 9 after it p50 {after:.1f} ms "
-                f"({first / before:.2f}x of the p50 before)"
+                f"daemon restarted at {restart_at} pods: first pod ADD {first:.1f} ms "
+                f"({cpu[restart_at]:.1f} ms CPU), the 10 before the restart p50 {before:.1f} ms "
+                f"({cpu_before:.1f} ms CPU), the 9 after it p50 {after:.1f} ms "
+                f"({first / before:.2f}x of the p50 before, "
+                f"CPU {cpu[restart_at] / cpu_before:.2f}x)"
             )
         first, last_go, last = 0, total_go - scale_curve.BUCKET, total - scale_curve.BUCKET
         for op in ("ADD", "DEL"):
@@ -389,7 +403,25 @@ class Bench:
             f"pods on one bridge: pycni (daemon) to {total}, Go chain to {total_go}, "
             f"kernel floors to {total}",
         )
-        return scale_curve.table(curves, total) + "\n\n" + _growth_line(curves)
+        return (
+            scale_curve.table(curves, total)
+            + "\n\n"
+            + _growth_line(curves)
+            + "\n\nCPU ms per call (median of 10 pods): the Go chain's and pycni's entry-point "
+            "processes (user + kernel), plus the daemon's threads for pycni; the floors: the "
+            "bench thread doing them. The kernel's workers and softirqs outside these are not "
+            "counted.\n\n" + scale_curve.cpu_table(curves, total)
+        )
+
+    def _daemon_cpu_ns(self) -> int:
+        """The daemon's threads' CPU time (schedstat, ns) plus the exec'd entry points'."""
+        assert self.daemon is not None
+        total = 0
+        base = f"/proc/{self.daemon.pid}/task"
+        for task in os.listdir(base):
+            with contextlib.suppress(OSError, ValueError):
+                total += int(Path(f"{base}/{task}/schedstat").read_text().split()[0])
+        return total + children_cpu_ns()
 
     def _restart(self, pods: int) -> None:
         assert self.daemon is not None
@@ -533,6 +565,12 @@ def peak_rss_kib(argv: list[str], stdin: bytes, env: dict[str, str]) -> int:
         check=False,
     )
     return int(proc.stderr.decode().strip().splitlines()[-1])
+
+
+def children_cpu_ns() -> int:
+    """User + system CPU of every waited-for child process so far (the exec'd plugins)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return int((usage.ru_utime + usage.ru_stime) * 1e9)
 
 
 def _status_kib(pid: int, key: str) -> int:

@@ -45,12 +45,15 @@ class Curve:
     label: str
     adds: list[float] = field(default_factory=list)
     dels: dict[int, float] = field(default_factory=dict)
+    cpu_adds: list[float] = field(default_factory=list)  # CPU ms of the same calls
+    cpu_dels: dict[int, float] = field(default_factory=dict)
 
-    def add_bucket(self, start: int) -> float:
-        return statistics.median(self.adds[start : start + BUCKET])
+    def add_bucket(self, start: int, cpu: bool = False) -> float:
+        return statistics.median((self.cpu_adds if cpu else self.adds)[start : start + BUCKET])
 
-    def del_bucket(self, start: int) -> float:
-        values = [self.dels[k] for k in range(start, start + BUCKET) if k in self.dels]
+    def del_bucket(self, start: int, cpu: bool = False) -> float:
+        dels = self.cpu_dels if cpu else self.dels
+        values = [dels[k] for k in range(start, start + BUCKET) if k in dels]
         return statistics.median(values)
 
 
@@ -127,6 +130,7 @@ class Runner:
     limit: int
     add: Callable[[int], float]
     delete: Callable[[int], float]
+    cpu_ns: Callable[[], int] | None = None  # CPU clock of the implementation's work
 
 
 def measure(
@@ -143,7 +147,10 @@ def measure(
             before_add[k]()
         for r in runners:
             if k < r.limit:
+                before = r.cpu_ns() if r.cpu_ns else 0
                 r.curve.adds.append(r.add(k))
+                if r.cpu_ns:
+                    r.curve.cpu_adds.append((r.cpu_ns() - before) / 1e6)
         if k % 100 == 99:
             progress(f"  scale: {k + 1}/{top} pods added")
     for k in reversed(range(top)):
@@ -151,7 +158,10 @@ def measure(
             before_del[k]()
         for r in runners:
             if k < r.limit:
+                before = r.cpu_ns() if r.cpu_ns else 0
                 r.curve.dels[k] = r.delete(k)
+                if r.cpu_ns:
+                    r.curve.cpu_dels[k] = (r.cpu_ns() - before) / 1e6
         if k % 100 == 0:
             progress(f"  scale: {top - k}/{top} pods deleted")
 
@@ -190,6 +200,33 @@ def table(curves: list[Curve], top: int) -> str:
             cells.append(f"{ours / base:.2f}x")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def cpu_table(curves: list[Curve], top: int) -> str:
+    """Bucket medians of CPU ms per call (what each implementation's processes and the kernel
+    on their behalf spent on the CPU: less sensitive to a shared machine's load than wall
+    time), and each curve's last bucket over its first."""
+    with_cpu = [c for c in curves if c.cpu_adds]
+    head = ["pods", *(f"{c.label} {op}" for op in ("ADD", "DEL") for c in with_cpu)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    marks = checkpoints(top)
+    for start in marks:
+        cells = [f"{start + 1}-{start + BUCKET}"]
+        for op in ("ADD", "DEL"):
+            for c in with_cpu:
+                if start + BUCKET > len(c.cpu_adds):
+                    cells.append("-")
+                    continue
+                value = c.add_bucket(start, True) if op == "ADD" else c.del_bucket(start, True)
+                cells.append(f"{value:.1f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    parts = []
+    for c in with_cpu:
+        last = (len(c.cpu_adds) // BUCKET - 1) * BUCKET
+        add = c.add_bucket(last, True) / c.add_bucket(0, True)
+        dele = c.del_bucket(last, True) / c.del_bucket(0, True)
+        parts.append(f"{c.label}: ADD {add:.2f}x, DEL {dele:.2f}x")
+    return "\n".join(lines) + "\n\nCPU, last 10 pods over the first 10: " + "; ".join(parts) + "."
 
 
 def growth(curve: Curve) -> tuple[float, float]:

@@ -123,8 +123,9 @@ class Daemon:
             self.bind()
         if not self.plugins:
             self.plugins = policy.preload_plugins()
-        state_dir = os.path.dirname(os.path.abspath(self.socket_path))  # root-only (transport)
-        threading.Thread(target=policy.warm_state, args=(state_dir,), daemon=True).start()
+        # before accepting: a first call would wait for the same rebuild (~20 ms a network
+        # at 1000 pods); the socket is bound, so callers queue meanwhile
+        policy.warm_state(os.path.dirname(os.path.abspath(self.socket_path)))
         self._pool.maintain()
         if install_signals:
             self._install_signals()
