@@ -50,8 +50,8 @@ SPARE = 20  # pod namespaces without a veth for the measured ADDs (a bridge take
 PERF_TABLES: dict[str, dict[int, dict[str, float]]] = {}  # "floor-add" -> pods -> µs by key
 
 
-def _us(fn: Callable[[], None]) -> float:
-    return probe_proc_sys.per_call_us(fn, rounds=5, calls=40)
+def _us(fn: Callable[[], None], rounds: int = 5, calls: int = 40) -> float:
+    return probe_proc_sys.per_call_us(fn, rounds=rounds, calls=calls)
 
 
 def _read_path(path: str) -> None:
