@@ -277,16 +277,26 @@ CREATE = wire.NLM_F_ACK | wire.NLM_F_CREATE | wire.NLM_F_EXCL
 
 def test_veth_add_with_its_peer_in_another_namespace() -> None:
     client, rec = _client()
-    client.add_veth("veth1", "eth0", 11)
+    assert client.add_veth("veth1", "eth0", 11) == 0  # no echo (kernel < 6.3): index unknown
     ((kind, flags, body),) = rec.requests
     assert kind == 16  # RTM_NEWLINK
-    assert flags == CREATE
+    assert flags == CREATE | wire.NLM_F_ECHO
     peer = (
         struct.pack("=BxHiII", 0, 0, 0, 0, 0) + _rta(3, b"eth0\0") + _rta(28, b"\x0b\0\0\0")
     )  # IFLA_NET_NS_FD
     info = _rta(1, b"veth\0") + _rta(2 | 0x8000, _rta(1, peer))
     expected = struct.pack("=BxHiII", 0, 0, 0, 0, 0) + _rta(3, b"veth1\0") + _rta(18 | 0x8000, info)
     assert body == expected
+
+
+def test_veth_enslaved_at_creation_and_its_echoed_index() -> None:
+    other = struct.pack("=BxHiII", 0, 0, 8, 0, 0) + _rta(3, b"veth9\0")
+    echoed = struct.pack("=BxHiII", 0, 0, 42, 0, 0) + _rta(3, b"veth1\0")
+    client, rec = _client([(16, other), (16, echoed)])
+    assert client.add_veth("veth1", "eth0", 11, master=7) == 42  # the echo naming our link
+    ((_kind, _flags, body),) = rec.requests
+    assert body.endswith(_rta(10, struct.pack("=I", 7)))  # IFLA_MASTER
+    assert _rta(10, struct.pack("=I", 7)) not in c.new_veth("veth1", "eth0", 11)
 
 
 def test_veth_with_mtu_and_peer_mac() -> None:

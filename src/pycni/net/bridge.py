@@ -65,14 +65,11 @@ def ensure_bridge(
     return BridgeInfo(index, created, found.mac)
 
 
-def attach_port(
-    kernel: Kernel, port_index: int, bridge_index: int, hairpin: bool, isolated: bool
-) -> None:
-    """Enslave the port, then set its hairpin and isolated flags.
+def set_port_flags(kernel: Kernel, port_index: int, hairpin: bool, isolated: bool) -> None:
+    """A new port's hairpin and isolated flags (it is enslaved when its veth is created).
 
     A new port starts with both flags off, so they are only written when one is wanted (the
     reference writes them even when off; the resulting state is the same, one call cheaper)."""
-    kernel.set_link(port_index, master=bridge_index)
     if hairpin or isolated:
         kernel.set_bridge_port(port_index, hairpin, isolated)
 

@@ -257,9 +257,17 @@ class Kernel(Protocol):
     def links(self) -> list[Link]: ...
 
     def add_veth(
-        self, name: str, peer_name: str, peer_netns_fd: int, mtu: int = 0, peer_mac: str = ""
-    ) -> None:
-        """A veth ``name`` here whose peer ``peer_name`` is created in ``peer_netns_fd``."""
+        self,
+        name: str,
+        peer_name: str,
+        peer_netns_fd: int,
+        mtu: int = 0,
+        peer_mac: str = "",
+        master: int = 0,
+    ) -> int:
+        """A veth ``name`` here whose peer ``peer_name`` is created in ``peer_netns_fd``,
+        enslaved to link ``master`` at creation when given; its index, or 0 when the kernel
+        did not say (before 6.3 it does not echo a new link)."""
         ...
 
     def add_bridge(self, name: str, mtu: int = 0, vlan_filtering: bool = False) -> None: ...

@@ -273,11 +273,19 @@ def new_macvlan(
 
 
 def new_veth(
-    name: str, peer_name: str, peer_netns_fd: int, mtu: int = 0, peer_mac: str = ""
+    name: str,
+    peer_name: str,
+    peer_netns_fd: int,
+    mtu: int = 0,
+    peer_mac: str = "",
+    master: int = 0,
 ) -> bytes:
+    """RTM_NEWLINK (create) of a veth pair; with ``master`` the new end is enslaved in the
+    same request (the kernel's rtnl_newlink_create does it before any flag change)."""
     peer = ifinfo() + _common(peer_name, mtu, peer_mac) + attr_u32(IFLA_NET_NS_FD, peer_netns_fd)
     data = nested(IFLA_INFO_DATA, [attr(VETH_INFO_PEER, peer)])
-    return new_link("veth", name, mtu, info_data=data)
+    body = new_link("veth", name, mtu, info_data=data)
+    return body + attr_u32(IFLA_MASTER, master) if master else body
 
 
 def set_link(

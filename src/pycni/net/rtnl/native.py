@@ -39,6 +39,7 @@ from pycni.net.rtnl.wire import (
     NLM_F_ACK,
     NLM_F_CREATE,
     NLM_F_DUMP,
+    NLM_F_ECHO,
     NLM_F_EXCL,
     NLM_F_REPLACE,
     Socket,
@@ -132,9 +133,22 @@ class NativeKernel:
         return [c.decode_link(p) for t, p in replies if t == c.RTM_NEWLINK]
 
     def add_veth(
-        self, name: str, peer_name: str, peer_netns_fd: int, mtu: int = 0, peer_mac: str = ""
-    ) -> None:
-        self._do(c.RTM_NEWLINK, _CREATE, c.new_veth(name, peer_name, peer_netns_fd, mtu, peer_mac))
+        self,
+        name: str,
+        peer_name: str,
+        peer_netns_fd: int,
+        mtu: int = 0,
+        peer_mac: str = "",
+        master: int = 0,
+    ) -> int:
+        body = c.new_veth(name, peer_name, peer_netns_fd, mtu, peer_mac, master)
+        # NLM_F_ECHO: the kernel (6.3+) answers with the new link, which spares a lookup
+        for kind, payload in self._do(c.RTM_NEWLINK, _CREATE | NLM_F_ECHO, body):
+            if kind == c.RTM_NEWLINK:
+                found = c.decode_link(payload)
+                if found.name == name:
+                    return found.index
+        return 0
 
     def set_ipv4_conf(self, index: int, values: dict[int, int]) -> None:
         self._do(c.RTM_NEWLINK, NLM_F_ACK, c.set_ipv4_conf(index, values))

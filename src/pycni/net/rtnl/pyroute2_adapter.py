@@ -321,8 +321,14 @@ class Pyroute2Kernel:
             self._ipr.link(command, **spec)
 
     def add_veth(
-        self, name: str, peer_name: str, peer_netns_fd: int, mtu: int = 0, peer_mac: str = ""
-    ) -> None:
+        self,
+        name: str,
+        peer_name: str,
+        peer_netns_fd: int,
+        mtu: int = 0,
+        peer_mac: str = "",
+        master: int = 0,
+    ) -> int:
         peer: dict[str, object] = {"ifname": peer_name, "net_ns_fd": peer_netns_fd}
         if mtu:
             peer["mtu"] = mtu
@@ -331,7 +337,10 @@ class Pyroute2Kernel:
         spec: dict[str, object] = {"ifname": name, "kind": "veth", "peer": peer}
         if mtu:
             spec["mtu"] = mtu
+        if master:
+            spec["master"] = master
         self._link("add", **spec)
+        return 0  # the caller looks the index up
 
     def add_bridge(self, name: str, mtu: int = 0, vlan_filtering: bool = False) -> None:
         spec: dict[str, object] = {"ifname": name, "kind": "bridge"}

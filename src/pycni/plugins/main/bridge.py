@@ -78,6 +78,7 @@ class BridgeConf:
     enable_dad: bool = option("enabledad", Bool(), False)
     disable_container_interface: bool = option("disableContainerInterface", Bool(), False)
     port_isolation: bool = option("portIsolation", Bool(), False)
+    host_veth_ipv6: bool = option("hostVethIPv6", Bool(), False)
     ipam: IPAMRef = option("ipam", Obj(IPAMRef), factory=IPAMRef)
     dns_conf: DNSConf = option("dns", Obj(DNSConf), factory=DNSConf)
     name: str = ""
@@ -230,13 +231,16 @@ class Bridge(Plugin):
 
         rb.step("veth")
         try:
-            pair = create_pair(host, pod.fd, ifname, conf.mtu, conf.mac)
+            # enslaved at creation, IPv6 off before up unless asked (docs/plugins/bridge.md)
+            pair = create_pair(
+                host, pod.fd, ifname, conf.mtu, conf.mac, info.index, conf.host_veth_ipv6
+            )
         except VethNameTaken as exc:
             raise CNIError(INTERNAL, str(exc)) from None
         rb.push("veth", lambda: _delete_index(host, pair.host_index))
 
         rb.step("port")
-        br.attach_port(host, pair.host_index, info.index, conf.hairpin, conf.port_isolation)
+        br.set_port_flags(host, pair.host_index, conf.hairpin, conf.port_isolation)
         if conf.vlan_filtering:
             try:
                 br.port_vlans(
