@@ -135,6 +135,11 @@ def test_credentials_need_https() -> None:
         Etcd("https://a:1", credentials=EtcdCredentials(username="u"))
     with pytest.raises(EtcdError, match="TLS files"):
         Etcd("https://a:1", credentials=EtcdCredentials(cafile="/nonexistent/ca.pem"))
+    # a CA file with a plain endpoint is an error, not plain text without a word
+    for endpoints in ("http://10.0.0.1:2379", "https://a:1,http://b:1"):
+        with pytest.raises(EtcdError, match=r"--etcd-cafile is given but http://") as exc:
+            Etcd(endpoints, credentials=EtcdCredentials(cafile="/nonexistent/ca.pem"))
+        assert "clear text" in str(exc.value)
 
 
 def test_readiness_of_the_subnet_file(tmp_path: Path) -> None:
