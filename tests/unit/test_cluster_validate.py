@@ -270,3 +270,23 @@ def test_hostile_bytes_never_raise_anything_but_bad_lease() -> None:
 
     kv = KeyValue.from_json({"key": "L3Av/w==", "value": ""})  # "/p/\xff"
     assert kv.key == "/p/\ufffd" and sn.subnet_of_key(kv.key) is None
+
+
+@pytest.mark.parametrize(
+    ("ip", "node", "reason"),
+    [
+        ("10.99.0.255", view(), "broadcast address of the underlay 10.99.0.0/24"),
+        ("10.99.0.0", view(), "network address of the underlay 10.99.0.0/24"),
+        ("255.255.255.255", view(), "not a unicast node address"),
+        ("10.99.0.12", view(local_addresses=frozenset({A("10.99.0.12")})), "address of this"),
+        ("10.98.255.255", view(special_addresses=frozenset({A("10.98.255.255")})), "broadcast"),
+    ],
+)
+def test_no_broadcast_network_or_own_address_as_public_ip(
+    ip: str, node: validate.NodeView, reason: str
+) -> None:
+    problem = validate.lease_problem(N("10.244.9.0/24"), info(ip=ip), node)
+    assert problem is not None and reason in problem, problem
+    # a /31 underlay has no broadcast or network address: both ends are nodes
+    p2p = view(underlay_networks=(N("10.99.0.0/31"),), public_ip=A("10.99.0.1"))
+    assert validate.lease_problem(N("10.244.9.0/24"), info(ip="10.99.0.0"), p2p) is None
