@@ -50,7 +50,7 @@ from pycni.net.kernel_changes import KernelChanges
 from pycni.net.netlink import rtnl
 from pycni.record import field, record
 
-BACKENDS = ("host-gw", "vxlan")
+BACKENDS = ("host-gw", "vxlan", "wireguard", "ipip")
 DEFAULT_SUBNET_FILE = "/run/flannel/subnet.env"
 DEFAULT_RECONCILE = 10.0
 LOCAL_TABLE = 255  # the kernel's table of this node's own and broadcast addresses
@@ -80,6 +80,9 @@ class AgentConfig:
     ipmasq: bool = True
     vni: int = 1
     mtu: int = 0  # pod MTU; 0: the underlay's minus the backend's overhead
+    wireguard_key_file: str = ""  # "": flannel's /run/flannel/wgkey
+    wireguard_port: int = 0  # 0: 51820 for IPv4, 51821 for IPv6
+    wireguard_keepalive: int = 0  # seconds (0: none, flannel's default)
 
 
 def _usable(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
@@ -129,7 +132,16 @@ def find_underlay(iface: str, public_ip: str, version: int = 4) -> Underlay:
     raise AgentError(f"no IPv{version} underlay link found: give --iface")
 
 
-def make_backend(kind: str, underlay: Underlay, vni: int, mtu: int = 0) -> Backend:
+def make_backend(
+    kind: str,
+    underlay: Underlay,
+    vni: int,
+    mtu: int = 0,
+    *,
+    wg_key_file: str = "",
+    wg_port: int = 0,
+    wg_keepalive: int = 0,
+) -> Backend:
     """The backend ``kind``; ``mtu`` overrides its pod MTU (it may not exceed what the
     underlay carries after the backend's overhead)."""
     backend: Backend
@@ -141,6 +153,21 @@ def make_backend(kind: str, underlay: Underlay, vni: int, mtu: int = 0) -> Backe
         from pycni.cluster.vxlan import Vxlan
 
         backend = Vxlan(underlay, vni)
+    elif kind == "wireguard":
+        from pycni.cluster import wgkey
+        from pycni.cluster.wireguard import keyed
+
+        try:
+            key_file = wg_key_file or wgkey.DEFAULT_KEY_FILE
+            backend = keyed(underlay, key_file, wg_port, wg_keepalive)
+        except wgkey.WgKeyError as exc:
+            raise AgentError(str(exc)) from None
+    elif kind == "ipip":
+        from pycni.cluster.ipip import Ipip
+
+        if underlay.version != 4:
+            raise AgentError("the ipip backend carries IPv4 only: use wireguard or vxlan for IPv6")
+        backend = Ipip(underlay)
     else:
         raise AgentError(f"unknown backend {kind!r}: choose one of {', '.join(BACKENDS)}")
     if mtu:
@@ -292,7 +319,15 @@ class Agent:
         for network in cfg.network.families:
             public = cfg.public_ipv6 if network.version == 6 else cfg.public_ip
             underlay = find_underlay(cfg.iface, public, network.version)
-            backend = make_backend(cfg.backend, underlay, cfg.vni, cfg.mtu)
+            backend = make_backend(
+                cfg.backend,
+                underlay,
+                cfg.vni,
+                cfg.mtu,
+                wg_key_file=cfg.wireguard_key_file,
+                wg_port=cfg.wireguard_port,
+                wg_keepalive=cfg.wireguard_keepalive,
+            )
             self.paths.append(FamilyPath(network, underlay, backend))
             self.log(
                 f"IPv{network.version} {network.network}: underlay {underlay.ifname} "

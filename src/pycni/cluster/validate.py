@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable, Iterable
 
 from pycni.cluster import subnet as sn
+from pycni.cluster import wgkey
 from pycni.cluster.lease import LeaseInfo
 from pycni.record import field, record
 
@@ -57,6 +58,21 @@ def address_problem(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> s
         or address.is_reserved
     ):
         return f"PublicIP {address} is not a unicast node address"
+    return None
+
+
+def wireguard_problem(info: LeaseInfo) -> str | None:
+    """Why a wireguard lease's BackendData cannot be used (None: it can)."""
+    key = info.backend_data.get("PublicKey")
+    try:
+        if not isinstance(key, str):
+            raise wgkey.WgKeyError("missing")
+        wgkey.decode(key)
+    except wgkey.WgKeyError:
+        return f"PublicKey {str(key)[:60]!r} is not a WireGuard key (base64 of 32 bytes)"
+    port = info.backend_data.get("ListenPort", 1)
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        return f"ListenPort {str(port)[:20]!r} is not a UDP port"
     return None
 
 
@@ -134,6 +150,10 @@ def lease_problem(subnet: sn.Net, info: LeaseInfo, view: NodeView) -> str | None
         info.public_ip in under for under in view.underlay_networks
     ):
         return f"PublicIP {info.public_ip} is not on this node's underlay (host-gw needs one L2)"
+    if view.backend_type == "wireguard":
+        problem = wireguard_problem(info)
+        if problem:
+            return problem
     if view.backend_type == "vxlan":
         problem = mac_problem(info.backend_data.get("VtepMAC"))
         if problem:

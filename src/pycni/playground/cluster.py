@@ -375,6 +375,8 @@ def agent_argv(state: ClusterState, node: NodeState) -> list[str]:
         "--subnet-file", node.subnet_file,
         "--ttl", str(state.ttl),
         "--reconcile-interval", str(state.reconcile_interval),
+        *(["--wireguard-key-file", os.path.join(node.dir, "wgkey"), "--wireguard-keepalive",
+           "25"] if state.backend == "wireguard" else []),
     ]  # fmt: skip
 
 
@@ -558,6 +560,7 @@ class UpOptions:
     family: str = "ipv4"  # "ipv4", "dual" (--dual-stack) or "ipv6" (--ipv6-only)
     ipv6_network: str = DEFAULT_IPV6_NETWORK
     ipv6_subnet_len: int = 64
+    wait: float = 30.0  # seconds for each agent's lease and for the routes (slow machines: more)
 
 
 def new_state(root: str, prefix: str) -> ClusterState:
@@ -604,9 +607,9 @@ def up(state: ClusterState, opts: UpOptions, progress: Progress) -> ClusterState
     for node in state.nodes:
         start_agent(state, node)
     for node in state.nodes:
-        wait_for_subnet(node)
+        wait_for_subnet(node, timeout=opts.wait)
         progress(f"agent on {node.name} ({node.address}) leased {' '.join(node.subnets())}")
-    wait_converged(state, timeout=max(30.0, opts.nodes * 0.6))  # 100 agents share the CPUs
+    wait_converged(state, timeout=max(opts.wait, opts.nodes * 0.6))  # 100 agents share CPUs
     progress(f"{opts.backend} routes between all {opts.nodes} nodes in place")
     if opts.pods_per_node:
         _attach_pods(state, opts.pods_per_node, progress)

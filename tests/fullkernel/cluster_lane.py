@@ -1,0 +1,135 @@
+"""What the full-kernel cluster tests share: a 3-node playground cluster (1 pod each) of one
+backend, a capture of every frame on the underlay, and pings between all pods."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import struct
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from pycni import playground
+from pycni.playground import cluster
+from tests import harness
+
+TTL = 6
+RECONCILE = 1.0
+
+CAPTURE = r"""
+import socket, sys, time, json
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+s.settimeout(0.2)
+print("ready", flush=True)
+frames = []
+end = time.monotonic() + float(sys.argv[1])
+while time.monotonic() < end:
+    try:
+        data, addr = s.recvfrom(65535)
+    except socket.timeout:
+        continue
+    frames.append(data.hex())
+json.dump(frames, sys.stdout)
+"""
+
+
+def up(root: Path, backend: str, family: str = "ipv4") -> cluster.ClusterState:
+    state = cluster.new_state(str(root), f"{harness.RUN_PREFIX}{backend[:2]}-")
+    opts = cluster.UpOptions(
+        nodes=3, pods_per_node=1, backend=backend, ttl=TTL, reconcile_interval=RECONCILE,
+        family=family, wait=300.0,
+    )  # fmt: skip
+    try:
+        cluster.up(state, opts, lambda _line: None)
+    except BaseException:
+        cluster.down(state)
+        raise
+    return state
+
+
+def logs(state: cluster.ClusterState) -> str:
+    return "\n".join(
+        f"--- {n.name}\n{Path(n.agent_log).read_text(errors='replace')[-3000:]}"
+        for n in state.nodes
+    )
+
+
+@dataclass
+class Frame:
+    src: ipaddress.IPv4Address | ipaddress.IPv6Address
+    dst: ipaddress.IPv4Address | ipaddress.IPv6Address
+    proto: int
+    payload: bytes  # after the outer IP header
+    raw: bytes
+
+
+def ip_frames(frames: list[str]) -> Iterator[Frame]:
+    """The IPv4 and IPv6 packets among captured Ethernet frames (outer headers)."""
+    for text in frames:
+        raw = bytes.fromhex(text)
+        ethertype = struct.unpack_from("!H", raw, 12)[0] if len(raw) >= 14 else 0
+        if ethertype == 0x0800 and len(raw) >= 34:
+            ihl = (raw[14] & 0x0F) * 4
+            yield Frame(
+                ipaddress.IPv4Address(raw[26:30]), ipaddress.IPv4Address(raw[30:34]),
+                raw[23], raw[14 + ihl :], raw,
+            )  # fmt: skip
+        elif ethertype == 0x86DD and len(raw) >= 54:
+            yield Frame(
+                ipaddress.IPv6Address(raw[22:38]), ipaddress.IPv6Address(raw[38:54]),
+                raw[20], raw[54:], raw,
+            )  # fmt: skip
+
+
+def ping_all_captured(
+    state: cluster.ClusterState, seconds: float = 20.0
+) -> tuple[dict[str, bool], list[str]]:
+    """Every pod pings every other pod's addresses while the underlay namespace captures
+    every frame; returns (result per "from -> to", the frames as hex)."""
+    capture = subprocess.Popen(
+        ["nsenter", f"--net={playground.netns_path(state.underlay_ns)}", "--",
+         sys.executable, "-c", CAPTURE, str(seconds)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert capture.stdout is not None and capture.stdout.readline().strip() == "ready"
+    results: dict[str, bool] = {}
+    try:
+        for pod in state.pods:
+            for other in state.pods:
+                if other is pod:
+                    continue
+                for address in filter(None, (other.address, other.address6)):
+                    key = f"{pod.name} -> {address}"
+                    results[key] = harness.Namespace(pod.name).ping(address, count=2, timeout=5)
+    finally:
+        out, _ = capture.communicate(timeout=seconds + 120)
+    return results, json.loads(out)
+
+
+def pod_addresses(
+    state: cluster.ClusterState,
+) -> set[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+    return {ipaddress.ip_address(a) for p in state.pods for a in (p.address, p.address6) if a}
+
+
+def node_addresses(
+    state: cluster.ClusterState,
+) -> set[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+    return {ipaddress.ip_address(a) for n in state.nodes for a in (n.address, n.address6) if a}
+
+
+def leave(state: cluster.ClusterState, node: cluster.NodeState) -> None:
+    """``node`` leaves the cluster: its agent stops and its etcd lease ends (as after a
+    drain, or a TTL without renewals)."""
+    etcd = state.etcd()
+    from pycni.cluster.lease import LeaseStore
+
+    store = LeaseStore(etcd, cluster.ETCD_PREFIX)
+    cluster.stop_agent(state, node)
+    for subnet in node.subnets():
+        kv = etcd.get(store.key(ipaddress.ip_network(subnet)))
+        if kv is not None and kv.lease:
+            etcd.revoke(kv.lease)
