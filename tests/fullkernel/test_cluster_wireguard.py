@@ -89,8 +89,8 @@ def test_keys_leases_peers_and_mtu(state: cluster.ClusterState) -> None:
             kv = etcd.get(store.key(ipaddress.ip_network(subnet)))
             assert kv is not None
             data = json.loads(kv.value)["BackendData"]
-            version = ipaddress.ip_network(subnet).version
-            assert data == {"PublicKey": public, "ListenPort": wgnl_port(state, version)}
+            port = wgnl_port(state, ipaddress.ip_network(subnet).version)
+            assert data == {"PublicKey": public, "ListenPort": port}
         mtu = read_subnet_env(node.subnet_file).mtu
         assert mtu == 1500 - (80 if state.family == "dual" else 60)
     for node in state.nodes:
