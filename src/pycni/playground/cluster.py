@@ -125,6 +125,7 @@ class ClusterState:
     nodes: list[NodeState] = field(default_factory=list)
     pods: list[PodState] = field(default_factory=list)
     created: list[str] = field(default_factory=list)  # namespaces made, in order
+    plugin_timeout: float = 60.0  # seconds one CNI call may take (a slow machine: more)
 
     @property
     def underlay_ns(self) -> str:
@@ -466,7 +467,7 @@ def _install_plugins(state: ClusterState) -> None:
 def _runtime(state: ClusterState, node: NodeState) -> Any:
     from pycni.runtime.api import CNIConfig
 
-    return CNIConfig([state.plugin_dir], cache_dir=node.cache_dir, timeout=60)
+    return CNIConfig([state.plugin_dir], cache_dir=node.cache_dir, timeout=state.plugin_timeout)
 
 
 def _rt(pod: PodState) -> Any:
@@ -596,6 +597,7 @@ def up(state: ClusterState, opts: UpOptions, progress: Progress) -> ClusterState
     state.reconcile_interval = opts.reconcile_interval
     state.family, state.ipv6_network = opts.family, opts.ipv6_network
     state.ipv6_subnet_len = opts.ipv6_subnet_len
+    state.plugin_timeout = max(60.0, opts.wait)
     state.save()
     build_underlay(state, opts.nodes)
     shown = " ".join(
