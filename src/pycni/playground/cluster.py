@@ -314,7 +314,7 @@ def add_node(state: ClusterState) -> NodeState:
     return node
 
 
-def start_etcd(state: ClusterState) -> None:
+def start_etcd(state: ClusterState, timeout: float = 30.0) -> None:
     """Start etcd in the underlay (again: it keeps its data dir) and wait until it answers."""
     etcd = shutil.which("etcd")
     if etcd is None:
@@ -340,7 +340,7 @@ def start_etcd(state: ClusterState) -> None:
     state.etcd_pid = _spawn_in(state.underlay_ns, argv, state.path("etcd.log"))
     state.save()
     client_api = state.etcd()
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if client_api.healthy():
             return
@@ -604,7 +604,7 @@ def up(state: ClusterState, opts: UpOptions, progress: Progress) -> ClusterState
         [str(state.underlay_gateway)] * state.has_v4 + [str(state.underlay_gateway6)] * state.has_v6
     )
     progress(f"underlay {state.underlay_ns} (br0 {shown}) and {opts.nodes} nodes")
-    start_etcd(state)
+    start_etcd(state, timeout=opts.wait)
     progress(f"etcd up at {state.etcd_endpoint} inside {state.underlay_ns} (pid {state.etcd_pid})")
     for node in state.nodes:
         start_agent(state, node)
