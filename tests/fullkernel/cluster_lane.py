@@ -44,6 +44,13 @@ def up(root: Path, backend: str, family: str = "ipv4") -> cluster.ClusterState:
     )  # fmt: skip
     try:
         cluster.up(state, opts, lambda _line: None)
+    except cluster.ClusterError as exc:
+        # the guest's files are gone with it: say here what the agents and etcd said
+        etcd_log = Path(state.path("etcd.log"))
+        text = f"{exc}\n{logs(state)}\n--- etcd\n"
+        text += etcd_log.read_text(errors="replace")[-2000:] if etcd_log.exists() else ""
+        cluster.down(state)
+        raise AssertionError(text) from None
     except BaseException:
         cluster.down(state)
         raise
@@ -54,6 +61,7 @@ def logs(state: cluster.ClusterState) -> str:
     return "\n".join(
         f"--- {n.name}\n{Path(n.agent_log).read_text(errors='replace')[-3000:]}"
         for n in state.nodes
+        if Path(n.agent_log).exists()
     )
 
 
@@ -103,10 +111,18 @@ def ping_all_captured(
                     continue
                 for address in filter(None, (other.address, other.address6)):
                     key = f"{pod.name} -> {address}"
-                    results[key] = harness.Namespace(pod.name).ping(address, count=2, timeout=5)
+                    results[key] = reaches(pod.name, address)
     finally:
         out, _ = capture.communicate(timeout=seconds + 120)
     return results, json.loads(out)
+
+
+def reaches(namespace: str, address: str) -> bool:
+    """Whether a ping from ``namespace`` gets an answer from ``address``: under TCG a
+    first WireGuard handshake or a neighbour resolution can outlast one ping's wait, so a
+    few are sent (an unreachable address fails them all)."""
+    ns = harness.Namespace(namespace)
+    return any(ns.ping(address, count=3, timeout=10) for _ in range(3))
 
 
 def pod_addresses(

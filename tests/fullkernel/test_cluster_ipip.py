@@ -73,4 +73,4 @@ def test_a_node_that_leaves_loses_its_route(state: cluster.ClusterState) -> None
         "node3's route to go",
         lambda: lane.logs(state),
     )
-    assert harness.Namespace(state.pods[0].name).ping(state.pods[1].address, count=2, timeout=5)
+    assert lane.reaches(state.pods[0].name, state.pods[1].address)

@@ -129,4 +129,4 @@ def test_a_node_that_leaves_is_removed_from_its_peers(state: cluster.ClusterStat
 
     wait_for(removed, 60, "node3 to be removed from its peers", lambda: lane.logs(state))
     pod1, pod2 = state.pods[0], state.pods[1]
-    assert harness.Namespace(pod1.name).ping(pod2.address, count=2, timeout=5)
+    assert lane.reaches(pod1.name, pod2.address)
