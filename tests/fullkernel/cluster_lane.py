@@ -20,18 +20,21 @@ TTL = 6
 RECONCILE = 1.0
 
 CAPTURE = r"""
-import socket, sys, time, json
+import json, os, select, socket, sys
 s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
-s.settimeout(0.2)
 print("ready", flush=True)
 frames = []
-end = time.monotonic() + float(sys.argv[1])
-while time.monotonic() < end:
-    try:
-        data, addr = s.recvfrom(65535)
-    except socket.timeout:
-        continue
-    frames.append(data.hex())
+while True:  # until stdin closes: the pings are done
+    ready, _, _ = select.select([s, sys.stdin], [], [], 1.0)
+    if s in ready:
+        frames.append(s.recv(65535).hex())
+    if sys.stdin in ready and not os.read(sys.stdin.fileno(), 1):
+        break
+while True:  # what is still queued
+    ready, _, _ = select.select([s], [], [], 0.5)
+    if not ready:
+        break
+    frames.append(s.recv(65535).hex())
 json.dump(frames, sys.stdout)
 """
 
@@ -93,14 +96,14 @@ def ip_frames(frames: list[str]) -> Iterator[Frame]:
 
 
 def ping_all_captured(
-    state: cluster.ClusterState, seconds: float = 20.0
+    state: cluster.ClusterState,
 ) -> tuple[dict[str, bool], list[str]]:
     """Every pod pings every other pod's addresses while the underlay namespace captures
     every frame; returns (result per "from -> to", the frames as hex)."""
     capture = subprocess.Popen(
         ["nsenter", f"--net={playground.netns_path(state.underlay_ns)}", "--",
-         sys.executable, "-c", CAPTURE, str(seconds)],
-        stdout=subprocess.PIPE, text=True,
+         sys.executable, "-c", CAPTURE],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert capture.stdout is not None and capture.stdout.readline().strip() == "ready"
     results: dict[str, bool] = {}
@@ -113,7 +116,7 @@ def ping_all_captured(
                     key = f"{pod.name} -> {address}"
                     results[key] = reaches(pod.name, address)
     finally:
-        out, _ = capture.communicate(timeout=seconds + 120)
+        out, _ = capture.communicate(timeout=300)  # closes stdin: the capture ends
     return results, json.loads(out)
 
 
