@@ -43,7 +43,7 @@ HERE = Path(__file__).resolve().parent
 GUEST_ENV = "PYCNI_FULLKERNEL_GUEST"
 REPORT_ENV = "PYCNI_FULLKERNEL_REPORT"
 SELECT_ENV = "PYCNI_FULLKERNEL_SELECT"
-MODULES = ("8021q", "ipvlan", "dummy", "vrf", "wireguard", "ipip", "bridge")
+MODULES = ("8021q", "ipvlan", "dummy", "vrf", "wireguard", "bridge")  # ipip: autoloaded
 # One shell line that fails on a kernel missing any feature of this lane (an anonymous netns,
 # gone when the shell exits).
 PROBE = (
@@ -132,6 +132,7 @@ class GuestRun:
     reports: dict[str, list[pytest.TestReport]] = field(default_factory=dict)
     problem: str = ""  # why the guest did not report (boot failure, timeout...)
     console_tail: str = ""
+    console_shown: bool = False
     seconds: float = 0.0
     guest_boot: float = 0.0  # guest uptime when the test script started
     guest_done: float = 0.0  # guest uptime when pytest had finished
@@ -158,6 +159,21 @@ def _vng() -> str:
     return str(beside) if beside.exists() else (shutil.which("vng") or "")
 
 
+CACHED, CACHED_TAG = "/run/pycni-hostc", "pycnihost"
+CACHED_OPTS = "trans=virtio,version=9p2000.L,cache=loose,msize=512000,ro,access=any"
+
+
+def _cached_dirs(rootdir: Path) -> list[str]:
+    """The trees Python reads on every start: the checkout, the venv, the base interpreter."""
+    found: list[str] = []
+    for d in sorted(
+        {str(rootdir), os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)}
+    ):
+        if d != "/" and not any(d.startswith(f"{p}/") for p in found):
+            found.append(d)
+    return found
+
+
 def _guest_script(shared: Path, rootdir: Path, files: list[str]) -> str:
     env = {
         k: v for k, v in os.environ.items() if k.startswith("PYCNI_") or k == "HYPOTHESIS_PROFILE"
@@ -172,11 +188,33 @@ def _guest_script(shared: Path, rootdir: Path, files: list[str]) -> str:
         }
     )
     exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in sorted(env.items()))
-    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE", *files]
+    binds = "".join(
+        f"mount --bind {CACHED}{shlex.quote(d)} {shlex.quote(d)}\n" for d in _cached_dirs(rootdir)
+    )
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-rfE",
+        "--color=no",
+        *files,
+    ]
     return (
         "#!/bin/sh\n"
         f"cut -d' ' -f1 /proc/uptime > {shared}/booted\n"
+        # No fallback tunnel devices (tunl0, gre0...) in any namespace once ipip & co load:
+        # every new netns would get one, and tests compare a pod's links with {"lo"}.
+        "sysctl -qw net.core.fb_tunnels_only_for_init_net=2\n"
         f"modprobe -a {' '.join(MODULES)} || echo 'guest: modprobe failed'\n"
+        # The root is 9p without a cache: every stat of Python's imports goes to the host
+        # (python -c pass took 7.5 s on a loaded machine). A second, read-only export of / with
+        # cache=loose, bound over the checkout and the interpreter, serves repeats from the
+        # guest's page cache (2-3x faster); without it the run just stays slow.
+        f"mkdir -p {CACHED} && mount -t 9p -o {CACHED_OPTS} {CACHED_TAG} {CACHED} && {{\n"
+        f"{binds}}} || echo 'guest: no cached host mount'\n"
         f"cd {shlex.quote(str(rootdir))}\n"
         f"{exports}"
         f"{shlex.join(argv)}\n"
@@ -210,6 +248,8 @@ def _boot_guest(config: pytest.Config, items: list[pytest.Item]) -> GuestRun:
         vng, "--run", kernel, "--disable-kvm", "--cpus", "2", "--memory", "2G",
         "--verbose", "--rwdir", str(shared), "--cwd", str(config.rootpath),
         "--exec", str(script),
+        f"--qemu-opts=-fsdev local,id={CACHED_TAG},path=/,security_model=none,readonly=on,"
+        f"multidevs=remap -device virtio-9p-pci,fsdev={CACHED_TAG},mount_tag={CACHED_TAG}",
     ]  # fmt: skip
     env = dict(os.environ, PATH=f"{Path(vng).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}")
     console = shared / "console.log"
@@ -277,11 +317,14 @@ def _host_reports(item: pytest.Item, run: GuestRun) -> list[pytest.TestReport]:
     whens = {r.when for r in got}
     if "setup" not in whens or ("teardown" not in whens):
         why = run.problem or "the guest did not report this test"
+        if run.console_shown:
+            tail = "(the guest console's tail is in the lane's first failure above)"
+        else:
+            tail = f"--- guest console (tail) ---\n{run.console_tail}"
+            run.console_shown = True
         out.append(
             _failed(
-                item,
-                "call" if "setup" in whens else "setup",
-                f"full-kernel lane: {why}\n--- guest console (tail) ---\n{run.console_tail}",
+                item, "call" if "setup" in whens else "setup", f"full-kernel lane: {why}\n{tail}"
             )
         )
     return out
