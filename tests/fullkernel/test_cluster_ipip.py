@@ -29,7 +29,7 @@ def state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[cluster.ClusterS
     try:
         yield s
     finally:
-        cluster.down(s)
+        lane.down(s)
 
 
 def test_pods_reach_each_other_over_ip_in_ip(state: cluster.ClusterState) -> None:

@@ -41,7 +41,7 @@ def state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[cluster.ClusterS
     try:
         yield s
     finally:
-        cluster.down(s)
+        lane.down(s)
 
 
 def _device(node: cluster.NodeState, version: int) -> wgnl.Device:
