@@ -17,8 +17,8 @@ from pycni import playground
 from pycni.playground import cluster
 from tests import harness
 
-TTL = 6
-RECONCILE = 1.0
+TTL = 30  # renewals every 10 s: agents starved by TCG must not lose their leases
+RECONCILE = 5.0  # changes arrive by watch events; full passes cost CPU the guest lacks
 
 CAPTURE = r"""
 import json, os, select, socket, sys
