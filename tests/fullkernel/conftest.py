@@ -43,7 +43,7 @@ HERE = Path(__file__).resolve().parent
 GUEST_ENV = "PYCNI_FULLKERNEL_GUEST"
 REPORT_ENV = "PYCNI_FULLKERNEL_REPORT"
 SELECT_ENV = "PYCNI_FULLKERNEL_SELECT"
-MODULES = ("8021q", "ipvlan", "dummy", "vrf", "wireguard", "ipip", "bridge")
+MODULES = ("8021q", "ipvlan", "dummy", "vrf", "wireguard", "bridge")  # ipip: autoloaded
 # One shell line that fails on a kernel missing any feature of this lane (an anonymous netns,
 # gone when the shell exits).
 PROBE = (
@@ -172,10 +172,23 @@ def _guest_script(shared: Path, rootdir: Path, files: list[str]) -> str:
         }
     )
     exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in sorted(env.items()))
-    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE", *files]
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-rfE",
+        "--color=no",
+        *files,
+    ]
     return (
         "#!/bin/sh\n"
         f"cut -d' ' -f1 /proc/uptime > {shared}/booted\n"
+        # No fallback tunnel devices (tunl0, gre0...) in any namespace once ipip & co load:
+        # every new netns would get one, and tests compare a pod's links with {"lo"}.
+        "sysctl -qw net.core.fb_tunnels_only_for_init_net=2\n"
         f"modprobe -a {' '.join(MODULES)} || echo 'guest: modprobe failed'\n"
         f"cd {shlex.quote(str(rootdir))}\n"
         f"{exports}"
