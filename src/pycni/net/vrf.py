@@ -72,11 +72,11 @@ def members(kernel: Kernel, vrf: Link) -> list[Link]:
     return [link for link in kernel.links() if link.master == vrf.index]
 
 
-def movable_routes(kernel: Kernel, index: int) -> list[Route]:
-    """The link's main-table, universe-scope routes (not connected or local ones)."""
+def movable_routes(kernel: Kernel, index: int, table: int = MAIN_TABLE) -> list[Route]:
+    """The link's universe-scope routes of ``table`` (not connected or local ones)."""
     out = []
     for family in (AF_INET, AF_INET6):
-        for route in kernel.routes(family, table=MAIN_TABLE, oif=index):
+        for route in kernel.routes(family, table=table, oif=index):
             if route.scope == RT_SCOPE_UNIVERSE and not route.multipath_oifs:
                 out.append(route)
     return out
@@ -155,10 +155,16 @@ def _wait_local_route(kernel: Kernel, link: Link, table: int, iface: IPInterface
 
 
 def release(kernel: Kernel, link: Link, routes: list[Route]) -> None:
-    """Undo ``enslave``: no master, the saved routes back in the main table (best effort)."""
+    """Undo ``enslave``: no master, ``routes`` back in the main table (best effort: one the
+    kernel refuses, e.g. its gateway no longer on-link, is left out)."""
     kernel.set_link(link.index, master=0)
     for route in routes:
         try:
-            kernel.replace_route(in_table(route, route.table or MAIN_TABLE))
+            kernel.replace_route(in_table(route, MAIN_TABLE))
         except (NetlinkError, ValueError):
             continue
+
+
+def leave(kernel: Kernel, vrf: Link, link: Link) -> None:
+    """Take ``link`` out of ``vrf`` with the routes it has in the VRF's table."""
+    release(kernel, link, movable_routes(kernel, link.index, vrf.vrf_table or MAIN_TABLE))

@@ -59,8 +59,11 @@ def _locked(pod: NetNS) -> Iterator[None]:
 def _find(kernel: Kernel, name: str) -> Link | None:
     try:
         return vrf.find(kernel, name)
-    except vrf.VrfError as exc:
-        raise _internal(str(exc)) from None
+    except vrf.VrfError:
+        raise InvalidConfig(
+            f"vrfname {name} names a link of the pod that is not a VRF (Netlink {name} is not "
+            "a VRF): choose another vrfname"
+        ) from None
 
 
 def _delete_link(kernel: Kernel, index: int) -> None:
@@ -121,7 +124,7 @@ class Vrf(Plugin):
             link = kernel.find_link(req.ifname)
             try:
                 if link is not None and link.master == found.index:
-                    kernel.set_link(link.index, master=0)
+                    vrf.leave(kernel, found, link)
                 if not vrf.members(kernel, found):
                     kernel.delete_link(found.index)
             except NetlinkError as exc:
