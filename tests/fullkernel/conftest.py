@@ -132,6 +132,7 @@ class GuestRun:
     reports: dict[str, list[pytest.TestReport]] = field(default_factory=dict)
     problem: str = ""  # why the guest did not report (boot failure, timeout...)
     console_tail: str = ""
+    console_shown: bool = False
     seconds: float = 0.0
     guest_boot: float = 0.0  # guest uptime when the test script started
     guest_done: float = 0.0  # guest uptime when pytest had finished
@@ -247,9 +248,8 @@ def _boot_guest(config: pytest.Config, items: list[pytest.Item]) -> GuestRun:
         vng, "--run", kernel, "--disable-kvm", "--cpus", "2", "--memory", "2G",
         "--verbose", "--rwdir", str(shared), "--cwd", str(config.rootpath),
         "--exec", str(script),
-        "--qemu-opts",
-        f"-fsdev local,id={CACHED_TAG},path=/,security_model=none,readonly=on,multidevs=remap "
-        f"-device virtio-9p-pci,fsdev={CACHED_TAG},mount_tag={CACHED_TAG}",
+        f"--qemu-opts=-fsdev local,id={CACHED_TAG},path=/,security_model=none,readonly=on,"
+        f"multidevs=remap -device virtio-9p-pci,fsdev={CACHED_TAG},mount_tag={CACHED_TAG}",
     ]  # fmt: skip
     env = dict(os.environ, PATH=f"{Path(vng).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}")
     console = shared / "console.log"
@@ -317,11 +317,14 @@ def _host_reports(item: pytest.Item, run: GuestRun) -> list[pytest.TestReport]:
     whens = {r.when for r in got}
     if "setup" not in whens or ("teardown" not in whens):
         why = run.problem or "the guest did not report this test"
+        if run.console_shown:
+            tail = "(the guest console's tail is in the lane's first failure above)"
+        else:
+            tail = f"--- guest console (tail) ---\n{run.console_tail}"
+            run.console_shown = True
         out.append(
             _failed(
-                item,
-                "call" if "setup" in whens else "setup",
-                f"full-kernel lane: {why}\n--- guest console (tail) ---\n{run.console_tail}",
+                item, "call" if "setup" in whens else "setup", f"full-kernel lane: {why}\n{tail}"
             )
         )
     return out
