@@ -71,9 +71,15 @@ def _scrub(value: Any) -> Any:
     return value
 
 
+def _generated(text: str) -> str:
+    """Random host-side names (``veth`` + 8 hex digits) made comparable."""
+    return re.sub(r"veth[0-9a-f]{8}", "VETH", text)
+
+
 def links(ns: harness.Namespace) -> dict[str, Any]:
-    """``ip -d -j link`` by name, without MACs and indexes; masters by name."""
-    raw = ns.json("ip", "-d", "-j", "link", "show")
+    """``ip -d -j link`` by name, without MACs and indexes; masters by name; generated
+    names replaced."""
+    raw = json.loads(_generated(ns.run("ip", "-d", "-j", "link", "show").stdout))
     assert isinstance(raw, list)
     return {str(link["ifname"]): _scrub(link) for link in raw}
 
@@ -85,7 +91,7 @@ def routes(ns: harness.Namespace) -> list[str]:
     out = []
     for family in ("-4", "-6"):
         for line in ns.run("ip", family, "route", "show", "table", "all").stdout.splitlines():
-            line = line.strip().replace(" proto static", " proto boot")
+            line = _generated(line.strip().replace(" proto static", " proto boot"))
             if re.match(r"(local|anycast|multicast)? ?fe80::[0-9a-f]", line):
                 continue
             if line:
@@ -97,5 +103,4 @@ def normalized_result(data: dict[str, Any]) -> dict[str, Any]:
     """A result without MACs and with generated host names replaced."""
     text = json.dumps(data, sort_keys=True)
     text = re.sub(r'"mac": "[0-9a-f:]+"', '"mac": "MAC"', text)
-    text = re.sub(r"veth[0-9a-f]{8}", "VETH", text)
-    return json.loads(text)  # type: ignore[no-any-return]
+    return json.loads(_generated(text))  # type: ignore[no-any-return]
