@@ -42,7 +42,8 @@ def _snapshot(node: harness.Namespace, pod: harness.Namespace, data_dir: Path) -
         node.run("ip", "-o", "link", "show").stdout.count("\n"),
         pod.run("ip", "-o", "link", "show").stdout,
         pod.run("ip", "-o", "addr", "show").stdout,
-        pod.run("ip", "route", "show", "table", "all").stdout,
+        sorted(pod.run("ip", "route", "show", "table", "all").stdout.splitlines()),
+        sorted(pod.run("ip", "-6", "route", "show", "table", "all").stdout.splitlines()),
         sorted(str(p) for p in data_dir.rglob("*") if p.is_file() and p.name[0].isdigit()),
     )
 

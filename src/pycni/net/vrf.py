@@ -14,6 +14,7 @@ from pycni.net.kernel import (
     AF_INET,
     AF_INET6,
     MAIN_TABLE,
+    RTN_UNICAST,
     IPInterface,
     Kernel,
     Link,
@@ -73,11 +74,13 @@ def members(kernel: Kernel, vrf: Link) -> list[Link]:
 
 
 def movable_routes(kernel: Kernel, index: int, table: int = MAIN_TABLE) -> list[Route]:
-    """The link's universe-scope routes of ``table`` (not connected or local ones)."""
+    """The link's universe-scope unicast routes of ``table``: for IPv4 not the connected or
+    local ones (the kernel remakes those), for IPv6 all but local and multicast ones."""
     out = []
     for family in (AF_INET, AF_INET6):
         for route in kernel.routes(family, table=table, oif=index):
-            if route.scope == RT_SCOPE_UNIVERSE and not route.multipath_oifs:
+            unicast = route.type in (None, RTN_UNICAST)  # not local, broadcast, multicast
+            if route.scope == RT_SCOPE_UNIVERSE and unicast and not route.multipath_oifs:
                 out.append(route)
     return out
 
