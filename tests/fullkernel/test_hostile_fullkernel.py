@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (pytest fixtures imported from tests.fullkernel.helpers)
 """Hostile configs for dummy and vrf (the hostile-config suite's rules, on a kernel with their
 modules): a failed ADD is a CNI error with a config/IO code, never a traceback or 999 for a
 config value, and leaves the node, the pod and the reservations as they were; a successful
@@ -16,6 +17,7 @@ from pycni.net.kernel import AF_INET, AF_INET6
 from pycni.net.netlink import rtnl
 from pycni.plugin import skel
 from tests import harness
+from tests.fullkernel.helpers import daemon_plugin_dir  # noqa: F401
 from tests.unit.test_hostile_config import FieldPath, hostile, put
 
 pytestmark = pytest.mark.kernel
@@ -109,7 +111,7 @@ def test_hostile_vrf_field_changes_nothing_on_failure(
     value: Any,
     node: harness.Namespace,
     pod_factory: Any,
-    plugin_dir: Path,
+    daemon_plugin_dir: Path,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     pod = _pod(node, pod_factory, with_eth0=True)
@@ -125,7 +127,7 @@ def test_hostile_vrf_field_changes_nothing_on_failure(
         },
     }
     data_dir = tmp_path_factory.mktemp("hostile-vrf")
-    _add_then_clean("vrf", plugin_dir, node, pod, data_dir, put(base, path, value))
+    _add_then_clean("vrf", daemon_plugin_dir, node, pod, data_dir, put(base, path, value))
 
 
 @pytest.mark.parametrize("path", DUMMY_FIELDS, ids=str)
@@ -136,7 +138,7 @@ def test_hostile_dummy_field_changes_nothing_on_failure(
     value: Any,
     node: harness.Namespace,
     pod_factory: Any,
-    plugin_dir: Path,
+    daemon_plugin_dir: Path,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     pod = _pod(node, pod_factory, with_eth0=False)
@@ -152,4 +154,4 @@ def test_hostile_dummy_field_changes_nothing_on_failure(
             "routes": [{"dst": "10.98.0.0/16"}],
         },
     }
-    _add_then_clean("dummy", plugin_dir, node, pod, data_dir, put(base, path, value))
+    _add_then_clean("dummy", daemon_plugin_dir, node, pod, data_dir, put(base, path, value))
