@@ -49,6 +49,7 @@ def call(
     pod: harness.Namespace | str,
     ifname: str = "eth0",
     cid: str = "ctr1",
+    env: dict[str, str] | None = None,
 ) -> harness.PluginRun:
     netns = pod if isinstance(pod, str) else pod.path
     with node.entered():
@@ -60,6 +61,7 @@ def call(
             netns=netns,
             ifname=ifname,
             cni_path=f"{plugin.parent}:{GO_DIR}",
+            extra_env=env,
         )
 
 

@@ -109,3 +109,15 @@ def test_failed_ipam_rolls_back_the_link(
     assert set(pod.links()) == {"lo"}
     call(node, plugin_dir / "dummy", "DEL", conf, other, cid="first").ok()
     assert tmp_state.reservations("dummynet") == []
+
+
+def test_a_failure_at_any_step_leaves_nothing(
+    node: harness.Namespace, pod_factory: Any, tmp_state: harness.State, plugin_dir: Path
+) -> None:
+    pod = pod_factory()
+    conf = _conf(tmp_state)
+    for step in ("create", "ipam", "configure"):
+        run = call(node, plugin_dir / "dummy", "ADD", conf, pod, env={"PYCNI_TEST_FAIL_AT": step})
+        assert run.code == 1 and "injected failure" in run.stdout, run.stdout
+        assert set(pod.links()) == {"lo"}, step
+        assert tmp_state.reservations("dummynet") == [], step

@@ -241,3 +241,25 @@ def test_del_is_idempotent_and_tolerates_a_gone_namespace(
     call(node, plugin_dir / "vrf", "DEL", vrf, "/run/netns/pycni-no-such-ns").ok()
     call(node, plugin_dir / "vrf", "DEL", vrf, "").ok()
     assert set(links(pod)) == {"lo"}
+
+
+def test_a_failure_at_any_step_leaves_the_pod_as_it_was(
+    node: harness.Namespace, pod_factory: Any, plugin_dir: Path
+) -> None:
+    pod = pod_factory()
+    pod.run("ip", "link", "add", "eth0", "type", "dummy")
+    pod.run("ip", "addr", "add", "10.77.0.2/24", "dev", "eth0")
+    pod.run("ip", "link", "set", "eth0", "up")
+    pod.run("ip", "route", "add", "10.99.0.0/16", "via", "10.77.0.1")
+    before = links(pod), routes(pod)
+    prev = {"cniVersion": "1.0.0", "interfaces": [{"name": "eth0", "sandbox": pod.path}]}
+    vrf = _conf({"type": "vrf", "vrfname": "red"}, prev)
+    for step in ("create", "enslave"):
+        run = call(node, plugin_dir / "vrf", "ADD", vrf, pod, env={"PYCNI_TEST_FAIL_AT": step})
+        assert run.code == 1 and "injected failure" in run.stdout, run.stdout
+        assert (links(pod), routes(pod)) == before, step
+    # and the same ADD without a failure, then DEL, gives the routes back to the main table
+    call(node, plugin_dir / "vrf", "ADD", vrf, pod).ok()
+    assert "10.99.0.0/16 via 10.77.0.1" in pod.run("ip", "route", "show", "vrf", "red").stdout
+    call(node, plugin_dir / "vrf", "DEL", vrf, pod).ok()
+    assert (links(pod), routes(pod)) == before

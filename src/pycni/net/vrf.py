@@ -106,8 +106,8 @@ def _global_v6(kernel: Kernel, index: int) -> list[IPInterface]:
     return [a.interface for a in kernel.addresses(index, AF_INET6) if a.scope == RT_SCOPE_UNIVERSE]
 
 
-def enslave(kernel: Kernel, vrf: Link, link: Link) -> list[Route]:
-    """Put ``link`` into ``vrf`` with its routes; returns the main-table routes it had."""
+def check_free(kernel: Kernel, link: Link) -> None:
+    """VrfError unless ``link`` has no master (a bridge port or another VRF's member)."""
     if link.master:
         try:
             master = kernel.link(link.master).name
@@ -117,6 +117,11 @@ def enslave(kernel: Kernel, vrf: Link, link: Link) -> list[Route]:
                 f"name: {exc}"
             ) from None
         raise VrfError(f"interface {link.name} has already a master set: {master}")
+
+
+def enslave(kernel: Kernel, vrf: Link, link: Link) -> list[Route]:
+    """Put ``link`` into ``vrf`` with its routes; returns the main-table routes it had."""
+    check_free(kernel, link)
     table = vrf.vrf_table or 0
     before = _global_v6(kernel, link.index)
     routes = movable_routes(kernel, link.index)

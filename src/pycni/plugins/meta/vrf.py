@@ -101,6 +101,7 @@ class Vrf(Plugin):
                 link = kernel.find_link(req.ifname)
                 if link is None:
                     raise vrf.VrfError(f"could not get link by name {req.ifname}")
+                vrf.check_free(kernel, link)  # before an undo that would clear its master
                 rb.step("enslave")
                 saved = vrf.movable_routes(kernel, link.index)
                 rb.push("enslave", partial(vrf.release, kernel, link, saved))
