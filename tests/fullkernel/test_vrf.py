@@ -107,11 +107,9 @@ def _movable(pod: harness.Namespace) -> set[str]:
     return out
 
 
-def _without(lines: list[str], vrfname: str, dsts: set[str]) -> list[str]:
-    """Route lines minus the VRF table's routes to ``dsts``."""
-    return [
-        line for line in lines if not (f" table {vrfname} " in line and line.split()[0] in dsts)
-    ]
+def _without(lines: list[str], table: int, dsts: set[str]) -> list[str]:
+    """Route lines minus the VRF table's routes to ``dsts`` (`ip` shows the table's number)."""
+    return [line for line in lines if not (f" table {table} " in line and line.split()[0] in dsts)]
 
 
 @pytest.mark.parametrize(
@@ -149,9 +147,10 @@ def test_same_result_links_and_routes_as_go_reference(
         result = call(node, plugins / "vrf", "ADD", _conf(vrf, prev), pod).ok().json
         assert result == prev  # vrf passes the previous result on unchanged
         pod_links = links(pod)
-        assert pod_links[name]["linkinfo"]["info_data"]["table"] == vrf.get("table", 1)
+        table = vrf.get("table", 1)
+        assert pod_links[name]["linkinfo"]["info_data"]["table"] == table
         assert pod_links["eth0"]["master"] == name
-        in_vrf = {line.split()[0] for line in routes(pod) if f" table {name} " in line}
+        in_vrf = {line.split()[0] for line in routes(pod) if f" table {table} " in line}
         assert "eth0" not in pod.run("ip", "route", "show", "table", "main").stdout, main_before
         if plugins == plugin_dir:
             assert moved and moved <= in_vrf, (moved, routes(pod))
@@ -162,7 +161,8 @@ def test_same_result_links_and_routes_as_go_reference(
     assert moved == their_moved  # the same routes were there to move
     assert ours == theirs
     assert our_state[:3] == their_state[:3]  # node links and routes, pod links
-    assert _without(our_state[3], name, moved) == _without(their_state[3], name, moved)
+    table = vrf.get("table", 1)
+    assert _without(our_state[3], table, moved) == _without(their_state[3], table, moved)
 
 
 @pytest.fixture(params=["daemon", "go"])
