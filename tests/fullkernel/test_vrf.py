@@ -200,7 +200,10 @@ def test_interfaces_share_a_vrf_and_the_last_del_removes_it(
     # CHECK finds each interface in its VRF, and not in the other
     call(node, plugins / "vrf", "CHECK", _conf(red, ra), pod, "eth0").ok()
     wrong = call(node, plugins / "vrf", "CHECK", _conf(blue, ra), pod, "eth0")
-    assert wrong.code != 0 and "failed to find eth0 associated to vrf blue" in wrong.stdout
+    if plugins == GO_DIR:  # 1.1.1 builds this error and discards it (fixed upstream since)
+        assert wrong.code == 0, wrong.stdout
+    else:
+        assert wrong.code != 0 and "failed to find eth0 associated to vrf blue" in wrong.stdout
     _unchain(node, pod, plugins, a, red, ra, "eth0")
     assert "red" in links(pod)  # net1 is still in it
     _unchain(node, pod, plugins, b, red, rb, "net1")
