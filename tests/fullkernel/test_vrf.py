@@ -109,7 +109,12 @@ def _movable(pod: harness.Namespace) -> set[str]:
 
 def _without(lines: list[str], table: int, dsts: set[str]) -> list[str]:
     """Route lines minus the VRF table's routes to ``dsts`` (`ip` shows the table's number)."""
-    return [line for line in lines if not (f" table {table} " in line and line.split()[0] in dsts)]
+    return [line for line in lines if not (_in_table(line, table) and line.split()[0] in dsts)]
+
+
+def _in_table(line: str, table: int) -> bool:
+    """Whether an `ip route` line is of ``table`` (it may end right after the number)."""
+    return f" table {table} " in f"{line} "
 
 
 @pytest.mark.parametrize(
@@ -150,7 +155,7 @@ def test_same_result_links_and_routes_as_go_reference(
         table = vrf.get("table", 1)
         assert pod_links[name]["linkinfo"]["info_data"]["table"] == table
         assert pod_links["eth0"]["master"] == name
-        in_vrf = {line.split()[0] for line in routes(pod) if f" table {table} " in line}
+        in_vrf = {line.split()[0] for line in routes(pod) if _in_table(line, table)}
         assert "eth0" not in pod.run("ip", "route", "show", "table", "main").stdout, main_before
         if plugins == plugin_dir:
             assert moved and moved <= in_vrf, (moved, routes(pod))
