@@ -192,6 +192,17 @@ def test_macvlan_mode_and_an_unknown_operstate() -> None:
     assert (link.kind, link.macvlan_mode, link.oper_state, link.up) == ("macvlan", 8, "9", True)
 
 
+def test_vrf_table_decodes_and_new_vrf_encodes_it() -> None:
+    linkinfo = _rta(1, b"vrf\0") + _rta(2 | 0x8000, _rta(1, struct.pack("=I", 1042)))
+    link = c.decode_link(_ifinfo(6) + _rta(3, b"red\0") + _rta(18 | 0x8000, linkinfo))
+    assert (link.kind, link.vrf_table, link.name) == ("vrf", 1042, "red")
+    # the request carries the same IFLA_LINKINFO layout, which the decoder reads back
+    sent = c.decode_link(c.new_vrf("red", 1042))
+    assert (sent.kind, sent.vrf_table, sent.name) == ("vrf", 1042, "red")
+    dummy = c.decode_link(_ifinfo(7) + _rta(18 | 0x8000, _rta(1, b"dummy\0")))
+    assert (dummy.kind, dummy.vrf_table) == ("dummy", None)
+
+
 def test_addr_decode() -> None:
     v6 = c.decode_address(
         struct.pack("=BBBBI", socket.AF_INET6, 64, 0x80, 0, 5)

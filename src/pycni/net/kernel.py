@@ -138,6 +138,7 @@ class Link:
     promiscuity: int = 0
     macvlan_mode: int | None = None
     vxlan: VxlanInfo | None = None
+    vrf_table: int | None = None  # IFLA_VRF_TABLE of a vrf link
 
     @property
     def up(self) -> bool:
@@ -290,6 +291,12 @@ class Kernel(Protocol):
     ) -> None: ...
 
     def add_ifb(self, name: str, mtu: int, txqlen: int) -> None: ...
+
+    def add_dummy(self, name: str, mtu: int = 0) -> None: ...
+
+    def add_vrf(self, name: str, table: int) -> None:
+        """A VRF device ``name`` whose routes live in routing table ``table``."""
+        ...
 
     def set_link(
         self,

@@ -50,6 +50,7 @@ NETCONFA_IFINDEX, NETCONFA_FORWARDING, NETCONFA_IFINDEX_ALL = 1, 2, -1
 NETCONFMSG = struct.Struct("=Bxxx")  # struct netconfmsg, padded to 4 as the kernel parses it
 IFLA_INFO_KIND, IFLA_INFO_DATA, VETH_INFO_PEER = 1, 2, 1
 IFLA_MACVLAN_MODE = 1
+IFLA_VRF_TABLE = 1
 AF_BRIDGE, IFLA_PROTINFO, IFLA_BRPORT_MODE, IFLA_BRPORT_ISOLATED = 7, 12, 4, 33
 IFLA_VXLAN_ID, IFLA_VXLAN_LINK, IFLA_VXLAN_LOCAL, IFLA_VXLAN_LEARNING = 1, 3, 4, 7
 IFLA_VXLAN_PORT, IFLA_VXLAN_LOCAL6 = 15, 17
@@ -144,6 +145,7 @@ def decode_link(payload: bytes) -> Link:
     else:
         oper = OPERSTATES[state[0]] if state[0] < len(OPERSTATES) else str(state[0])
     kind, mode, vxlan = _linkinfo(raw.get(IFLA_LINKINFO))
+    vrf_table = _vrf_table(raw.get(IFLA_LINKINFO)) if kind == "vrf" else None
     return Link(
         index=index,
         name=_str(raw.get(IFLA_IFNAME)),
@@ -160,7 +162,18 @@ def decode_link(payload: bytes) -> Link:
         promiscuity=_u32(raw.get(IFLA_PROMISCUITY)),
         macvlan_mode=mode,
         vxlan=vxlan,
+        vrf_table=vrf_table,
     )
+
+
+def _vrf_table(raw: bytes | None) -> int | None:
+    """IFLA_VRF_TABLE from a vrf link's IFLA_LINKINFO."""
+    assert raw is not None
+    data_raw = parse_attrs(raw, 0, len(raw)).get(IFLA_INFO_DATA)
+    if data_raw is None:
+        return None
+    table = parse_attrs(data_raw, 0, len(data_raw)).get(IFLA_VRF_TABLE)
+    return None if table is None else _u32(table)
 
 
 def decode_address(payload: bytes) -> Address | None:
@@ -253,6 +266,13 @@ def new_link(
     if info_data:
         info.append(info_data)
     return ifinfo() + _common(name, mtu, txqlen=txqlen) + nested(IFLA_LINKINFO, info)
+
+
+def new_vrf(name: str, table: int) -> bytes:
+    """RTM_NEWLINK (create) of a VRF device bound to routing table ``table``."""
+    return new_link(
+        "vrf", name, info_data=nested(IFLA_INFO_DATA, [attr_u32(IFLA_VRF_TABLE, table)])
+    )
 
 
 def new_macvlan(

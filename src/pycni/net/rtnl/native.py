@@ -187,6 +187,12 @@ class NativeKernel:
     def add_ifb(self, name: str, mtu: int, txqlen: int) -> None:
         self._do(c.RTM_NEWLINK, _CREATE, c.new_link("ifb", name, mtu, txqlen=txqlen))
 
+    def add_dummy(self, name: str, mtu: int = 0) -> None:
+        self._do(c.RTM_NEWLINK, _CREATE, c.new_link("dummy", name, mtu))
+
+    def add_vrf(self, name: str, table: int) -> None:
+        self._do(c.RTM_NEWLINK, _CREATE, c.new_vrf(name, table))
+
     def set_link(
         self,
         index: int,

@@ -133,6 +133,12 @@ def link_of(msg: _Msg) -> Link:
                     port=_int(data_msg.get_attr("IFLA_VXLAN_PORT")),
                     learning=bool(data_msg.get_attr("IFLA_VXLAN_LEARNING")),
                 )
+    vrf_table: int | None = None
+    if kind == "vrf" and info is not None:
+        vrf_data = info_msg.get_attr("IFLA_INFO_DATA")
+        if vrf_data is not None:
+            table = vrf_data.get_attr("IFLA_VRF_TABLE")  # type: ignore[attr-defined]
+            vrf_table = None if table is None else _int(table)
     netnsid = msg.get_attr("IFLA_LINK_NETNSID")
     return Link(
         index=_int(msg["index"]),
@@ -150,6 +156,7 @@ def link_of(msg: _Msg) -> Link:
         promiscuity=_int(msg.get_attr("IFLA_PROMISCUITY")),
         macvlan_mode=mode,
         vxlan=vxlan,
+        vrf_table=vrf_table,
     )
 
 
@@ -390,6 +397,15 @@ class Pyroute2Kernel:
 
     def add_ifb(self, name: str, mtu: int, txqlen: int) -> None:
         self._link("add", ifname=name, kind="ifb", mtu=mtu, txqlen=txqlen)
+
+    def add_dummy(self, name: str, mtu: int = 0) -> None:
+        spec: dict[str, object] = {"ifname": name, "kind": "dummy"}
+        if mtu:
+            spec["mtu"] = mtu
+        self._link("add", **spec)
+
+    def add_vrf(self, name: str, table: int) -> None:
+        self._link("add", ifname=name, kind="vrf", vrf_table=table)
 
     def set_link(
         self,
