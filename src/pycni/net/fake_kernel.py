@@ -123,6 +123,7 @@ class _Link:
     isolated: bool = False
     vlans: list[int] = field(default_factory=list)
     ipv4_conf: dict[int, int] = field(default_factory=dict)
+    vrf_table: int | None = None
 
     @property
     def loopback(self) -> bool:
@@ -303,6 +304,7 @@ class FakeKernel:
             kind=link.kind,
             oper_state=oper,
             alias=link.alias,
+            vrf_table=link.vrf_table,
             txqlen=link.txqlen,
             promiscuity=int(link.promisc),
             macvlan_mode=link.macvlan_mode,
@@ -351,18 +353,40 @@ class FakeKernel:
         return link
 
     def add_veth(
-        self, name: str, peer_name: str, peer_netns_fd: int, mtu: int = 0, peer_mac: str = ""
-    ) -> None:
+        self,
+        name: str,
+        peer_name: str,
+        peer_netns_fd: int,
+        mtu: int = 0,
+        peer_mac: str = "",
+        master: int = 0,
+    ) -> int:
         ns = self._open()
         peer_ns = ns.host.resolve(peer_netns_fd)
         host = self._create(ns, name, "veth", mtu)
         if peer_ns is ns and peer_name == name:
             raise _refuse(errno.EEXIST)
+        if master and ns.links.get(master) is None:
+            raise _refuse(errno.EINVAL)  # the creating request fails whole: nothing is made
         peer = self._create(peer_ns, peer_name, "veth", mtu, peer_mac)
         self._insert(peer_ns, peer)
         self._insert(ns, host)
         host.peer = (peer_ns, peer.index)
         peer.peer = (ns, host.index)
+        if master:
+            self._set_master(ns, host, master)
+        return host.index
+
+    def add_dummy(self, name: str, mtu: int = 0) -> None:
+        ns = self._open()
+        self._insert(ns, self._create(ns, name, "dummy", mtu))
+
+    def add_vrf(self, name: str, table: int) -> None:
+        ns = self._open()
+        made = self._create(ns, name, "vrf", 0)
+        made.mtu = 65575  # the kernel gives a vrf IP6_MAX_MTU
+        made.vrf_table = table
+        self._insert(ns, made)
 
     def add_bridge(self, name: str, mtu: int = 0, vlan_filtering: bool = False) -> None:
         ns = self._open()
