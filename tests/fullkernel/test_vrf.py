@@ -107,6 +107,19 @@ def _movable(pod: harness.Namespace) -> set[str]:
     return out
 
 
+def _diff(mine: Any, go: Any, path: str = "") -> list[str]:
+    """Where two snapshots differ, as ``path: pycni != go`` lines."""
+    if isinstance(mine, dict) and isinstance(go, dict):
+        out = []
+        for key in sorted(set(mine) | set(go), key=str):
+            out += _diff(mine.get(key, "<absent>"), go.get(key, "<absent>"), f"{path}/{key}")
+        return out
+    if isinstance(mine, list) and isinstance(go, list) and len(mine) == len(go):
+        return [d for i, (a, b) in enumerate(zip(mine, go, strict=True))
+                for d in _diff(a, b, f"{path}[{i}]")]  # fmt: skip
+    return [] if mine == go else [f"{path}: {mine!r} != {go!r}"]
+
+
 def _without(lines: list[str], table: int, dsts: set[str]) -> list[str]:
     """Route lines minus the VRF table's routes to ``dsts`` (`ip` shows the table's number)."""
     return [line for line in lines if not (_in_table(line, table) and line.split()[0] in dsts)]
@@ -165,7 +178,10 @@ def test_same_result_links_and_routes_as_go_reference(
     (ours, our_state, moved), (theirs, their_state, their_moved) = seen
     assert moved == their_moved  # the same routes were there to move
     assert ours == theirs
-    assert our_state[:3] == their_state[:3]  # node links and routes, pod links
+    for what, mine, go in zip(
+        ("node links", "node routes", "pod links"), our_state[:3], their_state[:3], strict=True
+    ):
+        assert mine == go, f"{what} differ: {_diff(mine, go)}"
     table = vrf.get("table", 1)
     assert _without(our_state[3], table, moved) == _without(their_state[3], table, moved)
 
