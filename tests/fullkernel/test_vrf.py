@@ -178,6 +178,14 @@ def test_same_result_links_and_routes_as_go_reference(
     (ours, our_state, moved), (theirs, their_state, their_moved) = seen
     assert moved == their_moved  # the same routes were there to move
     assert ours == theirs
+    # Go 1.1.1's netlink library creates links with txqueuelen 0 (fixed upstream in 2024,
+    # "Fix txqueuelen being accidentally set to zero"); pycni keeps the kernel's default.
+    for state in (our_state, their_state):
+        for snapshot in (state[0], state[2]):
+            for link in snapshot.values():
+                txqlen = link.pop("txqlen", 0)
+                if state is our_state and link["ifname"] != "lo":
+                    assert txqlen == 1000, link
     for what, mine, go in zip(
         ("node links", "node routes", "pod links"), our_state[:3], their_state[:3], strict=True
     ):
