@@ -18,6 +18,7 @@ from tests.fullkernel.helpers import (  # noqa: F401
     links,
     normalized_result,
     routes,
+    settle,
 )
 
 pytestmark = [pytest.mark.kernel, pytest.mark.interop]
@@ -164,6 +165,7 @@ def test_same_result_links_and_routes_as_go_reference(
         main_before = pod.run("ip", "route", "show", "table", "main").stdout
         result = call(node, plugins / "vrf", "ADD", _conf(vrf, prev), pod).ok().json
         assert result == prev  # vrf passes the previous result on unchanged
+        settle(pod)  # an IPv6 address re-added after enslaving gets its local route after DAD
         pod_links = links(pod)
         table = vrf.get("table", 1)
         assert pod_links[name]["linkinfo"]["info_data"]["table"] == table
