@@ -7,6 +7,7 @@ import json
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,14 @@ def _generated(text: str) -> str:
     return re.sub(r"veth[0-9a-f]{8}", "VETH", text)
 
 
+def settle(ns: harness.Namespace, timeout: float = 20) -> None:
+    """Wait until no IPv6 address is tentative (its local route appears when DAD is done)."""
+    deadline = time.monotonic() + timeout
+    while ns.run("ip", "-6", "addr", "show", "tentative").stdout.strip():
+        assert time.monotonic() < deadline, ns.run("ip", "-6", "addr").stdout
+        time.sleep(0.2)
+
+
 def links(ns: harness.Namespace) -> dict[str, Any]:
     """``ip -d -j link`` by name, without MACs and indexes; masters by name; generated
     names replaced."""
@@ -88,12 +97,13 @@ def links(ns: harness.Namespace) -> dict[str, Any]:
 
 def routes(ns: harness.Namespace) -> list[str]:
     """Every route of every table, both families, one sorted line each. IPAM routes are
-    "proto static" from pycni and "proto boot" from Go (a known, documented difference);
+    "proto static" from pycni and "proto boot" from Go (a known, documented difference; `ip`
+    does not print "proto boot");
     host link-local addresses (MAC-derived) are left out."""
     out = []
     for family in ("-4", "-6"):
         for line in ns.run("ip", family, "route", "show", "table", "all").stdout.splitlines():
-            line = _generated(line.strip().replace(" proto static", " proto boot"))
+            line = _generated(line.strip().replace(" proto static", ""))
             if re.match(r"(local|anycast|multicast)? ?fe80::[0-9a-f]", line):
                 continue
             if line:
