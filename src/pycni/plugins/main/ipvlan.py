@@ -36,7 +36,7 @@ from pycni.spec.errors import InvalidConfig
 from pycni.spec.result import Interface, Result
 
 _NO_MODULE = " (this kernel has no ipvlan: module ipvlan)"
-_MTU = "invalid MTU {value}, must be 0 or in [68, 65535]"
+_MTU = "invalid MTU {value}: mtu must be 0 or in [68, 65535]"
 
 
 @record(frozen=True)
@@ -99,7 +99,10 @@ def chained_master(req: Request, conf: IpvlanConf) -> None:
     if len(prev.interfaces) == 1 and prev.interfaces[0].name:
         conf.master = IfName().decode(prev.interfaces[0].name, "prevResult.interfaces[0].name")
         return
-    raise internal("chained master failure. PrevResult lacks a single named interface")
+    raise InvalidConfig(
+        "chained master failure. PrevResult lacks a single named interface: "
+        "set master, or chain after a plugin that returns one interface"
+    )
 
 
 def resolve_master(kernel: Kernel, conf: IpvlanConf) -> tuple[int, int]:

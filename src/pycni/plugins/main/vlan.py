@@ -36,7 +36,7 @@ from pycni.spec.result import Interface, Result
 
 _VLAN_ID = "invalid VLAN ID {value} (must be between 0 and 4095 inclusive)"
 _NO_MODULE = " (this kernel has no 802.1Q: module 8021q)"
-_MTU = "invalid MTU {value}, must be 0 or in [68, 65535]"
+_MTU = "invalid MTU {value}: mtu must be 0 or in [68, 65535]"
 _NO_MASTER = (
     '"master" field is required. It specifies the host interface name to create the VLAN for.'
 )
