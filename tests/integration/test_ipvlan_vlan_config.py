@@ -40,8 +40,7 @@ def _conf(plugin: str, state: harness.State, **extra: Any) -> dict[str, Any]:
 def _kernel_has(kind: str) -> bool:
     args = {"ipvlan": ("type", "ipvlan", "mode", "l2"), "vlan": ("type", "vlan", "id", "5")}[kind]
     probe = (
-        "ip link add pv0 type veth peer name pv1 && "
-        f"ip link add link pv0 name pv2 {' '.join(args)}"
+        f"ip link add pv0 type veth peer name pv1 && ip link add link pv0 name pv2 {' '.join(args)}"
     )
     return subprocess.run(["unshare", "--net", "sh", "-c", probe], check=False).returncode == 0
 

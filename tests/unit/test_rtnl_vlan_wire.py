@@ -131,7 +131,9 @@ def test_decode_bridge_vlans_stops_at_a_bogus_length() -> None:
 
 @given(
     vlans=st.lists(
-        st.tuples(st.integers(1, 4094), st.integers(0, 0xFFFF)), max_size=20, unique_by=lambda v: v[0]
+        st.tuples(st.integers(1, 4094), st.integers(0, 0xFFFF)),
+        max_size=20,
+        unique_by=lambda v: v[0],
     ),
     index=st.integers(1, 2**31 - 1),
 )
