@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests import harness
-from tests.fullkernel.vlan_support import comparable_result, own_links, run, state
+from tests.fullkernel.vlan_support import assert_same, comparable_result, own_links, run, state
 
 pytestmark = pytest.mark.kernel
 
@@ -104,7 +104,7 @@ def test_vlan_with_preserved_default_vlan_is_the_go_reference(
         tmp_path,
         {"vlan": 100, "preserveDefaultVlan": True},
     )
-    assert ours == go
+    assert_same(ours, go)
     assert [i["name"] for i in ours["result"]["interfaces"]] == [
         BRIDGE,
         "<gen0>",
@@ -136,7 +136,7 @@ def test_vlan_removes_the_default_vlan_from_the_ports(
         for port in (f"<{POD_PORT}>", f"<{GW_PORT}>"):
             if port in go[when]["vlans"]:
                 go[when]["vlans"][port].remove((1, UNTAGGED))
-    assert ours == go
+    assert_same(ours, go)
     assert ours["node"]["vlans"][f"<{POD_PORT}>"] == [(100, PVID_UNTAGGED)]
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests import harness
-from tests.fullkernel.vlan_support import comparable_result, own_links, run, state
+from tests.fullkernel.vlan_support import assert_same, comparable_result, own_links, run, state
 
 pytestmark = pytest.mark.kernel
 
@@ -83,7 +83,7 @@ def test_mode_as_go_reference_and_pods_ping_each_other(
         run(ipvlan, "CHECK", {**conf, "prevResult": go_run.json}, theirs, str(plugin_dir)).ok()
         run(go, "DEL", conf, theirs, str(go_plugin_dir)).ok()
         assert own_links(theirs) == {"lo"}
-    assert seen_ours == seen_go
+    assert_same(seen_ours, seen_go)
     eth0 = seen_ours[1]["links"]["eth0"]["linkinfo"]
     assert eth0["info_kind"] == "ipvlan" and eth0["info_data"]["mode"] == mode
 
@@ -128,7 +128,7 @@ def test_chained_form_takes_master_and_addresses_from_prev_result(
             seen.append((comparable_result(added.json, {pod.path: "<pod>"}), state(pod)))
             run(plugin / "ipvlan", "DEL", conf, pod, str(path)).ok()
         assert own_links(pod) == {"lo"}
-    assert seen[0] == seen[1]
+    assert_same(seen[0], seen[1])
     assert seen[0][1]["addresses"]["eth0"] == ["10.73.0.31/24"]
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests import harness
-from tests.fullkernel.vlan_support import comparable_result, own_links, run, state
+from tests.fullkernel.vlan_support import assert_same, comparable_result, own_links, run, state
 
 pytestmark = pytest.mark.kernel
 
@@ -59,7 +59,7 @@ def test_same_result_and_kernel_state_as_go_reference(
             run(plugin / "vlan", "DEL", conf, pod, str(path)).ok()
         assert own_links(pod) == {"lo"}
         assert state(node) == before
-    assert seen[0] == seen[1]
+    assert_same(seen[0], seen[1])
     eth0 = seen[0][1]["links"]["eth0"]
     assert eth0["linkinfo"]["info_data"]["id"] == 42 and eth0["mtu"] == 1400
 

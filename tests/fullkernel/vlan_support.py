@@ -56,8 +56,13 @@ class Names:
         self.seen: dict[str, str] = {}
 
     def label(self, name: str, what: str) -> None:
-        if _GENERATED.match(name):
-            self.seen[name] = f"<{what}>"
+        if _GENERATED.match(name) and name not in self.seen:
+            taken = set(self.seen.values())
+            label, n = f"<{what}>", 1
+            while label in taken:
+                n += 1
+                label = f"<{what} #{n}>"
+            self.seen[name] = label
 
     def __call__(self, name: str) -> str:
         if not _GENERATED.match(name):
@@ -165,6 +170,31 @@ def bridge_vlans(ns: harness.Namespace, names: Names | None = None) -> dict[str,
     }
 
 
+def _flat(value: Any, path: str, out: dict[str, Any]) -> None:
+    if isinstance(value, dict) and value:
+        for key, item in value.items():
+            _flat(item, f"{path}.{key}" if path else str(key), out)
+    elif isinstance(value, list | tuple) and value and isinstance(value[0], dict | list):
+        for i, item in enumerate(value):
+            _flat(item, f"{path}[{i}]", out)
+    else:
+        out[path] = value
+
+
+def differences(ours: Any, theirs: Any) -> list[str]:
+    """Every leaf where two nested structures differ, as ``path: ours != theirs`` (pytest's
+    own diff of such structures is cut off in the guest's report)."""
+    a: dict[str, Any] = {}
+    b: dict[str, Any] = {}
+    _flat(ours, "", a)
+    _flat(theirs, "", b)
+    return [
+        f"{key}: {a.get(key, '<missing>')!r} != {b.get(key, '<missing>')!r}"
+        for key in sorted(set(a) | set(b))
+        if a.get(key, "<missing>") != b.get(key, "<missing>")
+    ]
+
+
 def state(ns: harness.Namespace) -> dict[str, Any]:
     """Links, addresses, routes and bridge VLANs of a namespace, comparable across runs."""
     names = Names()
@@ -174,3 +204,8 @@ def state(ns: harness.Namespace) -> dict[str, Any]:
         "routes": routes(ns, names),
         "vlans": bridge_vlans(ns, names),
     }
+
+
+def assert_same(ours: Any, theirs: Any) -> None:
+    diff = differences(ours, theirs)
+    assert not diff, "pycni != Go:\n" + "\n".join(diff)
