@@ -65,6 +65,7 @@ def test_mode_as_go_reference_and_pods_ping_each_other(
         mine = run(ipvlan, "ADD", conf, ours, str(plugin_dir)).ok()
         run(ipvlan, "ADD", other, peer, str(plugin_dir), container_id="c2").ok()
         assert ours.ping("10.73.0.22") and peer.ping("10.73.0.21")
+        assert ours.links()["eth0"]["txqlen"] == 1000  # the kernel's default (Go 1.1.1: 0)
         seen_ours = (comparable_result(mine.json, {ours.path: "<pod>"}), state(ours), state(node))
         checked = {**conf, "prevResult": mine.json}
         run(ipvlan, "CHECK", checked, ours, str(plugin_dir)).ok()

@@ -328,12 +328,13 @@ def new_bridge(name: str, mtu: int = 0, vlan_filtering: bool = False) -> bytes:
 
 
 def _sub_link(kind: str, name: str, master: int, netns_fd: int, mtu: int, data: bytes) -> bytes:
-    """RTM_NEWLINK (create) of a link stacked on ``master``, created in ``netns_fd`` with a
-    zero tx queue length, as the reference's netlink library sends it (LinkAttrs.TxQLen 0)."""
+    """RTM_NEWLINK (create) of a link stacked on ``master``, created in ``netns_fd``. No tx
+    queue length: the kernel's default, as the reference since 1.6 (1.1.1 sent 0 by accident,
+    which leaves a FIFO qdisc put on the link without a limit)."""
     info = [attr_str(IFLA_INFO_KIND, kind), nested(IFLA_INFO_DATA, [data])]
     return (
         ifinfo()
-        + _common(name, mtu, txqlen=0)
+        + _common(name, mtu)
         + attr_u32(IFLA_LINK, master)
         + attr_u32(IFLA_NET_NS_FD, netns_fd)
         + nested(IFLA_LINKINFO, info)

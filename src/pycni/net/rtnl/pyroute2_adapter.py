@@ -382,7 +382,6 @@ class Pyroute2Kernel:
             "link": master,
             "ipvlan_mode": mode,
             "net_ns_fd": netns_fd,
-            "txqlen": 0,
         }
         if mtu:
             spec["mtu"] = mtu
@@ -395,7 +394,6 @@ class Pyroute2Kernel:
             "link": master,
             "vlan_id": vlan_id,
             "net_ns_fd": netns_fd,
-            "txqlen": 0,
         }
         if mtu:
             spec["mtu"] = mtu
