@@ -48,11 +48,13 @@ def test_same_result_and_kernel_state_as_go_reference(
     before = state(node)
     conf = _conf(LEFT, 42, "10.74.0.11/24", mtu=1400)
     seen = []
+    qlens: list[object] = []
     for plugin, path in ((plugin_dir, plugin_dir), (go_plugin_dir, go_plugin_dir)):
         pod = pod_factory()
         with node.entered():
             added = run(plugin / "vlan", "ADD", conf, pod, str(path)).ok()
             seen.append((comparable_result(added.json, {pod.path: "<pod>"}), state(pod)))
+            qlens.append(pod.links()["eth0"].get("txqlen"))
             # our CHECK accepts what either set up
             checked = {**conf, "prevResult": added.json}
             run(plugin_dir / "vlan", "CHECK", checked, pod, str(plugin_dir)).ok()
@@ -62,6 +64,7 @@ def test_same_result_and_kernel_state_as_go_reference(
     assert_same(seen[0], seen[1])
     eth0 = seen[0][1]["links"]["eth0"]
     assert eth0["linkinfo"]["info_data"]["id"] == 42 and eth0["mtu"] == 1400
+    assert qlens == [1000, None]  # the kernel's default; Go 1.1.1 sets 0 (ip -j omits it)
 
 
 def test_pods_on_one_vlan_reach_each_other_and_not_across_vlans(

@@ -86,10 +86,10 @@ def comparable_result(result: dict[str, Any], pods: dict[str, str]) -> dict[str,
 
 
 _LINK_KEYS = ("mtu", "txqlen", "flags", "operstate", "group", "link_type")
-# Go 1.1.1 gives veth and ipvlan links a queue length of 0 (a struct literal, fixed upstream in
-# 1.6); pycni leaves the kernel's default (1000), as docs/plugins/{bridge,ipvlan}.md say. The
-# tests assert pycni's value where they compare.
-DEFAULT_QLEN_KINDS = ("veth", "ipvlan")
+# Go 1.1.1 gives veth, ipvlan and vlan links a queue length of 0 (a struct literal, fixed
+# upstream in 1.6); pycni leaves the kernel's default (1000), as docs/plugins/{bridge,ipvlan,
+# vlan}.md say. The tests assert pycni's value where they compare.
+DEFAULT_QLEN_KINDS = ("veth", "ipvlan", "vlan")
 _INFO_SKIP = {"info_slave_data"}  # a bridge port's ids and timers differ from run to run
 
 
