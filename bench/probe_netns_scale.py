@@ -14,6 +14,7 @@ this process per call is printed by syscall, rtnetlink handler and kernel functi
 
     sudo .venv/bin/python bench/probe_netns_scale.py 10 1000
     sudo .venv/bin/python bench/probe_netns_scale.py --perf /tmp/perf 10 1000
+    sudo .venv/bin/python bench/probe_netns_scale.py --pycni-port --perf /tmp/perf2 10 1000
 """
 
 from __future__ import annotations
@@ -49,8 +50,8 @@ SPARE = 20  # pod namespaces without a veth for the measured ADDs (a bridge take
 PERF_TABLES: dict[str, dict[int, dict[str, float]]] = {}  # "floor-add" -> pods -> µs by key
 
 
-def _us(fn: Callable[[], None]) -> float:
-    return probe_proc_sys.per_call_us(fn, rounds=5, calls=40)
+def _us(fn: Callable[[], None], rounds: int = 5, calls: int = 40) -> float:
+    return probe_proc_sys.per_call_us(fn, rounds=rounds, calls=calls)
 
 
 def _read_path(path: str) -> None:
@@ -73,7 +74,8 @@ def _write_path(path: str, value: bytes) -> None:
 class Node:
     """A node namespace with a bridge, ``count`` pods on it and SPARE empty pod namespaces."""
 
-    def __init__(self) -> None:
+    def __init__(self, pycni_port: bool = False) -> None:
+        self.pycni_port = pycni_port
         self.names: list[str] = []
         self.node = ""
         self.floor: KernelFloor | None = None
@@ -86,7 +88,7 @@ class Node:
 
     def setup(self) -> None:
         self.node = self._ns("node")
-        self.floor = KernelFloor(self.node)
+        self.floor = KernelFloor(self.node, pycni_port=self.pycni_port)
         self.floor.setup()
         self.spare = [self._ns(f"spare{i}") for i in range(SPARE)]
 
@@ -186,6 +188,8 @@ def primitives(node: Node) -> dict[str, float]:
     adds, dels = floor_rounds(node, SPARE)
     out["kernel floor ADD"] = statistics.median(adds) * 1000
     out["kernel floor DEL"] = statistics.median(dels) * 1000
+    if floor.pycni_port:
+        return out  # the steps below are the reference's order
     steps: dict[str, list[float]] = {}
     for i, path in enumerate(node.spare):
         floor_add_steps(floor, 50000 + i, path, steps)
@@ -293,13 +297,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("counts", nargs="*", type=int, default=[10, 1000])
     parser.add_argument("--perf", type=Path, help="also profile the floor loop into this dir")
+    parser.add_argument(
+        "--pycni-port",
+        action="store_true",
+        help="every pod's host end as pycni's bridge makes it (enslaved at creation, no IPv6)",
+    )
     args = parser.parse_args()
     if os.geteuid() != 0:
         print("probe_netns_scale: must run as root", file=sys.stderr)
         return 1
     counts = sorted(args.counts)
     results: dict[int, dict[str, float]] = {}
-    node = Node()
+    node = Node(pycni_port=args.pycni_port)
     try:
         node.setup()
         for count in counts:

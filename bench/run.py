@@ -13,15 +13,17 @@ The table (with pycni / reference ratios) is printed and written to docs/benchma
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
+import resource
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -32,6 +34,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 import scale_curve  # noqa: E402
 
+from pycni.fast import client as fast_client  # noqa: E402
 from pycni.fast import install as fast_install  # noqa: E402
 from pycni.net.ns import NetNS  # noqa: E402
 from pycni.playground import create_netns, delete_netns  # noqa: E402
@@ -148,12 +151,61 @@ def p(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] * 1000
 
 
+class DaemonProc:
+    """The bench's pycni daemon: started, restarted (as after an upgrade or a crash), stopped.
+    BENCH_SETTLE=seconds waits that long after it answers (default 0: the first call comes at
+    once, as a runtime's would)."""
+
+    def __init__(self, socket_path: str) -> None:
+        self.socket_path = socket_path
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> float:
+        """Start it; the seconds until its socket answers."""
+        argv = [str(ROOT / ".venv/bin/pycni"), "daemon", "--socket", self.socket_path]
+        start = time.perf_counter()
+        self.proc = subprocess.Popen([*argv, "--log-level", "WARNING"])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                fast_client.stats(self.socket_path)
+                break
+            except (OSError, fast_client.DaemonUnavailable):
+                time.sleep(0.01)
+        took = time.perf_counter() - start
+        time.sleep(float(os.environ.get("BENCH_SETTLE", "0")))
+        return took
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(timeout=60)
+            self.proc = None
+
+    def restart(self) -> float:
+        self.stop()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.socket_path)
+        return self.start()
+
+
+def load_average() -> str:
+    return "{} {} {}".format(*(f"{x:.2f}" for x in os.getloadavg()))
+
+
 class Bench:
-    def __init__(self, impls: list[Impl], work: Path) -> None:
+    def __init__(self, impls: list[Impl], work: Path, daemon: DaemonProc | None = None) -> None:
         self.impls = impls
         self.work = work
+        self.daemon = daemon
         self.rows: list[tuple[str, dict[str, float]]] = []
         self.counter = 0
+        self.notes: list[str] = []  # what the scale run measured beside the curve, and the load
 
     def fresh_nodes(self) -> None:
         for impl in self.impls:
@@ -218,16 +270,22 @@ class Bench:
                 (f"DEL {name}, {tag} (ms)", {i.label: p(dels[i.label], q) for i in self.impls})
             )
 
-    def scale(self, total: int, total_go: int, plot_path: Path) -> str:
+    def scale(self, total: int, total_go: int, plot_path: Path, burst: int = 100) -> str:
         """ADD/DEL latency against the pod count (see scale_curve.py): pycni with the daemon
-        and the kernel floor to ``total`` pods, the Go chain to ``total_go``. Adds the table
-        rows, writes the plot and returns the scale section's table."""
+        and the kernel floors to ``total`` pods, the Go chain to ``total_go``. The daemon is
+        restarted before the last 10 ADDs (the first call after it is timed), and before the
+        DEL curve reaches ``total - burst`` pods, ``burst`` ADDs arrive at once and are then
+        deleted at once (p99 and the daemon's peak RSS). Adds the table rows, writes the plot
+        and returns the scale section's table."""
         self.fresh_nodes()
-        floor_node = f"{PREFIX}floor"
-        create_netns(floor_node)
-        floor = scale_curve.KernelFloor(f"/run/netns/{floor_node}")
-        floor.setup()
-        floor_pods: dict[int, str] = {}
+        floors: list[tuple[scale_curve.KernelFloor, str, dict[int, str]]] = []
+        for pycni_port in (False, True):
+            self.counter += 1
+            node = f"{PREFIX}floor{self.counter}"
+            create_netns(node)
+            floor = scale_curve.KernelFloor(f"/run/netns/{node}", pycni_port=pycni_port)
+            floor.setup()
+            floors.append((floor, node, {}))
         runners: list[scale_curve.Runner] = []
         curves: list[scale_curve.Curve] = []
         for impl in self.impls:
@@ -250,34 +308,82 @@ class Bench:
                 delete_netns(impl.pods.pop(cid))
                 return ms
 
-            runners.append(scale_curve.Runner(curve, limit, add, delete))
+            cpu = self._daemon_cpu_ns if impl.label == "pycni-daemon" else children_cpu_ns
+            runners.append(scale_curve.Runner(curve, limit, add, delete, cpu))
             curves.append(curve)
 
-        def floor_add(k: int) -> float:
-            self.counter += 1
-            name = f"{PREFIX}f{self.counter}"
-            floor_pods[k] = name
-            return floor.add(k, create_netns(name))
+        for floor, _node, floor_pods in floors:
 
-        def floor_del(k: int) -> float:
-            name = floor_pods.pop(k)
-            ms = floor.delete(f"/run/netns/{name}")
-            delete_netns(name)
-            return ms
+            def floor_add(
+                k: int, floor: scale_curve.KernelFloor = floor, pods: dict[int, str] = floor_pods
+            ) -> float:
+                self.counter += 1
+                name = f"{PREFIX}f{self.counter}"
+                pods[k] = name
+                return floor.add(k, create_netns(name))
 
-        floor_curve = scale_curve.Curve(scale_curve.FLOOR)
-        runners.append(scale_curve.Runner(floor_curve, total, floor_add, floor_del))
-        curves.append(floor_curve)
-        try:
-            scale_curve.measure(runners, lambda line: print(line, file=sys.stderr))
-        finally:
-            for name in floor_pods.values():
+            def floor_del(
+                k: int, floor: scale_curve.KernelFloor = floor, pods: dict[int, str] = floor_pods
+            ) -> float:
+                name = pods.pop(k)
+                ms = floor.delete(f"/run/netns/{name}")
                 delete_netns(name)
-            delete_netns(floor_node)
+                return ms
+
+            label = scale_curve.FLOOR_PYCNI if floor.pycni_port else scale_curve.FLOOR
+            floor_curve = scale_curve.Curve(label)
+            runners.append(
+                scale_curve.Runner(floor_curve, total, floor_add, floor_del, time.thread_time_ns)
+            )
+            curves.append(floor_curve)
+        pycni = next((i for i in self.impls if i.label == "pycni-daemon"), None)
+        before_add: dict[int, Callable[[], None]] = {}
+        before_del: dict[int, Callable[[], None]] = {}
+        restart_at = total - scale_curve.BUCKET
+        if pycni is not None and self.daemon is not None and restart_at >= scale_curve.BUCKET:
+            before_add[restart_at] = lambda: self._restart(restart_at)
+        if pycni is not None and self.daemon is not None and burst and total >= 2 * burst:
+            before_del[total - burst - 1] = lambda: self.burst(pycni, burst, total - burst)
+        self.notes.append(f"load average at the start of the scale run: {load_average()}")
+        try:
+            scale_curve.measure(
+                runners, lambda line: print(line, file=sys.stderr), before_add, before_del
+            )
+        finally:
+            for _floor, node, floor_pods in floors:
+                for name in floor_pods.values():
+                    delete_netns(name)
+                delete_netns(node)
+        self.notes.append(f"load average at the end of the scale run: {load_average()}")
         for impl in self.impls:
             self.drop_pods(impl)
             impl.results.clear()
         by_label = {c.label: c for c in curves}
+        if pycni is not None and restart_at in range(len(by_label["pycni-daemon"].adds)):
+            adds = by_label["pycni-daemon"].adds
+            before = scale_curve.statistics.median(
+                adds[restart_at - scale_curve.BUCKET : restart_at]
+            )
+            after = scale_curve.statistics.median(
+                adds[restart_at + 1 : restart_at + scale_curve.BUCKET]
+            )
+            first = adds[restart_at]
+            self._put(
+                f"first pod ADD after a daemon restart at {restart_at} pods (ms)",
+                "pycni-daemon",
+                first,
+            )
+            cpu = by_label["pycni-daemon"].cpu_adds
+            cpu_before = scale_curve.statistics.median(
+                cpu[restart_at - scale_curve.BUCKET : restart_at]
+            )
+            self.notes.append(
+                f"daemon restarted at {restart_at} pods: first pod ADD {first:.1f} ms "
+                f"({cpu[restart_at]:.1f} ms CPU), the 10 before the restart p50 {before:.1f} ms "
+                f"({cpu_before:.1f} ms CPU), the 9 after it p50 {after:.1f} ms "
+                f"({first / before:.2f}x of the p50 before, "
+                f"CPU {cpu[restart_at] / cpu_before:.2f}x)"
+            )
         first, last_go, last = 0, total_go - scale_curve.BUCKET, total - scale_curve.BUCKET
         for op in ("ADD", "DEL"):
             for start in sorted({first, last_go, last} - {-scale_curve.BUCKET}):
@@ -295,9 +401,77 @@ class Bench:
             curves,
             plot_path,
             f"pods on one bridge: pycni (daemon) to {total}, Go chain to {total_go}, "
-            f"kernel floor to {total}",
+            f"kernel floors to {total}",
         )
-        return scale_curve.table(curves, total) + "\n\n" + _growth_line(curves)
+        return (
+            scale_curve.table(curves, total)
+            + "\n\n"
+            + _growth_line(curves)
+            + "\n\nCPU ms per call (median of 10 pods): the Go chain's and pycni's entry-point "
+            "processes (user + kernel), plus the daemon's threads for pycni; the floors: the "
+            "bench thread doing them. The kernel's workers and softirqs outside these are not "
+            "counted.\n\n" + scale_curve.cpu_table(curves, total)
+        )
+
+    def _daemon_cpu_ns(self) -> int:
+        """The daemon's threads' CPU time (schedstat, ns) plus the exec'd entry points'."""
+        assert self.daemon is not None
+        total = 0
+        base = f"/proc/{self.daemon.pid}/task"
+        for task in os.listdir(base):
+            with contextlib.suppress(OSError, ValueError):
+                total += int(Path(f"{base}/{task}/schedstat").read_text().split()[0])
+        return total + children_cpu_ns()
+
+    def _restart(self, pods: int) -> None:
+        assert self.daemon is not None
+        seconds = self.daemon.restart()
+        self.notes.append(
+            f"daemon restart with {pods} pods on the node: its socket answered after "
+            f"{seconds * 1000:.0f} ms (load {load_average()})"
+        )
+
+    def burst(self, impl: Impl, n: int, present: int) -> None:
+        """``n`` pod ADDs at once (one thread each) onto ``present`` pods, then their DELs at
+        once: p50/p99 of each and the daemon's peak RSS (VmHWM, reset before each burst)."""
+        assert self.daemon is not None
+        pods = [self.new_pod(impl) for _ in range(n)]
+        node = f"/run/netns/{impl.node}"
+
+        def add(item: tuple[int, tuple[str, str]]) -> float:
+            k, (cid, path) = item
+            with inside(node):
+                return pod_add(impl, cid, path, 40000 + k, masq=True)
+
+        def delete(item: tuple[int, tuple[str, str]]) -> float:
+            k, (cid, path) = item
+            with inside(node):
+                return pod_del(impl, cid, path, 40000 + k, masq=True)
+
+        load = load_average()
+        rss: dict[str, float] = {}
+        times: dict[str, list[float]] = {}
+        with ThreadPoolExecutor(n) as pool:
+            for op, fn in (("ADD", add), ("DEL", delete)):
+                reset_hwm(self.daemon.pid)
+                rss_before = daemon_rss_kib(self.daemon.pid)
+                times[op] = list(pool.map(fn, enumerate(pods)))
+                rss[op] = daemon_hwm_kib(self.daemon.pid) / 1024
+                self.notes.append(
+                    f"{n} concurrent {op}s onto {present} pods: p50 {p(times[op], 0.5):.0f} ms, "
+                    f"p99 {p(times[op], 0.99):.0f} ms, max {p(times[op], 1.0):.0f} ms; daemon RSS "
+                    f"{rss_before / 1024:.1f} MiB before, peak {rss[op]:.1f} MiB (load {load})"
+                )
+        for cid, _path in pods:
+            delete_netns(impl.pods.pop(cid))
+        for op in ("ADD", "DEL"):
+            row = f"{n} concurrent {op}s onto {present} pods, p99 (ms)"
+            self._put(row, impl.label, p(times[op], 0.99))
+        self._put(
+            f"daemon peak RSS, {n} concurrent ADDs onto {present} pods (MiB)",
+            impl.label,
+            max(rss.values()),
+        )
 
     def parallel(self, n: int, width: int) -> None:
         self.fresh_nodes()
@@ -363,7 +537,10 @@ SCALE_TEXT = (
     "pod in-process and nothing else: a veth with its peer created in the pod, the host end on "
     "the bridge and up, the pod's address, link up and default route, then the wait until the "
     "bridge port is operationally up, which the bridge plugin must see too (DEL: the pod's link "
-    "removed). Its growth is the kernel's own; the machine is shared with other work, so single "
+    "removed); once the reference's way, once with the host end made as pycni's bridge makes it "
+    "(enslaved at creation, IPv6 off before up). The daemon is restarted before the last 10 "
+    "ADDs, and 100 ADDs then 100 DELs arrive at once near the top (the notes below the tables). "
+    "The floors' growth is the kernel's own; the machine is shared with other work, so single "
     "points are noisy. See bench/scale_curve.py, bench/profile_scale.py (where an ADD's time "
     "goes at 10, 300 and 1000 pods) and bench/profile_primitives.py (each node-side call of an "
     "ADD/DEL timed alone at 10 and 1000 pods: flat, portmap's map elements included, but for "
@@ -393,11 +570,31 @@ def peak_rss_kib(argv: list[str], stdin: bytes, env: dict[str, str]) -> int:
     return int(proc.stderr.decode().strip().splitlines()[-1])
 
 
-def daemon_hwm_kib(pid: int) -> int:
+def children_cpu_ns() -> int:
+    """User + system CPU of every waited-for child process so far (the exec'd plugins)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return int((usage.ru_utime + usage.ru_stime) * 1e9)
+
+
+def _status_kib(pid: int, key: str) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(key):
             return int(line.split()[1])
     return 0
+
+
+def daemon_hwm_kib(pid: int) -> int:
+    """Peak RSS since start or since :func:`reset_hwm`."""
+    return _status_kib(pid, "VmHWM:")
+
+
+def daemon_rss_kib(pid: int) -> int:
+    return _status_kib(pid, "VmRSS:")
+
+
+def reset_hwm(pid: int) -> None:
+    """Reset the process's peak RSS to its current RSS (proc(5): clear_refs, value 5)."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
 
 
 def render(rows: list[tuple[str, dict[str, float]]], labels: list[str], ref: str) -> str:
@@ -429,13 +626,17 @@ def main() -> int:
     parser.add_argument(
         "--only-scale", action="store_true", help="only the scale curve (and its plot)"
     )
+    parser.add_argument(
+        "--burst", type=int, default=100, help="concurrent ADDs near the top of the scale run"
+    )
     parser.add_argument("--parallel", type=int, default=50)
     parser.add_argument("--width", type=int, default=10)
     parser.add_argument("--quick", action="store_true", help="small numbers, to try the bench")
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
     args = parser.parse_args()
     if args.quick:
-        args.pods, args.scale, args.scale_go, args.parallel, args.width = 5, 20, 20, 10, 5
+        args.pods, args.scale, args.scale_go, args.parallel, args.width = 5, 40, 20, 10, 5
+        args.burst = 10
     if os.geteuid() != 0:
         print("bench: must run as root", file=sys.stderr)
         return 1
@@ -444,19 +645,18 @@ def main() -> int:
     inproc_dir, daemon_dir = work / "inprocess", work / "daemon"
     fast_install.install(inproc_dir, form="inprocess")
     report = fast_install.install(daemon_dir, form="auto", socket_path=socket_path)
-    daemon = subprocess.Popen(
-        [str(ROOT / ".venv/bin/pycni"), "daemon", "--socket", socket_path, "--log-level", "WARNING"]
-    )
-    for _ in range(100):
-        if os.path.exists(socket_path):
-            break
-        time.sleep(0.05)
+    daemon = DaemonProc(socket_path)
+    try:
+        daemon.start()
+    except BaseException:
+        daemon.stop()
+        raise
     impls = [
         Impl("go", GO_DIR),
         Impl("pycni-daemon", daemon_dir),
         Impl("pycni-inprocess", inproc_dir),
     ]
-    bench = Bench(impls, work)
+    bench = Bench(impls, work, daemon)
     scale_table = ""
     try:
         print(
@@ -471,7 +671,8 @@ def main() -> int:
             bench.version_exec()
         print(f"bench: scale to {args.scale} pods (Go: {args.scale_go})", file=sys.stderr)
         bench.impls = [i for i in impls if i.label != "pycni-inprocess"]
-        scale_table = bench.scale(args.scale, args.scale_go, Path(args.plot))
+        scale_table = bench.scale(args.scale, args.scale_go, Path(args.plot), args.burst)
+        scale_table += "\n\n" + "\n".join(f"- {note}" for note in bench.notes)
         bench.impls = impls
         env = {"CNI_COMMAND": "VERSION"}
         stdin = b'{"cniVersion":"1.0.0"}'
@@ -484,8 +685,7 @@ def main() -> int:
         bench._put("daemon peak RSS (MiB)", "pycni-daemon", daemon_hwm_kib(daemon.pid) / 1024)
     finally:
         bench.cleanup()
-        daemon.terminate()
-        daemon.wait(timeout=30)
+        daemon.stop()
         shutil.rmtree(work, ignore_errors=True)
     labels = [i.label for i in impls]
     table = render(bench.rows, labels, "go")

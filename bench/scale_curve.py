@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from pycni.net import link  # noqa: E402
+from pycni.net import link, sysctl  # noqa: E402
 from pycni.net.kernel import Route  # noqa: E402
 from pycni.net.link import wait_oper_up  # noqa: E402
 from pycni.net.netlink import rtnl  # noqa: E402
@@ -34,6 +34,7 @@ from pycni.net.ns import NetNS  # noqa: E402
 
 BUCKET = 10
 FLOOR = "kernel floor"
+FLOOR_PYCNI = "kernel floor, pycni's port"
 
 
 @dataclass
@@ -44,12 +45,15 @@ class Curve:
     label: str
     adds: list[float] = field(default_factory=list)
     dels: dict[int, float] = field(default_factory=dict)
+    cpu_adds: list[float] = field(default_factory=list)  # CPU ms of the same calls
+    cpu_dels: dict[int, float] = field(default_factory=dict)
 
-    def add_bucket(self, start: int) -> float:
-        return statistics.median(self.adds[start : start + BUCKET])
+    def add_bucket(self, start: int, cpu: bool = False) -> float:
+        return statistics.median((self.cpu_adds if cpu else self.adds)[start : start + BUCKET])
 
-    def del_bucket(self, start: int) -> float:
-        values = [self.dels[k] for k in range(start, start + BUCKET) if k in self.dels]
+    def del_bucket(self, start: int, cpu: bool = False) -> float:
+        dels = self.cpu_dels if cpu else self.dels
+        values = [dels[k] for k in range(start, start + BUCKET) if k in dels]
         return statistics.median(values)
 
 
@@ -60,11 +64,16 @@ def inside(path: str) -> Iterator[None]:
 
 
 class KernelFloor:
-    """The kernel steps of a bridge pod, in-process, in their own node namespace."""
+    """The kernel steps of a bridge pod, in-process, in their own node namespace.
 
-    def __init__(self, node_path: str) -> None:
+    ``pycni_port``: the host end as pycni's bridge makes it (enslaved in the creating request,
+    IPv6 disabled before it is up) instead of the reference's way (created, enslaved, up, with
+    IPv6 and its link-local address): the difference is the kernel's alone."""
+
+    def __init__(self, node_path: str, pycni_port: bool = False) -> None:
         self.node_path = node_path
         self.bridge_index = 0
+        self.pycni_port = pycni_port
 
     def setup(self) -> None:
         with inside(self.node_path), rtnl() as kernel:
@@ -79,10 +88,16 @@ class KernelFloor:
             start = time.perf_counter()
             with rtnl() as kernel:
                 host = f"vfl{k:05d}"
-                kernel.add_veth(host, "eth0", pod.fd)
-                index = link.index_of(kernel, host)
-                kernel.set_link(index, master=self.bridge_index)
-                kernel.set_link(index, up=True)
+                if self.pycni_port:
+                    index = kernel.add_veth(host, "eth0", pod.fd, master=self.bridge_index)
+                    index = index or link.index_of(kernel, host)
+                    sysctl.write(f"net/ipv6/conf/{host}/disable_ipv6", "1")
+                    kernel.set_link(index, up=True)
+                else:
+                    kernel.add_veth(host, "eth0", pod.fd)
+                    index = link.index_of(kernel, host)
+                    kernel.set_link(index, master=self.bridge_index)
+                    kernel.set_link(index, up=True)
                 with pod.entered(), rtnl() as pod_kernel:
                     pod_kernel.set_link(link.index_of(pod_kernel, "lo"), up=True)
                     pod_index = link.index_of(pod_kernel, "eth0")
@@ -115,21 +130,38 @@ class Runner:
     limit: int
     add: Callable[[int], float]
     delete: Callable[[int], float]
+    cpu_ns: Callable[[], int] | None = None  # CPU clock of the implementation's work
 
 
-def measure(runners: list[Runner], progress: Callable[[str], None]) -> None:
-    """ADD pods 0..limit-1 for every runner, interleaved; then DEL newest first."""
+def measure(
+    runners: list[Runner],
+    progress: Callable[[str], None],
+    before_add: dict[int, Callable[[], None]] | None = None,
+    before_del: dict[int, Callable[[], None]] | None = None,
+) -> None:
+    """ADD pods 0..limit-1 for every runner, interleaved; then DEL newest first. The hooks
+    run before the ADD (DEL) of pod k: a daemon restart, a burst of concurrent calls."""
     top = max(r.limit for r in runners)
     for k in range(top):
+        if before_add and k in before_add:
+            before_add[k]()
         for r in runners:
             if k < r.limit:
+                before = r.cpu_ns() if r.cpu_ns else 0
                 r.curve.adds.append(r.add(k))
+                if r.cpu_ns:
+                    r.curve.cpu_adds.append((r.cpu_ns() - before) / 1e6)
         if k % 100 == 99:
             progress(f"  scale: {k + 1}/{top} pods added")
     for k in reversed(range(top)):
+        if before_del and k in before_del:
+            before_del[k]()
         for r in runners:
             if k < r.limit:
+                before = r.cpu_ns() if r.cpu_ns else 0
                 r.curve.dels[k] = r.delete(k)
+                if r.cpu_ns:
+                    r.curve.cpu_dels[k] = (r.cpu_ns() - before) / 1e6
         if k % 100 == 0:
             progress(f"  scale: {top - k}/{top} pods deleted")
 
@@ -170,6 +202,33 @@ def table(curves: list[Curve], top: int) -> str:
     return "\n".join(lines)
 
 
+def cpu_table(curves: list[Curve], top: int) -> str:
+    """Bucket medians of CPU ms per call (what each implementation's processes and the kernel
+    on their behalf spent on the CPU: less sensitive to a shared machine's load than wall
+    time), and each curve's last bucket over its first."""
+    with_cpu = [c for c in curves if c.cpu_adds]
+    head = ["pods", *(f"{c.label} {op}" for op in ("ADD", "DEL") for c in with_cpu)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    marks = checkpoints(top)
+    for start in marks:
+        cells = [f"{start + 1}-{start + BUCKET}"]
+        for op in ("ADD", "DEL"):
+            for c in with_cpu:
+                if start + BUCKET > len(c.cpu_adds):
+                    cells.append("-")
+                    continue
+                value = c.add_bucket(start, True) if op == "ADD" else c.del_bucket(start, True)
+                cells.append(f"{value:.1f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    parts = []
+    for c in with_cpu:
+        last = (len(c.cpu_adds) // BUCKET - 1) * BUCKET
+        add = c.add_bucket(last, True) / c.add_bucket(0, True)
+        dele = c.del_bucket(last, True) / c.del_bucket(0, True)
+        parts.append(f"{c.label}: ADD {add:.2f}x, DEL {dele:.2f}x")
+    return "\n".join(lines) + "\n\nCPU, last 10 pods over the first 10: " + "; ".join(parts) + "."
+
+
 def growth(curve: Curve) -> tuple[float, float]:
     """(ADD, DEL) at the last bucket over the first."""
     last = (len(curve.adds) // BUCKET - 1) * BUCKET
@@ -186,7 +245,7 @@ def plot(curves: list[Curve], out: Path, title: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    colors = {"go": "tab:red", FLOOR: "tab:gray"}
+    colors = {"go": "tab:red", FLOOR: "tab:gray", FLOOR_PYCNI: "tab:green"}
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), sharex=True)
     for ax, op in zip(axes, ("ADD", "DEL"), strict=True):
         for c in curves:

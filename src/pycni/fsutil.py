@@ -101,3 +101,132 @@ def create_exclusive(
         raise
     os.close(fd)
     return True
+
+
+class UnsafePathError(OSError):
+    """A path a root process must not use: a directory others control, or a symlink it did
+    not create. The message names the component and what is wrong with it."""
+
+
+DIR_NOFOLLOW = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_MAX_LINKS = 40  # as the kernel's own limit on symlinks in one lookup
+
+
+def trusted_uids() -> frozenset[int]:
+    """Who may own the directories a path runs through: root, and a non-root caller itself."""
+    euid = os.geteuid()
+    return frozenset({0, euid})
+
+
+def _check_dir(fd: int, where: str, uids: frozenset[int]) -> None:
+    st = os.fstat(fd)
+    if st.st_uid not in uids:
+        owners = " or ".join(f"uid {u}" for u in sorted(uids))
+        raise UnsafePathError(f"{where} is owned by uid {st.st_uid}, not {owners}")
+    if st.st_mode & 0o022 and not st.st_mode & 0o1000:  # others could swap its entries
+        raise UnsafePathError(
+            f"{where} is writable by group or others (mode {st.st_mode & 0o7777:04o})"
+        )
+
+
+def open_dir_nofollow(
+    root: str,
+    tail: tuple[str, ...] | list[str] = (),
+    *,
+    uids: frozenset[int] | None = None,
+    create: bool = False,
+    mode: int = 0o700,
+) -> int | None:
+    """Open the directory ``root/tail…`` component by component from ``/``, without following
+    any symlink an untrusted user could have made; returns its fd, or None when a component is
+    missing and ``create`` is false.
+
+    Every directory passed through must be owned by a uid in ``uids`` (default
+    ``trusted_uids()``: root, plus the caller when it is not root) and not be writable by group
+    or others unless sticky, so nobody else can rename, replace or add entries along the way
+    once it is checked. Within ``root`` (a path from the environment, such as
+    XDG_RUNTIME_DIR, where ``/var/run -> /run`` is common) a symlink is followed only when a
+    trusted uid owns it: it then sits in a checked directory, made by a trusted user. The
+    ``tail`` components (which the caller names itself) are never followed through a symlink.
+    With ``create``, missing components are made with ``mode`` (as Go's MkdirAll). Raises
+    UnsafePathError.
+    """
+    trusted = trusted_uids() if uids is None else uids
+    parts = [(p, True) for p in os.path.normpath(root).split("/") if p]
+    parts += [(p, False) for p in tail]
+    fd = os.open("/", DIR_NOFOLLOW)
+    where = "/"
+    links = 0
+    try:
+        _check_dir(fd, where, trusted)
+        while parts:
+            name, follow = parts.pop(0)
+            if name in ("", "."):
+                continue
+            if "/" in name or (name == ".." and not follow):
+                raise UnsafePathError(f"{name!r} is not a single path component")
+            try:
+                nfd = os.open(name, DIR_NOFOLLOW, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    os.close(fd)
+                    return None
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, mode, dir_fd=fd)
+                parts.insert(0, (name, follow))
+                continue
+            except OSError as exc:  # ELOOP: a symlink; ENOTDIR: not a directory
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                path = os.path.join(where, name)
+                if not (_is_link(st.st_mode) and follow and st.st_uid in trusted):
+                    what = "a symlink" if _is_link(st.st_mode) else "not a directory"
+                    raise UnsafePathError(
+                        f"{path} is {what} (owned by uid {st.st_uid}): not followed"
+                    ) from exc
+                links += 1
+                if links > _MAX_LINKS:
+                    raise UnsafePathError(f"too many symlinks resolving {root}") from exc
+                target = os.readlink(name, dir_fd=fd)
+                parts[:0] = [(p, True) for p in target.split("/") if p]
+                if target.startswith("/"):
+                    os.close(fd)
+                    fd = os.open("/", DIR_NOFOLLOW)
+                    where = "/"
+                continue
+            os.close(fd)
+            fd = nfd
+            where = os.path.normpath(os.path.join(where, name))
+            _check_dir(fd, where, trusted)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        raise
+    return fd
+
+
+def _is_link(mode: int) -> bool:
+    return mode & 0o170000 == 0o120000
+
+
+def remove_tree_nofollow(
+    root: str, tail: tuple[str, ...] | list[str], name: str, *, uids: frozenset[int] | None = None
+) -> None:
+    """Remove ``root/tail…/name`` and everything under it through directory fds: the parent
+    is opened as ``open_dir_nofollow`` does, and a symlink named ``name`` (or met anywhere
+    below) is never followed (shutil.rmtree with ``dir_fd``). Missing is fine."""
+    import shutil  # not on the cold path of a plugin call: only a network's last DEL removes
+
+    parent = open_dir_nofollow(root, tail, uids=uids)
+    if parent is None:
+        return
+    try:
+        st = os.stat(name, dir_fd=parent, follow_symlinks=False)
+    except FileNotFoundError:
+        os.close(parent)
+        return
+    try:
+        if st.st_mode & 0o170000 != 0o040000:  # a symlink, or not a directory
+            raise UnsafePathError(f"{os.path.join(root, *tail, name)} is not a directory: kept")
+        shutil.rmtree(name, dir_fd=parent)
+    finally:
+        os.close(parent)

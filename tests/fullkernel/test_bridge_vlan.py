@@ -43,6 +43,8 @@ def _conf(data_dir: Path, gateway: bool = True, **extra: Any) -> dict[str, Any]:
         "type": "bridge",
         "bridge": BRIDGE,
         "isGateway": gateway,
+        # pycni's ports have no IPv6 unless asked; Go 1.1.1's have (and ignores the key)
+        "hostVethIPv6": True,
         "ipam": {
             "type": "host-local",
             "ranges": [[{"subnet": "10.75.0.0/24"}]],

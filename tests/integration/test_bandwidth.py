@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests import harness
+from tests import harness, node_view
 
 pytestmark = pytest.mark.kernel
 
@@ -125,14 +125,14 @@ def _tc_state(node: harness.Namespace, host: str, ifb: str) -> dict[str, Any]:
     actions = [
         {k: a[k] for k in ("kind", "mirred_action", "direction", "to_dev", "control_action")}
         for f in filters  # type: ignore[union-attr]
-        for a in f.get("options", {}).get("actions", [])[:1]
+        for a in f.get("options", {}).get("actions", [])
     ]
     flowids = [f["options"].get("flowid") for f in filters if "options" in f]  # type: ignore[union-attr]
     link = node.links()[ifb]
     return {
         "host": norm(node.json("tc", "-j", "qdisc", "show", "dev", host)),
         "ifb": norm(node.json("tc", "-j", "qdisc", "show", "dev", ifb)),
-        "first_actions": actions,
+        "actions": actions,
         "flowids": flowids,
         "ifb_link": (
             link["mtu"],
@@ -145,41 +145,54 @@ def _tc_state(node: harness.Namespace, host: str, ifb: str) -> dict[str, Any]:
 
 @pytest.mark.interop
 def test_same_result_and_tc_state_as_go_reference(
-    node: harness.Namespace, pod_factory: Any, plugin_dir: Path, go_plugin_dir: Path
+    pod_factory: Any, plugin_dir: Path, go_plugin_dir: Path
 ) -> None:
+    """Twin nodes, the same veth and limits: the same result, the same tc objects (the
+    reference's ingress filter has two mirred actions, ours too), the same ifb, and what
+    ip/tc show on the node after ADD and after DEL (tests/node_view.py)."""
     seen = []
+    views: dict[str, list[dict[str, Any]]] = {}
     limits = {
         "ingressRate": 1_000_000,
         "ingressBurst": 100_000,
         "egressRate": 3_000_000,
         "egressBurst": 123_456,
     }
-    for n, plugin in enumerate((plugin_dir / "bandwidth", go_plugin_dir / "bandwidth")):
-        pod = pod_factory()
-        host = f"bwh{n}"
-        prev = _veth(node, pod, host)
-        node.run("ip", "link", "set", host, "mtu", "1400")
-        conf = _conf(prev, **limits)
-        with node.entered():
-            result = _run(plugin, "ADD", conf, pod).ok().json
-            ifb = result["interfaces"][-1]  # type: ignore[index]
-            state = _tc_state(node, host, ifb["name"])
-            # Our CHECK accepts what either implementation set up.
-            _run(plugin_dir / "bandwidth", "CHECK", {**conf, "prevResult": result}, pod).ok()
-            _run(plugin, "DEL", conf, pod).ok()
-            assert ifb["name"] not in node.links()
+    for impl, plugin in (("pycni", plugin_dir / "bandwidth"), ("go", go_plugin_dir / "bandwidth")):
+        node = harness.create_namespace("node")
+        try:
+            pod = pod_factory()
+            host = "bwh0"
+            prev = _veth(node, pod, host)
+            node.run("ip", "link", "set", host, "mtu", "1400")
+            conf = _conf(prev, **limits)
+            with node.entered():
+                result = _run(plugin, "ADD", conf, pod).ok().json
+                ifb = result["interfaces"][-1]  # type: ignore[index]
+                state = _tc_state(node, host, ifb["name"])
+                views[impl] = [node_view.snapshot(node)]
+                # Our CHECK accepts what either implementation set up.
+                _run(plugin_dir / "bandwidth", "CHECK", {**conf, "prevResult": result}, pod).ok()
+                _run(plugin, "DEL", conf, pod).ok()
+                assert ifb["name"] not in node.links()
+            views[impl].append(node_view.snapshot(node))
+        finally:
+            node.delete()
         result["interfaces"] = [  # type: ignore[index]
-            {
-                "name": i["name"].replace(host, "HOST"),
-                "mac": "M",
-                **({"sandbox": "P"} if "sandbox" in i else {}),
-            }
+            {"name": i["name"], "mac": "M", **({"sandbox": "P"} if "sandbox" in i else {})}
             for i in result["interfaces"]  # type: ignore[attr-defined]
         ]
         result.pop("dns", None)
         seen.append((result, state))
     assert seen[0] == seen[1]
     assert seen[0][0]["interfaces"][-1]["name"].startswith("bwp")  # type: ignore[index]
+    whens = ("after ADD", "after DEL")
+    for when, ours, theirs in zip(whens, views["pycni"], views["go"], strict=True):
+        node_view.assert_same(ours, theirs, f"bandwidth {when}")  # the test made the veth
+    actions = [f.get("options", {}).get("actions", []) for f in views["pycni"][0]["filter"]]
+    assert [[a["control_action"]["type"] for a in each] for each in actions if each] == [
+        ["stolen", "pass"]
+    ]
 
 
 def test_check_notices_a_changed_shaper(

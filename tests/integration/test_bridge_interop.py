@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests import harness
+from tests import harness, node_view
 from tests.integration.test_bridge_support import (  # noqa: F401
     bridge_dir,
     conf,
@@ -28,6 +28,7 @@ CASES: dict[str, dict[str, Any]] = {
     "gateway": {"isGateway": True},
     "default-gw-dual": {"isDefaultGateway": True, "_subnets": ("10.77.0.0/24", "fd77::/64")},
     "ipmasq-nft": {"isDefaultGateway": True, "ipMasq": True, "ipMasqBackend": "nftables"},
+    "ipmasq-iptables": {"isDefaultGateway": True, "ipMasq": True, "ipMasqBackend": "iptables"},
     "mtu-hairpin-dns": {
         "mtu": 1380,
         "hairpinMode": True,
@@ -35,7 +36,10 @@ CASES: dict[str, dict[str, Any]] = {
         "dns": {"nameservers": ["1.1.1.1"], "domain": "x.local"},
     },
     "l2": {"ipam": {}},
+    # the reference's host veth IPv6 (link-local, accept_ra=0); Go ignores the unknown key
+    "host-veth-ipv6": {"isGateway": True, "hostVethIPv6": True},
 }
+GO_HOST_VETH = ("accept_ra=0", "disable_ipv6=0", "link-local")
 
 
 def _strip(result: dict[str, Any]) -> dict[str, Any]:
@@ -74,12 +78,19 @@ def _kernel(node: harness.Namespace, pod: harness.Namespace) -> dict[str, Any]:
         "accept_dad": sysctl_in(pod, "net/ipv6/conf/eth0/accept_dad"),
         "arp_notify": sysctl_in(pod, "net/ipv4/conf/eth0/arp_notify"),
         "bridge_accept_ra": sysctl_in(node, "net/ipv6/conf/cnibr0/accept_ra"),
-        "host_accept_ra": sorted(
-            sysctl_in(node, f"net/ipv6/conf/{name}/accept_ra")
-            for name in links
-            if name.startswith("veth")
-        ),
+        "host_veth": sorted(_host_veth(node, name) for name in links if name.startswith("veth")),
     }
+
+
+def _host_veth(node: harness.Namespace, name: str) -> tuple[str, str, str]:
+    """A host veth's IPv6: accept_ra, disable_ipv6, whether it has a link-local address (the
+    reference's may still be in DAD: it is there, tentative, right after ADD)."""
+    lla = any(a.startswith("fe80") for a in node.addresses(name))
+    return (
+        "accept_ra=" + sysctl_in(node, f"net/ipv6/conf/{name}/accept_ra"),
+        "disable_ipv6=" + sysctl_in(node, f"net/ipv6/conf/{name}/disable_ipv6"),
+        "link-local" if lla else "no IPv6 address",
+    )
 
 
 def _masq_count(node: harness.Namespace) -> int:
@@ -100,24 +111,89 @@ def test_same_result_and_kernel_state_as_go(
     extra = dict(CASES[case])
     subnets = extra.pop("_subnets", ("10.77.0.0/24",))
     seen = {}
-    for impl, plugins in (("go", go_dir), ("ours", bridge_dir)):
+    views: dict[str, list[dict[str, Any]]] = {}
+    for impl, plugins in (("go", go_dir), ("pycni", bridge_dir)):
         node = harness.create_namespace("node")
         try:
             pod = pod_factory()
+            node_view.without_dad(node, pod)
             state = harness.State.make(tmp_path / impl)
             c = conf(state, version="1.0.0", subnets=subnets, **extra)
             r = run(plugins, node, "ADD", c, pod).ok().json
             kernel = _kernel(node, pod)
+            views[impl] = [_view(node, pod)]
             chk = run(plugins, node, "CHECK", dict(c, prevResult=r), pod)
             run(plugins, node, "DEL", c, pod).ok()
             run(plugins, node, "DEL", c, pod).ok()
+            views[impl].append(_view(node, pod))
             seen[impl] = (_strip(r), kernel, chk.code, state.reservations("brnet"))
         finally:
             node.delete()
-    assert seen["ours"][0] == seen["go"][0]
-    assert seen["ours"][1] == seen["go"][1]
-    assert seen["ours"][2] == seen["go"][2]  # CHECK agrees (L2 fails in both)
-    assert seen["ours"][3] == seen["go"][3] == []
+    assert seen["pycni"][0] == seen["go"][0]
+    go_veth, our_veth = seen["go"][1].pop("host_veth"), seen["pycni"][1].pop("host_veth")
+    assert go_veth == [GO_HOST_VETH]
+    if extra.get("hostVethIPv6"):
+        assert our_veth == go_veth
+    else:  # the one documented difference: IPv6 off on the bridge port (docs/plugins/bridge.md)
+        assert our_veth == [("accept_ra=1", "disable_ipv6=1", "no IPv6 address")]
+    assert seen["pycni"][1] == seen["go"][1]
+    assert seen["pycni"][2] == seen["go"][2]  # CHECK agrees (L2 fails in both)
+    assert seen["pycni"][3] == seen["go"][3] == []
+    if extra.get("ipMasqBackend") == "nftables":  # Go 1.1.1 knows only iptables
+        _nft_masquerade_apart(views)
+    whens = ("after ADD", "after DEL")
+    for when, ours, theirs in zip(whens, views["pycni"], views["go"], strict=True):
+        node_view.compare(ours, theirs, f"bridge {case} {when}")
+
+
+def test_two_pods_leave_the_node_as_go_does(
+    bridge_dir: Path, go_dir: Path, pod_factory: Any, tmp_path: Path
+) -> None:
+    """Two pods on one masqueraded dual-stack bridge: the node after both ADDs, after the
+    first DEL and after the last, compared with Go's (the bridge keeps its own MAC as ports
+    come and go; the masquerade chains go with their last pod)."""
+    views: dict[str, list[dict[str, Any]]] = {}
+    for impl, plugins in (("go", go_dir), ("pycni", bridge_dir)):
+        node = harness.create_namespace("node")
+        try:
+            state = harness.State.make(tmp_path / impl)
+            c = conf(
+                state,
+                subnets=("10.77.0.0/24", "fd77::/64"),
+                isDefaultGateway=True,
+                ipMasq=True,
+                ipMasqBackend="iptables",
+            )
+            pods = [pod_factory(), pod_factory()]
+            node_view.without_dad(node, *pods)
+            for n, pod in enumerate(pods):
+                run(plugins, node, "ADD", c, pod, cid=f"c{n}").ok()
+            views[impl] = [{"node": node_view.snapshot(node), "pod": node_view.snapshot(pods[1])}]
+            for n, pod in enumerate(pods):
+                run(plugins, node, "DEL", c, pod, cid=f"c{n}").ok()
+                views[impl].append({"node": node_view.snapshot(node)})
+        finally:
+            node.delete()
+    whens = ("after both ADDs", "after the first DEL", "after the last DEL")
+    for when, ours, theirs in zip(whens, views["pycni"], views["go"], strict=True):
+        node_view.compare(ours, theirs, f"bridge, two pods, {when}")
+
+
+def _view(node: harness.Namespace, pod: harness.Namespace) -> dict[str, Any]:
+    return {"node": node_view.snapshot(node), "pod": node_view.snapshot(pod)}
+
+
+def _nft_masquerade_apart(views: dict[str, list[dict[str, Any]]]) -> None:
+    """pycni masquerading with nftables where Go 1.1.1 uses iptables: each has its own
+    objects after ADD, and after the last DEL pycni leaves no table at all while iptables-nft
+    leaves its own (empty) nat tables. Checked, then left out of the comparison."""
+    (ours_add, ours_del), (go_add, go_del) = views["pycni"], views["go"]
+    tables = {str(i["table"]["name"]) for i in ours_add["node"]["nft"] if "table" in i}
+    assert tables == {"cni_plugins_masquerade"}
+    assert ours_del["node"]["nft"] == []
+    assert not [i for i in go_del["node"]["nft"] if "rule" in i]  # iptables' empty chains
+    for view in (ours_add, ours_del, go_add, go_del):
+        view["node"].pop("nft")
 
 
 def test_go_and_ours_coexist_on_one_node(

@@ -112,8 +112,9 @@ def _status(state: harness.State, subnet_file: Path, cni_path: str) -> harness.P
 def test_status_and_add_wait_for_a_fresh_subnet_file(
     node: harness.Namespace, pod_factory: Any, tmp_state: harness.State, cni_path: str
 ) -> None:
-    """STATUS is 50 until the agent wrote the subnet file, and again once the agent stopped
-    refreshing it; an ADD on a stale file is 11 and leaves nothing behind."""
+    """STATUS is 50 until the agent wrote the subnet file (no pod can be here yet), and 51
+    once the agent stopped refreshing it (its pods may lose the other nodes: nothing keeps
+    the lease and the routes); an ADD on a stale file is 11 and leaves nothing behind."""
     subnet_file = tmp_state.root / "subnet.env"
     missing = _status(tmp_state, subnet_file, cni_path)
     assert missing.code == 1 and missing.json["code"] == 50, missing.stdout
@@ -124,7 +125,7 @@ def test_status_and_add_wait_for_a_fresh_subnet_file(
     stale = time.time() - 60
     os.utime(subnet_file, (stale, stale))
     late = _status(tmp_state, subnet_file, cni_path)
-    assert late.code == 1 and late.json["code"] == 50
+    assert late.code == 1 and late.json["code"] == 51
     assert "last refreshed" in str(late.json["msg"])
     pod = pod_factory()
     with node.entered():

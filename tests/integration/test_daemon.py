@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -82,11 +83,11 @@ def raw_exchange(socket_path: str, data: bytes, fds: list[int] | None = None) ->
     [
         b"GET / HTTP/1.1\r\n\r\n",
         protocol.REQUEST_PREFIX.pack(b"pCNI", 9, 1, 0, 0, 0),
-        protocol.REQUEST_PREFIX.pack(b"pCNI", 1, 1, protocol.FLAG_CALLER_NETNS, 5, 0)
+        protocol.REQUEST_PREFIX.pack(b"pCNI", 2, 1, protocol.FLAG_CALLER_NETNS, 5, 0)
         + b"loop\0",  # unknown type
-        protocol.REQUEST_PREFIX.pack(b"pCNI", 1, 1, 0, 9, 0) + b"loopback\0",  # no caller netns
-        protocol.REQUEST_PREFIX.pack(b"pCNI", 1, 1, 0, 9, 0) + b"loopback\0"[:-1] + b"!",
-        protocol.REQUEST_PREFIX.pack(b"pCNI", 1, 1, protocol.FLAG_TARGET_NETNS, 9, 0)
+        protocol.REQUEST_PREFIX.pack(b"pCNI", 2, 1, 0, 9, 0) + b"loopback\0",  # no caller netns
+        protocol.REQUEST_PREFIX.pack(b"pCNI", 2, 1, 0, 9, 0) + b"loopback\0"[:-1] + b"!",
+        protocol.REQUEST_PREFIX.pack(b"pCNI", 2, 1, protocol.FLAG_TARGET_NETNS, 9, 0)
         + b"loopback\0",  # announces an fd it does not send
     ],
 )
@@ -142,7 +143,7 @@ def _settled_fd_count(pid: int) -> int:
 
 
 def test_client_killed_mid_request_does_not_hurt_the_daemon(daemon: DaemonProc) -> None:
-    partial = protocol.REQUEST_PREFIX.pack(b"pCNI", 1, 1, 0, 200, 0) + b"loopback\0"
+    partial = protocol.REQUEST_PREFIX.pack(b"pCNI", 2, 1, 0, 200, 0) + b"loopback\0"
     code = (
         "import socket, sys, os, signal\n"
         "s = socket.socket(socket.AF_UNIX)\n"
@@ -259,28 +260,81 @@ def test_sigterm_drains_in_flight_calls(short_dir: Path) -> None:
 
 
 @pytest.mark.parametrize("form", FORMS)
-def test_daemon_dying_mid_call_is_try_again_later(form: str, short_dir: Path) -> None:
-    """A peer that accepts the call and closes without a reply: never re-run, report 11."""
-    sock_path = str(short_dir / "dying.sock")
+def _ack(bound_ms: int) -> bytes:
+    return protocol.encode_reply(protocol.ack_reply(bound_ms))
+
+
+def _fake_daemon(sock_path: str, behaviour: str) -> threading.Thread:
+    """A root server on ``sock_path`` that serves one connection as ``behaviour`` says:
+    "silent" never answers the HELLO; "die" acknowledges it, reads the call and closes;
+    "hang" acknowledges it with a bound of 0 ms and never replies."""
     listener = socket.socket(socket.AF_UNIX)
     listener.bind(sock_path)
     listener.listen(4)
+    received: list[bytes] = []
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        listener.close()
+        with conn:
+            conn.settimeout(30)
+            received.append(conn.recv(16))  # the HELLO
+            if behaviour == "silent":
+                with contextlib.suppress(OSError):  # until the entry point gives up
+                    received.append(conn.recv(65536))
+                return
+            conn.sendall(_ack(0))
+            with contextlib.suppress(OSError):
+                received.append(conn.recv(65536))  # the call
+                if behaviour == "hang":
+                    received.append(conn.recv(65536))  # until the entry point gives up
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.received = received  # type: ignore[attr-defined]
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("behaviour", ["die", "hang"])
+def test_daemon_failing_after_the_ack_is_try_again_later(
+    form: str, behaviour: str, short_dir: Path
+) -> None:
+    """A daemon that acknowledged and got the call, then closes or never replies: the call
+    may have run, so it is never re-run: CNI error 11 (after the announced bound + slack)."""
+    sock_path = str(short_dir / "dying.sock")
+    server = _fake_daemon(sock_path, behaviour)
     install.install(short_dir / form, socket_path=sock_path, form=form, names=["loopback"])
-    proc = subprocess.Popen(
+    proc = subprocess.run(
         [str(short_dir / form / "loopback")],
-        env={"CNI_COMMAND": "VERSION"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    conn, _ = listener.accept()
-    conn.recv(65536)
-    conn.close()
-    listener.close()
-    out, _err = proc.communicate(timeout=30)
-    assert proc.returncode == 1
-    err = json.loads(out)
+        env={"CNI_COMMAND": "VERSION"}, capture_output=True, timeout=60,
+    )  # fmt: skip
+    server.join(30)
+    assert proc.returncode == 1, proc
+    err = json.loads(proc.stdout)
     assert err["code"] == TRY_AGAIN_LATER
     assert "try again later" in err["msg"]
+    if behaviour == "hang":
+        assert "not re-run" in err["details"], err
+    hello, call = server.received[:2]  # type: ignore[attr-defined]
+    assert hello == protocol.encode_request(protocol.KIND_HELLO)
+    assert b"loopback\0" in call  # the call was sent after the ack
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_daemon_that_never_acknowledges_gets_no_call(form: str, short_dir: Path) -> None:
+    """A stalled daemon (its backlog accepted the connection, nobody answers): after
+    ACK_TIMEOUT_MS the entry point runs the plugin itself, having sent nothing but the HELLO."""
+    sock_path = str(short_dir / "silent.sock")
+    server = _fake_daemon(sock_path, "silent")
+    install.install(short_dir / form, socket_path=sock_path, form=form, names=["loopback"])
+    proc = subprocess.run(
+        [str(short_dir / form / "loopback")],
+        env={"CNI_COMMAND": "VERSION"}, capture_output=True, timeout=60,
+    )  # fmt: skip
+    server.join(30)
+    assert_version_answer(proc)  # ran in-process
+    assert server.received == [protocol.encode_request(protocol.KIND_HELLO), b""]  # type: ignore[attr-defined]
 
 
 def test_stats_and_ping_commands(daemon: DaemonProc, short_dir: Path) -> None:

@@ -31,7 +31,7 @@ def slow_feeder(sock_path: str, stop: threading.Event) -> None:
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     conn.connect(sock_path)
     try:
-        for byte in b"pCNI\x01\x01\x00\x00":
+        for byte in b"pCNI\x02\x01\x00\x00":
             conn.send(bytes([byte]))
             if stop.wait(3.0):
                 return

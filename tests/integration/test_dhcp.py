@@ -8,6 +8,7 @@ on a node bridge). pycni's DHCP daemon runs on a tmp socket with a tmp lease dir
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -248,7 +249,7 @@ def test_daemon_restart_resumes_the_stored_lease(
         d.proc.wait(timeout=30)
 
 
-def test_status_is_50_without_a_daemon_and_ok_with_one(
+def test_status_is_50_without_a_daemon_51_with_a_dead_one_and_ok_with_one(
     node: harness.Namespace, plugin_dir: Path, daemon: Daemon, tmp_path: Path
 ) -> None:
     conf: dict[str, object] = {
@@ -263,9 +264,20 @@ def test_status_is_50_without_a_daemon_and_ok_with_one(
             "ipam": {"type": "dhcp", "daemonSocketPath": str(tmp_path / "no.sock")},
         }
         bad = harness.exec_plugin(plugin_dir / "dhcp", "STATUS", gone, cni_path=str(plugin_dir))
+        # a daemon that died: its socket is still there, nobody listens on it
+        stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        stale.bind(str(tmp_path / "dead.sock"))
+        stale.close()
+        dead: dict[str, object] = {
+            **conf,
+            "ipam": {"type": "dhcp", "daemonSocketPath": str(tmp_path / "dead.sock")},
+        }
+        hung = harness.exec_plugin(plugin_dir / "dhcp", "STATUS", dead, cni_path=str(plugin_dir))
     ok.ok()
-    assert bad.code == 1 and bad.json["code"] == 50
-    assert "not reachable" in str(bad.json["msg"])
+    assert bad.code == 1 and bad.json["code"] == 50  # never started: no pod depends on it
+    assert "not reachable" in str(bad.json["msg"]) and "not running" in str(bad.json["msg"])
+    assert hung.code == 1 and hung.json["code"] == 51  # its pods' leases are not renewed
+    assert "not being renewed" in str(hung.json["msg"])
 
 
 def test_add_without_a_daemon_or_with_a_bad_option_is_a_cni_error(

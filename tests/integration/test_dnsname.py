@@ -346,7 +346,11 @@ def test_go_and_pycni_share_a_network(net: Net, plugin_dir: Path) -> None:
     records = xdg / "containers" / "cni" / "dnsname-pycni" / NETWORK
     assert [p.name for p in records.iterdir()] == ["c1-eth0"]
     go.call("DEL", 1, "db").ok()  # and the reference pycni's last one: it stops dnsmasq
-    assert ours.dnsmasq() == [] and not (ours.base / NETWORK).exists()
+    deadline = time.monotonic() + 15  # the reference SIGKILLs it without waiting for its end
+    while ours.dnsmasq():
+        assert time.monotonic() < deadline, ours.dnsmasq()
+        time.sleep(0.02)
+    assert not (ours.base / NETWORK).exists()
     ours.call("DEL", 1, "db").ok()  # a late DEL prunes pycni's record of it
     assert not records.parent.exists()
 
@@ -568,3 +572,85 @@ def test_add_waits_for_port_53_held_by_an_exiting_process(net: Net, plugin_dir: 
     finally:
         proc.kill()
         proc.wait()
+
+
+def tree(root: Path) -> dict[str, tuple[int, int, str]]:
+    """Every entry under ``root``: (mode, owner, content or link target)."""
+    out: dict[str, tuple[int, int, str]] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for entry in [*dirnames, *filenames]:
+            path = Path(dirpath) / entry
+            st = path.lstat()
+            if path.is_symlink():
+                body = os.readlink(path)
+            elif path.is_dir():
+                body = "<dir>"
+            else:
+                body = path.read_text()
+            out[str(path.relative_to(root))] = (st.st_mode, st.st_uid, body)
+    return out
+
+
+NOBODY = 65534
+
+
+@pytest.mark.parametrize("planted", ["dnsname", "dnsname-pycni", f"dnsname/{NETWORK}"])
+@pytest.mark.parametrize("owner", ["user", "root"])
+def test_planted_symlinks_in_the_runtime_dir_are_never_followed(
+    net: Net, plugin_dir: Path, planted: str, owner: str
+) -> None:
+    """A user who owns XDG_RUNTIME_DIR plants ``containers/cni/<planted>`` -> a root-owned
+    directory. A user-owned runtime dir is refused as a whole (code 4, naming it); in a
+    root-owned one the symlink itself is refused. The target and its contents are untouched
+    after ADD and DEL, and nothing is written anywhere else."""
+    target = net.state.root / "precious"
+    (target / NETWORK).mkdir(parents=True)
+    (target / "keep.conf").write_text("root's own file\n")
+    (target / NETWORK / "addnhosts").write_text("10.9.9.9\tother\n")
+    xdg = net.state.root / "xdg"
+    cni = xdg / "containers" / "cni"
+    (cni / planted).parent.mkdir(parents=True)
+    os.symlink(target / NETWORK if "/" in planted else target, cni / planted)
+    if owner == "user":
+        for path in (xdg, xdg / "containers", cni, cni / planted):
+            os.lchown(path, NOBODY, NOBODY)
+    before, xdg_before = tree(target), tree(xdg)
+    impl = Impl(plugin_dir / "dnsname", xdg, net)
+
+    add = impl.call("ADD", 0, "web")
+    assert add.code == 1, add
+    err = add.json
+    assert err["code"] == 4, err  # invalid environment variables
+    assert "refusing the runtime directory" in err["msg"], err
+    if owner == "user":
+        assert f"{xdg} is owned by uid {NOBODY}, not uid 0" in err["msg"], err
+    else:
+        assert "is a symlink" in err["msg"] and "not followed" in err["msg"], err
+    assert "XDG_RUNTIME_DIR must name a directory owned by root" in err["details"], err
+    assert impl.call("DEL", 0, "web").code == 0  # DEL never fails; it skips
+    assert impl.call("DEL", 0, None).code == 0
+    assert tree(target) == before
+    assert tree(xdg) == xdg_before
+    assert impl.dnsmasq() == []
+
+
+def test_a_second_container_with_the_same_name_keeps_the_first_ones_records(
+    net: Net, plugin_dir: Path
+) -> None:
+    """Two containers ADD with K8S_POD_NAME=web: both are published; DEL of one removes only
+    its own lines (and a repeated ADD replaces only its own)."""
+    impl = Impl(plugin_dir / "dnsname", net.state.root / "x", net)
+    hosts = impl.base / NETWORK / "addnhosts"
+    impl.call("ADD", 0, "web").ok()
+    impl.call("ADD", 1, "web").ok()
+    impl.call("ADD", 1, "web").ok()  # repeated: still one line for it
+    assert hosts.read_text() == f"{net.ip(0)}\tweb\n{net.ip(1)}\tweb\n"
+    assert sorted(wait_resolves(net.pods[2], "web", [net.ip(0), net.ip(1)])) == sorted(
+        [net.ip(0), net.ip(1)]
+    )
+    impl.call("DEL", 1, "web").ok()
+    assert hosts.read_text() == f"{net.ip(0)}\tweb\n"
+    assert wait_resolves(net.pods[2], "web", [net.ip(0)]) == [net.ip(0)]
+    impl.call("CHECK", 0, "web").ok()
+    impl.call("DEL", 0, "web").ok()
+    assert impl.dnsmasq() == [] and not (impl.base / NETWORK).exists()

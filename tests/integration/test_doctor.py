@@ -23,7 +23,15 @@ from tests import harness
 PYCNI = str(Path(sys.executable).parent / "pycni")
 NET = "doc-net"
 # What this kernel (a Firecracker VM's) is built without; anything else must be ok.
-MISSING_HERE = {"kernel: vlan", "kernel: ipvlan", "kernel: vrf", "kernel: dummy"}
+MISSING_HERE = {
+    "kernel: vlan",
+    "kernel: ipvlan",
+    "kernel: vrf",
+    "kernel: dummy",
+    "kernel: wireguard",
+    "kernel: ipip",
+    "kernel: bridge vlan filtering",
+}
 
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]
 
@@ -186,3 +194,79 @@ def test_stopped_daemon_missing_plugin_and_leak_fail_once_each(
     assert data["summary"]["fail"] == 3
     failed = {c["name"] for c in data["checks"] if c["status"] == "fail"}
     assert failed == {"daemon", "network doc-broken", "leaks"}
+
+
+def _doctor_node(node: harness.Namespace, tmp_path: Path, *extra: str) -> Any:
+    return node.run(
+        PYCNI,
+        "doctor",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--data-dir",
+        str(tmp_path / "ipam"),
+        "--json",
+        *extra,
+        check=False,
+        timeout=180,
+        env={k: v for k, v in os.environ.items() if k not in ("CNI_PATH", "NETCONFPATH")},
+    )
+
+
+def test_this_node_with_its_runtimes_is_healthy(node: harness.Namespace, tmp_path: Path) -> None:
+    """As `make test` sets the machine up: podman and containerd, the Go plugins in
+    /usr/lib/cni, no /opt/cni/bin. Read only: nothing of the real dirs is changed."""
+    proc = _doctor_node(node, tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    checks = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}
+    assert checks["runtime podman"]["status"] == "ok"
+    assert checks["runtime containerd"]["status"] == "ok"
+    assert "plugin dirs" not in checks  # /opt/cni/bin missing is no fault: nobody looks there
+    networks = [c for name, c in checks.items() if name.startswith("network ")]
+    assert all(c["status"] == "ok" for c in networks)  # podman's own, once it made one
+    assert all("not readable" not in c["detail"] for c in checks.values())
+
+
+def test_a_plugin_a_runtime_needs_removed_fails(
+    node: harness.Namespace, tmp_path: Path, go_plugin_dir: Path
+) -> None:
+    """A private copy of the runtimes' configs and plugin dir (symlinks to the Go plugins):
+    healthy, then one plugin gone is one fail line naming the runtime and the plugin."""
+    root, plugins, netd = tmp_path / "root", tmp_path / "bin", tmp_path / "net.d"
+    plugins.mkdir()
+    for name in ("bridge", "host-local", "portmap", "firewall", "tuning", "loopback"):
+        (plugins / name).symlink_to(go_plugin_dir / name)
+    netd.mkdir()
+    conflist = {
+        "cniVersion": "0.4.0",
+        "name": "priv",
+        "plugins": [
+            {"type": "bridge", "bridge": "priv0", "ipam": {"type": "host-local"}},
+            {"type": "portmap", "capabilities": {"portMappings": True}},
+            {"type": "firewall"},
+            {"type": "tuning"},
+        ],
+    }
+    (netd / "87-priv.conflist").write_text(json.dumps(conflist))
+    conf = root / "etc/containers/containers.conf"
+    conf.parent.mkdir(parents=True)
+    conf.write_text(f'[network]\ncni_plugin_dirs = ["{plugins}"]\nnetwork_config_dir = "{netd}"\n')
+    ctd = root / "etc/containerd/config.toml"
+    ctd.parent.mkdir(parents=True)
+    ctd.write_text(
+        'version = 2\n[plugins."io.containerd.grpc.v1.cri".cni]\n'
+        f'bin_dir = "{plugins}"\nconf_dir = "{netd}"\n'
+    )
+    proc = _doctor_node(node, tmp_path, "--runtime-root", str(root))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    checks = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}
+    assert checks["network priv"]["status"] == "ok"
+    assert "found by podman in " + str(plugins) in checks["network priv"]["detail"]
+
+    (plugins / "firewall").unlink()
+    proc = _doctor_node(node, tmp_path, "--runtime-root", str(root))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    failed = [c for c in json.loads(proc.stdout)["checks"] if c["status"] == "fail"]
+    assert [c["name"] for c in failed] == ["network priv"]
+    assert "podman would fail" in failed[0]["detail"]
+    assert 'failed to find plugin "firewall"' in failed[0]["detail"]
+    assert str(plugins) in failed[0]["fix"]

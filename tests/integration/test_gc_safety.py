@@ -246,6 +246,7 @@ def test_gc_keeps_a_stalled_add_and_a_cacheless_pod_and_frees_dead_pods(
     assert gcnode.state.cache_files() == [f"{NET}-{dead_cached.name}-eth0"]
     dead_cached.delete()
     dead_cacheless.delete()
+    assert len(gcnode.veths(2)) == 2  # the kernel removes dead namespaces' veths lazily
 
     out = gcnode.run_gc(command, "--grace-period", "0")
 
@@ -360,6 +361,7 @@ def test_corrupt_cache_files_are_skipped_by_gc_cleanup_and_inspect(
     gcnode.cached_pod(keep)
     gcnode.cached_pod(dead)
     dead.delete()
+    assert len(gcnode.veths(1)) == 1  # the kernel removes a dead namespace's veth lazily
     results = gcnode.state.cache_dir / "results"
     real = (results / f"{NET}-{keep.name}-eth0").read_bytes()
     for name, data in CORRUPT_CACHES.items():

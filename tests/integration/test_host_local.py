@@ -348,6 +348,38 @@ def test_status(runner: Runner, plugin_dir: Path, tmp_state: harness.State) -> N
     assert old.code == 1 and old.json["code"] == 1
 
 
+def test_status_of_a_store_that_cannot_be_written(
+    runner: Runner, plugin_dir: Path, tmp_path: Path
+) -> None:
+    """STATUS 50 when every ADD would fail to reserve: a file where the store's directory
+    goes, or a read-only file system (a tmpfs mounted read-only on dataDir in a private
+    mount namespace, which the plugin runs in); STATUS itself creates nothing."""
+    ranges = {"ranges": [[{"subnet": "10.97.0.0/29"}]]}
+    blocked = tmp_path / "blocked"
+    blocked.write_text("not a directory")
+    status = runner(plugin_dir / "host-local", "STATUS", netconf(blocked, "1.1.0", ranges), "")
+    assert status.code == 1 and status.json["code"] == 50
+    assert f"cannot be made: {blocked} is not a directory" in str(status.json["msg"])
+
+    readonly = tmp_path / "ro"
+    readonly.mkdir()
+    wrapper = tmp_path / "host-local-on-ro"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f"exec unshare --mount --propagation private sh -c "
+        f"'mount -t tmpfs -o ro tmpfs {readonly} && exec {plugin_dir / 'host-local'}'\n"
+    )
+    wrapper.chmod(0o755)
+    config = netconf(readonly, "1.1.0", ranges)
+    status = runner(wrapper, "STATUS", config, "")
+    assert status.code == 1 and status.json["code"] == 50, status.stdout + status.stderr
+    assert f"cannot be written: {readonly} is read-only" in str(status.json["msg"])
+    add = runner(wrapper, "ADD", config, "ro1")  # what STATUS foretold
+    assert add.code == 1
+    runner(plugin_dir / "host-local", "STATUS", config, "").ok()  # writable outside it
+    assert list(readonly.iterdir()) == []
+
+
 @pytest.mark.parametrize("version", ["0.3.1", "0.4.0", "1.0.0", "1.1.0"])
 def test_version_matrix(
     version: str, runner: Runner, plugin_dir: Path, tmp_state: harness.State

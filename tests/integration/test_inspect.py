@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
@@ -35,6 +36,7 @@ def _conflist(data_dir: Path) -> bytes:
                     "type": "bridge",
                     "bridge": BRIDGE,
                     "isGateway": True,
+                    "ipMasq": True,
                     "ipam": {
                         "type": "host-local",
                         "ranges": [[{"subnet": "10.77.0.0/24"}]],
@@ -116,10 +118,15 @@ def test_inspect_shows_pods_bridge_veths_and_mappings(
         (8080 + i, a) for i, a in enumerate(addrs)
     )
     assert any(r["dst"] == "10.77.0.0/24" and r["dev"] == BRIDGE for r in data["routes"])
+    (masq,) = data["masquerades"]
+    assert (masq["network"], masq["subnet"], masq["backend"]) == (NET, "10.77.0.0/24", "nftables")
+    assert sorted(masq["addresses"]) == sorted(addrs)
     assert data["leaks"] == []
     text = net.node.run(PYCNI, "inspect", *net.dirs(), timeout=GC_TIMEOUT).stdout
     for word in ("Networks", "Attachments", "Reservations", "Bridges", "Veths", "Port mappings"):
         assert word in text
+    assert f"{NET}  from 10.77.0.0/24  2 pod addresses" in text
+    assert "netns:[" not in text  # the node is named, never an inode
     assert "Leaks: none" in text
 
 
@@ -222,3 +229,41 @@ def test_svg_names_every_pod_and_interface(
         for addr in veth["peer"]["addresses"]:
             assert addr in texts
     assert BRIDGE in texts
+    assert "Masquerade (1)" in texts and f"{NET}: 10.77.0.0/24" in texts
+
+
+def test_the_daemon_is_found_from_the_entry_points(
+    node: harness.Namespace, tmp_state: harness.State, tmp_path: Path
+) -> None:
+    """No --socket: the daemon asked is the one the entry points forward to, wherever its
+    socket is; from another mount namespace the report says calls from there run in-process,
+    and why."""
+    from pycni.fast import install
+
+    sock = str(tmp_path / "d" / "pycni.sock")
+    os.makedirs(os.path.dirname(sock))
+    install.install(tmp_path / "bin", form="python", socket_path=sock, names=["bridge", "ptp"])
+    dirs = ["--netconf-dir", str(tmp_state.conf_dir), "--cache-dir", str(tmp_state.cache_dir)]
+    argv = [PYCNI, "inspect", *dirs, "--cni-path", str(tmp_path / "bin")]
+    text = node.run(*argv).stdout
+    assert (
+        f"Daemon: not running on {sock}; 2 entry points forward to it; calls run in-process" in text
+    )
+    with harness.running_daemon(sock, "ERROR"):
+        text = node.run(*argv).stdout
+        assert f"Daemon: answering on {sock} (pid " in text
+        assert "2 entry points forward to it; calls from here run through the daemon" in text
+        other = node.run("unshare", "--mount", "--propagation", "private", *argv).stdout
+        line = next(ln for ln in other.splitlines() if ln.startswith("Daemon:"))
+        assert line.startswith(f"Daemon: answering on {sock}; 2 entry points forward to it")
+        assert (
+            "calls from here run in-process: this process runs in another mount namespace" in line
+        )
+        assert "; )" not in line
+
+
+def test_an_unnamed_node_is_not_labelled_by_inode(tmp_state: harness.State) -> None:
+    argv = ["unshare", "--net", PYCNI, "inspect", "--json", "--cache-dir", str(tmp_state.cache_dir)]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True)
+    label = json.loads(proc.stdout)["netns"]
+    assert label == "this namespace (not named in /run/netns)", label

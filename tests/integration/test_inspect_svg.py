@@ -52,7 +52,9 @@ def test_demo_node_picture_is_complete_and_fits(tmp_path: Path) -> None:
         assert f"{prefix}pod{i}" in texts
     assert sum(t.startswith("eth0  10.88.0.") for t in texts) == 3
     assert "node tcp/8080" in texts
-    assert any(t.startswith("pycni daemon") for t in texts) and "mode: in-process" in texts
+    assert any(t.startswith("pycni daemon") for t in texts) and "calls run in-process" in texts
+    assert "Masquerade (1)" in texts
+    assert any(t.startswith("pycni-demo: 10.88.0.0/24") for t in texts)
     assert "Leaks: none" in texts
     assert svg_check.layout_problems(svg) == []
     png = svg_check.render_png(svg, tmp_path, "demo-node")

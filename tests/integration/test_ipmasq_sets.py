@@ -105,6 +105,12 @@ def test_pods_of_the_per_address_layout_are_deleted_and_collected(node: Namespac
         ipmasq.teardown_nftables(NET, "eth0", "both", ipns("10.63.0.9/24"))
         assert [c for c in rules(node, ipmasq.CHAIN) if not c.startswith("pycni")] == []
         assert list(elements(node)) == ["10.63.0.4"]
+        # the last pods: one of the older layout only (no set of its own), then the last
+        nft.apply(ipmasq.nft_setup_script(ipns("10.69.0.2/24"), "old", "eth0", "only-old", []))
+        ipmasq.teardown_nftables(NET, "eth0", "fresh", ipns("10.63.0.4/24"))
+        assert rules(node, ipmasq.CHAIN) == [ipmasq.comment_for_instance("old", "eth0", "only-old")]
+        ipmasq.teardown_nftables("old", "eth0", "only-old", ipns("10.69.0.2/24"))
+    assert table(node) == []  # the upgraded node's last DEL leaves no table either
 
 
 def test_hostile_network_name_is_data(node: Namespace) -> None:
@@ -115,3 +121,105 @@ def test_hostile_network_name_is_data(node: Namespace) -> None:
         ipmasq.teardown_nftables(name, "eth0", "c", ipns("10.64.0.2/24"))
         assert nft.table_exists("inet", "keepme")
     assert elements(node) == {}
+
+
+def ruleset(node: Namespace) -> list[dict[str, Any]]:
+    out = node.run("nft", "-j", "list", "ruleset").stdout
+    return [i for i in json.loads(out)["nftables"] if "metainfo" not in i]
+
+
+def test_the_last_del_leaves_no_table(node: Namespace) -> None:
+    """As the reference, whose per-pod iptables chains go with their pod: the network's chain
+    and sets go with its last pod, the table with the last network."""
+    with node.entered():
+        ipmasq.setup_nftables(ipns("10.65.0.2/24", "fd00:65::2/64"), "net-a", "eth0", "a1")
+        ipmasq.setup_nftables(ipns("10.65.0.3/24"), "net-a", "eth0", "a2")
+        ipmasq.setup_nftables(ipns("10.66.0.2/24"), "net-b", "eth0", "b1")
+        ipmasq.teardown_nftables("net-a", "eth0", "a1", ipns("10.65.0.2/24", "fd00:65::2/64"))
+        # a2 still holds an address of the network's IPv4 set: nothing of net-a goes
+        assert rules(node, ipmasq.net_chain("net-a")) == [
+            "pycni 10.65.0.0/24 net: net-a",
+            "pycni fd00:65::/64 net: net-a",
+        ]
+        ipmasq.teardown_nftables("net-a", "eth0", "a2")  # without its addresses (pod gone)
+        assert rules(node, ipmasq.CHAIN) == ["pycni net: net-b"]
+        assert not any(n.startswith(ipmasq.net_chain("net-a")) for n in _names(node))
+        assert ipmasq.gc_nftables("net-b", []) == 1  # GC of the last pod: the same
+    assert ruleset(node) == []
+
+
+def _names(node: Namespace) -> list[str]:
+    kinds = ("set", "chain")
+    return [str(v["name"]) for item in table(node) for k, v in item.items() if k in kinds]
+
+
+def test_what_is_not_ours_keeps_the_table(node: Namespace) -> None:
+    """A rule of the per-address layout (an older pycni's or the reference's pod) in
+    masq_checks, or anything else in the table, keeps what it needs; the network's own
+    objects still go."""
+    with node.entered():
+        nft.apply(ipmasq.nft_setup_script(ipns("10.67.0.2/24"), "old", "eth0", "legacy", []))
+        ipmasq.setup_nftables(ipns("10.67.0.3/24"), NET, "eth0", "fresh")
+        ipmasq.teardown_nftables(NET, "eth0", "fresh", ipns("10.67.0.3/24"))
+        assert _names(node) == [ipmasq.CHAIN, "postrouting"]
+        assert len(rules(node, ipmasq.CHAIN)) == 1
+        nft.apply(f"add set inet {ipmasq.TABLE} foreign {{ type ipv4_addr ; }}\n")
+        ipmasq.teardown_nftables("old", "eth0", "legacy", ipns("10.67.0.2/24"))
+        # the foreign set keeps the table, so its chains stay too (one batch: all or nothing)
+        assert sorted(_names(node)) == ["foreign", ipmasq.CHAIN, "postrouting"]
+        assert rules(node, ipmasq.CHAIN) == []
+        nft.apply(f"delete table inet {ipmasq.TABLE}\n")
+
+
+def test_concurrent_add_and_del_never_lose_a_live_pod(
+    node: Namespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The daemon's threads (or an ADD in another process) racing the last DEL: a pod whose
+    ADD returned always has its address in the set and the chain path to it, whatever the
+    other pod's DEL removed meanwhile. Each thread churns its own pod of the same network."""
+    import threading
+
+    from pycni.net import nftnl
+
+    released: list[bool] = []
+    real_release = ipmasq.release_unused
+
+    def counting(network: str, sets: Any = ()) -> bool:
+        gone = real_release(network, sets)
+        released.append(gone)
+        return gone
+
+    monkeypatch.setattr(ipmasq, "release_unused", counting)
+    failures: list[str] = []
+    rounds = 100
+
+    def churn(cid: str, ip: str) -> None:
+        addr = ipaddress.ip_interface(ip)
+        comment = ipmasq.comment_for_instance(NET, "eth0", cid)
+        try:
+            with node.entered():
+                for i in range(rounds):
+                    ipmasq.setup_nftables([addr], NET, "eth0", cid)
+                    name = ipmasq.set_name(NET, addr.network)
+                    if nftnl.element_comment("inet", ipmasq.TABLE, name, addr.ip) != comment:
+                        failures.append(f"{cid} round {i}: element missing after ADD")
+                    checks = nftnl.chain_rules("inet", ipmasq.TABLE, ipmasq.CHAIN)
+                    if f"pycni net: {NET}" not in [r.comment for r in checks]:
+                        failures.append(f"{cid} round {i}: jump missing after ADD")
+                    if not nftnl.chain_rules("inet", ipmasq.TABLE, "postrouting"):
+                        failures.append(f"{cid} round {i}: postrouting empty after ADD")
+                    ipmasq.teardown_nftables(NET, "eth0", cid, [addr])
+        except Exception as exc:  # reported below, with the failures
+            failures.append(f"{cid}: {exc!r}")
+
+    threads = [
+        threading.Thread(target=churn, args=(f"racer-{n}", f"10.68.0.{n + 2}/24")) for n in range(3)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    assert not any(t.is_alive() for t in threads)
+    assert failures == []
+    assert any(released)  # the table did go (at least after the last DEL)
+    assert ruleset(node) == []

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests import harness
+from tests import harness, node_view
 
 pytestmark = pytest.mark.kernel
 
@@ -113,19 +113,30 @@ def test_same_result_and_kernel_state_as_go_reference(
     ours, theirs = pod_factory(), pod_factory()
     conf = _conf("10.70.0.21/24", **extra)
     seen = []
+    views: dict[str, list[dict[str, Any]]] = {}
+    fixed = (str(extra["mac"]),)
     # One after the other: the same MAC twice on one master is refused by the kernel.
     for plugin, pod in ((plugin_dir / "macvlan", ours), (go_plugin_dir / "macvlan", theirs)):
+        impl = "pycni" if pod is ours else "go"
         with node.entered():
             run = _run(plugin, "ADD", conf, pod, str(go_plugin_dir)).ok()
             state = _link_state(pod)
+            views[impl] = [
+                {"node": node_view.snapshot(node), "pod": node_view.snapshot(pod, fixed)}
+            ]
             checked = {**conf, "prevResult": run.json}
             result = _comparable(run.json, pod)
             # Our CHECK accepts what either implementation set up.
             _run(plugin_dir / "macvlan", "CHECK", checked, pod, path).ok()
             _run(plugin, "DEL", conf, pod, str(go_plugin_dir)).ok()
         assert set(pod.links()) == {"lo"}
+        views[impl].append({"node": node_view.snapshot(node), "pod": node_view.snapshot(pod)})
         seen.append((result, state))
     assert seen[0] == seen[1]
+    # what ip/tc/bridge/nft show on the node and in the pod (tests/node_view.py)
+    whens = ("after ADD", "after DEL")
+    for when, mine, other in zip(whens, views["pycni"], views["go"], strict=True):
+        node_view.compare(mine, other, f"macvlan {extra} {when}")
 
 
 def _comparable(result: dict[str, Any], pod: harness.Namespace) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests import harness, node_view
 from tests.harness import Namespace, exec_plugin
 
 pytestmark = [pytest.mark.kernel, pytest.mark.interop]
@@ -52,16 +53,21 @@ def conf(mappings: list[dict[str, Any]] | None, **extra: Any) -> dict[str, Any]:
 _POD: list[Namespace] = []
 
 
-@pytest.fixture
-def host(node: Namespace, pod_factory: Any) -> Namespace:
-    """A node with the pod subnet routed to a local veth (portmap looks the route up)."""
+def _with_pod_subnet(node: Namespace) -> Namespace:
+    """The pod subnet routed to a local veth (portmap looks the route up)."""
     node.run("ip", "link", "add", "pmh0", "type", "veth", "peer", "name", "pmh1")
     node.run("ip", "addr", "add", "10.99.0.1/24", "dev", "pmh0")
     node.run("ip", "addr", "add", "fd00:99::1/64", "dev", "pmh0", "nodad")
     node.run("ip", "link", "set", "pmh0", "up")
     node.run("ip", "link", "set", "pmh1", "up")
-    _POD[:] = [pod_factory()]  # only for CNI_NETNS: portmap never enters it
     return node
+
+
+@pytest.fixture
+def host(node: Namespace, pod_factory: Any) -> Namespace:
+    """A node with the pod subnet routed to a local veth."""
+    _POD[:] = [pod_factory()]  # only for CNI_NETNS: portmap never enters it
+    return _with_pod_subnet(node)
 
 
 def run(node: Namespace, plugin: Path, command: str, config: dict[str, Any]) -> None:
@@ -98,6 +104,31 @@ def test_same_rules_as_the_reference(host: Namespace, plugin_dir: Path) -> None:
     )
     run(host, ours, "CHECK", conf(MAPPINGS, backend="iptables"))
     run(host, ours, "DEL", conf(None, backend="iptables"))
+
+
+def test_same_node_view_as_the_reference(pod_factory: Any, plugin_dir: Path) -> None:
+    """Twin nodes: what ip/tc/nft show (iptables-nft's tables in ``nft -j list ruleset``,
+    the route_localnet and hairpin state aside) after ADD and after DEL, compared with Go's
+    (tests/node_view.py)."""
+    _POD[:] = [pod_factory()]
+    views: dict[str, list[dict[str, Any]]] = {}
+    for impl, plugin, extra in (
+        ("go", GO_PORTMAP, {}),
+        ("pycni", plugin_dir / "portmap", {"backend": "iptables"}),
+    ):
+        node = _with_pod_subnet(harness.create_namespace("node"))
+        try:
+            run(node, plugin, "ADD", conf(MAPPINGS, snat=True, **extra))
+            views[impl] = [node_view.snapshot(node)]
+            run(node, plugin, "DEL", conf(MAPPINGS, **extra))
+            views[impl].append(node_view.snapshot(node))
+        finally:
+            node.delete()
+    whens = ("after ADD", "after DEL")
+    for when, ours, theirs in zip(whens, views["pycni"], views["go"], strict=True):
+        node_view.assert_same(ours, theirs, f"portmap {when}")
+    assert any("CNI-DN-" in str(item) for item in views["pycni"][0]["nft"])
+    assert not any("CNI-DN-" in str(item) for item in views["pycni"][1]["nft"])
 
 
 @pytest.mark.parametrize("with_mappings", [True, False])

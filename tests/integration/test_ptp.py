@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests import harness, node_view
 from tests.harness import Namespace, PluginRun, State, exec_plugin
 
 pytestmark = pytest.mark.kernel
@@ -96,28 +97,63 @@ def test_pods_reach_each_other_and_the_node(
     assert not node.ping(ip1, timeout=1)
 
 
+PTP_CASES: dict[str, dict[str, Any]] = {
+    "plain": {},
+    "dual-mtu": {"mtu": 1400, "_dual": True},
+    "ipmasq-iptables": {"ipMasq": True, "ipMasqBackend": "iptables", "_dual": True},
+    "ipmasq-nft": {"ipMasq": True, "ipMasqBackend": "nftables"},
+}
+
+
 @pytest.mark.interop
+@pytest.mark.parametrize("case", sorted(PTP_CASES))
 def test_same_kernel_state_as_go(
-    node: Namespace, pod_factory: Any, tmp_path: Path, plugin_dir: Path
+    case: str, pod_factory: Any, tmp_path: Path, plugin_dir: Path
 ) -> None:
+    """Go's ptp and ours on twin nodes: the result, and what ip/tc/bridge/nft show on the
+    node and in the pod after ADD and after DEL (tests/node_view.py)."""
+    extra = dict(PTP_CASES[case])
+    dual = extra.pop("_dual", False)
     states = []
-    for impl, plugin in (("go", GO_DIR / "ptp"), ("py", plugin_dir / "ptp")):
-        pod = pod_factory()
-        conf = ptp_conf(tmp_path / impl)
-        result = run(node, plugin, "ADD", conf, "same", pod.path).ok().json
-        host = result["interfaces"][0]["name"]
-        host_addrs = [a for a in node.addresses(host) if not a.startswith("fe80:")]
-        node_routes = [r for r in routes(node) if "10.95.0." in r]
-        pod_addrs = [a for a in pod.addresses("eth0") if not a.startswith("fe80:")]
-        shape = {
-            "ips": result["ips"],
-            "routes": result["routes"],
-            "interfaces": [sorted(i) for i in result["interfaces"]],
-        }
-        states.append((shape, routes(pod), pod_addrs, host_addrs, node_routes))
-        run(node, plugin, "DEL", conf, "same", pod.path).ok()
-        assert not [n for n in node.links() if n.startswith("veth")]
+    views: dict[str, list[dict[str, Any]]] = {}
+    for impl, plugin in (("go", GO_DIR / "ptp"), ("pycni", plugin_dir / "ptp")):
+        node = harness.create_namespace("node")
+        try:
+            pod = pod_factory()
+            node_view.without_dad(node, pod)
+            conf = ptp_conf(tmp_path / impl, **extra)
+            if dual:
+                conf["ipam"]["ranges"].append([{"subnet": "fd95::/64"}])
+            result = run(node, plugin, "ADD", conf, "same", pod.path).ok().json
+            host = result["interfaces"][0]["name"]
+            host_addrs = [a for a in node.addresses(host) if not a.startswith("fe80:")]
+            node_routes = [r for r in routes(node) if "10.95.0." in r]
+            pod_addrs = [a for a in pod.addresses("eth0") if not a.startswith("fe80:")]
+            shape = {
+                "ips": result["ips"],
+                "routes": result["routes"],
+                "interfaces": [sorted(i) for i in result["interfaces"]],
+            }
+            states.append((shape, routes(pod), pod_addrs, host_addrs, node_routes))
+            views[impl] = [{"node": node_view.snapshot(node), "pod": node_view.snapshot(pod)}]
+            run(node, plugin, "DEL", conf, "same", pod.path).ok()
+            assert not [n for n in node.links() if n.startswith("veth")]
+            views[impl].append({"node": node_view.snapshot(node)})
+        finally:
+            node.delete()
     assert states[0] == states[1]
+    if extra.get("ipMasqBackend") == "nftables":  # Go 1.1.1 knows only iptables
+        (ours_add, ours_del), (go_add, go_del) = views["pycni"], views["go"]
+        assert {i["table"]["name"] for i in ours_add["node"]["nft"] if "table" in i} == {
+            "cni_plugins_masquerade"
+        }
+        assert ours_del["node"]["nft"] == []  # the last DEL leaves no table
+        assert not [i for i in go_del["node"]["nft"] if "rule" in i]
+        for view in (ours_add, ours_del, go_add, go_del):
+            view["node"].pop("nft")
+    whens = ("after ADD", "after DEL")
+    for when, ours, theirs in zip(whens, views["pycni"], views["go"], strict=True):
+        node_view.compare(ours, theirs, f"ptp {case} {when}")
 
 
 def masq_rules(node: Namespace) -> str:
@@ -139,6 +175,7 @@ def test_ipmasq_added_and_removed_even_when_pod_is_gone(
     pod.delete()  # the runtime lost the namespace before DEL
     run(node, ptp, "DEL", conf, "masq", pod.path).ok()
     assert ip not in masq_rules(node)
+    assert masq_rules(node) == ""  # its last pod gone, the table went too
     assert tmp_state.reservations("ptpnet") == []
 
 
@@ -153,7 +190,7 @@ def test_failed_add_leaves_nothing(
     assert not [n for n in node.links() if n.startswith("veth")]
     assert "eth0" not in pod.links()
     assert tmp_state.reservations("ptpnet") == []
-    assert "10.95.0.2" not in masq_rules(node)
+    assert masq_rules(node) == ""  # the rollback removed the table it made
 
 
 def test_bad_config(node: Namespace, pod_factory: Any, tmp_path: Path, plugin_dir: Path) -> None:

@@ -288,8 +288,16 @@ def test_addresses(node: harness.Namespace, both: Any) -> None:
     (shown,) = ip_json(node, "addr", "show", "dev", "ad0")
     got = {(a["local"], a["prefixlen"]) for a in shown["addr_info"]}
     assert {("10.44.0.1", 24), ("fd44::1", 64), ("10.45.0.1", 24), ("fd45::1", 64)} <= got
-    v4 = next(a for a in shown["addr_info"] if a["family"] == "inet")
-    assert "broadcast" not in v4  # as pyroute2 adds it: no broadcast unless asked
+    # both add IPv4 addresses with the subnet's broadcast, as Go's netlink library does
+    brd = {a["local"]: a.get("broadcast") for a in shown["addr_info"] if a["family"] == "inet"}
+    assert brd == {"10.44.0.1": "10.44.0.255", "10.45.0.1": "10.45.0.255"}
+    fast.add_address(idx, IFACE("10.46.0.1/31"))
+    slow.add_address(idx, IFACE("10.46.0.3/32"))
+    (now,) = ip_json(node, "addr", "show", "dev", "ad0")
+    point = {a["local"]: a.get("broadcast") for a in now["addr_info"] if a["family"] == "inet"}
+    assert point["10.46.0.1"] is None and point["10.46.0.3"] is None  # RFC 3021: none for /31
+    fast.delete_address(idx, IFACE("10.46.0.1/31"))
+    slow.delete_address(idx, IFACE("10.46.0.3/32"))
     assert fast.addresses(index=idx) == slow.addresses(index=idx)
     assert len(fast.addresses(index=idx)) == len(shown["addr_info"])
     assert {a.interface.ip for a in fast.addresses(index=idx, family=AF_INET6)} >= {

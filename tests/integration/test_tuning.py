@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests import node_view
 from tests.harness import Namespace, exec_plugin
 
 pytestmark = pytest.mark.kernel
@@ -148,6 +149,7 @@ def test_same_result_and_kernel_state_as_go(
     node: Namespace, pod_factory: Any, tmp_path: Path, plugin_dir: Path
 ) -> None:
     outcomes = []
+    views: dict[str, list[dict[str, Any]]] = {}
     for impl, plugin in (("go", GO_DIR / "tuning"), ("py", plugin_dir / "tuning")):
         pod = pod_factory()
         cid = f"diff-{impl}"
@@ -158,11 +160,14 @@ def test_same_result_and_kernel_state_as_go(
         conf = tuning_conf(prev, tmp_path / f"tuning-{impl}", sysctl=keys, **LINK_CHANGES)
         result = run_tuning(plugin, node, pod, "ADD", conf, cid).ok().json
         after_add = link_state(pod)
+        fixed = (str(LINK_CHANGES["mac"]),)
+        views[impl] = [node_view.snapshot(pod, fixed)]
         sysctls = [sysctl(pod, "net/ipv4/conf/eth0/arp_ignore")]
         saved = json.loads((tmp_path / f"tuning-{impl}" / f"{cid}_eth0.json").read_text())
         run_tuning(plugin, node, pod, "CHECK", conf, cid).ok()
         run_tuning(plugin, node, pod, "DEL", conf, cid).ok()
         after_del = link_state(pod)
+        views[impl].append(node_view.snapshot(pod, fixed))
         for intf in result["interfaces"]:
             if intf["name"] != "eth0":
                 intf.pop("mac", None)
@@ -183,6 +188,11 @@ def test_same_result_and_kernel_state_as_go(
         )
         del_pod(node, pod, tmp_path / f"ipam-{impl}", cid)
     assert outcomes[0] == outcomes[1]
+    # what ip/tc/bridge/nft show in the pod (the Go bridge made both pods' interfaces)
+    whens = ("after ADD", "after DEL")
+    for when, ours, theirs in zip(whens, views["py"], views["go"], strict=True):
+        node_view.assert_same(ours, theirs, f"tuning {when}")
+    assert views["py"][0]["link"][1]["address"] == LINK_CHANGES["mac"]
 
 
 @pytest.mark.interop

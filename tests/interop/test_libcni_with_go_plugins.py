@@ -25,6 +25,7 @@ from pycni.runtime import (
     load_network_conf,
 )
 from pycni.spec.errors import CNIError
+from tests import harness, node_view
 from tests.harness import Namespace, State
 
 pytestmark = [pytest.mark.interop, pytest.mark.kernel]
@@ -207,3 +208,63 @@ def test_cli_add_del_against_go_plugins(
     assert deleted.stdout == ""
     assert tmp_state.cache_files() == []
     assert tmp_state.reservations("podnet") == []
+
+
+@pytest.mark.parametrize("masq", ["none", "iptables"])
+def test_go_plugins_and_ours_leave_the_same_node(
+    masq: str,
+    pod_factory: Callable[[], Namespace],
+    tmp_path: Path,
+    go_plugin_dir: Path,
+    plugin_dir: Path,
+) -> None:
+    """The same conflists (loopback; bridge + portmap) run by this runtime with the Go
+    plugins and with pycni's on twin nodes: what ip/tc/bridge/nft show on the node and in a
+    pod after the ADDs and after the last DEL (tests/node_view.py). iptables backends for
+    pycni's portmap and masquerade, the only ones Go 1.1.1 has; the nftables ones are
+    compared in the plugins' own suites."""
+    views: dict[str, list[dict[str, Any]]] = {}
+    for impl, plugins in (("go", go_plugin_dir), ("pycni", plugin_dir)):
+        node = harness.create_namespace("node")
+        try:
+            state = State.make(tmp_path / impl)
+            _write_confs(state, "1.0.0")
+            conf = json.loads((state.conf_dir / "10-podnet.conflist").read_text())
+            conf["plugins"][0].update(ipMasq=masq != "none", ipMasqBackend="iptables")
+            conf["plugins"][1]["backend"] = "iptables"
+            (state.conf_dir / "10-podnet.conflist").write_text(json.dumps(conf))
+            cni = _cni(plugins, state)
+            pod_net = load_network_conf(str(state.conf_dir), "podnet")
+            lo_net = load_network_conf(str(state.conf_dir), "lonet")
+            pods = [pod_factory(), pod_factory()]
+            node_view.without_dad(node, *pods)
+            with node.entered():
+                for index, pod in enumerate(pods):
+                    cni.add_network_list(lo_net, _same_id(pod, index, "lo"))
+                    cni.add_network_list(pod_net, _same_id(pod, index, ports=index == 0))
+            views[impl] = [{"node": node_view.snapshot(node), "pod": node_view.snapshot(pods[0])}]
+            with node.entered():
+                for index, pod in enumerate(pods):
+                    cni.del_network_list(pod_net, _same_id(pod, index, ports=index == 0))
+                    cni.del_network_list(lo_net, _same_id(pod, index, "lo"))
+            views[impl].append(
+                {"node": node_view.snapshot(node), "pod": node_view.snapshot(pods[0])}
+            )
+            assert state.reservations("podnet") == [] and state.cache_files() == []
+        finally:
+            node.delete()
+    whens = ("after the ADDs", "after the last DEL")
+    for when, ours, theirs in zip(whens, views["pycni"], views["go"], strict=True):
+        node_view.compare(ours, theirs, f"bridge + portmap, masquerade {masq}, {when}")
+
+
+def _same_id(pod: Namespace, index: int, ifname: str = "eth0", ports: bool = False) -> RuntimeConf:
+    """_rt with a container ID that is the same on both nodes (chain names hash it)."""
+    rt = _rt(pod, ifname, ports)
+    return RuntimeConf(
+        container_id=f"ctr-{index}",
+        netns=rt.netns,
+        ifname=rt.ifname,
+        args=rt.args,
+        capability_args=rt.capability_args,
+    )

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from pycni.cli import cnitool
-from pycni.cli.main import COMMAND_MODULES, main
+from pycni.cli.main import COMMAND_MODULES, COMMAND_OWNERS, build_parser, main, modules_for
 from tests.unit.test_runtime_support import FakePlugins, conflist
 
 
@@ -213,3 +213,36 @@ def test_command_modules_import_cheaply(module: str) -> None:
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
     assert out.stdout.strip() == "[]", f"{module} imports heavy modules at start-up"
+
+
+def test_command_owner_table_matches_the_modules() -> None:
+    """`pycni add` builds only cnitool's parser: the table must name every command's module."""
+    registered: dict[str, str] = {}
+    for module in COMMAND_MODULES:
+        parser = build_parser((module,))
+        sub = next(a for a in parser._actions if a.dest == "command")
+        for name in sub.choices:  # type: ignore[union-attr]
+            registered[name] = module
+    assert registered == COMMAND_OWNERS
+    assert modules_for(["add", "x", "y"], COMMAND_MODULES) == ("pycni.cli.cnitool",)
+    assert modules_for(["--help"], COMMAND_MODULES) == COMMAND_MODULES
+    assert modules_for([], COMMAND_MODULES) == COMMAND_MODULES
+
+
+def test_add_imports_no_other_command() -> None:
+    """What `pycni add` loads before it runs: no other command module, nothing of the daemon."""
+    code = (
+        "import sys; from pycni.cli import main as m; "
+        "m.build_parser(m.modules_for(['add', 'n', '/x'], m.COMMAND_MODULES)); "
+        "print(sorted(n for n in sys.modules if n.startswith(('pycni.cli.', 'pycni.plugins', "
+        "'pycni.fast', 'pyroute2', 'logging'))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    # inspect_cmd: gc's options (import-free itself); nothing else.
+    assert out.stdout.strip() == "['pycni.cli.cnitool', 'pycni.cli.inspect_cmd', 'pycni.cli.main']"

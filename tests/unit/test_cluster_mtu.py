@@ -4,6 +4,7 @@ the operator's --mtu when the data path can carry it."""
 from __future__ import annotations
 
 import ipaddress
+from pathlib import Path
 
 import pytest
 
@@ -42,3 +43,29 @@ def test_overridden_within_what_the_data_path_carries() -> None:
         make_backend("vxlan", _underlay("10.99.0.11"), vni=1, mtu=1451)
     with pytest.raises(AgentError, match="give 1280"):  # IPv6 needs at least 1280
         make_backend("host-gw", _underlay("fd99::11"), vni=1, mtu=1279)
+
+
+@pytest.mark.parametrize(
+    ("kind", "address", "pod_mtu"),
+    [
+        ("wireguard", "10.99.0.11", 1440),  # outer IPv4 20 + UDP 8 + WireGuard 32
+        ("wireguard", "fd99::11", 1420),  # a 40-byte outer header
+        ("ipip", "10.99.0.11", 1480),  # the outer IPv4 header
+    ],
+)
+def test_tunnels(kind: str, address: str, pod_mtu: int, tmp_path: Path) -> None:
+    key_file = f"{tmp_path}/wgkey"
+    backend = make_backend(kind, _underlay(address), vni=1, wg_key_file=key_file)
+    assert backend.pod_mtu() == pod_mtu
+    with pytest.raises(AgentError, match=f"carries at most {pod_mtu}"):
+        make_backend(kind, _underlay(address), vni=1, mtu=pod_mtu + 1, wg_key_file=key_file)
+
+
+def test_ipip_is_ipv4_only_and_a_bad_key_file_is_an_agent_error(tmp_path: Path) -> None:
+    with pytest.raises(AgentError, match="ipip backend carries IPv4 only"):
+        make_backend("ipip", _underlay("fd99::11"), vni=1)
+    bad = f"{tmp_path}/wgkey"
+    with open(bad, "w") as f:
+        f.write("x")
+    with pytest.raises(AgentError, match=r"readable by it alone|does not hold"):
+        make_backend("wireguard", _underlay("10.99.0.11"), vni=1, wg_key_file=bad)

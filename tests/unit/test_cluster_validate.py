@@ -135,6 +135,11 @@ def test_credentials_need_https() -> None:
         Etcd("https://a:1", credentials=EtcdCredentials(username="u"))
     with pytest.raises(EtcdError, match="TLS files"):
         Etcd("https://a:1", credentials=EtcdCredentials(cafile="/nonexistent/ca.pem"))
+    # a CA file with a plain endpoint is an error, not plain text without a word
+    for endpoints in ("http://10.0.0.1:2379", "https://a:1,http://b:1"):
+        with pytest.raises(EtcdError, match=r"--etcd-cafile is given but http://") as exc:
+            Etcd(endpoints, credentials=EtcdCredentials(cafile="/nonexistent/ca.pem"))
+        assert "clear text" in str(exc.value)
 
 
 def test_readiness_of_the_subnet_file(tmp_path: Path) -> None:
@@ -265,3 +270,23 @@ def test_hostile_bytes_never_raise_anything_but_bad_lease() -> None:
 
     kv = KeyValue.from_json({"key": "L3Av/w==", "value": ""})  # "/p/\xff"
     assert kv.key == "/p/\ufffd" and sn.subnet_of_key(kv.key) is None
+
+
+@pytest.mark.parametrize(
+    ("ip", "node", "reason"),
+    [
+        ("10.99.0.255", view(), "broadcast address of the underlay 10.99.0.0/24"),
+        ("10.99.0.0", view(), "network address of the underlay 10.99.0.0/24"),
+        ("255.255.255.255", view(), "not a unicast node address"),
+        ("10.99.0.12", view(local_addresses=frozenset({A("10.99.0.12")})), "address of this"),
+        ("10.98.255.255", view(special_addresses=frozenset({A("10.98.255.255")})), "broadcast"),
+    ],
+)
+def test_no_broadcast_network_or_own_address_as_public_ip(
+    ip: str, node: validate.NodeView, reason: str
+) -> None:
+    problem = validate.lease_problem(N("10.244.9.0/24"), info(ip=ip), node)
+    assert problem is not None and reason in problem, problem
+    # a /31 underlay has no broadcast or network address: both ends are nodes
+    p2p = view(underlay_networks=(N("10.99.0.0/31"),), public_ip=A("10.99.0.1"))
+    assert validate.lease_problem(N("10.244.9.0/24"), info(ip="10.99.0.0"), p2p) is None

@@ -239,6 +239,7 @@ def test_error_classes_carry_their_codes() -> None:
         (errors.InvalidNetNS, 8),
         (errors.TryAgainLater, 11),
         (errors.PluginNotAvailable, 50),
+        (errors.LimitedConnectivity, 51),
         (errors.InternalError, 999),
     ]
     for cls, code in pairs:

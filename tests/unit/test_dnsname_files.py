@@ -108,16 +108,27 @@ def test_records(tmp_path: Path) -> None:
     net = NetworkFiles(tmp_path / "rt" / "dnsname", "n1")
     files.make_directory(net)
     assert (tmp_path / "rt").stat().st_mode & 0o777 == 0o700
-    files.write_record(net, "c1", "eth0", "web")
-    files.write_record(net, "c2", "eth0", "db")
-    assert files.read_record(net, "c1", "eth0") == "web"
-    assert files.all_records(net) == {"c1-eth0": "web", "c2-eth0": "db"}
+    web, db = files.Entry("web", ("10.0.0.2", "fd00::2")), files.Entry("db", ("10.0.0.3",))
+    files.write_record(net, "c1", "eth0", web)
+    files.write_record(net, "c2", "eth0", db)
+    assert files.read_record(net, "c1", "eth0") == web
+    assert files.all_records(net) == {"c1-eth0": web, "c2-eth0": db}
+    (net.records / "c3-eth0").write_text("old\n")  # written by an older pycni: no addresses
+    assert files.read_record(net, "c3", "eth0") == files.Entry("old")
+    files.remove_record(net, "c3", "eth0")
     files.remove_record(net, "c1", "eth0")
     files.remove_record(net, "c1", "eth0")
     assert files.read_record(net, "c1", "eth0") is None
     files.remove_network(net)
     assert sorted(p.name for p in (tmp_path / "rt").iterdir()) == ["dnsname"]
     assert list((tmp_path / "rt" / "dnsname").iterdir()) == []
+
+
+def test_without_entry_drops_only_that_attachments_lines() -> None:
+    lines = ["10.0.0.2\tweb\n", "fd00::2\tweb\n", "10.0.0.5\tweb\tw1\n", "10.0.0.3\tdb\n"]
+    first = files.Entry("web", ("10.0.0.2", "fd00::2"))
+    assert files.without_entry(lines, first) == ["10.0.0.5\tweb\tw1\n", "10.0.0.3\tdb\n"]
+    assert files.without_entry(lines, files.Entry("web")) == ["10.0.0.3\tdb\n"]  # by name
 
 
 def test_lock_is_the_reference_lock_file(tmp_path: Path) -> None:

@@ -56,7 +56,7 @@ def test_inspect_lists_each_directory_s_mode(tmp_path: Path) -> None:
         "python form, forwards to this socket, autostarts a daemon (idle exit 300s)"
     ]
     assert by_dir["slow"].modes == ["inprocess form (never uses a daemon)"]
-    assert (by_dir["go"].plugins, by_dir["missing"].modes) == (0, ["not readable"])
+    assert (by_dir["go"].plugins, by_dir["missing"].modes) == (0, ["does not exist"])
     text = render_text.render(NodeState("n", "c", "k", "d", daemon=status), [])
     assert f"  {tmp_path / 'auto'}: 2 pycni entry points, python form, forwards" in text
     assert f"  {tmp_path / 'go'}: no pycni entry points" in text

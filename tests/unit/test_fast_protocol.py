@@ -97,4 +97,35 @@ def test_error_reply_is_cni_error_json() -> None:
 def test_prefix_layout_is_the_documented_one() -> None:
     assert protocol.REQUEST_PREFIX.size == 16
     assert protocol.REPLY_PREFIX.size == 20
-    assert struct.unpack("!4sB", _prefix()[:5]) == (b"pCNI", 1)
+    assert struct.unpack("!4sB", _prefix()[:5]) == (b"pCNI", 2)
+
+
+def test_another_version_is_a_foreign_version_answered_run_locally() -> None:
+    for version in (0, 1, 3, 255):
+        with pytest.raises(protocol.ForeignVersion) as info:
+            protocol.parse_request_prefix(_prefix(version=version))
+        assert info.value.version == version
+        reply = protocol.foreign_version_reply(info.value)
+        data = protocol.encode_reply(reply)
+        # the version-1 layout, which every entry point reads, with RUN_LOCALLY set
+        assert data[4] == protocol.LEGACY_VERSION
+        head = protocol.parse_reply_header(data[:20])
+        assert head.flags & protocol.REPLY_RUN_LOCALLY
+
+
+def test_hello_is_a_bare_prefix_and_its_ack_carries_the_bound() -> None:
+    hello = protocol.encode_request(protocol.KIND_HELLO)
+    assert hello == protocol.MAGIC + bytes([protocol.VERSION, protocol.KIND_HELLO]) + bytes(10)
+    assert protocol.parse_request_prefix(hello).kind == protocol.KIND_HELLO
+    with pytest.raises(CNIError):
+        protocol.parse_request_prefix(_prefix(kind=protocol.KIND_HELLO, body=1))
+    head = protocol.parse_reply_header(protocol.encode_reply(protocol.ack_reply(123_000)))
+    assert (head.version, head.kind, head.exit_code) == (2, protocol.KIND_HELLO, 123_000)
+    assert head.stdout_len == head.stderr_len == 0
+
+
+def test_answers_at_accept_use_the_version_1_layout() -> None:
+    reply = protocol.accept_reply(CNIError(5, "no", "x"), run_locally=False)
+    head = protocol.parse_reply_header(protocol.encode_reply(reply)[:20])
+    assert head.version == protocol.LEGACY_VERSION
+    assert head.flags == protocol.REPLY_AT_ACCEPT

@@ -17,6 +17,11 @@ from pycni.spec import errors
 
 EXPECTED: dict[str, int] = {
     "KIND_CALL": protocol.KIND_CALL,
+    "KIND_HELLO": protocol.KIND_HELLO,
+    "LEGACY_VERSION": protocol.LEGACY_VERSION,
+    "REPLY_AT_ACCEPT": protocol.REPLY_AT_ACCEPT,
+    "ACK_TIMEOUT_MS": protocol.ACK_TIMEOUT_MS,
+    "REPLY_SLACK_MS": protocol.REPLY_SLACK_MS,
     "REPLY_BIT": protocol.REPLY_BIT,
     "FLAG_CALLER_NETNS": protocol.FLAG_CALLER_NETNS,
     "FLAG_TARGET_NETNS": protocol.FLAG_TARGET_NETNS,

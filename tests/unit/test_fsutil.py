@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from pycni import fsutil
 from pycni.fsutil import create_exclusive, fsync_dir, write_atomic
 
 
@@ -141,3 +142,81 @@ def test_create_exclusive_removes_the_file_when_the_write_fails(
     with pytest.raises(OSError, match="disk full"):
         create_exclusive(tmp_path / "f", b"data")
     assert list(tmp_path.iterdir()) == []
+
+
+def _chain(tmp_path: Path) -> Path:
+    base = tmp_path / "rt"
+    (base / "a" / "b").mkdir(parents=True)
+    return base
+
+
+def test_open_dir_nofollow_opens_a_trusted_chain_and_creates_missing_parts(
+    tmp_path: Path,
+) -> None:
+    base = _chain(tmp_path)
+    fd = fsutil.open_dir_nofollow(str(base), ("a", "b"))
+    assert fd is not None
+    try:
+        assert os.fstat(fd).st_ino == (base / "a" / "b").stat().st_ino
+    finally:
+        os.close(fd)
+    assert fsutil.open_dir_nofollow(str(base), ("a", "missing")) is None
+    fd = fsutil.open_dir_nofollow(str(base), ("a", "new", "deeper"), create=True)
+    assert fd is not None
+    os.close(fd)
+    assert (base / "a" / "new").stat().st_mode & 0o777 == 0o700
+
+
+def test_open_dir_nofollow_never_follows_a_symlink_below_the_root(tmp_path: Path) -> None:
+    base = _chain(tmp_path)
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (base / "a" / "link").symlink_to(target)
+    with pytest.raises(fsutil.UnsafePathError, match="is a symlink"):
+        fsutil.open_dir_nofollow(str(base), ("a", "link"), create=True)
+    assert list(target.iterdir()) == []
+
+
+def test_open_dir_nofollow_follows_only_trusted_symlinks_in_the_root(tmp_path: Path) -> None:
+    base = _chain(tmp_path)
+    (tmp_path / "alias").symlink_to(base)  # root's own, as /var/run -> /run
+    fd = fsutil.open_dir_nofollow(str(tmp_path / "alias"), ("a",))
+    assert fd is not None
+    os.close(fd)
+    os.lchown(tmp_path / "alias", 65534, 65534)  # made by someone else
+    with pytest.raises(fsutil.UnsafePathError, match="owned by uid 65534"):
+        fsutil.open_dir_nofollow(str(tmp_path / "alias"), ("a",), uids=frozenset({0}))
+
+
+def test_open_dir_nofollow_refuses_directories_others_control(tmp_path: Path) -> None:
+    base = _chain(tmp_path)
+    os.chown(base / "a", 65534, 65534)
+    with pytest.raises(fsutil.UnsafePathError, match=r"a is owned by uid 65534, not uid 0"):
+        fsutil.open_dir_nofollow(str(base), ("a", "b"), uids=frozenset({0}))
+    os.chown(base / "a", 0, 0)
+    (base / "a").chmod(0o777)
+    with pytest.raises(fsutil.UnsafePathError, match="writable by group or others"):
+        fsutil.open_dir_nofollow(str(base), ("a", "b"), uids=frozenset({0}))
+    (base / "a").chmod(0o1777)  # sticky, as /tmp: others cannot replace root's entries
+    fd = fsutil.open_dir_nofollow(str(base), ("a", "b"), uids=frozenset({0}))
+    assert fd is not None
+    os.close(fd)
+
+
+def test_remove_tree_nofollow_keeps_what_symlinks_point_at(tmp_path: Path) -> None:
+    base = _chain(tmp_path)
+    target = tmp_path / "precious"
+    (target / "net").mkdir(parents=True)
+    (target / "net" / "file").write_text("keep")
+    (base / "a" / "via").symlink_to(target)  # a symlinked parent
+    (base / "a" / "b" / "net").symlink_to(target / "net")  # a symlinked tree
+    with pytest.raises(fsutil.UnsafePathError, match="via is a symlink"):
+        fsutil.remove_tree_nofollow(str(base), ("a", "via"), "net")
+    with pytest.raises(fsutil.UnsafePathError, match="is not a directory: kept"):
+        fsutil.remove_tree_nofollow(str(base), ("a", "b"), "net")
+    assert (target / "net" / "file").read_text() == "keep"
+    (base / "a" / "b" / "net").unlink()
+    (base / "a" / "b" / "net" / "x").mkdir(parents=True)
+    fsutil.remove_tree_nofollow(str(base), ("a", "b"), "net")
+    assert not (base / "a" / "b" / "net").exists()
+    fsutil.remove_tree_nofollow(str(base), ("a", "b"), "net")  # missing is fine

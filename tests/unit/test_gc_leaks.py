@@ -115,7 +115,7 @@ def test_dead_namespace_frees_attachment_and_reservation_after_the_grace_period(
         tmp_path,
         attachments=[_att("pod", alive=False)],
         reservations=[_res("10.0.0.2", "pod")],
-        live_addresses={"10.0.0.2": ["elsewhere"]},  # the namespace evidence decides
+        live_addresses={"10.0.0.9": ["another pod"]},
     )
     leaks = find_leaks(old, grace=GRACE, now=NOW)
     assert _kinds(leaks) == [
@@ -123,6 +123,47 @@ def test_dead_namespace_frees_attachment_and_reservation_after_the_grace_period(
         ("reservation", "/data/net/10.0.0.2"),
     ]
     assert "namespace /run/netns/pod is gone" in leaks[0].reason
+
+
+@pytest.mark.parametrize("where", ["cached result", "reservation"])
+def test_a_vanished_path_is_no_evidence_while_the_address_is_configured_somewhere(
+    tmp_path: Path, where: str
+) -> None:
+    """`ip netns del` with a process inside, a namespace held by an fd only: path gone,
+    namespace alive. Neither the attachment nor its reservation goes."""
+    att = _att("pod", alive=False)
+    if where == "cached result":
+        att.ips = ["10.0.0.7/24"]
+    state = _state(
+        tmp_path,
+        attachments=[att],
+        reservations=[_res("10.0.0.2", "pod")] if where == "reservation" else [],
+        live_addresses={"10.0.0.7" if where == "cached result" else "10.0.0.2": ["pid 4242"]},
+    )
+    assert find_leaks(state, grace=GRACE, now=NOW) == []
+
+
+def test_a_vanished_path_is_no_evidence_while_its_host_veth_has_a_pod_end(
+    tmp_path: Path,
+) -> None:
+    att = _att("pod", alive=False)
+    att.host_interfaces = ["veth1"]
+    state = _state(tmp_path, attachments=[att], veths=[_veth(None, nsid=3)], peers_complete=False)
+    assert find_leaks(state, grace=GRACE, now=NOW) == []
+    gone = _state(tmp_path, attachments=[att], veths=[], peers_complete=False)
+    assert _kinds(find_leaks(gone, grace=GRACE, now=NOW)) == [
+        ("attachment", "/cache/results/net-pod-eth0")
+    ]
+
+
+def test_an_incomplete_scan_makes_nothing_a_leak(tmp_path: Path) -> None:
+    state = _state(
+        tmp_path,
+        attachments=[_att("pod", alive=False)],
+        reservations=[_res("10.0.0.2", "pod"), _res("10.0.0.3", "", "")],
+        addresses_complete=False,
+    )
+    assert find_leaks(state, grace=GRACE, now=NOW) == []
 
 
 def test_legacy_id_only_reservation_follows_any_attachment_of_the_container(
@@ -145,8 +186,12 @@ def test_legacy_id_only_reservation_follows_any_attachment_of_the_container(
 def test_an_empty_reservation_file_goes_after_the_grace_period(tmp_path: Path) -> None:
     state = _state(
         tmp_path,
-        reservations=[_res("10.0.0.2", "", ""), _res("10.0.0.3", "", "", at=YOUNG)],
-        live_addresses={"10.0.0.2": ["x"]},
+        reservations=[
+            _res("10.0.0.2", "", ""),
+            _res("10.0.0.3", "", "", at=YOUNG),
+            _res("10.0.0.4", "", ""),  # configured in a live namespace: kept
+        ],
+        live_addresses={"10.0.0.4": ["x"]},
     )
     (leak,) = find_leaks(state, grace=GRACE, now=NOW)
     assert leak.subject == "/data/net/10.0.0.2" and "empty" in leak.reason

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import stat
 from ipaddress import ip_address
@@ -10,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from pycni.net.nsscan import LiveAddresses
 from pycni.plugin.base import Request
 from pycni.plugins.ipam.host_local.allocator import Allocator, candidates, free_count
 from pycni.plugins.ipam.host_local.config import RangeSet, load
@@ -253,7 +255,17 @@ def test_requested_ips_go_to_their_sets(tmp_path: Path) -> None:
     assert [str(i.gateway) for i in result.ips] == ["10.0.0.1", "fd00::1", "10.9.0.1"]
 
 
-def test_gc_and_status(tmp_path: Path) -> None:
+@pytest.fixture
+def census(monkeypatch: pytest.MonkeyPatch) -> LiveAddresses:
+    """What host-local's GC finds configured in the node's live namespaces (none here)."""
+    from pycni.plugins.ipam.host_local import plugin
+
+    found = LiveAddresses()
+    monkeypatch.setattr(plugin, "live_addresses", lambda: found)
+    return found
+
+
+def test_gc_and_status(tmp_path: Path, census: LiveAddresses) -> None:
     config = netconf(tmp_path, [[{"subnet": "10.0.0.0/29"}]])
     for cid in ("a", "b", "c"):
         PLUGIN.add(request("ADD", config, cid))
@@ -275,6 +287,40 @@ def test_gc_and_status(tmp_path: Path) -> None:
         "last_reserved_ip.0",
         "lock",
     ]
+
+
+def test_gc_keeps_a_stale_reservation_whose_address_a_live_namespace_has(
+    tmp_path: Path, census: LiveAddresses
+) -> None:
+    """The runtime's list forgot a pod (or another runtime shares the store): its address
+    is configured in a live namespace, so releasing it would hand it out twice."""
+    config = netconf(tmp_path, [[{"subnet": "10.0.0.0/29"}], [{"subnet": "fd00::/64"}]])
+    for cid in ("a", "b"):
+        PLUGIN.add(request("ADD", config, cid))
+    census.addresses = {"10.0.0.3", "fd00::3"}  # b's addresses, canonical text
+    stderr = io.StringIO()
+    req = request("GC", {**config, "cni.dev/valid-attachments": []})
+    req.stderr = stderr
+    PLUGIN.gc(req)
+    names = sorted(p.name for p in tmp_path.joinpath("net").iterdir() if p.name[0].isdigit())
+    assert names == ["10.0.0.3"] and "kept 10.0.0.3" in stderr.getvalue()
+    assert sorted(p.name for p in tmp_path.joinpath("net").iterdir() if ":" in p.name) == [
+        "fd00::3"
+    ]
+
+
+def test_gc_frees_nothing_when_the_scan_cannot_see_the_whole_node(
+    tmp_path: Path, census: LiveAddresses
+) -> None:
+    config = netconf(tmp_path, [[{"subnet": "10.0.0.0/29"}]])
+    PLUGIN.add(request("ADD", config, "a"))
+    census.complete = False
+    census.problems = ["pycni runs in a PID namespace of its own (pid:[1])"]
+    with pytest.raises(CNIError) as info:
+        PLUGIN.gc(request("GC", {**config, "cni.dev/valid-attachments": []}))
+    assert info.value.code == 999
+    assert "freed nothing" in info.value.msg and "PID namespace of its own" in info.value.msg
+    assert (tmp_path / "net" / "10.0.0.2").exists()
 
 
 def test_status_and_gc_on_a_missing_directory_create_nothing(tmp_path: Path) -> None:

@@ -67,3 +67,44 @@ def test_a_subdirectory_falls_back_to_walking_it(tmp_path: Path) -> None:
         assert held(store, "a") == ["10.0.0.7"]
         with store.locked():
             assert store._index() is None
+
+
+def _reserve_files(directory: Path, count: int) -> None:
+    directory.mkdir(parents=True)
+    for i in range(count):
+        (directory / f"10.9.{i // 250}.{i % 250 + 2}").write_text(f"ctr{i}\r\neth0")
+
+
+def test_a_restarted_daemon_warms_the_indexes_it_had(tmp_path: Path) -> None:
+    """The journal lists the directories indexed; warming a fresh registry from it builds
+    their indexes before any call, keeps only plain directories that still exist, and the
+    warmed index answers like a scan."""
+    from pycni.plugins.ipam.host_local import index as idx
+    from pycni.plugins.ipam.host_local.store import is_reservation_name, read_owner
+
+    journal = str(tmp_path / "run" / "host-local-dirs")
+    (tmp_path / "run").mkdir()
+    net_a, net_b = tmp_path / "a" / "net", tmp_path / "b" / "net"
+    _reserve_files(net_a, 30)
+    _reserve_files(net_b, 3)
+    first = idx.Registry()
+    first.warm(journal, read_owner, is_reservation_name)  # no journal yet: nothing
+    assert first.owners(str(net_a), read_owner, is_reservation_name) is not None
+    assert first.owners(str(net_b), read_owner, is_reservation_name) is not None
+    first.owners(str(net_a), read_owner, is_reservation_name)  # once in the journal
+    assert Path(journal).read_text().splitlines() == [str(net_a), str(net_b)]
+    # b replaced by a symlink, plus junk lines: neither is warmed nor kept
+    shutil.rmtree(net_b)
+    os.symlink(net_a, net_b)
+    with open(journal, "a") as f:
+        f.write("relative/dir\n/does/not/exist\n\n")
+    second = idx.Registry()
+    assert second.warm(journal, read_owner, is_reservation_name) == [str(net_a)]
+    assert Path(journal).read_text().splitlines() == [str(net_a)]
+    warm = second._by_path[str(net_a)]
+    assert warm.valid and len(warm.content) == 30
+    assert warm.owners["ctr7\r\neth0"] == {"10.9.0.9"}
+    # the warm index still follows later writers
+    (net_a / "10.9.0.200").write_text("late\r\neth0")
+    current = second.owners(str(net_a), read_owner, is_reservation_name)
+    assert current is warm and current.owners["late\r\neth0"] == {"10.9.0.200"}

@@ -121,6 +121,17 @@ SUBNET_ENV = SubnetEnv(
 )
 
 
+def _loopback(req: Request) -> None:
+    """What loopback reads of its config before it enters the pod: the previous result."""
+    req.prev_result()
+
+
+def _dnsname(req: Request) -> None:
+    from pycni.plugins.meta.dnsname import config as dnsname_config
+
+    dnsname_config.parse(req)
+
+
 def _static(req: Request) -> None:
     ipam = static._ipam(req)
     static.load_addresses(req, ipam)
@@ -166,6 +177,27 @@ def _host_device(req: Request) -> None:
 
 # plugin type -> (loader, base config, fields to make hostile)
 PLUGINS: dict[str, tuple[Callable[[Request], Any], dict[str, Any], list[FieldPath]]] = {
+    "loopback": (
+        _loopback,
+        {"prevResult": {"cniVersion": "1.0.0", "ips": [{"address": "10.9.0.2/24"}]}},
+        [
+            ("prevResult",),
+            ("prevResult", "cniVersion"),
+            ("prevResult", "ips", 0, "address"),
+            ("prevResult", "interfaces", 0, "name"),
+        ],
+    ),
+    "dnsname": (
+        _dnsname,
+        {"domainName": "dns.podman"},
+        [
+            ("name",),
+            ("domainName",),
+            ("runtimeConfig", "aliases"),
+            ("runtimeConfig", "aliases", "net1"),
+            ("runtimeConfig", "aliases", "net1", 0),
+        ],
+    ),
     "bridge": (
         bridge.load_conf,
         {"ipam": {"type": "host-local"}},

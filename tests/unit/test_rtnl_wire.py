@@ -192,6 +192,17 @@ def test_macvlan_mode_and_an_unknown_operstate() -> None:
     assert (link.kind, link.macvlan_mode, link.oper_state, link.up) == ("macvlan", 8, "9", True)
 
 
+def test_vrf_table_decodes_and_new_vrf_encodes_it() -> None:
+    linkinfo = _rta(1, b"vrf\0") + _rta(2 | 0x8000, _rta(1, struct.pack("=I", 1042)))
+    link = c.decode_link(_ifinfo(6) + _rta(3, b"red\0") + _rta(18 | 0x8000, linkinfo))
+    assert (link.kind, link.vrf_table, link.name) == ("vrf", 1042, "red")
+    # the request carries the same IFLA_LINKINFO layout, which the decoder reads back
+    sent = c.decode_link(c.new_vrf("red", 1042))
+    assert (sent.kind, sent.vrf_table, sent.name) == ("vrf", 1042, "red")
+    dummy = c.decode_link(_ifinfo(7) + _rta(18 | 0x8000, _rta(1, b"dummy\0")))
+    assert (dummy.kind, dummy.vrf_table) == ("dummy", None)
+
+
 def test_addr_decode() -> None:
     v6 = c.decode_address(
         struct.pack("=BBBBI", socket.AF_INET6, 64, 0x80, 0, 5)
@@ -277,16 +288,26 @@ CREATE = wire.NLM_F_ACK | wire.NLM_F_CREATE | wire.NLM_F_EXCL
 
 def test_veth_add_with_its_peer_in_another_namespace() -> None:
     client, rec = _client()
-    client.add_veth("veth1", "eth0", 11)
+    assert client.add_veth("veth1", "eth0", 11) == 0  # no echo (kernel < 6.3): index unknown
     ((kind, flags, body),) = rec.requests
     assert kind == 16  # RTM_NEWLINK
-    assert flags == CREATE
+    assert flags == CREATE | wire.NLM_F_ECHO
     peer = (
         struct.pack("=BxHiII", 0, 0, 0, 0, 0) + _rta(3, b"eth0\0") + _rta(28, b"\x0b\0\0\0")
     )  # IFLA_NET_NS_FD
     info = _rta(1, b"veth\0") + _rta(2 | 0x8000, _rta(1, peer))
     expected = struct.pack("=BxHiII", 0, 0, 0, 0, 0) + _rta(3, b"veth1\0") + _rta(18 | 0x8000, info)
     assert body == expected
+
+
+def test_veth_enslaved_at_creation_and_its_echoed_index() -> None:
+    other = struct.pack("=BxHiII", 0, 0, 8, 0, 0) + _rta(3, b"veth9\0")
+    echoed = struct.pack("=BxHiII", 0, 0, 42, 0, 0) + _rta(3, b"veth1\0")
+    client, rec = _client([(16, other), (16, echoed)])
+    assert client.add_veth("veth1", "eth0", 11, master=7) == 42  # the echo naming our link
+    ((_kind, _flags, body),) = rec.requests
+    assert body.endswith(_rta(10, struct.pack("=I", 7)))  # IFLA_MASTER
+    assert _rta(10, struct.pack("=I", 7)) not in c.new_veth("veth1", "eth0", 11)
 
 
 def test_veth_with_mtu_and_peer_mac() -> None:
@@ -346,16 +367,25 @@ def test_link_by_name_and_not_found() -> None:
     assert exc.value.no_such_link
 
 
-def test_ipv4_address_add_carries_local_and_address() -> None:
+def test_ipv4_address_add_carries_local_address_and_broadcast() -> None:
+    """IFA_LOCAL and IFA_ADDRESS as iproute2; IFA_BROADCAST as Go's netlink library (the
+    subnet's last address, for prefixes up to /30); none for /31 and /32 (RFC 3021)."""
     client, rec = _client()
     client.add_address(4, IFACE("10.22.0.5/16"))
-    ((kind, flags, body),) = rec.requests
+    client.add_address(4, IFACE("10.23.0.5/31"))
+    (kind, flags, body), (_k, _f, point) = rec.requests
     packed = socket.inet_aton("10.22.0.5")
     assert kind == 20  # RTM_NEWADDR
     assert flags == CREATE
     assert body == struct.pack("=BBBBI", socket.AF_INET, 16, 0, 0, 4) + _rta(2, packed) + _rta(
         1, packed
+    ) + _rta(4, socket.inet_aton("10.22.255.255"))
+    other = socket.inet_aton("10.23.0.5")
+    assert point == struct.pack("=BBBBI", socket.AF_INET, 31, 0, 0, 4) + _rta(2, other) + _rta(
+        1, other
     )
+    client.delete_address(4, IFACE("10.22.0.5/16"))  # a delete names no broadcast
+    assert rec.requests[-1][2] == body[: -len(_rta(4, b"1234"))]
 
 
 def test_address_dump_is_filtered_again_here() -> None:

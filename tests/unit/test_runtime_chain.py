@@ -18,6 +18,7 @@ from pycni.runtime import (
     RawExec,
     RuntimeConf,
     conf_list_from_bytes,
+    plugin_conf_from_bytes,
 )
 from pycni.spec.errors import CNIError
 from tests.unit.test_runtime_support import FakePlugins, conflist
@@ -224,6 +225,59 @@ def test_del_tolerates_corrupt_cache(
     cni.del_network_list(conf, RT)
     assert "prevResult" not in _stdin(fakes.calls()[-1])
     assert not (results / "net1-ctr1-eth0").exists()
+
+
+INVALID_CACHES = [
+    b"",  # 0 bytes: a crash while writing, under a writer that does not rename
+    b"{garbage",
+    b"\x00\x00",
+    b"[]",
+    b'{"kind":"cniCacheV1","result":{"cniVersion":"1.0.0","ips":"x"}}',
+    b'{"kind":"cniCacheV1","result":{"cniVersion":"1.0.0","ips":[{"address":"bad"}]}}',
+    b'{"kind":"cniCacheV1","result":{"cniVersion":"9.9.9"}}',  # cannot be converted
+    b'{"cniVersion":"0.2.0","ip4":{"ip":"x"}}',  # a legacy bare result, invalid
+]
+
+
+@pytest.mark.parametrize("content", INVALID_CACHES)
+@pytest.mark.parametrize("form", ["list", "single"])
+def test_del_proceeds_without_an_invalid_cached_result(
+    fakes: FakePlugins, cni: CNIConfig, tmp_path: Path, content: bytes, form: str
+) -> None:
+    """libcni main (2025, "Tolerate invalid cni cache for DelNetwork"): DelNetworkList and
+    DelNetwork drop a cached result they cannot parse and run the DEL without prevResult;
+    CHECK still reports it."""
+    fakes.add("a")
+    raw = conflist("net1", "1.0.0", {"type": "a"})
+    results = tmp_path / "cache" / "results"
+    results.mkdir(parents=True)
+    (results / "net1-ctr1-eth0").write_bytes(content)
+    if form == "list":
+        conf = conf_list_from_bytes(raw)
+        with pytest.raises(CNIError):
+            cni.check_network_list(conf, RT)
+        cni.del_network_list(conf, RT)
+    else:
+        plugin = plugin_conf_from_bytes(
+            json.dumps({"cniVersion": "1.0.0", "name": "net1", "type": "a"}).encode()
+        )
+        with pytest.raises(CNIError):
+            cni.check_network(plugin, RT)
+        cni.del_network(plugin, RT)
+    (call,) = [c for c in fakes.calls() if c["cmd"] == "DEL"]
+    assert "prevResult" not in _stdin(call)
+    assert not (results / "net1-ctr1-eth0").exists()
+
+
+def test_del_of_an_unreadable_cache_runs_without_it(
+    fakes: FakePlugins, cni: CNIConfig, tmp_path: Path
+) -> None:
+    """A cache path that cannot be read (here a directory) is no cache, as libcni's."""
+    fakes.add("a")
+    conf = conf_list_from_bytes(conflist("net1", "1.0.0", {"type": "a"}))
+    (tmp_path / "cache" / "results" / "net1-ctr1-eth0").mkdir(parents=True)
+    cni.del_network_list(conf, RT)
+    assert "prevResult" not in _stdin(fakes.calls()[-1])
 
 
 def test_del_reads_legacy_bare_result(fakes: FakePlugins, cni: CNIConfig, tmp_path: Path) -> None:

@@ -97,7 +97,7 @@ def test_the_picture_shows_what_the_text_view_shows() -> None:
         assert f"veth{i:04x}a8c2" in texts and f"pycni-demo-pod{i + 1}" in texts
         assert f"eth0  10.88.0.{i + 2}/16" in texts
     # the daemon and its mode
-    assert "pycni daemon: answering" in texts and "mode: warm (ok)" in texts
+    assert "pycni daemon: answering" in texts and "serves every call (ok)" in texts
     assert "systemd unit pycni.service" in texts
     # port mappings: a host-port box, an arrow, the pod's address and port
     assert "node tcp/8080" in texts and "10.88.0.2:80" in texts
@@ -118,7 +118,7 @@ def test_a_daemon_that_does_not_answer_is_shown_as_in_process() -> None:
     state, _ = demo_like(1, leaky=False)
     state.daemon = DaemonStatus("/run/pycni/pycni.sock", error="no pycni daemon")
     texts = _texts(render_svg.render(state, []))
-    assert "pycni daemon: not running" in texts and "mode: in-process" in texts
+    assert "pycni daemon: not running" in texts and "calls run in-process" in texts
     assert "Leaks: none" in texts
 
 

@@ -31,6 +31,7 @@ ENVIRONMENT = {
     "public_ip": "FLANNELD_PUBLIC_IP",
     "public_ipv6": "FLANNELD_PUBLIC_IPV6",
     "subnet_file": "FLANNELD_SUBNET_FILE",
+    "wireguard_key_file": "WIREGUARD_KEY_FILE",
 }
 DEFAULTS = {
     "etcd_endpoints": DEFAULT_ENDPOINT,
@@ -46,7 +47,8 @@ def register(subparsers: Any) -> None:
         description="Leases this node's pod subnet from the cluster network in etcd (renewed, "
         "with a TTL), writes the subnet file read by the `flannel` CNI plugin, and programs "
         "routes to every other node's subnet (host-gw: via the node's address; vxlan: through "
-        "an overlay device). Runs until SIGTERM/SIGINT; the lease then expires by itself. "
+        "an overlay device; wireguard: an encrypted tunnel; ipip: IPv4 in IPv4). "
+        "Runs until SIGTERM/SIGINT; the lease then expires by itself. "
         "Options marked [env] may be given as FLANNELD_<OPTION> instead.",
     )
     parser.add_argument(
@@ -76,7 +78,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--ipv6-subnet-len", type=int, default=64, help="IPv6 node subnet length (64)"
     )
-    parser.add_argument("--backend", choices=("host-gw", "vxlan"), default="vxlan")
+    parser.add_argument(
+        "--backend", choices=("host-gw", "vxlan", "wireguard", "ipip"), default="vxlan"
+    )
     parser.add_argument("--iface", help="underlay link (default: the default route's) [env]")
     parser.add_argument("--public-ip", help="this node's IPv4 underlay address [env]")
     parser.add_argument("--public-ipv6", help="this node's IPv6 underlay address [env]")
@@ -94,6 +98,23 @@ def register(subparsers: Any) -> None:
         default=0,
         help="pod MTU (default: the underlay's minus the backend's overhead: vxlan 50 over "
         "IPv4, 70 over IPv6; host-gw 0)",
+    )
+    parser.add_argument(
+        "--wireguard-key-file",
+        help="wireguard: the node's private key, made (0600) when missing "
+        "(WIREGUARD_KEY_FILE, else /run/flannel/wgkey) [env]",
+    )
+    parser.add_argument(
+        "--wireguard-listen-port",
+        type=int,
+        default=0,
+        help="wireguard: UDP port (51820 for IPv4, 51821 for IPv6)",
+    )
+    parser.add_argument(
+        "--wireguard-keepalive",
+        type=int,
+        default=0,
+        help="wireguard: persistent keepalive to each peer in seconds (0: none)",
     )
     parser.add_argument(
         "--no-ipmasq",
@@ -141,6 +162,11 @@ def run(args: argparse.Namespace) -> int:
             "pycni agent: give --network (e.g. 10.244.0.0/16), --ipv6-network or both\n"
         )
         return 2
+    if not 0 <= args.wireguard_listen_port <= 65535 or not 0 <= args.wireguard_keepalive <= 65535:
+        sys.stderr.write(
+            "pycni agent: --wireguard-listen-port and --wireguard-keepalive take 0..65535\n"
+        )
+        return 2
     if args.ttl < 2:
         sys.stderr.write("pycni agent: --ttl must be at least 2 seconds\n")
         return 2
@@ -180,6 +206,9 @@ def run(args: argparse.Namespace) -> int:
         ipmasq=args.ipmasq,
         vni=args.vni,
         mtu=args.mtu,
+        wireguard_key_file=args.wireguard_key_file,
+        wireguard_port=args.wireguard_listen_port,
+        wireguard_keepalive=args.wireguard_keepalive,
     )
     try:
         agent = Agent(config)

@@ -31,7 +31,7 @@ def register(subparsers: Any) -> None:
     up = verbs.add_parser("up", help="create the cluster and leave it running")
     up.add_argument("--nodes", type=int, default=3, help="number of nodes (3)")
     up.add_argument("--pods-per-node", type=int, default=2, help="pods on each node (2)")
-    up.add_argument("--backend", choices=("host-gw", "vxlan"), default="vxlan")
+    up.add_argument("--backend", choices=("host-gw", "vxlan", "wireguard", "ipip"), default="vxlan")
     up.add_argument("--network", default="10.244.0.0/16", help="cluster pod network")
     up.add_argument("--subnet-len", type=int, default=24, help="node subnet prefix length")
     up.add_argument("--underlay", default="10.99.0.0/24", help="the nodes' own network")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import hashlib
 import os
 import sys
 from typing import TYPE_CHECKING, Any
@@ -77,8 +76,19 @@ def register(subparsers: Any) -> None:
 
 
 def container_id_for(netns: str) -> str:
-    """cnitool's container ID: ``cnitool-`` + hex of the first 10 bytes of sha512(path)."""
-    return "cnitool-" + hashlib.sha512(netns.encode()).hexdigest()[:20]
+    """cnitool's container ID: ``cnitool-`` + hex of the first 10 bytes of sha512(path).
+
+    The interpreter's own SHA-512 where it has one: hashlib loads OpenSSL, a tenth of what
+    `pycni add` spends before its first plugin runs."""
+    try:
+        from _sha2 import sha512  # type: ignore[import-not-found]  # Python 3.12+
+    except ImportError:
+        try:
+            from _sha512 import sha512  # type: ignore[import-not-found]
+        except ImportError:
+            from hashlib import sha512
+    digest: str = sha512(netns.encode()).hexdigest()
+    return "cnitool-" + digest[:20]
 
 
 def runtime_conf_from_env(netns: str, ifname_flag: str | None) -> RuntimeConf:

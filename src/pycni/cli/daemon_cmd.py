@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from pycni.fast import protocol
@@ -73,6 +74,14 @@ def register(subparsers: Any) -> None:
         help="serve Prometheus metrics on unix:/PATH or a loopback HOST:PORT "
         "(127.0.0.1:9464); off by default (names: docs/daemon.md)",
     )
+    parser.add_argument(
+        "--otlp-endpoint",
+        metavar="URL",
+        default=None,
+        help="export each call's timings as OpenTelemetry spans (OTLP/HTTP, JSON) to "
+        "URL/v1/traces; default $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or "
+        "$OTEL_EXPORTER_OTLP_ENDPOINT, else off (docs/daemon.md)",
+    )
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
     query = parser.add_mutually_exclusive_group()
     query.add_argument("--stats", action="store_true", help="print a running daemon's stats")
@@ -123,6 +132,15 @@ def run(args: argparse.Namespace) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
+    otlp_url = None
+    if args.otlp_endpoint or any(k.startswith("OTEL_EXPORTER_OTLP") for k in os.environ):
+        from pycni.fast.otlp import EndpointError, endpoint_from
+
+        try:
+            otlp_url = endpoint_from(args.otlp_endpoint, os.environ)
+        except EndpointError as exc:
+            sys.stderr.write(f"pycni daemon: {exc}\n")
+            return 2
     from pycni.fast.server import Daemon, SocketSetupError
 
     daemon = Daemon(
@@ -156,15 +174,34 @@ def run(args: argparse.Namespace) -> int:
         if metrics is not None:
             metrics.close()
         return 1
+    observers: list[Callable[[Any], None]] = []
     if metrics is not None:
         metrics.describe({"started_by": daemon.started_by(), "socket": daemon.socket_path})
-        daemon.observe(metrics.observe)
+        observers.append(metrics.observe)
         logging.getLogger("pycni.daemon").info("metrics on %s", where)
+    exporter = None
+    if otlp_url is not None:
+        from pycni.fast.otlp import Exporter
+
+        exporter = Exporter(otlp_url)
+        observers.append(exporter.observe)
+        logging.getLogger("pycni.daemon").info("OTLP spans to %s", otlp_url)
+    if len(observers) == 1:
+        daemon.observe(observers[0])
+    elif observers:
+
+        def observe_all(rec: Any) -> None:
+            for observe in observers:
+                observe(rec)
+
+        daemon.observe(observe_all)
     try:
         daemon.serve_forever()
     finally:
         if metrics is not None:
             metrics.close()
+        if exporter is not None:
+            exporter.close()
     return 0
 
 

@@ -123,12 +123,34 @@ def _topology(state: Any, svg: str | None = None) -> str:
     with NetNS.open(netns_path(state.node)) as ns, ns.entered():
         node_state = collect(Paths(state.conf_dir, state.cache_dir, state.data_dir))
     if svg:
-        node_state.daemon = read_daemon(state.socket or DEFAULT_SOCKET)
-        if state.mode != "daemon":  # these entry points never forward to a daemon
-            node_state.daemon.mode = "in-process"
+        from pycni.inspect.daemon import choose_socket
+
+        dirs = [state.plugin_dir] if state.plugin_dir else []
+        sock, why = choose_socket(state.socket or None, dirs, DEFAULT_SOCKET)
+        if state.mode == "daemon":
+            node_state.daemon = read_daemon(sock, plugin_dirs=dirs)
+            node_state.daemon.chosen_because = why
+        else:  # these entry points never ask a daemon, whatever runs on the default socket
+            from pycni.inspect.daemon import entry_point_dirs
+            from pycni.inspect.model import DaemonStatus
+
+            node_state.daemon = DaemonStatus(
+                socket="(none: the demo's entry points never use a daemon)",
+                here="in-process: the demo installed in-process entry points",
+                entry_points=entry_point_dirs(dirs, ""),
+            )
         with open(svg, "w", encoding="utf-8") as f:
             f.write(render_svg.render(node_state, leaks.find_leaks(node_state)))
     return topology.render(node_state, state.client)
+
+
+def _this_command() -> str:
+    """How to run this pycni again from any shell: the console script next to this
+    interpreter (a venv's is not on PATH), else the module."""
+    script = os.path.join(os.path.dirname(sys.executable), "pycni")
+    if os.access(script, os.X_OK):
+        return script
+    return f"{sys.executable} -m pycni.cli.main"
 
 
 def _down(args: argparse.Namespace, out: TextIO) -> int:
@@ -180,11 +202,15 @@ def run(args: argparse.Namespace) -> int:
         raise
     out.write("\n")
     if args.keep:
+        from pycni.playground import netns_path
+
+        me = _this_command()
         out.write(
             f"The demo is still up (state in {state.root}). Look around with:\n"
-            f"  ip netns exec {state.node} pycni inspect --netconf-dir {state.conf_dir} "
-            f"--cache-dir {state.cache_dir} --data-dir {state.data_dir}\n"
-            f"Remove it with:\n  pycni demo --down"
+            f"  nsenter --net={netns_path(state.node)} {me} inspect "
+            f"--netconf-dir {state.conf_dir} --cache-dir {state.cache_dir} "
+            f"--data-dir {state.data_dir} --cni-path {state.plugin_dir}\n"
+            f"Remove it with:\n  {me} demo --down"
             + (f" --state-dir {state.root}" if args.state_dir else "")
             + "\n"
         )

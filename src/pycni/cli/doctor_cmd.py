@@ -44,7 +44,19 @@ def register(subparsers: Any) -> None:
         "--data-dir", default=DEFAULT_DATA_DIR, help="host-local store of networks without dataDir"
     )
     parser.add_argument("--netns-dir", default=DEFAULT_NETNS_DIR, help="named namespaces dir")
-    parser.add_argument("--socket", default=DEFAULT_SOCKET, help="the daemon's socket")
+    parser.add_argument(
+        "--socket",
+        default=None,
+        help="the daemon's socket (default: the one the installed entry points forward to, "
+        f"else {DEFAULT_SOCKET})",
+    )
+    parser.add_argument(
+        "--runtime-root",
+        default="",
+        metavar="DIR",
+        help="read the runtimes' configs (containers.conf, containerd's config.toml, crio.conf) "
+        "under DIR instead of / (a copy of a node's /etc and /usr/share)",
+    )
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.set_defaults(func=run)
 
@@ -61,18 +73,21 @@ def _setting(flag: str | None, env: str, default: str) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from pycni.doctor import kernel, node, report
+    from pycni.inspect import runtimes
 
     if os.geteuid() != 0:
         sys.stderr.write("pycni doctor needs root (it tries kernel features in a namespace)\n")
         return 2
     plugin_dirs = _setting(args.cni_path, "CNI_PATH", DEFAULT_CNI_PATH)
     conf_dir = _setting(args.conf_dir, "NETCONFPATH", DEFAULT_CONF_DIR)
+    views = runtimes.find(args.runtime_root)
     checks = report.run_all(
         [
             ("kernel", kernel.check_kernel),
-            ("plugin dirs", lambda: node.check_plugin_dirs(plugin_dirs)),
-            ("daemon", lambda: node.check_daemon(args.socket, plugin_dirs)),
-            ("conf dir", lambda: node.check_conf_dir(conf_dir, plugin_dirs)),
+            ("runtimes", lambda: node.check_runtimes(views)),
+            ("plugin dirs", lambda: node.check_plugin_dirs(plugin_dirs, views)),
+            ("daemon", lambda: node.check_daemon(args.socket, plugin_dirs, views, DEFAULT_SOCKET)),
+            ("conf dir", lambda: node.check_conf_dir(conf_dir, plugin_dirs, views)),
             (
                 "leaks",
                 lambda: node.check_leaks(

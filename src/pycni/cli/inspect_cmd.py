@@ -16,6 +16,8 @@ DEFAULT_DATA_DIR = "/var/lib/cni/networks"
 DEFAULT_NETNS_DIR = "/run/netns"
 DEFAULT_DAEMON_SOCKET = "/run/pycni/pycni.sock"  # pycni.fast.protocol.DEFAULT_SOCKET
 DEFAULT_GRACE_PERIOD = 600.0  # = pycni.inspect.leaks.DEFAULT_GRACE_PERIOD (import-free here)
+EXIT_LEFT = 1  # `cleanup` / `gc`: some leak could not be removed
+EXIT_REFUSED = 4  # `cleanup` / `gc`: the scan cannot see the whole node, nothing was freed
 
 
 def add_gc_options(parser: argparse.ArgumentParser) -> None:
@@ -88,8 +90,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--check", action="store_true", help="exit 3 when leaks were found")
     parser.add_argument(
         "--socket",
-        default=DEFAULT_DAEMON_SOCKET,
-        help=f"the daemon's socket, asked whether it answers (default {DEFAULT_DAEMON_SOCKET})",
+        default=None,
+        help="the daemon's socket, asked whether it answers (default: the one the installed "
+        f"entry points forward to, else {DEFAULT_DAEMON_SOCKET})",
     )
     parser.add_argument(
         "--grace-period",
@@ -101,9 +104,10 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--cni-path",
-        default=os.environ.get("CNI_PATH", DEFAULT_CNI_PATH),
-        help="plugin dirs whose entry-point modes are shown, ':'-separated "
-        "(default $CNI_PATH or /opt/cni/bin)",
+        default=os.environ.get("CNI_PATH"),
+        help="plugin dirs whose entry points are shown and tell which daemon to ask, "
+        "':'-separated (default $CNI_PATH, else the plugin dirs of the runtimes installed "
+        "here (containers.conf, containerd's and CRI-O's configs), else /opt/cni/bin)",
     )
     parser.set_defaults(func=run_inspect)
 
@@ -113,8 +117,10 @@ def register(subparsers: Any) -> None:
         description="Frees only what is proven leaked and older than the grace period: "
         "DEL through its chain for each cached attachment whose namespace is gone, then "
         "direct removal of reservations, veths, port mappings and temp files whose "
-        "attachment is proven gone (see docs/security.md, How GC decides). Exit code 1 "
-        "when something is left.",
+        "attachment is proven gone (see docs/security.md, How GC decides). Frees nothing "
+        "and exits 4 when it cannot see every network namespace of the node (run from a "
+        "PID, mount or user namespace of its own, or a process it could not examine). "
+        "Exit code 1 when something is left.",
     )
     _add_paths(clean)
     clean.add_argument(
@@ -145,11 +151,13 @@ def run_inspect(args: argparse.Namespace) -> int:
     from pycni.inspect import leaks as leaks_mod
     from pycni.inspect import model, render_svg, render_text
     from pycni.inspect.collect import collect
-    from pycni.inspect.daemon import read_daemon
+    from pycni.inspect.daemon import choose_socket, read_daemon
 
     state = collect(_paths(args))
-    dirs = [d for d in args.cni_path.split(os.pathsep) if d]
-    state.daemon = read_daemon(args.socket, plugin_dirs=dirs)
+    dirs = inspect_plugin_dirs(args.cni_path)
+    socket_path, why = choose_socket(args.socket, dirs, DEFAULT_DAEMON_SOCKET)
+    state.daemon = read_daemon(socket_path, plugin_dirs=dirs)
+    state.daemon.chosen_because = why
     found = leaks_mod.find_leaks(state, grace=args.grace_period)
     if args.svg:
         with open(args.svg, "w", encoding="utf-8") as f:
@@ -165,6 +173,16 @@ def run_inspect(args: argparse.Namespace) -> int:
     return 3 if args.check and found else 0
 
 
+def inspect_plugin_dirs(cni_path: str | None) -> list[str]:
+    """The plugin dirs given, else every runtime's here, else /opt/cni/bin."""
+    if cni_path is not None:
+        return [d for d in cni_path.split(os.pathsep) if d]
+    from pycni.inspect import runtimes
+
+    found = runtimes.plugin_dirs(runtimes.find())
+    return [d for d in found if os.path.isdir(d)] or [DEFAULT_CNI_PATH]
+
+
 def run_cleanup(args: argparse.Namespace) -> int:
     from pycni.inspect import cleanup
 
@@ -176,7 +194,17 @@ def run_cleanup(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
     )
     for line in report.errors:
-        sys.stderr.write(f"warning: {line}\n")
+        if line not in report.refused:
+            sys.stderr.write(f"warning: {line}\n")
+    if report.refused:
+        sys.stderr.write(
+            "pycni: refusing to free anything: this scan cannot see every network namespace "
+            "of the node, and one it cannot see may hold any address:\n"
+        )
+        for line in report.refused:
+            sys.stderr.write(f"  {line}\n")
+        sys.stdout.write("nothing freed\n")
+        return EXIT_REFUSED
     if args.dry_run:
         for leak in report.planned:
             sys.stdout.write(f"would remove {leak.kind} {leak.subject}: {leak.reason}\n")
@@ -189,4 +217,4 @@ def run_cleanup(args: argparse.Namespace) -> int:
         sys.stdout.write(f"still leaked: {leak.kind} {leak.subject}: {leak.reason}\n")
     if not report.remaining:
         sys.stdout.write("no leaks left\n")
-    return 1 if report.remaining else 0
+    return EXIT_LEFT if report.remaining else 0

@@ -26,6 +26,29 @@ COMMAND_MODULES: tuple[str, ...] = (
     "pycni.cli.doctor_cmd",
 )
 
+# Which module registers each command, so that `pycni add …` builds (and imports) only
+# cnitool's parser: building all ten costs more than the plugin chain of an ADD through the
+# daemon. tests/unit/test_cli.py checks this table against what the modules register.
+COMMAND_OWNERS: dict[str, str] = {
+    **dict.fromkeys(("add", "check", "del", "gc", "status"), "pycni.cli.cnitool"),
+    **dict.fromkeys(("version", "validate", "list"), "pycni.cli.info_cmd"),
+    "plugins": "pycni.cli.plugins_cmd",
+    "daemon": "pycni.cli.daemon_cmd",
+    "demo": "pycni.cli.demo_cmd",
+    **dict.fromkeys(("inspect", "cleanup"), "pycni.cli.inspect_cmd"),
+    "cluster": "pycni.cli.cluster_cmd",
+    "agent": "pycni.cli.agent_cmd",
+    "dhcp-daemon": "pycni.cli.dhcp_cmd",
+    "doctor": "pycni.cli.doctor_cmd",
+}
+
+
+def modules_for(argv: list[str], modules: tuple[str, ...]) -> tuple[str, ...]:
+    """Just the module of ``argv``'s command when it is known (help and errors then name only
+    that command's parser, as they would anyway), else all of them."""
+    owner = COMMAND_OWNERS.get(argv[0]) if argv else None
+    return (owner,) if owner in modules else modules
+
 
 def build_parser(modules: tuple[str, ...] = COMMAND_MODULES) -> argparse.ArgumentParser:
     """The parser of ``modules``' commands (all of them unless a caller needs just one:
@@ -42,8 +65,9 @@ def build_parser(modules: tuple[str, ...] = COMMAND_MODULES) -> argparse.Argumen
 
 
 def main(argv: list[str] | None = None, modules: tuple[str, ...] = COMMAND_MODULES) -> int:
-    parser = build_parser(modules)
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(modules_for(argv, modules))
+    args = parser.parse_args(argv)
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help(sys.stderr)

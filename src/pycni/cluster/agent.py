@@ -33,7 +33,7 @@ from typing import TextIO
 
 from pycni.cluster import masq, validate
 from pycni.cluster import subnet as sn
-from pycni.cluster.backend import Backend, Underlay
+from pycni.cluster.backend import Applied, Backend, Underlay
 from pycni.cluster.etcd import Etcd, EtcdCredentials, EtcdError, KeyValue, WatchEvent
 from pycni.cluster.lease import (
     DEFAULT_PREFIX,
@@ -42,15 +42,20 @@ from pycni.cluster.lease import (
     LeaseError,
     LeaseInfo,
     LeaseStore,
+    Listing,
 )
+from pycni.cluster.tenure import Tenures, Verdict
 from pycni.net import link, owned_routes, sysctl
 from pycni.net.kernel_changes import KernelChanges
 from pycni.net.netlink import rtnl
 from pycni.record import field, record
 
-BACKENDS = ("host-gw", "vxlan")
+BACKENDS = ("host-gw", "vxlan", "wireguard", "ipip")
 DEFAULT_SUBNET_FILE = "/run/flannel/subnet.env"
 DEFAULT_RECONCILE = 10.0
+LOCAL_TABLE = 255  # the kernel's table of this node's own and broadcast addresses
+RTN_LOCAL = 2
+RTN_SPECIAL = (3, 4, 5)  # RTN_BROADCAST, RTN_ANYCAST, RTN_MULTICAST
 SETTLE = 0.02  # seconds to let a burst of watch events gather before a pass
 MAX_PENDING = 1000  # changed keys held between passes; more: a full pass instead
 
@@ -75,6 +80,9 @@ class AgentConfig:
     ipmasq: bool = True
     vni: int = 1
     mtu: int = 0  # pod MTU; 0: the underlay's minus the backend's overhead
+    wireguard_key_file: str = ""  # "": flannel's /run/flannel/wgkey
+    wireguard_port: int = 0  # 0: 51820 for IPv4, 51821 for IPv6
+    wireguard_keepalive: int = 0  # seconds (0: none, flannel's default)
 
 
 def _usable(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
@@ -124,7 +132,16 @@ def find_underlay(iface: str, public_ip: str, version: int = 4) -> Underlay:
     raise AgentError(f"no IPv{version} underlay link found: give --iface")
 
 
-def make_backend(kind: str, underlay: Underlay, vni: int, mtu: int = 0) -> Backend:
+def make_backend(
+    kind: str,
+    underlay: Underlay,
+    vni: int,
+    mtu: int = 0,
+    *,
+    wg_key_file: str = "",
+    wg_port: int = 0,
+    wg_keepalive: int = 0,
+) -> Backend:
     """The backend ``kind``; ``mtu`` overrides its pod MTU (it may not exceed what the
     underlay carries after the backend's overhead)."""
     backend: Backend
@@ -136,6 +153,21 @@ def make_backend(kind: str, underlay: Underlay, vni: int, mtu: int = 0) -> Backe
         from pycni.cluster.vxlan import Vxlan
 
         backend = Vxlan(underlay, vni)
+    elif kind == "wireguard":
+        from pycni.cluster import wgkey
+        from pycni.cluster.wireguard import keyed
+
+        try:
+            key_file = wg_key_file or wgkey.DEFAULT_KEY_FILE
+            backend = keyed(underlay, key_file, wg_port, wg_keepalive)
+        except wgkey.WgKeyError as exc:
+            raise AgentError(str(exc)) from None
+    elif kind == "ipip":
+        from pycni.cluster.ipip import Ipip
+
+        if underlay.version != 4:
+            raise AgentError("the ipip backend carries IPv4 only: use wireguard or vxlan for IPv6")
+        backend = Ipip(underlay)
     else:
         raise AgentError(f"unknown backend {kind!r}: choose one of {', '.join(BACKENDS)}")
     if mtu:
@@ -170,6 +202,7 @@ class FamilyPath:
     renewed_at: float = 0.0
     view: validate.NodeView | None = None  # the node's facts at the last full pass
     remotes: dict[sn.Net, LeaseInfo] = field(default_factory=dict)  # what the data path reaches
+    kvs: dict[sn.Net, KeyValue] = field(default_factory=dict)  # the etcd version of each remote
 
     @property
     def version(self) -> int:
@@ -189,6 +222,7 @@ class Agent:
             raise AgentError(str(exc)) from None
         self.store = LeaseStore(self.etcd, self.config.etcd_prefix)
         self.rejections = validate.Rejections()
+        self.tenures = Tenures(self._lease_alive)
         self.paths: list[FamilyPath] = []
         self._written: sn.SubnetEnv | None = None
         self.wake = threading.Event()
@@ -285,7 +319,15 @@ class Agent:
         for network in cfg.network.families:
             public = cfg.public_ipv6 if network.version == 6 else cfg.public_ip
             underlay = find_underlay(cfg.iface, public, network.version)
-            backend = make_backend(cfg.backend, underlay, cfg.vni, cfg.mtu)
+            backend = make_backend(
+                cfg.backend,
+                underlay,
+                cfg.vni,
+                cfg.mtu,
+                wg_key_file=cfg.wireguard_key_file,
+                wg_port=cfg.wireguard_port,
+                wg_keepalive=cfg.wireguard_keepalive,
+            )
             self.paths.append(FamilyPath(network, underlay, backend))
             self.log(
                 f"IPv{network.version} {network.network}: underlay {underlay.ifname} "
@@ -359,11 +401,17 @@ class Agent:
         lease = path.lease
         assert lease is not None
         try:
-            if self.store.renew(lease):
-                path.renewed_at = time.monotonic()
-                return
+            status = self.store.renew(lease)
         except EtcdError as exc:
             self.log(f"renew failed (will retry): {exc}")
+            return
+        if status != "lost":
+            path.renewed_at = time.monotonic()
+            if status == "restored":
+                self.log(
+                    f"the key of {lease.subnet} was written over or deleted by someone else "
+                    f"while our lease {lease.lease_id:x} lives: restored"
+                )
             return
         self.log(f"lease on {lease.subnet} was lost; leasing again")
         info = LeaseInfo(lease.info.public_ip, path.backend.type_name, path.backend.backend_data())
@@ -398,6 +446,7 @@ class Agent:
         self._listed_revision = listing.revision
         own = {p.lease.subnet for p in self.paths if p.lease is not None}
         rejected = list(listing.rejected)
+        leases = self._held(listing, own, rejected)
         changes: list[str] = []
         try:
             if self._kernel is not None:
@@ -406,12 +455,16 @@ class Agent:
             for path, view in zip(self.paths, views, strict=True):
                 lease = path.lease
                 assert lease is not None
-                mine = {s: v for s, v in listing.leases.items() if s.version == path.version}
+                mine = {s: v for s, v in leases.items() if s.version == path.version}
                 remotes, bad = self._checked(mine, own, view)
                 rejected += bad
+                kvs = {s: mine[s][1] for s in remotes}
+                remotes = self._exclusive(path, remotes, kvs, rejected)
                 path.view, path.remotes = None, {}  # until the sync is through
-                changes += path.backend.sync(lease.subnet, remotes)
-                path.view, path.remotes = view, remotes
+                applied = path.backend.sync(lease.subnet, remotes)
+                changes += applied.changes
+                self._failed(applied, kvs, remotes, rejected)
+                path.view, path.remotes, path.kvs = view, remotes, kvs
                 if self.config.ipmasq and masq.ensure(path.network.network):
                     changes.append(f"IPv{path.version} masquerade rules restored")
             versions = {p.version for p in self.paths}
@@ -428,6 +481,82 @@ class Agent:
             self.log(change)
         return True
 
+    def _lease_alive(self, lease: int) -> bool:
+        """Whether etcd still has ``lease`` (when etcd cannot say: yes, so a key does not
+        change hands on a hiccup)."""
+        try:
+            return self.etcd.time_to_live(lease) >= 0
+        except EtcdError as exc:
+            self.log(f"cannot ask etcd about lease {lease:x} (taken as alive): {exc}")
+            return True
+
+    def _subnet_of(self, key: str) -> sn.Net | None:
+        named = sn.subnet_of_key(key)
+        return named if named is not None and key == self.store.key(named) else None
+
+    def _held(
+        self, listing: Listing, own: set[sn.Net], rejected: list[tuple[str, int, str]]
+    ) -> dict[sn.Net, tuple[LeaseInfo, KeyValue]]:
+        """What each remote key is routed by (see ``tenure``): etcd's version, or the one
+        before while that one's etcd lease lives and the new one is not its renewal."""
+        self.tenures.new_pass()
+        out: dict[sn.Net, tuple[LeaseInfo, KeyValue]] = {}
+        seen: set[str] = set()
+        for subnet, (info, kv) in listing.leases.items():
+            seen.add(kv.key)
+            if subnet in own:
+                self.tenures.forget(kv.key)
+                continue
+            verdict = self.tenures.judge(kv, info)
+            if verdict.refused is not None:
+                rejected.append((kv.key, kv.mod_revision, verdict.refused))
+            self._keep(out, subnet, verdict)
+        for key in [k for k in self.tenures.held if k not in seen]:
+            verdict = self.tenures.vanished(key)  # deleted, or now malformed
+            held = self._subnet_of(key)
+            if held is not None and held not in own:
+                self._keep(out, held, verdict)
+        return out
+
+    @staticmethod
+    def _keep(
+        out: dict[sn.Net, tuple[LeaseInfo, KeyValue]], subnet: sn.Net, verdict: Verdict
+    ) -> None:
+        if verdict.info is not None and verdict.kv is not None:
+            out[subnet] = (verdict.info, verdict.kv)
+
+    def _exclusive(
+        self,
+        path: FamilyPath,
+        remotes: dict[sn.Net, LeaseInfo],
+        kvs: dict[sn.Net, KeyValue],
+        rejected: list[tuple[str, int, str]],
+    ) -> dict[sn.Net, LeaseInfo]:
+        """``remotes`` less the leases claiming what an older one (or this node) claims."""
+        assert path.lease is not None
+        created = {s: kv.create_revision for s, kv in kvs.items()}
+        own_claims = path.backend.claims(path.lease.info)
+        kept, refused = validate.exclusive(remotes, created, path.backend.claims, own_claims)
+        for subnet, why in refused.items():
+            kv = kvs.pop(subnet)
+            rejected.append((kv.key, kv.mod_revision, why))
+        return kept
+
+    @staticmethod
+    def _failed(
+        applied: Applied,
+        kvs: dict[sn.Net, KeyValue],
+        remotes: dict[sn.Net, LeaseInfo],
+        rejected: list[tuple[str, int, str]],
+    ) -> None:
+        """Peers the kernel refused: reported (once per version) and out of ``remotes``
+        (the next full pass tries them again)."""
+        for subnet, why in applied.failed.items():
+            remotes.pop(subnet, None)
+            kv = kvs.pop(subnet, None)
+            if kv is not None:
+                rejected.append((kv.key, kv.mod_revision, why))
+
     def _node_view(self, path: FamilyPath) -> validate.NodeView:
         """This node's facts every lease of the family is checked against (read fresh)."""
         assert path.lease is not None
@@ -439,6 +568,7 @@ class Agent:
                 if a.version == path.version and not a.ip.is_link_local
             )
             foreign = owned_routes.foreign(kernel, family=family)
+            local = kernel.routes(family, table=LOCAL_TABLE)
         return validate.NodeView(
             network=path.network,
             own=path.lease.subnet,
@@ -451,6 +581,10 @@ class Agent:
                 if r.connected or r.dst.prefixlen >= path.network.subnet_len
             ),
             vni=self.config.vni if path.backend.type_name == "vxlan" else None,
+            local_addresses=frozenset(r.dst.network_address for r in local if r.type == RTN_LOCAL),
+            special_addresses=frozenset(
+                r.dst.network_address for r in local if r.type in RTN_SPECIAL
+            ),
         )
 
     def _checked(
@@ -496,42 +630,64 @@ class Agent:
         own = {p.lease.subnet for p in self.paths if p.lease is not None}
         by_version = {p.version: p for p in self.paths}
         after = {p.version: dict(p.remotes) for p in self.paths}
+        after_kvs = {p.version: dict(p.kvs) for p in self.paths}
         rejected: list[tuple[str, int, str]] = []
+        self.tenures.new_pass()
         for key, event in events.items():
-            named = sn.subnet_of_key(key)
-            subnet = named if named is not None and key == self.store.key(named) else None
-            if event.kind == "DELETE" or event.kv is None:
+            subnet = self._subnet_of(key)
+            deleted = event.kind == "DELETE" or event.kv is None
+            if deleted:
                 self.rejections.forget(key)
-                if subnet is not None and subnet.version in after:
-                    after[subnet.version].pop(subnet, None)
+            if subnet is not None and subnet in own:
+                self.tenures.forget(key)
                 continue
-            parsed = self.store.parse(event.kv)
-            problem: str | None
-            if isinstance(parsed, str):
-                problem = parsed
-            elif parsed[0] in own:
+            if subnet is None or subnet.version not in by_version:
+                if not deleted and event.kv is not None:
+                    parsed = self.store.parse(event.kv)
+                    why = (
+                        parsed
+                        if isinstance(parsed, str)
+                        else f"an IPv{parsed[0].version} subnet, and this cluster has no such "
+                        "network"
+                    )
+                    rejected.append((key, event.revision, why))
                 continue
-            elif parsed[0].version not in by_version:
-                problem = f"an IPv{parsed[0].version} subnet, and this cluster has no such network"
+            if deleted or event.kv is None:
+                verdict = self.tenures.vanished(key)
             else:
-                view = by_version[parsed[0].version].view
+                parsed = self.store.parse(event.kv)
+                if isinstance(parsed, str):
+                    rejected.append((key, event.revision, parsed))
+                    verdict = self.tenures.judge(event.kv, None)
+                else:
+                    verdict = self.tenures.judge(event.kv, parsed[1])
+                    if verdict.refused is not None:
+                        rejected.append((key, event.revision, verdict.refused))
+            use, problem = verdict.info, None
+            if use is not None:
+                view = by_version[subnet.version].view
                 assert view is not None
-                problem = validate.lease_problem(parsed[0], parsed[1], view)
-            if problem is not None:
-                rejected.append((key, event.revision, problem))
-                if subnet is not None and subnet.version in after:
-                    after[subnet.version].pop(subnet, None)
-            elif not isinstance(parsed, str):
-                after[parsed[0].version][parsed[0]] = parsed[1]
+                problem = validate.lease_problem(subnet, use, view)
+                if problem is not None:
+                    rejected.append((key, event.revision, problem))
+            if use is None or problem is not None or verdict.kv is None:
+                after[subnet.version].pop(subnet, None)
+                after_kvs[subnet.version].pop(subnet, None)
+            else:
+                after[subnet.version][subnet] = use
+                after_kvs[subnet.version][subnet] = verdict.kv
         changes: list[str] = []
         try:
             for path in self.paths:
                 lease = path.lease
                 assert lease is not None
-                wanted = after[path.version]
+                kvs = after_kvs[path.version]
+                wanted = self._exclusive(path, after[path.version], kvs, rejected)
                 if wanted != path.remotes:
-                    changes += path.backend.update(lease.subnet, path.remotes, wanted)
-                    path.remotes = wanted
+                    applied = path.backend.update(lease.subnet, path.remotes, wanted)
+                    changes += applied.changes
+                    self._failed(applied, kvs, wanted, rejected)
+                path.remotes, path.kvs = wanted, kvs
         except Exception as exc:  # a kernel hiccup must not kill the agent
             self.log(f"update failed (a full pass follows): {type(exc).__name__}: {exc}")
             return False

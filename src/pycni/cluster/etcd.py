@@ -105,7 +105,8 @@ class EtcdCredentials:
     """How the agent proves itself to etcd and checks etcd's identity (flannel's
     ``--etcd-cafile``, ``--etcd-certfile``, ``--etcd-keyfile``, ``--etcd-username``,
     ``--etcd-password``). Any of them needs ``https://`` endpoints: a password or a client
-    certificate is never offered over plain HTTP."""
+    certificate is never offered over plain HTTP, and a CA file with an ``http://``
+    endpoint is a mistake (nothing would be checked), not a silent downgrade."""
 
     cafile: str = ""
     certfile: str = ""
@@ -187,10 +188,17 @@ class Etcd:
     ) -> None:
         self.endpoints = parse_endpoints(endpoints)
         self.credentials = credentials or EtcdCredentials()
-        if self.credentials.any_secret and not all(e.https for e in self.endpoints):
+        plain = [e.url for e in self.endpoints if not e.https]
+        if self.credentials.any_secret and plain:
             raise EtcdError(
                 "a client certificate or a username/password needs https:// etcd endpoints "
-                "(they would travel in clear text)"
+                f"(they would travel in clear text to {', '.join(plain)})"
+            )
+        if self.credentials.cafile and plain:
+            raise EtcdError(
+                f"--etcd-cafile is given but {', '.join(plain)} is plain http://: nothing "
+                "would be checked against the CA and everything would travel in clear text "
+                "(use https:// endpoints, or drop --etcd-cafile)"
             )
         if self.credentials.username and not self.credentials.password:
             raise EtcdError("an etcd username needs a password")
@@ -393,6 +401,11 @@ class Etcd:
         answer = self.call("lease/keepalive", {"ID": str(lease)})
         result = answer.get("result", answer)
         return int(result.get("TTL", 0))
+
+    def time_to_live(self, lease: int) -> int:
+        """The seconds ``lease`` has left; -1 when it does not exist (expired or revoked)."""
+        answer = self.call("lease/timetolive", {"ID": str(lease)}, limit=SMALL_RESPONSE)
+        return int(answer.get("TTL", -1))
 
     def revoke(self, lease: int) -> None:
         with contextlib.suppress(EtcdError):  # already gone is fine

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pycni.cluster.backend import Underlay
+from pycni.cluster.backend import Applied, Underlay, sync_routes, update_routes
 from pycni.cluster.lease import LeaseInfo
 from pycni.cluster.subnet import Net
 from pycni.net import owned_routes
@@ -26,6 +26,9 @@ class HostGateway:
 
     def backend_data(self) -> dict[str, Any]:
         return {}
+
+    def claims(self, info: LeaseInfo) -> set[str]:
+        return set()  # two subnets via one node's address move no one's pods
 
     def pod_mtu(self) -> int:
         return self._mtu
@@ -47,16 +50,19 @@ class HostGateway:
             and subnet.version == info.public_ip.version == self.underlay.version
         }
 
-    def sync(self, own: Net, remotes: dict[Net, LeaseInfo]) -> list[str]:
+    def sync(self, own: Net, remotes: dict[Net, LeaseInfo]) -> Applied:
+        applied = Applied()
         family = owned_routes.family_of(self.underlay.version)
         with rtnl() as kernel:
-            return owned_routes.sync(kernel, self.wanted(own, remotes), family=family)
+            sync_routes(kernel, self.wanted(own, remotes), family, applied)
+        return applied
 
     def update(
         self, own: Net, before: dict[Net, LeaseInfo], after: dict[Net, LeaseInfo]
-    ) -> list[str]:
+    ) -> Applied:
+        applied = Applied()
         old, new = self.wanted(own, before), self.wanted(own, after)
-        if old == new:
-            return []
-        with rtnl() as kernel:
-            return owned_routes.update(kernel, old, new)
+        if old != new:
+            with rtnl() as kernel:
+                update_routes(kernel, old, new, applied)
+        return applied

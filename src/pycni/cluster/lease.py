@@ -221,7 +221,8 @@ class LeaseStore:
                     for s, (other, kv) in leases.items()
                     if other.public_ip == info.public_ip and config.contains(s)
                 ]
-                if mine:
+                if mine:  # the one it had first: someone may have copied our address
+                    mine.sort(key=lambda item: (item[0] != previous, item[1].create_revision))
                     subnet, kv = mine[0]
                     if self.etcd.replace(
                         self.key(subnet), info.to_json(), kv.mod_revision, lease_id
@@ -247,12 +248,28 @@ class LeaseStore:
         self.etcd.revoke(lease_id)
         raise LeaseError(f"could not claim a subnet after {MAX_ATTEMPTS} attempts")
 
-    def renew(self, lease: Lease) -> bool:
-        """Keep ``lease`` alive; False when it is gone (expired, revoked or its key deleted)."""
+    def renew(self, lease: Lease) -> str:
+        """Keep ``lease`` alive: "renewed", "restored" (someone else had written or deleted
+        our key while our etcd lease lived: our value is back, under our lease), or "lost"
+        (the etcd lease is gone: expired or revoked). While our etcd lease lives the key is
+        ours: other agents route by our value until it ends (see ``tenure``), so a write
+        over it is undone here rather than believed."""
         if self.etcd.keepalive(lease.lease_id) <= 0:
-            return False
-        kv = self.etcd.get(self.key(lease.subnet))
-        return kv is not None and kv.lease == lease.lease_id
+            return "lost"
+        key = self.key(lease.subnet)
+        try:
+            kv = self.etcd.get(key, limit=MAX_KEY_ANSWER)
+        except EtcdResponseTooLarge:  # someone stored a huge value over ours
+            kvs, _rev = self.etcd.get_prefix(key, keys_only=True)
+            kv = next((k for k in kvs if k.key == key), None)
+        value = lease.info.to_json()
+        if kv is not None and kv.lease == lease.lease_id and kv.value == value:
+            return "renewed"
+        if kv is None:
+            done = self.etcd.create(key, value, lease.lease_id)
+        else:
+            done = self.etcd.replace(key, value, kv.mod_revision, lease.lease_id)
+        return "restored" if done else "renewed"  # a racing write: undone next time
 
     def publish(self, lease: Lease, info: LeaseInfo) -> Lease:
         """Update what we publish (e.g. a new VTEP MAC) under the same lease."""

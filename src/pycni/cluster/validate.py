@@ -5,7 +5,9 @@ otherwise route the node's default route, its own pod subnet or its underlay som
 A lease is used only when its subnet is one of the cluster network's node subnets (right
 prefix length, inside the configured bounds), overlaps neither this node's subnet nor the
 underlay nor any route the kernel or an administrator put on a link here, and it names a
-usable unicast PublicIP and (for vxlan) a well-formed unicast VtepMAC and our VNI.
+usable unicast PublicIP (not this node's, not a network, broadcast or anycast address of
+its networks) and (for vxlan) a well-formed unicast VtepMAC and our VNI; a VtepMAC (a
+WireGuard key) another, older lease already claims is refused.
 Everything else is reported (one line per lease version) and ignored.
 """
 
@@ -13,9 +15,10 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from pycni.cluster import subnet as sn
+from pycni.cluster import wgkey
 from pycni.cluster.lease import LeaseInfo
 from pycni.record import field, record
 
@@ -58,6 +61,21 @@ def address_problem(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> s
     return None
 
 
+def wireguard_problem(info: LeaseInfo) -> str | None:
+    """Why a wireguard lease's BackendData cannot be used (None: it can)."""
+    key = info.backend_data.get("PublicKey")
+    try:
+        if not isinstance(key, str):
+            raise wgkey.WgKeyError("missing")
+        wgkey.decode(key)
+    except wgkey.WgKeyError:
+        return f"PublicKey {str(key)[:60]!r} is not a WireGuard key (base64 of 32 bytes)"
+    port = info.backend_data.get("ListenPort", 1)
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        return f"ListenPort {str(port)[:20]!r} is not a UDP port"
+    return None
+
+
 @record(frozen=True)
 class NodeView:
     """What a lease is checked against: this node's network facts."""
@@ -69,6 +87,30 @@ class NodeView:
     underlay_networks: tuple[IPNet, ...] = ()  # the underlay link's connected prefixes
     foreign_routes: tuple[tuple[IPNet, str], ...] = ()  # (dst, what) of routes not ours
     vni: int | None = None  # vxlan: the VNI peers must use
+    # from the kernel's local table: this node's own addresses (any link), and the
+    # broadcast, anycast and multicast addresses it answers as such
+    local_addresses: frozenset[ipaddress.IPv4Address | ipaddress.IPv6Address] = frozenset()
+    special_addresses: frozenset[ipaddress.IPv4Address | ipaddress.IPv6Address] = frozenset()
+
+
+def underlay_address_problem(
+    address: ipaddress.IPv4Address | ipaddress.IPv6Address, view: NodeView
+) -> str | None:
+    """Why ``address`` cannot be another node's address as seen from this node: one of
+    its own, or a network, broadcast or anycast address of a network it is on (the kernel
+    refuses such a next hop or VTEP, or it reaches every node at once)."""
+    if address in view.local_addresses:
+        return f"PublicIP {address} is an address of this node"
+    if address in view.special_addresses:
+        return f"PublicIP {address} is a broadcast/anycast address on this node"
+    for under in view.underlay_networks:
+        if address not in under or under.num_addresses <= 2:  # /31, /32, /127, /128
+            continue
+        if address == under.network_address:
+            return f"PublicIP {address} is the network address of the underlay {under}"
+        if under.version == 4 and address == under.broadcast_address:
+            return f"PublicIP {address} is the broadcast address of the underlay {under}"
+    return None
 
 
 def lease_problem(subnet: sn.Net, info: LeaseInfo, view: NodeView) -> str | None:
@@ -99,12 +141,19 @@ def lease_problem(subnet: sn.Net, info: LeaseInfo, view: NodeView) -> str | None
         return f"PublicIP {info.public_ip} is inside the cluster network"
     if info.public_ip == view.public_ip:
         return f"PublicIP {info.public_ip} is this node's own address"
+    problem = underlay_address_problem(info.public_ip, view)
+    if problem:
+        return problem
     if info.backend_type != view.backend_type:
         return f"backend {info.backend_type[:20]!r}, this node runs {view.backend_type}"
     if view.backend_type == "host-gw" and not any(
         info.public_ip in under for under in view.underlay_networks
     ):
         return f"PublicIP {info.public_ip} is not on this node's underlay (host-gw needs one L2)"
+    if view.backend_type == "wireguard":
+        problem = wireguard_problem(info)
+        if problem:
+            return problem
     if view.backend_type == "vxlan":
         problem = mac_problem(info.backend_data.get("VtepMAC"))
         if problem:
@@ -113,6 +162,36 @@ def lease_problem(subnet: sn.Net, info: LeaseInfo, view: NodeView) -> str | None
         if view.vni is not None and vni != view.vni:
             return f"VNI {str(vni)[:20]!r} is not this node's {view.vni}"
     return None
+
+
+def exclusive(
+    remotes: dict[sn.Net, LeaseInfo],
+    created: dict[sn.Net, int],
+    claims: Callable[[LeaseInfo], set[str]],
+    own: set[str],
+) -> tuple[dict[sn.Net, LeaseInfo], dict[sn.Net, str]]:
+    """The leases whose exclusive claims (a VTEP MAC, a WireGuard key) no other lease
+    makes, and the others with why: of two leases claiming one thing the older one (lower
+    create revision) keeps it, and nothing this node itself claims goes to a remote."""
+    holder: dict[str, sn.Net] = {}
+    kept: dict[sn.Net, LeaseInfo] = {}
+    refused: dict[sn.Net, str] = {}
+    for subnet in sorted(remotes, key=lambda s: (created.get(s, 0), s.version, s)):
+        info = remotes[subnet]
+        mine = claims(info)
+        taken = sorted(c for c in mine if c in own)
+        if taken:
+            refused[subnet] = f"{taken[0]} is this node's own"
+            continue
+        clash = sorted((c, holder[c]) for c in mine if c in holder)
+        if clash:
+            claim, older = clash[0]
+            refused[subnet] = f"{claim} is already the older lease {older}'s"
+            continue
+        for claim in mine:
+            holder[claim] = subnet
+        kept[subnet] = info
+    return kept, refused
 
 
 @record

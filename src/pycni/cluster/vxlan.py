@@ -17,7 +17,7 @@ import ipaddress
 from typing import Any
 
 from pycni import record
-from pycni.cluster.backend import Underlay
+from pycni.cluster.backend import Applied, Underlay, guarded, sync_routes, update_routes
 from pycni.cluster.lease import LeaseInfo
 from pycni.cluster.subnet import Net
 from pycni.net import fdb, neigh, owned_routes
@@ -80,51 +80,114 @@ class Vxlan:
             self._ensure_device(kernel)
             vxdev.ensure_address(kernel, self.index, _own_address(own))
 
-    def sync(self, own: Net, remotes: dict[Net, LeaseInfo]) -> list[str]:
-        changes: list[str] = []
+    def claims(self, info: LeaseInfo) -> set[str]:
+        mac = info.backend_data.get("VtepMAC")
+        return {f"VtepMAC {mac.lower()}"} if isinstance(mac, str) else set()
+
+    def sync(self, own: Net, remotes: dict[Net, LeaseInfo]) -> Applied:
+        applied = Applied()
         with rtnl() as kernel:
             before = self.index
             self._ensure_device(kernel)
             if self.index != before:
                 vxdev.ensure_address(kernel, self.index, _own_address(own))
-                changes.append(f"device {self.spec.name} recreated")
+                applied.changes.append(f"device {self.spec.name} recreated")
             peers = self._peers(own, remotes)
-            changes += self._sync_neighbors(kernel, peers)
-            changes += self._sync_fdb(kernel, peers)
             family = owned_routes.family_of(self.underlay.version)
-            changes += owned_routes.sync(kernel, self._routes(peers), family=family)
-        return changes
+            have_neigh = {
+                a: m.lower() for a, m in neigh.permanent(kernel, self.index, family).items()
+            }
+            have_fdb = {m.lower(): d for m, d in fdb.remote_entries(kernel, self.index).items()}
+            for subnet, peer in peers.items():
+                self._set_peer(kernel, subnet, peer, have_neigh, have_fdb, applied)
+            sync_routes(kernel, self._routes(peers), family, applied)
+            # what no peer (or only a failed one) needs any more
+            reached = {s: p for s, p in peers.items() if s not in applied.failed}
+            set_neigh = {s.network_address: m for s, (_ip, m) in peers.items()}
+            set_fdb = {m: ip for _s, (ip, m) in peers.items()}
+            keep_neigh = {s.network_address: m for s, (_ip, m) in reached.items()}
+            keep_fdb = {m: ip for _s, (ip, m) in reached.items()}
+            for address, mac in {**have_neigh, **set_neigh}.items():
+                if keep_neigh.get(address) != mac:
+                    self._remove_neighbor(kernel, address, applied)
+            for mac, dst in [*have_fdb.items(), *set_fdb.items()]:
+                if keep_fdb.get(mac) != dst:
+                    self._remove_fdb(kernel, mac, dst, applied)
+        return applied
+
+    def _set_peer(
+        self,
+        kernel: Kernel,
+        subnet: Net,
+        peer: tuple[Address, str],
+        have_neigh: dict[Address, str],
+        have_fdb: dict[str, Address],
+        applied: Applied,
+    ) -> None:
+        """The neighbor and FDB entry of one peer (its route comes after)."""
+        public, mac = peer
+        address = subnet.network_address
+        if have_neigh.get(address) != mac:
+            step = lambda: neigh.set_permanent(kernel, self.index, address, mac)  # noqa: E731
+            if not guarded(applied, subnet, step, "the neighbor entry"):
+                return
+            applied.changes.append(f"neighbor {address} -> {mac} set")
+        old = have_fdb.get(mac)
+        if old != public:
+            if old is not None:
+                self._remove_fdb(kernel, mac, old, applied, quiet=True)
+            step = lambda: fdb.set_remote(kernel, self.index, mac, public)  # noqa: E731
+            if guarded(applied, subnet, step, "the FDB entry"):
+                applied.changes.append(f"fdb {mac} -> {public} set")
+
+    def _remove_neighbor(self, kernel: Kernel, address: Address, applied: Applied) -> None:
+        try:
+            neigh.delete(kernel, self.index, address)
+        except OSError as exc:
+            applied.changes.append(f"neighbor {address} could not be removed: {exc}")
+            return
+        applied.changes.append(f"neighbor {address} removed")
+
+    def _remove_fdb(
+        self, kernel: Kernel, mac: str, dst: Address, applied: Applied, *, quiet: bool = False
+    ) -> None:
+        try:
+            fdb.delete(kernel, self.index, mac, dst)
+        except OSError as exc:
+            applied.changes.append(f"fdb {mac} -> {dst} could not be removed: {exc}")
+            return
+        if not quiet:
+            applied.changes.append(f"fdb {mac} -> {dst} removed")
 
     def update(
         self, own: Net, before: dict[Net, LeaseInfo], after: dict[Net, LeaseInfo]
-    ) -> list[str]:
+    ) -> Applied:
+        applied = Applied()
         old, new = self._peers(own, before), self._peers(own, after)
         if old == new:
-            return []
-        changes: list[str] = []
+            return applied
         with rtnl() as kernel:
             old_neigh = {s.network_address: mac for s, (_ip, mac) in old.items()}
             new_neigh = {s.network_address: mac for s, (_ip, mac) in new.items()}
-            for address in old_neigh.keys() - new_neigh.keys():
-                neigh.delete(kernel, self.index, address)
-                changes.append(f"neighbor {address} removed")
-            for address, mac in new_neigh.items():
-                if old_neigh.get(address) != mac:
-                    neigh.set_permanent(kernel, self.index, address, mac)
-                    changes.append(f"neighbor {address} -> {mac} set")
             old_fdb = {mac: public for public, mac in old.values()}
             new_fdb = {mac: public for public, mac in new.values()}
+            for address in old_neigh.keys() - new_neigh.keys():
+                self._remove_neighbor(kernel, address, applied)
             for mac, dst in old_fdb.items():
                 if new_fdb.get(mac) != dst:
-                    fdb.delete(kernel, self.index, mac, dst)
-                    if mac not in new_fdb:
-                        changes.append(f"fdb {mac} removed")
-            for mac, dst in new_fdb.items():
-                if old_fdb.get(mac) != dst:
-                    fdb.set_remote(kernel, self.index, mac, dst)
-                    changes.append(f"fdb {mac} -> {dst} set")
-            changes += owned_routes.update(kernel, self._routes(old), self._routes(new))
-        return changes
+                    self._remove_fdb(kernel, mac, dst, applied, quiet=mac in new_fdb)
+            kept_fdb = {k: v for k, v in old_fdb.items() if new_fdb.get(k) == v}
+            for subnet, peer in new.items():
+                if old.get(subnet) != peer:
+                    self._set_peer(kernel, subnet, peer, old_neigh, kept_fdb, applied)
+            update_routes(kernel, self._routes(old), self._routes(new), applied)
+            for subnet in applied.failed:  # a failed peer leaves nothing half-made behind
+                if subnet in new:
+                    public, mac = new[subnet]
+                    self._remove_neighbor(kernel, subnet.network_address, applied)
+                    self._remove_fdb(kernel, mac, public, applied, quiet=True)
+                    update_routes(kernel, self._routes({subnet: new[subnet]}), {}, Applied())
+        return applied
 
     def _peers(self, own: Net, remotes: dict[Net, LeaseInfo]) -> dict[Net, tuple[Address, str]]:
         """The remote VTEPs to reach: subnet -> (underlay address, VTEP MAC)."""
@@ -143,34 +206,3 @@ class Vxlan:
             subnet: owned_routes.OwnedRoute(subnet, subnet.network_address, self.index, True)
             for subnet in peers
         }
-
-    def _sync_neighbors(self, kernel: Kernel, peers: dict[Net, tuple[Address, str]]) -> list[str]:
-        wanted: dict[Address, str] = {
-            subnet.network_address: mac for subnet, (_ip, mac) in peers.items()
-        }
-        family = owned_routes.family_of(self.underlay.version)
-        have = neigh.permanent(kernel, self.index, family)
-        changes = []
-        for address in have.keys() - wanted.keys():
-            neigh.delete(kernel, self.index, address)
-            changes.append(f"neighbor {address} removed")
-        for address, mac in wanted.items():
-            if have.get(address, "").lower() != mac:
-                neigh.set_permanent(kernel, self.index, address, mac)
-                changes.append(f"neighbor {address} -> {mac} set")
-        return changes
-
-    def _sync_fdb(self, kernel: Kernel, peers: dict[Net, tuple[Address, str]]) -> list[str]:
-        wanted: dict[str, Address] = {mac: public for public, mac in peers.values()}
-        have = {mac.lower(): dst for mac, dst in fdb.remote_entries(kernel, self.index).items()}
-        changes = []
-        for mac, dst in have.items():
-            if wanted.get(mac) != dst:
-                fdb.delete(kernel, self.index, mac, dst)
-                if mac not in wanted:
-                    changes.append(f"fdb {mac} removed")
-        for mac, dst in wanted.items():
-            if have.get(mac) != dst:
-                fdb.set_remote(kernel, self.index, mac, dst)
-                changes.append(f"fdb {mac} -> {dst} set")
-        return changes

@@ -33,7 +33,17 @@ OPTIONAL_LINKS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("ipvlan", ("pd-iv", "link", "pd-va", "type", "ipvlan", "mode", "l2"), "the ipvlan plugin"),
     ("vrf", ("pd-vrf", "type", "vrf", "table", "10"), "the vrf plugin"),
     ("dummy", ("pd-dm", "type", "dummy"), "the dummy plugin"),
+    ("wireguard", ("pd-wg", "type", "wireguard"), "the cluster agent's wireguard backend"),
+    ("ipip", ("pd-ipip", "type", "ipip", "remote", "192.0.2.1"), "the cluster's ipip backend"),
+    (
+        "bridge vlan filtering",
+        ("pd-brv", "type", "bridge", "vlan_filtering", "1"),
+        "the bridge plugin's vlan, vlanTrunk and preserveDefaultVlan",
+    ),
 )
+# The module each optional feature needs (what `modprobe` loads; tests/fullkernel runs the
+# features' tests in a VM on kernels without them, docs/full-kernel-lane.md).
+MODULES = {"vlan": "8021q", "bridge vlan filtering": "bridge"}
 
 
 class ScratchError(RuntimeError):
@@ -61,8 +71,9 @@ def scratch_namespace() -> Iterator[str]:
 def _link_check(ns: str, feature: str, args: tuple[str, ...], user: str, required: bool) -> Check:
     proc = _ip("-n", ns, "link", "add", *args)
     name = f"kernel: {feature}"
+    module = MODULES.get(feature, feature)
     if proc.returncode == 0:
-        extra = "" if required else " (pycni has no plugin for it; the Go reference's can be used)"
+        extra = "" if required else f" ({user}; module {module})"
         return Check(name, OK, f"{feature} links can be created{extra}")
     reason = proc.stderr.strip() or f"ip exited {proc.returncode}"
     if required:
@@ -76,7 +87,8 @@ def _link_check(ns: str, feature: str, args: tuple[str, ...], user: str, require
         name,
         WARN,
         f"not supported by this kernel ({reason}): {user} cannot be used here",
-        f"only needed for {user}; see {UNSUPPORTED_DOC}",
+        f"only needed for {user}: load module {module} (modprobe {module}) or use a kernel "
+        f"with it; see {UNSUPPORTED_DOC}",
     )
 
 

@@ -13,6 +13,7 @@ import os
 import re
 
 from pycni.doctor.report import FAIL, OK, WARN, Check
+from pycni.inspect.runtimes import RuntimeView
 from pycni.record import record
 
 _SCAN_LIMIT = 4 << 20
@@ -77,7 +78,55 @@ def entry_points(dirs: list[str]) -> list[EntryPoint]:
     return out
 
 
-def check_plugin_dirs(dirs: Setting) -> list[Check]:
+def check_runtimes(views: list[RuntimeView]) -> list[Check]:
+    """One line per runtime found: where it looks for plugins and networks, and what is there."""
+    out = []
+    for view in views:
+        present = [d for d in view.plugin_dirs if os.path.isdir(d)]
+        counts = [f"{d}: {len(_executables(d))} plugins" for d in present]
+        detail = (
+            f"plugins from {':'.join(view.plugin_dirs)} ({'; '.join(counts) or 'none exists'}), "
+            f"networks from {view.conf_dir} (read from {view.source})"
+        )
+        status = OK if any(_executables(d) for d in present) else WARN
+        if view.problem:
+            status, detail = WARN, f"{detail}; {view.problem}"
+        out.append(
+            Check(
+                f"runtime {view.runtime}",
+                status,
+                detail,
+                f"install plugins into one of {', '.join(view.plugin_dirs)} "
+                f"(pycni plugins install {view.plugin_dirs[0]})",
+                {
+                    "runtime": view.runtime,
+                    "pluginDirs": list(view.plugin_dirs),
+                    "confDir": view.conf_dir,
+                    "source": view.source,
+                },
+            )
+        )
+    return out
+
+
+def _executables(directory: str) -> list[str]:
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return []
+    return [
+        name
+        for name in names
+        if os.path.isfile(os.path.join(directory, name))
+        and os.access(os.path.join(directory, name), os.X_OK)
+    ]
+
+
+def check_plugin_dirs(dirs: Setting, views: list[RuntimeView] | None = None) -> list[Check]:
+    """The caller's own plugin dirs. With only the default and runtimes found, the runtimes'
+    lines say it all: /opt/cni/bin missing is no fault where no runtime looks there."""
+    if dirs.source == "default" and views:
+        return []
     paths = [p for p in dirs.value.split(os.pathsep) if p]
     if not paths:
         return [
@@ -98,12 +147,7 @@ def check_plugin_dirs(dirs: Setting) -> list[Check]:
                 f"install the plugins there: pycni plugins install {paths[0]}",
             )
         ]
-    files = [
-        name
-        for d in present
-        for name in sorted(os.listdir(d))
-        if os.path.isfile(os.path.join(d, name)) and os.access(os.path.join(d, name), os.X_OK)
-    ]
+    files = [name for d in present for name in _executables(d)]
     ours = entry_points(present)
     forms = sorted({e.form for e in ours})
     detail = (
@@ -126,15 +170,59 @@ def check_plugin_dirs(dirs: Setting) -> list[Check]:
     ]
 
 
-def check_conf_dir(conf_dir: Setting, plugin_dirs: Setting) -> list[Check]:
+@record(frozen=True)
+class Consumer:
+    """Who reads a conf dir with which plugin dirs: a runtime, or this caller's settings."""
+
+    label: str
+    dirs: tuple[str, ...]
+
+
+def consumers(
+    conf_dir: Setting, plugin_dirs: Setting, views: list[RuntimeView]
+) -> dict[str, list[Consumer]]:
+    """Each conf dir to judge, with who reads it (the caller's first, then the runtimes)."""
+    out: dict[str, list[Consumer]] = {}
+    mine = os.path.normpath(conf_dir.value)
+    if conf_dir.source != "default" or plugin_dirs.source != "default" or not views:
+        dirs = tuple(p for p in plugin_dirs.value.split(os.pathsep) if p)
+        out[mine] = [Consumer(f"this caller ({plugin_dirs.source})", dirs)]
+    for view in views:
+        out.setdefault(os.path.normpath(view.conf_dir), []).append(
+            Consumer(view.runtime, view.plugin_dirs)
+        )
+    if mine not in out and not (conf_dir.source == "default" and views):
+        # the caller's conf dir (given, or the default with no runtime found) is judged with
+        # the caller's plugin dirs; the default one that no runtime found here reads is not
+        dirs = tuple(p for p in plugin_dirs.value.split(os.pathsep) if p)
+        out[mine] = [Consumer(f"this caller ({plugin_dirs.source})", dirs)]
+    return out
+
+
+def check_conf_dir(
+    conf_dir: Setting, plugin_dirs: Setting, views: list[RuntimeView] | None = None
+) -> list[Check]:
+    """Every network of every conf dir a runtime (or the caller) reads, judged with the plugin
+    dirs of each reader: a missing plugin fails only where a reader would fail."""
+    out: list[Check] = []
+    mine = os.path.normpath(conf_dir.value)
+    for directory, readers in consumers(conf_dir, plugin_dirs, views or []).items():
+        source = conf_dir.source if directory == mine else ", ".join(r.label for r in readers)
+        name = "conf dir" if directory == mine else f"conf dir {directory}"
+        out += _check_one_conf_dir(name, Setting(directory, source), readers)
+    return out
+
+
+def _check_one_conf_dir(name: str, conf_dir: Setting, readers: list[Consumer]) -> list[Check]:
     from pycni.runtime.api import CNIConfig
     from pycni.runtime.confdir import list_network_confs
+    from pycni.runtime.find import find_in_path
     from pycni.spec.errors import CNIError
 
     if not os.path.isdir(conf_dir.value):
         return [
             Check(
-                "conf dir",
+                name,
                 FAIL,
                 f"{conf_dir.value} ({conf_dir.source}) does not exist: a runtime finds no network",
                 "create it and write a network configuration (.conflist) there",
@@ -142,13 +230,13 @@ def check_conf_dir(conf_dir: Setting, plugin_dirs: Setting) -> list[Check]:
         ]
     entries = list_network_confs(conf_dir.value)
     head = Check(
-        "conf dir",
+        name,
         OK if entries else WARN,
         f"{conf_dir.value} ({conf_dir.source}): {len(entries)} network configuration(s)",
         "write a network configuration (.conflist) there; see docs/plugins/README.md",
     )
     out = [head]
-    cni = CNIConfig([p for p in plugin_dirs.value.split(os.pathsep) if p])
+    several = len(readers) > 1 or readers[0].label in ("podman", "containerd", "cri-o")
     for path, conf in entries:
         base = os.path.basename(path)
         if isinstance(conf, Exception):
@@ -157,38 +245,63 @@ def check_conf_dir(conf_dir: Setting, plugin_dirs: Setting) -> list[Check]:
             )
             continue
         plugins = [p.type for p in conf.plugins]
-        name = f"network {conf.name}"
-        try:
-            caps = cni.validate_network_list(conf, timeout=30)
-        except CNIError as err:
+        check_name = f"network {conf.name}"
+        failures, found_by, caps = [], [], []
+        for reader in readers:
+            cni = CNIConfig(list(reader.dirs))
+            try:
+                caps = cni.validate_network_list(conf, timeout=30)
+            except CNIError as err:
+                failures.append((reader, err.msg))
+                continue
+            try:
+                where = os.path.dirname(find_in_path(plugins[0], list(reader.dirs)))
+            except CNIError:
+                where = "?"
+            found_by.append(f"{reader.label} in {where}" if several else "")
+        if failures:
+            reader, msg = failures[0]
+            who = f"{reader.label} would fail" if several else "fails"
             out.append(
                 Check(
-                    name,
+                    check_name,
                     FAIL,
-                    f"{base}: {err.msg}",
-                    f"install the missing plugins into {plugin_dirs.value} "
+                    f"{base}: {who}: {msg}",
+                    f"install the missing plugins into one of {':'.join(reader.dirs)} "
                     "(pycni plugins install DIR) or fix the configuration",
-                    {"file": path, "plugins": plugins},
+                    {"file": path, "plugins": plugins, "reader": reader.label},
                 )
             )
             continue
         extra = f", capabilities {', '.join(caps)}" if caps else ""
+        where_text = f"; found by {', '.join(found_by)}" if several else ""
         out.append(
             Check(
-                name,
+                check_name,
                 OK,
-                f"{base}: {' → '.join(plugins)} installed, all support {conf.cni_version}{extra}",
+                f"{base}: {' → '.join(plugins)} installed, all support {conf.cni_version}"
+                f"{extra}{where_text}",
                 data={"file": path, "plugins": plugins},
             )
         )
     return out
 
 
-def check_daemon(socket_path: str, plugin_dirs: Setting) -> list[Check]:
-    from pycni.inspect.daemon import read_daemon
+def check_daemon(
+    socket_given: str | None,
+    plugin_dirs: Setting,
+    views: list[RuntimeView] | None = None,
+    default_socket: str = "/run/pycni/pycni.sock",
+) -> list[Check]:
+    """The daemon the installed entry points forward to (read from the entry points in the
+    caller's and every runtime's plugin dirs), or the one given with --socket."""
+    from pycni.inspect.daemon import choose_socket, read_daemon
+    from pycni.inspect.runtimes import plugin_dirs as runtime_dirs
 
-    status = read_daemon(socket_path)
     dirs = [p for p in plugin_dirs.value.split(os.pathsep) if p]
+    dirs = list(dict.fromkeys([*dirs, *runtime_dirs(views or [])]))
+    socket_path, _why = choose_socket(socket_given, dirs, default_socket)
+    status = read_daemon(socket_path)
     forwarding = [e for e in entry_points(dirs) if e.socket in (socket_path, "?")]
     data = {
         "socket": socket_path,
@@ -202,7 +315,10 @@ def check_daemon(socket_path: str, plugin_dirs: Setting) -> list[Check]:
             Check(
                 "daemon",
                 WARN,
-                f"{status.error}; {len(forwarding)} entry points forward to it",
+                f"answering on {socket_path} ({len(forwarding)} entry points forward to it), "
+                "but not to this process: it runs in another mount namespace than the daemon "
+                "(e.g. under `ip netns exec`), so plugin calls made from here run in-process; "
+                "a runtime's calls (from the node's mount namespace) go to the daemon",
                 "run this in the node's mount namespace (nsenter --net=NETNS instead of "
                 "ip netns exec) to check what a runtime gets",
                 data,
@@ -248,6 +364,17 @@ def check_daemon(socket_path: str, plugin_dirs: Setting) -> list[Check]:
                 data,
             )
         ]
+    if not socket_given and not entry_points(dirs):
+        return [
+            Check(
+                "daemon",
+                OK,
+                "not needed: no pycni entry points in the plugin dirs of the runtimes or "
+                f"CNI_PATH ({':'.join(dirs) or 'none'}), so no call would go to a daemon",
+                "",
+                data,
+            )
+        ]
     return [
         Check(
             "daemon",
@@ -266,6 +393,18 @@ def check_leaks(conf_dir: str, cache_dir: str, data_dir: str, netns_dir: str) ->
     state = collect(Paths(conf_dir, cache_dir, data_dir, netns_dir))
     leaks = find_leaks(state)
     flags = f"--netconf-dir {conf_dir} --cache-dir {cache_dir} --data-dir {data_dir}"
+    if not state.addresses_complete:  # find_leaks withholds its verdict: say so, never "none"
+        return [
+            Check(
+                "leaks",
+                WARN,
+                "not judged: this view of the node is partial ("
+                + "; ".join(state.problems or ["the namespace scan was incomplete"])
+                + ")",
+                "run pycni doctor in the node's initial PID and mount namespaces "
+                "(nsenter --net, not ip netns exec)",
+            )
+        ]
     if not leaks:
         return [
             Check(

@@ -2,11 +2,11 @@
 
 Main thread only, driven by the daemon's selector. Each accepted connection is checked
 (peer.py) before a byte is read: callers that may not be served are answered at once and
-closed; callers in another mount namespace are told to run the plugin themselves. Accepting
-pauses — with one log line per episode, never a busy loop — when ``max_connections`` are
-open (resumed when one closes) or when the process runs out of fds (resumed after a
-back-off of 0.1 s doubling to 2 s). Entry points that cannot connect meanwhile run the
-plugin in-process.
+closed; callers in another mount or user namespace are told to run the plugin themselves.
+Accepting pauses — with a log line at most every PAUSE_LOG_INTERVAL, never a busy loop —
+when ``max_connections`` are open (resumed when one closes) or when the process runs out of
+fds (resumed after a back-off of 0.1 s doubling to 2 s). Entry points that get no
+acknowledgement meanwhile run the plugin in-process.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from pycni.spec.errors import IO_FAILURE, TRY_AGAIN_LATER, CNIError
 log = logging.getLogger("pycni.daemon")
 
 BACKOFF = (0.1, 2.0)  # first and longest pause after EMFILE/ENFILE
+PAUSE_LOG_INTERVAL = 10.0  # at most one pause line and one resume line per this many seconds
 PER_WAKEUP = 64  # connections accepted before the other sockets get a turn
 FD_RESERVE = 64  # fds kept free for the plugins, plus 16 per worker
 
@@ -60,6 +61,12 @@ class RateLimitedLog:
         self._suppressed = 0
 
     def warning(self, msg: str, *args: object) -> None:
+        self._emit(logging.WARNING, msg, args)
+
+    def info(self, msg: str, *args: object) -> None:
+        self._emit(logging.INFO, msg, args)
+
+    def _emit(self, level: int, msg: str, args: tuple[object, ...]) -> None:
         now = time.monotonic()
         if now < self._next:
             self._suppressed += 1
@@ -68,7 +75,7 @@ class RateLimitedLog:
             msg += f" (and {self._suppressed} more not logged)"
             self._suppressed = 0
         self._next = now + self._interval
-        self._log.warning(msg, *args)
+        self._log.log(level, msg, *args)
 
 
 def answer_at_once(sock: socket.socket, reply: Reply, stats: Stats, kind: str, note: str) -> None:
@@ -105,6 +112,10 @@ class Acceptor:
         self._backoff = BACKOFF[0]
         self._pause_reason = ""
         self._refusal_log = RateLimitedLog(log, per_second=1.0)
+        # At the connection limit every close resumes and the next accept pauses again:
+        # hundreds of episodes a second under pressure, so their lines are rate-limited.
+        self._pause_log = RateLimitedLog(log, per_second=1.0 / PAUSE_LOG_INTERVAL)
+        self._resume_log = RateLimitedLog(log, per_second=1.0 / PAUSE_LOG_INTERVAL)
 
     def resume(self) -> None:
         if not self._accepting:
@@ -124,7 +135,7 @@ class Acceptor:
         self._accepting = False
         self.resume_at = None if resume_in is None else time.monotonic() + resume_in
         if reason != self._pause_reason:
-            log.warning(
+            self._pause_log.warning(
                 "not accepting connections: %s (%d open)%s; callers fall back to running "
                 "plugins themselves",
                 reason,
@@ -164,11 +175,14 @@ class Acceptor:
                 return  # paused: out of fds
             self._backoff = BACKOFF[0]
             if self._pause_reason:
-                log.info("accepting connections again (%d open)", self._open_count())
+                self._resume_log.info("accepting connections again (%d open)", self._open_count())
                 self._pause_reason = ""
 
     def _check(self, sock: socket.socket) -> bool:
-        """Admit, answer or refuse one fresh connection; False when we ran out of fds."""
+        """Admit, answer or refuse one fresh connection; False when we ran out of fds.
+
+        Answers given here precede the caller's first byte, so its protocol version is not
+        known yet: they use the version-1 layout every entry point reads (accept_reply)."""
         accepted = time.perf_counter_ns()
         sock.setblocking(False)
         verdict = self._peers.check(sock)
@@ -176,7 +190,8 @@ class Acceptor:
             err = CNIError(
                 TRY_AGAIN_LATER, "pycni daemon is out of file descriptors", "try again later"
             )
-            answer_at_once(sock, protocol.error_reply(err), self._stats, "bad-request", "no fds")
+            reply = protocol.accept_reply(err, run_locally=True)  # nothing ran: run it there
+            answer_at_once(sock, reply, self._stats, "run-locally", "no fds")
             self._back_off(verdict.reason)
             return False
         if verdict.action == REFUSE:
@@ -190,15 +205,16 @@ class Acceptor:
                 "(uid 0 with CAP_NET_ADMIN and CAP_SYS_ADMIN)",
                 verdict.reason,
             )
-            answer_at_once(sock, protocol.error_reply(err), self._stats, "refused", verdict.reason)
+            reply = protocol.accept_reply(err, run_locally=False)
+            answer_at_once(sock, reply, self._stats, "refused", verdict.reason)
         elif verdict.action == RUN_LOCALLY:
             err = CNIError(
                 IO_FAILURE,
-                "pycni daemon: the caller is in another mount namespace; run the plugin in "
-                "the caller's own (installed entry points do this themselves)",
+                f"pycni daemon: {verdict.reason}; run the plugin in the caller's own "
+                "namespaces (installed entry points do this themselves)",
                 "reinstall the entry points with `pycni plugins install DIR`",
             )
-            reply = protocol.error_reply(err, flags=protocol.REPLY_RUN_LOCALLY)
+            reply = protocol.accept_reply(err, run_locally=True)
             answer_at_once(sock, reply, self._stats, "run-locally", verdict.reason)
         else:
             self._admit(sock, accepted)

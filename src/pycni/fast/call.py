@@ -40,6 +40,7 @@ class Call:
     undo_if_undelivered: bool = False
     timer_gen: int = 0
     monitored: bool = True
+    hello_done: bool = False
     # shared with the worker thread
     lock: threading.Lock = field(default_factory=threading.Lock)
     cancel: threading.Event = field(default_factory=threading.Event)

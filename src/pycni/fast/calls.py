@@ -50,6 +50,7 @@ class CallTable:
         recv_timeout: float,
         call_timeout: float,
         send_timeout: float,
+        cancel_grace: float = 2.0,
     ) -> None:
         self.lanes = lanes
         self.pool = pool
@@ -62,6 +63,10 @@ class CallTable:
         self.recv_timeout = recv_timeout
         self.call_timeout = call_timeout
         self.send_timeout = send_timeout
+        # What a HELLO's acknowledgement promises: an answer within the call's deadline plus
+        # the grace a cancelled plugin gets (deadlines.py), plus a second for the reply.
+        self.reply_bound_ms = int((call_timeout + cancel_grace + 1.0) * 1000)
+        self._foreign_logged: set[int] = set()
         self._idle = idle
         self._wake = wake
         self._health = health
@@ -85,6 +90,9 @@ class CallTable:
         if call.phase is Phase.RECEIVING:
             try:
                 req = call.reader.feed(call.sock)
+            except protocol.ForeignVersion as err:
+                self._foreign_version(call, err)
+                return
             except CNIError as err:
                 call.record.kind = "bad-request"
                 call.record.note = str(err)
@@ -110,7 +118,45 @@ class CallTable:
         if hung_up:
             self._caller_gone(call)
 
+    def _foreign_version(self, call: Call, err: protocol.ForeignVersion) -> None:
+        """An entry point of another protocol version: it runs the plugin itself (once per
+        version in the log: every call of such an entry point comes here until reinstalled)."""
+        call.record.kind = "run-locally"
+        call.record.note = f"protocol version {err.version}"
+        if err.version not in self._foreign_logged and len(self._foreign_logged) < 16:
+            self._foreign_logged.add(err.version)
+            log.warning(
+                "an entry point speaks protocol version %d (this daemon speaks %d): its calls "
+                "run in-process; reinstall the entry points (`pycni plugins install DIR`) to "
+                "use the daemon (logged once)",
+                err.version,
+                protocol.VERSION,
+            )
+        self.reply(call, protocol.foreign_version_reply(err))
+
+    def _hello(self, call: Call) -> None:
+        """Acknowledge a HELLO: the entry point sends its call only after this arrived, so one
+        that gave up waiting sent nothing and may run the plugin itself."""
+        assert call.sock is not None
+        if call.hello_done:
+            call.record.kind = "bad-request"
+            self.reply(call, protocol.error_reply(protocol.malformed("a second HELLO")))
+            return
+        call.hello_done = True
+        try:
+            done = ReplyWriter(protocol.ack_reply(self.reply_bound_ms)).write(call.sock)
+        except OSError:
+            done = False
+        if not done:  # 20 bytes into a fresh socket's buffer: only a vanished caller fails
+            call.record.kind = "bad-request"
+            call.record.note = "caller gone before the acknowledgement"
+            self.close_sock(call)
+            self.finish(call)
+
     def _dispatch(self, call: Call, req: Request) -> None:
+        if req.kind == protocol.KIND_HELLO:
+            self._hello(call)
+            return
         call.request = req
         if req.kind == protocol.KIND_PING:
             call.record.kind = "ping"
@@ -124,6 +170,8 @@ class CallTable:
         rec.plugin_type = req.plugin_type
         rec.command = req.env.get("CNI_COMMAND", "")
         rec.container_id = req.env.get("CNI_CONTAINERID", "")
+        rec.traceparent = req.env.get("TRACEPARENT", "")[:64]  # a valid one is 55 characters
+        rec.tracestate = req.env.get("TRACESTATE", "")[:512]
         if req.caller_netns_fd is None:
             rec.note = "refused: no caller netns fd"
             self.reply(call, policy.missing_caller_netns())

@@ -24,7 +24,8 @@ class DaemonUnavailable(Exception):
 
 class RunLocally(ConnectionError):
     """The daemon answers but serves no call from this caller's mount namespace (e.g. a shell
-    under `ip netns exec`, which makes one per command): calls from here run in-process."""
+    under `ip netns exec`, which makes one per command) or user namespace: calls from here
+    run in-process."""
 
 
 class NotRoot(ConnectionError):
@@ -112,8 +113,8 @@ def _json_request(socket_path: str, kind: int, timeout: float) -> dict[str, Any]
     if reply.flags & protocol.REPLY_RUN_LOCALLY:
         raise RunLocally(
             f"the daemon on {socket_path} answers, but not callers in this mount namespace "
-            "(another one than the daemon's, e.g. under `ip netns exec`): plugin calls made "
-            "from here run in-process"
+            "(another one than the daemon's, e.g. under `ip netns exec`) or user namespace: "
+            "plugin calls made from here run in-process"
         )
     data = json.loads(reply.stdout)
     if reply.exit_code != 0 or not isinstance(data, dict):

@@ -7,9 +7,13 @@
  * the daemon's stdout, stderr and exit code become ours. When no daemon accepts the
  * connection (or it tells us to: we are in another mount namespace), we exec the venv's
  * Python to run the plugin in-process instead, with the stdin we read put back on fd 0.
- * Once the request may have reached the daemon we never re-run it: a failure then is CNI
- * error 11. All of stdin is read before connecting, and a server that is not root
- * (SO_PEERCRED) is refused before anything is sent.
+ * The call is sent only after the daemon acknowledged a HELLO (protocol version 2) within
+ * ACK_TIMEOUT_MS: a daemon that does not (stalled, its accept queue never served), or that
+ * speaks another version, received no call, so the plugin runs here instead. Once the call
+ * may have reached the daemon we never re-run it: no reply within the bound the
+ * acknowledgement announced (+ REPLY_SLACK_MS), or any other failure, is CNI error 11.
+ * All of stdin is read before connecting, and a server that is not root (SO_PEERCRED) is
+ * refused before anything is sent.
  *
  * Autostart (when installed with it): if connect() finds no socket or a stale one, we first
  * start a daemon in the background (fork twice, setsid, flock <socket>.lock or leave, wait
@@ -43,13 +47,18 @@
 #define PREFIX_SIZE 16
 #define REPLY_SIZE 20
 #define KIND_CALL 1
+#define KIND_HELLO 4
+#define LEGACY_VERSION 1
 #define REPLY_BIT 0x80
 #define FLAG_CALLER_NETNS 1
 #define FLAG_TARGET_NETNS 2
 #define REPLY_RUN_LOCALLY 1
+#define REPLY_AT_ACCEPT 2
 #define MAX_BODY (16u << 20)
 #define MAX_REPLY_PART (64u << 20)
 #define CONNECT_TIMEOUT_MS 1000
+#define ACK_TIMEOUT_MS 2000
+#define REPLY_SLACK_MS 5000
 #define TRY_AGAIN_LATER 11
 #define IO_FAILURE 5
 #define INTERNAL 999
@@ -223,17 +232,31 @@ static int send_all(int s, const char *data, size_t len) {
     return 0;
 }
 
-static void recv_all(int s, char *buf, size_t len) {
+/* 0 once len bytes arrived; else the errno (0 for end-of-file). SO_RCVTIMEO bounds it. */
+static int recv_some(int s, char *buf, size_t len) {
     while (len > 0) {
         ssize_t n = recv(s, buf, len, 0);
         if (n < 0 && errno == EINTR)
             continue;
-        if (n <= 0)
-            fail(TRY_AGAIN_LATER, "pycni daemon failed mid-call, try again later",
-                 n == 0 ? "connection closed before the reply was complete" : strerror(errno));
+        if (n < 0)
+            return errno ? errno : EIO;
+        if (n == 0)
+            return -1;
         buf += n;
         len -= (size_t)n;
     }
+    return 0;
+}
+
+static void recv_all(int s, char *buf, size_t len) {
+    int err = recv_some(s, buf, len);
+    if (err == EAGAIN || err == EWOULDBLOCK)
+        fail(TRY_AGAIN_LATER, "pycni daemon failed mid-call, try again later",
+             "no reply within the bound the daemon announced; the call may have run, so it is "
+             "not re-run");
+    if (err)
+        fail(TRY_AGAIN_LATER, "pycni daemon failed mid-call, try again later",
+             err < 0 ? "connection closed before the reply was complete" : strerror(err));
 }
 
 static char *read_stdin(size_t *len) {
@@ -274,9 +297,54 @@ static char *read_part(int s, uint32_t len) {
     return buf;
 }
 
-static void set_send_timeout(int s, long ms) {
+static void set_timeout(int s, int which, long ms) {
     struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
-    setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    setsockopt(s, SOL_SOCKET, which, &tv, sizeof(tv));
+}
+
+static void set_send_timeout(int s, long ms) { set_timeout(s, SO_SNDTIMEO, ms); }
+
+/* Print a reply's stdout and stderr (read from the socket) and return its exit code. */
+static int relay(int s, const unsigned char *reply) {
+    int code = (int)get32(reply + 8);
+    uint32_t out_len = get32(reply + 12), err_len = get32(reply + 16);
+    char *out = read_part(s, out_len);
+    char *err = read_part(s, err_len);
+    close(s);
+    write_all(2, err, err_len);
+    write_all(1, out, out_len);
+    return code;
+}
+
+/* The HELLO: the reply bound (ms, >= 0) once the daemon acknowledged it; -1 when it ran and
+ * will run nothing (silent for ACK_TIMEOUT_MS, gone, another version, or its own say-so:
+ * run in-process); -2 when it answered for good at accept (a refusal), left in reply. */
+static long hello(int s, unsigned char *reply) {
+    unsigned char msg[PREFIX_SIZE];
+    memset(msg, 0, sizeof(msg));
+    memcpy(msg, PYCNI_MAGIC, 4);
+    msg[4] = PYCNI_PROTOCOL_VERSION;
+    msg[5] = KIND_HELLO;
+    set_timeout(s, SO_RCVTIMEO, ACK_TIMEOUT_MS);
+    ssize_t n;
+    do
+        n = send(s, msg, sizeof(msg), MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    /* A failed or short send is fine: a refusal answered at accept is waiting to be read. */
+    if (recv_some(s, (char *)reply, REPLY_SIZE) != 0)
+        return -1; /* no acknowledgement: the daemon has no byte of the call */
+    if (memcmp(reply, PYCNI_MAGIC, 4) != 0 || !(reply[5] & REPLY_BIT))
+        return -1;
+    unsigned flags = (unsigned)(reply[6] << 8) | reply[7];
+    if (flags & REPLY_RUN_LOCALLY)
+        return -1;
+    if (reply[4] == PYCNI_PROTOCOL_VERSION && reply[5] == (KIND_HELLO | REPLY_BIT)) {
+        long bound = (long)(int32_t)get32(reply + 8);
+        return bound < 0 ? 0 : bound;
+    }
+    if (reply[4] == LEGACY_VERSION && (flags & REPLY_AT_ACCEPT))
+        return -2;
+    return -1; /* a daemon of another protocol version: it ran nothing */
 }
 
 int main(int argc, char **argv) {
@@ -316,6 +384,16 @@ int main(int argc, char **argv) {
     if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) < 0 || cred.uid != 0)
         fail(IO_FAILURE, "pycni: refusing the daemon socket: its server is not root",
              PYCNI_SOCKET_PATH);
+
+    unsigned char reply[REPLY_SIZE];
+    long bound = hello(s, reply);
+    if (bound == -2)
+        return relay(s, reply);
+    if (bound < 0) {
+        close(s); /* nothing of the call reached a daemon */
+        fallback(type, body, body_len, have_body);
+    }
+    set_timeout(s, SO_RCVTIMEO, bound + REPLY_SLACK_MS);
 
     int fds[2], nfds = 0;
     unsigned flags = 0;
@@ -394,22 +472,14 @@ int main(int argc, char **argv) {
         fail(TRY_AGAIN_LATER, "pycni daemon failed mid-call, try again later", strerror(errno));
     }
 
-    unsigned char reply[REPLY_SIZE];
     recv_all(s, (char *)reply, sizeof(reply));
     if (memcmp(reply, PYCNI_MAGIC, 4) != 0 || reply[4] != PYCNI_PROTOCOL_VERSION ||
         !(reply[5] & REPLY_BIT))
         fail(TRY_AGAIN_LATER, "pycni daemon failed mid-call, try again later",
              "the reply is not a pycni daemon reply");
     if (((reply[6] << 8) | reply[7]) & REPLY_RUN_LOCALLY) {
-        close(s); /* the daemon ran nothing: we are in another mount namespace */
+        close(s); /* the daemon ran nothing */
         fallback(type, body, body_len, have_body);
     }
-    int code = (int)get32(reply + 8);
-    uint32_t out_len = get32(reply + 12), err_len = get32(reply + 16);
-    char *out = read_part(s, out_len);
-    char *err = read_part(s, err_len);
-    close(s);
-    write_all(2, err, err_len);
-    write_all(1, out, out_len);
-    return code;
+    return relay(s, reply);
 }

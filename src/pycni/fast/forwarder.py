@@ -11,7 +11,11 @@ exit code become ours. When no daemon answers, or the daemon says so (we are in 
 mount namespace), the plugin runs in this process instead.
 
 All of stdin is read before connecting (a slow writer never holds the daemon), and a server
-that is not root (SO_PEERCRED) is refused before anything is sent.
+that is not root (SO_PEERCRED) is refused before anything is sent. The call is sent only once
+the daemon acknowledged a HELLO (within ACK_TIMEOUT_MS): a daemon that does not, or that
+speaks another protocol version, got no call, and the plugin runs here. After the call was
+sent, the reply is awaited for the bound the acknowledgement announced (+ REPLY_SLACK_MS);
+then the call may have run, so it is not re-run: CNI error 11.
 
 Autostart (when installed with it): if no socket or a stale one is found, a daemon is
 started in the background first (two forks, setsid, flock of LOCK_PATH or leave, wait until
@@ -37,20 +41,25 @@ LOG_PATH = "/run/pycni/pycni.sock.log"
 ENTRY_CONFIG = "pycni-entry-config:form=python;autostart=no;socket=/run/pycni/pycni.sock"
 DAEMON_CODE = ""
 MAGIC = b"pCNI"
-VERSION = 1
+VERSION = 2
 # --- pycni install config end ---
 
 # Checked against pycni.fast.protocol by tests/unit/test_fast_wire_constants.py.
 KIND_CALL = 1
+KIND_HELLO = 4
+LEGACY_VERSION = 1
 REPLY_BIT = 0x80
 FLAG_CALLER_NETNS = 1
 FLAG_TARGET_NETNS = 2
 REPLY_RUN_LOCALLY = 1
+REPLY_AT_ACCEPT = 2
 PREFIX_SIZE = 16
 REPLY_SIZE = 20
 MAX_BODY = 16 << 20
 MAX_REPLY_PART = 64 << 20
 CONNECT_TIMEOUT_MS = 1000
+ACK_TIMEOUT_MS = 2000
+REPLY_SLACK_MS = 5000
 TRY_AGAIN_LATER = 11
 IO_FAILURE = 5
 INTERNAL = 999
@@ -243,12 +252,8 @@ def _connect() -> _socket.socket | None:
     No socket or a stale one (no daemon at all, not a busy one) autostarts a daemon.
     """
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-    usec = CONNECT_TIMEOUT_MS * 1000
-    timeval = (usec // 1000000).to_bytes(8, sys.byteorder) + (usec % 1000000).to_bytes(
-        8, sys.byteorder
-    )
     try:
-        sock.setsockopt(_socket.SOL_SOCKET, _socket.SO_SNDTIMEO, timeval)
+        sock.setsockopt(_socket.SOL_SOCKET, _socket.SO_SNDTIMEO, _timeval(CONNECT_TIMEOUT_MS))
         sock.connect(SOCKET_PATH)
         sock.setsockopt(_socket.SOL_SOCKET, _socket.SO_SNDTIMEO, bytes(16))
     except OSError as exc:
@@ -264,7 +269,57 @@ def _server_uid(sock: _socket.socket) -> int:
     return int.from_bytes(cred[4:8], sys.byteorder, signed=True)
 
 
+def _timeval(ms: int) -> bytes:
+    return (ms // 1000).to_bytes(8, sys.byteorder) + (ms % 1000 * 1000).to_bytes(8, sys.byteorder)
+
+
+def _read_prefix(sock: _socket.socket) -> bytes:
+    prefix = _recv_exact(sock, REPLY_SIZE)
+    if prefix[:4] != MAGIC or not prefix[5] & REPLY_BIT:
+        raise ConnectionError("the daemon's reply is not a pycni reply")
+    return prefix
+
+
+def _read_reply(sock: _socket.socket, prefix: bytes) -> tuple[int, bytes, bytes]:
+    code = int.from_bytes(prefix[8:12], "big", signed=True)
+    out_len = int.from_bytes(prefix[12:16], "big")
+    err_len = int.from_bytes(prefix[16:20], "big")
+    if out_len > MAX_REPLY_PART or err_len > MAX_REPLY_PART:
+        raise ConnectionError("the daemon's reply is too large")
+    return code, _recv_exact(sock, out_len), _recv_exact(sock, err_len)
+
+
+def _hello(sock: _socket.socket) -> tuple[int, bytes, bytes] | int:
+    """Ask the daemon whether it serves us: the reply bound in ms once it acknowledged, or
+    its final answer (a refusal). Raises RunLocally when it ran, and will run, nothing: no
+    acknowledgement within ACK_TIMEOUT_MS, another protocol version, or its own say-so."""
+    hello = MAGIC + bytes([VERSION, KIND_HELLO]) + bytes(10)
+    try:
+        sock.setsockopt(_socket.SOL_SOCKET, _socket.SO_RCVTIMEO, _timeval(ACK_TIMEOUT_MS))
+        try:  # noqa: SIM105 (contextlib is not imported on this path)
+            sock.sendall(hello)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # answered at accept without reading (a refusal): its reply is waiting
+        prefix = _read_prefix(sock)
+    except OSError:
+        raise RunLocally from None  # silent or gone before the acknowledgement: no call sent
+    flags = int.from_bytes(prefix[6:8], "big")
+    if flags & REPLY_RUN_LOCALLY:
+        raise RunLocally
+    if prefix[4] == VERSION and prefix[5] == KIND_HELLO | REPLY_BIT:
+        return int.from_bytes(prefix[8:12], "big", signed=True)
+    if prefix[4] == LEGACY_VERSION and flags & REPLY_AT_ACCEPT:
+        return _read_reply(sock, prefix)  # refused before it read a byte
+    raise RunLocally  # a daemon of another version: it ran nothing
+
+
 def _exchange(sock: _socket.socket, data: bytes, fds: list[int]) -> tuple[int, bytes, bytes]:
+    answer = _hello(sock)
+    if not isinstance(answer, int):
+        return answer
+    sock.setsockopt(
+        _socket.SOL_SOCKET, _socket.SO_RCVTIMEO, _timeval(max(answer, 0) + REPLY_SLACK_MS)
+    )
     ancillary = b"".join(fd.to_bytes(4, sys.byteorder, signed=True) for fd in fds)
     cmsg = [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, ancillary)] if fds else []
     try:
@@ -272,18 +327,19 @@ def _exchange(sock: _socket.socket, data: bytes, fds: list[int]) -> tuple[int, b
         if sent < len(data):
             sock.sendall(data[sent:])
     except (BrokenPipeError, ConnectionResetError):
-        pass  # the daemon answered without reading (a refusal): its reply is waiting
-    prefix = _recv_exact(sock, REPLY_SIZE)
-    if prefix[:4] != MAGIC or prefix[4] != VERSION or not prefix[5] & REPLY_BIT:
+        pass  # the daemon answered without reading all (an error): its reply is waiting
+    try:
+        prefix = _read_prefix(sock)
+    except (TimeoutError, BlockingIOError):  # SO_RCVTIMEO ran out
+        raise TimeoutError(
+            f"no reply within {(max(answer, 0) + REPLY_SLACK_MS) / 1000:g}s (the bound the "
+            "daemon announced); the call may have run, so it is not re-run"
+        ) from None
+    if prefix[4] != VERSION:
         raise ConnectionError("the daemon's reply is not a pycni reply")
     if int.from_bytes(prefix[6:8], "big") & REPLY_RUN_LOCALLY:
         raise RunLocally
-    code = int.from_bytes(prefix[8:12], "big", signed=True)
-    out_len = int.from_bytes(prefix[12:16], "big")
-    err_len = int.from_bytes(prefix[16:20], "big")
-    if out_len > MAX_REPLY_PART or err_len > MAX_REPLY_PART:
-        raise ConnectionError("the daemon's reply is too large")
-    return code, _recv_exact(sock, out_len), _recv_exact(sock, err_len)
+    return _read_reply(sock, prefix)
 
 
 def forward(plugin_type: str, stdin: bytes) -> int | None:

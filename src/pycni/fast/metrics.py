@@ -1,9 +1,11 @@
 """The daemon's Prometheus metrics (`pycni daemon --metrics unix:PATH | 127.0.0.1:PORT`).
 
-Off by default. Served from their own threads (http.server) so a scrape never runs on the
-daemon's main loop. Per call the hot path adds one histogram observation (and one counter
-increment for an error), done when the call is recorded, after its reply was written; every
-other number is read from the daemon at scrape time. Measured: see docs/daemon.md (Metrics).
+Off by default. Served from one thread of their own (metrics_http.py: a connection cap and
+a deadline per connection, no thread per connection) so a scrape never runs on the daemon's
+main loop and no caller can make the endpoint hold more than a few fds. Per call the hot
+path adds one histogram observation (and one counter increment for an error), done when the
+call is recorded, after its reply was written; every other number is read from the daemon
+at scrape time. Measured: see docs/daemon.md (Metrics).
 
 Names (all prefixed ``pycni_``): ``call_duration_seconds{plugin,command}`` (histogram, from
 accept to the reply written), ``call_errors_total{plugin,command,code}`` (CNI error code of a
@@ -22,19 +24,17 @@ import contextlib
 import ipaddress
 import os
 import socket
-import socketserver
 import stat
-import threading
 from collections.abc import Callable, Iterable, Mapping
-from http.server import ThreadingHTTPServer
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, Info
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.exposition import MetricsHandler
+from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
 import pycni
+from pycni.fast.metrics_http import MetricsHTTPServer
 from pycni.fast.stats import CallRecord
 
 COMMANDS = frozenset({"ADD", "DEL", "CHECK", "STATUS", "GC", "VERSION"})
@@ -103,7 +103,7 @@ class DaemonMetrics:
         self._info = Info("pycni_daemon", "How this daemon was started", registry=self.registry)
         self._info.info({"version": pycni.__version__})
         self.registry.register(_Load(read_load))
-        self._servers: list[socketserver.BaseServer] = []
+        self._servers: list[tuple[MetricsHTTPServer, str | None]] = []
 
     def describe(self, labels: Mapping[str, str]) -> None:
         """Label pycni_daemon_info (started_by, socket): known once the socket is bound."""
@@ -122,46 +122,43 @@ class DaemonMetrics:
 
     def serve(self, address: str) -> str:
         """Start serving on ``address`` from a thread; returns where it listens."""
-        server, where = _make_server(address, MetricsHandler.factory(self.registry))
-        thread = threading.Thread(target=server.serve_forever, name="pycni-metrics", daemon=True)
-        thread.start()
-        self._servers.append(server)
+        listener, where, path = _listen(address)
+        server = MetricsHTTPServer(listener, lambda: generate_latest(self.registry))
+        server.start()
+        self._servers.append((server, path))
         return where
 
+    @property
+    def servers(self) -> list[MetricsHTTPServer]:
+        return [server for server, _path in self._servers]
+
     def close(self) -> None:
-        for server in self._servers:
-            server.shutdown()
-            server.server_close()
-            if isinstance(server, _UnixHTTPServer):
+        for server, path in self._servers:
+            server.close()
+            if path is not None:
                 with contextlib.suppress(OSError):
-                    os.unlink(server.server_address)  # type: ignore[arg-type]
+                    os.unlink(path)
         self._servers.clear()
 
 
-class _QuietHandlerMixin:
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # scrapes are not worth a log line
-
-    def address_string(self) -> str:
-        return "unix"
-
-
-class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    daemon_threads = True
-
-
-def _make_server(address: str, handler: type[MetricsHandler]) -> tuple[Any, str]:
-    quiet = type("Handler", (_QuietHandlerMixin, handler), {})
+def _listen(address: str) -> tuple[socket.socket, str, str | None]:
+    """A listening socket for ``address``: (socket, where, unix path or None)."""
     if address.startswith("unix:"):
         path = address[len("unix:") :]
         if not os.path.isabs(path):
             raise MetricsAddressError(f"--metrics unix:PATH needs an absolute path, not {path!r}")
         _remove_stale(path)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         old = os.umask(0o177)  # root only, like the daemon's socket
         try:
-            return _UnixHTTPServer(path, quiet), f"unix:{path}"
+            sock.bind(path)
+        except BaseException:
+            sock.close()
+            raise
         finally:
             os.umask(old)
+        sock.listen(64)
+        return sock, f"unix:{path}", path
     host, sep, port_text = address.rpartition(":")
     host = host.strip("[]")
     wrong = MetricsAddressError(
@@ -175,15 +172,17 @@ def _make_server(address: str, handler: type[MetricsHandler]) -> tuple[Any, str]
         raise wrong from None
     if not sep or not ip.is_loopback or not 0 <= port <= 65535:
         raise wrong
-
-    class _Server(ThreadingHTTPServer):
-        address_family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
-        daemon_threads = True
-
-    server = _Server((str(ip), port), quiet)
-    bound_port = server.server_address[1]
+    sock = socket.socket(socket.AF_INET6 if ip.version == 6 else socket.AF_INET)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((str(ip), port))
+        sock.listen(64)
+    except BaseException:
+        sock.close()
+        raise
+    bound_port = sock.getsockname()[1]
     shown = f"[{ip}]" if ip.version == 6 else str(ip)
-    return server, f"{shown}:{bound_port}"
+    return sock, f"{shown}:{bound_port}", None
 
 
 def _remove_stale(path: str) -> None:

@@ -5,8 +5,12 @@ plugins use (CAP_NET_ADMIN for links, addresses, routes and firewall rules; CAP_
 for setns). A uid-0 process without them (a container with the socket bind-mounted) would
 otherwise get a full-root plugin run it could not do itself.
 
-A caller in another mount namespace is told to run the plugin itself (the reply flag
-RUN_LOCALLY): CNI_PATH, IPAM delegates and dataDir are paths, and in the daemon's mount
+A caller in another user namespace is told to run the plugin itself (the reply flag
+RUN_LOCALLY): uid 0 there and its CapEff mean root over that namespace's objects only, not
+over the daemon's, so it gets no more than it could do itself.
+
+A caller in another mount namespace is told to run the plugin itself too: CNI_PATH, IPAM
+delegates and dataDir are paths, and in the daemon's mount
 namespace they would name the daemon's files, not the caller's. Entering the caller's mount
 namespace is not possible: setns(CLONE_NEWNS) is refused (EINVAL) in a multi-threaded
 process, and a fork per call would cost what the daemon exists to save.
@@ -64,9 +68,13 @@ def _peer_pidfd(conn: socket.socket, pid: int) -> int:
         return os.pidfd_open(pid)  # older kernels: a tiny reuse window before this call
 
 
-def _mount_ns(pid: int | str) -> tuple[int, int]:
-    st = os.stat(f"/proc/{pid}/ns/mnt")
+def _ns(pid: int | str, kind: str) -> tuple[int, int]:
+    st = os.stat(f"/proc/{pid}/ns/{kind}")
     return st.st_dev, st.st_ino
+
+
+def _mount_ns(pid: int | str) -> tuple[int, int]:
+    return _ns(pid, "mnt")
 
 
 def effective_caps(pid: int) -> int:
@@ -90,6 +98,7 @@ class PeerChecker:
 
     def __init__(self) -> None:
         self.home_mnt = _mount_ns("self")
+        self.home_user = _ns("self", "user")
 
     def check(self, conn: socket.socket) -> Verdict:
         try:
@@ -109,6 +118,7 @@ class PeerChecker:
         try:
             caps = effective_caps(pid)
             mnt = _mount_ns(pid)
+            userns = _ns(pid, "user")
             signal.pidfd_send_signal(pidfd, 0)  # still the process that connected
         except OSError as exc:
             if exc.errno in _FD_ERRNOS:
@@ -117,11 +127,13 @@ class PeerChecker:
         finally:
             with contextlib.suppress(OSError):
                 os.close(pidfd)
+        if userns != self.home_user:  # its uid 0 and CapEff count in its own namespace only
+            return Verdict(RUN_LOCALLY, pid, uid, "the caller is in another user namespace")
         missing = missing_caps(caps)
         if missing:
             return Verdict(
                 REFUSE, pid, uid, f"caller lacks {' and '.join(missing)} (CapEff {caps:#x})"
             )
         if mnt != self.home_mnt:
-            return Verdict(RUN_LOCALLY, pid, uid, "caller is in another mount namespace")
+            return Verdict(RUN_LOCALLY, pid, uid, "the caller is in another mount namespace")
         return Verdict(SERVE, pid, uid)

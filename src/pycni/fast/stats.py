@@ -46,9 +46,15 @@ class CallRecord:
     send: float = 0.0
     total: float = 0.0
     note: str = ""
+    traceparent: str = ""  # the call's TRACEPARENT (checked only by an exporter that uses it)
+    tracestate: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in self.__dict__.items()}
+        return {
+            k: (round(v, 3) if isinstance(v, float) else v)
+            for k, v in self.__dict__.items()
+            if v or k not in ("traceparent", "tracestate")
+        }
 
     def add_note(self, text: str) -> None:
         self.note = f"{self.note}; {text}" if self.note else text

@@ -200,6 +200,7 @@ class RequestReader:
                 req.target_netns_fd = fds.pop(0)
         self._fds.clear()  # handed over to the Request
         self._buf = bytearray()
+        self._prefix = None  # a HELLO is followed by the request itself
         return req
 
     def close(self) -> None:

@@ -10,6 +10,11 @@ What counts as a leak, and the evidence each needs, is :mod:`pycni.inspect.leaks
    owner's rules, a writer's temp file, a dnsname server without live pods;
 3. reports what is left: the leaks it could not remove.
 
+It frees nothing at all, and says why (``refused``), when its scan of the node's live network
+namespaces is not complete (:mod:`pycni.net.nsscan`: run from a PID, mount or user namespace
+of its own, or some process could not be examined): a namespace it cannot see may hold any
+address, and then a freed address would be handed to a second pod.
+
 It never sends the GC verb to plugins: GC's ``cni.dev/valid-attachments`` must list every
 attachment in use, which only the runtime that made them knows, and a list built from the
 cache would condemn ADDs in progress and the pods of runtimes that keep no cache.  The
@@ -28,6 +33,7 @@ from pycni.inspect import nftmap
 from pycni.inspect.collect import Paths, collect
 from pycni.inspect.leaks import DEFAULT_GRACE_PERIOD, Leak, find_leaks
 from pycni.inspect.model import NodeState, PortMapping
+from pycni.inspect.namespaces import view_problems
 from pycni.net.netlink import rtnl
 from pycni.record import field, record
 from pycni.spec.errors import INVALID_NETWORK_CONFIG, CNIError
@@ -41,6 +47,7 @@ class CleanupReport:
     errors: list[str] = field(default_factory=list)
     remaining: list[Leak] = field(default_factory=list)
     planned: list[Leak] = field(default_factory=list)  # --dry-run: what would go, and why
+    refused: list[str] = field(default_factory=list)  # why nothing was freed (scan incomplete)
 
 
 def _configured(conf_dir: str, report: CleanupReport) -> dict[str, object]:
@@ -203,15 +210,19 @@ def _direct(
     return done
 
 
-def _note_blind_spots(state: NodeState, report: CleanupReport) -> None:
-    """Say why evidence may be missing (then less is freed, never more)."""
+def _note_blind_spots(state: NodeState, report: CleanupReport) -> bool:
+    """Say why evidence may be missing; False when the scan is not complete (free nothing)."""
     for problem in state.problems:
         if problem not in report.errors:
             report.errors.append(problem)
-    if not state.addresses_complete:
-        note = "not every network namespace could be examined: unowned addresses are kept"
-        if note not in report.errors:
-            report.errors.append(note)
+    if state.addresses_complete:
+        return True
+    # notes about unreadable cache files and opaque processes are warnings, not why the
+    # scan is blind
+    report.refused = [
+        p for p in state.problems if not p.startswith("cache file ") and " is opaque (" not in p
+    ] or ["not every network namespace could be examined"]
+    return False
 
 
 def clean(
@@ -227,13 +238,18 @@ def clean(
     The node is inspected once, and once more after DELs (a machine may have a thousand
     namespaces to look into).
 
+    Nothing is freed when the scan is not complete: ``refused`` then says why.
     ``dry_run`` changes nothing: ``planned`` lists each leak with its reason.  Without
     ``use_runtime`` no plugin runs: a dead attachment's cache file is removed directly,
     after its reservation and rules.
     """
     report = CleanupReport()
+    report.refused = view_problems()  # cheap, and refuses before looking into every namespace
+    if report.refused:
+        return report
     state = collect(paths)
-    _note_blind_spots(state, report)
+    if not _note_blind_spots(state, report):
+        return report
     leaks = find_leaks(state, grace=grace)
     if dry_run:
         report.planned = leaks
@@ -242,7 +258,8 @@ def clean(
     if use_runtime and any(leak.kind == "attachment" for leak in leaks):
         _runtime_del(state, leaks, cni_path, report)
         state = collect(paths)
-        _note_blind_spots(state, report)
+        if not _note_blind_spots(state, report):
+            return report
         leaks = find_leaks(state, grace=grace)
     ordered = sorted(leaks, key=lambda leak: leak.kind == "attachment")  # files last
     done = _direct(state, ordered, report, drop_attachments=not use_runtime)

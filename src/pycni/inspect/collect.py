@@ -31,7 +31,7 @@ from pycni.inspect.model import (
     Route,
     Veth,
 )
-from pycni.inspect.namespaces import NamespaceScan, namespace_key, nsfs_device
+from pycni.inspect.namespaces import NamespaceScan, linked_addresses, namespace_key, nsfs_device
 from pycni.inspect.namespaces import scan as scan_namespaces
 from pycni.net.kernel import Kernel
 from pycni.net.netlink import rtnl
@@ -497,6 +497,10 @@ def read_kernel(state: NodeState, netns_dir: str) -> None:
     for label, addresses in found.opaque.items():
         for addr in addresses:
             live.setdefault(addr, []).append(label)
+    for nsid, linked in sorted(linked_addresses().items()):  # held by what /proc cannot show
+        for addr in sorted(linked - live.keys()):
+            if not addr.startswith("fe80:"):
+                live[addr] = [f"nsid {nsid}"]
     state.live_addresses = live
     for link in links:
         if link.kind == "bridge":
@@ -544,7 +548,9 @@ def _current_netns_label(netns_dir: str) -> str:
                 return name
     except OSError:
         pass
-    return "host" if own == ns_key("/proc/1/ns/net") else f"netns:[{own[1] if own else '?'}]"
+    if own == ns_key("/proc/1/ns/net"):
+        return "host"
+    return f"this namespace (not named in {netns_dir})"
 
 
 def collect(paths: Paths) -> NodeState:
@@ -563,6 +569,9 @@ def collect(paths: Paths) -> NodeState:
     state.reservations = read_reservations(stores)
     read_kernel(state, paths.netns_dir)
     state.port_mappings, problems = nftmap.read_mappings()
+    state.problems.extend(problems)
+    state.masquerades, problems = nftmap.read_masquerades()
+    state.masquerades += nftmap.read_iptables_masquerades()
     state.problems.extend(problems)
     _collect_dns_servers(state, paths.dnsname_dir)
     return state

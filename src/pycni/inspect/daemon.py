@@ -72,8 +72,16 @@ def entry_point_dirs(dirs: Iterable[str], socket_path: str) -> list[EntryPointDi
         found = EntryPointDir(directory)
         try:
             names = sorted(os.listdir(directory))
-        except OSError:
-            found.modes.append("not readable")
+        except FileNotFoundError:
+            found.modes.append("does not exist")
+            out.append(found)
+            continue
+        except NotADirectoryError:
+            found.modes.append("not a directory")
+            out.append(found)
+            continue
+        except OSError as err:
+            found.modes.append(f"not readable ({err.strerror})")
             out.append(found)
             continue
         for name in names:
@@ -91,6 +99,43 @@ def entry_point_dirs(dirs: Iterable[str], socket_path: str) -> list[EntryPointDi
     return out
 
 
+def forwarded_sockets(dirs: Iterable[str]) -> list[tuple[str, int]]:
+    """The daemon sockets the pycni entry points in ``dirs`` forward to, with how many entry
+    points forward to each, most first: the daemon a runtime's calls reach, wherever it is."""
+    from pycni.fast.install import entry_config
+
+    counts: dict[str, int] = {}
+    for directory in dict.fromkeys(dirs):
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(directory, name)
+            if name.startswith(".") or not os.path.isfile(path):
+                continue
+            config = entry_config(path)
+            if config is None or config.get("form") not in ("c", "python"):
+                continue
+            sock = config.get("socket", "")
+            if sock:
+                counts[sock] = counts.get(sock, 0) + 1
+    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+
+
+def choose_socket(given: str | None, dirs: Iterable[str], default: str) -> tuple[str, str]:
+    """The socket to ask and why: the one given, else the one most installed entry points
+    forward to, else the default."""
+    found = forwarded_sockets(dirs)
+    if given:
+        count = dict(found).get(given, 0)
+        return given, f"given; {count} entry points forward to it" if count else "given"
+    if found:
+        sock, count = found[0]
+        return sock, f"{count} entry points forward to it"
+    return default, "default"
+
+
 def read_daemon(
     socket_path: str, timeout: float = 2.0, plugin_dirs: Iterable[str] = ()
 ) -> DaemonStatus:
@@ -103,18 +148,27 @@ def read_daemon(
         health = client.ping(socket_path, timeout=timeout)
     except client.DaemonUnavailable as exc:
         status.error = str(exc)
+        status.here = "in-process: no daemon answers, the entry points run the plugins themselves"
         return status
     except client.RunLocally as exc:
         status.answers = True
-        status.mode = "in-process here"
+        status.mode = "warm"
         status.status = "other mount namespace"
         status.error = str(exc)
+        status.here = (
+            "in-process: this process runs in another mount namespace than the daemon "
+            "(e.g. under `ip netns exec`), and the daemon serves no call from there; "
+            "calls from the node's mount namespace (a runtime's, or under "
+            "`nsenter --net=NETNS`) go to the daemon"
+        )
         return status
     except (OSError, ValueError) as exc:
         status.error = f"the daemon on {socket_path} did not answer properly: {exc}"
+        status.here = "in-process: the daemon did not answer properly"
         return status
     status.answers = True
     status.mode = "warm"
+    status.here = "through the daemon"
     status.status = str(health.get("status", ""))
     pid = health.get("pid")
     status.pid = pid if isinstance(pid, int) else None

@@ -3,27 +3,31 @@
 GC runs as root on a node where other runtimes, and ADDs still in progress, hold state that
 no result cache describes yet (the cache is written after the whole chain; some runtimes keep
 none).  So a thing is a leak only with positive evidence that its attachment is gone, and
-only once it is older than the grace period (an ADD in progress is younger):
+only once it is older than the grace period (an ADD in progress is younger).  The evidence
+always includes a *complete* scan of every live network namespace on the machine (see
+:mod:`pycni.net.nsscan`): an address configured in any of them, or a host veth whose pod end
+is in one, is live, whatever the cache and /run/netns say.  A vanished namespace path is not
+evidence on its own (``ip netns del`` with a process inside leaves the namespace alive, and
+a runtime may hold it by an fd only).  Without a complete scan nothing is a leak.
 
-- ``attachment``: a cached result whose network namespace no longer exists (the path is gone,
-  or is no longer a namespace file), cached longer ago than the grace period.  Cleanup DELs it
-  through its chain.
-- ``reservation``: a host-local reservation older than the grace period that is
+- ``attachment``: a cached result whose network namespace path no longer exists (or is no
+  longer a namespace file), cached longer ago than the grace period, none of whose addresses
+  is configured in a live namespace and none of whose host veths has its pod end in another
+  namespace.  Cleanup DELs it through its chain.
+- ``reservation``: a host-local reservation older than the grace period whose address no
+  live namespace has, and that is
   (a) empty (an ADD killed between creating and writing it: no attachment can own it), or
   (b) owned by cached attachments that are all leaks as above, or
-  (c) not in the cache at all, while a complete scan of every live network namespace on the
-  machine finds its address on no interface.
-  A reservation whose address is configured anywhere, or whose cached namespace is alive, is
-  kept — with or without a cache entry.
+  (c) not in the cache at all.
 - ``veth``: a host veth on a CNI bridge (or named in the cache) whose pod end is in no live
   namespace: the namespace is pinned only by something no process or runtime can reach.
 - ``mapping``: a portmap rule whose owner's cached attachments are all leaks, or, when no
-  cached attachment owns it, whose target address a complete scan finds in no live namespace.
+  cached attachment owns it, whose target address no live namespace has.
 - ``temp``: a writer's temporary file (result cache, host-local's ``last_reserved_ip``) older
   than the grace period: a writer killed between creating and renaming it.
 - ``dnsmasq``: a dnsname server (dnsmasq and its directory) whose files are older than the
-  grace period and whose names' addresses a complete scan finds in no live namespace (stop it
-  and remove the directory; see inspect/dnsname.py).
+  grace period and whose names' addresses no live namespace has (stop it and remove the
+  directory; see inspect/dnsname.py).
 """
 
 from __future__ import annotations
@@ -68,12 +72,36 @@ class _Judge:
             self.by_key.setdefault((att.network, att.container_id, att.ifname), []).append(att)
             self.by_id.setdefault((att.network, att.container_id), []).append(att)
 
+        self.reserved: dict[tuple[str, str, str], list[str]] = {}  # the store's view too
+        for res in state.reservations:
+            self.reserved.setdefault((res.network, res.container_id, res.ifname), []).append(res.ip)
+        self.pod_ends = {  # host veths whose pod end is alive in another namespace
+            veth.name for veth in state.veths if veth.peer_netnsid is not None
+        }
+
     def old(self, since: float) -> bool:
         return self.now - since >= self.grace
 
     def dead(self, att: Attachment) -> bool:
-        """Proven gone: a recorded namespace that no longer exists, cached long enough ago."""
-        return bool(att.netns) and not att.netns_exists and self.old(att.cached_at)
+        """Proven gone: a recorded namespace path that no longer exists, cached long enough
+        ago, and nothing of it alive anywhere: none of its addresses is configured in a live
+        namespace, none of its host veths still has a pod end (a veth dies with its
+        namespace, so a pod end means the namespace lives, held by whatever)."""
+        return (
+            bool(att.netns)
+            and not att.netns_exists
+            and self.old(att.cached_at)
+            and all(self.address_unused(ip) for ip in self.addresses_of(att))
+            and not self.pod_ends.intersection(att.host_interfaces)
+        )
+
+    def addresses_of(self, att: Attachment) -> list[str]:
+        """Its cached result's addresses and those host-local reserved for it (a DEL of it
+        releases those, whatever the result says)."""
+        found = list(att.ips)
+        found += self.reserved.get((att.network, att.container_id, att.ifname), [])
+        found += self.reserved.get((att.network, att.container_id, ""), [])  # legacy id-only
+        return found
 
     def all_dead(self, atts: Iterable[Attachment]) -> bool:
         found = list(atts)
@@ -87,12 +115,15 @@ class _Judge:
     def attachment(self, att: Attachment) -> Leak | None:
         if not self.dead(att):
             return None
-        why = f"namespace {att.netns} is gone (cached {_age(self.now, att.cached_at)})"
+        why = (
+            f"namespace {att.netns} is gone and none of the {self.state.live_namespaces} live "
+            f"network namespaces has its addresses (cached {_age(self.now, att.cached_at)})"
+        )
         return Leak("attachment", att.cache_file, why, att.network, att.container_id, att.ifname)
 
     def reservation(self, res: Reservation) -> Leak | None:
-        if not self.old(res.reserved_at):
-            return None
+        if not self.old(res.reserved_at) or not self.address_unused(res.ip):
+            return None  # young (an ADD in progress), or configured in a live namespace
         reserved = f"reserved {_age(self.now, res.reserved_at)}"
         why = ""
         if not res.container_id:
@@ -103,8 +134,11 @@ class _Judge:
                 owners = self.by_id.get((res.network, res.container_id), [])
             if owners:
                 if self.all_dead(owners):
-                    why = f"{res.ip}: its attachment's namespace {owners[0].netns} is gone"
-            elif self.address_unused(res.ip):
+                    why = (
+                        f"{res.ip}: its attachment's namespace {owners[0].netns} is gone, "
+                        "and no live namespace has this address"
+                    )
+            else:
                 why = (
                     f"{res.ip}: no cached attachment, and none of the "
                     f"{self.state.live_namespaces} live network namespaces has this "
@@ -143,7 +177,13 @@ def _temp_files(state: NodeState, judge: _Judge) -> list[Leak]:
 def find_leaks(
     state: NodeState, *, grace: float = DEFAULT_GRACE_PERIOD, now: float | None = None
 ) -> list[Leak]:
-    """Every leak with the evidence for it (``reason``); see the module text for the rules."""
+    """Every leak with the evidence for it (``reason``); see the module text for the rules.
+
+    None at all when the scan of live namespaces was not complete (``state.problems`` says
+    why): what it could not see may hold any address.
+    """
+    if not state.addresses_complete:
+        return []
     judge = _Judge(state, grace, time.time() if now is None else now)
     leaks: list[Leak] = []
     for att in state.attachments:

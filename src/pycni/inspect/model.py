@@ -106,6 +106,18 @@ class Route:
 
 
 @record
+class Masquerade:
+    """Pod addresses of one network whose traffic leaving ``subnet`` takes the node's address
+    (bridge/ptp ``ipMasq``): the nftables table ``inet cni_plugins_masquerade`` or the
+    iptables nat chains ``CNI-…`` (``ipMasqBackend: iptables``, the Go plugins up to 1.4)."""
+
+    network: str
+    subnet: str  # "" when only per-address rules (the Go reference's layout) say so
+    addresses: list[str] = field(default_factory=list)
+    backend: str = "nftables"  # or "iptables": a CNI-… chain in nat per attachment
+
+
+@record
 class PortMapping:
     """A DNAT rule of a portmap table (``handles`` = every rule of the same owner there)."""
 
@@ -208,6 +220,9 @@ class DaemonStatus:
     how: str = ""  # health's startedBy: autostart, socket-activation, systemd, manual
     error: str = ""
     entry_points: list[EntryPointDir] = field(default_factory=list)
+    # How calls made by this caller run ("through the daemon", or "in-process: why").
+    here: str = ""
+    chosen_because: str = ""  # why this socket: "given", "N entry points forward to it", …
 
 
 @record
@@ -240,6 +255,7 @@ class NodeState:
     interfaces: list[HostInterface] = field(default_factory=list)
     routes: list[Route] = field(default_factory=list)
     port_mappings: list[PortMapping] = field(default_factory=list)
+    masquerades: list[Masquerade] = field(default_factory=list)
     namespaces: list[Namespace] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     cluster: ClusterAgentState | None = None

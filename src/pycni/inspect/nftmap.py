@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pycni.inspect.model import PortMapping
+from pycni.inspect.model import Masquerade, PortMapping
 from pycni.net import nft
 from pycni.plugins.meta.portmap import nft_backend, nft_chains, nft_maps
 
@@ -193,3 +193,110 @@ def delete_mapping(mapping: PortMapping) -> None:
         for chain, handle in sorted(handles)
     )
     nft.apply(script)
+
+
+MASQ_TABLE = "cni_plugins_masquerade"  # pycni.net.ipmasq.TABLE, the reference's name
+
+
+def _net_of(comment: str) -> str:
+    """The network of a masquerade comment: ``… net: NAME, if: …`` or ``pycni SUBNET net: NAME``."""
+    _, found, rest = comment.partition("net: ")
+    return rest.split(", if: ", 1)[0].strip() if found else ""
+
+
+def _set_ref(expr: Any) -> str:
+    for item in expr if isinstance(expr, list) else []:
+        right = item.get("match", {}).get("right") if isinstance(item, dict) else None
+        if isinstance(right, str) and right.startswith("@"):
+            return right[1:]
+    return ""
+
+
+def _saddr(expr: Any) -> str:
+    for item in expr if isinstance(expr, list) else []:
+        match = item.get("match") if isinstance(item, dict) else None
+        if isinstance(match, dict) and isinstance(match.get("right"), str):
+            left = match.get("left", {}).get("payload", {})
+            if isinstance(left, dict) and left.get("field") == "saddr":
+                return str(match["right"])
+    return ""
+
+
+def read_masquerades() -> tuple[list[Masquerade], list[str]]:
+    """Which pod addresses of which network are masqueraded, from the masquerade table (pycni's
+    per-network sets and the reference's per-address rules); none when there is no table."""
+    try:
+        items = nft.query(f"list table inet {MASQ_TABLE}")
+    except nft.NftError:
+        return [], []  # no such table: nothing is masqueraded by nftables here
+    except OSError as exc:
+        return [], [f"cannot read nftables: {exc}"]
+    found: dict[tuple[str, str], Masquerade] = {}
+    by_set: dict[str, Masquerade] = {}
+    for item in items:
+        rule = item.get("rule")
+        if not isinstance(rule, dict):
+            continue
+        comment = str(rule.get("comment", ""))
+        network = _net_of(comment)
+        if not network:
+            continue
+        if comment.startswith("pycni ") and (name := _set_ref(rule.get("expr"))):
+            subnet = comment[len("pycni ") :].split(" ", 1)[0]
+            entry = found.setdefault((network, subnet), Masquerade(network, subnet))
+            by_set[name] = entry
+        elif address := _saddr(rule.get("expr")):
+            entry = found.setdefault((network, ""), Masquerade(network, ""))
+            entry.addresses.append(address)
+    for item in items:
+        nft_set = item.get("set")
+        if not isinstance(nft_set, dict) or str(nft_set.get("name")) not in by_set:
+            continue
+        entry = by_set[str(nft_set["name"])]
+        for elem in nft_set.get("elem") or []:
+            inner = elem.get("elem") if isinstance(elem, dict) else None
+            value = inner.get("val") if isinstance(inner, dict) else elem
+            if isinstance(value, str):
+                entry.addresses.append(value)
+    return sorted(found.values(), key=lambda m: (m.network, m.subnet)), []
+
+
+def read_iptables_masquerades() -> list[Masquerade]:
+    """Masquerading by iptables: ``-A POSTROUTING -s ADDR -m comment --comment "name: \\"NET\\"
+    id: …" -j CNI-…`` per attachment, the chain's ``-d SUBNET … -j ACCEPT`` giving the subnet.
+    Nothing when the iptables tools are missing or fail (then nothing is shown, not an error)."""
+    import shlex
+    import subprocess
+
+    found: dict[tuple[str, str], Masquerade] = {}
+    for tool in ("iptables-save", "ip6tables-save"):
+        try:
+            proc = subprocess.run(
+                [tool, "-t", "nat"], capture_output=True, text=True, timeout=30, check=False
+            )
+        except (OSError, subprocess.SubprocessError):
+            continue
+        subnets: dict[str, str] = {}
+        members: list[tuple[str, str, str]] = []  # (chain, network, address)
+        for line in proc.stdout.splitlines():
+            if not line.startswith("-A "):
+                continue
+            try:
+                words = shlex.split(line)
+            except ValueError:
+                continue
+            opts = {words[i]: words[i + 1] for i in range(len(words) - 1) if words[i][0] == "-"}
+            target, chain = opts.get("-j", ""), opts.get("-A", "")
+            if chain == "POSTROUTING" and target.startswith("CNI-") and "-s" in opts:
+                name = opts.get("--comment", "").partition('name: "')[2].partition('"')[0]
+                if name:
+                    members.append((target, name, opts["-s"].removesuffix("/32")))
+            elif chain.startswith("CNI-") and target == "ACCEPT" and "-d" in opts:
+                subnets[chain] = opts["-d"]
+        for chain, network, address in members:
+            subnet = subnets.get(chain, "")
+            entry = found.setdefault(
+                (network, subnet), Masquerade(network, subnet, backend="iptables")
+            )
+            entry.addresses.append(address.removesuffix("/128"))
+    return sorted(found.values(), key=lambda m: (m.network, m.subnet))

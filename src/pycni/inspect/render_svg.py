@@ -256,23 +256,43 @@ def _daemon(state: NodeState) -> Box:
     d = state.daemon
     if d is None:
         return box("daemon-off", "pycni daemon", Line("not checked", "dim"))
+    reason = d.chosen_because.removeprefix("given").removeprefix("; ")
+    why = [Line(reason, "dim")] if reason else []
     if not d.answers:
         return box(
             "daemon-off",
             "pycni daemon: not running",
-            "mode: in-process",
+            "calls run in-process",
             Line("(the entry points run the", "dim"),
             Line("plugins themselves)", "dim"),
             Line(d.socket, "dim"),
+            *why,
         )
     facts = [f"pid {d.pid}"] if d.pid is not None else []
     if d.workers is not None:
         facts.append(f"{d.workers} workers")
-    lines: list[str | Line] = [f"mode: {d.mode} ({d.status or 'ok'})", ", ".join(facts)]
+    lines: list[str | Line] = []
+    if d.status == "other mount namespace":
+        lines += ["serves the node's calls;", "calls from this process's", "mount namespace run"]
+        lines.append("in-process")
+    else:
+        lines.append(f"serves every call ({d.status or 'ok'})")
+    if facts:
+        lines.append(", ".join(facts))
     if d.started_by:
-        lines.append(Line(d.started_by, "dim"))
-    lines.append(Line(d.socket, "dim"))
+        lines.append(Line(shorten(d.started_by, 60), "dim"))
+    lines += [Line(d.socket, "dim"), *why]
     return box("daemon", "pycni daemon: answering", *lines)
+
+
+def _masquerade(state: NodeState) -> Box:
+    rows: list[str | Line] = []
+    for m in state.masquerades[:MAX_LIST]:
+        count = _count(len(m.addresses), "pod")
+        rows.append(shorten(f"{m.network}: {m.subnet or 'per address'} → node address ({count})"))
+    if not rows:
+        rows = [Line("none", "dim")]
+    return box("networks", f"Masquerade ({len(state.masquerades)})", *rows)
 
 
 @record
@@ -483,7 +503,13 @@ def render(state: NodeState, leaks: list[Leak] | None = None) -> str:
     x0 = MARGIN + NODE_PAD
     frame_index = len(canvas.items)
 
-    top = [*_uplinks(state, pod_veths), _routes(state), _networks(state), _daemon(state)]
+    top = [
+        *_uplinks(state, pod_veths),
+        _routes(state),
+        _networks(state),
+        _masquerade(state),
+        _daemon(state),
+    ]
     y = flow(top, x0, node_top + NODE_PAD) + GAP * 2
     for b in top:
         canvas.draw(b)

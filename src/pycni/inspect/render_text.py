@@ -60,19 +60,21 @@ def _cluster_lines(agent: ClusterAgentState) -> list[str]:
 
 
 def _daemon_line(daemon: DaemonStatus) -> str:
+    reason = daemon.chosen_because.removeprefix("given").removeprefix("; ")
+    why = f"; {reason}" if reason else ""
     if not daemon.answers:
-        return (
-            f"Daemon: not running on {daemon.socket} "
-            "(mode in-process: the entry points run the plugins themselves)"
-        )
+        here = daemon.here or "in-process: the entry points run the plugins themselves"
+        return f"Daemon: not running on {daemon.socket}{why}; calls run {here}"
     facts = [f"pid {daemon.pid}"] if daemon.pid is not None else []
     if daemon.workers is not None:
         facts.append(f"{daemon.workers} workers")
     if daemon.started_by:
         facts.append(f"started {daemon.started_by}")
-    return f"Daemon: answering on {daemon.socket} (mode {daemon.mode}, {daemon.status}; " + (
-        ", ".join(facts) + ")"
-    )
+    if daemon.status and daemon.status not in ("ok", "other mount namespace"):
+        facts.append(daemon.status)
+    said = f" ({', '.join(facts)})" if facts else ""
+    here = daemon.here or "through the daemon"
+    return f"Daemon: answering on {daemon.socket}{said}{why}; calls from here run {here}"
 
 
 def _host_row(line: str) -> list[str]:
@@ -202,6 +204,19 @@ def render(state: NodeState, leaks: list[Leak]) -> str:
             for m in state.port_mappings
         ]
     )
+    out += ["", f"Masquerade ({len(state.masquerades)})"]
+    out += _table(
+        [
+            [
+                m.network,
+                f"from {m.subnet}" if m.subnet else "per address",
+                f"{len(m.addresses)} pod address{'' if len(m.addresses) == 1 else 'es'}",
+                ", ".join(m.addresses[:4]) + (" …" if len(m.addresses) > 4 else ""),
+                "(inet cni_plugins_masquerade)" if m.backend == "nftables" else "(iptables nat)",
+            ]
+            for m in state.masquerades
+        ]
+    )
     if state.daemon is not None:
         out += ["", _daemon_line(state.daemon), *_entry_point_lines(state.daemon)]
     if state.cluster is not None:
@@ -217,4 +232,10 @@ def render(state: NodeState, leaks: list[Leak]) -> str:
         out += _table([[lk.kind, lk.subject, lk.reason] for lk in leaks])
     else:
         out += ["Leaks: none"]
-    return "\n".join(out) + "\n"
+    # Names come from configs, caches, nftables and iptables comments: never print a terminal
+    # escape from them.
+    return "\n".join(_printable(line) for line in out) + "\n"
+
+
+def _printable(line: str) -> str:
+    return line if line.isprintable() else "".join(c if c.isprintable() else "?" for c in line)

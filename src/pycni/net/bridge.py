@@ -34,6 +34,7 @@ class VlanFilteringUnsupported(Exception):
 class BridgeInfo:
     index: int
     created: bool
+    mac: str = ""  # the bridge's MAC when this call found or made it (ensure_addr pins it)
 
 
 def ensure_bridge(
@@ -64,17 +65,14 @@ def ensure_bridge(
     sysctl.try_write(f"net/ipv6/conf/{name}/accept_ra", "0")
     if not found.flags & IFF_UP:
         kernel.set_link(index, up=True)
-    return BridgeInfo(index, created)
+    return BridgeInfo(index, created, found.mac)
 
 
-def attach_port(
-    kernel: Kernel, port_index: int, bridge_index: int, hairpin: bool, isolated: bool
-) -> None:
-    """Enslave the port, then set its hairpin and isolated flags.
+def set_port_flags(kernel: Kernel, port_index: int, hairpin: bool, isolated: bool) -> None:
+    """A new port's hairpin and isolated flags (it is enslaved when its veth is created).
 
     A new port starts with both flags off, so they are only written when one is wanted (the
     reference writes them even when off; the resulting state is the same, one call cheaper)."""
-    kernel.set_link(port_index, master=bridge_index)
     if hairpin or isolated:
         kernel.set_bridge_port(port_index, hairpin, isolated)
 
@@ -120,21 +118,27 @@ class VlanGateway:
 
 
 def ensure_vlan_gateway(
-    kernel: Kernel, bridge_index: int, bridge_name: str, vid: int, preserve: bool
+    kernel: Kernel,
+    bridge_index: int,
+    bridge_name: str,
+    vid: int,
+    preserve: bool,
+    port_ipv6: bool = True,
 ) -> VlanGateway:
     """The interface that carries the gateway addresses of VLAN ``vid`` (the reference's
     ensureVlanInterface): a veth pair in the node namespace, one end named
     ``<bridge>.<vid>``, the other (``veth%08x``) a port of the bridge in ``vid`` (PVID,
-    untagged), both up, the veth at the bridge's MTU. A link of that name is reused as is."""
+    untagged), both up, the veth at the bridge's MTU. A link of that name is reused as is.
+    ``port_ipv6`` as the pod ports' ``hostVethIPv6``: IPv6 on the port end (the reference's)
+    or off; the ``<bridge>.<vid>`` end keeps IPv6, it may carry an IPv6 gateway."""
     name = vlan_gateway_name(bridge_name, vid)
     found = kernel.find_link(name)
     if found is not None:
         return VlanGateway(name, found.index, found.mac, False)
     mtu = kernel.link(bridge_index).mtu
     with NetNS.current() as here:
-        pair = create_pair(kernel, here.fd, name, mtu)
+        pair = create_pair(kernel, here.fd, name, mtu, master=bridge_index, host_ipv6=port_ipv6)
     try:
-        attach_port(kernel, pair.host_index, bridge_index, False, False)
         port_vlans(kernel, pair.host_index, vid, [], preserve)
         gateway = get(kernel, name)
         kernel.set_link(gateway.index, up=True)
@@ -145,12 +149,17 @@ def ensure_vlan_gateway(
     return VlanGateway(name, gateway.index, gateway.mac, True)
 
 
-def ensure_addr(kernel: Kernel, bridge_name: str, address: IPInterface, force: bool) -> bool:
+def ensure_addr(
+    kernel: Kernel, bridge_name: str, address: IPInterface, force: bool, mac: str = ""
+) -> bool:
     """Put ``address`` on the bridge (the reference's ensureAddr); True when we added it.
 
     An identical address is a no-op. Any other IPv4 address conflicts; an IPv6 one only when
     the prefixes overlap. A conflict is an error unless ``force``, which removes the old one.
-    After adding, the bridge MAC is set to itself so it stops following its lowest port MAC.
+    After adding, the bridge MAC is pinned so it stops following its lowest port's: to
+    ``mac``, the bridge's own from before its first port joined (BridgeInfo.mac), as the
+    reference pins the MAC it read when it set the bridge up; else (none given, or the zero
+    MAC a bridge has after its last port left: the kernel refuses it) to the current one.
     """
     index = index_of(kernel, bridge_name)
     # one family's dump: the kernel answers it without the RTNL mutex, unlike a dump of every
@@ -177,8 +186,19 @@ def ensure_addr(kernel: Kernel, bridge_name: str, address: IPInterface, force: b
         if not exc.exists:
             raise RuntimeError(f'could not add IP address to "{bridge_name}": {exc}') from None
         added = False
-    kernel.set_link(index, mac=get(kernel, bridge_name).mac)
+    if not _unicast(mac):
+        mac = get(kernel, bridge_name).mac
+    kernel.set_link(index, mac=mac)
     return added
+
+
+def _unicast(mac: str) -> bool:
+    """A MAC a link can take: not empty, not all zero, not multicast."""
+    try:
+        octets = bytes.fromhex(mac.replace(":", ""))
+    except ValueError:
+        return False
+    return len(octets) == 6 and any(octets) and not octets[0] & 1
 
 
 def remove_addr(kernel: Kernel, bridge_name: str, address: IPInterface) -> None:

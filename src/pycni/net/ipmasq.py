@@ -10,6 +10,9 @@ pycni coexist and either can tear down what the other made:
   the reference's attachment comment ``<hash(network)>-<hash(ifname:containerID)>, net: …,
   if: …, id: …``. The reference's own layout (one rule per pod address in ``masq_checks``,
   same comment) is still removed by DEL and GC, so pods set up before an upgrade go cleanly.
+  The last DEL (or GC) of a network removes its chain and sets, and the last of all the table,
+  so a node without masqueraded pods has no trace of it, as under the reference
+  (``release_unused``: checked by the kernel, and serialised with the ADD that makes them).
 * iptables (``ipMasqBackend: "iptables"``): chain ``CNI-<hash>`` in ``nat`` per
   (network, containerID), reached from POSTROUTING by ``-s <ip>``. It runs the iptables
   binaries, so it is slower; it exists for compatibility.
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import errno
 import ipaddress
+import os
 from collections.abc import Iterable, Sequence
 
 from pycni.net import nft, tools
@@ -198,6 +202,11 @@ def element_changes(
     return out
 
 
+def _jump_comment(network: str) -> str:
+    """The comment of the network's jump in ``masq_checks``."""
+    return f"{RULE_PREFIX}net: {network.replace(chr(34), '')}"[:COMMENT_MAX]
+
+
 def _ensure_network(network: str, subnets: Iterable[IPNetwork]) -> None:
     """Create what the fast path needs, once per network and subnet. ``create`` fails when
     the object exists, so the chain and its jump (and a set and its rule) appear together
@@ -208,7 +217,7 @@ def _ensure_network(network: str, subnets: Iterable[IPNetwork]) -> None:
         "add": {
             "rule": _obj(
                 chain=CHAIN,
-                comment=f"{RULE_PREFIX}net: {network.replace(chr(34), '')}"[:COMMENT_MAX],
+                comment=_jump_comment(network),
                 expr=[{"jump": {"target": chain}}],
             )
         }
@@ -255,26 +264,56 @@ def _create_once(commands: list[dict[str, Any]]) -> None:
             raise
 
 
+class _NamespaceLock:
+    """Serialises the making of the table's objects with their removal in this thread's
+    namespace: an ADD that finds its set missing makes it and adds to it under the lock, and
+    a DEL removes unused objects under it, so neither can undo the other half-way (lock-free,
+    a DEL could remove the sets between an ADD making them and adding to them, again and
+    again under churn). An flock on the namespace's own inode (as sbr takes on a pod's): per
+    node, no file to leave behind, released when a holder dies. The common ADD (the sets
+    exist) and the element removals of a DEL never take it."""
+
+    def __enter__(self) -> None:
+        import fcntl  # only the first ADD of a network and the DEL's cleanup get here
+
+        from pycni.net.ns import THREAD_NETNS
+
+        self._fd = os.open(THREAD_NETNS, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+        except BaseException:
+            os.close(self._fd)
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self._fd)  # drops the lock
+
+
 def setup_nftables(ipns: Sequence[IPInterface], network: str, ifname: str, cid: str) -> None:
     """Add the attachment's addresses to its network's sets: one small batch; the sets and
-    their rules are made on the first ADD of a network (or subnet)."""
+    their rules are made on the first ADD of a network (or subnet), under _NamespaceLock."""
     from pycni.net import nftnl  # netlink to nftables: only masquerading calls load it
 
     if not ipns:
         return
     changes = element_changes(ipns, network, comment_for_instance(network, ifname, cid))
-    try:
-        nftnl.change_elements("inet", TABLE, changes)
-        return
-    except OSError as exc:
-        if exc.errno != errno.ENOENT:
+    names = dict.fromkeys(set_name(network, ipn.network) for ipn in ipns)
+    # asked first: a batch refused for a missing set costs ~10 ms (the first ADD after the
+    # last DEL of a network finds none), a question 0.02 ms
+    if all(nftnl.set_exists("inet", TABLE, name) for name in names):
+        try:
+            nftnl.change_elements("inet", TABLE, changes)
+            return
+        except OSError as exc:
+            if exc.errno != errno.ENOENT:
+                raise NftError(f"adding the pod addresses to the masquerade sets: {exc}") from None
+    # a set (or the table) is missing: make them, then add
+    with _NamespaceLock():
+        _ensure_network(network, dict.fromkeys(ipn.network for ipn in ipns))
+        try:
+            nftnl.change_elements("inet", TABLE, changes)
+        except OSError as exc:
             raise NftError(f"adding the pod addresses to the masquerade sets: {exc}") from None
-    # a set (or the table) is missing: make them, then try again
-    _ensure_network(network, dict.fromkeys(ipn.network for ipn in ipns))
-    try:
-        nftnl.change_elements("inet", TABLE, changes)
-    except OSError as exc:
-        raise NftError(f"adding the pod addresses to the masquerade sets: {exc}") from None
 
 
 def _elements(items: list[dict[str, Any]]) -> list[tuple[str, str]]:
@@ -312,16 +351,81 @@ def _delete_rule(handle: int) -> dict[str, Any]:
     return {"delete": {"rule": _obj(chain=CHAIN, handle=handle)}}
 
 
-def _network_sets(network: str) -> list[str]:
-    """The sets of a network, read from the comments of its chain's rules."""
+def _network_rules(network: str) -> list[tuple[int, str]]:
+    """(handle, set) of each rule of the network's chain, the set read from its comment
+    ("" for a rule that is not one of ours)."""
     from pycni.net import nftnl  # netlink to nftables: only masquerading calls load it
 
-    rules = nftnl.chain_rules("inet", TABLE, net_chain(network))
-    return [
-        set_name(network, subnet)
-        for rule in rules
-        if (subnet := _subnet_of_comment(rule.comment)) is not None
-    ]
+    out = []
+    for rule in nftnl.chain_rules("inet", TABLE, net_chain(network)):
+        subnet = _subnet_of_comment(rule.comment)
+        out.append((rule.handle, "" if subnet is None else set_name(network, subnet)))
+    return out
+
+
+def _network_sets(network: str) -> list[str]:
+    """The sets of a network, read from the comments of its chain's rules."""
+    return [name for _handle, name in _network_rules(network) if name]
+
+
+def release_unused(network: str, sets: Sequence[str] = ()) -> bool:
+    """After a DEL or GC: remove the network's chain, jump, rules and sets once its sets hold
+    no address, then the table once nothing else is in it, so the last DEL leaves no trace
+    (as the reference, whose iptables chains go with their pod). ``sets``: those the caller
+    just removed addresses from (else the network's). Returns whether the table went.
+
+    First, without a lock, each set is read (nftnl.set_is_empty): a set that still holds an
+    address ends it there, the common case, at the cost of one dump. Then, under
+    _NamespaceLock (so an ADD of ours making the sets is not cut in two), each step is one
+    nf_tables batch whose removals the kernel refuses (NLM_F_NONREC: EBUSY, and the whole
+    batch is undone) when a set still holds an element, a chain holds a rule we did not name,
+    or the table holds anything else, as checked in the kernel's commit of that batch: an
+    address added meanwhile by anyone (our daemon's threads, another process, the reference)
+    keeps everything. Such a refusal costs the kernel an RCU grace period (~10 ms measured),
+    hence the reads first."""
+    from pycni.net import nftnl  # netlink to nftables: only masquerading calls load it
+
+    for name in sets or _network_sets(network):
+        if nftnl.set_is_empty("inet", TABLE, name) is False:
+            return False  # addresses left (a missing set holds none: an older layout's pod)
+    with _NamespaceLock():
+        checks = nftnl.chain_rules("inet", TABLE, CHAIN)
+        jumps = [rule.handle for rule in checks if rule.comment == _jump_comment(network)]
+        rules = _network_rules(network)
+        if len(jumps) > 1 or (rules and not jumps) or any(not name for _h, name in rules):
+            return False  # not our layout as we made it (names cut to one comment): leave it
+        if jumps:
+            batch = [nftnl.Removal("rule", CHAIN, jumps[0])]
+            batch += [nftnl.Removal("rule", net_chain(network), handle) for handle, _s in rules]
+            batch += [nftnl.Removal("set", name, only_if_unused=True) for _h, name in rules]
+            batch.append(nftnl.Removal("chain", net_chain(network), only_if_unused=True))
+            if not _try_removal(batch):
+                return False  # an address came meanwhile: keep it all
+        if len(checks) > len(jumps):
+            return False  # other networks' jumps or the older layout's rules keep the table
+        if not jumps and not nftnl.chain_exists("inet", TABLE, CHAIN):
+            return False  # no table (a refused batch costs ~10 ms: ask first)
+        return _try_removal(
+            [
+                nftnl.Removal("chain", "postrouting"),  # ours alone: remade by a first ADD
+                nftnl.Removal("chain", CHAIN, only_if_unused=True),
+                nftnl.Removal("table", TABLE, only_if_unused=True),
+            ]
+        )
+
+
+def _try_removal(batch: Sequence[nftnl.Removal]) -> bool:
+    """Apply a batch of removals; False when the kernel refused it as in use (EBUSY) or
+    something of it is gone already (ENOENT: a concurrent removal or change)."""
+    from pycni.net import nftnl  # netlink to nftables: only masquerading calls load it
+
+    try:
+        nftnl.change_elements("inet", TABLE, batch)
+    except OSError as exc:
+        if exc.errno in (errno.EBUSY, errno.ENOENT):
+            return False
+        raise NftError(f"removing the unused masquerade table: {exc}") from None
+    return True
 
 
 def _set_elements(name: str) -> list[tuple[str, str]]:
@@ -371,6 +475,7 @@ def teardown_nftables(
                 if one.errno != errno.ENOENT:
                     raise NftError(f"removing a pod address from a masquerade set: {one}") from None
     _delete_changes(doomed)
+    release_unused(network, [set_name(network, ipn.network) for ipn in ipns])
 
 
 def gc_nftables(network: str, valid: Iterable[tuple[str, str]]) -> int:
@@ -387,6 +492,7 @@ def gc_nftables(network: str, valid: Iterable[tuple[str, str]]) -> int:
     for name in _network_sets(network):
         doomed += [_delete_element(name, ip) for ip, c in _set_elements(name) if c not in keep]
     _delete_changes(doomed)
+    release_unused(network)
     return len(doomed)
 
 

@@ -57,6 +57,15 @@ def family_of(version: int) -> int:
     return AF_INET6 if version == 6 else AF_INET
 
 
+def broadcast_of(interface: IPInterface) -> ipaddress.IPv4Address | None:
+    """The broadcast address an IPv4 address is added with: the subnet's last address for a
+    prefix shorter than /31 (RFC 3021), as Go's netlink library sets it on every AddrAdd,
+    so ``ip addr`` shows the reference's ``brd``; None for /31, /32 and IPv6."""
+    if interface.version != 4 or interface.network.prefixlen >= 31:
+        return None
+    return ipaddress.IPv4Address(interface.network.broadcast_address)
+
+
 class NetlinkError(OSError):
     """The kernel refused a netlink request (an error reply); ``errno`` says why.
 
@@ -132,6 +141,7 @@ class Link:
     ipvlan_mode: int | None = None  # IFLA_IPVLAN_MODE: 0 l2, 1 l3, 2 l3s
     ipvlan_flags: int = 0  # IFLA_IPVLAN_FLAGS: 0 bridge, 1 private, 2 vepa
     vlan_id: int | None = None  # IFLA_VLAN_ID of an 802.1Q link
+    vrf_table: int | None = None  # IFLA_VRF_TABLE of a vrf link
 
     @property
     def up(self) -> bool:
@@ -251,9 +261,17 @@ class Kernel(Protocol):
     def links(self) -> list[Link]: ...
 
     def add_veth(
-        self, name: str, peer_name: str, peer_netns_fd: int, mtu: int = 0, peer_mac: str = ""
-    ) -> None:
-        """A veth ``name`` here whose peer ``peer_name`` is created in ``peer_netns_fd``."""
+        self,
+        name: str,
+        peer_name: str,
+        peer_netns_fd: int,
+        mtu: int = 0,
+        peer_mac: str = "",
+        master: int = 0,
+    ) -> int:
+        """A veth ``name`` here whose peer ``peer_name`` is created in ``peer_netns_fd``,
+        enslaved to link ``master`` at creation when given; its index, or 0 when the kernel
+        did not say (before 6.3 it does not echo a new link)."""
         ...
 
     def add_bridge(self, name: str, mtu: int = 0, vlan_filtering: bool = False) -> None: ...
@@ -286,6 +304,12 @@ class Kernel(Protocol):
     ) -> None: ...
 
     def add_ifb(self, name: str, mtu: int, txqlen: int) -> None: ...
+
+    def add_dummy(self, name: str, mtu: int = 0) -> None: ...
+
+    def add_vrf(self, name: str, table: int) -> None:
+        """A VRF device ``name`` whose routes live in routing table ``table``."""
+        ...
 
     def set_link(
         self,

@@ -60,6 +60,13 @@ NFT_MSG_GETSETELEM = 13
 NFT_MSG_DELSETELEM = 14
 NFT_MSG_DELRULE = 8
 NFT_MSG_DELCHAIN = 5
+NFT_MSG_DELTABLE = 2
+NFT_MSG_DELSET = 11
+NFT_MSG_GETSET = 10
+NFTA_TABLE_NAME = 1
+NFTA_SET_TABLE = 1
+NFTA_SET_NAME = 2
+NLM_F_NONREC = 0x100  # on a delete: refuse (EBUSY) an object still in use instead of recursing
 NFT_MSG_GETCHAIN = 4
 NFTA_CHAIN_TABLE = 1
 NFTA_CHAIN_NAME = 3
@@ -126,6 +133,21 @@ class ChainRemoval:
     chain: str
 
 
+@record(frozen=True)
+class Removal:
+    """Delete one object: a rule by ``handle`` of chain ``name``, or the set, chain or table
+    ``name`` (the table's name for a table). ``only_if_unused`` sends NLM_F_NONREC: the
+    kernel then refuses (EBUSY, aborting the whole batch) a set that holds elements, a chain
+    that holds rules or is jumped to, a table that holds chains or sets, so a batch of such
+    removals never takes what a concurrent change added; without it a chain goes with its
+    rules."""
+
+    kind: str  # "rule", "set", "chain" or "table"
+    name: str
+    handle: int = 0
+    only_if_unused: bool = False
+
+
 PROTOCOLS = {"tcp": 6, "udp": 17, "sctp": 132, "dccp": 33, "udplite": 136}
 
 
@@ -185,6 +207,15 @@ def chain_exists(family: str, table: str, chain: str) -> bool:
     body = NFGENMSG.pack(FAMILIES[family], 0, 0)
     body += attr_str(NFTA_CHAIN_TABLE, table) + attr_str(NFTA_CHAIN_NAME, chain)
     return _request(NFT_MSG_GETCHAIN, NLM_F_ACK, body) is not None
+
+
+def set_exists(family: str, table: str, set_name: str) -> bool:
+    """Whether ``family table set_name`` exists (one NFT_MSG_GETSET for it): asking costs a
+    round trip, while a batch that fails on a missing set costs the kernel an RCU grace
+    period (~10 ms measured)."""
+    body = NFGENMSG.pack(FAMILIES[family], 0, 0)
+    body += attr_str(NFTA_SET_TABLE, table) + attr_str(NFTA_SET_NAME, set_name)
+    return _request(NFT_MSG_GETSET, NLM_F_ACK, body) is not None
 
 
 def _elements_of(payload: bytes) -> list[Element]:
@@ -255,6 +286,20 @@ def set_elements(family: str, table: str, set_name: str) -> list[Element] | None
     return out
 
 
+def set_is_empty(family: str, table: str, set_name: str) -> bool | None:
+    """Whether a set holds no element; None when the table or the set does not exist. One
+    dump of the set, read but not decoded (measured: 0.15 ms at 1000 elements, 0.5 ms at
+    3000): the kernel has no element count to ask for."""
+    replies = _request(NFT_MSG_GETSETELEM, NLM_F_DUMP, _list_head(family, table, set_name))
+    if replies is None:
+        return None
+    return not any(
+        mtype == NFT_MSG_NEWSETELEM
+        and parse_attrs(payload, 0, len(payload)).get(NFTA_SET_ELEM_LIST_ELEMENTS)
+        for mtype, payload in replies
+    )
+
+
 def element_comment(family: str, table: str, set_name: str, address: IPAddress) -> str | None:
     """The comment of the element ``address`` of an address set (one keyed lookup). None when
     the set or the element does not exist; "" for an element without a comment."""
@@ -285,6 +330,23 @@ def _chain_messages(family: str, table: str, removal: ChainRemoval) -> list[tupl
     ]
 
 
+def _removal_message(family: str, table: str, removal: Removal) -> tuple[int, int, bytes]:
+    head = NFGENMSG.pack(FAMILIES[family], 0, 0)
+    flags = NLM_F_NONREC if removal.only_if_unused else 0
+    if removal.kind == "rule":
+        body = head + attr_str(NFTA_RULE_TABLE, table) + attr_str(NFTA_RULE_CHAIN, removal.name)
+        return NFT_MSG_DELRULE, 0, body + attr(NFTA_RULE_HANDLE, struct.pack("!Q", removal.handle))
+    if removal.kind == "set":
+        body = head + attr_str(NFTA_SET_TABLE, table) + attr_str(NFTA_SET_NAME, removal.name)
+        return NFT_MSG_DELSET, flags, body
+    if removal.kind == "chain":
+        body = head + attr_str(NFTA_CHAIN_TABLE, table) + attr_str(NFTA_CHAIN_NAME, removal.name)
+        return NFT_MSG_DELCHAIN, flags, body
+    if removal.kind == "table":
+        return NFT_MSG_DELTABLE, flags, head + attr_str(NFTA_TABLE_NAME, table)
+    raise ValueError(f"unknown nf_tables object kind {removal.kind!r}")
+
+
 def _fit_send_buffer(sock: socket.socket, size: int) -> None:
     """A netlink batch is one datagram: it must fit the socket's send buffer (a GC of
     hundreds of attachments exceeds the default). Grown as nft does, forced when allowed."""
@@ -297,12 +359,13 @@ def _fit_send_buffer(sock: socket.socket, size: int) -> None:
 
 
 def change_elements(
-    family: str, table: str, changes: Sequence[ElementChange | ChainRemoval]
+    family: str, table: str, changes: Sequence[ElementChange | ChainRemoval | Removal]
 ) -> None:
     """Apply the changes in order as one atomic nf_tables batch. An add of an element that
     exists is a no-op (as nft's ``add``) unless ``exclusive`` (EEXIST), or when a map element's
     data differs (EBUSY); a delete of a missing one fails the whole batch.
-    Raises NftnlError with the kernel's errno (ENOENT: no such table, set or element)."""
+    Raises NftnlError with the kernel's errno (ENOENT: no such table, set or element;
+    EBUSY: a Removal ``only_if_unused`` of an object in use)."""
     if not changes:
         return
     conn = nfnetlink.connection()
@@ -320,6 +383,10 @@ def change_elements(
         # large batch (GC of hundreds of attachments: ENOBUFS).
         todo: list[tuple[int, int, bytes]] = []
         for change in changes:
+            if isinstance(change, Removal):
+                kind, flags, body = _removal_message(family, table, change)
+                todo.append(((NFNL_SUBSYS_NFTABLES << 8) | kind, NLM_F_REQUEST | flags, body))
+                continue
             if isinstance(change, ChainRemoval):
                 for kind, body in _chain_messages(family, table, change):
                     todo.append(((NFNL_SUBSYS_NFTABLES << 8) | kind, NLM_F_REQUEST, body))

@@ -30,8 +30,6 @@ from pycni.spec.errors import INVALID_NETWORK_CONFIG, CNIError
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 CHAIN_MAX = 28  # iptables: "chain name must be shorter than 29 characters"
-NFT_NAME_MAX = 64
-IPT_COMMENT_MAX = 256
 NFT_COMMENT_MAX = 128
 _IFNAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 # Verdicts and builtin chains are not something a config may jump to in our name.

@@ -70,11 +70,3 @@ def route_copy(route: Route, table: int | None = None) -> Route:
         mtu=0,
         multipath_oifs=(),
     )
-
-
-def route_gateway(route: Route) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    return route.gateway
-
-
-def route_prefsrc(route: Route) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    return route.prefsrc

@@ -62,7 +62,7 @@ def add_ingress(kernel: Kernel, index: int) -> None:
 
 def redirect_ingress_to(kernel: Kernel, index: int, target_index: int) -> None:
     """u32 match-all filter (prio 1, every protocol, flowid 1:1) on the ingress qdisc whose
-    mirred action egress-redirects each packet to ``target_index``."""
+    mirred actions egress-redirect each packet to ``target_index`` (the first steals it)."""
     kernel.redirect_ingress(index, target_index)
 
 

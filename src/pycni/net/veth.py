@@ -34,17 +34,27 @@ def random_host_name() -> str:
 
 
 def create_pair(
-    kernel: Kernel, pod_ns_fd: int, pod_ifname: str, mtu: int = 0, pod_mac: str = ""
+    kernel: Kernel,
+    pod_ns_fd: int,
+    pod_ifname: str,
+    mtu: int = 0,
+    pod_mac: str = "",
+    master: int = 0,
+    host_ipv6: bool = True,
 ) -> VethPair:
-    """Create ``veth%08x`` here with its peer ``pod_ifname`` in the pod namespace.
+    """Create ``veth%08x`` here with its peer ``pod_ifname`` in the pod namespace, then up.
 
-    The host end is set up with accept_ra=0 (as pkg/ip's SetupVeth); the pod end is left
-    down. ``kernel`` must be a client of the node namespace and this thread must be in it.
+    With ``master`` the host end is enslaved in the creating request, before it is up. With
+    ``host_ipv6`` its IPv6 is on with accept_ra=0 (as pkg/ip's SetupVeth); without it IPv6
+    is disabled on the host end before it comes up, so the kernel never gives it a link-local
+    address, DAD, MLD reports or routes in the node's IPv6 table (docs/plugins/bridge.md:
+    for a link that only forwards, as a bridge port). The pod end is left down. ``kernel``
+    must be a client of the node namespace and this thread must be in it.
     """
     for _ in range(HOST_NAME_RETRIES):
         host_name = random_host_name()
         try:
-            kernel.add_veth(host_name, pod_ifname, pod_ns_fd, mtu, pod_mac)
+            index = kernel.add_veth(host_name, pod_ifname, pod_ns_fd, mtu, pod_mac, master)
         except NetlinkError as exc:
             if not exc.exists:
                 raise
@@ -53,8 +63,17 @@ def create_pair(
             raise VethNameTaken(
                 f"container veth name provided ({pod_ifname}) already exists"
             ) from None
-        index = index_of(kernel, host_name)
-        sysctl.try_write(f"net/ipv6/conf/{host_name}/accept_ra", "0")
+        if not index:
+            index = index_of(kernel, host_name)
+        if host_ipv6:
+            sysctl.try_write(f"net/ipv6/conf/{host_name}/accept_ra", "0")
+        else:
+            # before up, so IPv6 never starts on this link; if the kernel refuses, the
+            # reference's state (no IPv6 in the kernel at all: both fail, nothing to do)
+            try:
+                sysctl.write(f"net/ipv6/conf/{host_name}/disable_ipv6", "1")
+            except OSError:
+                sysctl.try_write(f"net/ipv6/conf/{host_name}/accept_ra", "0")
         kernel.set_link(index, up=True)
         return VethPair(host_name, index)
     raise RuntimeError(f"failed to find a unique veth name after {HOST_NAME_RETRIES} tries")

@@ -125,6 +125,7 @@ class ClusterState:
     nodes: list[NodeState] = field(default_factory=list)
     pods: list[PodState] = field(default_factory=list)
     created: list[str] = field(default_factory=list)  # namespaces made, in order
+    plugin_timeout: float = 60.0  # seconds one CNI call may take (a slow machine: more)
 
     @property
     def underlay_ns(self) -> str:
@@ -313,7 +314,7 @@ def add_node(state: ClusterState) -> NodeState:
     return node
 
 
-def start_etcd(state: ClusterState) -> None:
+def start_etcd(state: ClusterState, timeout: float = 30.0) -> None:
     """Start etcd in the underlay (again: it keeps its data dir) and wait until it answers."""
     etcd = shutil.which("etcd")
     if etcd is None:
@@ -339,7 +340,7 @@ def start_etcd(state: ClusterState) -> None:
     state.etcd_pid = _spawn_in(state.underlay_ns, argv, state.path("etcd.log"))
     state.save()
     client_api = state.etcd()
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if client_api.healthy():
             return
@@ -375,6 +376,8 @@ def agent_argv(state: ClusterState, node: NodeState) -> list[str]:
         "--subnet-file", node.subnet_file,
         "--ttl", str(state.ttl),
         "--reconcile-interval", str(state.reconcile_interval),
+        *(["--wireguard-key-file", os.path.join(node.dir, "wgkey"), "--wireguard-keepalive",
+           "25"] if state.backend == "wireguard" else []),
     ]  # fmt: skip
 
 
@@ -464,7 +467,7 @@ def _install_plugins(state: ClusterState) -> None:
 def _runtime(state: ClusterState, node: NodeState) -> Any:
     from pycni.runtime.api import CNIConfig
 
-    return CNIConfig([state.plugin_dir], cache_dir=node.cache_dir, timeout=60)
+    return CNIConfig([state.plugin_dir], cache_dir=node.cache_dir, timeout=state.plugin_timeout)
 
 
 def _rt(pod: PodState) -> Any:
@@ -558,6 +561,7 @@ class UpOptions:
     family: str = "ipv4"  # "ipv4", "dual" (--dual-stack) or "ipv6" (--ipv6-only)
     ipv6_network: str = DEFAULT_IPV6_NETWORK
     ipv6_subnet_len: int = 64
+    wait: float = 30.0  # seconds for each agent's lease and for the routes (slow machines: more)
 
 
 def new_state(root: str, prefix: str) -> ClusterState:
@@ -593,20 +597,21 @@ def up(state: ClusterState, opts: UpOptions, progress: Progress) -> ClusterState
     state.reconcile_interval = opts.reconcile_interval
     state.family, state.ipv6_network = opts.family, opts.ipv6_network
     state.ipv6_subnet_len = opts.ipv6_subnet_len
+    state.plugin_timeout = max(60.0, opts.wait)
     state.save()
     build_underlay(state, opts.nodes)
     shown = " ".join(
         [str(state.underlay_gateway)] * state.has_v4 + [str(state.underlay_gateway6)] * state.has_v6
     )
     progress(f"underlay {state.underlay_ns} (br0 {shown}) and {opts.nodes} nodes")
-    start_etcd(state)
+    start_etcd(state, timeout=opts.wait)
     progress(f"etcd up at {state.etcd_endpoint} inside {state.underlay_ns} (pid {state.etcd_pid})")
     for node in state.nodes:
         start_agent(state, node)
     for node in state.nodes:
-        wait_for_subnet(node)
+        wait_for_subnet(node, timeout=opts.wait)
         progress(f"agent on {node.name} ({node.address}) leased {' '.join(node.subnets())}")
-    wait_converged(state, timeout=max(30.0, opts.nodes * 0.6))  # 100 agents share the CPUs
+    wait_converged(state, timeout=max(opts.wait, opts.nodes * 0.6))  # 100 agents share CPUs
     progress(f"{opts.backend} routes between all {opts.nodes} nodes in place")
     if opts.pods_per_node:
         _attach_pods(state, opts.pods_per_node, progress)

@@ -30,6 +30,8 @@ PLUGIN_TYPES: dict[str, str] = {
     "sbr": "pycni.plugins.meta.sbr:PLUGIN",
     "flannel": "pycni.plugins.meta.flannel:PLUGIN",
     "dnsname": "pycni.plugins.meta.dnsname:PLUGIN",
+    "dummy": "pycni.plugins.main.dummy:PLUGIN",
+    "vrf": "pycni.plugins.meta.vrf:PLUGIN",
 }
 
 _loaded: dict[str, Plugin] = {}

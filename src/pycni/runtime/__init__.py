@@ -43,6 +43,7 @@ if TYPE_CHECKING:  # the names below are imported on first use: plugins import r
     )
     from .exec import CallControl, Exec, PluginCancelled, PluginInfo, PluginTimeout, RawExec
     from .find import find_in_path
+    from .trace import TraceContext
     from .types import GCArgs, GCAttachment, NetworkAttachment, RuntimeConf
 
 _HOMES = {
@@ -61,6 +62,7 @@ _HOMES = {
     ),
     "pycni.runtime.exec": "CallControl Exec PluginCancelled PluginInfo PluginTimeout RawExec",
     "pycni.runtime.find": "find_in_path",
+    "pycni.runtime.trace": "TraceContext",
     "pycni.runtime.types": "GCArgs GCAttachment NetworkAttachment RuntimeConf",
 }
 _WHERE = {name: module for module, names in _HOMES.items() for name in names.split()}
@@ -98,6 +100,7 @@ __all__ = [
     "RawExec",
     "Result",
     "RuntimeConf",
+    "TraceContext",
     "conf_files",
     "conf_list_from_bytes",
     "conf_list_from_conf",

@@ -19,6 +19,7 @@ from pycni.spec.result import Result
 
 from .api import CNIConfig
 from .exec import PluginInfo
+from .trace import TraceContext
 from .types import GCArgs, NetworkAttachment, RuntimeConf
 
 T = TypeVar("T")
@@ -49,19 +50,34 @@ class AsyncCNIConfig:
         return await loop.run_in_executor(self.executor, functools.partial(func, *args, **kwargs))
 
     async def add_network_list(
-        self, conf: NetworkConfigList, rt: RuntimeConf, *, timeout: float | None = None
+        self,
+        conf: NetworkConfigList,
+        rt: RuntimeConf,
+        *,
+        timeout: float | None = None,
+        trace: TraceContext | None = None,
     ) -> Result:
-        return await self._run(self.config.add_network_list, conf, rt, timeout=timeout)
+        return await self._run(self.config.add_network_list, conf, rt, timeout=timeout, trace=trace)
 
     async def check_network_list(
-        self, conf: NetworkConfigList, rt: RuntimeConf, *, timeout: float | None = None
+        self,
+        conf: NetworkConfigList,
+        rt: RuntimeConf,
+        *,
+        timeout: float | None = None,
+        trace: TraceContext | None = None,
     ) -> None:
-        await self._run(self.config.check_network_list, conf, rt, timeout=timeout)
+        await self._run(self.config.check_network_list, conf, rt, timeout=timeout, trace=trace)
 
     async def del_network_list(
-        self, conf: NetworkConfigList, rt: RuntimeConf, *, timeout: float | None = None
+        self,
+        conf: NetworkConfigList,
+        rt: RuntimeConf,
+        *,
+        timeout: float | None = None,
+        trace: TraceContext | None = None,
     ) -> None:
-        await self._run(self.config.del_network_list, conf, rt, timeout=timeout)
+        await self._run(self.config.del_network_list, conf, rt, timeout=timeout, trace=trace)
 
     async def gc_network_list(
         self, conf: NetworkConfigList, args: GCArgs | None = None, *, timeout: float | None = None

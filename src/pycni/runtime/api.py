@@ -32,6 +32,7 @@ from .exec import (
     get_version_info,
     plugin_env,
 )
+from .trace import TraceContext
 from .types import GCArgs, NetworkAttachment, RuntimeConf
 
 
@@ -77,11 +78,16 @@ class CNIConfig:
 
     # --- helpers ----------------------------------------------------------------------------
 
-    def _control(self, timeout: float | None, cancel: threading.Event | None) -> CallControl:
+    def _control(
+        self,
+        timeout: float | None,
+        cancel: threading.Event | None,
+        trace: TraceContext | None = None,
+    ) -> CallControl:
         effective = self.timeout if timeout is None else timeout
-        if effective is None and cancel is None:
+        if effective is None and cancel is None and trace is None:
             return NO_CONTROL
-        return CallControl.start(effective, cancel)
+        return CallControl.start(effective, cancel, trace)
 
     @contextmanager
     def _attachment_lock(self, net_name: str, rt: RuntimeConf) -> Iterator[None]:
@@ -185,6 +191,7 @@ class CNIConfig:
         *,
         timeout: float | None = None,
         cancel: threading.Event | None = None,
+        trace: TraceContext | None = None,
     ) -> Result:
         """Run ADD through the chain in order and cache the final result.
 
@@ -192,7 +199,7 @@ class CNIConfig:
         plugin printed.  On failure nothing is cached and no rollback DEL is run: the caller
         must DEL, as the spec requires.
         """
-        control = self._control(timeout, cancel)
+        control = self._control(timeout, cancel, trace)
         with self._attachment_lock(conf.name, rt):
             result: Result | None = None
             for plugin in conf.plugins:
@@ -212,6 +219,7 @@ class CNIConfig:
         *,
         timeout: float | None = None,
         cancel: threading.Event | None = None,
+        trace: TraceContext | None = None,
     ) -> None:
         """Run CHECK in order with the cached ADD result (config version >= 0.4.0)."""
         try:
@@ -225,7 +233,7 @@ class CNIConfig:
             )
         if conf.disable_check:
             return
-        control = self._control(timeout, cancel)
+        control = self._control(timeout, cancel, trace)
         with self._attachment_lock(conf.name, rt):
             cached = self._read_cache(conf.name, conf.cni_version, rt)
             for plugin in conf.plugins:
@@ -240,13 +248,14 @@ class CNIConfig:
         *,
         timeout: float | None = None,
         cancel: threading.Event | None = None,
+        trace: TraceContext | None = None,
     ) -> None:
         """Run DEL through the chain in reverse with the cached result as ``prevResult``.
 
         An unreadable cache is dropped and DEL goes on without it; on a plugin failure the
         cache is kept so the DEL can be retried; on success it is removed.
         """
-        control = self._control(timeout, cancel)
+        control = self._control(timeout, cancel, trace)
         with self._attachment_lock(conf.name, rt):
             self._del_list(conf, rt, control)
 
@@ -257,11 +266,7 @@ class CNIConfig:
             raise CNIError(INCOMPATIBLE_CNI_VERSION, str(err)) from None
         cached: Result | None = None
         if with_cache:
-            try:
-                cached = cache.read_cached_result(self.cache_dir, conf.name, conf.cni_version, rt)
-            except CNIError:
-                cache.delete_cache(self.cache_dir, conf.name, rt)
-                cached = None
+            cached = self._cached_for_del(conf.name, conf.cni_version, rt)
         for plugin in reversed(conf.plugins):
             try:
                 self._run_without_result(
@@ -278,6 +283,7 @@ class CNIConfig:
         *,
         timeout: float | None = None,
         cancel: threading.Event | None = None,
+        trace: TraceContext | None = None,
     ) -> None:
         """DEL every cached attachment of this network not in ``args``, then GC each plugin.
 
@@ -286,7 +292,7 @@ class CNIConfig:
         """
         if conf.disable_gc:
             return
-        control = self._control(timeout, cancel)
+        control = self._control(timeout, cancel, trace)
         try:
             attachments = cache.list_attachments(self.cache_dir)
         except OSError:
@@ -344,11 +350,12 @@ class CNIConfig:
         *,
         timeout: float | None = None,
         cancel: threading.Event | None = None,
+        trace: TraceContext | None = None,
     ) -> None:
         """STATUS each plugin in order (config >= 1.1.0); the first error is raised as is."""
         if not spec_version.at_least(conf.cni_version, "1.1.0"):
             return
-        control = self._control(timeout, cancel)
+        control = self._control(timeout, cancel, trace)
         inject = {"name": conf.name, "cniVersion": conf.cni_version}
         for plugin in conf.plugins:
             try:
@@ -365,10 +372,15 @@ class CNIConfig:
     # --- single plugin configs ----------------------------------------------------------------
 
     def add_network(
-        self, plugin: PluginConfig, rt: RuntimeConf, *, timeout: float | None = None
+        self,
+        plugin: PluginConfig,
+        rt: RuntimeConf,
+        *,
+        timeout: float | None = None,
+        trace: TraceContext | None = None,
     ) -> Result:
         """ADD one plugin config (the deprecated single-plugin form) and cache its result."""
-        control = self._control(timeout, None)
+        control = self._control(timeout, None, trace)
         name, cni_version = plugin.name, plugin.cni_version
         with self._attachment_lock(name, rt):
             result = self._add(name, cni_version, plugin, None, rt, control)
@@ -376,7 +388,12 @@ class CNIConfig:
             return result
 
     def check_network(
-        self, plugin: PluginConfig, rt: RuntimeConf, *, timeout: float | None = None
+        self,
+        plugin: PluginConfig,
+        rt: RuntimeConf,
+        *,
+        timeout: float | None = None,
+        trace: TraceContext | None = None,
     ) -> None:
         name, cni_version = plugin.name, plugin.cni_version
         if not spec_version.at_least(cni_version, "0.4.0"):
@@ -384,22 +401,37 @@ class CNIConfig:
                 INCOMPATIBLE_CNI_VERSION,
                 f'configuration version "{cni_version}" does not support the CHECK command',
             )
-        control = self._control(timeout, None)
+        control = self._control(timeout, None, trace)
         with self._attachment_lock(name, rt):
             cached = self._read_cache(name, cni_version, rt)
             self._run_without_result("CHECK", name, cni_version, plugin, cached, rt, control)
 
     def del_network(
-        self, plugin: PluginConfig, rt: RuntimeConf, *, timeout: float | None = None
+        self,
+        plugin: PluginConfig,
+        rt: RuntimeConf,
+        *,
+        timeout: float | None = None,
+        trace: TraceContext | None = None,
     ) -> None:
         name, cni_version = plugin.name, plugin.cni_version
-        control = self._control(timeout, None)
+        control = self._control(timeout, None, trace)
         with self._attachment_lock(name, rt):
             cached: Result | None = None
             if spec_version.at_least(cni_version, "0.4.0"):
-                cached = self._read_cache(name, cni_version, rt)
+                cached = self._cached_for_del(name, cni_version, rt)
             self._run_without_result("DEL", name, cni_version, plugin, cached, rt, control)
             cache.delete_cache(self.cache_dir, name, rt)
+
+    def _cached_for_del(self, name: str, cni_version: str, rt: RuntimeConf) -> Result | None:
+        """The cached result for a DEL, as libcni (since "Tolerate invalid cni cache for
+        DelNetwork", 2025): one that cannot be decoded or converted is removed and the DEL
+        goes on without a prevResult, so a corrupt cache never blocks a teardown."""
+        try:
+            return cache.read_cached_result(self.cache_dir, name, cni_version, rt)
+        except CNIError:
+            cache.delete_cache(self.cache_dir, name, rt)
+            return None
 
     # --- cache and plugin queries -------------------------------------------------------------
 

@@ -28,6 +28,8 @@ from pycni.spec.gojson import go_unmarshal
 from pycni.spec.result import Result
 
 from .find import find_in_path
+from .trace import TraceContext
+from .trace import apply as apply_trace
 
 if TYPE_CHECKING:
     # subprocess is imported where a plugin is started: a plugin run in-process that only
@@ -55,13 +57,17 @@ class CallControl:
     timeout: float | None = None
     cancel: threading.Event | None = None
     deadline: float | None = None
+    trace: TraceContext | None = None  # passed to plugins as TRACEPARENT/TRACESTATE/BAGGAGE
 
     @classmethod
     def start(
-        cls, timeout: float | None = None, cancel: threading.Event | None = None
+        cls,
+        timeout: float | None = None,
+        cancel: threading.Event | None = None,
+        trace: TraceContext | None = None,
     ) -> CallControl:
         deadline = None if timeout is None else time.monotonic() + timeout
-        return cls(timeout=timeout, cancel=cancel, deadline=deadline)
+        return cls(timeout=timeout, cancel=cancel, deadline=deadline, trace=trace)
 
     def remaining(self) -> float | None:
         if self.deadline is None:
@@ -202,7 +208,7 @@ class RawExec:
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
-                    env=dict(env),
+                    env=apply_trace(dict(env), control.trace),
                     start_new_session=True,
                     close_fds=True,
                 )

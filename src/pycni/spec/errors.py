@@ -27,22 +27,6 @@ PLUGIN_NOT_AVAILABLE = 50
 LIMITED_CONNECTIVITY = 51
 INTERNAL = 999
 
-CODE_NAMES: dict[int, str] = {
-    UNKNOWN: "unknown",
-    INCOMPATIBLE_CNI_VERSION: "incompatible CNI version",
-    UNSUPPORTED_FIELD: "unsupported field in network configuration",
-    UNKNOWN_CONTAINER: "container unknown or does not exist",
-    INVALID_ENVIRONMENT_VARIABLES: "invalid necessary environment variables",
-    IO_FAILURE: "I/O failure",
-    DECODING_FAILURE: "failed to decode content",
-    INVALID_NETWORK_CONFIG: "invalid network config",
-    INVALID_NETNS: "invalid network namespace",
-    TRY_AGAIN_LATER: "try again later",
-    PLUGIN_NOT_AVAILABLE: "plugin not available",
-    LIMITED_CONNECTIVITY: "plugin not available, connectivity may be limited",
-    INTERNAL: "internal error",
-}
-
 
 class CNIError(Exception):
     """A CNI error: what a plugin prints on failure and what the runtime raises.
@@ -160,6 +144,11 @@ class TryAgainLater(_Coded, code=TRY_AGAIN_LATER):
 
 class PluginNotAvailable(_Coded, code=PLUGIN_NOT_AVAILABLE):
     """Code 50: STATUS says the plugin cannot serve ADDs now."""
+
+
+class LimitedConnectivity(_Coded, code=LIMITED_CONNECTIVITY):
+    """Code 51: STATUS says the plugin cannot serve ADDs now, and pods already attached may
+    have limited connectivity (what keeps them connected has stopped)."""
 
 
 class InternalError(_Coded, code=INTERNAL):

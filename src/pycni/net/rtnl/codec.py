@@ -65,6 +65,7 @@ IFLA_MACVLAN_MODE = 1
 IFLA_IPVLAN_MODE, IFLA_IPVLAN_FLAGS = 1, 2  # u16 each (include/uapi/linux/if_link.h)
 IFLA_VLAN_ID = 1  # u16
 IFLA_BR_VLAN_FILTERING = 7  # u8, in a bridge's IFLA_INFO_DATA
+IFLA_VRF_TABLE = 1
 AF_BRIDGE, IFLA_PROTINFO, IFLA_BRPORT_MODE, IFLA_BRPORT_ISOLATED = 7, 12, 4, 33
 # IFLA_AF_SPEC of an AF_BRIDGE message (include/uapi/linux/if_bridge.h)
 IFLA_BRIDGE_FLAGS, IFLA_BRIDGE_VLAN_INFO = 0, 2
@@ -73,7 +74,7 @@ RTEXT_FILTER_BRVLAN = 1 << 1  # a dump lists every VLAN of each port, one entry 
 IFLA_VXLAN_ID, IFLA_VXLAN_LINK, IFLA_VXLAN_LOCAL, IFLA_VXLAN_LEARNING = 1, 3, 4, 7
 IFLA_VXLAN_PORT, IFLA_VXLAN_LOCAL6 = 15, 17
 RTEXT_FILTER_SKIP_STATS = 1 << 3
-IFA_ADDRESS, IFA_LOCAL, IFA_FLAGS = 1, 2, 8
+IFA_ADDRESS, IFA_LOCAL, IFA_BROADCAST, IFA_FLAGS = 1, 2, 4, 8
 RTA_DST, RTA_OIF, RTA_GATEWAY, RTA_PRIORITY, RTA_PREFSRC = 1, 4, 5, 6, 7
 RTA_METRICS, RTA_MULTIPATH, RTA_TABLE = 8, 9, 15
 RTAX_MTU = 2
@@ -140,6 +141,7 @@ class _Info:
     ipvlan_mode: int | None = None
     ipvlan_flags: int = 0
     vlan_id: int | None = None
+    vrf_table: int | None = None
 
 
 _NO_INFO = _Info()
@@ -162,6 +164,9 @@ def _linkinfo(raw: bytes | None) -> _Info:
         return _Info(kind, ipvlan_mode=_u16(data.get(IFLA_IPVLAN_MODE)), ipvlan_flags=flags)
     if kind == "vlan":
         return _Info(kind, vlan_id=_u16(data.get(IFLA_VLAN_ID)))
+    if kind == "vrf":
+        table = data.get(IFLA_VRF_TABLE)
+        return _Info(kind, vrf_table=None if table is None else _u32(table))
     if kind == "vxlan":
         vni = data.get(IFLA_VXLAN_ID)
         port = data.get(IFLA_VXLAN_PORT)
@@ -206,6 +211,7 @@ def decode_link(payload: bytes) -> Link:
         ipvlan_mode=info.ipvlan_mode,
         ipvlan_flags=info.ipvlan_flags,
         vlan_id=info.vlan_id,
+        vrf_table=info.vrf_table,
     )
 
 
@@ -301,6 +307,13 @@ def new_link(
     return ifinfo() + _common(name, mtu, txqlen=txqlen) + nested(IFLA_LINKINFO, info)
 
 
+def new_vrf(name: str, table: int) -> bytes:
+    """RTM_NEWLINK (create) of a VRF device bound to routing table ``table``."""
+    return new_link(
+        "vrf", name, info_data=nested(IFLA_INFO_DATA, [attr_u32(IFLA_VRF_TABLE, table)])
+    )
+
+
 def new_macvlan(
     name: str, master: int, mode: int, netns_fd: int, mtu: int = 0, mac: str = ""
 ) -> bytes:
@@ -354,11 +367,19 @@ def new_vlan(name: str, master: int, vlan_id: int, netns_fd: int, mtu: int = 0) 
 
 
 def new_veth(
-    name: str, peer_name: str, peer_netns_fd: int, mtu: int = 0, peer_mac: str = ""
+    name: str,
+    peer_name: str,
+    peer_netns_fd: int,
+    mtu: int = 0,
+    peer_mac: str = "",
+    master: int = 0,
 ) -> bytes:
+    """RTM_NEWLINK (create) of a veth pair; with ``master`` the new end is enslaved in the
+    same request (the kernel's rtnl_newlink_create does it before any flag change)."""
     peer = ifinfo() + _common(peer_name, mtu, peer_mac) + attr_u32(IFLA_NET_NS_FD, peer_netns_fd)
     data = nested(IFLA_INFO_DATA, [attr(VETH_INFO_PEER, peer)])
-    return new_link("veth", name, mtu, info_data=data)
+    body = new_link("veth", name, mtu, info_data=data)
+    return body + attr_u32(IFLA_MASTER, master) if master else body
 
 
 def set_link(
@@ -463,14 +484,18 @@ def decode_bridge_vlans(payload: bytes) -> tuple[int, list[tuple[int, int]]]:
     return index, out
 
 
-def address(index: int, interface: IPInterface, flags: int = 0) -> bytes:
+def address(
+    index: int, interface: IPInterface, flags: int = 0, broadcast: IPAddress | None = None
+) -> bytes:
     """RTM_NEWADDR/RTM_DELADDR body (IPv4 carries IFA_LOCAL too, as iproute2); ``flags``
-    (IFA_F_*) in the header's byte and, whole, in IFA_FLAGS."""
+    (IFA_F_*) in the header's byte and, whole, in IFA_FLAGS; ``broadcast`` in IFA_BROADCAST."""
     family, raw = packed(interface.ip)
     body = IFADDRMSG.pack(family, interface.network.prefixlen, flags & 0xFF, 0, index)
     if family == socket.AF_INET:
         body += attr(IFA_LOCAL, raw)
     body += attr(IFA_ADDRESS, raw)
+    if broadcast is not None:
+        body += attr(IFA_BROADCAST, broadcast.packed)
     return body + (attr_u32(IFA_FLAGS, flags) if flags else b"")
 
 

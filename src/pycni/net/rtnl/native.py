@@ -31,6 +31,7 @@ from pycni.net.kernel import (
     Route,
     Rule,
     Tbf,
+    broadcast_of,
 )
 from pycni.net.rtnl import codec as c
 from pycni.net.rtnl import tc_codec as tc
@@ -38,6 +39,7 @@ from pycni.net.rtnl.wire import (
     NLM_F_ACK,
     NLM_F_CREATE,
     NLM_F_DUMP,
+    NLM_F_ECHO,
     NLM_F_EXCL,
     NLM_F_REPLACE,
     Socket,
@@ -131,9 +133,22 @@ class NativeKernel:
         return [c.decode_link(p) for t, p in replies if t == c.RTM_NEWLINK]
 
     def add_veth(
-        self, name: str, peer_name: str, peer_netns_fd: int, mtu: int = 0, peer_mac: str = ""
-    ) -> None:
-        self._do(c.RTM_NEWLINK, _CREATE, c.new_veth(name, peer_name, peer_netns_fd, mtu, peer_mac))
+        self,
+        name: str,
+        peer_name: str,
+        peer_netns_fd: int,
+        mtu: int = 0,
+        peer_mac: str = "",
+        master: int = 0,
+    ) -> int:
+        body = c.new_veth(name, peer_name, peer_netns_fd, mtu, peer_mac, master)
+        # NLM_F_ECHO: the kernel (6.3+) answers with the new link, which spares a lookup
+        for kind, payload in self._do(c.RTM_NEWLINK, _CREATE | NLM_F_ECHO, body):
+            if kind == c.RTM_NEWLINK:
+                found = c.decode_link(payload)
+                if found.name == name:
+                    return found.index
+        return 0
 
     def set_ipv4_conf(self, index: int, values: dict[int, int]) -> None:
         self._do(c.RTM_NEWLINK, NLM_F_ACK, c.set_ipv4_conf(index, values))
@@ -176,6 +191,12 @@ class NativeKernel:
 
     def add_ifb(self, name: str, mtu: int, txqlen: int) -> None:
         self._do(c.RTM_NEWLINK, _CREATE, c.new_link("ifb", name, mtu, txqlen=txqlen))
+
+    def add_dummy(self, name: str, mtu: int = 0) -> None:
+        self._do(c.RTM_NEWLINK, _CREATE, c.new_link("dummy", name, mtu))
+
+    def add_vrf(self, name: str, table: int) -> None:
+        self._do(c.RTM_NEWLINK, _CREATE, c.new_vrf(name, table))
 
     def set_link(
         self,
@@ -235,7 +256,8 @@ class NativeKernel:
         return dump_addresses(self._sock, index, family)
 
     def add_address(self, index: int, interface: IPInterface, flags: int = 0) -> None:
-        self._do(c.RTM_NEWADDR, _CREATE, c.address(index, interface, flags))
+        body = c.address(index, interface, flags, broadcast_of(interface))
+        self._do(c.RTM_NEWADDR, _CREATE, body)
 
     def delete_address(self, index: int, interface: IPInterface) -> None:
         self._do(c.RTM_DELADDR, NLM_F_ACK, c.address(index, interface))

@@ -35,6 +35,7 @@ from pycni.net.kernel import (
     Rule,
     Tbf,
     VxlanInfo,
+    broadcast_of,
 )
 
 if TYPE_CHECKING:
@@ -140,6 +141,12 @@ def link_of(msg: _Msg) -> Link:
                     port=_int(data_msg.get_attr("IFLA_VXLAN_PORT")),
                     learning=bool(data_msg.get_attr("IFLA_VXLAN_LEARNING")),
                 )
+    vrf_table: int | None = None
+    if kind == "vrf" and info is not None:
+        vrf_data = info_msg.get_attr("IFLA_INFO_DATA")
+        if vrf_data is not None:
+            table = vrf_data.get_attr("IFLA_VRF_TABLE")  # type: ignore[attr-defined]
+            vrf_table = None if table is None else _int(table)
     netnsid = msg.get_attr("IFLA_LINK_NETNSID")
     return Link(
         index=_int(msg["index"]),
@@ -160,6 +167,7 @@ def link_of(msg: _Msg) -> Link:
         ipvlan_mode=ipvlan_mode,
         ipvlan_flags=ipvlan_flags,
         vlan_id=vlan_id,
+        vrf_table=vrf_table,
     )
 
 
@@ -301,10 +309,6 @@ class Pyroute2Kernel:
         ipr.fileno()
         return cls(ipr)
 
-    def iproute(self) -> IPRoute:
-        """The IPRoute itself, for pycni.net.netlink.legacy_iproute() only."""
-        return self._ipr
-
     def fileno(self) -> int:
         return int(self._ipr.fileno())
 
@@ -335,8 +339,14 @@ class Pyroute2Kernel:
             self._ipr.link(command, **spec)
 
     def add_veth(
-        self, name: str, peer_name: str, peer_netns_fd: int, mtu: int = 0, peer_mac: str = ""
-    ) -> None:
+        self,
+        name: str,
+        peer_name: str,
+        peer_netns_fd: int,
+        mtu: int = 0,
+        peer_mac: str = "",
+        master: int = 0,
+    ) -> int:
         peer: dict[str, object] = {"ifname": peer_name, "net_ns_fd": peer_netns_fd}
         if mtu:
             peer["mtu"] = mtu
@@ -345,7 +355,10 @@ class Pyroute2Kernel:
         spec: dict[str, object] = {"ifname": name, "kind": "veth", "peer": peer}
         if mtu:
             spec["mtu"] = mtu
+        if master:
+            spec["master"] = master
         self._link("add", **spec)
+        return 0  # the caller looks the index up
 
     def add_bridge(self, name: str, mtu: int = 0, vlan_filtering: bool = False) -> None:
         spec: dict[str, object] = {"ifname": name, "kind": "bridge"}
@@ -423,6 +436,15 @@ class Pyroute2Kernel:
 
     def add_ifb(self, name: str, mtu: int, txqlen: int) -> None:
         self._link("add", ifname=name, kind="ifb", mtu=mtu, txqlen=txqlen)
+
+    def add_dummy(self, name: str, mtu: int = 0) -> None:
+        spec: dict[str, object] = {"ifname": name, "kind": "dummy"}
+        if mtu:
+            spec["mtu"] = mtu
+        self._link("add", **spec)
+
+    def add_vrf(self, name: str, table: int) -> None:
+        self._link("add", ifname=name, kind="vrf", vrf_table=table)
 
     def set_link(
         self,
@@ -559,6 +581,9 @@ class Pyroute2Kernel:
         }
         if flags:
             spec["flags"] = flags
+        broadcast = broadcast_of(interface) if command == "add" else None
+        if broadcast is not None:
+            spec["broadcast"] = str(broadcast)
         with _translated():
             self._ipr.addr(command, **spec)
 
@@ -717,24 +742,26 @@ class Pyroute2Kernel:
             self._ipr.tc("add", "ingress", index, INGRESS_HANDLE)
 
     def redirect_ingress(self, index: int, target_index: int) -> None:
-        action = {
-            "kind": "mirred",
-            "direction": "egress",
-            "action": "redirect",
-            "ifindex": target_index,
-        }
-        with _translated():
-            self._ipr.tc(
-                "add-filter",
-                "u32",
-                index,
-                parent=INGRESS_HANDLE,
-                prio=1,
-                protocol=ETH_P_ALL,
-                target=CLASS_1_1,
-                keys=["0x0/0x0+0"],
-                action=[action],
-            )
+        """The reference's filter has two mirred actions (see tc_codec.redirect_filter) and
+        pyroute2's mirred always steals, so the filter is encoded by tc_codec and sent on a
+        raw socket of this client's namespace."""
+        from pycni.net.ns import entered_fd
+        from pycni.net.rtnl import tc_codec
+        from pycni.net.rtnl.wire import NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, Socket
+
+        ns_fd = fcntl.ioctl(self.fileno(), SIOCGSKNS)
+        try:
+            with entered_fd(ns_fd):
+                sock = Socket()
+        finally:
+            os.close(ns_fd)
+        body = tc_codec.redirect_filter(
+            index, INGRESS_HANDLE, 1, ETH_P_ALL, CLASS_1_1, target_index
+        )
+        try:
+            sock.request(tc_codec.RTM_NEWTFILTER, NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL, body)
+        finally:
+            sock.close()
 
     def delete_qdisc(self, index: int, parent: int) -> None:
         from pyroute2.netlink import NLM_F_ACK, NLM_F_REQUEST

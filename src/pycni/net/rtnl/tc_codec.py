@@ -19,7 +19,7 @@ TCA_KIND, TCA_OPTIONS = 1, 2
 TCA_TBF_PARMS, TCA_TBF_RATE64 = 1, 4
 TCA_U32_CLASSID, TCA_U32_SEL, TCA_U32_ACT = 1, 5, 7
 TCA_ACT_KIND, TCA_ACT_OPTIONS, TCA_MIRRED_PARMS = 1, 2, 2
-TC_ACT_STOLEN, TCA_EGRESS_REDIR, TC_U32_TERMINAL = 4, 1, 1
+TC_ACT_OK, TC_ACT_STOLEN, TCA_EGRESS_REDIR, TC_U32_TERMINAL = 0, 4, 1, 1
 
 TCMSG = struct.Struct("=BxxxiIII")  # family, ifindex, handle, parent, info
 RATESPEC = struct.Struct("=BBHhHI")  # cell_log, linklayer, overhead, cell_align, mpu, rate
@@ -50,19 +50,26 @@ def ingress(index: int, handle: int, parent: int) -> bytes:
     return tcmsg(index, handle, parent) + attr_str(TCA_KIND, "ingress") + attr(TCA_OPTIONS, b"")
 
 
+def _mirred(control: int, target_index: int) -> bytes:
+    """One ``mirred egress redirect`` action to ``target_index`` with a control verdict."""
+    mirred = MIRRED.pack(0, 0, control, 0, 0, TCA_EGRESS_REDIR, target_index)
+    return attr_str(TCA_ACT_KIND, "mirred") + attr(TCA_ACT_OPTIONS, attr(TCA_MIRRED_PARMS, mirred))
+
+
 def redirect_filter(
     index: int, parent: int, priority: int, protocol: int, classid: int, target_index: int
 ) -> bytes:
     """RTM_NEWTFILTER body: a u32 filter matching every packet (one all-zero key) whose
-    mirred action redirects it to ``target_index``'s egress (``action mirred egress
-    redirect``)."""
-    mirred = MIRRED.pack(0, 0, TC_ACT_STOLEN, 0, 0, TCA_EGRESS_REDIR, target_index)
-    action = attr_str(TCA_ACT_KIND, "mirred") + attr(
-        TCA_ACT_OPTIONS, attr(TCA_MIRRED_PARMS, mirred)
+    actions redirect it to ``target_index``'s egress: the reference's two, ``stolen`` then
+    ``pass`` (its netlink library adds one for the filter's RedirIndex ahead of the one in its
+    own action list). The second is never reached, a redirect that steals ends the list; it is
+    there so ``tc filter show`` reads as under the reference."""
+    actions = attr(1, _mirred(TC_ACT_STOLEN, target_index)) + attr(
+        2, _mirred(TC_ACT_OK, target_index)
     )
     selector = U32_SEL.pack(TC_U32_TERMINAL, 0, 1, 0, 0, 0, 0, 0) + U32_KEY.pack(0, 0, 0, 0)
     options = (
-        attr(TCA_U32_ACT, attr(1, action))  # the first action of the list (priority 1)
+        attr(TCA_U32_ACT, actions)  # the action list, by priority
         + attr_u32(TCA_U32_CLASSID, classid)
         + attr(TCA_U32_SEL, selector)
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import _socket as socket  # the C module: socket.py builds its enums at import (~2 ms a call)
 import contextlib
+import errno
 import struct
 from collections.abc import Iterable, Iterator
 
@@ -15,10 +16,13 @@ NETLINK_GET_STRICT_CHK = 12
 
 NLM_F_REQUEST = 0x1
 NLM_F_ACK = 0x4
+NLM_F_ECHO = 0x8
 NLM_F_DUMP = 0x300
 NLM_F_REPLACE = 0x100
 NLM_F_EXCL = 0x200
 NLM_F_CREATE = 0x400
+NLM_F_DUMP_INTR = 0x10  # on a dump's reply: the objects changed while it was being read
+DUMP_TRIES = 5  # reads of an interrupted dump before giving up (Go's netlinksafe: 5 too)
 
 NLMSG_ERROR = 2
 NLMSG_DONE = 3
@@ -38,15 +42,21 @@ def align(n: int) -> int:
     return (n + 3) & ~3
 
 
-def messages(data: bytes) -> Iterator[tuple[int, int, bytes]]:
-    """(type, sequence number, payload) of each netlink message in one received buffer."""
+def flagged_messages(data: bytes) -> Iterator[tuple[int, int, int, bytes]]:
+    """(type, flags, sequence number, payload) of each netlink message in one buffer."""
     offset = 0
     while offset + NLMSGHDR.size <= len(data):
-        length, mtype, _flags, mseq, _pid = NLMSGHDR.unpack_from(data, offset)
+        length, mtype, mflags, mseq, _pid = NLMSGHDR.unpack_from(data, offset)
         if length < NLMSGHDR.size:
             raise NetlinkError(71, "netlink: truncated message")  # EPROTO
-        yield mtype, mseq, data[offset + NLMSGHDR.size : offset + length]
+        yield mtype, mflags, mseq, data[offset + NLMSGHDR.size : offset + length]
         offset += align(length)
+
+
+def messages(data: bytes) -> Iterator[tuple[int, int, bytes]]:
+    """(type, sequence number, payload) of each netlink message in one received buffer."""
+    for mtype, _flags, mseq, payload in flagged_messages(data):
+        yield mtype, mseq, payload
 
 
 def attr(kind: int, payload: bytes) -> bytes:
@@ -93,6 +103,7 @@ class Socket:
             self.sock.setsockopt(SOL_NETLINK, NETLINK_GET_STRICT_CHK, 1)
         self.sock.bind((0, 0))
         self._seq = 0
+        self.interrupted_dumps = 0
 
     def fileno(self) -> int:
         return self.sock.fileno()
@@ -102,28 +113,51 @@ class Socket:
 
     def request(self, kind: int, flags: int, body: bytes) -> list[tuple[int, bytes]]:
         """Send one message and return the (type, payload) replies until the ack, the end of
-        a dump, or the single answer of a get; an error reply raises NetlinkError."""
+        a dump, or the single answer of a get; an error reply raises NetlinkError.
+
+        A dump spans several reads, and the kernel flags its replies NLM_F_DUMP_INTR when
+        the objects changed in between (a busy node adding and removing pods): such a dump
+        may miss or repeat objects, so it is read again, up to DUMP_TRIES times in all, then
+        NetlinkError(EINTR) says so. ``interrupted_dumps`` counts the repeated reads."""
+        for _ in range(DUMP_TRIES):
+            out, interrupted = self._exchange(kind, flags, body)
+            if not interrupted:
+                return out
+            self.interrupted_dumps += 1
+        raise NetlinkError(
+            errno.EINTR,
+            f"netlink dump interrupted by concurrent changes {DUMP_TRIES} times in a row "
+            "(the kernel's objects kept changing while they were listed); try again",
+        )
+
+    def _recv(self) -> bytes:
+        return self.sock.recv(_RECV_SIZE)
+
+    def _exchange(self, kind: int, flags: int, body: bytes) -> tuple[list[tuple[int, bytes]], bool]:
+        """One request and its replies; and whether the kernel flagged the dump interrupted."""
         self._seq = seq = (self._seq + 1) & 0xFFFFFFFF
         flags |= NLM_F_REQUEST
         self.sock.send(NLMSGHDR.pack(NLMSGHDR.size + len(body), kind, flags, seq, 0) + body)
         dump = flags & NLM_F_DUMP == NLM_F_DUMP
         acked = bool(flags & NLM_F_ACK)
         out: list[tuple[int, bytes]] = []
+        interrupted = False
         while True:
-            for mtype, mseq, payload in messages(self.sock.recv(_RECV_SIZE)):
+            for mtype, mflags, mseq, payload in flagged_messages(self._recv()):
                 if mseq != seq:
                     continue  # a late answer to an earlier request: not ours any more
+                interrupted |= dump and bool(mflags & NLM_F_DUMP_INTR)
                 if mtype == NLMSG_ERROR:
                     (code,) = _ERRNO.unpack_from(payload, 0)
                     if code:
                         raise NetlinkError(-code)
-                    return out
+                    return out, interrupted
                 if mtype == NLMSG_DONE:
                     if len(payload) >= 4:
                         (code,) = _ERRNO.unpack_from(payload, 0)
                         if code:
                             raise NetlinkError(-code)
-                    return out
+                    return out, interrupted
                 out.append((mtype, payload))
                 if not dump and not acked:
-                    return out
+                    return out, interrupted

@@ -78,6 +78,7 @@ class BridgeConf:
     enable_dad: bool = option("enabledad", Bool(), False)
     disable_container_interface: bool = option("disableContainerInterface", Bool(), False)
     port_isolation: bool = option("portIsolation", Bool(), False)
+    host_veth_ipv6: bool = option("hostVethIPv6", Bool(), False)
     ipam: IPAMRef = option("ipam", Obj(IPAMRef), factory=IPAMRef)
     dns_conf: DNSConf = option("dns", Obj(DNSConf), factory=DNSConf)
     name: str = ""
@@ -235,13 +236,16 @@ class Bridge(Plugin):
 
         rb.step("veth")
         try:
-            pair = create_pair(host, pod.fd, ifname, conf.mtu, conf.mac)
+            # enslaved at creation, IPv6 off before up unless asked (docs/plugins/bridge.md)
+            pair = create_pair(
+                host, pod.fd, ifname, conf.mtu, conf.mac, info.index, conf.host_veth_ipv6
+            )
         except VethNameTaken as exc:
             raise CNIError(INTERNAL, str(exc)) from None
         rb.push("veth", lambda: _delete_index(host, pair.host_index))
 
         rb.step("port")
-        br.attach_port(host, pair.host_index, info.index, conf.hairpin, conf.port_isolation)
+        br.set_port_flags(host, pair.host_index, conf.hairpin, conf.port_isolation)
         if conf.vlan_filtering:
             try:
                 br.port_vlans(
@@ -269,7 +273,7 @@ class Bridge(Plugin):
             rb.push("macspoofchk", lambda: macspoofchk.teardown(ref))
 
         if conf.layer3:
-            self._add_layer3(req, conf, rb, host, pod, cont_index, result)
+            self._add_layer3(req, conf, rb, host, pod, cont_index, result, info.mac)
         elif not conf.disable_container_interface:
             rb.step("container-up")
             with pod.entered(), rtnl() as pod_kernel:
@@ -297,6 +301,7 @@ class Bridge(Plugin):
         pod: NetNS,
         cont_index: int,
         result: Result,
+        bridge_mac: str,
     ) -> None:
         ifname = req.ifname
         rb.step("ipam")
@@ -326,13 +331,14 @@ class Bridge(Plugin):
 
         if conf.is_gateway:
             rb.step("gateway")
-            target = conf.bridge
+            target, target_mac = conf.bridge, bridge_mac
             if conf.vlan and (gateways[4] or gateways[6]):
-                target = self._vlan_gateway(conf, rb, host, result)
+                # the reference pins the gateway veth's MAC to its own, read on creation
+                target, target_mac = self._vlan_gateway(conf, rb, host, result)
             for fam in (4, 6):
                 for gw in gateways[fam]:
                     try:
-                        added = br.ensure_addr(host, target, gw, conf.force_address)
+                        added = br.ensure_addr(host, target, gw, conf.force_address, target_mac)
                     except br.AddressConflict as exc:
                         what = "vlan interface for bridge with" if conf.vlan else "bridge"
                         raise CNIError(INTERNAL, f"failed to set {what} addr: {exc}") from None
@@ -348,14 +354,21 @@ class Bridge(Plugin):
         if conf.ip_masq:
             masquerade(rb, conf.ip_masq_backend, result, conf.name, req)
 
-    def _vlan_gateway(self, conf: BridgeConf, rb: Rollback, host: Kernel, result: Result) -> str:
+    def _vlan_gateway(
+        self, conf: BridgeConf, rb: Rollback, host: Kernel, result: Result
+    ) -> tuple[str, str]:
         """With ``vlan`` the gateway addresses go on ``<bridge>.<vlan>`` (a veth whose peer
         is a port of the bridge in that VLAN), listed after the pod interface in the result,
         as the reference does; the bridge itself gets none."""
         bridge_index = link.get(host, conf.bridge).index
         try:
             gateway = br.ensure_vlan_gateway(
-                host, bridge_index, conf.bridge, conf.vlan, conf.preserve_default_vlan
+                host,
+                bridge_index,
+                conf.bridge,
+                conf.vlan,
+                conf.preserve_default_vlan,
+                conf.host_veth_ipv6,
             )
         except br.VlanFilteringUnsupported:
             raise _vlan_error(conf) from None
@@ -364,7 +377,7 @@ class Bridge(Plugin):
         if gateway.created:
             rb.push("vlan-gateway", lambda: _delete_index(host, gateway.index))
         result.interfaces.append(Interface(name=gateway.name, mac=gateway.mac))
-        return gateway.name
+        return gateway.name, gateway.mac
 
     # ---------------------------------------------------------------- DEL
 

@@ -30,7 +30,6 @@ from pycni.spec.decode import Bool, Obj, Str, decode, option
 from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig
 from pycni.spec.result import DNS, Interface, IPConfig, Result
 
-SCOPE_UNIVERSE = 0
 SCOPE_LINK = 253
 SCOPE_HOST = 254
 
@@ -240,7 +239,14 @@ def _host_side(host: Kernel, host_index: int, result: Result) -> None:
             if not exc.exists:
                 raise
         try:
-            host.add_route(Route(dst=_host_net(ipc.address.ip), oif=host_index, scope=SCOPE_HOST))
+            host.add_route(
+                Route(
+                    dst=_host_net(ipc.address.ip),
+                    oif=host_index,
+                    scope=SCOPE_HOST,
+                    proto=RTPROT_BOOT,  # as Go's netlink library: `ip route` shows no "proto"
+                )
+            )
         except NetlinkError as exc:
             if not exc.exists:
                 raise

@@ -34,6 +34,7 @@ from pycni.spec.errors import (
     DECODING_FAILURE,
     INTERNAL,
     INVALID_NETWORK_CONFIG,
+    LIMITED_CONNECTIVITY,
     PLUGIN_NOT_AVAILABLE,
     TRY_AGAIN_LATER,
     CNIError,
@@ -175,8 +176,12 @@ class Flannel(Plugin):
     def status(self, req: Request) -> None:
         subnet_file = decode(FlannelConf, req.config).subnet_file or DEFAULT_SUBNET_FILE
         state = sn.readiness(subnet_file)
-        if not state.ready:
-            raise CNIError(PLUGIN_NOT_AVAILABLE, f"node not ready for pods: {state.reason}")
+        if state.ready:
+            return
+        # stale: the agent ran (pods may be here) but has stopped keeping the node's lease
+        # and routes, so they may lose other nodes; missing or unusable: no pod can be added
+        code = LIMITED_CONNECTIVITY if state.problem == "stale" else PLUGIN_NOT_AVAILABLE
+        raise CNIError(code, f"node not ready for pods: {state.reason}")
 
     def check(self, req: Request) -> None:
         saved, _subnet_file = _paths(req)

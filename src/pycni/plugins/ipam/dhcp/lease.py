@@ -115,7 +115,6 @@ class Lease:
         self.on_change = on_change
         self.ack: Reply | None = None
         self.times = Times(0.0, 0.0, 0.0)
-        self.renewals = 0
         self._stop = threading.Event()
         self._poke = threading.Event()
         self._release_on_stop = True
@@ -160,7 +159,6 @@ class Lease:
         with sock:
             client = self._client(mac)
             self._commit(client.with_backoff(lambda: client.renew(sock, ack), self._log))
-        self.renewals += 1
 
     def release(self) -> None:
         """Send DHCPRELEASE; fails when the interface is already gone (nothing to send from)."""

@@ -7,13 +7,14 @@ pycni's daemon (``pycni dhcp-daemon``), not to the reference's Go net/rpc daemon
 
 from __future__ import annotations
 
+import errno
 import os
 
 from pycni.plugin.base import Plugin, Request
 from pycni.plugins.ipam.dhcp import config as dhcp_config
 from pycni.plugins.ipam.dhcp import protocol
 from pycni.spec.decode import section
-from pycni.spec.errors import INTERNAL, PLUGIN_NOT_AVAILABLE, CNIError
+from pycni.spec.errors import INTERNAL, LIMITED_CONNECTIVITY, PLUGIN_NOT_AVAILABLE, CNIError
 from pycni.spec.result import Result
 
 # ADD may wait the daemon's whole retry schedule (208 s by default) before it answers.
@@ -75,12 +76,21 @@ class Dhcp(Plugin):
         _call(req, "release", with_netns=False)
 
     def status(self, req: Request) -> None:
+        """Code 50 when no daemon runs (no socket: nothing was leased through one); 51 when
+        its socket is there but it does not answer: it died or hangs, so the leases of the
+        pods it serves are not renewed and lapse."""
+        path = socket_path(req)
         try:
-            protocol.call(socket_path(req), {"method": "ping"}, None, 10.0)
+            protocol.call(path, {"method": "ping"}, None, 10.0)
         except (OSError, ValueError) as exc:
+            if isinstance(exc, OSError) and exc.errno == errno.ENOENT:
+                raise CNIError(
+                    PLUGIN_NOT_AVAILABLE, f"DHCP daemon not reachable at {path}: not running"
+                ) from None
             raise CNIError(
-                PLUGIN_NOT_AVAILABLE,
-                f"DHCP daemon not reachable at {socket_path(req)}: {exc}",
+                LIMITED_CONNECTIVITY,
+                f"DHCP daemon not reachable at {path}: {exc}; the leases of the pods it "
+                "serves are not being renewed",
             ) from None
 
 

@@ -10,13 +10,20 @@ queue is drained, and only the files it names are read again, each time the stor
 under its lock. Writers take the same lock and the kernel queues an event before the write
 returns, so what the lock holder sees is complete. Any doubt (queue overflow, the directory
 replaced or gone, a subdirectory, no inotify) falls back to scanning the files, as before.
+
+Building an index reads every file once: ~12-26 ms next to 1000 pods. So that a restarted
+daemon's first call does not pay it, the daemon keeps a journal of the directories it indexed
+(in its own root-only socket directory) and builds their indexes again when it starts
+(:meth:`Registry.warm`), before or while its first calls arrive.
 """
 
 from __future__ import annotations
 
 import _thread  # threading.Lock is _thread.allocate_lock; threading costs an import
+import contextlib
 import ctypes
 import os
+import stat
 import struct
 from collections.abc import Callable, Iterator
 
@@ -147,6 +154,8 @@ class Registry:
         self._broken = False
         self._by_path: dict[str, DirIndex] = {}
         self._by_wd: dict[int, DirIndex] = {}
+        self.journal = ""  # a file listing the directories indexed (the daemon's), or none
+        self._journaled: set[str] = set()
 
     def _notify(self) -> _Inotify | None:
         if self._inotify is None and not self._broken:
@@ -197,6 +206,7 @@ class Registry:
                 index = DirIndex(path, wd, ident)
                 self._by_path[path] = index
                 self._by_wd[wd] = index
+                self._remember(path)
             if not index.valid:
                 if not index.rebuild(reader, is_entry):
                     return None
@@ -204,11 +214,88 @@ class Registry:
             index.refresh(reader)
             return index
 
+    def _remember(self, path: str) -> None:
+        """Append a newly indexed directory to the journal (best effort: a lost line costs
+        the next daemon one scan of that directory on its first call, as before)."""
+        if not self.journal or path in self._journaled or not _journal_safe(path):
+            return
+        self._journaled.add(path)
+        try:
+            fd = os.open(
+                self.journal,
+                os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                0o600,
+            )
+            try:
+                os.write(fd, os.fsencode(path) + b"\n")
+            finally:
+                os.close(fd)
+        except OSError:
+            return
+
+    def warm(
+        self, journal: str, reader: Reader, is_entry: Callable[[str], bool], limit: int = 64
+    ) -> list[str]:
+        """Build the index of every directory in ``journal`` that still exists (at most
+        ``limit``), rewrite the journal with those, and keep appending to it. Correct without
+        the stores' locks: the directory is watched before its files are read, and what
+        changes meanwhile is read again under the lock by the call that uses the index."""
+        try:
+            fd = os.open(journal, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                raw = os.read(fd, 1 << 20)
+            finally:
+                os.close(fd)
+        except OSError:
+            raw = b""
+        paths: list[str] = []
+        for line in raw.split(b"\n"):
+            path = os.fsdecode(line)
+            if len(paths) >= limit:
+                break
+            if path in paths or not _journal_safe(path) or not _plain_dir(path):
+                continue
+            paths.append(path)
+        tmp = journal + ".new"
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            try:
+                os.write(fd, b"".join(os.fsencode(p) + b"\n" for p in paths))
+            finally:
+                os.close(fd)
+            os.replace(tmp, journal)
+        except OSError:
+            pass
+        with self._lock:
+            self.journal = journal
+            self._journaled = set(paths)
+        built = []
+        for path in paths:
+            if self.owners(path, reader, is_entry) is not None:
+                built.append(path)
+        return built
+
     def _forget(self, notify: _Inotify, index: DirIndex) -> None:
         if self._by_path.get(index.path) is index:
             del self._by_path[index.path]
         if self._by_wd.pop(index.wd, None) is not None:
             notify.unwatch(index.wd)  # an already removed watch just fails: ignored
+
+
+def _journal_safe(path: str) -> bool:
+    """An absolute path of one line: what a journal line can hold and be read back as."""
+    return os.path.isabs(path) and "\n" not in path and "\0" not in path and len(path) < 4096
+
+
+def _plain_dir(path: str) -> bool:
+    """A directory itself, not a symlink to one (the journal is the daemon's own file, but a
+    directory may have been replaced since it was written)."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 REGISTRY = Registry()

@@ -12,7 +12,7 @@ from pycni.net import resolvconf
 from pycni.plugin.base import Plugin, Request
 from pycni.plugins.ipam.host_local.allocator import Allocator, free_count
 from pycni.plugins.ipam.host_local.config import IPAMConfig, load
-from pycni.plugins.ipam.host_local.store import Store, go_trim, is_reservation_name
+from pycni.plugins.ipam.host_local.store import Store, go_trim, is_reservation_name, read_owner
 from pycni.spec.errors import (
     INTERNAL,
     INVALID_NETWORK_CONFIG,
@@ -21,6 +21,10 @@ from pycni.spec.errors import (
     CNIError,
 )
 from pycni.spec.result import DNS, IPConfig, Result
+
+TYPE_CHECKING = False  # not typing's: the cold path of a plugin call imports no typing
+if TYPE_CHECKING:
+    from pycni.net.nsscan import LiveAddresses
 
 
 def _os_error(err: OSError) -> str:
@@ -118,11 +122,17 @@ class HostLocal(Plugin):
             )
 
     def gc(self, req: Request) -> None:
-        """Release every reservation whose attachment is not in ``cni.dev/valid-attachments``.
+        """Release every reservation whose attachment is not in ``cni.dev/valid-attachments``
+        and whose address no live network namespace on the node has.
 
         A missing or null list means no attachment is valid (the spec makes the key
         mandatory; libcni sends null for an empty list). Legacy files holding only a
-        container ID are kept when that ID is valid on any interface.
+        container ID are kept when that ID is valid on any interface.  Stricter than the
+        reference: a reservation whose address is configured in some live namespace (a pod
+        of another runtime sharing the network's store, a pod the list forgot) is kept, as
+        freeing it would give a live pod's address to the next ADD; and when the scan of
+        live namespaces cannot see the whole node (see pycni.net.nsscan), nothing is freed
+        and GC fails saying why.
         """
         cfg = load(req.config, "")
         valid = req.valid_attachments() or []
@@ -131,25 +141,47 @@ class HostLocal(Plugin):
         network_dir = os.path.join(cfg.data_dir, cfg.name)
         if not os.path.isdir(network_dir):
             return
-        with open_store(cfg) as store, store.locked():
-            for path, name, content in list(store.files()):
-                if not _is_address(name):
-                    continue
-                cid, sep, ifname = content.partition("\r\n")
-                keep = (cid, ifname) in pairs if sep else content in ids
-                if keep:
-                    continue
-                try:
-                    os.unlink(path)
-                except FileNotFoundError:
-                    pass
-                except OSError as err:
-                    raise CNIError(IO_FAILURE, f"remove {path}: {err.strerror}") from None
+        with open_store(cfg) as store:
+            with store.locked():
+                stale = []
+                for path, name, content in list(store.files()):
+                    if not _is_address(name):
+                        continue
+                    cid, sep, ifname = content.partition("\r\n")
+                    if not ((cid, ifname) in pairs if sep else content in ids):
+                        stale.append((path, name, content))
+            if not stale:
+                return
+            live = live_addresses()  # outside the lock: ADDs go on while we look
+            if not live.complete:
+                raise CNIError(
+                    INTERNAL,
+                    "host-local GC freed nothing: the scan of live network namespaces cannot "
+                    "see the whole node, and one it cannot see may hold any address: "
+                    + "; ".join(live.problems),
+                )
+            with store.locked():
+                for path, name, content in stale:
+                    if _canonical(name) in live.addresses:
+                        req.log(f"host-local GC: kept {name}: a live network namespace has it")
+                        continue
+                    if read_owner(path) != content:
+                        continue  # released and reserved again meanwhile: not stale
+                    try:
+                        os.unlink(path)
+                    except FileNotFoundError:
+                        pass
+                    except OSError as err:
+                        raise CNIError(IO_FAILURE, f"remove {path}: {err.strerror}") from None
 
     def status(self, req: Request) -> None:
-        """Code 50 when some range set has no address left (so every ADD would fail)."""
+        """Code 50 when every ADD would fail: the store cannot be written (a read-only file
+        system, a file where its directory goes), or some range set has no address left."""
         cfg = load(req.config, "")
         store = Store(cfg.name, cfg.data_dir, create=False)
+        problem = _unwritable(store.dir)
+        if problem:
+            raise CNIError(PLUGIN_NOT_AVAILABLE, f"the host-local store {store.dir} {problem}")
         reserved = set(store.reserved_addresses())
         for idx, range_set in enumerate(cfg.range_sets):
             if free_count(range_set, reserved) <= 0:
@@ -157,6 +189,36 @@ class HostLocal(Plugin):
                     PLUGIN_NOT_AVAILABLE,
                     f"no IP addresses available in range set {idx}: {range_set}",
                 )
+
+
+def live_addresses() -> LiveAddresses:
+    """Every address configured in a live namespace of the node (tests replace this)."""
+    from pycni.net.nsscan import live_addresses as scan_live_addresses
+
+    return scan_live_addresses()
+
+
+def _canonical(name: str) -> str:
+    from pycni.net.ipmath import parse_ip
+
+    return str(parse_ip(name))
+
+
+def _unwritable(path: str) -> str:
+    """Why reservations could not be written under ``path`` ("" when they could): checked on
+    ``path`` or, when it is not there yet, the nearest directory above it, which an ADD
+    would create it in. STATUS creates nothing."""
+    found = path
+    while not os.path.lexists(found):
+        parent = os.path.dirname(found)
+        if parent == found:
+            break
+        found = parent
+    if not os.path.isdir(found):
+        return f"cannot be made: {found} is not a directory"
+    if not os.access(found, os.W_OK | os.X_OK):  # root too, on a read-only file system
+        return f"cannot be written: {found} is read-only"
+    return ""
 
 
 def _is_address(name: str) -> bool:

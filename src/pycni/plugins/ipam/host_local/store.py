@@ -62,6 +62,11 @@ def read_owner(path: str) -> str | None:
     return go_trim(raw.decode("utf-8", errors="surrogateescape"))
 
 
+def warm_indexes(journal: str) -> list[str]:
+    """The daemon at start: index again the directories it indexed before (index.py)."""
+    return REGISTRY.warm(journal, read_owner, is_reservation_name)
+
+
 class Store:
     """One network's directory; open it for the duration of a call, then ``close``."""
 

@@ -4,9 +4,11 @@ A chained plugin after bridge. ADD publishes the container's name (CNI_ARGS ``K8
 and its aliases (``runtimeConfig.aliases[<network>]``) for its addresses in the network's hosts
 file and reloads dnsmasq (starting it, bound to the bridge, on the network's first container);
 the bridge's addresses become the result's nameservers and ``domainName`` its search domain.
-DEL removes the name and stops dnsmasq when no name is left. CHECK verifies dnsmasq runs and
-the entries are there; GC drops names of attachments that are no longer valid; STATUS reports
-whether dnsmasq is installed.
+DEL removes the attachment's own lines (another container may publish the same name) and stops
+dnsmasq when no name is left. The runtime directory (XDG_RUNTIME_DIR) is checked before any
+file in it is used (files.secure): as root it must be root-owned, with no symlink below it.
+CHECK verifies dnsmasq runs and the entries are there; GC drops names of attachments that are
+no longer valid; STATUS reports whether dnsmasq is installed.
 """
 
 from __future__ import annotations
@@ -53,13 +55,17 @@ def teardown(net: NetworkFiles, log: list[str] | None = None) -> None:
 
 
 def _publish(
-    net: NetworkFiles, rb: Rollback, name: str, aliases: list[str], ips: list[str]
+    net: NetworkFiles,
+    rb: Rollback,
+    own: files.Entry | None,
+    entry: files.Entry,
+    aliases: list[str],
 ) -> None:
     before = files.read_lines(net.hosts)
     rb.step("hosts")
-    lines = files.host_lines(name, aliases, ips)
-    if name in files.names_in(before):  # a repeated ADD replaces the name's lines
-        files.write_lines(net.hosts, files.without_name(before, name) + lines)
+    lines = files.host_lines(entry.name, aliases, entry.ips)
+    if own is not None:  # a repeated ADD of this attachment replaces its own lines
+        files.write_lines(net.hosts, files.without_entry(before, own) + lines)
     else:
         files.append_lines(net.hosts, lines)
 
@@ -71,6 +77,20 @@ def _publish(
             dnsmasq.reload(net)
 
     rb.push("hosts", undo)
+
+
+def _network(req: Request, network: str, *, create: bool) -> NetworkFiles:
+    net = NetworkFiles(files.base_dir(req.env), network)
+    files.secure(net, create=create)
+    return net
+
+
+def _prev_ips(req: Request) -> list[str]:
+    try:
+        prev = req.prev_result()
+        return config.container_ips(prev) if prev is not None else []
+    except CNIError:
+        return []
 
 
 class Dnsname(Plugin):
@@ -86,7 +106,8 @@ class Dnsname(Plugin):
         ips = config.container_ips(prev)
         bridge = config.bridge_name(prev)
         servers = _nameservers(bridge)
-        net = NetworkFiles(files.base_dir(req.env), cfg.network)
+        net = _network(req, cfg.network, create=True)
+        entry = files.Entry(name, tuple(ips))
         with files.locked(net, create=True), Rollback(req.env) as rb:
             if not net.conf.exists():
                 rb.push("conf", lambda: teardown(net))
@@ -94,9 +115,10 @@ class Dnsname(Plugin):
                 files.write_conf(net, files.render_conf(net, cfg.domain, bridge))
                 rb.step("firewall")
                 firewall.ensure(bridge)
-            _publish(net, rb, name, cfg.aliases, ips)
+            own = files.read_record(net, req.container_id, req.ifname)
+            _publish(net, rb, own, entry, cfg.aliases)
             rb.step("record")
-            files.write_record(net, req.container_id, req.ifname, name)
+            files.write_record(net, req.container_id, req.ifname, entry)
             rb.push("record", lambda: files.remove_record(net, req.container_id, req.ifname))
             rb.step("dnsmasq")
             dnsmasq.reload(net)
@@ -105,14 +127,20 @@ class Dnsname(Plugin):
         return prev
 
     def delete(self, req: Request) -> None:
-        """Never fails for a bad config (as the reference): later plugins' DEL must still run."""
+        """Never fails for a bad config or a refused runtime directory (as the reference for
+        configs): later plugins' DEL must still run."""
         try:
             cfg = config.parse(req)
-            net = NetworkFiles(files.base_dir(req.env), cfg.network)
+            net = _network(req, cfg.network, create=False)
         except CNIError as err:
             req.log(f"dnsname: DEL skipped: {err.msg}")
             return
-        name = cfg.pod_name or files.read_record(net, req.container_id, req.ifname)
+        # The name CNI_ARGS gives (else the recorded one), for the addresses this attachment
+        # published (recorded; else prevResult's, e.g. after the reference's ADD).
+        recorded = files.read_record(net, req.container_id, req.ifname)
+        name = cfg.pod_name or (recorded.name if recorded is not None else None)
+        ips = recorded.ips if recorded is not None else tuple(_prev_ips(req))
+        entry = files.Entry(name, ips) if name else None
         if not net.directory.is_dir():  # e.g. the reference's DEL of the last name removed it
             files.remove_record(net, req.container_id, req.ifname)
             files.prune_records(net)
@@ -120,13 +148,13 @@ class Dnsname(Plugin):
         log: list[str] = []
         with files.locked(net, create=False) as held:
             files.remove_record(net, req.container_id, req.ifname)
-            if held and name is not None:
-                self._unpublish(net, name, log)
+            if held and entry is not None:
+                self._unpublish(net, entry, log)
         for line in log:
             req.log(line)
 
-    def _unpublish(self, net: NetworkFiles, name: str, log: list[str]) -> None:
-        remaining = files.without_name(files.read_lines(net.hosts), name)
+    def _unpublish(self, net: NetworkFiles, entry: files.Entry, log: list[str]) -> None:
+        remaining = files.without_entry(files.read_lines(net.hosts), entry)
         if not remaining:
             teardown(net, log)
             return
@@ -139,8 +167,9 @@ class Dnsname(Plugin):
         prev = req.prev_result()
         if prev is None:
             raise CNIError(INVALID_NETWORK_CONFIG, "Required prevResult missing")
-        net = NetworkFiles(files.base_dir(req.env), cfg.network)
-        name = cfg.pod_name or files.read_record(net, req.container_id, req.ifname)
+        net = _network(req, cfg.network, create=False)
+        recorded = files.read_record(net, req.container_id, req.ifname)
+        name = cfg.pod_name or (recorded.name if recorded is not None else None)
         if name is None:
             config.require_pod_name(cfg)
         assert name is not None
@@ -162,7 +191,7 @@ class Dnsname(Plugin):
     def gc(self, req: Request) -> None:
         """Drop the names of recorded attachments that are not in the valid list."""
         cfg = config.parse(req)
-        net = NetworkFiles(files.base_dir(req.env), cfg.network)
+        net = _network(req, cfg.network, create=False)
         valid = {f"{cid}-{ifname}" for cid, ifname in req.valid_attachments() or []}
         if not net.directory.is_dir():
             for key in files.all_records(net):
@@ -178,15 +207,15 @@ class Dnsname(Plugin):
 
     def _collect(self, net: NetworkFiles, valid: set[str], log: list[str]) -> None:
         records = files.all_records(net)
-        kept = {name for key, name in records.items() if key in valid}
+        kept = {entry.name for key, entry in records.items() if key in valid}
         before = files.read_lines(net.hosts)
         lines = before
-        for key, name in records.items():
+        for key, entry in records.items():
             if key in valid:
                 continue
             (net.records / key).unlink(missing_ok=True)
-            if name not in kept:
-                lines = files.without_name(lines, name)
+            if entry.ips or entry.name not in kept:  # by name only when no live one has it
+                lines = files.without_entry(lines, entry)
         if not files.names_in(lines):
             teardown(net, log)
         elif lines != before:

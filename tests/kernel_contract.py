@@ -1,0 +1,820 @@
+"""The contract of pycni.net.fake_kernel.FakeKernel: cases run against it and the real kernel.
+
+Each case drives a ``Kernel`` pair (one for the node namespace, one for a pod namespace) and
+returns plain values: what calls returned, the errno name of each refusal ("ok" when accepted)
+and a normalized view of the namespaces afterwards (names instead of interface indexes, which
+differ between kernels; no randomly made MAC addresses). ``EXPECTED`` holds what the real
+kernel answered when the case was written. tests/unit/test_fake_kernel.py checks the fake
+against it (no root, no namespaces, well under a second); the kernel suite
+(tests/integration/test_fake_kernel_contract.py) checks the native client in private
+namespaces against the same values and against the fake, so neither side can drift alone.
+
+A case that the fake cannot answer like the kernel does not belong here until the fake can:
+the docstring of pycni.net.fake_kernel lists what it leaves out.
+"""
+
+from __future__ import annotations
+
+import errno
+import ipaddress
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pycni.net.kernel import (
+    AF_INET,
+    AF_INET6,
+    IFF_PROMISC,
+    IFF_UP,
+    IPV4_DEVCONF_ARP_NOTIFY,
+    Kernel,
+    NetlinkError,
+    Route,
+    Rule,
+)
+
+IP = ipaddress.ip_address
+NET = ipaddress.ip_network
+IFACE = ipaddress.ip_interface
+
+
+@dataclass
+class Side:
+    """One implementation's view: a Kernel in the node namespace and one in a pod namespace,
+    with the namespace handles (fds) that calls moving or creating links across take."""
+
+    node: Kernel
+    pod: Kernel
+    node_fd: int
+    pod_fd: int
+
+
+def outcome(call: Callable[..., Any], *args: Any, **kwargs: Any) -> str:
+    """ "ok", or the errno name of the NetlinkError the call raised."""
+    try:
+        call(*args, **kwargs)
+    except NetlinkError as exc:
+        return errno.errorcode.get(exc.code, str(exc.code))
+    return "ok"
+
+
+def index(k: Kernel, name: str) -> int:
+    found = k.find_link(name)
+    assert found is not None, name
+    return found.index
+
+
+def links(k: Kernel, other: Kernel | None = None) -> list[tuple[Any, ...]]:
+    """Each link as (name, kind, up, promisc, mtu, master's name, alias, peer's name), the
+    peer looked up here or in ``other`` (the peer's namespace)."""
+    mine = k.links()
+    names = {x.index: x.name for x in mine}
+    theirs = {x.index: x.name for x in other.links()} if other is not None else {}
+    out = []
+    for x in mine:
+        if x.peer_index and x.peer_netnsid is not None:
+            peer = "other:" + theirs.get(x.peer_index, "?")
+        else:
+            peer = names.get(x.peer_index, "") if x.peer_index else ""
+        out.append(
+            (
+                x.name,
+                x.kind,
+                bool(x.flags & IFF_UP),
+                bool(x.flags & IFF_PROMISC),
+                x.mtu,
+                names.get(x.master, "") if x.master else "",
+                x.alias,
+                peer,
+            )
+        )
+    return sorted(out)
+
+
+def addresses(k: Kernel, family: int = 0) -> list[tuple[str, str, int]]:
+    """(link name, address/prefix, scope) of every address but IPv6 link-local ones (made by
+    the kernel's autoconfiguration, which the fake does not model)."""
+    names = {x.index: x.name for x in k.links()}
+    return sorted(
+        (names.get(a.index, "?"), str(a.interface), a.scope)
+        for a in k.addresses(family=family)
+        if not a.interface.ip.is_link_local
+    )
+
+
+def routes(k: Kernel, family: int, table: int) -> list[tuple[Any, ...]]:
+    """(dst, link, gateway, proto, scope, type, priority, prefsrc, mtu) of a table's routes but
+    the IPv6 link-local and multicast ones."""
+    names = {x.index: x.name for x in k.links()}
+    out = []
+    for r in k.routes(family, table=table):
+        if r.dst.is_link_local or r.dst.is_multicast:
+            continue
+        out.append(
+            (
+                str(r.dst),
+                names.get(r.oif, str(r.oif)),
+                str(r.gateway or ""),
+                r.proto,
+                r.scope,
+                r.type,
+                r.priority,
+                str(r.prefsrc or ""),
+                r.mtu,
+            )
+        )
+    return sorted(out)
+
+
+def rules(k: Kernel, family: int) -> list[tuple[Any, ...]]:
+    return sorted(
+        (r.priority if r.priority is not None else -1, r.table, str(r.src or ""))
+        for r in k.rules(family)
+    )
+
+
+# ------------------------------------------------------------------ the cases
+
+
+def fresh_namespace(s: Side) -> Any:
+    """What a new namespace holds: lo (down), no addresses or routes, the default rules."""
+    return {
+        "links": links(s.pod),
+        "addresses": addresses(s.pod),
+        "main4": routes(s.pod, AF_INET, 254),
+        "main6": routes(s.pod, AF_INET6, 254),
+        "rules4": rules(s.pod, AF_INET),
+        "rules6": rules(s.pod, AF_INET6),
+        "missing": s.pod.find_link("eth0") is None,
+        "by index": outcome(s.pod.link, 4242),
+    }
+
+
+def loopback_up(s: Side) -> Any:
+    """Bringing lo up gives it 127.0.0.1/8 and ::1 (the loopback plugin relies on it)."""
+    lo = index(s.pod, "lo")
+    s.pod.set_link(lo, up=True)
+    return {"links": links(s.pod), "addresses": addresses(s.pod), "main4": routes(s.pod, 2, 254)}
+
+
+def veth_pair(s: Side) -> Any:
+    """A veth whose peer is made in the pod; the names already taken on either side."""
+    first = outcome(s.node.add_veth, "veth0", "eth0", s.pod_fd, 1400, "02:00:00:00:00:01")
+    again = outcome(s.node.add_veth, "veth0", "eth9", s.pod_fd)
+    peer_taken = outcome(s.node.add_veth, "veth1", "eth0", s.pod_fd)
+    pod_eth0 = s.pod.find_link("eth0")
+    return {
+        "calls": [first, again, peer_taken],
+        "node": links(s.node, s.pod),
+        "pod": links(s.pod, s.node),
+        "peer mac": pod_eth0.mac if pod_eth0 else None,
+        "veth1 left behind": s.node.find_link("veth1") is not None,
+    }
+
+
+def veth_delete_takes_peer(s: Side) -> Any:
+    """Deleting one end removes the other, in its own namespace; a second delete is ENODEV."""
+    s.node.add_veth("veth0", "eth0", s.pod_fd)
+    host = index(s.node, "veth0")
+    first = outcome(s.node.delete_link, host)
+    second = outcome(s.node.delete_link, host)
+    return {"calls": [first, second], "pod": links(s.pod), "node": links(s.node)}
+
+
+def bad_names(s: Side) -> Any:
+    """Names the kernel refuses: too long, a slash, '.', empty peer name is the kernel's pick."""
+    return [
+        outcome(s.node.add_bridge, "a" * 16),
+        outcome(s.node.add_bridge, "a/b"),
+        outcome(s.node.add_bridge, "."),
+        outcome(s.node.add_bridge, "has space"),
+        outcome(s.node.add_bridge, "a" * 15),
+        outcome(s.node.add_bridge, "lo"),
+    ]
+
+
+def bridge_ports(s: Side) -> Any:
+    """Enslaving: the bridge follows its ports' smallest MTU until one is set on it; the
+    kernel's refusals for a missing master, a master that is no bridge, a bridge in itself."""
+    s.node.add_bridge("br0")
+    s.node.add_veth("vp0", "vq0", s.node_fd, 1400)
+    s.node.add_veth("vp1", "vq1", s.node_fd, 9000)
+    br, vp0, vp1, vq0 = (index(s.node, n) for n in ("br0", "vp0", "vp1", "vq0"))
+    seen = [s.node.link(br).mtu]
+    calls = [outcome(s.node.set_link, vp1, master=br)]
+    seen.append(s.node.link(br).mtu)
+    calls.append(outcome(s.node.set_link, vp0, master=br))
+    seen.append(s.node.link(br).mtu)
+    calls.append(outcome(s.node.set_link, vp0, master=0))
+    seen.append(s.node.link(br).mtu)
+    calls.append(outcome(s.node.set_link, vp1, master=0))
+    seen.append(s.node.link(br).mtu)
+    calls += [
+        outcome(s.node.set_link, vp0, master=4242),
+        outcome(s.node.set_link, vp0, master=vq0),
+        outcome(s.node.set_link, br, master=br),
+        outcome(s.node.set_link, index(s.node, "lo"), master=br),
+    ]
+    s.node.set_link(br, mtu=1300)
+    s.node.set_link(vp1, master=br)
+    seen.append(s.node.link(br).mtu)
+    return {"calls": calls, "bridge mtu": seen, "node": links(s.node)}
+
+
+def bridge_takes_port_mac(s: Side) -> Any:
+    """A bridge without a MAC of its own takes its port's; one set on it stays."""
+    s.node.add_bridge("br0")
+    s.node.add_veth("vp0", "vq0", s.node_fd, 0, "02:00:00:00:00:07")
+    br, vq0 = index(s.node, "br0"), index(s.node, "vq0")
+    s.node.set_link(vq0, master=br)
+    taken = s.node.link(br).mac
+    s.node.set_link(br, mac="02:00:00:00:00:99")
+    return [taken, s.node.link(br).mac]
+
+
+def bridge_delete_releases_ports(s: Side) -> Any:
+    s.node.add_bridge("br0")
+    s.node.add_veth("vp0", "vq0", s.node_fd)
+    s.node.set_link(index(s.node, "vp0"), master=index(s.node, "br0"))
+    s.node.delete_link(index(s.node, "br0"))
+    return links(s.node)
+
+
+def set_link_changes(s: Side) -> Any:
+    """Each keyword of set_link, and the kernel's refusals."""
+    s.node.add_veth("sa", "sb", s.node_fd)
+    sa, sb = index(s.node, "sa"), index(s.node, "sb")
+    calls = [
+        outcome(s.node.set_link, sa, mtu=1300, alias="port", up=True),
+        outcome(s.node.set_link, sa, mac="02:aa:bb:cc:dd:ee"),
+        outcome(s.node.set_link, sa, flags=IFF_PROMISC, flag_mask=IFF_PROMISC),
+        outcome(s.node.set_link, sa, txqlen=77),
+        outcome(s.node.set_link, 4242, up=True),
+        outcome(s.node.set_link, sa, name="sb"),
+        outcome(s.node.set_link, sa, mtu=67),
+        outcome(s.node.set_link, sa, mtu=70000),
+        outcome(s.node.set_link, sa, mac="01:00:5e:00:00:01"),
+        outcome(s.node.set_link, sa, mac="00:00:00:00:00:00"),
+    ]
+    after = s.node.link(sa)
+    view = (after.mtu, after.alias, after.mac, after.txqlen, after.promiscuity > 0, after.up)
+    calls.append(outcome(s.node.set_link, sa, alias=""))
+    calls.append(outcome(s.node.set_link, sb, name="renamed"))
+    calls.append(outcome(s.node.set_link, sa, name="sa2"))
+    return {"calls": calls, "sa": view, "node": links(s.node)}
+
+
+def move_to_pod(s: Side) -> Any:
+    """A link moved into the pod arrives down, without its addresses or master, renamed when
+    asked; lo and a bridge cannot move; a name taken in the target is EEXIST."""
+    s.node.add_bridge("br0")
+    s.node.add_veth("mv0", "mv1", s.node_fd)
+    s.node.add_veth("mv2", "mv3", s.node_fd)
+    mv0, mv2 = index(s.node, "mv0"), index(s.node, "mv2")
+    s.node.set_link(mv0, master=index(s.node, "br0"), up=True)
+    s.node.add_address(mv0, IFACE("10.9.0.1/24"))
+    calls = [
+        outcome(s.node.set_link, mv0, netns_fd=s.pod_fd, name="eth0"),
+        outcome(s.node.set_link, mv2, netns_fd=s.pod_fd, name="eth0"),
+        outcome(s.node.set_link, index(s.node, "lo"), netns_fd=s.pod_fd),
+        outcome(s.node.set_link, index(s.node, "br0"), netns_fd=s.pod_fd),
+    ]
+    return {
+        "calls": calls,
+        "node": links(s.node, s.pod),
+        "pod": links(s.pod, s.node),
+        "pod addresses": addresses(s.pod),
+        "node addresses": addresses(s.node),
+    }
+
+
+def delete_refusals(s: Side) -> Any:
+    return [outcome(s.node.delete_link, index(s.node, "lo")), outcome(s.node.delete_link, 4242)]
+
+
+def address_rules(s: Side) -> Any:
+    """Adding, duplicates (IPv4 by address and prefix, IPv6 by address), deleting, missing
+    links and addresses; a down link has no prefix route, an up one has, for either family."""
+    s.node.add_veth("ad0", "ad1", s.node_fd)
+    ad0, ad1 = index(s.node, "ad0"), index(s.node, "ad1")
+    calls = [
+        outcome(s.node.add_address, ad0, IFACE("10.44.0.1/24")),
+        outcome(s.node.add_address, ad0, IFACE("10.44.0.1/24")),
+        outcome(s.node.add_address, ad0, IFACE("10.44.0.1/16")),
+        outcome(s.node.add_address, ad1, IFACE("10.44.0.1/24")),
+        outcome(s.node.add_address, ad0, IFACE("fd44::1/64"), 0x02),
+        outcome(s.node.add_address, ad0, IFACE("fd44::1/64"), 0x02),
+        outcome(s.node.add_address, ad0, IFACE("fd44::1/80"), 0x02),
+        outcome(s.node.add_address, 4242, IFACE("10.45.0.1/24")),
+        outcome(s.node.delete_address, ad0, IFACE("10.46.0.1/24")),
+        outcome(s.node.delete_address, 4242, IFACE("10.44.0.1/24")),
+        outcome(s.node.delete_address, ad0, IFACE("fd46::1/64")),
+    ]
+    down = {"main4": routes(s.node, AF_INET, 254), "addresses": addresses(s.node)}
+    s.node.set_link(ad0, up=True)
+    s.node.set_link(ad1, up=True)
+    up = {
+        "main4": routes(s.node, AF_INET, 254),
+        "main6": routes(s.node, AF_INET6, 254),
+        "ad0 v4": addresses_of(s.node, ad0, AF_INET),
+    }
+    calls.append(outcome(s.node.delete_address, ad0, IFACE("10.44.0.1/16")))
+    after_delete = routes(s.node, AF_INET, 254)
+    return {"calls": calls, "down": down, "up": up, "after delete": after_delete}
+
+
+def addresses_of(k: Kernel, idx: int, family: int) -> list[str]:
+    return sorted(str(a.interface) for a in k.addresses(index=idx, family=family))
+
+
+def ipv4_routes(s: Side) -> Any:
+    """Route adds and their refusals: a down link, an unreachable gateway, a duplicate; other
+    tables, replace, delete (ESRCH when gone), and a link going down takes its IPv4 routes."""
+    s.node.add_veth("rt0", "rt1", s.node_fd)
+    rt0, rt1 = index(s.node, "rt0"), index(s.node, "rt1")
+    gw = IP("10.50.0.2")
+    calls = [outcome(s.node.add_route, Route(NET("10.61.0.0/16"), oif=rt0, scope=253))]
+    s.node.set_link(rt0, up=True)
+    s.node.set_link(rt1, up=True)
+    s.node.add_address(rt0, IFACE("10.50.0.1/24"))
+    calls += [
+        outcome(s.node.add_route, Route(NET("10.60.0.0/16"), oif=rt0, gateway=gw, proto=3)),
+        outcome(s.node.add_route, Route(NET("10.60.0.0/16"), oif=rt0, gateway=gw, proto=3)),
+        outcome(s.node.add_route, Route(NET("10.61.0.0/16"), oif=rt0, scope=253, priority=7)),
+        outcome(s.node.add_route, Route(NET("10.62.0.0/16"), oif=rt0, gateway=IP("10.99.0.1"))),
+        outcome(
+            s.node.add_route, Route(NET("10.63.0.0/16"), oif=rt0, gateway=IP("10.99.0.1"), flags=4)
+        ),
+        outcome(s.node.add_route, Route(NET("0.0.0.0/0"), oif=rt0, gateway=gw, table=100)),
+        outcome(s.node.add_route, Route(NET("10.64.0.0/16"), oif=rt0, mtu=1200)),
+        outcome(
+            s.node.add_route,
+            Route(NET("10.65.0.0/16"), oif=rt0, gateway=gw, prefsrc=IP("10.50.0.1")),
+        ),
+        outcome(s.node.add_route, Route(NET("10.66.0.0/16"), oif=4242)),
+        outcome(s.node.replace_route, Route(NET("10.60.0.0/16"), oif=rt0, gateway=IP("10.50.0.3"))),
+        outcome(s.node.replace_route, Route(NET("10.67.0.0/16"), oif=rt0, gateway=gw)),
+    ]
+    full = routes(s.node, AF_INET, 254)
+    other = routes(s.node, AF_INET, 100)
+    by_oif = sorted(str(r.dst) for r in s.node.routes(AF_INET, table=254, oif=rt0))
+    (chosen,) = s.node.route_to(IP("10.60.1.1"))
+    route_to = (str(chosen.dst), chosen.oif == rt0, str(chosen.gateway), chosen.table)
+    calls += [
+        outcome(s.node.delete_route, Route(NET("10.60.0.0/16"), oif=rt0)),
+        outcome(s.node.delete_route, Route(NET("10.60.0.0/16"), oif=rt0)),
+        outcome(s.node.delete_route, Route(NET("10.61.0.0/16"), oif=rt0, priority=8)),
+        outcome(s.node.delete_route, Route(NET("10.50.0.0/24"), oif=rt0, scope=253)),
+        outcome(s.node.delete_route, Route(NET("0.0.0.0/0"), oif=rt0, table=100)),
+    ]
+    after = routes(s.node, AF_INET, 254)
+    s.node.set_link(rt0, up=False)
+    return {
+        "calls": calls,
+        "main": full,
+        "table 100": other,
+        "by oif": by_oif,
+        "route_to": route_to,
+        "after deletes": after,
+        "after down": routes(s.node, AF_INET, 254),
+        "empty table": routes(s.node, AF_INET, 100),
+    }
+
+
+def route_delete_matches(s: Side) -> Any:
+    """A delete names what it matches: the protocol (pycni.net.owned_routes relies on it to
+    never remove another program's route), the gateway, the link, the table."""
+    s.node.add_veth("dm0", "dm1", s.node_fd)
+    dm0, dm1 = index(s.node, "dm0"), index(s.node, "dm1")
+    for link in (dm0, dm1):
+        s.node.set_link(link, up=True)
+    s.node.add_address(dm0, IFACE("10.58.0.1/24"))
+    gw = IP("10.58.0.2")
+    s.node.add_route(Route(NET("10.59.0.0/16"), oif=dm0, gateway=gw, proto=3))
+    calls = [
+        outcome(s.node.delete_route, Route(NET("10.59.0.0/16"), proto=157)),
+        outcome(s.node.delete_route, Route(NET("10.59.0.0/16"), gateway=IP("10.58.0.3"))),
+        outcome(s.node.delete_route, Route(NET("10.59.0.0/16"), oif=dm1)),
+        outcome(s.node.delete_route, Route(NET("10.59.0.0/16"), table=100)),
+        outcome(s.node.delete_route, Route(NET("10.59.0.0/16"), gateway=gw, proto=3)),
+    ]
+    return {"calls": calls, "main": routes(s.node, AF_INET, 254)}
+
+
+def link_down_and_up(s: Side) -> Any:
+    """A link going down: what stays of its addresses and routes, for both families, and
+    what its coming back up restores."""
+    s.node.add_veth("ld0", "ld1", s.node_fd)
+    ld0, ld1 = index(s.node, "ld0"), index(s.node, "ld1")
+    s.node.set_link(ld0, up=True)
+    s.node.set_link(ld1, up=True)
+    s.node.add_address(ld0, IFACE("10.55.0.1/24"))
+    s.node.add_address(ld0, IFACE("fd55::1/64"), 0x02)
+    s.node.add_route(Route(NET("10.56.0.0/16"), oif=ld0, priority=7))
+    s.node.add_route(Route(NET("fd56::/48"), oif=ld0))
+
+    def view() -> Any:
+        return {
+            "addresses": addresses(s.node),
+            "main4": routes(s.node, AF_INET, 254),
+            "main6": routes(s.node, AF_INET6, 254),
+        }
+
+    before = view()
+    s.node.set_link(ld0, up=False)
+    down = view()
+    s.node.set_link(ld0, up=True)
+    up = view()
+    calls = [
+        outcome(s.node.add_route, Route(NET("10.57.0.0/16"), oif=ld0, priority=7)),
+        outcome(s.node.delete_route, Route(NET("10.57.0.0/16"), oif=ld0)),
+    ]
+    return {"before": before, "down": down, "up again": up, "calls": calls}
+
+
+def ipv6_routes(s: Side) -> Any:
+    s.node.add_veth("r60", "r61", s.node_fd)
+    r60, r61 = index(s.node, "r60"), index(s.node, "r61")
+    calls = [outcome(s.node.add_route, Route(NET("fd61::/48"), oif=r60))]
+    s.node.set_link(r60, up=True)
+    s.node.set_link(r61, up=True)
+    s.node.add_address(r60, IFACE("fd50::1/64"), 0x02)
+    calls += [
+        outcome(s.node.add_route, Route(NET("fd60::/48"), oif=r60, gateway=IP("fd50::2"))),
+        outcome(s.node.add_route, Route(NET("fd60::/48"), oif=r60, gateway=IP("fd50::2"))),
+        outcome(s.node.add_route, Route(NET("fd61::/48"), oif=r60, priority=10)),
+        outcome(s.node.add_route, Route(NET("::/0"), oif=r60, gateway=IP("fd50::2"), table=100)),
+        outcome(s.node.delete_route, Route(NET("fd62::/48"), oif=r60)),
+    ]
+    return {
+        "calls": calls,
+        "main": routes(s.node, AF_INET6, 254),
+        "table 100": routes(s.node, AF_INET6, 100),
+    }
+
+
+def policy_rules(s: Side) -> Any:
+    """Rules: added with and without a priority (the kernel picks one below the first non-zero
+    rule), duplicates refused, deleting what is not there is ENOENT."""
+    added = [
+        Rule(AF_INET, 150, NET("10.73.0.5/32"), 1000),
+        Rule(AF_INET, 70000, NET("10.73.1.0/24"), 1001),
+        Rule(AF_INET6, 152, NET("fd73::/64"), 1003),
+    ]
+    calls = [outcome(s.node.add_rule, r) for r in added]
+    calls.append(outcome(s.node.add_rule, added[0]))
+    calls.append(outcome(s.node.add_rule, Rule(AF_INET, 151, NET("10.73.2.0/24"))))
+    both = {"v4": rules(s.node, AF_INET), "v6": rules(s.node, AF_INET6)}
+    calls.append(outcome(s.node.delete_rule, added[1]))
+    calls.append(outcome(s.node.delete_rule, added[1]))
+    calls.append(outcome(s.node.delete_rule, Rule(AF_INET, 151, NET("10.73.2.0/24"))))
+    return {"calls": calls, "rules": both, "after": rules(s.node, AF_INET)}
+
+
+def neighbours(s: Side) -> Any:
+    s.node.add_veth("nb0", "nb1", s.node_fd)
+    nb0 = index(s.node, "nb0")
+    calls = [
+        outcome(s.node.set_neighbour, nb0, IP("10.72.0.9"), "02:00:00:00:00:09"),
+        outcome(s.node.set_neighbour, nb0, IP("10.72.0.9"), "02:00:00:00:00:0a"),
+        outcome(s.node.set_neighbour, 4242, IP("10.72.0.9"), "02:00:00:00:00:09"),
+    ]
+    seen = sorted((str(n.address), n.mac, n.state & 0x80) for n in s.node.neighbours(nb0, AF_INET))
+    calls += [
+        outcome(s.node.delete_neighbour, nb0, IP("10.72.0.9")),
+        outcome(s.node.delete_neighbour, nb0, IP("10.72.0.9")),
+    ]
+    return {"calls": calls, "seen": seen, "after": len(s.node.neighbours(nb0, AF_INET))}
+
+
+def macvlan_in_pod(s: Side) -> Any:
+    """A macvlan made in the pod of a node link; its master gone, it goes too."""
+    s.node.add_veth("up0", "up1", s.node_fd)
+    up0 = index(s.node, "up0")
+    calls = [
+        outcome(s.node.add_macvlan, "mv0", up0, 4, s.pod_fd, 1400, "02:00:00:00:00:44"),
+        outcome(s.node.add_macvlan, "mv0", up0, 4, s.pod_fd),
+        outcome(s.node.add_macvlan, "mv1", 4242, 4, s.pod_fd),
+        outcome(s.node.add_macvlan, "mv1", index(s.node, "lo"), 4, s.pod_fd),
+        outcome(s.node.add_macvlan, "mv1", up0, 4, s.pod_fd, 9000),
+    ]
+    made = s.pod.find_link("mv0")
+    view = (made.mac, made.macvlan_mode, made.mtu) if made else None
+    pod = links(s.pod, s.node)
+    s.node.delete_link(up0)
+    return {"calls": calls, "mv0": view, "pod": pod, "after": links(s.pod)}
+
+
+def ipv4_conf_and_forwarding(s: Side) -> Any:
+    """Per-link IPv4 settings; the forwarding switch reads as 0 or 1 (a new namespace copies
+    IPv4's from the machine's own, net.core.devconf_inherit_init_net, so no value is fixed)."""
+    s.node.add_veth("cf0", "cf1", s.node_fd)
+    return [
+        s.pod.forwarding(AF_INET) in (0, 1),
+        s.pod.forwarding(AF_INET6) in (0, 1),
+        outcome(s.node.set_ipv4_conf, index(s.node, "cf0"), {IPV4_DEVCONF_ARP_NOTIFY: 1}),
+        outcome(s.node.set_ipv4_conf, 4242, {IPV4_DEVCONF_ARP_NOTIFY: 1}),
+    ]
+
+
+def bridge_port_flags(s: Side) -> Any:
+    s.node.add_bridge("br0")
+    s.node.add_veth("bp0", "bp1", s.node_fd)
+    bp0 = index(s.node, "bp0")
+    before = outcome(s.node.set_bridge_port, bp0, True, True)
+    s.node.set_link(bp0, master=index(s.node, "br0"))
+    return [before, outcome(s.node.set_bridge_port, bp0, True, True)]
+
+
+CASES: dict[str, Callable[[Side], Any]] = {
+    f.__name__: f
+    for f in (
+        fresh_namespace,
+        loopback_up,
+        veth_pair,
+        veth_delete_takes_peer,
+        bad_names,
+        bridge_ports,
+        bridge_takes_port_mac,
+        bridge_delete_releases_ports,
+        set_link_changes,
+        move_to_pod,
+        delete_refusals,
+        address_rules,
+        ipv4_routes,
+        route_delete_matches,
+        link_down_and_up,
+        ipv6_routes,
+        policy_rules,
+        neighbours,
+        macvlan_in_pod,
+        ipv4_conf_and_forwarding,
+        bridge_port_flags,
+    )
+}
+
+EXPECTED: dict[str, Any] = {
+    "fresh_namespace": {
+        "links": [("lo", "", True, False, 65536, "", "", "")],
+        "addresses": [("lo", "127.0.0.1/8", 254), ("lo", "::1/128", 254)],
+        "main4": [],
+        "main6": [],
+        "rules4": [(-1, 255, ""), (32766, 254, ""), (32767, 253, "")],
+        "rules6": [(-1, 255, ""), (32766, 254, "")],
+        "missing": True,
+        "by index": "ENODEV",
+    },
+    "loopback_up": {
+        "links": [("lo", "", True, False, 65536, "", "", "")],
+        "addresses": [("lo", "127.0.0.1/8", 254), ("lo", "::1/128", 254)],
+        "main4": [],
+    },
+    "veth_pair": {
+        "calls": ["ok", "EEXIST", "EEXIST"],
+        "node": [
+            ("lo", "", True, False, 65536, "", "", ""),
+            ("veth0", "veth", False, False, 1400, "", "", "other:eth0"),
+        ],
+        "pod": [
+            ("eth0", "veth", False, False, 1400, "", "", "other:veth0"),
+            ("lo", "", True, False, 65536, "", "", ""),
+        ],
+        "peer mac": "02:00:00:00:00:01",
+        "veth1 left behind": False,
+    },
+    "veth_delete_takes_peer": {
+        "calls": ["ok", "ENODEV"],
+        "pod": [("lo", "", True, False, 65536, "", "", "")],
+        "node": [("lo", "", True, False, 65536, "", "", "")],
+    },
+    "bad_names": ["ERANGE", "EINVAL", "EINVAL", "EINVAL", "ok", "EEXIST"],
+    "bridge_ports": {
+        "calls": ["ok", "ok", "ok", "ok", "EINVAL", "ENOTSUP", "EINVAL", "EINVAL"],
+        "bridge mtu": [1500, 9000, 1400, 9000, 1500, 1300],
+        "node": [
+            ("br0", "bridge", False, False, 1300, "", "", ""),
+            ("lo", "", True, False, 65536, "", "", ""),
+            ("vp0", "veth", False, False, 1400, "", "", "vq0"),
+            ("vp1", "veth", False, False, 9000, "br0", "", "vq1"),
+            ("vq0", "veth", False, False, 1400, "", "", "vp0"),
+            ("vq1", "veth", False, False, 9000, "", "", "vp1"),
+        ],
+    },
+    "bridge_takes_port_mac": ["02:00:00:00:00:07", "02:00:00:00:00:99"],
+    "bridge_delete_releases_ports": [
+        ("lo", "", True, False, 65536, "", "", ""),
+        ("vp0", "veth", False, False, 1500, "", "", "vq0"),
+        ("vq0", "veth", False, False, 1500, "", "", "vp0"),
+    ],
+    "set_link_changes": {
+        "calls": [
+            "ok",
+            "ok",
+            "ok",
+            "ok",
+            "ENODEV",
+            "EEXIST",
+            "EINVAL",
+            "EINVAL",
+            "EADDRNOTAVAIL",
+            "EADDRNOTAVAIL",
+            "ok",
+            "ok",
+            "ok",
+        ],
+        "sa": (1300, "port", "02:aa:bb:cc:dd:ee", 77, True, True),
+        "node": [
+            ("lo", "", True, False, 65536, "", "", ""),
+            ("renamed", "veth", False, False, 1500, "", "", "sa2"),
+            ("sa2", "veth", True, True, 1300, "", "", "renamed"),
+        ],
+    },
+    "move_to_pod": {
+        "calls": ["ok", "EEXIST", "EINVAL", "EINVAL"],
+        "node": [
+            ("br0", "bridge", False, False, 1500, "", "", ""),
+            ("lo", "", True, False, 65536, "", "", ""),
+            ("mv1", "veth", False, False, 1500, "", "", "other:eth0"),
+            ("mv3", "veth", False, False, 1500, "", "", "other:mv2"),
+        ],
+        "pod": [
+            ("eth0", "veth", False, False, 1500, "", "", "other:mv1"),
+            ("lo", "", True, False, 65536, "", "", ""),
+            ("mv2", "veth", False, False, 1500, "", "", "other:mv3"),
+        ],
+        "pod addresses": [("lo", "127.0.0.1/8", 254), ("lo", "::1/128", 254)],
+        "node addresses": [("lo", "127.0.0.1/8", 254), ("lo", "::1/128", 254)],
+    },
+    "delete_refusals": ["ENOTSUP", "ENODEV"],
+    "address_rules": {
+        "calls": [
+            "ok",
+            "EEXIST",
+            "ok",
+            "ok",
+            "ok",
+            "EEXIST",
+            "EEXIST",
+            "ENODEV",
+            "EADDRNOTAVAIL",
+            "ENODEV",
+            "EADDRNOTAVAIL",
+            "ok",
+        ],
+        "down": {
+            "main4": [],
+            "addresses": [
+                ("ad0", "10.44.0.1/16", 0),
+                ("ad0", "10.44.0.1/24", 0),
+                ("ad0", "fd44::1/64", 0),
+                ("ad1", "10.44.0.1/24", 0),
+                ("lo", "127.0.0.1/8", 254),
+                ("lo", "::1/128", 254),
+            ],
+        },
+        "up": {
+            "main4": [
+                ("10.44.0.0/16", "ad0", "", 2, 253, 1, None, "10.44.0.1", 0),
+                ("10.44.0.0/24", "ad0", "", 2, 253, 1, None, "10.44.0.1", 0),
+                ("10.44.0.0/24", "ad1", "", 2, 253, 1, None, "10.44.0.1", 0),
+            ],
+            "main6": [("fd44::/64", "ad0", "", 2, 0, 1, 256, "", 0)],
+            "ad0 v4": ["10.44.0.1/16", "10.44.0.1/24"],
+        },
+        "after delete": [
+            ("10.44.0.0/24", "ad0", "", 2, 253, 1, None, "10.44.0.1", 0),
+            ("10.44.0.0/24", "ad1", "", 2, 253, 1, None, "10.44.0.1", 0),
+        ],
+    },
+    "ipv4_routes": {
+        "calls": [
+            "ENETDOWN",
+            "ok",
+            "EEXIST",
+            "ok",
+            "ENETUNREACH",
+            "ok",
+            "ok",
+            "ok",
+            "ok",
+            "ENODEV",
+            "ok",
+            "ok",
+            "ok",
+            "ESRCH",
+            "ESRCH",
+            "ok",
+            "ok",
+        ],
+        "main": [
+            ("10.50.0.0/24", "rt0", "", 2, 253, 1, None, "10.50.0.1", 0),
+            ("10.60.0.0/16", "rt0", "10.50.0.3", 4, 0, 1, None, "", 0),
+            ("10.61.0.0/16", "rt0", "", 4, 253, 1, 7, "", 0),
+            ("10.63.0.0/16", "rt0", "10.99.0.1", 4, 0, 1, None, "", 0),
+            ("10.64.0.0/16", "rt0", "", 4, 0, 1, None, "", 1200),
+            ("10.65.0.0/16", "rt0", "10.50.0.2", 4, 0, 1, None, "10.50.0.1", 0),
+            ("10.67.0.0/16", "rt0", "10.50.0.2", 4, 0, 1, None, "", 0),
+        ],
+        "table 100": [("0.0.0.0/0", "rt0", "10.50.0.2", 4, 0, 1, None, "", 0)],
+        "by oif": [
+            "10.50.0.0/24",
+            "10.60.0.0/16",
+            "10.61.0.0/16",
+            "10.63.0.0/16",
+            "10.64.0.0/16",
+            "10.65.0.0/16",
+            "10.67.0.0/16",
+        ],
+        "route_to": ("10.60.1.1/32", True, "10.50.0.3", 254),
+        "after deletes": [
+            ("10.61.0.0/16", "rt0", "", 4, 253, 1, 7, "", 0),
+            ("10.63.0.0/16", "rt0", "10.99.0.1", 4, 0, 1, None, "", 0),
+            ("10.64.0.0/16", "rt0", "", 4, 0, 1, None, "", 1200),
+            ("10.65.0.0/16", "rt0", "10.50.0.2", 4, 0, 1, None, "10.50.0.1", 0),
+            ("10.67.0.0/16", "rt0", "10.50.0.2", 4, 0, 1, None, "", 0),
+        ],
+        "after down": [],
+        "empty table": [],
+    },
+    "route_delete_matches": {
+        "calls": ["ESRCH", "ESRCH", "ESRCH", "ESRCH", "ok"],
+        "main": [("10.58.0.0/24", "dm0", "", 2, 253, 1, None, "10.58.0.1", 0)],
+    },
+    "link_down_and_up": {
+        "before": {
+            "addresses": [
+                ("ld0", "10.55.0.1/24", 0),
+                ("ld0", "fd55::1/64", 0),
+                ("lo", "127.0.0.1/8", 254),
+                ("lo", "::1/128", 254),
+            ],
+            "main4": [
+                ("10.55.0.0/24", "ld0", "", 2, 253, 1, None, "10.55.0.1", 0),
+                ("10.56.0.0/16", "ld0", "", 4, 0, 1, 7, "", 0),
+            ],
+            "main6": [
+                ("fd55::/64", "ld0", "", 2, 0, 1, 256, "", 0),
+                ("fd56::/48", "ld0", "", 4, 0, 1, 1024, "", 0),
+            ],
+        },
+        "down": {
+            "addresses": [
+                ("ld0", "10.55.0.1/24", 0),
+                ("lo", "127.0.0.1/8", 254),
+                ("lo", "::1/128", 254),
+            ],
+            "main4": [],
+            "main6": [],
+        },
+        "up again": {
+            "addresses": [
+                ("ld0", "10.55.0.1/24", 0),
+                ("lo", "127.0.0.1/8", 254),
+                ("lo", "::1/128", 254),
+            ],
+            "main4": [("10.55.0.0/24", "ld0", "", 2, 253, 1, None, "10.55.0.1", 0)],
+            "main6": [],
+        },
+        "calls": ["ok", "ok"],
+    },
+    "ipv6_routes": {
+        "calls": ["ENETDOWN", "ok", "EEXIST", "ok", "ok", "ESRCH"],
+        "main": [
+            ("fd50::/64", "r60", "", 2, 0, 1, 256, "", 0),
+            ("fd60::/48", "r60", "fd50::2", 4, 0, 1, 1024, "", 0),
+            ("fd61::/48", "r60", "", 4, 0, 1, 10, "", 0),
+        ],
+        "table 100": [("::/0", "r60", "fd50::2", 4, 0, 1, 1024, "", 0)],
+    },
+    "policy_rules": {
+        "calls": ["ok", "ok", "ok", "EEXIST", "ok", "ok", "ENOENT", "ok"],
+        "rules": {
+            "v4": [
+                (-1, 255, ""),
+                (999, 151, "10.73.2.0/24"),
+                (1000, 150, "10.73.0.5/32"),
+                (1001, 70000, "10.73.1.0/24"),
+                (32766, 254, ""),
+                (32767, 253, ""),
+            ],
+            "v6": [(-1, 255, ""), (1003, 152, "fd73::/64"), (32766, 254, "")],
+        },
+        "after": [(-1, 255, ""), (1000, 150, "10.73.0.5/32"), (32766, 254, ""), (32767, 253, "")],
+    },
+    "neighbours": {
+        "calls": ["ok", "ok", "ENODEV", "ok", "ENOENT"],
+        "seen": [("10.72.0.9", "02:00:00:00:00:0a", 128)],
+        "after": 0,
+    },
+    "macvlan_in_pod": {
+        "calls": ["ok", "EEXIST", "ENODEV", "EINVAL", "EINVAL"],
+        "mv0": ("02:00:00:00:00:44", 4, 1400),
+        "pod": [
+            ("lo", "", True, False, 65536, "", "", ""),
+            ("mv0", "macvlan", False, False, 1400, "", "", "other:up0"),
+        ],
+        "after": [("lo", "", True, False, 65536, "", "", "")],
+    },
+    "ipv4_conf_and_forwarding": [True, True, "ok", "ENODEV"],
+    "bridge_port_flags": ["ENOTSUP", "ok"],
+}

@@ -1,0 +1,67 @@
+"""The metrics endpoint's HTTP server answers only what it should, within its bounds."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+
+import pytest
+
+from pycni.fast.metrics_http import MAX_REQUEST, MetricsHTTPServer
+
+
+@pytest.fixture
+def server() -> Iterator[MetricsHTTPServer]:
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind("\0pycni-metrics-unit-" + os.urandom(4).hex())
+    listener.listen(8)
+    srv = MetricsHTTPServer(listener, lambda: b"pycni_up 1\n", max_connections=4, deadline=5.0)
+    srv.start()
+    yield srv
+    srv.close()
+
+
+def ask(srv: MetricsHTTPServer, data: bytes) -> bytes:
+    with socket.socket(socket.AF_UNIX) as conn:
+        conn.settimeout(10)
+        conn.connect(srv.server_address)
+        conn.sendall(data)
+        out = b""
+        while chunk := conn.recv(65536):
+            out += chunk
+    return out
+
+
+def test_get_head_and_refusals(server: MetricsHTTPServer) -> None:
+    got = ask(server, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert got.startswith(b"HTTP/1.0 200 OK\r\n") and got.endswith(b"\r\n\r\npycni_up 1\n")
+    assert b"Content-Length: 11\r\n" in got
+    head = ask(server, b"HEAD / HTTP/1.0\r\n\r\n")
+    assert head.startswith(b"HTTP/1.0 200 OK") and head.endswith(b"\r\n\r\n")
+    assert ask(server, b"POST / HTTP/1.0\r\n\r\n").startswith(b"HTTP/1.0 405")
+    assert ask(server, b"\r\n\r\n").startswith(b"HTTP/1.0 405")
+    too_big = b"GET / HTTP/1.0\r\nX: " + b"a" * (MAX_REQUEST + 10)
+    assert ask(server, too_big).startswith(b"HTTP/1.0 431")
+    assert server.open_connections == 0
+
+
+def test_a_failing_render_is_a_500_and_the_server_keeps_serving() -> None:
+    calls = []
+
+    def render() -> bytes:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("collector broke")
+        return b"ok 1\n"
+
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind("\0pycni-metrics-unit-" + os.urandom(4).hex())
+    listener.listen(8)
+    srv = MetricsHTTPServer(listener, render)
+    srv.start()
+    try:
+        assert ask(srv, b"GET / HTTP/1.0\r\n\r\n").startswith(b"HTTP/1.0 500")
+        assert ask(srv, b"GET / HTTP/1.0\r\n\r\n").endswith(b"ok 1\n")
+    finally:
+        srv.close()
