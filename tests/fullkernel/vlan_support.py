@@ -111,6 +111,10 @@ def link_view(ns: harness.Namespace, names: Names | None = None) -> dict[str, An
         assert isinstance(info, dict)
         if info.get("info_kind") in DEFAULT_QLEN_KINDS:
             del view["txqlen"]
+        if info.get("info_kind") == "bridge":
+            # a bridge's operstate follows its ports through the kernel's link watch, some
+            # time after the ADD: UNKNOWN or UP depending on when one looks (seen both ways)
+            del view["operstate"]
         view["linkinfo"] = {k: v for k, v in info.items() if k not in _INFO_SKIP}
         if isinstance(view["linkinfo"].get("info_data"), dict) and info.get("info_kind") in (
             "bridge",
