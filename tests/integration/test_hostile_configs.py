@@ -267,3 +267,94 @@ def test_tuning_value_the_link_refuses_is_a_config_error(
     assert pod.run("ip", "-o", "link", "show", "eth0").stdout == before
     backups = tmp_path / "tuning"
     assert not backups.exists() or list(backups.iterdir()) == []
+
+
+SUBLINK_MASTER = "hmaster0"
+SUBLINK_FIELDS: list[tuple[str, FieldPath]] = [
+    ("ipvlan", ("master",)),
+    ("ipvlan", ("mode",)),
+    ("ipvlan", ("flag",)),
+    ("ipvlan", ("mtu",)),
+    ("ipvlan", ("linkInContainer",)),
+    ("ipvlan", ("prevResult", "interfaces", 0, "name")),
+    ("ipvlan", ("prevResult", "ips", 0, "address")),
+    ("vlan", ("master",)),
+    ("vlan", ("vlanId",)),
+    ("vlan", ("mtu",)),
+    ("vlan", ("ipam", "type")),
+]
+# what only the kernel or the node can refuse, as the reference reports it (code 999)
+_RUNTIME_REFUSALS = (
+    'failed to lookup master "',
+    "failed to create ipvlan: ",
+    "failed to create vlan: ",
+    'failed to find plugin "',
+    "no default route interface found",
+)
+
+
+def sublink_config(plugin: str, data_dir: Path, path: FieldPath) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "cniVersion": "1.0.0",
+        "name": NET,
+        "type": plugin,
+        "master": SUBLINK_MASTER,
+        "ipam": {
+            "type": "host-local",
+            "dataDir": str(data_dir),
+            "ranges": [[{"subnet": "10.67.0.0/24"}]],
+        },
+    }
+    if plugin == "vlan":
+        config["vlanId"] = 42
+    if path[0] == "prevResult":  # the chained form: no master, no IPAM
+        del config["master"], config["ipam"]
+        config["prevResult"] = {
+            "cniVersion": "1.0.0",
+            "interfaces": [{"name": SUBLINK_MASTER}],
+            "ips": [{"address": "10.67.0.9/24"}],
+        }
+    return config
+
+
+@pytest.mark.parametrize(("plugin", "path"), SUBLINK_FIELDS, ids=str)
+@SETTINGS
+@given(value=hostile)
+def test_hostile_ipvlan_vlan_fields_create_nothing_on_failure(
+    plugin: str,
+    path: FieldPath,
+    value: Any,
+    plugin_dir: Path,
+    node: harness.Namespace,
+    pod_factory: Any,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """ipvlan and vlan with one hostile field: a CNI error (999 only for what the node or the
+    kernel refuses, as the reference) that leaves the node, the pod and the reservations as they
+    were; on a kernel with the link type, a success that DEL undoes completely."""
+    if SUBLINK_MASTER not in node.links():
+        node.run("ip", "link", "add", SUBLINK_MASTER, "type", "veth", "peer", "name", "hpeer0")
+        node.run("ip", "link", "set", SUBLINK_MASTER, "up")
+    pod = getattr(node, "_hostile_pod", None)
+    if pod is None or not pod.exists():
+        pod = pod_factory()
+        node._hostile_pod = pod  # type: ignore[attr-defined]
+    data_dir = tmp_path_factory.mktemp("hostile-sublink")
+    config = put(sublink_config(plugin, data_dir, path), path, value)
+    before = snapshot(node, pod, data_dir)
+    env = env_for(plugin_dir, pod)
+    stdin = json.dumps(config).encode()
+    with node.entered():
+        out = skel.run(plugin, env, stdin)
+    assert b"Traceback" not in out.stdout
+    if out.exit_code != 0:
+        body = json.loads(out.stdout)
+        assert out.exit_code == 1, body
+        runtime = str(body["msg"]).startswith(_RUNTIME_REFUSALS)
+        assert body["code"] in ALLOWED_CODES or (body["code"] == 999 and runtime), body
+        assert snapshot(node, pod, data_dir) == before, body
+        return
+    with node.entered():
+        gone = skel.run(plugin, {**env, "CNI_COMMAND": "DEL"}, stdin)
+    assert gone.exit_code == 0, gone.stdout
+    assert snapshot(node, pod, data_dir) == before

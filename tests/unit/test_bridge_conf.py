@@ -85,7 +85,9 @@ def test_vlan_trunk_errors_are_the_references(trunk: list[Any], message: str) ->
 
 
 def test_vlan_and_trunk_together_and_out_of_range_values() -> None:
-    assert "cannot set vlan and vlanTrunk" in _error({"vlan": 5, "vlanTrunk": [{"id": 6}]}).msg
+    # allowed since the reference 1.8 (``vlan`` is then the trunk's native VLAN)
+    conf = load_conf(_request({"vlan": 5, "vlanTrunk": [{"id": 6}]}))
+    assert (conf.vlan, conf.vlans, conf.vlan_filtering) == (5, [6], True)
     assert _error({"vlan": 5000}).code == 7
     assert _error({"mtu": 1 << 33}).code == 7
     assert _error({"mtu": 67}).code == 7

@@ -25,7 +25,7 @@ from pycni.plugins.ipam import static
 from pycni.plugins.ipam.dhcp import config as dhcp_config
 from pycni.plugins.ipam.dhcp import daemon as dhcp_daemon
 from pycni.plugins.ipam.host_local import config as host_local
-from pycni.plugins.main import bridge, host_device, macvlan, ptp, tap
+from pycni.plugins.main import bridge, host_device, ipvlan, macvlan, ptp, tap, vlan
 from pycni.plugins.meta import bandwidth, flannel
 from pycni.plugins.meta.tuning import conf as tuning
 from pycni.spec.errors import CNIError
@@ -156,6 +156,15 @@ def _flannel(req: Request) -> None:
     flannel._paths(req)
 
 
+def _ipvlan(req: Request) -> None:
+    ipvlan.chained_master(req, ipvlan.load_conf(req))
+
+
+def _vlan(req: Request) -> None:
+    vlan.load_conf(req)
+    vlan.ipam_type(req)
+
+
 def _host_device(req: Request) -> None:
     try:
         host_device.load_conf(req)
@@ -246,6 +255,42 @@ PLUGINS: dict[str, tuple[Callable[[Request], Any], dict[str, Any], list[FieldPat
             ("ipam", "type"),
             ("dns", "search"),
             ("runtimeConfig", "mac"),
+        ],
+    ),
+    "ipvlan": (
+        _ipvlan,
+        {"master": "eth0"},
+        [
+            ("master",),
+            ("mode",),
+            ("flag",),
+            ("mtu",),
+            ("linkInContainer",),
+            ("ipam", "type"),
+            ("dns", "nameservers", 0),
+        ],
+    ),
+    "ipvlan-chained": (
+        _ipvlan,
+        {"prevResult": {"cniVersion": "1.0.0", "interfaces": [{"name": "eth1"}]}},
+        [
+            ("prevResult", "interfaces"),
+            ("prevResult", "interfaces", 0, "name"),
+            ("prevResult", "interfaces", 1),
+            ("prevResult", "ips", 0, "address"),
+            ("prevResult", "routes", 0, "dst"),
+        ],
+    ),
+    "vlan": (
+        _vlan,
+        {"master": "eth0", "vlanId": 100, "ipam": {"type": "host-local"}},
+        [
+            ("master",),
+            ("vlanId",),
+            ("mtu",),
+            ("linkInContainer",),
+            ("ipam", "type"),
+            ("dns", "search", 0),
         ],
     ),
     "host-device": (

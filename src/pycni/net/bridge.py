@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import ipaddress
 
 from pycni.net import sysctl
 from pycni.net.kernel import IFF_PROMISC, IFF_UP, IPInterface, Kernel, NetlinkError, family_of
 from pycni.net.link import LinkNotFound, get, index_of
+from pycni.net.ns import NetNS
+from pycni.net.veth import create_pair
 from pycni.record import record
 
 # bridge VLAN flags (linux/if_bridge.h)
@@ -77,10 +80,12 @@ def set_port_flags(kernel: Kernel, port_index: int, hairpin: bool, isolated: boo
 def port_vlans(
     kernel: Kernel, port_index: int, vlan: int, trunk: list[int], preserve: bool
 ) -> None:
-    """The reference's VLAN setup of a port: drop the default VLAN unless preserved, the
-    access VLAN as PVID+untagged, trunk VLANs tagged, native VLAN 1 for a trunk alone."""
+    """The reference's VLAN setup of a port, in its order: drop every VLAN the port joined
+    with (the bridge's default PVID) unless preserved, the access VLAN as PVID+untagged, trunk
+    VLANs tagged (a trunk VLAN equal to ``vlan`` ends up tagged, as there), native VLAN 1 for a
+    trunk alone."""
     try:
-        if not preserve:
+        if (vlan or trunk) and not preserve:
             for vid in kernel.port_vlans(port_index):
                 kernel.delete_port_vlan(port_index, vid)
         if vlan:
@@ -95,6 +100,53 @@ def port_vlans(
         if exc.not_supported:
             raise VlanFilteringUnsupported(str(exc)) from None
         raise
+
+
+def vlan_gateway_name(bridge_name: str, vid: int) -> str:
+    """The reference's gateway interface of VLAN ``vid`` on a bridge: ``<bridge>.<vid>``."""
+    return f"{bridge_name}.{vid}"
+
+
+@record
+class VlanGateway:
+    """The ``<bridge>.<vid>`` end of the gateway veth; ``created`` by this call."""
+
+    name: str
+    index: int
+    mac: str
+    created: bool
+
+
+def ensure_vlan_gateway(
+    kernel: Kernel,
+    bridge_index: int,
+    bridge_name: str,
+    vid: int,
+    preserve: bool,
+    port_ipv6: bool = True,
+) -> VlanGateway:
+    """The interface that carries the gateway addresses of VLAN ``vid`` (the reference's
+    ensureVlanInterface): a veth pair in the node namespace, one end named
+    ``<bridge>.<vid>``, the other (``veth%08x``) a port of the bridge in ``vid`` (PVID,
+    untagged), both up, the veth at the bridge's MTU. A link of that name is reused as is.
+    ``port_ipv6`` as the pod ports' ``hostVethIPv6``: IPv6 on the port end (the reference's)
+    or off; the ``<bridge>.<vid>`` end keeps IPv6, it may carry an IPv6 gateway."""
+    name = vlan_gateway_name(bridge_name, vid)
+    found = kernel.find_link(name)
+    if found is not None:
+        return VlanGateway(name, found.index, found.mac, False)
+    mtu = kernel.link(bridge_index).mtu
+    with NetNS.current() as here:
+        pair = create_pair(kernel, here.fd, name, mtu, master=bridge_index, host_ipv6=port_ipv6)
+    try:
+        port_vlans(kernel, pair.host_index, vid, [], preserve)
+        gateway = get(kernel, name)
+        kernel.set_link(gateway.index, up=True)
+    except BaseException:
+        with contextlib.suppress(NetlinkError):
+            kernel.delete_link(pair.host_index)
+        raise
+    return VlanGateway(name, gateway.index, gateway.mac, True)
 
 
 def ensure_addr(

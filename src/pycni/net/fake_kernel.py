@@ -124,6 +124,9 @@ class _Link:
     vlans: list[int] = field(default_factory=list)
     ipv4_conf: dict[int, int] = field(default_factory=dict)
     vrf_table: int | None = None
+    ipvlan_mode: int | None = None
+    ipvlan_flags: int = 0
+    vlan_id: int | None = None
 
     @property
     def loopback(self) -> bool:
@@ -309,6 +312,9 @@ class FakeKernel:
             promiscuity=int(link.promisc),
             macvlan_mode=link.macvlan_mode,
             vxlan=link.vxlan,
+            ipvlan_mode=link.ipvlan_mode,
+            ipvlan_flags=link.ipvlan_flags,
+            vlan_id=link.vlan_id,
         )
 
     def _carrier(self, link: _Link) -> bool:
@@ -409,6 +415,40 @@ class FakeKernel:
             _check_mtu(mtu, lower.mtu)
         made.mtu = mtu or lower.mtu
         made.macvlan_mode = mode
+        made.peer = (ns, lower.index)
+        self._insert(target, made)
+
+    def add_ipvlan(
+        self, name: str, master: int, mode: int, flags: int, netns_fd: int, mtu: int = 0
+    ) -> None:
+        ns = self._open()
+        target = ns.host.resolve(netns_fd)
+        lower = ns.get(master)
+        if lower.loopback or not 0 <= mode <= 2 or flags not in (0, 1, 2):
+            raise _refuse(errno.EINVAL)
+        made = self._create(target, name, "ipvlan", 0, lower.mac)  # slaves share its MAC
+        if mtu:
+            _check_mtu(mtu, lower.mtu)
+        made.mtu = mtu or lower.mtu
+        made.ipvlan_mode, made.ipvlan_flags = mode, flags
+        made.peer = (ns, lower.index)
+        self._insert(target, made)
+
+    def add_vlan(self, name: str, master: int, vlan_id: int, netns_fd: int, mtu: int = 0) -> None:
+        ns = self._open()
+        target = ns.host.resolve(netns_fd)
+        lower = ns.get(master)
+        if lower.loopback or not 0 <= vlan_id <= 4094:
+            raise _refuse(errno.EINVAL)
+        for host_ns in ns.host.namespaces.values():  # one link per VLAN id on a lower link
+            for other in host_ns.links.values():
+                if other.vlan_id == vlan_id and other.peer == (ns, lower.index):
+                    raise _refuse(errno.EEXIST)
+        made = self._create(target, name, "vlan", 0, lower.mac)
+        if mtu:
+            _check_mtu(mtu, lower.mtu)
+        made.mtu = mtu or lower.mtu
+        made.vlan_id = vlan_id
         made.peer = (ns, lower.index)
         self._insert(target, made)
 

@@ -138,6 +138,9 @@ class Link:
     promiscuity: int = 0
     macvlan_mode: int | None = None
     vxlan: VxlanInfo | None = None
+    ipvlan_mode: int | None = None  # IFLA_IPVLAN_MODE: 0 l2, 1 l3, 2 l3s
+    ipvlan_flags: int = 0  # IFLA_IPVLAN_FLAGS: 0 bridge, 1 private, 2 vepa
+    vlan_id: int | None = None  # IFLA_VLAN_ID of an 802.1Q link
     vrf_table: int | None = None  # IFLA_VRF_TABLE of a vrf link
 
     @property
@@ -279,6 +282,16 @@ class Kernel(Protocol):
         """A macvlan of link ``master`` (mode IFLA_MACVLAN_MODE) created in ``netns_fd``."""
         ...
 
+    def add_ipvlan(
+        self, name: str, master: int, mode: int, flags: int, netns_fd: int, mtu: int = 0
+    ) -> None:
+        """An ipvlan of link ``master`` (IFLA_IPVLAN_MODE/FLAGS) created in ``netns_fd``."""
+        ...
+
+    def add_vlan(self, name: str, master: int, vlan_id: int, netns_fd: int, mtu: int = 0) -> None:
+        """An 802.1Q link of ``master`` tagging ``vlan_id``, created in ``netns_fd``."""
+        ...
+
     def add_vxlan(
         self,
         name: str,
@@ -338,7 +351,10 @@ class Kernel(Protocol):
         """The VLAN ids of a bridge port."""
         ...
 
-    def add_port_vlan(self, index: int, vid: int, flags: int = 0) -> None: ...
+    def add_port_vlan(self, index: int, vid: int, flags: int = 0) -> None:
+        """Make the port a member of ``vid`` (``flags``: BRIDGE_VLAN_INFO_PVID/UNTAGGED),
+        as ``bridge vlan add dev PORT vid VID [pvid] [untagged] master``."""
+        ...
 
     def delete_port_vlan(self, index: int, vid: int) -> None: ...
 

@@ -18,6 +18,8 @@ PLUGIN_TYPES: dict[str, str] = {
     "portmap": "pycni.plugins.meta.portmap:PLUGIN",
     "ptp": "pycni.plugins.main.ptp:PLUGIN",
     "macvlan": "pycni.plugins.main.macvlan:PLUGIN",
+    "ipvlan": "pycni.plugins.main.ipvlan:PLUGIN",
+    "vlan": "pycni.plugins.main.vlan:PLUGIN",
     "host-device": "pycni.plugins.main.host_device:PLUGIN",
     "tap": "pycni.plugins.main.tap:PLUGIN",
     "static": "pycni.plugins.ipam.static:PLUGIN",

@@ -24,13 +24,25 @@ from pycni.net.kernel import (
     Rule,
     VxlanInfo,
 )
-from pycni.net.rtnl.wire import attr, attr_str, attr_u32, nested, parse_attrs
+from pycni.net.rtnl.wire import (
+    NLA_TYPE_MASK,
+    RTATTR,
+    align,
+    attr,
+    attr_str,
+    attr_u32,
+    nested,
+    parse_attrs,
+)
+from pycni.record import record
 
 IFINFOMSG = struct.Struct("=BxHiII")
 IFADDRMSG = struct.Struct("=BBBBI")
 RTMSG = struct.Struct("=BBBBBBBBI")
 RTNEXTHOP = struct.Struct("=HBBi")
 _U32 = struct.Struct("=I")
+_U16 = struct.Struct("=H")
+BRIDGE_VLAN_INFO = struct.Struct("=HH")  # struct bridge_vlan_info: flags, vid
 _S32 = struct.Struct("=i")
 _BE16 = struct.Struct("!H")
 
@@ -50,8 +62,15 @@ NETCONFA_IFINDEX, NETCONFA_FORWARDING, NETCONFA_IFINDEX_ALL = 1, 2, -1
 NETCONFMSG = struct.Struct("=Bxxx")  # struct netconfmsg, padded to 4 as the kernel parses it
 IFLA_INFO_KIND, IFLA_INFO_DATA, VETH_INFO_PEER = 1, 2, 1
 IFLA_MACVLAN_MODE = 1
+IFLA_IPVLAN_MODE, IFLA_IPVLAN_FLAGS = 1, 2  # u16 each (include/uapi/linux/if_link.h)
+IFLA_VLAN_ID = 1  # u16
+IFLA_BR_VLAN_FILTERING = 7  # u8, in a bridge's IFLA_INFO_DATA
 IFLA_VRF_TABLE = 1
 AF_BRIDGE, IFLA_PROTINFO, IFLA_BRPORT_MODE, IFLA_BRPORT_ISOLATED = 7, 12, 4, 33
+# IFLA_AF_SPEC of an AF_BRIDGE message (include/uapi/linux/if_bridge.h)
+IFLA_BRIDGE_FLAGS, IFLA_BRIDGE_VLAN_INFO = 0, 2
+BRIDGE_FLAGS_MASTER = 1  # the request is for the bridge the port belongs to, not the port
+RTEXT_FILTER_BRVLAN = 1 << 1  # a dump lists every VLAN of each port, one entry per vid
 IFLA_VXLAN_ID, IFLA_VXLAN_LINK, IFLA_VXLAN_LOCAL, IFLA_VXLAN_LEARNING = 1, 3, 4, 7
 IFLA_VXLAN_PORT, IFLA_VXLAN_LOCAL6 = 15, 17
 RTEXT_FILTER_SKIP_STATS = 1 << 3
@@ -71,6 +90,10 @@ EXT_MASK = attr_u32(IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS)
 
 def _u32(raw: bytes | None, default: int = 0) -> int:
     return default if raw is None or len(raw) < 4 else int(_U32.unpack_from(raw)[0])
+
+
+def _u16(raw: bytes | None) -> int | None:
+    return None if raw is None or len(raw) < 2 else int(_U16.unpack_from(raw)[0])
 
 
 def _s32(raw: bytes | None) -> int | None:
@@ -108,18 +131,42 @@ def packed(address: IPAddress) -> tuple[int, bytes]:
 # ------------------------------------------------------------------ replies
 
 
-def _linkinfo(raw: bytes | None) -> tuple[str, int | None, VxlanInfo | None]:
+@record(frozen=True)
+class _Info:
+    """What IFLA_LINKINFO says about the kinds pycni makes (Link's fields of the same name)."""
+
+    kind: str = ""
+    macvlan_mode: int | None = None
+    vxlan: VxlanInfo | None = None
+    ipvlan_mode: int | None = None
+    ipvlan_flags: int = 0
+    vlan_id: int | None = None
+    vrf_table: int | None = None
+
+
+_NO_INFO = _Info()
+
+
+def _linkinfo(raw: bytes | None) -> _Info:
     if raw is None:
-        return "", None, None
+        return _NO_INFO
     info = parse_attrs(raw, 0, len(raw))
     kind = _str(info.get(IFLA_INFO_KIND))
     data_raw = info.get(IFLA_INFO_DATA)
     if data_raw is None:
-        return kind, None, None
+        return _Info(kind)
     data = parse_attrs(data_raw, 0, len(data_raw))
     if kind == "macvlan":
         mode = data.get(IFLA_MACVLAN_MODE)
-        return kind, None if mode is None else _u32(mode), None
+        return _Info(kind, macvlan_mode=None if mode is None else _u32(mode))
+    if kind == "ipvlan":
+        flags = _u16(data.get(IFLA_IPVLAN_FLAGS)) or 0
+        return _Info(kind, ipvlan_mode=_u16(data.get(IFLA_IPVLAN_MODE)), ipvlan_flags=flags)
+    if kind == "vlan":
+        return _Info(kind, vlan_id=_u16(data.get(IFLA_VLAN_ID)))
+    if kind == "vrf":
+        table = data.get(IFLA_VRF_TABLE)
+        return _Info(kind, vrf_table=None if table is None else _u32(table))
     if kind == "vxlan":
         vni = data.get(IFLA_VXLAN_ID)
         port = data.get(IFLA_VXLAN_PORT)
@@ -131,8 +178,8 @@ def _linkinfo(raw: bytes | None) -> tuple[str, int | None, VxlanInfo | None]:
             port=int(_BE16.unpack_from(port)[0]) if port and len(port) >= 2 else 0,
             learning=bool(learning and learning[0]),
         )
-        return kind, None, vxlan
-    return kind, None, None
+        return _Info(kind, vxlan=vxlan)
+    return _Info(kind)
 
 
 def decode_link(payload: bytes) -> Link:
@@ -144,8 +191,7 @@ def decode_link(payload: bytes) -> Link:
         oper = "unknown"
     else:
         oper = OPERSTATES[state[0]] if state[0] < len(OPERSTATES) else str(state[0])
-    kind, mode, vxlan = _linkinfo(raw.get(IFLA_LINKINFO))
-    vrf_table = _vrf_table(raw.get(IFLA_LINKINFO)) if kind == "vrf" else None
+    info = _linkinfo(raw.get(IFLA_LINKINFO))
     return Link(
         index=index,
         name=_str(raw.get(IFLA_IFNAME)),
@@ -155,25 +201,18 @@ def decode_link(payload: bytes) -> Link:
         master=_u32(raw.get(IFLA_MASTER)),
         peer_index=_u32(raw.get(IFLA_LINK)),
         peer_netnsid=_s32(raw.get(IFLA_LINK_NETNSID)),
-        kind=kind,
+        kind=info.kind,
         oper_state=oper,
         alias=_str(raw.get(IFLA_IFALIAS)),
         txqlen=_u32(raw.get(IFLA_TXQLEN)),
         promiscuity=_u32(raw.get(IFLA_PROMISCUITY)),
-        macvlan_mode=mode,
-        vxlan=vxlan,
-        vrf_table=vrf_table,
+        macvlan_mode=info.macvlan_mode,
+        vxlan=info.vxlan,
+        ipvlan_mode=info.ipvlan_mode,
+        ipvlan_flags=info.ipvlan_flags,
+        vlan_id=info.vlan_id,
+        vrf_table=info.vrf_table,
     )
-
-
-def _vrf_table(raw: bytes | None) -> int | None:
-    """IFLA_VRF_TABLE from a vrf link's IFLA_LINKINFO."""
-    assert raw is not None
-    data_raw = parse_attrs(raw, 0, len(raw)).get(IFLA_INFO_DATA)
-    if data_raw is None:
-        return None
-    table = parse_attrs(data_raw, 0, len(data_raw)).get(IFLA_VRF_TABLE)
-    return None if table is None else _u32(table)
 
 
 def decode_address(payload: bytes) -> Address | None:
@@ -292,6 +331,41 @@ def new_macvlan(
     )
 
 
+def new_bridge(name: str, mtu: int = 0, vlan_filtering: bool = False) -> bytes:
+    """RTM_NEWLINK (create) of a bridge, with VLAN filtering on when asked
+    (IFLA_BR_VLAN_FILTERING, as ``ip link add NAME type bridge vlan_filtering 1``)."""
+    data = b""
+    if vlan_filtering:
+        data = nested(IFLA_INFO_DATA, [attr(IFLA_BR_VLAN_FILTERING, b"\x01")])
+    return new_link("bridge", name, mtu, info_data=data)
+
+
+def _sub_link(kind: str, name: str, master: int, netns_fd: int, mtu: int, data: bytes) -> bytes:
+    """RTM_NEWLINK (create) of a link stacked on ``master``, created in ``netns_fd``. No tx
+    queue length: the kernel's default, as the reference since 1.6 (1.1.1 sent 0 by accident,
+    which leaves a FIFO qdisc put on the link without a limit)."""
+    info = [attr_str(IFLA_INFO_KIND, kind), nested(IFLA_INFO_DATA, [data])]
+    return (
+        ifinfo()
+        + _common(name, mtu)
+        + attr_u32(IFLA_LINK, master)
+        + attr_u32(IFLA_NET_NS_FD, netns_fd)
+        + nested(IFLA_LINKINFO, info)
+    )
+
+
+def new_ipvlan(name: str, master: int, mode: int, flags: int, netns_fd: int, mtu: int = 0) -> bytes:
+    """An ipvlan of ``master``: IFLA_IPVLAN_MODE (0 l2, 1 l3, 2 l3s) and IFLA_IPVLAN_FLAGS
+    (0 bridge, 1 private, 2 vepa), both u16, both always sent."""
+    data = attr(IFLA_IPVLAN_MODE, _U16.pack(mode)) + attr(IFLA_IPVLAN_FLAGS, _U16.pack(flags))
+    return _sub_link("ipvlan", name, master, netns_fd, mtu, data)
+
+
+def new_vlan(name: str, master: int, vlan_id: int, netns_fd: int, mtu: int = 0) -> bytes:
+    """An 802.1Q link of ``master`` (IFLA_VLAN_ID; the protocol left to the kernel's 802.1Q)."""
+    return _sub_link("vlan", name, master, netns_fd, mtu, attr(IFLA_VLAN_ID, _U16.pack(vlan_id)))
+
+
 def new_veth(
     name: str,
     peer_name: str,
@@ -366,6 +440,48 @@ def bridge_port(index: int, hairpin: bool, isolated: bool) -> bytes:
         attr(IFLA_BRPORT_ISOLATED, bytes([int(isolated)])),
     )
     return IFINFOMSG.pack(AF_BRIDGE, 0, index, 0, 0) + nested(IFLA_PROTINFO, flags)
+
+
+def port_vlan(index: int, vid: int, flags: int = 0) -> bytes:
+    """One VLAN of a bridge port, for RTM_SETLINK (add) or RTM_DELLINK (remove) in the
+    AF_BRIDGE family: IFLA_AF_SPEC holding IFLA_BRIDGE_FLAGS = BRIDGE_FLAGS_MASTER (the
+    bridge's VLAN table, as ``bridge vlan add ... master``) and one bridge_vlan_info."""
+    if not 1 <= vid <= 4094:
+        raise ValueError(f"VLAN id {vid} is not in 1..4094")
+    spec = nested(
+        IFLA_AF_SPEC,
+        [
+            attr(IFLA_BRIDGE_FLAGS, _U16.pack(BRIDGE_FLAGS_MASTER)),
+            attr(IFLA_BRIDGE_VLAN_INFO, BRIDGE_VLAN_INFO.pack(flags, vid)),
+        ],
+    )
+    return IFINFOMSG.pack(AF_BRIDGE, 0, index, 0, 0) + spec
+
+
+def dump_bridge_vlans() -> bytes:
+    """RTM_GETLINK dump of the AF_BRIDGE family with every port's VLANs (``bridge vlan show``;
+    the kernel refuses an index filter for this dump, so the caller filters)."""
+    return IFINFOMSG.pack(AF_BRIDGE, 0, 0, 0, 0) + attr_u32(IFLA_EXT_MASK, RTEXT_FILTER_BRVLAN)
+
+
+def decode_bridge_vlans(payload: bytes) -> tuple[int, list[tuple[int, int]]]:
+    """(port index, [(vid, flags), ...]) of one AF_BRIDGE RTM_NEWLINK reply."""
+    _family, _type, index, _flags, _change = IFINFOMSG.unpack_from(payload, 0)
+    spec = parse_attrs(payload, IFINFOMSG.size, len(payload)).get(IFLA_AF_SPEC)
+    out: list[tuple[int, int]] = []
+    if spec is None:
+        return index, out
+    pos = 0
+    while pos + RTATTR.size <= len(spec):
+        length, kind = RTATTR.unpack_from(spec, pos)
+        if length < RTATTR.size:
+            break
+        body = spec[pos + RTATTR.size : pos + length]
+        if kind & NLA_TYPE_MASK == IFLA_BRIDGE_VLAN_INFO and len(body) >= BRIDGE_VLAN_INFO.size:
+            flags, vid = BRIDGE_VLAN_INFO.unpack_from(body)
+            out.append((vid, flags))
+        pos += align(length)
+    return index, out
 
 
 def address(

@@ -3,8 +3,8 @@
 Measured (see docs/architecture.md): pyroute2 0.9 runs an asyncio loop for every synchronous
 call, ~0.25-0.4 ms of CPU per request, and a bridge ADD makes ~35 of them; importing it costs
 ~180 ms, most of an in-process plugin run. So the calls of the ADD/DEL hot paths (links,
-addresses, routes) are encoded and decoded here with ``struct``; the rare ones (macvlan and
-vxlan creation, bridge port flags and VLANs, neighbours, FDB, rules, tc, netns ids) go to the
+addresses, routes, and the links and bridge VLANs of the plugins) are encoded and decoded
+here with ``struct``; the rare ones (vxlan creation, neighbours, FDB, netns ids) go to the
 pyroute2 adapter, opened on first need inside the namespace of our own socket (found with
 SIOCGSKNS), whatever namespace the thread is in by then; pyroute2 is imported only then.
 """
@@ -162,15 +162,20 @@ class NativeKernel:
         raise NetlinkError(95)  # EOPNOTSUPP: the kernel sent no forwarding setting
 
     def add_bridge(self, name: str, mtu: int = 0, vlan_filtering: bool = False) -> None:
-        if vlan_filtering:
-            self.pyroute2().add_bridge(name, mtu, vlan_filtering)
-            return
-        self._do(c.RTM_NEWLINK, _CREATE, c.new_link("bridge", name, mtu))
+        self._do(c.RTM_NEWLINK, _CREATE, c.new_bridge(name, mtu, vlan_filtering))
 
     def add_macvlan(
         self, name: str, master: int, mode: int, netns_fd: int, mtu: int = 0, mac: str = ""
     ) -> None:
         self._do(c.RTM_NEWLINK, _CREATE, c.new_macvlan(name, master, mode, netns_fd, mtu, mac))
+
+    def add_ipvlan(
+        self, name: str, master: int, mode: int, flags: int, netns_fd: int, mtu: int = 0
+    ) -> None:
+        self._do(c.RTM_NEWLINK, _CREATE, c.new_ipvlan(name, master, mode, flags, netns_fd, mtu))
+
+    def add_vlan(self, name: str, master: int, vlan_id: int, netns_fd: int, mtu: int = 0) -> None:
+        self._do(c.RTM_NEWLINK, _CREATE, c.new_vlan(name, master, vlan_id, netns_fd, mtu))
 
     def add_vxlan(
         self,
@@ -230,13 +235,20 @@ class NativeKernel:
         self._do(c.RTM_SETLINK, NLM_F_ACK, c.bridge_port(index, hairpin, isolated))
 
     def port_vlans(self, index: int) -> list[int]:
-        return self.pyroute2().port_vlans(index)
+        replies = self._do(c.RTM_GETLINK, NLM_F_DUMP, c.dump_bridge_vlans())
+        for kind, payload in replies:
+            if kind != c.RTM_NEWLINK:
+                continue
+            port, vlans = c.decode_bridge_vlans(payload)
+            if port == index:
+                return [vid for vid, _flags in vlans]
+        return []
 
     def add_port_vlan(self, index: int, vid: int, flags: int = 0) -> None:
-        self.pyroute2().add_port_vlan(index, vid, flags)
+        self._do(c.RTM_SETLINK, NLM_F_ACK, c.port_vlan(index, vid, flags))
 
     def delete_port_vlan(self, index: int, vid: int) -> None:
-        self.pyroute2().delete_port_vlan(index, vid)
+        self._do(c.RTM_DELLINK, NLM_F_ACK, c.port_vlan(index, vid))
 
     # ------------------------------------------------------------ addresses
 

@@ -112,14 +112,22 @@ def link_of(msg: _Msg) -> Link:
     kind = ""
     mode: int | None = None
     vxlan: VxlanInfo | None = None
+    ipvlan_mode: int | None = None
+    ipvlan_flags = 0
+    vlan_id: int | None = None
     info = msg.get_attr("IFLA_LINKINFO")
     if info is not None:
         info_msg: _Msg = info  # type: ignore[assignment]
         kind = _text(info_msg.get_attr("IFLA_INFO_KIND"))
         data = info_msg.get_attr("IFLA_INFO_DATA")
-        if data is not None and kind in ("macvlan", "vxlan"):
+        if data is not None and kind in ("macvlan", "vxlan", "ipvlan", "vlan"):
             data_msg: _Msg = data  # type: ignore[assignment]
-            if kind == "macvlan":
+            if kind == "ipvlan":
+                ipvlan_mode = _int(data_msg.get_attr("IFLA_IPVLAN_MODE"))
+                ipvlan_flags = _int(data_msg.get_attr("IFLA_IPVLAN_FLAGS"))
+            elif kind == "vlan":
+                vlan_id = _int(data_msg.get_attr("IFLA_VLAN_ID"))
+            elif kind == "macvlan":
                 raw = data_msg.get_attr("IFLA_MACVLAN_MODE")
                 by_name = {v: k for k, v in MACVLAN_MODE_NAMES.items()}
                 mode = by_name[raw] if isinstance(raw, str) and raw in by_name else _int(raw)
@@ -156,6 +164,9 @@ def link_of(msg: _Msg) -> Link:
         promiscuity=_int(msg.get_attr("IFLA_PROMISCUITY")),
         macvlan_mode=mode,
         vxlan=vxlan,
+        ipvlan_mode=ipvlan_mode,
+        ipvlan_flags=ipvlan_flags,
+        vlan_id=vlan_id,
         vrf_table=vrf_table,
     )
 
@@ -371,6 +382,34 @@ class Pyroute2Kernel:
             spec["mtu"] = mtu
         if mac:
             spec["address"] = mac
+        self._link("add", **spec)
+
+    def add_ipvlan(
+        self, name: str, master: int, mode: int, flags: int, netns_fd: int, mtu: int = 0
+    ) -> None:
+        if flags:  # pyroute2 0.9 has no IFLA_IPVLAN_FLAGS; the native client has
+            raise NetlinkError(95, "pyroute2 cannot set ipvlan flags")
+        spec: dict[str, object] = {
+            "ifname": name,
+            "kind": "ipvlan",
+            "link": master,
+            "ipvlan_mode": mode,
+            "net_ns_fd": netns_fd,
+        }
+        if mtu:
+            spec["mtu"] = mtu
+        self._link("add", **spec)
+
+    def add_vlan(self, name: str, master: int, vlan_id: int, netns_fd: int, mtu: int = 0) -> None:
+        spec: dict[str, object] = {
+            "ifname": name,
+            "kind": "vlan",
+            "link": master,
+            "vlan_id": vlan_id,
+            "net_ns_fd": netns_fd,
+        }
+        if mtu:
+            spec["mtu"] = mtu
         self._link("add", **spec)
 
     def add_vxlan(

@@ -137,8 +137,6 @@ def load_conf(req: Request) -> BridgeConf:
     conf.bridge = conf.bridge or DEFAULT_BRIDGE
     if conf.trunk is not None:
         conf.vlans = _vlan_trunk(conf.trunk)
-    if conf.vlan > 0 and conf.vlans:
-        raise InvalidConfig("cannot set vlan and vlanTrunk at the same time")
     conf.dns = conf.dns_conf.to_dns()
     # MAC precedence, lowest first: CNI_ARGS MAC, args.cni.mac, runtimeConfig.mac
     env_mac = load_args(req.args, known=["MAC"]).get("MAC", "") if req.args else ""
@@ -158,6 +156,13 @@ def _validate_for_add(conf: BridgeConf) -> None:
         raise InvalidConfig("cannot use IPAM when DisableContainerInterface flag is set")
     if conf.hairpin and conf.promisc:
         raise InvalidConfig("cannot set hairpin mode and promiscuous mode at the same time")
+    if conf.vlan and conf.is_gateway and conf.layer3:
+        gateway = br.vlan_gateway_name(conf.bridge, conf.vlan)
+        if len(gateway.encode()) > 15:
+            raise InvalidConfig(
+                f'bridge "{conf.bridge}" is too long a name for vlan={conf.vlan}: the gateway '
+                f'interface "{gateway}" would exceed 15 bytes; use a shorter bridge name'
+            )
 
 
 def _vlan_error(conf: BridgeConf) -> CNIError:
@@ -326,18 +331,21 @@ class Bridge(Plugin):
 
         if conf.is_gateway:
             rb.step("gateway")
+            target, target_mac = conf.bridge, bridge_mac
+            if conf.vlan and (gateways[4] or gateways[6]):
+                # the reference pins the gateway veth's MAC to its own, read on creation
+                target, target_mac = self._vlan_gateway(conf, rb, host, result)
             for fam in (4, 6):
                 for gw in gateways[fam]:
                     try:
-                        added = br.ensure_addr(
-                            host, conf.bridge, gw, conf.force_address, bridge_mac
-                        )
+                        added = br.ensure_addr(host, target, gw, conf.force_address, target_mac)
                     except br.AddressConflict as exc:
-                        raise CNIError(INTERNAL, f"failed to set bridge addr: {exc}") from None
+                        what = "vlan interface for bridge with" if conf.vlan else "bridge"
+                        raise CNIError(INTERNAL, f"failed to set {what} addr: {exc}") from None
                     if added:
                         rb.push(
                             f"gateway {gw}",
-                            lambda gw=gw: br.remove_addr(host, conf.bridge, gw),  # type: ignore[misc]
+                            lambda gw=gw: br.remove_addr(host, target, gw),  # type: ignore[misc]
                         )
                 if gateways[fam]:
                     rb.step("forwarding")
@@ -345,6 +353,31 @@ class Bridge(Plugin):
 
         if conf.ip_masq:
             masquerade(rb, conf.ip_masq_backend, result, conf.name, req)
+
+    def _vlan_gateway(
+        self, conf: BridgeConf, rb: Rollback, host: Kernel, result: Result
+    ) -> tuple[str, str]:
+        """With ``vlan`` the gateway addresses go on ``<bridge>.<vlan>`` (a veth whose peer
+        is a port of the bridge in that VLAN), listed after the pod interface in the result,
+        as the reference does; the bridge itself gets none."""
+        bridge_index = link.get(host, conf.bridge).index
+        try:
+            gateway = br.ensure_vlan_gateway(
+                host,
+                bridge_index,
+                conf.bridge,
+                conf.vlan,
+                conf.preserve_default_vlan,
+                conf.host_veth_ipv6,
+            )
+        except br.VlanFilteringUnsupported:
+            raise _vlan_error(conf) from None
+        except (NetlinkError, VethNameTaken, RuntimeError) as exc:
+            raise CNIError(INTERNAL, f"failed to create vlan interface: {exc}") from None
+        if gateway.created:
+            rb.push("vlan-gateway", lambda: _delete_index(host, gateway.index))
+        result.interfaces.append(Interface(name=gateway.name, mac=gateway.mac))
+        return gateway.name, gateway.mac
 
     # ---------------------------------------------------------------- DEL
 

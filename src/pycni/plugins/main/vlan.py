@@ -1,0 +1,173 @@
+"""vlan: give the pod an 802.1Q sub-interface of a node interface (``master``), with IPAM.
+
+Drop-in for the reference ``vlan``: ``master`` (required), ``vlanId``, ``mtu`` up to the
+master's, ``linkInContainer``. See docs/plugins/vlan.md.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager, nullcontext
+
+from pycni.net import sublink
+from pycni.net.addr import AddressError, configure_iface
+from pycni.net.kernel import Kernel, NetlinkError
+from pycni.net.link import LinkNotFound, index_of
+from pycni.net.netlink import rtnl
+from pycni.net.ns import NetNS
+from pycni.net.route import RouteError
+from pycni.plugin.base import Plugin, Request
+from pycni.plugin.config import MTU
+from pycni.plugin.rollback import Rollback
+from pycni.plugins.main._attach import (
+    check_ips_and_routes,
+    delete_in_pod,
+    delete_pod_link,
+    internal,
+    ipam_add,
+    ipam_passthrough,
+    ipam_type,
+    pod_result,
+    prev_interface,
+)
+from pycni.record import record
+from pycni.spec.decode import Bool, IfName, Int, decode, option
+from pycni.spec.errors import InvalidConfig
+from pycni.spec.result import Interface, Result
+
+_VLAN_ID = "invalid VLAN ID {value} (must be between 0 and 4095 inclusive)"
+_NO_MODULE = " (this kernel has no 802.1Q: module 8021q)"
+_MTU = "invalid MTU {value}: mtu must be 0 or in [68, 65535]"
+_NO_MASTER = (
+    '"master" field is required. It specifies the host interface name to create the VLAN for.'
+)
+
+
+@record(frozen=True)
+class VlanConf:
+    """vlan's keys, declared for the decoder (the reference's message for a bad VLAN ID, whose
+    range it states as 0..4095 but enforces as 0..4094)."""
+
+    master: str = option("master", IfName(), "")
+    vlan_id: int = option("vlanId", Int(0, 4094, _VLAN_ID), 0)
+    mtu: int = option("mtu", MTU(_MTU), 0)
+    link_in_container: bool = option("linkInContainer", Bool(), False)
+
+
+def load_conf(req: Request) -> VlanConf:
+    """The static part of the config (no kernel lookups)."""
+    conf = decode(VlanConf, req.config)
+    if not conf.master:
+        raise InvalidConfig(_NO_MASTER)
+    return conf
+
+
+def _master_ns(conf: VlanConf, pod: NetNS) -> AbstractContextManager[object]:
+    """Where the master lives: the pod (linkInContainer) or here, the node."""
+    return pod.entered() if conf.link_in_container else nullcontext()
+
+
+def master_of(kernel: Kernel, conf: VlanConf) -> int:
+    """The master's index, once its MTU is known to allow ``mtu``."""
+    try:
+        index = index_of(kernel, conf.master)
+    except LinkNotFound:
+        raise internal(f'failed to lookup master "{conf.master}": Link not found') from None
+    master_mtu = kernel.link(index).mtu
+    if conf.mtu > master_mtu:
+        raise InvalidConfig(f"invalid MTU {conf.mtu}, must be [0, master MTU({master_mtu})]")
+    return index
+
+
+class Vlan(Plugin):
+    about = "pycni vlan: an 802.1Q sub-interface of a node link for the pod"
+
+    def add(self, req: Request) -> Result:
+        conf = load_conf(req)
+        ipam = ipam_type(req)
+        if not ipam:  # the reference creates the link first, fails in IPAM and leaves it
+            raise InvalidConfig(
+                "ipam.type is required: vlan always runs an IPAM plugin (no plugin name provided)"
+            )
+        with req.open_netns() as pod, Rollback(req.env) as rb:
+            with _master_ns(conf, pod), rtnl() as kernel:
+                master = master_of(kernel, conf)
+                rb.step("create")
+                try:
+                    tmp = sublink.add_vlan(kernel, master, pod.fd, conf.vlan_id, conf.mtu)
+                except NetlinkError as exc:
+                    hint = _NO_MODULE if exc.not_supported else ""
+                    raise internal(f"failed to create vlan: {exc}{hint}") from None
+            with pod.entered(), rtnl() as kernel:
+                index = index_of(kernel, tmp)
+                rb.push("create", lambda: delete_in_pod(pod, index))
+                rb.step("rename")
+                try:
+                    kernel.set_link(index, name=req.ifname)
+                except NetlinkError as exc:
+                    raise internal(f'failed to rename vlan to "{req.ifname}": {exc}') from None
+                mac = kernel.link(index).mac
+            iface = Interface(name=req.ifname, mac=mac, sandbox=req.netns)
+            result = pod_result(req, iface, ipam_add(req, ipam, rb))
+            rb.step("configure")
+            with pod.entered(), rtnl() as kernel:
+                try:
+                    configure_iface(kernel, req.ifname, index, result)
+                except (AddressError, RouteError) as exc:
+                    raise internal(str(exc)) from None
+        return result
+
+    def delete(self, req: Request) -> None:
+        load_conf(req)
+        ipam_passthrough(req, "DEL")
+        delete_pod_link(req)
+
+    def check(self, req: Request) -> None:
+        conf = load_conf(req)
+        with req.open_netns() as pod:
+            ipam_passthrough(req, "CHECK")
+            if req.prev_result() is None:
+                raise internal("vlan: Required prevResult missing")
+            prev, intf = prev_interface(req)
+            with _master_ns(conf, pod), rtnl() as kernel:
+                master_of(kernel, conf)
+            with pod.entered(), rtnl() as kernel:
+                index = _check_link(kernel, intf, conf)
+                check_ips_and_routes(kernel, req.ifname, index, prev)
+
+    def status(self, req: Request) -> None:
+        ipam_passthrough(req, "STATUS")
+
+    def gc(self, req: Request) -> None:
+        ipam_passthrough(req, "GC")
+
+
+def _check_link(kernel: Kernel, intf: Interface, conf: VlanConf) -> int:
+    if not intf.name:
+        raise internal("Container interface name missing in prevResult: ")
+    try:
+        index = index_of(kernel, intf.name)
+    except LinkNotFound:
+        raise internal(
+            f"vlan: Container Interface name in prevResult: {intf.name} not found"
+        ) from None
+    found = kernel.link(index)
+    if found.kind != "vlan":
+        raise internal(f"Error: Container interface {intf.name} not of type vlan")
+    if intf.mac and intf.mac != found.mac:
+        raise internal(
+            f"vlan: Interface {intf.name} Mac {intf.mac} doesn't match container Mac: {found.mac}"
+        )
+    if found.vlan_id != conf.vlan_id:
+        raise internal(
+            f"Error: link {intf.name} configured VLAN ID is {conf.vlan_id}, "
+            f"current value is {found.vlan_id}"
+        )
+    if conf.mtu and conf.mtu != found.mtu:
+        raise internal(
+            f"Error: Tuning configured MTU of {intf.name} is {conf.mtu}, "
+            f"current value is {found.mtu}"
+        )
+    return index
+
+
+PLUGIN = Vlan()
