@@ -237,6 +237,7 @@ def _documented_pair(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
             made = kind in ("veth", "macvlan") and mine.get("txqlen") == VETH_TXQLEN
             if made and "txqlen" not in other:
                 del mine["txqlen"]
+    _host_veth_ipv6(ours, theirs)
     if "nft" in theirs:
         nft = theirs["nft"]
         used = {(i[k]["family"], i[k]["table"]) for i in nft for k in i if k != "table"}
@@ -250,6 +251,32 @@ def _documented_pair(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
             or i["table"]["name"] != "nat"
             or (i["table"]["family"], i["table"]["name"]) in used | mine_tables
         ]
+
+
+def _host_veth_ipv6(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
+    """pycni's bridge ports have no IPv6 unless ``hostVethIPv6`` (docs/plugins/bridge.md): a
+    host veth with no IPv6 route under pycni drops the two the kernel gives Go's port with
+    its link-local address (``fe80::/64`` in main, ``ff00::/8`` in local). With
+    ``hostVethIPv6: true`` pycni's port has them too and nothing is dropped."""
+    if "route6" not in ours or "route6" not in theirs:
+        return
+    veths = {
+        str(link["ifname"])
+        for link in ours.get("link", [])
+        if link.get("linkinfo", {}).get("info_kind") == "veth"
+        and str(link.get("ifname", "")).startswith("veth")
+    }
+    ours_on = {str(r.get("dev")) for r in ours["route6"]}
+    bare = veths - ours_on
+    theirs["route6"] = [
+        r
+        for r in theirs["route6"]
+        if not (
+            r.get("dev") in bare
+            and r.get("protocol") == "kernel"
+            and (r.get("dst"), r.get("table")) in (("fe80::LL/64", "main"), ("ff00::/8", "local"))
+        )
+    ]
 
 
 def documented(
