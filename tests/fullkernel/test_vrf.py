@@ -5,6 +5,7 @@ VRF between interfaces, pick the same free tables, and DEL leaves the namespaces
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +96,19 @@ def _unchain(
 
 def _state(node: harness.Namespace, pod: harness.Namespace) -> Any:
     return links(node), routes(node), links(pod), routes(pod)
+
+
+def _settled_state(node: harness.Namespace, pod: harness.Namespace) -> Any:
+    """_state once no address is tentative and two reads a second apart agree (60 s at most)."""
+    deadline = time.monotonic() + 60
+    last = None
+    while True:
+        tentative = "tentative" in pod.run("ip", "-6", "addr").stdout
+        now = _state(node, pod)
+        if (not tentative and now == last) or time.monotonic() > deadline:
+            return now
+        last = now
+        time.sleep(1)
 
 
 def _movable(pod: harness.Namespace) -> set[str]:
@@ -222,8 +236,9 @@ def test_interfaces_share_a_vrf_and_the_last_del_removes_it(
     # free tables are picked from 1 up, as the reference does
     assert found["red"]["linkinfo"]["info_data"]["table"] == 1
     assert found["blue"]["linkinfo"]["info_data"]["table"] == 2
-    # a VRF that exists with another table is refused, and nothing changes
-    before = _state(node, pod)
+    # a VRF that exists with another table is refused, and nothing changes (the picture is
+    # taken once the pod's links and routes have settled: IPv6 DAD and operstate lag ADD)
+    before = _settled_state(node, pod)
     moved = _conf({"type": "vrf", "vrfname": "red", "table": 77}, rc)
     run = call(node, plugins / "vrf", "ADD", moved, pod, "net2")
     assert run.code != 0 and "already exist with different routing table 1" in run.stdout
