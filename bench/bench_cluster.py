@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from pycni.cluster import subnet as sn  # noqa: E402
 from pycni.cluster.etcd import WatchEvent  # noqa: E402
 from pycni.net import owned_routes  # noqa: E402
-from pycni.net.rtnl import messages  # noqa: E402
+from pycni.net.netlink.rtnl import messages  # noqa: E402
 from pycni.playground import cluster  # noqa: E402
 
 PREFIX = f"pcbench{os.getpid() % 10000}-"

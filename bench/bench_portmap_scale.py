@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from pycni.fast import install as fast_install  # noqa: E402
-from pycni.net import iptables  # noqa: E402
+from pycni.net.netfilter import iptables  # noqa: E402
 from pycni.net.ns import NetNS  # noqa: E402
 from pycni.playground import create_netns, delete_netns  # noqa: E402
 from pycni.plugin.base import Request  # noqa: E402

@@ -38,11 +38,11 @@ from kernel_perf import Perf, growth_table, kernel_time_by_syscall, report  # no
 from scale_curve import KernelFloor, inside  # noqa: E402
 
 from pycni.net import link, sysctl  # noqa: E402
-from pycni.net.kernel import AF_INET, IPV4_DEVCONF_ARP_NOTIFY, Route  # noqa: E402
 from pycni.net.link import wait_oper_up  # noqa: E402
-from pycni.net.netlink import rtnl  # noqa: E402
+from pycni.net.netlink.client import rtnl  # noqa: E402
+from pycni.net.netlink.kernel import AF_INET, IPV4_DEVCONF_ARP_NOTIFY, Route  # noqa: E402
+from pycni.net.netlink.rtnl.wire import Socket  # noqa: E402
 from pycni.net.ns import NetNS, entered_fd  # noqa: E402
-from pycni.net.rtnl.wire import Socket  # noqa: E402
 from pycni.playground import create_netns, delete_netns, netns_path  # noqa: E402
 
 PREFIX = f"pnsc{os.getpid() % 100000}-"

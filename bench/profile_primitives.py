@@ -23,8 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import profile_scale as ps
 
 from pycni.fast import install as fast_install
-from pycni.net import ipmasq, link, sysctl
-from pycni.net.netlink import rtnl
+from pycni.net import link, sysctl
+from pycni.net.netfilter import ipmasq
+from pycni.net.netlink.client import rtnl
 from pycni.net.ns import NetNS
 from pycni.playground import create_netns, delete_netns
 from pycni.plugins.meta.portmap import nft_backend

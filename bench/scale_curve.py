@@ -27,9 +27,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from pycni.net import link, sysctl  # noqa: E402
-from pycni.net.kernel import Route  # noqa: E402
 from pycni.net.link import wait_oper_up  # noqa: E402
-from pycni.net.netlink import rtnl  # noqa: E402
+from pycni.net.netlink.client import rtnl  # noqa: E402
+from pycni.net.netlink.kernel import Route  # noqa: E402
 from pycni.net.ns import NetNS  # noqa: E402
 
 BUCKET = 10

@@ -1,4 +1,4 @@
-"""The contract of pycni.net.fake_kernel.FakeKernel: cases run against it and the real kernel.
+"""The contract of FakeKernel (net/netlink/fake_kernel.py): cases run on it and the real kernel.
 
 Each case drives a ``Kernel`` pair (one for the node namespace, one for a pod namespace) and
 returns plain values: what calls returned, the errno name of each refusal ("ok" when accepted)
@@ -10,7 +10,7 @@ against it (no root, no namespaces, well under a second); the kernel suite
 namespaces against the same values and against the fake, so neither side can drift alone.
 
 A case that the fake cannot answer like the kernel does not belong here until the fake can:
-the docstring of pycni.net.fake_kernel lists what it leaves out.
+the docstring of pycni.net.netlink.fake_kernel lists what it leaves out.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pycni.net.kernel import (
+from pycni.net.netlink.kernel import (
     AF_INET,
     AF_INET6,
     IFF_PROMISC,

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from pycni.net.kernel import AF_INET, AF_INET6
-from pycni.net.netlink import rtnl
+from pycni.net.netlink.client import rtnl
+from pycni.net.netlink.kernel import AF_INET, AF_INET6
 from pycni.plugin import skel
 from tests import harness
 from tests.fullkernel.helpers import daemon_plugin_dir  # noqa: F401

@@ -7,8 +7,8 @@ import ipaddress
 import pytest
 
 from pycni.net.link import addresses, index_of
-from pycni.net.rtnl.native import NativeKernel
-from pycni.net.rtnl.pyroute2_adapter import Pyroute2Kernel, socket_in_current_netns
+from pycni.net.netlink.rtnl.native import NativeKernel
+from pycni.net.netlink.rtnl.pyroute2_adapter import Pyroute2Kernel, socket_in_current_netns
 from tests import harness
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import ipaddress
 
-from pycni.net import ipmasq, sysctl
+from pycni.net import sysctl
+from pycni.net.netfilter import ipmasq
 
 
 def test_masquerade_comment_and_hash_vectors() -> None:

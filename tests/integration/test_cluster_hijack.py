@@ -247,7 +247,7 @@ def test_one_peer_the_kernel_refuses_costs_that_peer_alone(node: harness.Namespa
     from pycni.cluster.backend import Underlay
     from pycni.cluster.hostgw import HostGateway
     from pycni.cluster.lease import LeaseInfo
-    from pycni.net.netlink import rtnl
+    from pycni.net.netlink.client import rtnl
 
     node.run("ip", "link", "add", "eth0", "type", "veth", "peer", "name", "eth0p")
     node.run("ip", "addr", "add", "10.99.0.11/24", "dev", "eth0")

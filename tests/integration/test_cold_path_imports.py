@@ -38,7 +38,7 @@ NOT_ON_THE_PATH = (
     "socket",  # socket.py builds its enums at import; the netlink code uses _socket
     "pycni.spec.conf",  # the runtime's config-list types; a plugin needs only spec.gojson
     "pycni.runtime.exec",  # exec's a delegate; host-local runs in the bridge's process
-    "pycni.net.nftnl",  # only masquerading (ipMasq) talks to nftables
+    "pycni.net.netfilter.nftnl",  # only masquerading (ipMasq) talks to nftables
     "bz2",
     "lzma",
     "dataclasses",  # pycni.record: its classes cost ~25 us to create, a dataclass ~450 us

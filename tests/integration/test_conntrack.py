@@ -1,4 +1,4 @@
-"""net/conntrack.py against the kernel's conntrack table: deleting by original destination
+"""net/netfilter/conntrack.py against the kernel's conntrack table: deleting by original destination
 port removes exactly the entries of that protocol, family and port, in the calling thread's
 namespace, through nfnetlink (no pyroute2, no conntrack binary)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from pycni.net.conntrack import delete_by_dst_port
+from pycni.net.netfilter.conntrack import delete_by_dst_port
 from tests import harness
 
 pytestmark = pytest.mark.kernel

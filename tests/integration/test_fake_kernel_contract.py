@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from pycni.net.fake_kernel import FakeHost, FakeKernel
-from pycni.net.kernel import Kernel
-from pycni.net.rtnl.native import NativeKernel
-from pycni.net.rtnl.pyroute2_adapter import Pyroute2Kernel
+from pycni.net.netlink.fake_kernel import FakeHost, FakeKernel
+from pycni.net.netlink.kernel import Kernel
+from pycni.net.netlink.rtnl.native import NativeKernel
+from pycni.net.netlink.rtnl.pyroute2_adapter import Pyroute2Kernel
 from tests import harness
 from tests.kernel_contract import CASES, EXPECTED, Side
 
@@ -28,7 +28,7 @@ KNOWN_DIFFERENCES = {
     ("pyroute2", "policy_rules"): (
         "pyroute2 gives a rule added without a priority the priority 32000 (its own default) where "
         "the kernel picks one below the first non-zero rule; pycni's only caller, "
-        "net/rules.py, always passes a priority"
+        "plugins/meta/sbr/policy.py, always passes a priority"
     ),
 }
 

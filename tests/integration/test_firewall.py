@@ -216,7 +216,7 @@ def test_rules_accept_pod_traffic_under_drop_policy(
 
 def nft_pod_elements(node: Namespace, network: str = "fwnft") -> list[str]:
     """``ADDRESS comment "…"`` of every element of the network's address sets."""
-    from pycni.net.firewall_rules import net_names
+    from pycni.plugins.meta.firewall.rules import net_names
 
     out = []
     for name in net_names(network)[1].values():
@@ -417,7 +417,7 @@ def test_nftables_rules_stay_constant_as_pods_grow(node: Namespace) -> None:
     and a DEL removes exactly its own elements."""
     import ipaddress
 
-    from pycni.net import firewall_rules
+    from pycni.plugins.meta.firewall import rules as firewall_rules
 
     def ips(i: int) -> list[Any]:
         return [

@@ -20,8 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pycni.net.firewall_rules import iso_names
 from pycni.plugin import skel
+from pycni.plugins.meta.firewall.rules import iso_names
 from pycni.plugins.meta.portmap.iptables_backend import dnat_chain
 from pycni.plugins.meta.portmap.nft_chains import chain_name
 from tests.harness import Namespace

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pycni.net import ipmasq, nft
+from pycni.net.netfilter import ipmasq, nft
 from tests.harness import Namespace
 
 pytestmark = pytest.mark.kernel
@@ -179,7 +179,7 @@ def test_concurrent_add_and_del_never_lose_a_live_pod(
     other pod's DEL removed meanwhile. Each thread churns its own pod of the same network."""
     import threading
 
-    from pycni.net import nftnl
+    from pycni.net.netfilter import nftnl
 
     released: list[bool] = []
     real_release = ipmasq.release_unused

@@ -45,8 +45,8 @@ from pathlib import Path
 import pytest
 
 from pycni.fast import install
-from pycni.net import ipmasq
-from pycni.net.netlink import rtnl
+from pycni.net.netfilter import ipmasq
+from pycni.net.netlink.client import rtnl
 from pycni.net.ns import NetNS
 from pycni.runtime.api import CNIConfig
 from pycni.runtime.types import RuntimeConf

@@ -17,10 +17,10 @@ from collections.abc import Callable
 
 import pytest
 
-from pycni.net.kernel import NetlinkError
-from pycni.net.rtnl import codec
-from pycni.net.rtnl.native import NativeKernel
-from pycni.net.rtnl.wire import (
+from pycni.net.netlink.kernel import NetlinkError
+from pycni.net.netlink.rtnl import codec
+from pycni.net.netlink.rtnl.native import NativeKernel
+from pycni.net.netlink.rtnl.wire import (
     DUMP_TRIES,
     NLM_F_ACK,
     NLM_F_CREATE,

@@ -8,9 +8,9 @@ import ipaddress
 import pytest
 
 from pycni.net import owned_routes
-from pycni.net.kernel import Kernel
-from pycni.net.kernel_changes import KernelChanges
-from pycni.net.netlink import rtnl
+from pycni.net.netlink.client import rtnl
+from pycni.net.netlink.kernel import Kernel
+from pycni.net.netlink.kernel_changes import KernelChanges
 from tests.harness import Namespace
 
 pytestmark = pytest.mark.kernel

@@ -46,7 +46,7 @@ COLD_PATH_DEBT: dict[str, set[str]] = {
     "firewall": {"enum", "json", "re", "subprocess", "threading", "typing"},
     "flannel": {"enum", "json", "re", "typing"},
     "host-device": {"enum", "json", "re"},
-    "portmap": {"pycni.net.nftnl"},
+    "portmap": {"pycni.net.netfilter.nftnl"},
     "static": {"enum", "re", "typing"},
     "tuning": {"enum", "json", "re", "typing"},
 }

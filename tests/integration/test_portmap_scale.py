@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pycni.net import rule_matches
+from pycni.net.netfilter import rule_matches
 from pycni.plugins.meta.portmap import iptables_backend, nft_backend, nft_chains, nft_maps
 from pycni.plugins.meta.portmap.config import PortMapConfig, PortMapping
 from pycni.spec.errors import CNIError

@@ -7,7 +7,7 @@ import ipaddress
 import pytest
 
 from pycni.net import route
-from pycni.net.netlink import rtnl
+from pycni.net.netlink.client import rtnl
 from pycni.spec.result import Route
 from tests.harness import Namespace
 

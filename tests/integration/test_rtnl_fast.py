@@ -1,4 +1,4 @@
-"""Both Kernel implementations (pycni.net.kernel) against the real kernel, in private namespaces.
+"""Both Kernel implementations (net/netlink/kernel.py) against the real kernel, in private netns.
 
 Every test runs on the native client and on the pyroute2 adapter: each call is checked
 against what iproute2 reports, both give equal dataclasses for the same objects, errors are
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from pycni.net import sysctl
-from pycni.net.kernel import (
+from pycni.net.netlink.kernel import (
     AF_INET,
     AF_INET6,
     IPV4_DEVCONF_ARP_NOTIFY,
@@ -28,8 +28,8 @@ from pycni.net.kernel import (
     NetlinkError,
     Route,
 )
-from pycni.net.rtnl.native import NativeKernel
-from pycni.net.rtnl.pyroute2_adapter import Pyroute2Kernel
+from pycni.net.netlink.rtnl.native import NativeKernel
+from pycni.net.netlink.rtnl.pyroute2_adapter import Pyroute2Kernel
 from tests import harness
 
 IP = ipaddress.ip_address
@@ -407,7 +407,7 @@ def test_neighbours_fdb_and_rules(node: harness.Namespace, kernel: Kernel) -> No
     }
     kernel.delete_fdb(vx9, "02:00:00:00:00:0a", IP("10.72.0.10"))
     assert "02:00:00:00:00:0a" not in {e.mac for e in kernel.fdb_entries(vx9)}
-    from pycni.net.kernel import Rule
+    from pycni.net.netlink.kernel import Rule
 
     rule = Rule(AF_INET, 150, NET("10.72.0.5/32"), 1000)
     kernel.add_rule(rule)
@@ -446,7 +446,7 @@ def _native_env() -> dict[str, str]:
 def test_client_does_not_import_pyroute2(node: harness.Namespace) -> None:
     code = (
         "import sys\n"
-        "from pycni.net.netlink import open_kernel\n"
+        "from pycni.net.netlink.client import open_kernel\n"
         "k = open_kernel()\n"
         "lo = k.find_link('lo')\n"
         "k.set_link(lo.index, up=True)\n"
@@ -462,7 +462,7 @@ def test_client_does_not_import_pyroute2(node: harness.Namespace) -> None:
 
 def test_switch_back_to_pyroute2(node: harness.Namespace) -> None:
     code = (
-        "from pycni.net.netlink import open_kernel\n"
+        "from pycni.net.netlink.client import open_kernel\n"
         "k = open_kernel()\n"
         "print(type(k).__name__, k.find_link('lo').index)\n"
         "k.close()\n"
@@ -502,7 +502,7 @@ def test_plugin_adds_do_not_import_pyroute2(node: harness.Namespace, pod_factory
 def test_rules_read_alike_on_both_backends(node: harness.Namespace, both: Any) -> None:
     """Policy rules are native now: what each backend adds, both read back the same, with
     iproute2's view of them (a table above 255, a rule without a source, IPv6)."""
-    from pycni.net.kernel import Rule
+    from pycni.net.netlink.kernel import Rule
 
     fast, slow = both
     added = [
@@ -546,7 +546,7 @@ def test_traffic_control_alike_on_both_backends(node: harness.Namespace, both: A
     """The bandwidth plugin's tc objects (tbf root qdisc, ingress qdisc, u32 match-all filter
     redirecting to an ifb) are native now: each backend builds them on its own link and
     iproute2's ``tc`` shows the same objects; both backends read them back alike."""
-    from pycni.net.kernel import Tbf
+    from pycni.net.netlink.kernel import Tbf
 
     fast, slow = both
     for name in ("tcf0", "tcs0"):

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from pycni.cluster import subnet as sn
 from pycni.cluster import validate, wgkey, wgnl
 from pycni.cluster.lease import LeaseInfo
-from pycni.net.rtnl import wire
+from pycni.net.netlink.rtnl import wire
 
 RFC_ALICE = "77076d0a7318a57d3c16c17251b26645df4c2f87ebc0992ab177fba51db92c2a"
 RFC_ALICE_PUB = "8520f0098930a754748b7ddcb43ef75a0dbf3a0d26381af4eba4a98eaa9b4e6a"

@@ -1,4 +1,4 @@
-"""FakeKernel (pycni.net.fake_kernel) answers the contract's cases as the real kernel did.
+"""FakeKernel (pycni.net.netlink.fake_kernel) answers the contract's cases as the real kernel did.
 
 The cases and the kernel's answers are in tests/kernel_contract.py; the kernel suite checks
 the native client against the same answers (tests/integration/test_fake_kernel_contract.py).
@@ -12,8 +12,8 @@ import ipaddress
 
 import pytest
 
-from pycni.net.fake_kernel import FakeHost, FakeKernel
-from pycni.net.kernel import AF_INET, IFF_UP, Kernel, NetlinkError, Route, Tbf
+from pycni.net.netlink.fake_kernel import FakeHost, FakeKernel
+from pycni.net.netlink.kernel import AF_INET, IFF_UP, Kernel, NetlinkError, Route, Tbf
 from tests.kernel_contract import CASES, EXPECTED, Side
 
 IP = ipaddress.ip_address

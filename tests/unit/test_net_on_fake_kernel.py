@@ -1,7 +1,7 @@
 """net/ helpers that plugins build their ADD/DEL/CHECK from, on the in-memory FakeKernel.
 
 No root, no namespaces: what these helpers decide (conflicts, no-ops, who owns a route, which
-priority a rule gets) runs against pycni.net.fake_kernel, whose answers are held to the real
+priority a rule gets) runs against pycni.net.netlink.fake_kernel, whose answers are held to the real
 kernel's by tests/kernel_contract.py. Only IPv4 and helpers that never touch /proc/sys are used
 here: a /proc write in a unit test would land in the machine's own namespace.
 """
@@ -13,10 +13,11 @@ import re
 
 import pytest
 
-from pycni.net import bridge, owned_routes, route, rules
+from pycni.net import bridge, owned_routes, route
 from pycni.net.addr import AddressError, configure_iface
-from pycni.net.fake_kernel import FakeHost, FakeKernel
-from pycni.net.kernel import AF_INET, MAIN_TABLE, Route
+from pycni.net.netlink.fake_kernel import FakeHost, FakeKernel
+from pycni.net.netlink.kernel import AF_INET, MAIN_TABLE, Route
+from pycni.plugins.meta.sbr import policy as rules
 from pycni.spec.result import Interface, IPConfig, Result
 from pycni.spec.result import Route as ResultRoute
 

@@ -1,10 +1,10 @@
-"""The pure parts of net/nftnl.py: key encoding and the comment TLV."""
+"""The pure parts of net/netfilter/nftnl.py: key encoding and the comment TLV."""
 
 from __future__ import annotations
 
 import ipaddress
 
-from pycni.net import nftnl
+from pycni.net.netfilter import nftnl
 
 
 def test_concat_key_pads_each_field_to_four_bytes() -> None:

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from pycni.net import iptables, nftnl, rule_matches
-from pycni.net.chain_names import (
+from pycni.net.netfilter import iptables, nftnl, rule_matches
+from pycni.net.netfilter.chain_names import (
     format_chain_name,
     format_comment,
     must_format_chain_name_with_prefix,

@@ -12,8 +12,8 @@ import ipaddress
 
 import pytest
 
-from pycni.net import kernel as k
-from pycni.net.rtnl import pyroute2_adapter as a
+from pycni.net.netlink import kernel as k
+from pycni.net.netlink.rtnl import pyroute2_adapter as a
 
 IP = ipaddress.ip_address
 NET = ipaddress.ip_network

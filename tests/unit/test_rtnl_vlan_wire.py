@@ -14,9 +14,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pycni.net import sublink
-from pycni.net.kernel import Link, NetlinkError
-from pycni.net.rtnl import codec as c
-from pycni.net.rtnl import wire
+from pycni.net.netlink.kernel import Link, NetlinkError
+from pycni.net.netlink.rtnl import codec as c
+from pycni.net.netlink.rtnl import wire
 from tests.unit.test_rtnl_wire import CREATE, _client, _ifinfo, _rta
 
 HDR = struct.pack("=BxHiII", 0, 0, 0, 0, 0)  # AF_UNSPEC ifinfomsg, nothing set

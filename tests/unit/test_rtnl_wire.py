@@ -12,10 +12,10 @@ import struct
 
 import pytest
 
-from pycni.net import kernel as k
-from pycni.net.rtnl import codec as c
-from pycni.net.rtnl import wire
-from pycni.net.rtnl.native import NativeKernel
+from pycni.net.netlink import kernel as k
+from pycni.net.netlink.rtnl import codec as c
+from pycni.net.netlink.rtnl import wire
+from pycni.net.netlink.rtnl.native import NativeKernel
 
 # ------------------------------------------------------------------ attributes
 

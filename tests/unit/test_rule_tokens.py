@@ -1,5 +1,5 @@
-"""The one place values become firewall rule text: net/rule_tokens.py (token checks) and
-net/rule_matches.py (the portmap condition grammar). Pure: no kernel."""
+"""The one place values become firewall rule text: net/netfilter/rule_tokens.py (token checks) and
+net/netfilter/rule_matches.py (the portmap condition grammar). Pure: no kernel."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pycni.net import iptables, rule_matches, rule_tokens
-from pycni.net.rule_matches import Match
+from pycni.net.netfilter import iptables, rule_matches, rule_tokens
+from pycni.net.netfilter.rule_matches import Match
 from pycni.spec.errors import CNIError
 
 HOSTILE_CHARS = "\n\r\x00\x7f\t\x0b\x1b\udcff\"';#{}\\ $`|&<>()*+!,=@[]^~%"

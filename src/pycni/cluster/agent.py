@@ -46,8 +46,8 @@ from pycni.cluster.lease import (
 )
 from pycni.cluster.tenure import Tenures, Verdict
 from pycni.net import link, owned_routes, sysctl
-from pycni.net.kernel_changes import KernelChanges
-from pycni.net.netlink import rtnl
+from pycni.net.netlink.client import rtnl
+from pycni.net.netlink.kernel_changes import KernelChanges
 from pycni.record import field, record
 
 BACKENDS = ("host-gw", "vxlan", "wireguard", "ipip")

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 from pycni.cluster.lease import LeaseInfo
 from pycni.cluster.subnet import Net
 from pycni.net import owned_routes
-from pycni.net.kernel import Kernel
+from pycni.net.netlink.kernel import Kernel
 from pycni.record import field, record
 
 

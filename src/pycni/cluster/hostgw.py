@@ -12,7 +12,7 @@ from pycni.cluster.backend import Applied, Underlay, sync_routes, update_routes
 from pycni.cluster.lease import LeaseInfo
 from pycni.cluster.subnet import Net
 from pycni.net import owned_routes
-from pycni.net.netlink import rtnl
+from pycni.net.netlink.client import rtnl
 
 TYPE = "host-gw"
 

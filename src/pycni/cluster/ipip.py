@@ -18,9 +18,9 @@ from pycni.cluster.lease import LeaseInfo
 from pycni.cluster.subnet import Net
 from pycni.net import owned_routes
 from pycni.net import vxlan as vxdev
-from pycni.net.kernel import Kernel
-from pycni.net.netlink import rtnl
-from pycni.net.rtnl import wire
+from pycni.net.netlink.client import rtnl
+from pycni.net.netlink.kernel import Kernel
+from pycni.net.netlink.rtnl import wire
 
 TYPE = "ipip"
 DEVICE = "pycni.ipip"

@@ -9,7 +9,7 @@ else (except multicast) is masqueraded to the node's address.
 from __future__ import annotations
 
 from pycni.cluster.subnet import Net
-from pycni.net import nft
+from pycni.net.netfilter import nft
 
 TABLE = "pycni-cluster"
 

@@ -7,8 +7,8 @@ import ipaddress
 from collections.abc import Callable
 
 from pycni.net import link
-from pycni.net.kernel import IFF_UP, Kernel, Link
-from pycni.net.rtnl import codec, wire
+from pycni.net.netlink.kernel import IFF_UP, Kernel, Link
+from pycni.net.netlink.rtnl import codec, wire
 
 _CREATE = wire.NLM_F_CREATE | wire.NLM_F_EXCL | wire.NLM_F_ACK
 

@@ -22,8 +22,8 @@ from pycni.cluster.lease import LeaseInfo
 from pycni.cluster.subnet import Net
 from pycni.net import fdb, neigh, owned_routes
 from pycni.net import vxlan as vxdev
-from pycni.net.kernel import Kernel
-from pycni.net.netlink import rtnl
+from pycni.net.netlink.client import rtnl
+from pycni.net.netlink.kernel import Kernel
 
 TYPE = "vxlan"
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address

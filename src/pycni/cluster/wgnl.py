@@ -15,8 +15,8 @@ import socket
 import struct
 from collections.abc import Iterator
 
-from pycni.net.kernel import NetlinkError
-from pycni.net.rtnl import wire
+from pycni.net.netlink.kernel import NetlinkError
+from pycni.net.netlink.rtnl import wire
 from pycni.record import field, record
 
 NETLINK_GENERIC = 16

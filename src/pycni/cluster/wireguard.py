@@ -24,8 +24,8 @@ from pycni.cluster.lease import LeaseInfo
 from pycni.cluster.subnet import Net
 from pycni.net import owned_routes
 from pycni.net import vxlan as vxdev
-from pycni.net.kernel import Kernel
-from pycni.net.netlink import rtnl
+from pycni.net.netlink.client import rtnl
+from pycni.net.netlink.kernel import Kernel
 
 TYPE = "wireguard"
 DEFAULT_PORT = 51820

@@ -101,7 +101,7 @@ def _in_ns(ns: str, fn: Callable[[], Check]) -> Check:
 
 def _tc(ns: str) -> Check:
     from pycni.net import tc
-    from pycni.net.netlink import rtnl
+    from pycni.net.netlink.client import rtnl
 
     def probe() -> Check:
         with rtnl() as kernel:
@@ -126,7 +126,7 @@ def _tc(ns: str) -> Check:
 
 
 def _nftables(ns: str) -> Check:
-    from pycni.net import nft
+    from pycni.net.netfilter import nft
 
     script = (
         "add table inet pycni_doctor\n"
@@ -156,7 +156,7 @@ def _nftables(ns: str) -> Check:
 
 
 def _conntrack(ns: str) -> Check:
-    from pycni.net import conntrack
+    from pycni.net.netfilter import conntrack
 
     def probe() -> Check:
         conntrack.delete_by_dst_port([9], "udp", 4)
@@ -183,7 +183,7 @@ def system_iptables_variant() -> str:
 
 
 def _iptables(ns: str, variant: str, default: str) -> Check:
-    from pycni.net import iptables
+    from pycni.net.netfilter import iptables
 
     name = f"iptables-{variant}"
     script = (

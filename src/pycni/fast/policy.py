@@ -68,12 +68,12 @@ def warm_call_path() -> None:
     (re)start paid ~5 ms of CPU more than the next ones (docs/benchmarks.md)."""
     import importlib
 
-    for name in ("pycni.plugin.skel", "pycni.net.rtnl.native", "pycni.net.nftnl"):
+    for name in ("pycni.plugin.skel", "pycni.net.netlink.rtnl.native", "pycni.net.netfilter.nftnl"):
         try:
             importlib.import_module(name)
         except ImportError as exc:  # pragma: no cover - a broken install shows in the call
             log.warning("warm-up: cannot import %s: %s", name, exc)
-    from pycni.net import nft
+    from pycni.net.netfilter import nft
 
     nft.available()  # the library loaded and a context made (in the daemon's own namespace)
 

@@ -34,7 +34,7 @@ from pycni.inspect.collect import Paths, collect
 from pycni.inspect.leaks import DEFAULT_GRACE_PERIOD, Leak, find_leaks
 from pycni.inspect.model import NodeState, PortMapping
 from pycni.inspect.namespaces import view_problems
-from pycni.net.netlink import rtnl
+from pycni.net.netlink.client import rtnl
 from pycni.record import field, record
 from pycni.spec.errors import INVALID_NETWORK_CONFIG, CNIError
 

@@ -19,7 +19,7 @@ from pycni.inspect.model import (
     OwnedRoute,
     VxlanDevice,
 )
-from pycni.net.kernel import Kernel
+from pycni.net.netlink.kernel import Kernel
 
 DEFAULT_SUBNET_FILE = "/run/flannel/subnet.env"
 MASQ_TABLE = "pycni-cluster"
@@ -104,7 +104,7 @@ def _vxlan_devices(kernel: Kernel, addresses: dict[int, list[str]]) -> list[Vxla
 
 
 def _masquerade_table() -> bool:
-    from pycni.net import nft
+    from pycni.net.netfilter import nft
 
     try:
         return nft.table_exists("ip", MASQ_TABLE)

@@ -33,8 +33,8 @@ from pycni.inspect.model import (
 )
 from pycni.inspect.namespaces import NamespaceScan, linked_addresses, namespace_key, nsfs_device
 from pycni.inspect.namespaces import scan as scan_namespaces
-from pycni.net.kernel import Kernel
-from pycni.net.netlink import rtnl
+from pycni.net.netlink.client import rtnl
+from pycni.net.netlink.kernel import Kernel
 from pycni.net.ns import THREAD_NETNS, NetNS, NetNSNotFound
 from pycni.record import record
 from pycni.spec.errors import CNIError

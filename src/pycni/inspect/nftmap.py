@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from pycni.inspect.model import Masquerade, PortMapping
-from pycni.net import nft
+from pycni.net.netfilter import nft
 from pycni.plugins.meta.portmap import nft_backend, nft_chains, nft_maps
 
 REFERENCE_TABLE = "cni_hostport"
@@ -195,7 +195,7 @@ def delete_mapping(mapping: PortMapping) -> None:
     nft.apply(script)
 
 
-MASQ_TABLE = "cni_plugins_masquerade"  # pycni.net.ipmasq.TABLE, the reference's name
+MASQ_TABLE = "cni_plugins_masquerade"  # pycni.net.netfilter.ipmasq.TABLE, the reference's name
 
 
 def _net_of(comment: str) -> str:

@@ -6,8 +6,8 @@ import contextlib
 import time
 
 from pycni.net import sysctl
-from pycni.net.kernel import AF_INET6, Kernel, NetlinkError
 from pycni.net.link import addresses
+from pycni.net.netlink.kernel import AF_INET6, Kernel, NetlinkError
 from pycni.net.route import add_routes, prefix_route_exists
 from pycni.spec.result import IPAddress, Result
 

@@ -7,8 +7,15 @@ import errno
 import ipaddress
 
 from pycni.net import sysctl
-from pycni.net.kernel import IFF_PROMISC, IFF_UP, IPInterface, Kernel, NetlinkError, family_of
 from pycni.net.link import LinkNotFound, get, index_of
+from pycni.net.netlink.kernel import (
+    IFF_PROMISC,
+    IFF_UP,
+    IPInterface,
+    Kernel,
+    NetlinkError,
+    family_of,
+)
 from pycni.net.ns import NetNS
 from pycni.net.veth import create_pair
 from pycni.record import record

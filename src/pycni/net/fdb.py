@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pycni.net.kernel import IPAddress, Kernel, NetlinkError
+from pycni.net.netlink.kernel import IPAddress, Kernel, NetlinkError
 
 Address = IPAddress
 

@@ -5,8 +5,14 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 
-from pycni.net.kernel import IPV4_DEVCONF_ARP_NOTIFY, IPInterface, Kernel, Link, NetlinkError
-from pycni.net.netlink import rtnl
+from pycni.net.netlink.client import rtnl
+from pycni.net.netlink.kernel import (
+    IPV4_DEVCONF_ARP_NOTIFY,
+    IPInterface,
+    Kernel,
+    Link,
+    NetlinkError,
+)
 
 
 class LinkNotFound(LookupError):

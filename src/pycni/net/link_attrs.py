@@ -5,7 +5,7 @@ All calls take an open rtnl socket of the namespace the link lives in (one socke
 
 from __future__ import annotations
 
-from pycni.net.kernel import IFF_ALLMULTI, IFF_PROMISC, Kernel
+from pycni.net.netlink.kernel import IFF_ALLMULTI, IFF_PROMISC, Kernel
 from pycni.record import record
 
 

@@ -7,7 +7,7 @@ that name (the kernel checks the name in the namespace of creation).
 
 from __future__ import annotations
 
-from pycni.net.kernel import AF_INET, AF_INET6, MAIN_TABLE, Kernel, Link, NetlinkError
+from pycni.net.netlink.kernel import AF_INET, AF_INET6, MAIN_TABLE, Kernel, Link, NetlinkError
 from pycni.net.veth import random_host_name
 
 # IFLA_MACVLAN_MODE values, by the names the CNI config uses ("" means bridge).

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pycni.net.kernel import AF_INET, NUD_PERMANENT, IPAddress, Kernel, NetlinkError
+from pycni.net.netlink.kernel import AF_INET, NUD_PERMANENT, IPAddress, Kernel, NetlinkError
 
 Address = IPAddress
 

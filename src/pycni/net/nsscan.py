@@ -394,7 +394,7 @@ class LiveAddresses:
 
 
 def _addresses_in(fd: int) -> set[str]:
-    from pycni.net.netlink import rtnl
+    from pycni.net.netlink.client import rtnl
     from pycni.net.ns import entered_fd
 
     with entered_fd(fd), rtnl() as kernel:
@@ -416,9 +416,9 @@ def linked_addresses() -> dict[int, set[str]]:
     whoever holds it: this covers what the /proc scan cannot see (an fd held by a process
     whose fds even root may not read).  {} on kernels that cannot do this (before 4.20).
     """
-    from pycni.net.kernel import NetlinkError
-    from pycni.net.rtnl import codec
-    from pycni.net.rtnl.wire import NLM_F_DUMP, Socket, attr, parse_attrs
+    from pycni.net.netlink.kernel import NetlinkError
+    from pycni.net.netlink.rtnl import codec
+    from pycni.net.netlink.rtnl.wire import NLM_F_DUMP, Socket, attr, parse_attrs
 
     out: dict[int, set[str]] = {}
     sock = Socket()
@@ -454,7 +454,7 @@ def live_addresses() -> LiveAddresses:
     Not ``complete`` when the scan is not, or a namespace that still exists could not be
     read: then any address may be in use, and nothing may be freed on this evidence.
     """
-    from pycni.net.netlink import rtnl
+    from pycni.net.netlink.client import rtnl
 
     found = scan()
     nsfs = nsfs_device()

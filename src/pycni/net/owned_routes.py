@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import ipaddress
 
-from pycni.net.kernel import AF_INET as AF_INET
-from pycni.net.kernel import AF_INET6 as AF_INET6
-from pycni.net.kernel import MAIN_TABLE as MAIN_TABLE
-from pycni.net.kernel import Kernel, NetlinkError, Route
+from pycni.net.netlink.kernel import AF_INET as AF_INET
+from pycni.net.netlink.kernel import AF_INET6 as AF_INET6
+from pycni.net.netlink.kernel import MAIN_TABLE as MAIN_TABLE
+from pycni.net.netlink.kernel import Kernel, NetlinkError, Route
 from pycni.record import record
 
 PROTO_PYCNI = 157  # unused by iproute2's rt_protos; shows as "proto 157"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from pycni.net.kernel import Kernel, NetlinkError, family_of
-from pycni.net.kernel import Route as KernelRoute
+from pycni.net.netlink.kernel import Kernel, NetlinkError, family_of
+from pycni.net.netlink.kernel import Route as KernelRoute
 from pycni.spec.result import IPAddress, IPInterface, Route
 
 MAIN_TABLE = 254

@@ -7,7 +7,7 @@ creation, where a node link may already carry the pod's interface name.
 
 from __future__ import annotations
 
-from pycni.net.kernel import Kernel, Link, NetlinkError
+from pycni.net.netlink.kernel import Kernel, Link, NetlinkError
 from pycni.net.veth import random_host_name
 
 TYPE_CHECKING = False

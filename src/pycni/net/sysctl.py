@@ -19,7 +19,7 @@ from collections import OrderedDict
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from pycni.net.kernel import Kernel
+    from pycni.net.netlink.kernel import Kernel
 
 
 def path_of(name: str) -> str:
@@ -133,8 +133,8 @@ def enable_forwarding(version: int, kernel: Kernel | None = None) -> None:
     of this thread's namespace): opening /proc/sys/net/ipv4/* walks past an entry per
     namespace that ever looked at it (docs/benchmarks.md). Only a needed write, or a kernel
     that does not answer, goes through /proc/sys."""
-    from pycni.net.kernel import NetlinkError, family_of
-    from pycni.net.netlink import rtnl
+    from pycni.net.netlink.client import rtnl
+    from pycni.net.netlink.kernel import NetlinkError, family_of
 
     name = "net/ipv4/ip_forward" if version == 4 else "net/ipv6/conf/all/forwarding"
     try:

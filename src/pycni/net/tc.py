@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from pycni.net.kernel import TC_H_INGRESS, TC_H_ROOT, Kernel, Qdisc, Tbf
+from pycni.net.netlink.kernel import TC_H_INGRESS, TC_H_ROOT, Kernel, Qdisc, Tbf
 from pycni.record import record
 
 TIME_UNITS_PER_SEC = 1_000_000

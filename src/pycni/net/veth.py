@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 
 from pycni.net import sysctl
-from pycni.net.kernel import Kernel, NetlinkError
 from pycni.net.link import index_of
+from pycni.net.netlink.kernel import Kernel, NetlinkError
 from pycni.record import record
 
 HOST_NAME_RETRIES = 10

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from pycni.net.kernel import (
+from pycni.net.netlink.kernel import (
     AF_INET,
     AF_INET6,
     MAIN_TABLE,

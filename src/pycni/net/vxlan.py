@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 
 from pycni.net import link
-from pycni.net.kernel import IFF_UP, Kernel, Link
+from pycni.net.netlink.kernel import IFF_UP, Kernel, Link
 from pycni.record import record
 
 DEFAULT_PORT = 8472  # the Linux default, also flannel's

@@ -411,7 +411,7 @@ def wait_for_subnet(node: NodeState, timeout: float = 30.0) -> str:
 def node_routes(node: NodeState) -> dict[str, str]:
     """The agent's routes in ``node`` (both families): destination → gateway."""
     from pycni.net import owned_routes
-    from pycni.net.netlink import rtnl
+    from pycni.net.netlink.client import rtnl
 
     with inside(node.name), rtnl() as kernel:
         routes = {**owned_routes.current(kernel)}
@@ -531,7 +531,7 @@ def _settle_bridges(state: ClusterState) -> None:
     """Wait until each node's bridge has finished DAD for its IPv6 gateway address: until
     then the node answers no neighbour solicitation for it and pods' IPv6 goes nowhere."""
     from pycni.net import addr, link
-    from pycni.net.netlink import rtnl
+    from pycni.net.netlink.client import rtnl
 
     for node in state.nodes:
         with inside(node.name), rtnl() as kernel:

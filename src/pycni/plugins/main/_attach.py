@@ -12,9 +12,9 @@ import contextlib
 
 from pycni.net import sysctl
 from pycni.net.addr import AddressError, configure_iface, validate_ips
-from pycni.net.kernel import IPInterface, Kernel
 from pycni.net.link import LinkNotFound, delete_by_name, set_arp_notify
-from pycni.net.netlink import rtnl
+from pycni.net.netlink.client import rtnl
+from pycni.net.netlink.kernel import IPInterface, Kernel
 from pycni.net.ns import NetNS, NetNSNotFound
 from pycni.net.route import RouteError, validate_routes
 from pycni.plugin.base import Request
@@ -157,8 +157,8 @@ def delete_pod_link(req: Request) -> list[IPInterface] | None:
 
 def masquerade(rb: Rollback, backend: str, result: Result, network: str, req: Request) -> None:
     """bridge's and ptp's ipMasq step: masquerade the result's addresses, undone on failure."""
-    from pycni.net import ipmasq
-    from pycni.net.nft import NftError
+    from pycni.net.netfilter import ipmasq
+    from pycni.net.netfilter.nft import NftError
 
     rb.step("ipmasq")
     ipns = [ipc.address for ipc in result.ips]

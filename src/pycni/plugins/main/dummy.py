@@ -8,9 +8,9 @@ is fine).
 from __future__ import annotations
 
 from pycni.net.addr import AddressError, configure_iface
-from pycni.net.kernel import NetlinkError
 from pycni.net.link import LinkNotFound, index_of
-from pycni.net.netlink import rtnl
+from pycni.net.netlink.client import rtnl
+from pycni.net.netlink.kernel import NetlinkError
 from pycni.net.route import RouteError
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.rollback import Rollback

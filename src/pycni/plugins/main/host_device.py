@@ -15,9 +15,9 @@ import json
 import os
 
 from pycni.fsutil import write_atomic
-from pycni.net.kernel import Kernel, NetlinkError
 from pycni.net.link import LinkNotFound, addresses, index_of
-from pycni.net.netlink import rtnl
+from pycni.net.netlink.client import rtnl
+from pycni.net.netlink.kernel import Kernel, NetlinkError
 from pycni.net.ns import THREAD_NETNS, NetNS, NetNSNotFound
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.rollback import Rollback

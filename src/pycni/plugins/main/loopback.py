@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pycni.net.link import LinkNotFound, addresses, flags_of, index_of, set_state
-from pycni.net.netlink import rtnl
+from pycni.net.netlink.client import rtnl
 from pycni.net.ns import NetNSNotFound
 from pycni.plugin.base import Plugin, Request
 from pycni.spec.errors import INTERNAL, CNIError

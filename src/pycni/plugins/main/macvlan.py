@@ -5,9 +5,9 @@ from __future__ import annotations
 from contextlib import AbstractContextManager, nullcontext
 
 from pycni.net import macvlan
-from pycni.net.kernel import Kernel, NetlinkError
 from pycni.net.link import LinkNotFound, index_of
-from pycni.net.netlink import rtnl
+from pycni.net.netlink.client import rtnl
+from pycni.net.netlink.kernel import Kernel, NetlinkError
 from pycni.net.ns import NetNS
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.config import MTU

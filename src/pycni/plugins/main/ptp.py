@@ -12,11 +12,12 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 
-from pycni.net import ipmasq, link, sysctl
+from pycni.net import link, sysctl
 from pycni.net.addr import AddressError, configure_iface, validate_ips
-from pycni.net.kernel import IPAddress, IPInterface, Kernel, NetlinkError, Route
-from pycni.net.netlink import rtnl
-from pycni.net.nft import NftError
+from pycni.net.netfilter import ipmasq
+from pycni.net.netfilter.nft import NftError
+from pycni.net.netlink.client import rtnl
+from pycni.net.netlink.kernel import IPAddress, IPInterface, Kernel, NetlinkError, Route
 from pycni.net.ns import NetNS
 from pycni.net.route import RTPROT_BOOT, RouteError, validate_routes
 from pycni.net.veth import VethNameTaken, create_pair

@@ -10,9 +10,9 @@ from contextlib import AbstractContextManager, nullcontext
 
 from pycni.net import sublink
 from pycni.net.addr import AddressError, configure_iface
-from pycni.net.kernel import Kernel, NetlinkError
 from pycni.net.link import LinkNotFound, index_of
-from pycni.net.netlink import rtnl
+from pycni.net.netlink.client import rtnl
+from pycni.net.netlink.kernel import Kernel, NetlinkError
 from pycni.net.ns import NetNS
 from pycni.net.route import RouteError
 from pycni.plugin.base import Plugin, Request

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from pycni.net import tc
-from pycni.net.kernel import Kernel, NetlinkError
 from pycni.net.link import LinkNotFound, get
-from pycni.net.netlink import rtnl
+from pycni.net.netlink.client import rtnl
+from pycni.net.netlink.kernel import Kernel, NetlinkError
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.rollback import Rollback
 from pycni.record import record

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from functools import partial
 
 from pycni.net import vrf
-from pycni.net.kernel import Kernel, Link, NetlinkError
-from pycni.net.netlink import rtnl
+from pycni.net.netlink.client import rtnl
+from pycni.net.netlink.kernel import Kernel, Link, NetlinkError
 from pycni.net.ns import NetNS, NetNSNotFound
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.rollback import Rollback

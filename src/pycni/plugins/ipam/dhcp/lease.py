@@ -23,7 +23,7 @@ from typing import Any
 
 from pycni.net import link
 from pycni.net.link import LinkNotFound
-from pycni.net.netlink import rtnl
+from pycni.net.netlink.client import rtnl
 from pycni.net.ns import NetNS
 from pycni.plugins.ipam.dhcp.client import (
     Cancelled,

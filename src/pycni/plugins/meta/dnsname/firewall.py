@@ -7,7 +7,7 @@ removes it when the network's dnsmasq is stopped (see docs/plugins/dnsname.md).
 
 from __future__ import annotations
 
-from pycni.net import iptables
+from pycni.net.netfilter import iptables
 
 TABLE = "filter"
 CHAIN = "INPUT"

@@ -14,7 +14,7 @@ no longer valid; STATUS reports whether dnsmasq is installed.
 from __future__ import annotations
 
 from pycni.net.link import LinkNotFound, addresses, index_of, is_global_unicast
-from pycni.net.netlink import rtnl
+from pycni.net.netlink.client import rtnl
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.rollback import Rollback
 from pycni.plugins.meta.dnsname import config, dnsmasq, files, firewall, names

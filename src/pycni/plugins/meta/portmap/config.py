@@ -2,7 +2,7 @@
 
 Parsing is strict where the reference is loose in a harmful way (ports must be 1..65535,
 the protocol must be one the kernel can NAT, conditions must fit the grammar of
-net/rule_matches.py, chain names are tokens checked by net/rule_tokens.py) and otherwise
+netfilter/rule_matches.py, chain names are tokens checked by netfilter/rule_tokens.py) and otherwise
 follows the reference's rules: backend/option conflicts are rejected, the first token of a
 condition list decides its syntax (``-``/``!`` = iptables), and the container IPs are the
 first IPv4 and IPv6 addresses of prevResult that belong to CNI_IFNAME in the sandbox (or to
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import ipaddress
 
-from pycni.net import rule_matches, rule_tokens
-from pycni.net.rule_matches import Match
+from pycni.net.netfilter import rule_matches, rule_tokens
+from pycni.net.netfilter.rule_matches import Match
 from pycni.plugin.base import Request
 from pycni.record import field, record
 from pycni.spec.decode import Bool, Int, ListOf, Obj, Raw, Str, decode, lookup, option

@@ -21,9 +21,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 
-from pycni.net import iptables, rule_matches, rule_tokens
-from pycni.net.chain_names import format_comment, must_format_chain_name_with_prefix
-from pycni.net.iptables import IptablesError, SavedTable
+from pycni.net.netfilter import iptables, rule_matches, rule_tokens
+from pycni.net.netfilter.chain_names import format_comment, must_format_chain_name_with_prefix
+from pycni.net.netfilter.iptables import IptablesError, SavedTable
 from pycni.plugins.meta.portmap.config import IPTABLES, IPInterface, PortMapConfig, PortMapping
 from pycni.spec.errors import INTERNAL, CNIError
 

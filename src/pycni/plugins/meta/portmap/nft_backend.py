@@ -40,7 +40,7 @@ import ipaddress
 from collections.abc import Callable, Iterable
 from functools import partial
 
-from pycni.net import nft, nftnl
+from pycni.net.netfilter import nft, nftnl
 from pycni.plugins.meta.portmap import nft_chains, nft_maps
 from pycni.plugins.meta.portmap.config import NFTABLES, PortMapConfig
 from pycni.spec.errors import INTERNAL, CNIError

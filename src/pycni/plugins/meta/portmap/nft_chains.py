@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from pycni.net import nft, nftnl, rule_matches
+from pycni.net.netfilter import nft, nftnl, rule_matches
 from pycni.plugins.meta.portmap.config import PROTOCOLS, IPInterface, PortMapConfig, PortMapping
 from pycni.record import record
 from pycni.spec import jsoncodec

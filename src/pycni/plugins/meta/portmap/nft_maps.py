@@ -18,7 +18,7 @@ source to P bits, so each set is a plain hash (an interval set of concatenations
 Every element carries the attachment's owner name (``pm-<network hash>-<attachment hash>``,
 the chain name the chain layout gives it) as its comment, so DEL and GC delete exactly one
 attachment's elements, and a key held by another owner is a conflict. The elements are
-written and removed in one nf_tables netlink batch (net/nftnl.py), and DEL finds them by
+written and removed in one nf_tables netlink batch (net/netfilter/nftnl.py), and DEL finds them by
 keyed lookups: no call here depends on how many pods exist.
 """
 
@@ -28,7 +28,7 @@ import errno
 import ipaddress
 from collections.abc import Callable, Iterable
 
-from pycni.net import nftnl
+from pycni.net.netfilter import nftnl
 from pycni.plugins.meta.portmap.config import IPInterface, PortMapConfig, PortMapping
 from pycni.plugins.meta.portmap.nft_chains import FAMILY, TABLE, chain_name
 from pycni.record import field, record

@@ -14,7 +14,7 @@ from __future__ import annotations
 import ipaddress
 
 from pycni.net import sysctl
-from pycni.net.netlink import rtnl
+from pycni.net.netlink.client import rtnl
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.rollback import Rollback
 from pycni.plugins.meta.portmap import nft_backend
@@ -40,7 +40,7 @@ def _flush_udp_conntrack(req: Request, cfg: PortMapConfig) -> None:
         if not ports:
             continue
         try:
-            from pycni.net.conntrack import delete_by_dst_port
+            from pycni.net.netfilter.conntrack import delete_by_dst_port
 
             delete_by_dst_port(ports, "udp", family)
         except Exception as exc:  # the reference only logs this

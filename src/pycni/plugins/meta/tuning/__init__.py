@@ -15,9 +15,9 @@ import os
 from collections.abc import Callable
 
 from pycni.net import link_attrs, sysctl
-from pycni.net.kernel import Kernel, NetlinkError
 from pycni.net.link import LinkNotFound, index_of
-from pycni.net.netlink import rtnl
+from pycni.net.netlink.client import rtnl
+from pycni.net.netlink.kernel import Kernel, NetlinkError
 from pycni.net.ns import NetNSNotFound
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.rollback import Rollback

@@ -15,7 +15,7 @@ import contextlib
 import errno
 import socket
 
-from pycni.net.rtnl.wire import NETLINK_ROUTE, NLMSGHDR, align
+from pycni.net.netlink.rtnl.wire import NETLINK_ROUTE, NLMSGHDR, align
 
 RTMGRP_IPV4_IFADDR, RTMGRP_IPV4_ROUTE = 0x10, 0x40
 RTMGRP_IPV6_IFADDR, RTMGRP_IPV6_ROUTE = 0x100, 0x400

@@ -1,4 +1,4 @@
-"""rtnetlink messages to and from pycni.net.kernel's dataclasses, on byte strings.
+"""rtnetlink messages to and from pycni.net.netlink.kernel's dataclasses, on byte strings.
 
 Decoders take one message payload (after the netlink header) and return the record, or
 None for a reply pycni cannot use (another family, no address). Encoders return the body
@@ -11,7 +11,7 @@ import _socket as socket  # the C module: socket.py builds its enums at import (
 import ipaddress
 import struct
 
-from pycni.net.kernel import (
+from pycni.net.netlink.kernel import (
     IFF_UP,
     MAIN_TABLE,
     RTN_UNICAST,
@@ -24,7 +24,7 @@ from pycni.net.kernel import (
     Rule,
     VxlanInfo,
 )
-from pycni.net.rtnl.wire import (
+from pycni.net.netlink.rtnl.wire import (
     NLA_TYPE_MASK,
     RTATTR,
     align,

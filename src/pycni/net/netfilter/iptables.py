@@ -15,7 +15,8 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Iterable, Sequence
 
-from pycni.net import rule_tokens, tools
+from pycni.net import tools
+from pycni.net.netfilter import rule_tokens
 from pycni.record import field, record
 
 VARIANTS = ("legacy", "nft")
@@ -112,7 +113,7 @@ def quote(token: str) -> str:
     """Quote one argument for an iptables-restore line (double quotes, backslash escapes).
 
     A control character (a newline above all) would end the line and start a new command,
-    so it is refused here whatever the caller checked (code 7, see net/rule_tokens.py)."""
+    so it is refused here whatever the caller checked (code 7, see net/netfilter/rule_tokens.py)."""
     rule_tokens.iptables_word("rule argument", token)
     if token and not any(c in token for c in " \t\"'\\#"):
         return token

@@ -5,8 +5,8 @@ from __future__ import annotations
 import ipaddress
 
 from pycni import record
-from pycni.net.kernel import AF_INET, AF_INET6, Kernel, Route, Rule
-from pycni.net.kernel import MAIN_TABLE as MAIN_TABLE
+from pycni.net.netlink.kernel import AF_INET, AF_INET6, Kernel, Route, Rule
+from pycni.net.netlink.kernel import MAIN_TABLE as MAIN_TABLE
 from pycni.spec.result import IPInterface
 
 

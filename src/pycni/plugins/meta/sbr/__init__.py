@@ -10,13 +10,13 @@ import ipaddress
 from collections.abc import Callable, Iterator
 from functools import partial
 
-from pycni.net import rules
-from pycni.net.kernel import IPAddress, IPInterface, Kernel, NetlinkError, Route
 from pycni.net.link import LinkNotFound, addresses, index_of
-from pycni.net.netlink import rtnl
+from pycni.net.netlink.client import rtnl
+from pycni.net.netlink.kernel import IPAddress, IPInterface, Kernel, NetlinkError, Route
 from pycni.net.ns import NetNS, NetNSNotFound
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.rollback import Rollback
+from pycni.plugins.meta.sbr import policy
 from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig
 from pycni.spec.result import IPConfig, Result
 
@@ -73,20 +73,20 @@ class Sbr(Plugin):
         return prev
 
     def _route(self, kernel: Kernel, ifname: str, ipcs: list[IPConfig], rb: Rollback) -> None:
-        used = {rules.table_of(r) for r in rules.rules(kernel)} | {rules.MAIN_TABLE}
-        table = rules.next_free_table(used, FIRST_TABLE)
+        used = {policy.table_of(r) for r in policy.rules(kernel)} | {policy.MAIN_TABLE}
+        table = policy.next_free_table(used, FIRST_TABLE)
         try:
             index = index_of(kernel, ifname)
         except LinkNotFound:
             raise CNIError(INTERNAL, f"Cannot find network interface {ifname}") from None
-        link_routes = rules.main_routes_of(kernel, index)
+        link_routes = policy.main_routes_of(kernel, index)
         for ipc in ipcs:
             rb.step("rule")
             _kernel(
-                partial(rules.add_source_rule, kernel, ipc.address, table), "Failed to add rule"
+                partial(policy.add_source_rule, kernel, ipc.address, table), "Failed to add rule"
             )
-            for rule in [r for r in rules.rules(kernel) if rules.table_of(r) == table]:
-                rb.push("rule", partial(rules.delete_rule, kernel, rule))
+            for rule in [r for r in policy.rules(kernel) if policy.table_of(r) == table]:
+                rb.push("rule", partial(policy.delete_rule, kernel, rule))
             if ipc.gateway is not None:
                 dst = ipaddress.ip_network("0.0.0.0/0" if ipc.address.version == 4 else "::/0")
                 default = Route(dst=dst, gateway=ipc.gateway, table=table, oif=index)
@@ -101,13 +101,13 @@ class Sbr(Plugin):
                     or (_same_family(gw, ipc.address) and gw in ipc.address.network)
                     or (src is None and gw is None)
                 ):
-                    copy = rules.route_copy(route, table)
+                    copy = policy.route_copy(route, table)
                     rb.step("copy-route")
                     _kernel(partial(kernel.replace_route, copy), "Failed to readd route")
                     rb.push("copy-route", partial(kernel.delete_route, copy))
-            table = rules.next_free_table(used, table + 1)
+            table = policy.next_free_table(used, table + 1)
         for route in link_routes:
-            original = rules.route_copy(route)
+            original = policy.route_copy(route)
             rb.step("delete-route")
             _kernel(partial(kernel.delete_route, original), "Failed to delete route")
             rb.push("delete-route", partial(kernel.add_route, original))
@@ -126,11 +126,11 @@ class Sbr(Plugin):
                 return  # the interface is gone, and its addresses with it
             mine = {a.ip for a in addresses(kernel, index)}
             failed = []
-            for rule in rules.rules(kernel):
-                src = rules.rule_source(rule)
+            for rule in policy.rules(kernel):
+                src = policy.rule_source(rule)
                 if src is not None and src in mine:
                     try:
-                        rules.delete_rule(kernel, rule)
+                        policy.delete_rule(kernel, rule)
                     except NetlinkError as exc:
                         failed.append(str(exc))
             if failed:

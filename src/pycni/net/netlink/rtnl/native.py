@@ -1,4 +1,4 @@
-"""NativeKernel: pycni.net.kernel.Kernel on a raw rtnetlink socket, pyroute2 behind it.
+"""NativeKernel: pycni.net.netlink.kernel.Kernel on a raw rtnetlink socket, pyroute2 behind it.
 
 Measured (see docs/architecture.md): pyroute2 0.9 runs an asyncio loop for every synchronous
 call, ~0.25-0.4 ms of CPU per request, and a bridge ADD makes ~35 of them; importing it costs
@@ -14,7 +14,7 @@ from __future__ import annotations
 import fcntl
 import os
 
-from pycni.net.kernel import (
+from pycni.net.netlink.kernel import (
     CLASS_1_1,
     ETH_P_ALL,
     INGRESS_HANDLE,
@@ -33,9 +33,9 @@ from pycni.net.kernel import (
     Tbf,
     broadcast_of,
 )
-from pycni.net.rtnl import codec as c
-from pycni.net.rtnl import tc_codec as tc
-from pycni.net.rtnl.wire import (
+from pycni.net.netlink.rtnl import codec as c
+from pycni.net.netlink.rtnl import tc_codec as tc
+from pycni.net.netlink.rtnl.wire import (
     NLM_F_ACK,
     NLM_F_CREATE,
     NLM_F_DUMP,
@@ -47,7 +47,7 @@ from pycni.net.rtnl.wire import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from pycni.net.rtnl.pyroute2_adapter import Pyroute2Kernel
+    from pycni.net.netlink.rtnl.pyroute2_adapter import Pyroute2Kernel
 
 SIOCGSKNS = 0x894C
 _CREATE = NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL
@@ -95,8 +95,8 @@ class NativeKernel:
     def pyroute2(self) -> Pyroute2Kernel:
         """The pyroute2 adapter of our namespace, opened on first use."""
         if self._fallback is None:
+            from pycni.net.netlink.rtnl.pyroute2_adapter import Pyroute2Kernel  # rare calls only
             from pycni.net.ns import entered_fd
-            from pycni.net.rtnl.pyroute2_adapter import Pyroute2Kernel  # rare calls only
 
             ns_fd = fcntl.ioctl(self._sock.fileno(), SIOCGSKNS)
             try:

@@ -12,11 +12,12 @@ import contextlib
 import ipaddress
 
 from pycni.net import bridge as br
-from pycni.net import ipmasq, link, macspoofchk, sysctl
+from pycni.net import link, sysctl
 from pycni.net.addr import AddressError, configure_iface, validate_ips
-from pycni.net.kernel import IFF_PROMISC, IPAddress, IPInterface, Kernel, NetlinkError
-from pycni.net.netlink import rtnl
-from pycni.net.nft import NftError
+from pycni.net.netfilter import ipmasq
+from pycni.net.netfilter.nft import NftError
+from pycni.net.netlink.client import rtnl
+from pycni.net.netlink.kernel import IFF_PROMISC, IPAddress, IPInterface, Kernel, NetlinkError
 from pycni.net.ns import NetNS
 from pycni.net.route import RouteError, validate_routes
 from pycni.net.veth import VethNameTaken, create_pair
@@ -25,6 +26,7 @@ from pycni.plugin.config import MTU, DNSConf, IPAMRef, MacArg
 from pycni.plugin.delegate import delegate
 from pycni.plugin.rollback import Rollback
 from pycni.plugins.main._attach import delete_pod_link, masquerade
+from pycni.plugins.main.bridge import macspoofchk
 from pycni.record import field, record
 from pycni.spec.args import load_args
 from pycni.spec.decode import Bool, IfName, Int, ListOf, Obj, Str, decode, option
@@ -529,7 +531,7 @@ class Bridge(Plugin):
 
 
 def nft_available() -> bool:
-    from pycni.net import nft
+    from pycni.net.netfilter import nft
 
     return nft.available()
 

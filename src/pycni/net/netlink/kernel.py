@@ -1,12 +1,12 @@
 """The typed kernel boundary: what pycni asks of rtnetlink, as one Protocol over records.
 
 Plugins and net/ helpers talk to the kernel only through a ``Kernel`` (opened by
-``pycni.net.netlink.rtnl()``): links, addresses, routes, neighbours, FDB entries, policy
+``pycni.net.netlink.client.rtnl()``): links, addresses, routes, neighbours, FDB entries, policy
 rules and the few tc objects the bandwidth plugin makes. Replies are frozen records
 (pycni.record) with typed fields; every kernel refusal is one ``NetlinkError`` (an OSError
 whose ``errno`` the callers test by name). Two implementations exist: the native client
-(``pycni.net.rtnl.native``, raw sockets, pyroute2 only behind it for the rare calls) and a
-pyroute2 adapter (``pycni.net.rtnl.pyroute2_adapter``, PYCNI_NETLINK=pyroute2). This module
+(``pycni.net.netlink.rtnl.native``, raw sockets, pyroute2 only behind it for the rare calls) and a
+pyroute2 adapter (``pycni.net.netlink.rtnl.pyroute2_adapter``, PYCNI_NETLINK=pyroute2). This module
 imports neither, so importing it costs nothing.
 """
 

@@ -33,8 +33,8 @@ import ipaddress
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from pycni.net import iptables, nft, rule_tokens
-from pycni.net.ipmasq import hash_for_instance, hash_for_network, hash_hex
+from pycni.net.netfilter import iptables, nft, rule_tokens
+from pycni.net.netfilter.ipmasq import hash_for_instance, hash_for_network, hash_hex
 from pycni.record import field, record
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address

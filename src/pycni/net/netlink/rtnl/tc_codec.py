@@ -1,4 +1,4 @@
-"""Traffic-control messages (rtnetlink's tcmsg family) to and from pycni.net.kernel's records.
+"""Traffic-control messages (rtnetlink's tcmsg family) to and from the Kernel's records.
 
 Only what the bandwidth plugin needs: a tbf qdisc at the root, the ingress qdisc, a u32
 match-all filter on it whose mirred action redirects every packet to another link, the dump
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import struct
 
-from pycni.net.kernel import Qdisc, Tbf
-from pycni.net.rtnl.wire import attr, attr_str, attr_u32, parse_attrs
+from pycni.net.netlink.kernel import Qdisc, Tbf
+from pycni.net.netlink.rtnl.wire import attr, attr_str, attr_u32, parse_attrs
 
 RTM_NEWQDISC, RTM_DELQDISC, RTM_GETQDISC, RTM_NEWTFILTER = 36, 37, 38, 44
 TCA_KIND, TCA_OPTIONS = 1, 2

@@ -1,9 +1,9 @@
 """FakeKernel: the ``Kernel`` Protocol in memory, for tests of plugin logic without root.
 
-Why here and not under tests/: it is an implementation of pycni.net.kernel.Kernel like the
+Why here and not under tests/: it is an implementation of pycni.net.netlink.kernel.Kernel like the
 native client and the pyroute2 adapter, so it lives beside them, is type-checked with them
 (mypy --strict runs on src/ only; the ``_check`` line at the bottom makes mypy prove it
-satisfies the Protocol) and sits under the layer contract (it imports only pycni.net.kernel
+satisfies the Protocol) and sits under the layer contract (it imports only pycni.net.netlink.kernel
 and pycni.record). Nothing in pycni imports it, so no plugin's cold path pays for it; tests
 and downstream code import it as httpx's users import its MockTransport.
 
@@ -42,7 +42,7 @@ import errno
 import ipaddress
 import itertools
 
-from pycni.net.kernel import (
+from pycni.net.netlink.kernel import (
     AF_INET,
     AF_INET6,
     IFF_PROMISC,

@@ -4,7 +4,7 @@ The tap is made under a temporary ``veth<hex>`` name inside the pod, given its M
 renamed to CNI_IFNAME, optionally enslaved to a bridge that already exists *inside the pod*
 (``bridge``), and set up. We create it with /dev/net/tun ioctls in-process where the
 reference runs ``ip tuntap`` for some configurations; the flags are kept the same (see
-:mod:`pycni.net.tun`).
+:mod:`pycni.plugins.main.tap.tun`).
 
 ``selinuxContext`` is accepted; SELinux labelling of the tap is not implemented, so a context
 is refused (code 2) when SELinux is enabled on the machine and ignored when it is not.
@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import os
 
-from pycni.net import link_attrs, tun
-from pycni.net.kernel import Kernel, NetlinkError
+from pycni.net import link_attrs
 from pycni.net.link import LinkNotFound, index_of
-from pycni.net.netlink import rtnl
+from pycni.net.netlink.client import rtnl
+from pycni.net.netlink.kernel import Kernel, NetlinkError
 from pycni.net.ns import NetNS
 from pycni.net.veth import random_host_name
 from pycni.plugin.base import Plugin, Request
@@ -36,6 +36,7 @@ from pycni.plugins.main._attach import (
     prev_interface,
     requested_mac,
 )
+from pycni.plugins.main.tap import tun
 from pycni.record import record
 from pycni.spec.decode import Bool, IfName, Int, Str, decode, option
 from pycni.spec.errors import UNSUPPORTED_FIELD, CNIError

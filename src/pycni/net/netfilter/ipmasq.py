@@ -25,8 +25,9 @@ import ipaddress
 import os
 from collections.abc import Iterable, Sequence
 
-from pycni.net import nft, tools
-from pycni.net.nft import NftError
+from pycni.net import tools
+from pycni.net.netfilter import nft
+from pycni.net.netfilter.nft import NftError
 from pycni.spec import jsoncodec
 from pycni.spec.result import IPInterface
 
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     import subprocess
     from typing import Any, Protocol
 
-    from pycni.net import nftnl
+    from pycni.net.netfilter import nftnl
 else:
     Protocol = object  # typing is not imported at run time
 
@@ -101,13 +102,13 @@ def iptables_comment(network: str, container_id: str) -> str:
 # commented with the reference's per-attachment comment, so DEL and GC by attachment stay
 # exact. A packet meets a constant number of rules and one hash lookup whatever the number of
 # pods; an ADD or DEL adds or removes elements and never lists the ruleset (libnftables'
-# ``list`` loads every set element into its cache: see net/nftnl.py). Our rule comments start
+# ``list`` loads every set element into its cache: see netfilter/nftnl.py). Our rule comments start
 # with ``pycni`` so the reference's GC, which deletes the rules of a network whose comment
 # starts with the network hash, leaves them alone.
 #
 # Pods added by older pycni versions (and by the Go reference) have one rule per address in
 # ``masq_checks`` with the attachment's comment: DEL and GC remove those too, found with a
-# kernel-filtered dump of ``masq_checks`` (net/nftnl.py), which holds only a rule per
+# kernel-filtered dump of ``masq_checks`` (net/netfilter/nftnl.py), which holds only a rule per
 # network once those pods are gone.
 
 RULE_PREFIX = "pycni "
@@ -191,7 +192,7 @@ def element_changes(
     """Add each address to its subnet's set with this attachment's comment, replacing an
     element left by an earlier attachment (add, delete, add: a no-op add makes the delete
     safe, and the last add carries the comment)."""
-    from pycni.net import nftnl  # netlink to nftables: only masquerading calls load it
+    from pycni.net.netfilter import nftnl  # netlink to nftables: only masquerading calls load it
 
     out: list[nftnl.ElementChange] = []
     for ipn in ipns:
@@ -292,7 +293,7 @@ class _NamespaceLock:
 def setup_nftables(ipns: Sequence[IPInterface], network: str, ifname: str, cid: str) -> None:
     """Add the attachment's addresses to its network's sets: one small batch; the sets and
     their rules are made on the first ADD of a network (or subnet), under _NamespaceLock."""
-    from pycni.net import nftnl  # netlink to nftables: only masquerading calls load it
+    from pycni.net.netfilter import nftnl  # netlink to nftables: only masquerading calls load it
 
     if not ipns:
         return
@@ -354,7 +355,7 @@ def _delete_rule(handle: int) -> dict[str, Any]:
 def _network_rules(network: str) -> list[tuple[int, str]]:
     """(handle, set) of each rule of the network's chain, the set read from its comment
     ("" for a rule that is not one of ours)."""
-    from pycni.net import nftnl  # netlink to nftables: only masquerading calls load it
+    from pycni.net.netfilter import nftnl  # netlink to nftables: only masquerading calls load it
 
     out = []
     for rule in nftnl.chain_rules("inet", TABLE, net_chain(network)):
@@ -383,7 +384,7 @@ def release_unused(network: str, sets: Sequence[str] = ()) -> bool:
     address added meanwhile by anyone (our daemon's threads, another process, the reference)
     keeps everything. Such a refusal costs the kernel an RCU grace period (~10 ms measured),
     hence the reads first."""
-    from pycni.net import nftnl  # netlink to nftables: only masquerading calls load it
+    from pycni.net.netfilter import nftnl  # netlink to nftables: only masquerading calls load it
 
     for name in sets or _network_sets(network):
         if nftnl.set_is_empty("inet", TABLE, name) is False:
@@ -417,7 +418,7 @@ def release_unused(network: str, sets: Sequence[str] = ()) -> bool:
 def _try_removal(batch: Sequence[nftnl.Removal]) -> bool:
     """Apply a batch of removals; False when the kernel refused it as in use (EBUSY) or
     something of it is gone already (ENOENT: a concurrent removal or change)."""
-    from pycni.net import nftnl  # netlink to nftables: only masquerading calls load it
+    from pycni.net.netfilter import nftnl  # netlink to nftables: only masquerading calls load it
 
     try:
         nftnl.change_elements("inet", TABLE, batch)
@@ -444,7 +445,7 @@ def teardown_nftables(
     With the pod's addresses known (the usual DEL) each element is looked up by key and
     removed only when its comment names this attachment; without them the network's sets
     are searched by comment."""
-    from pycni.net import nftnl  # netlink to nftables: only masquerading calls load it
+    from pycni.net.netfilter import nftnl  # netlink to nftables: only masquerading calls load it
 
     comment = comment_for_instance(network, ifname, cid)
     ours: list[nftnl.ElementChange] = []
@@ -481,7 +482,7 @@ def teardown_nftables(
 def gc_nftables(network: str, valid: Iterable[tuple[str, str]]) -> int:
     """Delete this network's elements and older-layout rules whose attachment is not in
     ``valid`` (containerID, ifname). Returns how many were removed."""
-    from pycni.net import nftnl  # netlink to nftables: only masquerading calls load it
+    from pycni.net.netfilter import nftnl  # netlink to nftables: only masquerading calls load it
 
     keep = {comment_for_instance(network, ifname, cid) for cid, ifname in valid}
     doomed = [
@@ -576,7 +577,7 @@ def teardown_iptables(ipns: Sequence[IPInterface], network: str, cid: str) -> No
 def iptables_nft_chain_exists(version: int, chain: str) -> bool:
     """Whether iptables-nft holds ``chain`` in its nat table (one netlink get: a libnftables
     ``list`` would load every set element of the namespace first)."""
-    from pycni.net import nftnl
+    from pycni.net.netfilter import nftnl
 
     family = "ip" if version == 4 else "ip6"
     try:

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pycni.net import rule_tokens
-from pycni.net.rule_tokens import refuse
+from pycni.net.netfilter import rule_tokens
+from pycni.net.netfilter.rule_tokens import refuse
 from pycni.record import record
 
 TYPE_CHECKING = False

@@ -3,7 +3,7 @@
 A UDP "connection" to a host port that was recorded before the DNAT rules existed keeps being
 used for as long as traffic flows, so new rules never apply to it (plugins#123). Deleting the
 entries whose *original* destination port is the host port makes the next packet go through
-the new rules. Requests go to the calling thread's namespace (net/nfnetlink.py).
+the new rules. Requests go to the calling thread's namespace (net/netlink/nfnetlink.py).
 
 One dump per port, filtered by the kernel (CTA_FILTER: protocol and original destination port,
 Linux 5.8 and later), so the table does not cross into user space; each entry found is deleted
@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import struct
 
-from pycni.net import nfnetlink
-from pycni.net.kernel import AF_INET, AF_INET6
-from pycni.net.nfnetlink import NFGENMSG
-from pycni.net.rtnl.wire import NLM_F_ACK, NLM_F_DUMP, attr, nested, parse_attrs
+from pycni.net.netlink import nfnetlink
+from pycni.net.netlink.kernel import AF_INET, AF_INET6
+from pycni.net.netlink.nfnetlink import NFGENMSG
+from pycni.net.netlink.rtnl.wire import NLM_F_ACK, NLM_F_DUMP, attr, nested, parse_attrs
 
 NFNL_SUBSYS_CTNETLINK = 1
 IPCTNL_MSG_CT_NEW, IPCTNL_MSG_CT_GET, IPCTNL_MSG_CT_DELETE = 0, 1, 2

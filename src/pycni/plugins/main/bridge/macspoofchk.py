@@ -4,8 +4,8 @@ comments as the reference (pkg/link), so either implementation can remove the ot
 
 from __future__ import annotations
 
-from pycni.net import nft
-from pycni.net.nft import NftError
+from pycni.net.netfilter import nft
+from pycni.net.netfilter.nft import NftError
 
 TABLE = "bridge nat"
 BASE_CHAIN = "PREROUTING"

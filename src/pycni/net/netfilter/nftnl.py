@@ -24,9 +24,9 @@ import os
 import struct
 from collections.abc import Sequence
 
-from pycni.net import nfnetlink
-from pycni.net.nfnetlink import NFGENMSG, RECV_SIZE, NfnetlinkError
-from pycni.net.rtnl.wire import (
+from pycni.net.netlink import nfnetlink
+from pycni.net.netlink.nfnetlink import NFGENMSG, RECV_SIZE, NfnetlinkError
+from pycni.net.netlink.rtnl.wire import (
     NLM_F_ACK,
     NLM_F_CREATE,
     NLM_F_DUMP,

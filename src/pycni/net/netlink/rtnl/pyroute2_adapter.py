@@ -1,8 +1,8 @@
-"""Pyroute2Kernel: pycni.net.kernel.Kernel over a pyroute2 IPRoute.
+"""Pyroute2Kernel: pycni.net.netlink.kernel.Kernel over a pyroute2 IPRoute.
 
 It is the whole backend under PYCNI_NETLINK=pyroute2 and the native client's fallback for
 what it does not encode itself. pyroute2 is imported when one is opened, never by importing
-this module. Its messages are read here and only here (into pycni.net.kernel's records)
+this module. Its messages are read here and only here (into pycni.net.netlink.kernel's records)
 and its NetlinkError becomes ours, so no caller sees a pyroute2 type.
 """
 
@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Protocol
 
-from pycni.net.kernel import (
+from pycni.net.netlink.kernel import (
     CLASS_1_1,
     ETH_P_ALL,
     INGRESS_HANDLE,
@@ -550,8 +550,8 @@ class Pyroute2Kernel:
         with the pods; when this thread is in the client's namespace the kernel-filtered dump
         of the native client is used instead (as before the kernel boundary existed)."""
         if index and socket_in_current_netns(self.fileno()):
-            from pycni.net.rtnl.native import dump_addresses
-            from pycni.net.rtnl.wire import Socket
+            from pycni.net.netlink.rtnl.native import dump_addresses
+            from pycni.net.netlink.rtnl.wire import Socket
 
             sock = Socket()
             try:
@@ -745,9 +745,9 @@ class Pyroute2Kernel:
         """The reference's filter has two mirred actions (see tc_codec.redirect_filter) and
         pyroute2's mirred always steals, so the filter is encoded by tc_codec and sent on a
         raw socket of this client's namespace."""
+        from pycni.net.netlink.rtnl import tc_codec
+        from pycni.net.netlink.rtnl.wire import NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, Socket
         from pycni.net.ns import entered_fd
-        from pycni.net.rtnl import tc_codec
-        from pycni.net.rtnl.wire import NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, Socket
 
         ns_fd = fcntl.ioctl(self.fileno(), SIOCGSKNS)
         try:

@@ -14,10 +14,11 @@ import os
 from functools import partial
 
 from pycni.fsutil import write_atomic
-from pycni.net import firewall_rules as rules
-from pycni.net import nft, rule_tokens, tools
+from pycni.net import tools
+from pycni.net.netfilter import nft, rule_tokens
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.rollback import Rollback
+from pycni.plugins.meta.firewall import rules
 from pycni.record import record, replace
 from pycni.spec import validate
 from pycni.spec.decode import Str, decode, option
@@ -63,7 +64,7 @@ class FirewallConf:
 
 
 def parse(req: Request) -> FirewallConf:
-    """The config, every value that reaches a rule checked by net/rule_tokens.py (code 7)."""
+    """The config, every value that reaches a rule checked by netfilter/rule_tokens.py (code 7)."""
     conf = decode(FirewallConf, req.config)
     admin = conf.admin_chain or rules.DEFAULT_ADMIN_CHAIN
     rule_tokens.chain_name("iptablesAdminChainName", admin)

@@ -1,5 +1,6 @@
 """One NETLINK_NETFILTER socket per network namespace, and request/reply on it for any
-nfnetlink subsystem (nf_tables for net/nftnl.py, conntrack for net/conntrack.py).
+nfnetlink subsystem (nf_tables for netfilter/nftnl.py,
+conntrack for netfilter/conntrack.py).
 
 The socket stays open: closing one costs an RCU grace period in the kernel (measured 5-20 ms
 here), more than a request itself. It binds to the namespace of the thread that opened it,
@@ -16,27 +17,27 @@ import os
 import struct
 from collections import OrderedDict
 
-from pycni.net.kernel import NetlinkError
-from pycni.net.ns import THREAD_NETNS
-from pycni.net.rtnl.wire import (
+from pycni.net.netlink.kernel import NetlinkError
+from pycni.net.netlink.rtnl.wire import (
     NLM_F_ACK as NLM_F_ACK,
 )
-from pycni.net.rtnl.wire import (
+from pycni.net.netlink.rtnl.wire import (
     NLM_F_CREATE as NLM_F_CREATE,
 )
-from pycni.net.rtnl.wire import (
+from pycni.net.netlink.rtnl.wire import (
     NLM_F_DUMP as NLM_F_DUMP,
 )
-from pycni.net.rtnl.wire import (
+from pycni.net.netlink.rtnl.wire import (
     NLM_F_EXCL as NLM_F_EXCL,
 )
-from pycni.net.rtnl.wire import (
+from pycni.net.netlink.rtnl.wire import (
     NLM_F_REQUEST,
     NLMSG_DONE,
     NLMSG_ERROR,
     NLMSGHDR,
     messages,
 )
+from pycni.net.ns import THREAD_NETNS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

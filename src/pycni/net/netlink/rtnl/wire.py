@@ -8,7 +8,7 @@ import errno
 import struct
 from collections.abc import Iterable, Iterator
 
-from pycni.net.kernel import NetlinkError
+from pycni.net.netlink.kernel import NetlinkError
 
 NETLINK_ROUTE = 0
 SOL_NETLINK = 270

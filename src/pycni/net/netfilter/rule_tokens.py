@@ -15,7 +15,7 @@ message naming the config field and what is allowed:
   backslash or whitespace);
 - addresses, prefixes and ports are parsed, and rules carry their canonical text.
 
-The nftables side is additionally built as libnftables JSON commands (see net/nft.py), so a
+The nftables side is additionally built as libnftables JSON commands (see nft.py), so a
 value is a JSON string and never parsed as rule text; the checks keep the two backends' rules
 the same and the errors early and precise.
 """
