@@ -358,6 +358,30 @@ def _fit_send_buffer(sock: socket.socket, size: int) -> None:
             return
 
 
+def batch_messages(
+    family: str, table: str, changes: Sequence[ElementChange | ChainRemoval | Removal]
+) -> list[tuple[int, int, bytes]]:
+    """The (message type, flags, body) of each change, in order, as ``change_elements`` sends
+    them between BATCH_BEGIN and BATCH_END (without the ack flag it adds to the last)."""
+    todo: list[tuple[int, int, bytes]] = []
+    for change in changes:
+        if isinstance(change, Removal):
+            kind, flags, body = _removal_message(family, table, change)
+            todo.append(((NFNL_SUBSYS_NFTABLES << 8) | kind, NLM_F_REQUEST | flags, body))
+            continue
+        if isinstance(change, ChainRemoval):
+            for kind, body in _chain_messages(family, table, change):
+                todo.append(((NFNL_SUBSYS_NFTABLES << 8) | kind, NLM_F_REQUEST, body))
+            continue
+        kind = NFT_MSG_NEWSETELEM if change.add else NFT_MSG_DELSETELEM
+        flags = NLM_F_REQUEST | (NLM_F_CREATE if change.add else 0)
+        flags |= NLM_F_EXCL if change.add and change.exclusive else 0
+        todo.append(
+            ((NFNL_SUBSYS_NFTABLES << 8) | kind, flags, _element_body(family, table, change))
+        )
+    return todo
+
+
 def change_elements(
     family: str, table: str, changes: Sequence[ElementChange | ChainRemoval | Removal]
 ) -> None:
@@ -381,22 +405,7 @@ def change_elements(
         # Only the last message asks for an ack: the kernel reports every failed message
         # anyway, and an ack per element would overflow the socket's receive buffer on a
         # large batch (GC of hundreds of attachments: ENOBUFS).
-        todo: list[tuple[int, int, bytes]] = []
-        for change in changes:
-            if isinstance(change, Removal):
-                kind, flags, body = _removal_message(family, table, change)
-                todo.append(((NFNL_SUBSYS_NFTABLES << 8) | kind, NLM_F_REQUEST | flags, body))
-                continue
-            if isinstance(change, ChainRemoval):
-                for kind, body in _chain_messages(family, table, change):
-                    todo.append(((NFNL_SUBSYS_NFTABLES << 8) | kind, NLM_F_REQUEST, body))
-                continue
-            kind = NFT_MSG_NEWSETELEM if change.add else NFT_MSG_DELSETELEM
-            flags = NLM_F_REQUEST | (NLM_F_CREATE if change.add else 0)
-            flags |= NLM_F_EXCL if change.add and change.exclusive else 0
-            todo.append(
-                ((NFNL_SUBSYS_NFTABLES << 8) | kind, flags, _element_body(family, table, change))
-            )
+        todo = batch_messages(family, table, changes)
         batch = NFGENMSG.pack(0, 0, socket.htons(NFNL_SUBSYS_NFTABLES))
         message(NFNL_MSG_BATCH_BEGIN, NLM_F_REQUEST, batch)
         for index, (kind, flags, body) in enumerate(todo):
