@@ -24,7 +24,7 @@ import profile_scale as ps
 
 from pycni.fast import install as fast_install
 from pycni.net import link, sysctl
-from pycni.net.netfilter import ipmasq
+from pycni.net.netfilter.ipmasq import nft_backend as masq_nft
 from pycni.net.netlink.client import rtnl
 from pycni.net.ns import NetNS
 from pycni.playground import create_netns, delete_netns
@@ -77,8 +77,8 @@ def primitives() -> dict[str, float]:
     ipn = [ipaddress.ip_interface("10.99.250.250/16")]
     pm = portmap_probe()
     masq = paired_ms(
-        lambda: ipmasq.setup_nftables(ipn, "profnet", "eth0", "probe"),
-        lambda: ipmasq.teardown_nftables("profnet", "eth0", "probe", ipn),
+        lambda: masq_nft.setup(ipn, "profnet", "eth0", "probe"),
+        lambda: masq_nft.teardown("profnet", "eth0", "probe", ipn),
     )
     with rtnl() as ipr:
         bridge = link.index_of(ipr, "cni0")

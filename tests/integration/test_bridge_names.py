@@ -6,6 +6,7 @@ import ipaddress
 
 from pycni.net import sysctl
 from pycni.net.netfilter import ipmasq
+from pycni.net.netfilter.ipmasq import nft_backend as masq_nft
 
 
 def test_masquerade_comment_and_hash_vectors() -> None:
@@ -22,7 +23,7 @@ def test_masquerade_comment_and_hash_vectors() -> None:
 
 def test_masquerade_script_layout() -> None:
     ipn = ipaddress.ip_interface("192.168.1.1/24")
-    script = ipmasq.nft_setup_script([ipn], "unit-test", "eth0", "one", [7])
+    script = masq_nft.nft_setup_script([ipn], "unit-test", "eth0", "one", [7])
     lines = script.splitlines()
     assert lines[0].startswith('add table inet cni_plugins_masquerade { comment "Masquerading')
     assert "postrouting { type nat hook postrouting priority 100 ; }" in lines[2]

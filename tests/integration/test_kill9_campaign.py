@@ -45,7 +45,7 @@ from pathlib import Path
 import pytest
 
 from pycni.fast import install
-from pycni.net.netfilter import ipmasq
+from pycni.net.netfilter.ipmasq import nft_backend as masq_nft
 from pycni.net.netlink.client import rtnl
 from pycni.net.ns import NetNS
 from pycni.runtime.api import CNIConfig
@@ -210,7 +210,7 @@ class Campaign:
             comment = str(rule.get("comment", "")) if rule else ""
             in_checks = bool(rule) and rule.get("chain") == "masq_checks"
             # a per-address rule of the old layout; ours (the per-network jump) is shared
-            if in_checks and comment and not comment.startswith(ipmasq.RULE_PREFIX):
+            if in_checks and comment and not comment.startswith(masq_nft.RULE_PREFIX):
                 found.append(comment)
         return found
 

@@ -446,7 +446,9 @@ def masq_iptables_teardown(rec: Recorder, _tmp: str) -> Any:
 
 @scenario
 def masq_legacy_script(rec: Recorder, _tmp: str) -> Any:
-    return ipmasq.nft_setup_script(IPNS, "mnet", "eth0", "c1", [7, 9])
+    from pycni.net.netfilter.ipmasq import nft_backend
+
+    return nft_backend.nft_setup_script(IPNS, "mnet", "eth0", "c1", [7, 9])
 
 
 # --- firewall ----------------------------------------------------------------------------------

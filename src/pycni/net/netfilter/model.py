@@ -1,0 +1,570 @@
+"""One model of the nftables objects pycni writes and reads: table, chain, rule, set/map,
+element, and the few expressions and statements our rules use.
+
+Every nftables feature (portmap's nftables backend, masquerading, the firewall plugin, inspect)
+builds these records and renders them for its transport:
+
+- :func:`add`, :func:`create`, :func:`delete`, :func:`flush` give libnftables JSON commands
+  (run by ``nft.apply_json``): every name, address and comment is a JSON string, never parsed
+  as nft rule text, so no value can end a string or a statement. Values still come checked by
+  rule_tokens.py / rule_matches.py, which keeps errors early and both backends' rules alike;
+- :meth:`Element.change` and :func:`removal` give the nf_tables netlink changes nftnl.py sends
+  in one batch, for the per-pod paths whose cost must not grow with the ruleset (libnftables
+  loads its cache first: see nftnl.py);
+- :func:`parse` reads ``nft -j list …`` output back into the same records (for DEL, GC, CHECK
+  and inspect), ignoring what it does not know (``Raw``).
+
+What the model cannot express stays nft text in its caller, which says why (portmap's
+scaffolding: libnftables 1.0.6 crashes on the JSON form of a ``dnat … map`` whose data is a
+concatenation). Records only: importing this module costs no json, typing, re or dataclasses.
+"""
+
+from __future__ import annotations
+
+from pycni.record import field, record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, TypeAlias
+
+    from pycni.net.netfilter import nftnl
+
+__all__ = [
+    "BitOr",
+    "Chain",
+    "Concat",
+    "Ct",
+    "Dnat",
+    "Element",
+    "Fib",
+    "Mangle",
+    "Masquerade",
+    "Match",
+    "Meta",
+    "Payload",
+    "Prefix",
+    "Raw",
+    "Rule",
+    "Ruleset",
+    "Set",
+    "SetRef",
+    "Table",
+    "Verdict",
+    "add",
+    "create",
+    "delete",
+    "flush",
+    "parse",
+    "removal",
+    "render",
+]
+
+# --- expressions --------------------------------------------------------------------------------
+
+
+@record(frozen=True)
+class Payload:
+    """A packet field: ``ip saddr``, ``tcp dport``."""
+
+    protocol: str
+    field: str
+
+    def json(self) -> Any:
+        return {"payload": {"protocol": self.protocol, "field": self.field}}
+
+
+@record(frozen=True)
+class Meta:
+    """``meta KEY`` (mark, nfproto, l4proto, iifname, …)."""
+
+    key: str
+
+    def json(self) -> Any:
+        return {"meta": {"key": self.key}}
+
+
+@record(frozen=True)
+class Ct:
+    """``ct KEY`` (state)."""
+
+    key: str
+
+    def json(self) -> Any:
+        return {"ct": {"key": self.key}}
+
+
+@record(frozen=True)
+class Fib:
+    """``fib FLAGS type``."""
+
+    flags: tuple[str, ...]
+    result: str = "type"
+
+    def json(self) -> Any:
+        return {"fib": {"result": self.result, "flags": list(self.flags)}}
+
+
+@record(frozen=True)
+class Prefix:
+    """An address prefix ``ADDR/LEN``."""
+
+    addr: str
+    length: int
+
+    def json(self) -> Any:
+        return {"prefix": {"addr": self.addr, "len": self.length}}
+
+
+@record(frozen=True)
+class SetRef:
+    """A named set or map, ``@NAME``."""
+
+    name: str
+
+    def json(self) -> Any:
+        return f"@{self.name}"
+
+
+@record(frozen=True)
+class Concat:
+    """``a . b . c``: a set key or a map's data."""
+
+    parts: tuple[Value, ...]
+
+    def json(self) -> Any:
+        return {"concat": [render(p) for p in self.parts]}
+
+
+@record(frozen=True)
+class BitOr:
+    """``LEFT | RIGHT`` (``meta mark | 0x2000``)."""
+
+    left: Value
+    right: Value
+
+    def json(self) -> Any:
+        return {"|": [render(self.left), render(self.right)]}
+
+
+@record(frozen=True)
+class Raw:
+    """A libnftables JSON value or statement the model does not know (read back only)."""
+
+    value: Any
+
+    def json(self) -> Any:
+        return self.value
+
+
+if TYPE_CHECKING:
+    Expression: TypeAlias = Payload | Meta | Ct | Fib | Prefix | SetRef | Concat | BitOr | Raw
+
+
+def render(value: Value) -> Any:
+    """A value as libnftables JSON."""
+    if isinstance(value, str | int | list):
+        return value
+    return value.json()
+
+
+# --- statements ---------------------------------------------------------------------------------
+
+
+@record(frozen=True)
+class Match:
+    """``LEFT OP RIGHT`` (op ``==``, ``!=`` or ``in``)."""
+
+    left: Value
+    right: Value
+    op: str = "=="
+
+    def json(self) -> Any:
+        return {"match": {"op": self.op, "left": render(self.left), "right": render(self.right)}}
+
+
+@record(frozen=True)
+class Verdict:
+    """``accept``, ``drop``, ``return``, or ``jump``/``goto TARGET``."""
+
+    kind: str
+    target: str = ""
+
+    def json(self) -> Any:
+        return {self.kind: {"target": self.target} if self.target else None}
+
+
+@record(frozen=True)
+class Dnat:
+    """``dnat FAMILY to ADDR:PORT`` (port 0: unchanged)."""
+
+    family: str
+    addr: str
+    port: int = 0
+
+    def json(self) -> Any:
+        to: dict[str, Any] = {"family": self.family} if self.family else {}
+        to["addr"] = self.addr
+        if self.port:
+            to["port"] = self.port
+        return {"dnat": to}
+
+
+@record(frozen=True)
+class Masquerade:
+    def json(self) -> Any:
+        return {"masquerade": None}
+
+
+@record(frozen=True)
+class Mangle:
+    """``KEY set VALUE`` (``meta mark set meta mark | 0x2000``)."""
+
+    key: Value
+    value: Value
+
+    def json(self) -> Any:
+        return {"mangle": {"key": render(self.key), "value": render(self.value)}}
+
+
+if TYPE_CHECKING:
+    Value: TypeAlias = Expression | Verdict | str | int | list[str]
+    Statement: TypeAlias = Match | Verdict | Dnat | Masquerade | Mangle | Raw
+
+
+# --- objects ------------------------------------------------------------------------------------
+
+
+@record(frozen=True)
+class Table:
+    family: str
+    name: str
+    comment: str = ""
+
+    def json(self, full: bool = True) -> Any:
+        out: dict[str, Any] = {"family": self.family, "name": self.name}
+        if full and self.comment:
+            out["comment"] = self.comment
+        return out
+
+    def ids(self) -> dict[str, Any]:
+        """What names an object of this table: its family and table name."""
+        return {"family": self.family, "table": self.name}
+
+
+@record(frozen=True)
+class Chain:
+    """A regular chain, or a base chain (``type``, ``hook``, ``prio``, ``policy``)."""
+
+    table: Table
+    name: str
+    type: str = ""
+    hook: str = ""
+    prio: int | None = None
+    policy: str = ""
+    comment: str = ""
+
+    kind = "chain"
+
+    def json(self, full: bool = True) -> Any:
+        out: dict[str, Any] = {**self.table.ids(), "name": self.name}
+        if full:
+            if self.type:
+                out.update(type=self.type, hook=self.hook, prio=self.prio)
+                if self.policy:
+                    out["policy"] = self.policy
+            if self.comment:
+                out["comment"] = self.comment
+        return out
+
+
+@record
+class Rule:
+    """A rule of ``chain``: its statements, comment and (read back, or to delete) handle."""
+
+    table: Table
+    chain: str
+    statements: list[Statement] = field(default_factory=list)
+    comment: str = ""
+    handle: int = 0
+
+    kind = "rule"
+
+    @property
+    def expr(self) -> list[Any]:
+        return [s.json() for s in self.statements]
+
+    def json(self, full: bool = True) -> Any:
+        out: dict[str, Any] = {**self.table.ids(), "chain": self.chain}
+        if not full:
+            out["handle"] = self.handle
+            return out
+        out["expr"] = self.expr
+        if self.comment:
+            out["comment"] = self.comment
+        return out
+
+    def jumps_to(self, target: str) -> bool:
+        return any(
+            isinstance(s, Verdict) and s.kind in ("jump", "goto") and s.target == target
+            for s in self.statements
+        )
+
+
+@record(frozen=True)
+class Element:
+    """A set element (``key``), or a map element (``key : value``), with a comment."""
+
+    key: Value
+    value: Value | None = None
+    comment: str = ""
+
+    def json(self) -> Any:
+        key = render(self.key)
+        if self.comment:
+            key = {"elem": {"val": key, "comment": self.comment}}
+        return key if self.value is None else [key, render(self.value)]
+
+    def key_bytes(self) -> bytes:
+        """The key in the kernel's form (nftnl.concat_key)."""
+        return _kernel_value(self.key)
+
+    def change(
+        self, set_name: str, add: bool, comment: str = "", exclusive: bool = False
+    ) -> nftnl.ElementChange:
+        """This element's add or delete as one nf_tables netlink change (the map data as a
+        value, never a verdict); ``comment`` overrides the element's own."""
+        from pycni.net.netfilter import nftnl  # only the netlink paths load it
+
+        data = b"" if self.value is None or not add else _kernel_value(self.value)
+        text = (comment or self.comment) if add else ""
+        return nftnl.ElementChange(add, set_name, self.key_bytes(), text, data, b"", exclusive)
+
+    def target(self) -> str:
+        """A verdict map element's jump or goto target ("" for anything else)."""
+        if isinstance(self.value, Verdict) and self.value.kind in ("jump", "goto"):
+            return self.value.target
+        return ""
+
+
+def _kernel_value(value: Value) -> bytes:
+    from pycni.net.netfilter import nftnl
+
+    parts = value.parts if isinstance(value, Concat) else (value,)
+    return nftnl.concat_key([str(p) for p in parts])
+
+
+@record
+class Set:
+    """A named set (``map`` empty) or map (``map``: the data type, ``verdict`` for a vmap).
+    ``type`` is one type or, for a concatenation, several."""
+
+    table: Table
+    name: str
+    type: str | tuple[str, ...] = ""
+    map: str | tuple[str, ...] = ""
+    flags: tuple[str, ...] = ()
+    elements: list[Element] = field(default_factory=list)
+
+    @property
+    def kind(self) -> str:
+        return "map" if self.map else "set"
+
+    def json(self, full: bool = True) -> Any:
+        out: dict[str, Any] = {**self.table.ids(), "name": self.name}
+        if full:
+            out["type"] = self.type if isinstance(self.type, str) else list(self.type)
+            if self.map:
+                out["map"] = self.map if isinstance(self.map, str) else list(self.map)
+            if self.flags:
+                out["flags"] = list(self.flags)
+        return out
+
+    def with_elements(self, elements: list[Element]) -> Any:
+        """The ``element`` object libnftables adds or deletes: these elements of this set."""
+        return {**self.table.ids(), "name": self.name, "elem": [e.json() for e in elements]}
+
+
+if TYPE_CHECKING:
+    Object: TypeAlias = Table | Chain | Rule | Set
+
+
+# --- commands -----------------------------------------------------------------------------------
+
+
+def _object(obj: Object, full: bool) -> Any:
+    kind = "table" if isinstance(obj, Table) else obj.kind
+    return {kind: obj.json(full)}
+
+
+def add(obj: Object, elements: list[Element] | None = None) -> Any:
+    """``add``: the object (or, with ``elements``, those elements of the set)."""
+    if elements is not None:
+        assert isinstance(obj, Set)
+        return {"add": {"element": obj.with_elements(elements)}}
+    return {"add": _object(obj, True)}
+
+
+def create(obj: Object) -> Any:
+    """``create``: as ``add``, but the transaction fails when the object exists."""
+    return {"create": _object(obj, True)}
+
+
+def delete(obj: Object, elements: list[Element] | None = None) -> Any:
+    """``delete``: the object (a rule by its handle), or those elements of the set."""
+    if elements is not None:
+        assert isinstance(obj, Set)
+        return {"delete": {"element": obj.with_elements(elements)}}
+    return {"delete": _object(obj, False)}
+
+
+def flush(obj: Chain) -> Any:
+    """``flush chain``: every rule of the chain goes, the chain stays."""
+    return {"flush": _object(obj, False)}
+
+
+def removal(obj: Object, only_if_unused: bool = False) -> nftnl.Removal:
+    """The nf_tables netlink removal of a rule (by handle), set, chain or table (nftnl.Removal:
+    ``only_if_unused`` lets the kernel refuse an object still in use)."""
+    from pycni.net.netfilter import nftnl
+
+    if isinstance(obj, Rule):
+        return nftnl.Removal("rule", obj.chain, obj.handle)
+    if isinstance(obj, Table):
+        return nftnl.Removal("table", obj.name, only_if_unused=only_if_unused)
+    return nftnl.Removal(obj.kind, obj.name, only_if_unused=only_if_unused)
+
+
+# --- reading back -------------------------------------------------------------------------------
+
+
+@record
+class Ruleset:
+    """What a ``list`` command returned, as model objects (in listing order)."""
+
+    tables: list[Table] = field(default_factory=list)
+    chains: list[Chain] = field(default_factory=list)
+    rules: list[Rule] = field(default_factory=list)
+    sets: list[Set] = field(default_factory=list)
+
+    def set(self, name: str) -> Set | None:
+        return next((s for s in self.sets if s.name == name), None)
+
+    def rules_of(self, chain: str) -> list[Rule]:
+        return [r for r in self.rules if r.chain == chain]
+
+
+def _value(raw: Any) -> Value:
+    if isinstance(raw, str | int):
+        return raw
+    if isinstance(raw, dict):
+        if isinstance(raw.get("concat"), list):
+            return Concat(tuple(_value(p) for p in raw["concat"]))
+        if isinstance(raw.get("payload"), dict):
+            found = raw["payload"]
+            return Payload(str(found.get("protocol", "")), str(found.get("field", "")))
+        if isinstance(raw.get("meta"), dict):
+            return Meta(str(raw["meta"].get("key", "")))
+        if isinstance(raw.get("prefix"), dict):
+            found = raw["prefix"]
+            return Prefix(str(found.get("addr", "")), int(found.get("len", 0)))
+        for verdict in ("jump", "goto"):
+            if isinstance(raw.get(verdict), dict):
+                return Verdict(verdict, str(raw[verdict].get("target", "")))
+    return Raw(raw)
+
+
+def _statement(raw: Any) -> Statement:
+    if isinstance(raw, dict):
+        match = raw.get("match")
+        if isinstance(match, dict):
+            op = match.get("op")
+            return Match(_value(match.get("left")), _value(match.get("right")), str(op or "=="))
+        dnat = raw.get("dnat")
+        if isinstance(dnat, dict) and isinstance(dnat.get("addr"), str):
+            port = dnat.get("port")
+            family = str(dnat.get("family", ""))
+            return Dnat(family, dnat["addr"], port if isinstance(port, int) else 0)
+        if "masquerade" in raw:
+            return Masquerade()
+        for kind in ("accept", "drop", "return"):
+            if kind in raw:
+                return Verdict(kind)
+        for kind in ("jump", "goto"):
+            if isinstance(raw.get(kind), dict):
+                return Verdict(kind, str(raw[kind].get("target", "")))
+    return Raw(raw)
+
+
+def _element(raw: Any, is_map: bool) -> Element | None:
+    value: Value | None = None
+    if is_map:
+        if not isinstance(raw, list) or len(raw) != 2:
+            return None
+        raw, value = raw[0], _value(raw[1])
+    comment = ""
+    if isinstance(raw, dict) and isinstance(raw.get("elem"), dict):
+        comment = str(raw["elem"].get("comment", ""))
+        raw = raw["elem"].get("val")
+    return Element(_value(raw), value, comment)
+
+
+def parse(items: list[dict[str, Any]]) -> Ruleset:
+    """The ``nftables`` array of a ``nft -j list …`` answer as model objects."""
+    out = Ruleset()
+    for item in items:
+        for kind, raw in item.items():
+            if not isinstance(raw, dict):
+                continue
+            table = Table(str(raw.get("family", "")), str(raw.get("table", "")))
+            if kind == "table":
+                name = str(raw.get("name", ""))
+                out.tables.append(Table(table.family, name, str(raw.get("comment", ""))))
+            elif kind == "chain":
+                prio = raw.get("prio")
+                out.chains.append(
+                    Chain(
+                        table,
+                        str(raw.get("name", "")),
+                        str(raw.get("type", "")),
+                        str(raw.get("hook", "")),
+                        prio if isinstance(prio, int) else None,
+                        str(raw.get("policy", "")),
+                        str(raw.get("comment", "")),
+                    )
+                )
+            elif kind == "rule":
+                expr = raw.get("expr")
+                out.rules.append(
+                    Rule(
+                        table,
+                        str(raw.get("chain", "")),
+                        [_statement(e) for e in expr] if isinstance(expr, list) else [],
+                        str(raw.get("comment", "")),
+                        _handle(raw.get("handle")),
+                    )
+                )
+            elif kind in ("set", "map"):
+                is_map = kind == "map"
+                found = [_element(e, is_map) for e in raw.get("elem") or []]
+                kept = [e for e in found if e is not None]
+                out.sets.append(
+                    Set(
+                        table,
+                        str(raw.get("name", "")),
+                        _type(raw.get("type")),
+                        _type(raw.get("map")) if is_map else "",
+                        tuple(str(f) for f in raw.get("flags") or []),
+                        kept,
+                    )
+                )
+    return out
+
+
+def _handle(raw: Any) -> int:
+    return int(raw) if isinstance(raw, int | str) and str(raw).isdigit() else 0
+
+
+def _type(raw: Any) -> str | tuple[str, ...]:
+    if isinstance(raw, list):
+        return tuple(str(t) for t in raw)
+    return "" if raw is None else str(raw)
