@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pycni.plugin import skel
-from pycni.plugins.meta.firewall.rules import iso_names
+from pycni.plugins.meta.firewall.nft_backend import iso_names
 from pycni.plugins.meta.portmap.iptables_backend import dnat_chain
 from pycni.plugins.meta.portmap.nft_chains import chain_name
 from tests.harness import Namespace

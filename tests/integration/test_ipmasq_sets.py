@@ -190,7 +190,7 @@ def test_concurrent_add_and_del_never_lose_a_live_pod(
         released.append(gone)
         return gone
 
-    monkeypatch.setattr(ipmasq, "release_unused", counting)
+    monkeypatch.setattr(masq_nft, "release_unused", counting)
     failures: list[str] = []
     rounds = 100
 
