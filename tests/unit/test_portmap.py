@@ -320,7 +320,7 @@ def test_nft_map_layout_elements() -> None:
         ("masq4-b13-p32", "127.0.0.1/32 . tcp . 8080"),
     ]
     assert first.masq[0].key == nftnl.concat_key(["10.0.0.0", "tcp", "8080"])
-    assert first.masq[0].group == (13, 4, 24) and not first.masq[0].key_end
+    assert first.masq[0].group == (13, 4, 24) and not first.masq[0].change(True).key_end
     assert found[1].masq[0].set_name == "masq4h-b13-p24"
     assert found[1].masq[0].shown == "10.0.0.0/24 . 192.0.2.1 . udp . 8081"
     assert [e.set_name for e in found[3].masq] == ["masq6-b13-p64"]  # no localhost for IPv6

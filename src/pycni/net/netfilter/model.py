@@ -51,6 +51,7 @@ __all__ = [
     "Table",
     "Verdict",
     "add",
+    "chain_removal",
     "create",
     "delete",
     "flush",
@@ -314,11 +315,13 @@ class Rule:
 class Element:
     """A set element (``key``), or a map element (``key : value``), with a comment."""
 
-    key: Value
+    key: Value | bytes  # bytes: the kernel's form, read over netlink (rendered to netlink only)
     value: Value | None = None
     comment: str = ""
 
     def json(self) -> Any:
+        if isinstance(self.key, bytes):
+            raise ValueError("an element read over netlink has no JSON form")
         key = render(self.key)
         if self.comment:
             key = {"elem": {"val": key, "comment": self.comment}}
@@ -328,6 +331,10 @@ class Element:
         """The key in the kernel's form (nftnl.concat_key)."""
         return _kernel_value(self.key)
 
+    def value_bytes(self) -> bytes:
+        """A map element's data in the kernel's form (b"" for a set element)."""
+        return b"" if self.value is None else _kernel_value(self.value)
+
     def change(
         self, set_name: str, add: bool, comment: str = "", exclusive: bool = False
     ) -> nftnl.ElementChange:
@@ -335,7 +342,7 @@ class Element:
         value, never a verdict); ``comment`` overrides the element's own."""
         from pycni.net.netfilter import nftnl  # only the netlink paths load it
 
-        data = b"" if self.value is None or not add else _kernel_value(self.value)
+        data = self.value_bytes() if add else b""
         text = (comment or self.comment) if add else ""
         return nftnl.ElementChange(add, set_name, self.key_bytes(), text, data, b"", exclusive)
 
@@ -346,9 +353,13 @@ class Element:
         return ""
 
 
-def _kernel_value(value: Value) -> bytes:
+def _kernel_value(value: Value | bytes) -> bytes:
+    """A key or map data in the kernel's form; ``bytes`` are that form already (an element
+    read back over netlink)."""
     from pycni.net.netfilter import nftnl
 
+    if isinstance(value, bytes):
+        return value
     parts = value.parts if isinstance(value, Concat) else (value,)
     return nftnl.concat_key([str(p) for p in parts])
 
@@ -364,10 +375,11 @@ class Set:
     map: str | tuple[str, ...] = ""
     flags: tuple[str, ...] = ()
     elements: list[Element] = field(default_factory=list)
+    listed_as_map: bool = False  # read back from a ``map`` item (whose type may be left out)
 
     @property
     def kind(self) -> str:
-        return "map" if self.map else "set"
+        return "map" if self.map or self.listed_as_map else "set"
 
     def json(self, full: bool = True) -> Any:
         out: dict[str, Any] = {**self.table.ids(), "name": self.name}
@@ -432,6 +444,13 @@ def removal(obj: Object, only_if_unused: bool = False) -> nftnl.Removal:
     if isinstance(obj, Table):
         return nftnl.Removal("table", obj.name, only_if_unused=only_if_unused)
     return nftnl.Removal(obj.kind, obj.name, only_if_unused=only_if_unused)
+
+
+def chain_removal(chain: Chain) -> nftnl.ChainRemoval:
+    """The nf_tables netlink removal of a regular chain with every rule in it."""
+    from pycni.net.netfilter import nftnl
+
+    return nftnl.ChainRemoval(chain.name)
 
 
 # --- reading back -------------------------------------------------------------------------------
@@ -555,6 +574,7 @@ def parse(items: list[dict[str, Any]]) -> Ruleset:
                         _type(raw.get("map")) if is_map else "",
                         tuple(str(f) for f in raw.get("flags") or []),
                         kept,
+                        is_map,
                     )
                 )
     return out

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pycni.net.netfilter import rule_tokens
+from pycni.net.netfilter import model, rule_tokens
 from pycni.net.netfilter.rule_tokens import refuse
 from pycni.record import record
 
@@ -97,27 +97,35 @@ class Match:
         option = "--src-type" if self.kind == "src-type" else "--dst-type"
         return ["-m", "addrtype", *neg, option, self.value.upper()]
 
-    # --- nftables (libnftables JSON expressions) ---------------------------------------------
+    # --- nftables (statements of the nftables model) ---------------------------------------
 
-    def nft_expr(self, family: int) -> dict[str, Any]:
+    def nft_statement(self, family: int) -> model.Match:
         op = "!=" if self.negate else "=="
-        left: dict[str, Any]
-        right: Any = self.value
+        left: model.Value
+        right: model.Value = self.value
         if self.kind in ("saddr", "daddr"):
-            left = {"payload": {"protocol": "ip" if family == 4 else "ip6", "field": self.kind}}
+            left = model.Payload("ip" if family == 4 else "ip6", self.kind)
             addr, _, length = self.value.partition("/")
             full = 32 if family == 4 else 128
-            right = addr if int(length) == full else {"prefix": {"addr": addr, "len": int(length)}}
+            right = addr if int(length) == full else model.Prefix(addr, int(length))
         elif self.kind in ("iifname", "oifname"):
-            left = {"meta": {"key": self.kind}}
+            left = model.Meta(self.kind)
         else:
-            flag = "saddr" if self.kind == "src-type" else "daddr"
-            left = {"fib": {"result": "type", "flags": [flag]}}
-        return {"match": {"op": op, "left": left, "right": right}}
+            left = model.Fib(("saddr" if self.kind == "src-type" else "daddr",))
+        return model.Match(left, right, op)
+
+    def nft_expr(self, family: int) -> dict[str, Any]:
+        """The statement as libnftables JSON."""
+        out: dict[str, Any] = self.nft_statement(family).json()
+        return out
 
 
 def iptables_args(matches: Sequence[Match]) -> list[str]:
     return [arg for m in matches for arg in m.iptables_args()]
+
+
+def nft_statements(matches: Sequence[Match], family: int) -> list[model.Match]:
+    return [m.nft_statement(family) for m in matches]
 
 
 def nft_exprs(matches: Sequence[Match], family: int) -> list[dict[str, Any]]:

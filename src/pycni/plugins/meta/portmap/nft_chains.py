@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from pycni.net.netfilter import nft, nftnl, rule_matches
+from pycni.net.netfilter import model, nft, nftnl, rule_matches
 from pycni.plugins.meta.portmap.config import PROTOCOLS, IPInterface, PortMapConfig, PortMapping
 from pycni.record import record
 from pycni.spec import jsoncodec
@@ -29,9 +29,30 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+__all__ = [
+    "CHAIN_PREFIX",
+    "FAMILY",
+    "MAPS",
+    "TABLE",
+    "Element",
+    "add",
+    "add_commands",
+    "chain_name",
+    "chain_rules",
+    "check",
+    "delete",
+    "delete_commands",
+    "element_of",
+    "gc",
+    "map_elements",
+    "network_prefix",
+    "pod_rules",
+]
+
 FAMILY = "inet"
 TABLE = "pycni_portmap"
 T = f"{FAMILY} {TABLE}"
+TABLE_OBJ = model.Table(FAMILY, TABLE)
 CHAIN_PREFIX = "pm-"
 KEY_COMMENT = "k "
 MAPS = {
@@ -112,107 +133,85 @@ def _addr(family: int) -> str:
     return "ip" if family == 4 else "ip6"
 
 
-def _eq(left: dict[str, Any], right: Any) -> dict[str, Any]:
-    return {"match": {"op": "==", "left": left, "right": right}}
-
-
-def _payload(protocol: str, field: str) -> dict[str, Any]:
-    return {"payload": {"protocol": protocol, "field": field}}
-
-
-def _prefix(net: IPNetwork) -> Any:
+def _prefix(net: IPNetwork) -> model.Value:
     if net.prefixlen == net.max_prefixlen:
         return str(net.network_address)
-    return {"prefix": {"addr": str(net.network_address), "len": net.prefixlen}}
+    return model.Prefix(str(net.network_address), net.prefixlen)
 
 
-_MARK = {"meta": {"key": "mark"}}
+_MARK = model.Meta("mark")
 
 
-@record
-class PodRule:
-    """One rule of an attachment chain: libnftables JSON expressions and an optional comment."""
-
-    expr: list[dict[str, Any]]
-    comment: str = ""
-
-    def command(self, chain: str) -> dict[str, Any]:
-        rule: dict[str, Any] = {"family": FAMILY, "table": TABLE, "chain": chain}
-        rule["expr"] = self.expr
-        if self.comment:
-            rule["comment"] = self.comment
-        return {"add": {"rule": rule}}
-
-
-def pod_rules(cfg: PortMapConfig) -> tuple[list[PodRule], list[Element]]:
+def pod_rules(cfg: PortMapConfig) -> tuple[list[model.Rule], list[Element]]:
     """The attachment chain's rules and the map elements that must jump to it."""
-    rules: list[PodRule] = []
+    chain = chain_name(cfg.network, cfg.container_id, cfg.ifname)
+    rules: list[model.Rule] = []
     elements: list[Element] = []
     for family in (4, 6):
         cip = cfg.container_ips.get(family)
         if cip is None:
             continue
-        conds = rule_matches.nft_exprs(cfg.conditions(family), family)
+        conds = rule_matches.nft_statements(cfg.conditions(family), family)
         for m in cfg.mappings_for(family):
             host = m.host_match(family)
             if host is not None:
-                dst = _eq(_payload(_addr(family), "daddr"), str(host))
+                dst = model.Match(model.Payload(_addr(family), "daddr"), str(host))
             else:
-                dst = _eq({"meta": {"key": "nfproto"}}, f"ipv{family}")
-            match = [dst, _eq(_payload(m.protocol, "dport"), m.host_port), *conds]
+                dst = model.Match(model.Meta("nfproto"), f"ipv{family}")
+            match: list[model.Statement] = [
+                dst,
+                model.Match(model.Payload(m.protocol, "dport"), m.host_port),
+                *conds,
+            ]
             if cfg.snat:
-                mark = {"mangle": {"key": _MARK, "value": {"|": [_MARK, cfg.mark]}}}
+                mark = model.Mangle(_MARK, model.BitOr(_MARK, cfg.mark))
                 rules += [
-                    PodRule([*src, *match, mark])
+                    model.Rule(TABLE_OBJ, chain, [*src, *match, mark])
                     for src in _masq_sources(cip, family, cfg.masq_all)
                 ]
-            to = {"family": _addr(family), "addr": str(cip.ip), "port": m.container_port}
-            dnat = {"dnat": to}
+            dnat = model.Dnat(_addr(family), str(cip.ip), m.container_port)
             element = element_of(m, family)
-            rules.append(PodRule([*match, dnat], element.comment))
+            rules.append(model.Rule(TABLE_OBJ, chain, [*match, dnat], element.comment))
             if element not in elements:
                 elements.append(element)
     return rules, elements
 
 
-def _masq_sources(cip: IPInterface, family: int, masq_all: bool) -> list[list[dict[str, Any]]]:
+def _masq_sources(cip: IPInterface, family: int, masq_all: bool) -> list[list[model.Statement]]:
     """Sources whose DNATed packets must be masqueraded: hairpin (the pod's subnet) and
     localhost for IPv4 (needs route_localnet); ``masqAll`` means every source. One rule per
     source rather than an anonymous set: every anonymous set is a kernel set object whose
     elements libnftables fetches on each transaction, which made the cost grow per pod."""
     if masq_all:
         return [[]]
-    saddr = _payload(_addr(family), "saddr")
-    out = [[_eq(saddr, _prefix(cip.network))]]
+    saddr = model.Payload(_addr(family), "saddr")
+    out: list[list[model.Statement]] = [[model.Match(saddr, _prefix(cip.network))]]
     if family == 4:
-        out.append([_eq(saddr, "127.0.0.1")])
+        out.append([model.Match(saddr, "127.0.0.1")])
     return out
 
 
-def _obj(kind: str, **fields: Any) -> dict[str, Any]:
-    return {kind: {"family": FAMILY, "table": TABLE, **fields}}
+def _chain(name: str) -> model.Chain:
+    return model.Chain(TABLE_OBJ, name)
 
 
-def _flush(chain: str) -> dict[str, Any]:
-    return {"flush": _obj("chain", name=chain)}
-
-
-def _element(e: Element, verdict: dict[str, Any] | None = None) -> dict[str, Any]:
+def _element(e: Element, target: str = "") -> tuple[model.Set, list[model.Element]]:
+    """The verdict map and its element (with the jump to ``target``) for ``e``."""
     parts = e.key_parts()
     if parts is None:
         raise ValueError(f"not a portmap map key: {e.key!r}")
-    key: Any = {"concat": parts}
-    return _obj("element", name=e.map, elem=[[key, verdict] if verdict else key])
+    verdict = model.Verdict("jump", target) if target else None
+    return model.Set(TABLE_OBJ, e.map), [model.Element(model.Concat(tuple(parts)), verdict)]
 
 
-def add_commands(cfg: PortMapConfig) -> list[dict[str, Any]]:
+def add_commands(cfg: PortMapConfig) -> list[Any]:
     """One transaction: the attachment chain (rebuilt) and its map elements (the shared
     scaffolding must exist: nft_backend.ensure_scaffold)."""
     chain = chain_name(cfg.network, cfg.container_id, cfg.ifname)
     rules, elements = pod_rules(cfg)
-    cmds: list[dict[str, Any]] = [{"add": _obj("chain", name=chain)}, _flush(chain)]
-    cmds += [rule.command(chain) for rule in rules]
-    cmds += [{"add": _element(e, {"jump": {"target": chain}})} for e in elements]
+    cmds: list[Any] = [model.add(_chain(chain)), model.flush(_chain(chain))]
+    cmds += [model.add(rule) for rule in rules]
+    cmds += [model.add(*_element(e, chain)) for e in elements]
     return cmds
 
 
@@ -221,9 +220,9 @@ def add_script(cfg: PortMapConfig) -> str:
     return jsoncodec.dumps({"nftables": add_commands(cfg)})
 
 
-def delete_commands(chain: str, elements: list[Element]) -> list[dict[str, Any]]:
-    cmds = [{"delete": _element(e)} for e in elements if e.key_parts() is not None]
-    cmds += [_flush(chain), {"delete": _obj("chain", name=chain)}]
+def delete_commands(chain: str, elements: list[Element]) -> list[Any]:
+    cmds = [model.delete(*_element(e)) for e in elements if e.key_parts() is not None]
+    cmds += [model.flush(_chain(chain)), model.delete(_chain(chain))]
     return cmds
 
 
@@ -236,46 +235,33 @@ def delete_script(chain: str, elements: list[Element]) -> str:
 # Reading the ruleset back
 
 
-def _key_text(key: Any) -> str:
-    if isinstance(key, dict) and "elem" in key:
-        key = key["elem"].get("val")
-    if isinstance(key, dict) and "concat" in key:
-        return " . ".join(str(part) for part in key["concat"])
+def _key_text(key: model.Value | bytes) -> str:
+    if isinstance(key, model.Concat):
+        return " . ".join(str(part) for part in key.parts)
     return str(key)
-
-
-def _jump_target(value: Any) -> str:
-    if isinstance(value, dict):
-        for verdict in ("jump", "goto"):
-            if verdict in value:
-                return str(value[verdict].get("target", ""))
-    return ""
 
 
 def map_elements(items: list[dict[str, Any]]) -> dict[Element, str]:
     """Every vmap element of our maps in a JSON listing, with the chain it jumps to."""
     out: dict[Element, str] = {}
-    for item in items:
-        m = item.get("map")
-        if not m or m.get("name") not in MAPS:
-            continue
-        for pair in m.get("elem", []):
-            if isinstance(pair, list) and len(pair) == 2:
-                out[Element(m["name"], _key_text(pair[0]))] = _jump_target(pair[1])
+    for found in model.parse(items).sets:
+        if found.kind == "map" and found.name in MAPS:
+            for e in found.elements:
+                out[Element(found.name, _key_text(e.key))] = e.target()
     return out
 
 
-def chain_rules(chain: str) -> list[dict[str, Any]] | None:
+def chain_rules(chain: str) -> list[model.Rule] | None:
     """The rules of one chain, None when it (or the table) does not exist."""
     try:
         items = nft.query(f"list chain {T} {chain}")
     except nft.NftError:
         return None
-    return [item["rule"] for item in items if "rule" in item]
+    return model.parse(items).rules
 
 
-def _comments(rules: list[dict[str, Any]]) -> list[str]:
-    return [str(r["comment"]) for r in rules if "comment" in r]
+def _comments(rules: list[model.Rule]) -> list[str]:
+    return [r.comment for r in rules if r.comment]
 
 
 def _all_elements() -> dict[Element, str]:
@@ -319,10 +305,10 @@ def _delete_fast(chain: str, comments: list[str]) -> bool:
         return False
     try:
         changes: list[nftnl.ElementChange | nftnl.ChainRemoval] = [
-            nftnl.ElementChange(False, e.map, nftnl.concat_key(e.key.split(" . ")))
+            model.Element(model.Concat(tuple(e.key.split(" . ")))).change(e.map, False)
             for e in dict.fromkeys(elements)
         ]
-        nftnl.change_elements(FAMILY, TABLE, [*changes, nftnl.ChainRemoval(chain)])
+        nftnl.change_elements(FAMILY, TABLE, [*changes, model.chain_removal(_chain(chain))])
     except (OSError, ValueError):
         return False
     return True
@@ -391,16 +377,14 @@ def gc(network: str, valid: list[tuple[str, str]]) -> list[str]:
     keep = {chain_name(network, cid, ifname) for cid, ifname in valid}
     prefix = network_prefix(network)
     stale = [
-        str(item["chain"]["name"])
-        for item in items
-        if "chain" in item
-        and str(item["chain"]["name"]).startswith(prefix)
-        and item["chain"]["name"] not in keep
+        c.name
+        for c in model.parse(items).chains
+        if c.name.startswith(prefix) and c.name not in keep
     ]
     if not stale:
         return []
     elements = map_elements(items)
-    cmds: list[dict[str, Any]] = []
+    cmds: list[Any] = []
     for chain in stale:
         pointing = [e for e, target in elements.items() if target == chain]
         cmds += delete_commands(chain, pointing)

@@ -28,10 +28,30 @@ import errno
 import ipaddress
 from collections.abc import Callable, Iterable
 
-from pycni.net.netfilter import nftnl
+from pycni.net.netfilter import model, nftnl
 from pycni.plugins.meta.portmap.config import IPInterface, PortMapConfig, PortMapping
 from pycni.plugins.meta.portmap.nft_chains import FAMILY, TABLE, chain_name
 from pycni.record import field, record
+
+__all__ = [
+    "DNAT_MAPS",
+    "Entry",
+    "Group",
+    "Mapping",
+    "dnat_map",
+    "group_comment",
+    "group_of",
+    "groups_needed",
+    "holders",
+    "install",
+    "mappings",
+    "mark_groups",
+    "masq_set",
+    "missing",
+    "owner_name",
+    "remove_known",
+    "remove_owned",
+]
 
 DNAT_MAPS = ("dnat4", "dnat4h", "dnat6", "dnat6h")
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -72,20 +92,24 @@ def owner_name(network: str, container_id: str, ifname: str) -> str:
 
 @record(frozen=True)
 class Entry:
-    """One element: the set or map, the key (and range end), the map data; ``shown`` is the
-    key in nft's syntax, for messages."""
+    """One element of a set or map of the layout (a model element: the key and, for a DNAT
+    map, the data); ``shown`` is the key in nft's syntax, for messages."""
 
     set_name: str
-    key: bytes
+    element: model.Element
     shown: str
-    key_end: bytes = b""
-    data: bytes = b""
     group: Group | None = None  # a masquerade element's set pair
 
+    @property
+    def key(self) -> bytes:
+        return self.element.key_bytes()
+
+    @property
+    def data(self) -> bytes:
+        return self.element.value_bytes()
+
     def change(self, add: bool, owner: str = "") -> nftnl.ElementChange:
-        return nftnl.ElementChange(
-            add, self.set_name, self.key, owner, self.data, self.key_end, exclusive=add
-        )
+        return self.element.change(self.set_name, add, owner, exclusive=add)
 
 
 @record
@@ -100,8 +124,8 @@ class Mapping:
         return [self.dnat, *self.masq]
 
 
-def _key(*parts: str) -> bytes:
-    return nftnl.concat_key(list(parts))
+def _concat(*parts: str) -> model.Concat:
+    return model.Concat(parts)
 
 
 def _sources(cip: IPInterface, family: int, masq_all: bool) -> list[IPNetwork]:
@@ -121,9 +145,8 @@ def _mapping(cfg: PortMapConfig, m: PortMapping, family: int, cip: IPInterface) 
     tail = [m.protocol, str(m.host_port)]
     dnat = Entry(
         dnat_map(family, host is not None),
-        _key(*head, *tail),
+        model.Element(_concat(*head, *tail), _concat(str(cip.ip), str(m.container_port))),
         " . ".join([*head, *tail]),
-        data=_key(str(cip.ip), str(m.container_port)),
     )
     out = Mapping(dnat)
     if cfg.snat:
@@ -132,7 +155,7 @@ def _mapping(cfg: PortMapConfig, m: PortMapping, family: int, cip: IPInterface) 
             out.masq.append(
                 Entry(
                     masq_set(family, host is not None, cfg.mark_bit, src.prefixlen),
-                    _key(str(src.network_address), *head, *tail),
+                    model.Element(_concat(str(src.network_address), *head, *tail)),
                     " . ".join([str(src), *head, *tail]),
                     group=group,
                 )
@@ -222,7 +245,7 @@ def remove_owned(owned: Callable[[str], bool]) -> set[str]:
         for element in nftnl.set_elements(FAMILY, TABLE, name) or []:
             if element.comment and owned(element.comment):
                 owners.add(element.comment)
-                changes.append(nftnl.ElementChange(False, name, element.key))
+                changes.append(model.Element(element.key).change(name, False))
     if not changes:
         return set()
     try:
