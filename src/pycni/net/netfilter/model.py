@@ -473,6 +473,8 @@ class Ruleset:
 
 
 def _value(raw: Any) -> Value:
+    if isinstance(raw, str) and raw.startswith("@"):
+        return SetRef(raw[1:])
     if isinstance(raw, str | int):
         return raw
     if isinstance(raw, dict):
