@@ -24,9 +24,12 @@ ADD that makes them).
 
 The objects are model records (net/netfilter/model.py): JSON commands for libnftables,
 nf_tables netlink changes for the per-pod elements and the removals. The scaffolding (table,
-``postrouting``, ``masq_checks``) stays the reference's nft text: it holds no config value,
-and ``nft_setup_script`` (the reference's per-address layout, which tests recreate) is text
-built on it.
+``postrouting``, ``masq_checks``) stays the reference's nft text, which the model cannot give
+libnftables: its JSON input (1.0.6) silently drops the comments of tables and chains, and the
+reference's table and ``masq_checks`` carry comments (checked: the same commands as text and
+as JSON give the same netlink messages but for those comments). The text holds no config
+value; ``nft_setup_script`` (the reference's per-address layout, which tests recreate) is
+text built on it.
 """
 
 from __future__ import annotations
