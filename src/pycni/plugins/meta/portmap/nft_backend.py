@@ -28,9 +28,12 @@ An attachment is map and set elements (nft_maps.py), unless its config has condi
 it is a chain of its own entered through the verdict maps (nft_chains.py), which is also how
 an earlier pycni version stored every attachment, so DEL and GC still remove those.
 
-The scaffolding is written in nft's text syntax: it holds no config value but the mark bit
-and the pods' prefix lengths, integers checked here (libnftables 1.0.6 crashes on the JSON form
-of a ``dnat ... map`` whose data is a concatenation).
+Everything per attachment is built from the nftables model (net/netfilter/model.py). The
+scaffolding is the one place written in nft's text syntax, because the model cannot give it to
+libnftables: 1.0.6 crashes on the JSON form of a ``dnat ... map`` whose data is a
+concatenation, the scaffold must be one transaction (``hostports`` is flushed and refilled
+atomically), and one transaction is either text or JSON. It holds no config value but the
+mark bit and the pods' prefix lengths, integers checked here.
 """
 
 from __future__ import annotations
