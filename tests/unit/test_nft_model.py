@@ -43,6 +43,21 @@ def _same_transport(call: list[Any]) -> list[Any]:
     return call
 
 
+def _dumps(data: dict[str, Any]) -> str:
+    """One call per line, so a changed call is one changed line in a diff."""
+    out = ["{"]
+    for n, name in enumerate(sorted(data)):
+        calls = data[name]["calls"]
+        out += [f" {json.dumps(name)}: {{", '  "calls": [']
+        out += [
+            "   " + json.dumps(c, sort_keys=True) + ("," if i < len(calls) - 1 else "")
+            for i, c in enumerate(calls)
+        ]
+        out += ["  ],", '  "result": ' + json.dumps(data[name]["result"], sort_keys=True)]
+        out.append(" }" + ("," if n < len(data) - 1 else ""))
+    return "\n".join([*out, "}"]) + "\n"
+
+
 def _golden() -> dict[str, Any]:
     if not GOLDEN.exists():
         return {}
@@ -58,7 +73,7 @@ def test_transport_matches_golden(
     if os.environ.get("PYCNI_WRITE_GOLDEN") == "1":
         data = _golden()
         data[name] = got
-        GOLDEN.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+        GOLDEN.write_text(_dumps(data))
         return
     want = _golden().get(name)
     assert want is not None, f"no golden recording for {name}"
