@@ -43,7 +43,7 @@ COLD_PATH_DEBT: dict[str, set[str]] = {
     "bandwidth": {"enum", "hashlib", "re", "typing"},
     "dhcp": {"enum", "json", "re", "socket", "typing"},
     "dnsname": {"enum", "pathlib", "re", "subprocess", "threading", "typing"},
-    "firewall": {"enum", "json", "re", "subprocess", "threading", "typing"},
+    "firewall": {"enum", "json", "re", "subprocess", "threading"},
     "flannel": {"enum", "json", "re", "typing"},
     "host-device": {"enum", "json", "re"},
     "portmap": {"pycni.net.netfilter.nftnl"},
