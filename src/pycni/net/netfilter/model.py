@@ -21,8 +21,6 @@ concatenation). Records only: importing this module costs no json, typing, re or
 
 from __future__ import annotations
 
-from pycni.record import field, record
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, TypeAlias
@@ -60,98 +58,179 @@ __all__ = [
     "render",
 ]
 
+
+class _Node:
+    """A small immutable value: its fields are its ``__slots__``; equality, hash and repr go
+    over them. Plain classes, not ``pycni.record``: a record class costs ~35 µs to create, and
+    masquerading imports this module on an in-process bridge ADD."""
+
+    __slots__ = ()
+    _fields: tuple[str, ...] = ()  # the fields in the order ``__init__`` takes them
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self._fields)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, _Node)
+            and type(other) is type(self)
+            and self._values() == other._values()
+        )
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self._values()))
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{n}={v!r}" for n, v in zip(self._fields, self._values(), strict=True))
+        return f"{type(self).__name__}({shown})"
+
+
+class _Mutable(_Node):
+    """A value whose fields may change (lists filled in place); not hashable."""
+
+    __slots__ = ()
+    __hash__ = None  # type: ignore[assignment]
+
+    def __setattr__(self, name: str, value: object) -> None:
+        object.__setattr__(self, name, value)
+
+
+def _init(node: _Node, *values: Any) -> None:
+    for name, value in zip(node._fields, values, strict=True):
+        object.__setattr__(node, name, value)
+
+
 # --- expressions --------------------------------------------------------------------------------
 
 
-@record(frozen=True)
-class Payload:
+class Payload(_Node):
     """A packet field: ``ip saddr``, ``tcp dport``."""
 
+    _fields = ("protocol", "field")
+    __slots__ = _fields
     protocol: str
     field: str
+
+    def __init__(self, protocol: str, field: str) -> None:
+        _init(self, protocol, field)
 
     def json(self) -> Any:
         return {"payload": {"protocol": self.protocol, "field": self.field}}
 
 
-@record(frozen=True)
-class Meta:
+class Meta(_Node):
     """``meta KEY`` (mark, nfproto, l4proto, iifname, …)."""
 
+    _fields = ("key",)
+    __slots__ = _fields
     key: str
+
+    def __init__(self, key: str) -> None:
+        _init(self, key)
 
     def json(self) -> Any:
         return {"meta": {"key": self.key}}
 
 
-@record(frozen=True)
-class Ct:
+class Ct(_Node):
     """``ct KEY`` (state)."""
 
+    _fields = ("key",)
+    __slots__ = _fields
     key: str
+
+    def __init__(self, key: str) -> None:
+        _init(self, key)
 
     def json(self) -> Any:
         return {"ct": {"key": self.key}}
 
 
-@record(frozen=True)
-class Fib:
+class Fib(_Node):
     """``fib FLAGS type``."""
 
+    _fields = ("flags", "result")
+    __slots__ = _fields
     flags: tuple[str, ...]
-    result: str = "type"
+    result: str
+
+    def __init__(self, flags: tuple[str, ...], result: str = "type") -> None:
+        _init(self, flags, result)
 
     def json(self) -> Any:
         return {"fib": {"result": self.result, "flags": list(self.flags)}}
 
 
-@record(frozen=True)
-class Prefix:
+class Prefix(_Node):
     """An address prefix ``ADDR/LEN``."""
 
+    _fields = ("addr", "length")
+    __slots__ = _fields
     addr: str
     length: int
+
+    def __init__(self, addr: str, length: int) -> None:
+        _init(self, addr, length)
 
     def json(self) -> Any:
         return {"prefix": {"addr": self.addr, "len": self.length}}
 
 
-@record(frozen=True)
-class SetRef:
+class SetRef(_Node):
     """A named set or map, ``@NAME``."""
 
+    _fields = ("name",)
+    __slots__ = _fields
     name: str
+
+    def __init__(self, name: str) -> None:
+        _init(self, name)
 
     def json(self) -> Any:
         return f"@{self.name}"
 
 
-@record(frozen=True)
-class Concat:
+class Concat(_Node):
     """``a . b . c``: a set key or a map's data."""
 
+    _fields = ("parts",)
+    __slots__ = _fields
     parts: tuple[Value, ...]
+
+    def __init__(self, parts: tuple[Value, ...]) -> None:
+        _init(self, parts)
 
     def json(self) -> Any:
         return {"concat": [render(p) for p in self.parts]}
 
 
-@record(frozen=True)
-class BitOr:
+class BitOr(_Node):
     """``LEFT | RIGHT`` (``meta mark | 0x2000``)."""
 
+    _fields = ("left", "right")
+    __slots__ = _fields
     left: Value
     right: Value
+
+    def __init__(self, left: Value, right: Value) -> None:
+        _init(self, left, right)
 
     def json(self) -> Any:
         return {"|": [render(self.left), render(self.right)]}
 
 
-@record(frozen=True)
-class Raw:
+class Raw(_Node):
     """A libnftables JSON value or statement the model does not know (read back only)."""
 
+    _fields = ("value",)
+    __slots__ = _fields
     value: Any
+
+    def __init__(self, value: Any) -> None:
+        _init(self, value)
 
     def json(self) -> Any:
         return self.value
@@ -171,36 +250,48 @@ def render(value: Value) -> Any:
 # --- statements ---------------------------------------------------------------------------------
 
 
-@record(frozen=True)
-class Match:
+class Match(_Node):
     """``LEFT OP RIGHT`` (op ``==``, ``!=`` or ``in``)."""
 
+    _fields = ("left", "right", "op")
+    __slots__ = _fields
     left: Value
     right: Value
-    op: str = "=="
+    op: str
+
+    def __init__(self, left: Value, right: Value, op: str = "==") -> None:
+        _init(self, left, right, op)
 
     def json(self) -> Any:
         return {"match": {"op": self.op, "left": render(self.left), "right": render(self.right)}}
 
 
-@record(frozen=True)
-class Verdict:
+class Verdict(_Node):
     """``accept``, ``drop``, ``return``, or ``jump``/``goto TARGET``."""
 
+    _fields = ("kind", "target")
+    __slots__ = _fields
     kind: str
-    target: str = ""
+    target: str
+
+    def __init__(self, kind: str, target: str = "") -> None:
+        _init(self, kind, target)
 
     def json(self) -> Any:
         return {self.kind: {"target": self.target} if self.target else None}
 
 
-@record(frozen=True)
-class Dnat:
+class Dnat(_Node):
     """``dnat FAMILY to ADDR:PORT`` (port 0: unchanged)."""
 
+    _fields = ("family", "addr", "port")
+    __slots__ = _fields
     family: str
     addr: str
-    port: int = 0
+    port: int
+
+    def __init__(self, family: str, addr: str, port: int = 0) -> None:
+        _init(self, family, addr, port)
 
     def json(self) -> Any:
         to: dict[str, Any] = {"family": self.family} if self.family else {}
@@ -210,18 +301,23 @@ class Dnat:
         return {"dnat": to}
 
 
-@record(frozen=True)
-class Masquerade:
+class Masquerade(_Node):
+    __slots__ = ()
+
     def json(self) -> Any:
         return {"masquerade": None}
 
 
-@record(frozen=True)
-class Mangle:
+class Mangle(_Node):
     """``KEY set VALUE`` (``meta mark set meta mark | 0x2000``)."""
 
+    _fields = ("key", "value")
+    __slots__ = _fields
     key: Value
     value: Value
+
+    def __init__(self, key: Value, value: Value) -> None:
+        _init(self, key, value)
 
     def json(self) -> Any:
         return {"mangle": {"key": render(self.key), "value": render(self.value)}}
@@ -235,11 +331,15 @@ if TYPE_CHECKING:
 # --- objects ------------------------------------------------------------------------------------
 
 
-@record(frozen=True)
-class Table:
+class Table(_Node):
+    _fields = ("family", "name", "comment")
+    __slots__ = _fields
     family: str
     name: str
-    comment: str = ""
+    comment: str
+
+    def __init__(self, family: str, name: str, comment: str = "") -> None:
+        _init(self, family, name, comment)
 
     def json(self, full: bool = True) -> Any:
         out: dict[str, Any] = {"family": self.family, "name": self.name}
@@ -252,17 +352,30 @@ class Table:
         return {"family": self.family, "table": self.name}
 
 
-@record(frozen=True)
-class Chain:
+class Chain(_Node):
     """A regular chain, or a base chain (``type``, ``hook``, ``prio``, ``policy``)."""
 
+    _fields = ("table", "name", "type", "hook", "prio", "policy", "comment")
+    __slots__ = _fields
     table: Table
     name: str
-    type: str = ""
-    hook: str = ""
-    prio: int | None = None
-    policy: str = ""
-    comment: str = ""
+    type: str
+    hook: str
+    prio: int | None
+    policy: str
+    comment: str
+
+    def __init__(
+        self,
+        table: Table,
+        name: str,
+        type: str = "",
+        hook: str = "",
+        prio: int | None = None,
+        policy: str = "",
+        comment: str = "",
+    ) -> None:
+        _init(self, table, name, type, hook, prio, policy, comment)
 
     kind = "chain"
 
@@ -278,15 +391,26 @@ class Chain:
         return out
 
 
-@record
-class Rule:
+class Rule(_Mutable):
     """A rule of ``chain``: its statements, comment and (read back, or to delete) handle."""
 
+    _fields = ("table", "chain", "statements", "comment", "handle")
+    __slots__ = _fields
     table: Table
     chain: str
-    statements: list[Statement] = field(default_factory=list)
-    comment: str = ""
-    handle: int = 0
+    statements: list[Statement]
+    comment: str
+    handle: int
+
+    def __init__(
+        self,
+        table: Table,
+        chain: str,
+        statements: list[Statement] | None = None,
+        comment: str = "",
+        handle: int = 0,
+    ) -> None:
+        _init(self, table, chain, [] if statements is None else statements, comment, handle)
 
     kind = "rule"
 
@@ -311,17 +435,23 @@ class Rule:
         )
 
 
-@record(frozen=True)
-class Element:
+class Element(_Node):
     """A set element (``key``), or a map element (``key : value``), with a comment."""
 
-    key: Value | bytes  # bytes: the kernel's form, read over netlink (rendered to netlink only)
-    value: Value | None = None
-    comment: str = ""
+    _fields = ("key", "value", "comment")
+    __slots__ = _fields
+    key: Value | bytes  # bytes: the kernel's form (read over netlink, or ``in_kernel_form``)
+    value: Value | bytes | None
+    comment: str
+
+    def __init__(
+        self, key: Value | bytes, value: Value | bytes | None = None, comment: str = ""
+    ) -> None:
+        _init(self, key, value, comment)
 
     def json(self) -> Any:
-        if isinstance(self.key, bytes):
-            raise ValueError("an element read over netlink has no JSON form")
+        if isinstance(self.key, bytes) or isinstance(self.value, bytes):
+            raise ValueError("an element in the kernel's form has no JSON form")
         key = render(self.key)
         if self.comment:
             key = {"elem": {"val": key, "comment": self.comment}}
@@ -330,6 +460,12 @@ class Element:
     def key_bytes(self) -> bytes:
         """The key in the kernel's form (nftnl.concat_key)."""
         return _kernel_value(self.key)
+
+    def in_kernel_form(self) -> Element:
+        """The same element with its key and data rendered for netlink once (a per-pod path
+        that sends or looks up an element several times renders it once)."""
+        data = None if self.value is None else self.value_bytes()
+        return Element(self.key_bytes(), data, self.comment)
 
     def value_bytes(self) -> bytes:
         """A map element's data in the kernel's form (b"" for a set element)."""
@@ -356,26 +492,41 @@ class Element:
 def _kernel_value(value: Value | bytes) -> bytes:
     """A key or map data in the kernel's form; ``bytes`` are that form already (an element
     read back over netlink)."""
-    from pycni.net.netfilter import nftnl
-
     if isinstance(value, bytes):
         return value
+    from pycni.net.netfilter import nftnl
+
     parts = value.parts if isinstance(value, Concat) else (value,)
     return nftnl.concat_key([str(p) for p in parts])
 
 
-@record
-class Set:
+class Set(_Mutable):
     """A named set (``map`` empty) or map (``map``: the data type, ``verdict`` for a vmap).
-    ``type`` is one type or, for a concatenation, several."""
+    ``type`` is one type or, for a concatenation, several. ``listed_as_map``: read back from a
+    ``map`` item (whose type may be left out)."""
 
+    _fields = ("table", "name", "type", "map", "flags", "elements", "listed_as_map")
+    __slots__ = _fields
     table: Table
     name: str
-    type: str | tuple[str, ...] = ""
-    map: str | tuple[str, ...] = ""
-    flags: tuple[str, ...] = ()
-    elements: list[Element] = field(default_factory=list)
-    listed_as_map: bool = False  # read back from a ``map`` item (whose type may be left out)
+    type: str | tuple[str, ...]
+    map: str | tuple[str, ...]
+    flags: tuple[str, ...]
+    elements: list[Element]
+    listed_as_map: bool
+
+    def __init__(
+        self,
+        table: Table,
+        name: str,
+        type: str | tuple[str, ...] = "",
+        map: str | tuple[str, ...] = "",
+        flags: tuple[str, ...] = (),
+        elements: list[Element] | None = None,
+        listed_as_map: bool = False,
+    ) -> None:
+        found = [] if elements is None else elements
+        _init(self, table, name, type, map, flags, found, listed_as_map)
 
     @property
     def kind(self) -> str:
@@ -456,14 +607,18 @@ def chain_removal(chain: Chain) -> nftnl.ChainRemoval:
 # --- reading back -------------------------------------------------------------------------------
 
 
-@record
-class Ruleset:
+class Ruleset(_Mutable):
     """What a ``list`` command returned, as model objects (in listing order)."""
 
-    tables: list[Table] = field(default_factory=list)
-    chains: list[Chain] = field(default_factory=list)
-    rules: list[Rule] = field(default_factory=list)
-    sets: list[Set] = field(default_factory=list)
+    _fields = ("tables", "chains", "rules", "sets")
+    __slots__ = _fields
+    tables: list[Table]
+    chains: list[Chain]
+    rules: list[Rule]
+    sets: list[Set]
+
+    def __init__(self) -> None:
+        _init(self, [], [], [], [])
 
     def set(self, name: str) -> Set | None:
         return next((s for s in self.sets if s.name == name), None)

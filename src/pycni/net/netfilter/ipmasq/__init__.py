@@ -120,18 +120,26 @@ class Backend(Protocol):
         ...
 
 
-def _all() -> tuple[Backend, ...]:
-    from pycni.net.netfilter.ipmasq import iptables_backend, nft_backend
+_MODULES = {"nftables": "nft_backend", "iptables": "iptables_backend"}  # name: module
 
-    return (nft_backend.BACKEND, iptables_backend.BACKEND)
+
+def _load(name: str) -> Backend:
+    import importlib  # loaded at start-up already: this costs a dict lookup
+
+    found: Backend = importlib.import_module(f"{__name__}.{_MODULES[name]}").BACKEND
+    return found
+
+
+def _all() -> tuple[Backend, ...]:
+    return tuple(_load(name) for name in BACKENDS)
 
 
 def backend(name: str) -> Backend:
-    """The backend a config names (``ipMasqBackend``, checked against BACKENDS by the plugin)."""
-    for found in _all():
-        if found.name == name:
-            return found
-    raise IPMasqError(f'unknown ipmasq backend "{name}"')
+    """The backend a config names (``ipMasqBackend``, checked against BACKENDS by the plugin);
+    only its module is imported (an ADD needs no other)."""
+    if name not in _MODULES:
+        raise IPMasqError(f'unknown ipmasq backend "{name}"')
+    return _load(name)
 
 
 def teardown(

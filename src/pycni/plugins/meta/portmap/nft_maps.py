@@ -92,8 +92,9 @@ def owner_name(network: str, container_id: str, ifname: str) -> str:
 
 @record(frozen=True)
 class Entry:
-    """One element of a set or map of the layout (a model element: the key and, for a DNAT
-    map, the data); ``shown`` is the key in nft's syntax, for messages."""
+    """One element of a set or map of the layout (a model element in the kernel's form: the
+    key and, for a DNAT map, the data, rendered once); ``shown`` is the key in nft's syntax,
+    for messages."""
 
     set_name: str
     element: model.Element
@@ -145,7 +146,9 @@ def _mapping(cfg: PortMapConfig, m: PortMapping, family: int, cip: IPInterface) 
     tail = [m.protocol, str(m.host_port)]
     dnat = Entry(
         dnat_map(family, host is not None),
-        model.Element(_concat(*head, *tail), _concat(str(cip.ip), str(m.container_port))),
+        model.Element(
+            _concat(*head, *tail), _concat(str(cip.ip), str(m.container_port))
+        ).in_kernel_form(),
         " . ".join([*head, *tail]),
     )
     out = Mapping(dnat)
@@ -155,7 +158,7 @@ def _mapping(cfg: PortMapConfig, m: PortMapping, family: int, cip: IPInterface) 
             out.masq.append(
                 Entry(
                     masq_set(family, host is not None, cfg.mark_bit, src.prefixlen),
-                    model.Element(_concat(str(src.network_address), *head, *tail)),
+                    model.Element(_concat(str(src.network_address), *head, *tail)).in_kernel_form(),
                     " . ".join([str(src), *head, *tail]),
                     group=group,
                 )
