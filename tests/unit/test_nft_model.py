@@ -179,3 +179,16 @@ def test_model_import_stays_off_the_cold_path() -> None:
     assert "pycni.net.netfilter.model" in out
     for banned in ("json", "typing", "re", "dataclasses", "pycni.net.netfilter.nftnl"):
         assert banned not in out, banned
+
+
+def test_values_are_immutable_and_hashable_objects_are_not() -> None:
+    element = model.Element(model.Concat(("tcp", 80)), comment="x")
+    with pytest.raises(AttributeError):
+        element.comment = "y"  # type: ignore[misc]
+    assert {element: 1}[model.Element(model.Concat(("tcp", 80)), comment="x")] == 1
+    assert element != model.Element(model.Concat(("tcp", 80)))
+    assert repr(model.Meta("mark")) == "Meta(key='mark')"
+    rule = model.Rule(T, "c")
+    rule.comment = "filled in"  # rules and sets are built up in place
+    with pytest.raises(TypeError):
+        hash(rule)

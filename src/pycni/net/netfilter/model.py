@@ -95,12 +95,10 @@ class _Mutable(_Node):
     __hash__ = None  # type: ignore[assignment]
 
     def __setattr__(self, name: str, value: object) -> None:
-        object.__setattr__(self, name, value)
+        _set(self, name, value)
 
 
-def _init(node: _Node, *values: Any) -> None:
-    for name, value in zip(node._fields, values, strict=True):
-        object.__setattr__(node, name, value)
+_set = object.__setattr__  # how an immutable value's __init__ sets its fields
 
 
 # --- expressions --------------------------------------------------------------------------------
@@ -115,7 +113,8 @@ class Payload(_Node):
     field: str
 
     def __init__(self, protocol: str, field: str) -> None:
-        _init(self, protocol, field)
+        _set(self, "protocol", protocol)
+        _set(self, "field", field)
 
     def json(self) -> Any:
         return {"payload": {"protocol": self.protocol, "field": self.field}}
@@ -129,7 +128,7 @@ class Meta(_Node):
     key: str
 
     def __init__(self, key: str) -> None:
-        _init(self, key)
+        _set(self, "key", key)
 
     def json(self) -> Any:
         return {"meta": {"key": self.key}}
@@ -143,7 +142,7 @@ class Ct(_Node):
     key: str
 
     def __init__(self, key: str) -> None:
-        _init(self, key)
+        _set(self, "key", key)
 
     def json(self) -> Any:
         return {"ct": {"key": self.key}}
@@ -158,7 +157,8 @@ class Fib(_Node):
     result: str
 
     def __init__(self, flags: tuple[str, ...], result: str = "type") -> None:
-        _init(self, flags, result)
+        _set(self, "flags", flags)
+        _set(self, "result", result)
 
     def json(self) -> Any:
         return {"fib": {"result": self.result, "flags": list(self.flags)}}
@@ -173,7 +173,8 @@ class Prefix(_Node):
     length: int
 
     def __init__(self, addr: str, length: int) -> None:
-        _init(self, addr, length)
+        _set(self, "addr", addr)
+        _set(self, "length", length)
 
     def json(self) -> Any:
         return {"prefix": {"addr": self.addr, "len": self.length}}
@@ -187,7 +188,7 @@ class SetRef(_Node):
     name: str
 
     def __init__(self, name: str) -> None:
-        _init(self, name)
+        _set(self, "name", name)
 
     def json(self) -> Any:
         return f"@{self.name}"
@@ -201,7 +202,7 @@ class Concat(_Node):
     parts: tuple[Value, ...]
 
     def __init__(self, parts: tuple[Value, ...]) -> None:
-        _init(self, parts)
+        _set(self, "parts", parts)
 
     def json(self) -> Any:
         return {"concat": [render(p) for p in self.parts]}
@@ -216,7 +217,8 @@ class BitOr(_Node):
     right: Value
 
     def __init__(self, left: Value, right: Value) -> None:
-        _init(self, left, right)
+        _set(self, "left", left)
+        _set(self, "right", right)
 
     def json(self) -> Any:
         return {"|": [render(self.left), render(self.right)]}
@@ -230,7 +232,7 @@ class Raw(_Node):
     value: Any
 
     def __init__(self, value: Any) -> None:
-        _init(self, value)
+        _set(self, "value", value)
 
     def json(self) -> Any:
         return self.value
@@ -260,7 +262,9 @@ class Match(_Node):
     op: str
 
     def __init__(self, left: Value, right: Value, op: str = "==") -> None:
-        _init(self, left, right, op)
+        _set(self, "left", left)
+        _set(self, "right", right)
+        _set(self, "op", op)
 
     def json(self) -> Any:
         return {"match": {"op": self.op, "left": render(self.left), "right": render(self.right)}}
@@ -275,7 +279,8 @@ class Verdict(_Node):
     target: str
 
     def __init__(self, kind: str, target: str = "") -> None:
-        _init(self, kind, target)
+        _set(self, "kind", kind)
+        _set(self, "target", target)
 
     def json(self) -> Any:
         return {self.kind: {"target": self.target} if self.target else None}
@@ -291,7 +296,9 @@ class Dnat(_Node):
     port: int
 
     def __init__(self, family: str, addr: str, port: int = 0) -> None:
-        _init(self, family, addr, port)
+        _set(self, "family", family)
+        _set(self, "addr", addr)
+        _set(self, "port", port)
 
     def json(self) -> Any:
         to: dict[str, Any] = {"family": self.family} if self.family else {}
@@ -317,7 +324,8 @@ class Mangle(_Node):
     value: Value
 
     def __init__(self, key: Value, value: Value) -> None:
-        _init(self, key, value)
+        _set(self, "key", key)
+        _set(self, "value", value)
 
     def json(self) -> Any:
         return {"mangle": {"key": render(self.key), "value": render(self.value)}}
@@ -339,7 +347,9 @@ class Table(_Node):
     comment: str
 
     def __init__(self, family: str, name: str, comment: str = "") -> None:
-        _init(self, family, name, comment)
+        _set(self, "family", family)
+        _set(self, "name", name)
+        _set(self, "comment", comment)
 
     def json(self, full: bool = True) -> Any:
         out: dict[str, Any] = {"family": self.family, "name": self.name}
@@ -375,7 +385,13 @@ class Chain(_Node):
         policy: str = "",
         comment: str = "",
     ) -> None:
-        _init(self, table, name, type, hook, prio, policy, comment)
+        _set(self, "table", table)
+        _set(self, "name", name)
+        _set(self, "type", type)
+        _set(self, "hook", hook)
+        _set(self, "prio", prio)
+        _set(self, "policy", policy)
+        _set(self, "comment", comment)
 
     kind = "chain"
 
@@ -410,7 +426,11 @@ class Rule(_Mutable):
         comment: str = "",
         handle: int = 0,
     ) -> None:
-        _init(self, table, chain, [] if statements is None else statements, comment, handle)
+        _set(self, "table", table)
+        _set(self, "chain", chain)
+        _set(self, "statements", [] if statements is None else statements)
+        _set(self, "comment", comment)
+        _set(self, "handle", handle)
 
     kind = "rule"
 
@@ -447,7 +467,9 @@ class Element(_Node):
     def __init__(
         self, key: Value | bytes, value: Value | bytes | None = None, comment: str = ""
     ) -> None:
-        _init(self, key, value, comment)
+        _set(self, "key", key)
+        _set(self, "value", value)
+        _set(self, "comment", comment)
 
     def json(self) -> Any:
         if isinstance(self.key, bytes) or isinstance(self.value, bytes):
@@ -526,7 +548,13 @@ class Set(_Mutable):
         listed_as_map: bool = False,
     ) -> None:
         found = [] if elements is None else elements
-        _init(self, table, name, type, map, flags, found, listed_as_map)
+        _set(self, "table", table)
+        _set(self, "name", name)
+        _set(self, "type", type)
+        _set(self, "map", map)
+        _set(self, "flags", flags)
+        _set(self, "elements", found)
+        _set(self, "listed_as_map", listed_as_map)
 
     @property
     def kind(self) -> str:
@@ -618,7 +646,10 @@ class Ruleset(_Mutable):
     sets: list[Set]
 
     def __init__(self) -> None:
-        _init(self, [], [], [], [])
+        _set(self, "tables", [])
+        _set(self, "chains", [])
+        _set(self, "rules", [])
+        _set(self, "sets", [])
 
     def set(self, name: str) -> Set | None:
         return next((s for s in self.sets if s.name == name), None)
