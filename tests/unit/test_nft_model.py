@@ -192,3 +192,21 @@ def test_values_are_immutable_and_hashable_objects_are_not() -> None:
     rule.comment = "filled in"  # rules and sets are built up in place
     with pytest.raises(TypeError):
         hash(rule)
+
+
+def test_inspect_lists_only_plainly_named_portmap_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A table name read from the kernel goes into a ``list table`` command: one that could
+    end it (``;``, a space) is not a portmap table, whatever its prefix."""
+    from pycni.inspect import nftmap
+    from pycni.net.netfilter import nft
+
+    listed = [
+        {"table": {"family": "inet", "name": "pycni_portmap"}},
+        {"table": {"family": "ip", "name": "cni_hostport"}},
+        {"table": {"family": "inet", "name": "pycni; flush ruleset"}},
+        {"table": {"family": "inet", "name": "pycni x"}},
+        {"table": {"family": "netdev", "name": "pycni_portmap"}},
+        {"table": {"family": "inet", "name": "filter"}},
+    ]
+    monkeypatch.setattr(nft, "query", lambda command: listed)
+    assert nftmap.portmap_tables() == [("inet", "pycni_portmap"), ("ip", "cni_hostport")]

@@ -45,13 +45,22 @@ def is_pycni(mapping: PortMapping) -> bool:
 
 
 def is_portmap_table(name: str) -> bool:
-    return name == REFERENCE_TABLE or name.startswith(PYCNI_TABLE_PREFIX)
+    """A portmap table's name, and a plain identifier (letters, digits, ``_``): the name is
+    read from the kernel and goes into a ``list table`` command, where anything else (a space,
+    a ``;``) could start another command."""
+    plain = name[:1].isalpha() and all(ch.isascii() and (ch.isalnum() or ch == "_") for ch in name)
+    return plain and (name == REFERENCE_TABLE or name.startswith(PYCNI_TABLE_PREFIX))
+
+
+_FAMILIES = ("ip", "ip6", "inet")  # where a portmap table can be
 
 
 def portmap_tables() -> list[tuple[str, str]]:
     """(family, name) of every portmap table in this namespace."""
     tables = model.parse(nft.query("list tables")).tables
-    return [(t.family, t.name) for t in tables if is_portmap_table(t.name)]
+    return [
+        (t.family, t.name) for t in tables if t.family in _FAMILIES and is_portmap_table(t.name)
+    ]
 
 
 def _match_field(statement: model.Statement) -> tuple[str, str, model.Value] | None:
