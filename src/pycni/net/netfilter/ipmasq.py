@@ -26,6 +26,7 @@ import os
 from collections.abc import Iterable, Sequence
 
 from pycni.net import tools
+from pycni.net.errors import NetfilterError
 from pycni.net.netfilter import nft
 from pycni.net.netfilter.nft import NftError
 from pycni.spec import jsoncodec
@@ -51,7 +52,7 @@ BACKENDS = ("nftables", "iptables")  # the names of the Backend classes below
 DEFAULT_BACKEND = "nftables"
 
 
-class IPMasqError(Exception):
+class IPMasqError(NetfilterError):
     pass
 
 

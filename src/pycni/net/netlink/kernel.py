@@ -16,6 +16,7 @@ import errno
 import ipaddress
 import os
 
+from pycni.net.errors import NetError
 from pycni.record import record
 
 TYPE_CHECKING = False
@@ -66,7 +67,7 @@ def broadcast_of(interface: IPInterface) -> ipaddress.IPv4Address | None:
     return ipaddress.IPv4Address(interface.network.broadcast_address)
 
 
-class NetlinkError(OSError):
+class NetlinkError(NetError, OSError):
     """The kernel refused a netlink request (an error reply); ``errno`` says why.
 
     Both implementations raise it (the pyroute2 adapter translates pyroute2's own error), so

@@ -33,6 +33,7 @@ import ipaddress
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from pycni.net.errors import NetfilterError
 from pycni.net.netfilter import iptables, nft, rule_tokens
 from pycni.net.netfilter.ipmasq import hash_for_instance, hash_for_network, hash_hex
 from pycni.record import field, record
@@ -51,7 +52,7 @@ POLICIES = ("open", "same-bridge", "isolated")
 RETRIES = 3
 
 
-class FirewallError(RuntimeError):
+class FirewallError(NetfilterError, RuntimeError):
     """A firewall tool refused a change; the message is the tool's."""
 
 
