@@ -50,6 +50,8 @@ from pycni.net.netlink.client import rtnl
 from pycni.net.netlink.kernel_changes import KernelChanges
 from pycni.record import field, record
 
+__all__ = ["Agent", "AgentConfig", "AgentError", "make_backend"]
+
 BACKENDS = ("host-gw", "vxlan", "wireguard", "ipip")
 DEFAULT_SUBNET_FILE = "/run/flannel/subnet.env"
 DEFAULT_RECONCILE = 10.0

@@ -39,6 +39,8 @@ from pycni.net.ns import THREAD_NETNS, NetNS, NetNSNotFound
 from pycni.record import record
 from pycni.spec.errors import CNIError
 
+__all__ = ["Paths", "collect", "read_networks"]
+
 DEFAULT_CONF_DIR = "/etc/cni/net.d"
 DEFAULT_CACHE_DIR = "/var/lib/cni"
 DEFAULT_DATA_DIR = "/var/lib/cni/networks"

@@ -40,6 +40,8 @@ from pycni.inspect.model import Attachment, NodeState, Reservation
 from pycni.inspect.nftmap import owner_chain
 from pycni.record import record
 
+__all__ = ["DEFAULT_GRACE_PERIOD", "Leak", "find_leaks"]
+
 KINDS = ("attachment", "reservation", "veth", "mapping", "temp", "dnsmasq")
 DEFAULT_GRACE_PERIOD = 600.0  # seconds; an ADD (even a slow DHCP one) is over long before
 

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 
     from pycni.spec.result import Result
 
+__all__ = ["Plugin", "Request"]
+
 
 @record
 class Request:

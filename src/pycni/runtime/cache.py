@@ -28,6 +28,20 @@ from pycni.spec.result import Result
 
 from .types import NetworkAttachment, RuntimeConf
 
+__all__ = [
+    "CACHE_KIND",
+    "DEFAULT_CACHE_DIR",
+    "CachedInfo",
+    "cache_file_path",
+    "delete_cache",
+    "encode_cache",
+    "list_attachments",
+    "read_cached_config",
+    "read_cached_result",
+    "read_entry",
+    "write_cache",
+]
+
 CACHE_KIND = "cniCacheV1"
 DEFAULT_CACHE_DIR = "/var/lib/cni"
 _TEMP_PREFIX = ".pycni-tmp-"

@@ -19,6 +19,8 @@ from collections.abc import Mapping
 
 from pycni.record import record
 
+__all__ = ["TraceContext", "apply"]
+
 ENV_KEYS = ("TRACEPARENT", "TRACESTATE", "BAGGAGE")
 _HEX = frozenset("0123456789abcdef")
 TRACESTATE_MAX = 512  # W3C trace-context: at most 32 members, 512 bytes is the usual bound

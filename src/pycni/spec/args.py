@@ -7,6 +7,8 @@ from collections.abc import Iterable
 from pycni.spec import jsoncodec
 from pycni.spec.errors import InvalidConfig
 
+__all__ = ["format_pairs", "load_args", "parse_pairs"]
+
 
 def parse_pairs(text: str) -> list[tuple[str, str]]:
     """cnitool's parsing of ``K=V;K2=V2``: one ``=`` per pair and non-empty sides."""

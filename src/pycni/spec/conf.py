@@ -18,6 +18,19 @@ from pycni.spec.errors import InvalidConfig
 from pycni.spec.gojson import go_unmarshal as go_unmarshal
 from pycni.spec.gojson import shape_problem as shape_problem
 
+__all__ = [
+    "ConfError",
+    "NetworkConfigList",
+    "PluginConfig",
+    "conf_list_from_bytes",
+    "conf_list_from_conf",
+    "go_field",
+    "go_marshal",
+    "go_unmarshal",
+    "inject_conf",
+    "plugin_conf_from_bytes",
+]
+
 _GO_ESCAPES = {
     "<": "\\u003c",
     ">": "\\u003e",

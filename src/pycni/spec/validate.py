@@ -4,6 +4,15 @@ from __future__ import annotations
 
 from pycni.spec.errors import InvalidConfig, InvalidEnv, UnknownContainer
 
+__all__ = [
+    "MAX_IFNAME_BYTES",
+    "container_id",
+    "interface_name",
+    "is_mac",
+    "is_name",
+    "network_name",
+]
+
 MAX_IFNAME_BYTES = 15
 # Character sets instead of regular expressions: ``re`` (with ``enum``) costs a one-shot plugin
 # call more to import than these checks ever cost to run.
