@@ -1,0 +1,127 @@
+"""Every pycni module says what it exports, and nothing imports past it (issue 26, item 8).
+
+A module's ``__all__`` is its interface: what other modules, tests and bench may import from it.
+Two checks, both on the source (ast) plus one import per module:
+
+- every module under src/pycni defines ``__all__``, and each name in it exists once the module
+  is imported (a name defined only under ``if TYPE_CHECKING:`` would not);
+- every ``from pycni.x import y`` in src, tests and bench (inside functions and TYPE_CHECKING
+  blocks too) names a submodule or a name in x's ``__all__``. Tests and bench may import an
+  underscored name: a white-box test of a private helper says so by the underscore.
+
+scripts/exports.py proposes (and writes) each ``__all__`` from the same kind of scan.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SRC = ROOT / "src"
+
+# TODO(issue 26): these packages were being edited by other helpers while __all__ was added;
+# the lead runs scripts/exports.py on them at the end and empties this list.
+NOT_YET = ("pycni.net", "pycni.plugins", "pycni.fast", "pycni.inspect.nftmap")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {module_name(p): p for p in sorted((SRC / "pycni").rglob("*.py"))}
+
+
+def checked(module: str) -> bool:
+    return not any(module == p or module.startswith(p + ".") for p in NOT_YET)
+
+
+def declared_all(path: Path) -> list[str] | None:
+    """The literal ``__all__`` a module assigns at top level, or None."""
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+                assert isinstance(node.value, ast.List | ast.Tuple), f"{path}: __all__ not a list"
+                names = [e.value for e in node.value.elts if isinstance(e, ast.Constant)]
+                assert all(isinstance(n, str) for n in names), f"{path}: __all__ not strings"
+                return [str(n) for n in names]
+    return None
+
+
+def from_imports(path: Path) -> list[tuple[int, str, str]]:
+    """(line, module, name) of every ``from ... import`` in the file, relative ones resolved."""
+    if path.is_relative_to(SRC):
+        own = module_name(path)
+    elif path.is_relative_to(ROOT):
+        own = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+    else:
+        own = path.stem
+    package = own if path.name == "__init__.py" else own.rpartition(".")[0]
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        if node.level:
+            base = package.split(".")
+            base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
+            source = ".".join([*base, node.module] if node.module else base)
+        else:
+            source = node.module or ""
+        out += [(node.lineno, source, alias.name) for alias in node.names]
+    return out
+
+
+def violations(files: list[Path]) -> list[str]:
+    """``path:line: name from module`` for each import of a name its module does not export."""
+    exports = {m: declared_all(p) for m, p in MODULES.items() if checked(m)}
+    wrong = []
+    for path in files:
+        outside_src = not path.is_relative_to(SRC)
+        for line, module, name in from_imports(path):
+            if module not in exports or f"{module}.{name}" in MODULES:
+                continue  # not a checked pycni module, or a submodule
+            if name in (exports[module] or ()) or (outside_src and name.startswith("_")):
+                continue
+            where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+            wrong.append(f"{where}:{line}: {name} from {module}")
+    return wrong
+
+
+def test_the_scan_sees_the_tree(tmp_path: Path) -> None:
+    """The checks below mean something: relative imports, imports in functions and under
+    TYPE_CHECKING are seen, and an import past a module's __all__ is reported."""
+    assert "pycni.runtime.api" in MODULES and "pycni.spec.decode" in MODULES
+    runtime = from_imports(MODULES["pycni.runtime"])
+    assert any(m == "pycni.runtime.aio" and n == "AsyncCNIConfig" for _, m, n in runtime)
+    delegate = from_imports(MODULES["pycni.plugin.delegate"])  # NO_CONTROL: inside a function
+    assert any(m == "pycni.runtime.exec" and n == "NO_CONTROL" for _, m, n in delegate)
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "from pycni.spec import decode\n"  # a submodule: fine
+        "from pycni.spec.decode import Int, _META\n"  # exported; private, from a test: fine
+        "def f():\n    from pycni.spec.decode import INT64\n"  # defined, not exported
+    )
+    assert violations([probe]) == [f"{probe}:4: INT64 from pycni.spec.decode"]
+
+
+@pytest.mark.parametrize("module", [m for m in MODULES if checked(m)])
+def test_module_declares_what_it_exports(module: str) -> None:
+    names = declared_all(MODULES[module])
+    assert names is not None, f"{module} has no __all__ (scripts/exports.py --write proposes one)"
+    assert len(names) == len(set(names)), f"{module}.__all__ repeats a name"
+    loaded = importlib.import_module(module)
+    missing = [n for n in names if not hasattr(loaded, n)]
+    assert not missing, f"{module}.__all__ names what the module does not have: {missing}"
+
+
+def test_nothing_imports_a_name_a_module_does_not_export() -> None:
+    files = [p for top in ("src", "tests", "bench") for p in sorted((ROOT / top).rglob("*.py"))]
+    wrong = violations(files)
+    assert not wrong, "imported but not in the module's __all__:\n" + "\n".join(wrong)
