@@ -484,7 +484,7 @@ def build_index() -> Index:
 
 def isort_key(name: str) -> tuple[int, list[object]]:
     """RUF022's order: SCREAMING_CASE, then CamelCase, then the rest; natural sort within."""
-    if name.isupper() or (name.upper() == name and any(c.isalpha() for c in name)):
+    if len(name) > 1 and name.isupper():
         group = 0
     elif name[:1].isupper():
         group = 1
