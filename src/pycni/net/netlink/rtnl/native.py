@@ -47,6 +47,9 @@ from pycni.net.netlink.rtnl.wire import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Unpack
+
+    from pycni.net.netlink.kernel import LinkChanges
     from pycni.net.netlink.rtnl.pyroute2_adapter import Pyroute2Kernel
 
 SIOCGSKNS = 0x894C
@@ -198,35 +201,8 @@ class NativeKernel:
     def add_vrf(self, name: str, table: int) -> None:
         self._do(c.RTM_NEWLINK, _CREATE, c.new_vrf(name, table))
 
-    def set_link(
-        self,
-        index: int,
-        *,
-        up: bool | None = None,
-        master: int | None = None,
-        mtu: int | None = None,
-        mac: str | None = None,
-        name: str | None = None,
-        netns_fd: int | None = None,
-        alias: str | None = None,
-        txqlen: int | None = None,
-        flags: int = 0,
-        flag_mask: int = 0,
-    ) -> None:
-        body = c.set_link(
-            index,
-            up=up,
-            master=master,
-            mtu=mtu,
-            mac=mac,
-            name=name,
-            netns_fd=netns_fd,
-            alias=alias,
-            txqlen=txqlen,
-            flags=flags,
-            flag_mask=flag_mask,
-        )
-        self._do(c.RTM_NEWLINK, NLM_F_ACK, body)
+    def set_link(self, index: int, **changes: Unpack[LinkChanges]) -> None:
+        self._do(c.RTM_NEWLINK, NLM_F_ACK, c.set_link(index, **changes))
 
     def delete_link(self, index: int) -> None:
         self._do(c.RTM_DELLINK, NLM_F_ACK, c.ifinfo(index))
