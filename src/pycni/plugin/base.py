@@ -17,8 +17,6 @@ if TYPE_CHECKING:
 
     from pycni.spec.result import Result
 
-__all__ = ["Plugin", "Request"]
-
 
 @record
 class Request:

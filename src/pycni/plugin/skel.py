@@ -27,8 +27,6 @@ from pycni.spec.errors import (
 )
 from pycni.spec.gojson import shape_problem
 
-__all__ = ["MAX_STDIN", "Outcome", "run", "run_plugin"]
-
 VERBS = ("ADD", "DEL", "CHECK", "GC", "STATUS", "VERSION")
 ENV_ORDER = ("CNI_COMMAND", "CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_ARGS", "CNI_PATH")
 REQUIRED: dict[str, frozenset[str]] = {
