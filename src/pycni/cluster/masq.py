@@ -44,8 +44,3 @@ def ensure(network: Net) -> bool:
         return False
     nft.apply(script(network))
     return True
-
-
-def remove(version: int = 4) -> None:
-    family = "ip6" if version == 6 else "ip"
-    nft.apply(f"table {family} {TABLE} {{}}\ndelete table {family} {TABLE}\n")

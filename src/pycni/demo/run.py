@@ -50,7 +50,6 @@ __all__ = [
 ]
 
 KEEP_DIR = "/run/pycni-demo"
-DEFAULT_PREFIX = "pycni-demo-"
 STATE_FILE = "demo.json"
 POD_COUNT = 3
 WEB_POD = 0

@@ -42,7 +42,6 @@ from pycni.record import record
 
 __all__ = ["DEFAULT_GRACE_PERIOD", "Leak", "find_leaks"]
 
-KINDS = ("attachment", "reservation", "veth", "mapping", "temp", "dnsmasq")
 DEFAULT_GRACE_PERIOD = 600.0  # seconds; an ADD (even a slow DHCP one) is over long before
 
 _CACHE_TEMP_PREFIX = ".pycni-tmp-"  # = pycni.runtime.cache._TEMP_PREFIX; libcni makes none
@@ -51,7 +50,7 @@ _STORE_TEMP_PREFIX = "last_reserved_ip.tmp-"
 
 @record
 class Leak:
-    kind: str
+    kind: str  # attachment, reservation, veth, mapping, temp or dnsmasq
     subject: str
     reason: str
     network: str = ""

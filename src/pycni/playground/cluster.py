@@ -61,7 +61,6 @@ __all__ = [
     "wait_converged",
 ]
 
-DEFAULT_STATE_DIR = "/run/pycni-cluster"
 DEFAULT_PREFIX = "pycni-cl-"
 DEFAULT_NETWORK = "10.244.0.0/16"
 DEFAULT_UNDERLAY = "10.99.0.0/24"

@@ -69,11 +69,3 @@ def interface_name(value: str) -> None:
         raise InvalidEnv(
             "interface name contains / or : or whitespace characters",
         )
-
-
-def plugin_type(value: str) -> None:
-    """A plugin type names a file in CNI_PATH, so it must not contain a path separator."""
-    if value == "":
-        raise InvalidConfig("no plugin name provided")
-    if "/" in value or "\\" in value:
-        raise InvalidConfig(f"invalid plugin name: {value}")
