@@ -77,6 +77,7 @@ class Module:
     typing_names: set[str] = field(default_factory=set)  # TYPE_CHECKING, TypeVars
     # top-level def/class -> the names its public signature shows (annotations, bases)
     signatures: dict[str, set[str]] = field(default_factory=dict)
+    loads: set[str] = field(default_factory=set)  # names the module itself reads
 
 
 @dataclass
@@ -153,6 +154,12 @@ def load_module(path: Path) -> Module:
     tree = ast.parse(path.read_text(), str(path))
     mod = Module(module_name(path), path, tree)
     package = mod.name if path.name == "__init__.py" else mod.name.rpartition(".")[0]
+    mod.loads = {
+        n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Store)
+    }
+    mod.loads |= {
+        n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+    }
     for node in top_level(tree.body):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             mod.defined.setdefault(node.name, "function")
@@ -544,7 +551,7 @@ def propose(index: Index, mod: Module) -> Proposal:
                 exports.add(name)
                 todo.append(name)
     unused = [
-        (name, kind)
+        (name, kind if name in mod.loads else f"{kind}, dead: not even used here")
         for name, kind in mod.defined.items()
         if kind != "import"
         and not name.startswith("_")
