@@ -78,6 +78,7 @@ class Module:
     # top-level def/class -> the names its public signature shows (annotations, bases)
     signatures: dict[str, set[str]] = field(default_factory=dict)
     loads: set[str] = field(default_factory=set)  # names the module itself reads
+    type_only: set[str] = field(default_factory=set)  # bound only under TYPE_CHECKING
 
 
 @dataclass
@@ -114,20 +115,46 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def top_level(body: list[ast.stmt]) -> list[ast.stmt]:
-    """The statements run at import, through if/try/with blocks (not into defs or classes)."""
+def top_level(body: list[ast.stmt], run_time: bool = False) -> list[ast.stmt]:
+    """The statements run at import, through if/try/with blocks (not into defs or classes);
+    with ``run_time``, not into ``if TYPE_CHECKING:`` bodies (only the type checker reads them)."""
     out: list[ast.stmt] = []
     for node in body:
         out.append(node)
         if isinstance(node, ast.If):
-            out += top_level(node.body) + top_level(node.orelse)
+            if not (run_time and is_type_checking(node)):
+                out += top_level(node.body, run_time)
+            out += top_level(node.orelse, run_time)
         elif isinstance(node, ast.Try):
-            out += top_level(node.body) + top_level(node.orelse) + top_level(node.finalbody)
+            for block in (node.body, node.orelse, node.finalbody):
+                out += top_level(block, run_time)
             for handler in node.handlers:
-                out += top_level(handler.body)
+                out += top_level(handler.body, run_time)
         elif isinstance(node, ast.With):
-            out += top_level(node.body)
+            out += top_level(node.body, run_time)
     return out
+
+
+def is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def bound_names(node: ast.stmt) -> list[str]:
+    """The names a top-level statement binds."""
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return [node.name]
+    if isinstance(node, ast.Assign):
+        return [n for t in node.targets for n in _targets(t)]
+    if isinstance(node, ast.AnnAssign | ast.AugAssign | ast.For):
+        return _targets(node.target)
+    if isinstance(node, ast.Import):
+        return [a.asname or a.name.split(".")[0] for a in node.names]
+    if isinstance(node, ast.ImportFrom):
+        return [a.asname or a.name for a in node.names]
+    return []
 
 
 def _targets(target: ast.expr) -> list[str]:
@@ -160,6 +187,8 @@ def load_module(path: Path) -> Module:
     mod.loads |= {
         n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
     }
+    at_run_time = {n for node in top_level(tree.body, run_time=True) for n in bound_names(node)}
+    mod.type_only = {n for node in top_level(tree.body) for n in bound_names(node)} - at_run_time
     for node in top_level(tree.body):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             mod.defined.setdefault(node.name, "function")
@@ -510,6 +539,7 @@ class Proposal:
     reexports: dict[str, str]  # exported name -> where it comes from
     missing: dict[str, list[str]]  # used from outside but not defined here -> files
     kept: list[str]  # exported though nothing else uses them
+    type_only: list[str]  # used elsewhere, but exist only for the type checker
 
 
 def propose(index: Index, mod: Module) -> Proposal:
@@ -534,8 +564,11 @@ def propose(index: Index, mod: Module) -> Proposal:
         # names are on purpose: keep the declared ones
         if mod.lazy or mod.imported.get(name, "").startswith("pycni."):
             exports.add(name)
-    # Modules bound by ``import x`` (tests reach ``m.sys`` to patch it), typing helpers and
-    # underscored names are never exported.
+    # Modules bound by ``import x`` (tests reach ``m.sys`` to patch it), typing helpers,
+    # names that exist only for the type checker (a star import would fail on them; they are
+    # imported under TYPE_CHECKING) and underscored names are never exported.
+    if not mod.lazy:
+        exports -= mod.type_only
     exports -= mod.plain_imports | mod.typing_names
     exports -= {n for n in exports if n.startswith("_") and not n.startswith("__")}
     # A type a caller sees in an exported signature is exported too (to the fixed point).
@@ -546,6 +579,7 @@ def propose(index: Index, mod: Module) -> Proposal:
                 name not in exports
                 and mod.defined.get(name) in ("class", "variable")
                 and name not in mod.typing_names
+                and (mod.lazy or name not in mod.type_only)
                 and not name.startswith("_")
             ):
                 exports.add(name)
@@ -567,6 +601,7 @@ def propose(index: Index, mod: Module) -> Proposal:
         reexports,
         missing,
         sorted(exports - used.keys(), key=isort_key),
+        [] if mod.lazy else sorted(n for n in mod.type_only & used.keys() if n[:1] != "_"),
     )
 
 
@@ -666,6 +701,10 @@ def report(p: Proposal) -> str:
         out.append(
             "  re-exported: "
             + ", ".join(f"{n} (from {src})" for n, src in sorted(p.reexports.items()))
+        )
+    if p.type_only:
+        out.append(
+            f"  type-only (imported under TYPE_CHECKING, not exported): {', '.join(p.type_only)}"
         )
     if p.kept:
         out.append(

@@ -55,8 +55,34 @@ def declared_all(path: Path) -> list[str] | None:
     return None
 
 
-def from_imports(path: Path) -> list[tuple[int, str, str]]:
-    """(line, module, name) of every ``from ... import`` in the file, relative ones resolved."""
+def is_type_checking(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING")
+
+
+def type_only(path: Path) -> set[str]:
+    """Names a module binds only in ``if TYPE_CHECKING:`` blocks: they exist for the type
+    checker alone, so they are in no ``__all__`` (a star import would fail on them), and other
+    modules import them under TYPE_CHECKING too."""
+    blocks = [n for n in ast.parse(path.read_text()).body if is_type_checking(n)]
+    inside = {
+        t.id
+        for block in blocks
+        for stmt in block.body
+        for t in ast.walk(stmt)
+        if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store)
+    }
+    inside |= {
+        stmt.name
+        for block in blocks
+        for stmt in block.body
+        if isinstance(stmt, ast.ClassDef | ast.FunctionDef)
+    }
+    return inside - set(dir(importlib.import_module(module_name(path))))
+
+
+def from_imports(path: Path) -> list[tuple[int, str, str, bool]]:
+    """(line, module, name, under TYPE_CHECKING) of every ``from ... import`` in the file,
+    relative ones resolved."""
     if path.is_relative_to(SRC):
         own = module_name(path)
     elif path.is_relative_to(ROOT):
@@ -64,8 +90,17 @@ def from_imports(path: Path) -> list[tuple[int, str, str]]:
     else:
         own = path.stem
     package = own if path.name == "__init__.py" else own.rpartition(".")[0]
+    tree = ast.parse(path.read_text(), str(path))
+    typing_lines = {
+        n.lineno
+        for block in ast.walk(tree)
+        if isinstance(block, ast.If) and is_type_checking(block)
+        for stmt in block.body
+        for n in ast.walk(stmt)
+        if isinstance(n, ast.ImportFrom)
+    }
     out = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(tree):
         if not isinstance(node, ast.ImportFrom):
             continue
         if node.level:
@@ -74,20 +109,25 @@ def from_imports(path: Path) -> list[tuple[int, str, str]]:
             source = ".".join([*base, node.module] if node.module else base)
         else:
             source = node.module or ""
-        out += [(node.lineno, source, alias.name) for alias in node.names]
-    return out
+        out += [(node.lineno, source, a.name, node.lineno in typing_lines) for a in node.names]
+    return sorted(out)
 
 
 def violations(files: list[Path]) -> list[str]:
     """``path:line: name from module`` for each import of a name its module does not export."""
     exports = {m: declared_all(p) for m, p in MODULES.items() if checked(m)}
+    typing_names: dict[str, set[str]] = {}
     wrong = []
     for path in files:
         outside_src = not path.is_relative_to(SRC)
-        for line, module, name in from_imports(path):
+        for line, module, name, for_typing in from_imports(path):
             if module not in exports or f"{module}.{name}" in MODULES:
                 continue  # not a checked pycni module, or a submodule
             if name in (exports[module] or ()) or (outside_src and name.startswith("_")):
+                continue
+            if for_typing and module not in typing_names:
+                typing_names[module] = type_only(MODULES[module])
+            if for_typing and name in typing_names[module]:
                 continue
             where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
             wrong.append(f"{where}:{line}: {name} from {module}")
@@ -99,9 +139,9 @@ def test_the_scan_sees_the_tree(tmp_path: Path) -> None:
     TYPE_CHECKING are seen, and an import past a module's __all__ is reported."""
     assert "pycni.runtime.api" in MODULES and "pycni.spec.decode" in MODULES
     runtime = from_imports(MODULES["pycni.runtime"])
-    assert any(m == "pycni.runtime.aio" and n == "AsyncCNIConfig" for _, m, n in runtime)
+    assert ("pycni.runtime.aio", "AsyncCNIConfig", True) in {i[1:] for i in runtime}
     delegate = from_imports(MODULES["pycni.plugin.delegate"])  # NO_CONTROL: inside a function
-    assert any(m == "pycni.runtime.exec" and n == "NO_CONTROL" for _, m, n in delegate)
+    assert any(m == "pycni.runtime.exec" and n == "NO_CONTROL" for _, m, n, _ in delegate)
     probe = tmp_path / "probe.py"
     # Built from parts: scripts/exports.py reads "from pycni.x import y" in strings (generated
     # code) as a use, and INT64 must stay unexported for this probe.
@@ -110,8 +150,13 @@ def test_the_scan_sees_the_tree(tmp_path: Path) -> None:
         "from pycni.spec import decode\n"  # a submodule: fine
         f"{source}Int, _META\n"  # exported; private, from a test: fine
         f"def f():\n    {source}{'INT64'}\n"  # defined, not exported
+        f"if TYPE_CHECKING:\n    {source}{'T'}\n"  # the type checker's alone, for it: fine
+        f"{source}{'T'}\n"  # ... but not at run time
     )
-    assert violations([probe]) == [f"{probe}:4: INT64 from pycni.spec.decode"]
+    assert violations([probe]) == [
+        f"{probe}:4: INT64 from pycni.spec.decode",
+        f"{probe}:7: T from pycni.spec.decode",
+    ]
 
 
 @pytest.mark.parametrize("module", [m for m in MODULES if checked(m)])
