@@ -14,13 +14,18 @@ A name belongs in a module's ``__all__`` when code outside the module uses it:
 
 A module that is part of the documented library (``pycni``, ``pycni.runtime``, ``pycni.spec``,
 ``pycni.record``, ``pycni.plugin``: docs/api.md, docs/architecture.md) also exports every name it
-defines that those pages mention in backticks. Names a module serves through a module-level
-``__getattr__`` (lazy re-exports) cannot be seen statically: the ones already in its ``__all__``
-are kept.
+defines that those pages mention in backticks, and any module exports the classes and type
+aliases its exported functions and classes show in their signatures. Names a module serves
+through a module-level ``__getattr__`` (lazy re-exports) cannot be seen statically, nor can a
+package's deliberate re-exports of pycni names: the ones already in its ``__all__`` are kept.
+Never exported: underscored names, modules bound by ``import x``, TypeVars, and names bound only
+under ``if TYPE_CHECKING:`` (they do not exist at run time; importers take them under
+TYPE_CHECKING too).
 
 The report lists, per module, the proposed ``__all__``, the names nothing else uses that have no
-leading underscore (candidates for one), the underscored names that other modules use anyway, and
-the names it re-exports from elsewhere.
+leading underscore (candidates for one; "dead" when the module itself does not use them
+either), the underscored names that other modules use anyway, the names it re-exports from
+elsewhere, and the names used from outside that it does not define.
 
     .venv/bin/python scripts/exports.py [--write | --check] [--quiet] [PATH_OR_MODULE ...]
 
@@ -108,6 +113,8 @@ class Index:
 
 
 def module_name(path: Path) -> str:
+    if not path.is_relative_to(SRC):
+        return path.stem  # a file outside the tree (tests of this tool)
     rel = path.relative_to(SRC).with_suffix("")
     parts = list(rel.parts)
     if parts[-1] == "__init__":
@@ -657,8 +664,7 @@ def write(proposal: Proposal) -> bool:
         lines[start:end] = [text]
     else:
         at = insertion_line(mod)
-        # skip the comment lines that belong to the import block's end (none usually)
-        lines[at:at] = ["\n", text] if at else [text, "\n"]
+        lines[at:at] = ["\n", text] if at else [text, "\n"] if lines else [text]
     mod.path.write_text("".join(lines))
     return True
 
