@@ -6,6 +6,7 @@ import contextlib
 import time
 
 from pycni.net import sysctl
+from pycni.net.errors import NetError
 from pycni.net.link import addresses
 from pycni.net.netlink.kernel import AF_INET6, Kernel, NetlinkError
 from pycni.net.route import add_routes, prefix_route_exists
@@ -17,7 +18,7 @@ DAD_TIMEOUT = 5.0
 DAD_POLL = 0.05
 
 
-class AddressError(Exception):
+class AddressError(NetError):
     pass
 
 

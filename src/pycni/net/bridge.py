@@ -7,6 +7,7 @@ import errno
 import ipaddress
 
 from pycni.net import sysctl
+from pycni.net.errors import NetError
 from pycni.net.link import LinkNotFound, get, index_of
 from pycni.net.netlink.kernel import (
     IFF_PROMISC,
@@ -25,15 +26,15 @@ BRIDGE_VLAN_INFO_PVID = 0x2
 BRIDGE_VLAN_INFO_UNTAGGED = 0x4
 
 
-class NotABridge(Exception):
+class NotABridge(NetError):
     pass
 
 
-class AddressConflict(Exception):
+class AddressConflict(NetError):
     pass
 
 
-class VlanFilteringUnsupported(Exception):
+class VlanFilteringUnsupported(NetError):
     """The kernel has no bridge VLAN filtering (CONFIG_BRIDGE_VLAN_FILTERING)."""
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 
+from pycni.net.errors import NetError
 from pycni.net.netlink.client import rtnl
 from pycni.net.netlink.kernel import (
     IPV4_DEVCONF_ARP_NOTIFY,
@@ -15,7 +16,7 @@ from pycni.net.netlink.kernel import (
 )
 
 
-class LinkNotFound(LookupError):
+class LinkNotFound(NetError, LookupError):
     def __init__(self, name: str) -> None:
         super().__init__(f'Link not found: "{name}"')
         self.name = name

@@ -7,6 +7,7 @@ that name (the kernel checks the name in the namespace of creation).
 
 from __future__ import annotations
 
+from pycni.net.errors import NetError
 from pycni.net.netlink.kernel import AF_INET, AF_INET6, MAIN_TABLE, Kernel, Link, NetlinkError
 from pycni.net.veth import random_host_name
 
@@ -15,7 +16,7 @@ MODES: dict[str, int] = {"private": 1, "vepa": 2, "bridge": 4, "passthru": 8}
 _NAMES = {v: k for k, v in MODES.items()}
 
 
-class NoDefaultRoute(LookupError):
+class NoDefaultRoute(NetError, LookupError):
     """No route with a zero destination exists in this namespace."""
 
 

@@ -13,6 +13,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from pycni.net.errors import NetError
 from pycni.spec.errors import INVALID_NETNS, CNIError
 
 CLONE_NEWNET = 0x40000000
@@ -25,7 +26,7 @@ _libc.setns.argtypes = [ctypes.c_int, ctypes.c_int]
 _libc.setns.restype = ctypes.c_int
 
 
-class NetNSNotFound(CNIError):
+class NetNSNotFound(NetError, CNIError):
     """The namespace path does not exist (DEL treats this as already done)."""
 
     def __init__(self, path: str) -> None:

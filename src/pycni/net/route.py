@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from pycni.net.errors import NetError
 from pycni.net.netlink.kernel import Kernel, NetlinkError, family_of
 from pycni.net.netlink.kernel import Route as KernelRoute
 from pycni.spec.result import IPAddress, IPInterface, Route
@@ -12,7 +13,7 @@ MAIN_TABLE = 254
 RTPROT_BOOT = 3  # what Go's netlink library leaves routes with, so `ip route` reads the same
 
 
-class RouteError(Exception):
+class RouteError(NetError):
     pass
 
 

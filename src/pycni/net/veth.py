@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 
 from pycni.net import sysctl
+from pycni.net.errors import NetError
 from pycni.net.link import index_of
 from pycni.net.netlink.kernel import Kernel, NetlinkError
 from pycni.record import record
@@ -19,7 +20,7 @@ from pycni.record import record
 HOST_NAME_RETRIES = 10
 
 
-class VethNameTaken(Exception):
+class VethNameTaken(NetError):
     """The pod already has an interface with the requested name."""
 
 

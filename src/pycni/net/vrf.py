@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 
+from pycni.net.errors import NetError
 from pycni.net.netlink.kernel import (
     AF_INET,
     AF_INET6,
@@ -27,7 +28,7 @@ RTNH_F_ONLINK = 0x4
 MAX_TABLE = 0xFFFFFFFF
 
 
-class VrfError(Exception):
+class VrfError(NetError):
     """A VRF step the kernel or the namespace's state refused (the message says which)."""
 
 

@@ -11,13 +11,13 @@ from collections.abc import Mapping
 
 from pycni.net import ns as netns
 from pycni.net import tools
+from pycni.net.errors import to_cni
 from pycni.plugin import registry
 from pycni.plugin.base import Plugin, Request
 from pycni.record import record
 from pycni.spec import jsoncodec, validate, version
 from pycni.spec.decode import shown
 from pycni.spec.errors import (
-    INTERNAL,
     CNIError,
     DecodingFailure,
     IncompatibleVersion,
@@ -112,17 +112,11 @@ def run_plugin(
             req,
             err_lines,
         )
-    except Exception as exc:  # a bug or an unexpected kernel answer: code 999, no traceback
+    except Exception as exc:  # a NetError (net/errors.py), a bug: a CNI error, no traceback
         import traceback  # only here: a plugin call that goes well never loads it
 
-        err_lines.append(traceback.format_exc())
-        notes = "; ".join(str(n) for n in getattr(exc, "__notes__", ()))
-        return _failure(
-            CNIError(INTERNAL, str(exc) or type(exc).__name__, notes),
-            config_version or _peek_version(stdin),
-            req,
-            err_lines,
-        )
+        err_lines.append(traceback.format_exc())  # to the log (stderr), never to stdout
+        return _failure(to_cni(exc), config_version or _peek_version(stdin), req, err_lines)
 
 
 def _text_bytes(text: str) -> bytes:

@@ -16,13 +16,14 @@ import subprocess
 from collections.abc import Iterable, Sequence
 
 from pycni.net import tools
+from pycni.net.errors import NetfilterError
 from pycni.net.netfilter import rule_tokens
 from pycni.record import field, record
 
 VARIANTS = ("legacy", "nft")
 
 
-class IptablesError(RuntimeError):
+class IptablesError(NetfilterError, RuntimeError):
     """An iptables tool failed; the message carries its stderr."""
 
 

@@ -17,6 +17,7 @@ import os
 from collections import OrderedDict
 
 from pycni.net import tools
+from pycni.net.errors import NetfilterError
 from pycni.net.ns import THREAD_NETNS
 from pycni.spec import jsoncodec
 
@@ -45,7 +46,7 @@ def _load_binding() -> Any:
     return _binding
 
 
-class NftError(RuntimeError):
+class NftError(NetfilterError, RuntimeError):
     """nft refused a command; the message is nft's own."""
 
 

@@ -17,6 +17,7 @@ import os
 import struct
 from collections import OrderedDict
 
+from pycni.net.errors import NetError
 from pycni.net.netlink.kernel import NetlinkError
 from pycni.net.netlink.rtnl.wire import (
     NLM_F_ACK as NLM_F_ACK,
@@ -49,7 +50,7 @@ RECV_SIZE = 1 << 17
 _TIMEOUT = 30.0  # seconds; the kernel answers at once, this only bounds a lost reply
 
 
-class NfnetlinkError(OSError):
+class NfnetlinkError(NetError, OSError):
     """The kernel refused a request; ``errno`` is its error."""
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from pycni.net.errors import NetfilterError
 from pycni.spec import jsoncodec
 from pycni.spec.result import IPInterface
 
@@ -54,7 +55,7 @@ BACKENDS = ("nftables", "iptables")  # the ``name`` of each backend module's BAC
 DEFAULT_BACKEND = "nftables"
 
 
-class IPMasqError(Exception):
+class IPMasqError(NetfilterError):
     pass
 
 

@@ -17,6 +17,8 @@ import fcntl
 import os
 import struct
 
+from pycni.net.errors import NetError
+
 TUN_DEVICE = "/dev/net/tun"
 
 IFF_TAP = 0x0002
@@ -32,7 +34,7 @@ TUNSETGROUP = 0x400454CE
 _IFREQ = "16sH22x"  # struct ifreq: name, flags, padding to 40 bytes
 
 
-class TunError(OSError):
+class TunError(NetError, OSError):
     """A tun ioctl failed (the message names which one)."""
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Callable
 
+from pycni.net.errors import NetfilterError
 from pycni.plugin.rollback import Rollback
 from pycni.record import record
 
@@ -37,7 +38,7 @@ ISOLATION_COMMENT = "CNI firewall plugin rules (ingressPolicy: same-bridge)"
 POLICIES = ("open", "same-bridge", "isolated")
 
 
-class FirewallError(RuntimeError):
+class FirewallError(NetfilterError, RuntimeError):
     """A firewall tool refused a change; the message is the tool's."""
 
 

@@ -22,7 +22,6 @@ import ipaddress
 from pycni.net.netfilter import model, nft, nftnl, rule_matches
 from pycni.plugins.meta.portmap.config import PROTOCOLS, IPInterface, PortMapConfig, PortMapping
 from pycni.record import record
-from pycni.spec import jsoncodec
 from pycni.spec.errors import INTERNAL, CNIError
 
 TYPE_CHECKING = False
@@ -215,24 +214,10 @@ def add_commands(cfg: PortMapConfig) -> list[Any]:
     return cmds
 
 
-def add_script(cfg: PortMapConfig) -> str:
-    """:func:`add_commands` as the JSON text libnftables reads."""
-    return jsoncodec.dumps({"nftables": add_commands(cfg)})
-
-
 def delete_commands(chain: str, elements: list[Element]) -> list[Any]:
     cmds = [model.delete(*_element(e)) for e in elements if e.key_parts() is not None]
     cmds += [model.flush(_chain(chain)), model.delete(_chain(chain))]
     return cmds
-
-
-def delete_script(chain: str, elements: list[Element]) -> str:
-    """:func:`delete_commands` as JSON text (``nft.apply`` accepts it)."""
-    return jsoncodec.dumps({"nftables": delete_commands(chain, elements)})
-
-
-# ---------------------------------------------------------------------------------------------
-# Reading the ruleset back
 
 
 def _key_text(key: model.Value | bytes) -> str:
