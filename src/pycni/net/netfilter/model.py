@@ -2,7 +2,7 @@
 element, and the few expressions and statements our rules use.
 
 Every nftables feature (portmap's nftables backend, masquerading, the firewall plugin, inspect)
-builds these records and renders them for its transport:
+builds these objects and renders them for its transport:
 
 - :func:`add`, :func:`create`, :func:`delete`, :func:`flush` give libnftables JSON commands
   (run by ``nft.apply_json``): every name, address and comment is a JSON string, never parsed
@@ -11,12 +11,16 @@ builds these records and renders them for its transport:
 - :meth:`Element.change` and :func:`removal` give the nf_tables netlink changes nftnl.py sends
   in one batch, for the per-pod paths whose cost must not grow with the ruleset (libnftables
   loads its cache first: see nftnl.py);
-- :func:`parse` reads ``nft -j list …`` output back into the same records (for DEL, GC, CHECK
+- :func:`parse` reads ``nft -j list …`` output back into the same objects (for DEL, GC, CHECK
   and inspect), ignoring what it does not know (``Raw``).
 
-What the model cannot express stays nft text in its caller, which says why (portmap's
-scaffolding: libnftables 1.0.6 crashes on the JSON form of a ``dnat … map`` whose data is a
-concatenation). Records only: importing this module costs no json, typing, re or dataclasses.
+What the model cannot give libnftables stays nft text in its caller, which says why
+(portmap's scaffolding: libnftables 1.0.6 crashes on the JSON form of a ``dnat … map`` whose
+data is a concatenation; the masquerade scaffolding: its JSON input drops table and chain
+comments). The objects are small ``__slots__`` classes (immutable values; rules and sets are
+filled in place): importing this module costs no json, typing, re or dataclasses, and no
+record class to build (it is on an in-process bridge ADD with ``ipMasq``).
+tests/unit/test_nft_model.py holds golden recordings of what every user sends.
 """
 
 from __future__ import annotations
