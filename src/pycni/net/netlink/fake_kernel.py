@@ -27,13 +27,16 @@ suite) so the two cannot drift apart. Modelled:
   the kernel does (ESRCH), ``route_to`` by longest prefix in the main table;
 - policy rules with the namespace's default ones, the kernel's choice of a priority, EEXIST,
   ENOENT; neighbours, FDB entries, IPv4 devconf, forwarding, bridge port flags and VLANs, the
-  bandwidth plugin's tc objects, netns ids.
+  bandwidth plugin's tc objects, netns ids;
+- sysctls: each namespace's ``sysctl`` (FakeSysctl, a pycni.net.procsys.Sysctl) holds the
+  forwarding switches and the per-device entries plugins write (arp_notify, accept_ra,
+  disable_ipv6, keep_addr_on_down, ...), tied to the link state they govern.
 
 Left out (a test that needs one of these runs against the real kernel): the local routing
 table (255) and broadcast routes, IPv6 link-local autoconfiguration and DAD, operational state
-changes beyond up/down/lower-layer-down, sysctls other than the defaults (keep_addr_on_down
-is 0, forwarding starts at 0), policy routing in ``route_to``, multipath routes,
-IPv4 secondary addresses' promotion, sysctls under /proc.
+changes beyond up/down/lower-layer-down, the namespace-wide conf/all and conf/default
+sysctls and any entry FakeSysctl does not name (it raises LookupError), policy routing in
+``route_to``, multipath routes, IPv4 secondary addresses' promotion.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from __future__ import annotations
 import errno
 import ipaddress
 import itertools
+import os
 
 from pycni.net.netlink.kernel import (
     AF_INET,
@@ -123,6 +127,7 @@ class _Link:
     isolated: bool = False
     vlans: list[int] = field(default_factory=list)
     ipv4_conf: dict[int, int] = field(default_factory=dict)
+    ipv6_conf: dict[str, int] = field(default_factory=dict)  # net/ipv6/conf/<dev>/ as written
     vrf_table: int | None = None
     ipvlan_mode: int | None = None
     ipvlan_flags: int = 0
@@ -155,6 +160,7 @@ class FakeNetns:
         self.redirects: dict[int, int] = {}
         self.forwarding = {AF_INET: 0, AF_INET6: 0}
         self.nsids: dict[int, int] = {}  # another namespace's fd -> the id this one gives it
+        self.sysctl = FakeSysctl(self)
         self._next_index = itertools.count(1)
         lo = _Link(self._new_index(), "lo", "", 65536, "00:00:00:00:00:00", txqlen=1000)
         self.links[lo.index] = lo
@@ -540,6 +546,7 @@ class FakeKernel:
         self._forget(ns, link.index)
         del ns.links[link.index]
         old = link.index
+        link.ipv4_conf, link.ipv6_conf = {}, {}  # re-registered: the target's defaults
         self._insert(target, link, wanted=old)
         for other_ns in ns.host.namespaces.values():  # whoever points at it follows
             for other in other_ns.links.values():
@@ -617,11 +624,17 @@ class FakeKernel:
                     self._prefix_route(address, add=True)
             return
         # down: every route through it goes, in every table (fib_sync_down_dev, and
-        # rt6_sync_down_dev), and so do its IPv6 addresses (keep_addr_on_down is 0)
+        # rt6_sync_down_dev), and so do its IPv6 addresses unless keep_addr_on_down is set
         ns.routes = [r for r in ns.routes if r.oif != link.index]
+        if _ipv6_conf(link, "keep_addr_on_down") <= 0:
+            self._drop_ipv6_addresses(ns, link.index)
+
+    @staticmethod
+    def _drop_ipv6_addresses(ns: FakeNetns, index: int) -> None:
         ns.addresses = [
-            a for a in ns.addresses if not (a.index == link.index and a.interface.version == 6)
+            a for a in ns.addresses if not (a.index == index and a.interface.version == 6)
         ]
+        ns.routes = [r for r in ns.routes if not (r.oif == index and r.dst.version == 6)]
 
     def _forget(self, ns: FakeNetns, index: int) -> None:
         """What goes with a link that leaves the namespace: its addresses, routes,
@@ -725,6 +738,8 @@ class FakeKernel:
     def add_address(self, index: int, interface: IPInterface, flags: int = 0) -> None:
         ns = self._open()
         link = ns.get(index)
+        if interface.version == 6 and _ipv6_conf(link, "disable_ipv6") > 0:
+            raise _refuse(errno.EACCES)  # ipv6_add_addr: IPv6 is off on the device
         if self._find_address(index, interface) is not None:
             raise _refuse(errno.EEXIST)
         scope = 0
@@ -1007,6 +1022,88 @@ class FakeKernel:
         ns = self._open()
         other = ns.host.resolve(netns_fd)
         return ns.nsids.get(other.fd)
+
+
+# ------------------------------------------------------------------ sysctls
+
+# net/ipv4/conf/<dev>/ entries the fake knows, by IPV4_DEVCONF_* id (include/uapi/linux/ip.h):
+# the same state set_ipv4_conf writes, as in the kernel
+IPV4_CONF_IDS = {"proxy_arp": 3, "arp_ignore": 19, "arp_notify": 22, "route_localnet": 26}
+# net/ipv6/conf/<dev>/ entries the fake knows, with a new namespace's defaults (lo differs)
+IPV6_CONF_DEFAULTS = {
+    "accept_ra": 1,
+    "accept_dad": 1,
+    "autoconf": 1,
+    "disable_ipv6": 0,
+    "enhanced_dad": 1,
+    "keep_addr_on_down": 0,
+    "ndisc_notify": 0,
+}
+IPV6_LO_DEFAULTS = {"accept_dad": -1}
+
+
+def _ipv6_conf(link: _Link, knob: str) -> int:
+    if knob in link.ipv6_conf:
+        return link.ipv6_conf[knob]
+    if link.loopback and knob in IPV6_LO_DEFAULTS:
+        return IPV6_LO_DEFAULTS[knob]
+    return IPV6_CONF_DEFAULTS[knob]
+
+
+class FakeSysctl:
+    """The /proc/sys/net entries of one FakeNetns (pycni.net.procsys.Sysctl): the forwarding
+    switches (the same state ``Kernel.forwarding`` reads) and the per-device entries named in
+    IPV4_CONF_IDS and IPV6_CONF_DEFAULTS, which exist while their link does (ENOENT
+    otherwise) and start again from the defaults when it changes namespace. Writing
+    disable_ipv6=1 removes the link's IPv6 addresses, as the kernel does. Names are in slash
+    form below /proc/sys. An entry the fake does not model raises LookupError (not an
+    OSError, which a best-effort caller would swallow): a test that needs it fails loudly."""
+
+    def __init__(self, ns: FakeNetns) -> None:
+        self.ns = ns
+
+    def _where(self, name: str) -> tuple[str, _Link | None, str]:
+        """(family, link or None for the namespace-wide switch, knob)."""
+        if name == "net/ipv4/ip_forward":
+            return "ipv4", None, "forwarding"
+        if name == "net/ipv6/conf/all/forwarding":
+            return "ipv6", None, "forwarding"
+        parts = name.split("/")
+        if len(parts) == 5 and parts[:2] == ["net", "ipv4"] and parts[2] == "conf":
+            known = parts[4] in IPV4_CONF_IDS
+        elif len(parts) == 5 and parts[:3] == ["net", "ipv6", "conf"]:
+            known = parts[4] in IPV6_CONF_DEFAULTS
+        else:
+            known = False
+        if not known or parts[3] in ("all", "default"):
+            raise LookupError(f"FakeSysctl does not model /proc/sys/{name}")
+        link = self.ns.by_name(parts[3])
+        if link is None:
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), name)
+        return parts[1], link, parts[4]
+
+    def read(self, name: str) -> str:
+        family, link, knob = self._where(name)
+        if link is None:
+            return str(self.ns.forwarding[AF_INET if family == "ipv4" else AF_INET6])
+        if family == "ipv4":
+            return str(link.ipv4_conf.get(IPV4_CONF_IDS[knob], 0))
+        return str(_ipv6_conf(link, knob))
+
+    def write(self, name: str, value: str) -> None:
+        family, link, knob = self._where(name)
+        try:
+            number = int(value.strip())
+        except ValueError:
+            raise OSError(errno.EINVAL, os.strerror(errno.EINVAL), name) from None
+        if link is None:
+            self.ns.forwarding[AF_INET if family == "ipv4" else AF_INET6] = int(number != 0)
+        elif family == "ipv4":
+            link.ipv4_conf[IPV4_CONF_IDS[knob]] = number
+        else:
+            link.ipv6_conf[knob] = number
+            if knob == "disable_ipv6" and number > 0:
+                FakeKernel._drop_ipv6_addresses(self.ns, link.index)
 
 
 def _index(link: _Link) -> int:
