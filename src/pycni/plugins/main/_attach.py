@@ -11,12 +11,12 @@ from __future__ import annotations
 import contextlib
 
 from pycni.net import sysctl
-from pycni.net.addr import AddressError, configure_iface, validate_ips
+from pycni.net.addr import configure_iface, validate_ips
 from pycni.net.link import LinkNotFound, delete_by_name, set_arp_notify
 from pycni.net.netlink.client import rtnl
 from pycni.net.netlink.kernel import IPInterface, Kernel
 from pycni.net.ns import NetNS, NetNSNotFound
-from pycni.net.route import RouteError, validate_routes
+from pycni.net.route import validate_routes
 from pycni.plugin.base import Request
 from pycni.plugin.config import DNSConf, IPAMRef, MacArg
 from pycni.plugin.delegate import delegate
@@ -94,18 +94,12 @@ def configure_pod_iface(
     if ndisc_notify:
         with contextlib.suppress(OSError):  # IPv6 may be disabled in the pod
             sysctl.write(f"net/ipv6/conf/{ifname}/ndisc_notify", "1")
-    try:
-        configure_iface(kernel, ifname, index, result)
-    except (AddressError, RouteError) as exc:
-        raise internal(str(exc)) from None
+    configure_iface(kernel, ifname, index, result)
 
 
 def check_ips_and_routes(kernel: Kernel, ifname: str, index: int, prev: Result) -> None:
-    try:
-        validate_ips(kernel, ifname, index, prev, 0)
-        validate_routes(kernel, ifname, prev.routes)
-    except (AddressError, RouteError) as exc:
-        raise internal(str(exc)) from None
+    validate_ips(kernel, ifname, index, prev, 0)
+    validate_routes(kernel, ifname, prev.routes)
 
 
 def prev_interface(req: Request) -> tuple[Result, Interface]:

@@ -7,11 +7,10 @@ is fine).
 
 from __future__ import annotations
 
-from pycni.net.addr import AddressError, configure_iface
+from pycni.net.addr import configure_iface
 from pycni.net.link import LinkNotFound, index_of
 from pycni.net.netlink.client import rtnl
 from pycni.net.netlink.kernel import NetlinkError
-from pycni.net.route import RouteError
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.rollback import Rollback
 from pycni.plugins.main._attach import (
@@ -65,10 +64,8 @@ class Dummy(Plugin):
             )
             rb.step("configure")
             with pod.entered(), rtnl() as kernel:
-                try:  # as the reference's ipam.ConfigureIface: no arp_notify, unlike macvlan
-                    configure_iface(kernel, req.ifname, index, result)
-                except (AddressError, RouteError) as exc:
-                    raise internal(str(exc)) from None
+                # as the reference's ipam.ConfigureIface: no arp_notify, unlike macvlan
+                configure_iface(kernel, req.ifname, index, result)
         return result
 
     def delete(self, req: Request) -> None:

@@ -108,10 +108,7 @@ def chained_master(req: Request, conf: IpvlanConf) -> None:
 def resolve_master(kernel: Kernel, conf: IpvlanConf) -> tuple[int, int]:
     """(index, MTU) of the master; the default route's link when none is configured."""
     if not conf.master:
-        try:
-            conf.master = macvlan.default_route_interface(kernel)
-        except macvlan.NoDefaultRoute as exc:
-            raise internal(str(exc)) from None
+        conf.master = macvlan.default_route_interface(kernel)
     try:
         index = index_of(kernel, conf.master)
     except LinkNotFound:

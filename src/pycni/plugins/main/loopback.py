@@ -51,8 +51,6 @@ class Loopback(Plugin):
                 set_state(LOOPBACK, up=False)
         except NetNSNotFound:
             return
-        except LinkNotFound as exc:
-            raise CNIError(INTERNAL, str(exc)) from None
 
     def check(self, req: Request) -> None:
         with req.open_netns() as ns, ns.entered():

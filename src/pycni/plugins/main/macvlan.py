@@ -79,10 +79,7 @@ def _master_ns(conf: MacvlanConf, pod: NetNS) -> AbstractContextManager[object]:
 def resolve_master(kernel: Kernel, conf: MacvlanConf) -> tuple[int, int]:
     """(index, MTU) of the master; picks the default-route link when none is configured."""
     if not conf.master:
-        try:
-            conf.master = macvlan.default_route_interface(kernel)
-        except macvlan.NoDefaultRoute as exc:
-            raise internal(str(exc)) from None
+        conf.master = macvlan.default_route_interface(kernel)
     try:
         index = index_of(kernel, conf.master)
     except LinkNotFound:

@@ -13,14 +13,14 @@ import contextlib
 import ipaddress
 
 from pycni.net import link, sysctl
-from pycni.net.addr import AddressError, configure_iface, validate_ips
+from pycni.net.addr import configure_iface, validate_ips
 from pycni.net.netfilter import ipmasq
 from pycni.net.netfilter.nft import NftError
 from pycni.net.netlink.client import rtnl
 from pycni.net.netlink.kernel import IPAddress, IPInterface, Kernel, NetlinkError, Route
 from pycni.net.ns import NetNS
 from pycni.net.route import RTPROT_BOOT, RouteError, validate_routes
-from pycni.net.veth import VethNameTaken, create_pair
+from pycni.net.veth import create_pair
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.config import MTU, DNSConf, IPAMRef
 from pycni.plugin.delegate import delegate
@@ -98,10 +98,7 @@ class Ptp(Plugin):
             sysctl.enable_forwarding(fam)
 
         rb.step("veth")
-        try:
-            pair = create_pair(host, pod.fd, ifname, conf.mtu)
-        except VethNameTaken as exc:
-            raise CNIError(INTERNAL, str(exc)) from None
+        pair = create_pair(host, pod.fd, ifname, conf.mtu)
         rb.push("veth", lambda: _delete_index(host, pair.host_index))
 
         with pod.entered(), rtnl() as pod_kernel:
@@ -120,11 +117,8 @@ class Ptp(Plugin):
 
         rb.step("container-config")
         with pod.entered(), rtnl() as pod_kernel:
-            try:
-                configure_iface(pod_kernel, ifname, cont_index, result)
-                _pod_routes(pod_kernel, cont_index, result)
-            except (AddressError, RouteError) as exc:
-                raise CNIError(INTERNAL, str(exc)) from None
+            configure_iface(pod_kernel, ifname, cont_index, result)
+            _pod_routes(pod_kernel, cont_index, result)
 
         rb.step("host-config")
         try:
@@ -189,11 +183,8 @@ class Ptp(Plugin):
                 (i for i, f in enumerate(result.interfaces) if f.name == req.ifname and f.sandbox),
                 1,
             )
-            try:
-                validate_ips(pod_kernel, req.ifname, found.index, result, idx)
-                validate_routes(pod_kernel, req.ifname, result.routes)
-            except (AddressError, RouteError) as exc:
-                raise CNIError(INTERNAL, str(exc)) from None
+            validate_ips(pod_kernel, req.ifname, found.index, result, idx)
+            validate_routes(pod_kernel, req.ifname, result.routes)
 
     def gc(self, req: Request) -> None:
         conf = load_conf(req)

@@ -9,12 +9,11 @@ from __future__ import annotations
 from contextlib import AbstractContextManager, nullcontext
 
 from pycni.net import sublink
-from pycni.net.addr import AddressError, configure_iface
+from pycni.net.addr import configure_iface
 from pycni.net.link import LinkNotFound, index_of
 from pycni.net.netlink.client import rtnl
 from pycni.net.netlink.kernel import Kernel, NetlinkError
 from pycni.net.ns import NetNS
-from pycni.net.route import RouteError
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.config import MTU
 from pycni.plugin.rollback import Rollback
@@ -110,10 +109,7 @@ class Vlan(Plugin):
             result = pod_result(req, iface, ipam_add(req, ipam, rb))
             rb.step("configure")
             with pod.entered(), rtnl() as kernel:
-                try:
-                    configure_iface(kernel, req.ifname, index, result)
-                except (AddressError, RouteError) as exc:
-                    raise internal(str(exc)) from None
+                configure_iface(kernel, req.ifname, index, result)
         return result
 
     def delete(self, req: Request) -> None:

@@ -13,13 +13,13 @@ import ipaddress
 
 from pycni.net import bridge as br
 from pycni.net import link, sysctl
-from pycni.net.addr import AddressError, configure_iface, validate_ips
+from pycni.net.addr import configure_iface, validate_ips
 from pycni.net.netfilter import ipmasq
 from pycni.net.netfilter.nft import NftError
 from pycni.net.netlink.client import rtnl
 from pycni.net.netlink.kernel import IFF_PROMISC, IPAddress, IPInterface, Kernel, NetlinkError
 from pycni.net.ns import NetNS
-from pycni.net.route import RouteError, validate_routes
+from pycni.net.route import validate_routes
 from pycni.net.veth import VethNameTaken, create_pair
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.config import MTU, DNSConf, IPAMRef, MacArg
@@ -237,13 +237,10 @@ class Bridge(Plugin):
             rb.push("bridge", lambda: br.delete_if_unused(host, conf.bridge))
 
         rb.step("veth")
-        try:
-            # enslaved at creation, IPv6 off before up unless asked (docs/plugins/bridge.md)
-            pair = create_pair(
-                host, pod.fd, ifname, conf.mtu, conf.mac, info.index, conf.host_veth_ipv6
-            )
-        except VethNameTaken as exc:
-            raise CNIError(INTERNAL, str(exc)) from None
+        # enslaved at creation, IPv6 off before up unless asked (docs/plugins/bridge.md)
+        pair = create_pair(
+            host, pod.fd, ifname, conf.mtu, conf.mac, info.index, conf.host_veth_ipv6
+        )
         rb.push("veth", lambda: _delete_index(host, pair.host_index))
 
         rb.step("port")
@@ -326,10 +323,7 @@ class Bridge(Plugin):
             else:
                 _try_sysctl(f"net/ipv6/conf/{ifname}/accept_dad", "0")
             link.set_arp_notify(pod_kernel, cont_index)
-            try:
-                configure_iface(pod_kernel, ifname, cont_index, result)
-            except (AddressError, RouteError) as exc:
-                raise CNIError(INTERNAL, str(exc)) from None
+            configure_iface(pod_kernel, ifname, cont_index, result)
 
         if conf.is_gateway:
             rb.step("gateway")
@@ -503,11 +497,8 @@ class Bridge(Plugin):
             if not found_veth:
                 raise CNIError(INTERNAL, f"CNI veth created for bridge {conf.bridge} was not found")
         with pod.entered(), rtnl() as pod_kernel:
-            try:
-                validate_ips(pod_kernel, req.ifname, cont_index, result, IF_CONTAINER)
-                validate_routes(pod_kernel, req.ifname, result.routes)
-            except (AddressError, RouteError) as exc:
-                raise CNIError(INTERNAL, str(exc)) from None
+            validate_ips(pod_kernel, req.ifname, cont_index, result, IF_CONTAINER)
+            validate_routes(pod_kernel, req.ifname, result.routes)
 
     # ---------------------------------------------------------------- GC / STATUS
 
