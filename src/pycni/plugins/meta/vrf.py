@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from functools import partial
 
 from pycni.net import vrf
-from pycni.net.netlink.client import rtnl
 from pycni.net.netlink.kernel import Kernel, Link, NetlinkError
 from pycni.net.ns import NetNS, NetNSNotFound
 from pycni.plugin.base import Plugin, Request
@@ -83,8 +82,7 @@ class Vrf(Plugin):
         with (
             req.open_netns() as pod,
             _locked(pod),
-            pod.entered(),
-            rtnl() as kernel,
+            req.host.pod(pod) as kernel,
             Rollback(req.env) as rb,
         ):
             found = _find(kernel, conf.vrfname)
@@ -118,7 +116,7 @@ class Vrf(Plugin):
             pod = req.open_netns()
         except NetNSNotFound:
             return
-        with pod, _locked(pod), pod.entered(), rtnl() as kernel:
+        with pod, _locked(pod), req.host.pod(pod) as kernel:
             found = _find(kernel, conf.vrfname)
             if found is None:
                 return
@@ -135,7 +133,7 @@ class Vrf(Plugin):
         conf = load_conf(req)
         if req.prev_result() is None:
             raise InvalidConfig("missing prevResult from earlier plugin")
-        with req.open_netns() as pod, pod.entered(), rtnl() as kernel:
+        with req.open_netns() as pod, req.host.pod(pod) as kernel:
             found = _find(kernel, conf.vrfname)
             if found is None:
                 raise _internal("Link not found")

@@ -11,7 +11,6 @@ from collections.abc import Callable, Iterator
 from functools import partial
 
 from pycni.net.link import LinkNotFound, addresses, index_of
-from pycni.net.netlink.client import rtnl
 from pycni.net.netlink.kernel import IPAddress, IPInterface, Kernel, NetlinkError, Route
 from pycni.net.ns import NetNS, NetNSNotFound
 from pycni.plugin.base import Plugin, Request
@@ -65,8 +64,7 @@ class Sbr(Plugin):
         with (
             req.open_netns() as pod,
             _locked(pod),
-            pod.entered(),
-            rtnl() as kernel,
+            req.host.pod(pod) as kernel,
             Rollback(req.env) as rb,
         ):
             self._route(kernel, req.ifname, ipcs, rb)
@@ -119,7 +117,7 @@ class Sbr(Plugin):
             pod = req.open_netns()
         except NetNSNotFound:
             return
-        with pod, _locked(pod), pod.entered(), rtnl() as kernel:
+        with pod, _locked(pod), req.host.pod(pod) as kernel:
             try:
                 index = index_of(kernel, req.ifname)
             except LinkNotFound:
