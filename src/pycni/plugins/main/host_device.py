@@ -17,7 +17,7 @@ import os
 from pycni.fsutil import write_atomic
 from pycni.net.link import LinkNotFound, addresses, index_of
 from pycni.net.netlink.kernel import Kernel, NetlinkError
-from pycni.net.ns import THREAD_NETNS, NetNS, NetNSNotFound
+from pycni.net.ns import NetNS, NetNSNotFound
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.rollback import Rollback
 from pycni.plugins.main._attach import (
@@ -209,11 +209,8 @@ class HostDevice(Plugin):
 
     def add(self, req: Request) -> Result:
         conf = load_conf(req)
-        node_fd = os.open(THREAD_NETNS, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            return self._add(req, conf, node_fd)
-        finally:
-            os.close(node_fd)
+        with req.host.node_netns() as node:
+            return self._add(req, conf, node.fd)
 
     def _add(self, req: Request, conf: HostDeviceConf, node_fd: int) -> Result:
         with req.open_netns() as pod, Rollback(req.env) as rb:
@@ -283,13 +280,11 @@ class HostDevice(Plugin):
                 ipam_passthrough(req, "DEL")
             if conf.dpdk:
                 return
-            node_fd = os.open(THREAD_NETNS, os.O_RDONLY | os.O_CLOEXEC)
             try:
-                name = move_out(req, pod, req.ifname, node_fd)
+                with req.host.node_netns() as node:
+                    name = move_out(req, pod, req.ifname, node.fd)
             except LinkNotFound:
                 return  # already moved back (DEL is idempotent)
-            finally:
-                os.close(node_fd)
         _restore(req, name, state_path)
         _forget(state_path)
 
