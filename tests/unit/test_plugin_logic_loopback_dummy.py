@@ -8,7 +8,6 @@ from pycni.plugin.fake_host import FakePluginHost
 from tests.plugin_logic import (
     POD,
     assert_each_step_rolls_back,
-    call,
     failed,
     ok,
     picture,
