@@ -21,6 +21,8 @@ from pycni.net.netlink.fake_kernel import FakeHost, FakeKernel
 from pycni.net.netlink.kernel import Kernel
 from pycni.net.netlink.rtnl.native import NativeKernel
 from pycni.net.netlink.rtnl.pyroute2_adapter import Pyroute2Kernel
+from pycni.net.ns import entered_fd
+from pycni.net.procsys import THREAD
 from tests import harness
 from tests.kernel_contract import CASES, EXPECTED, Side
 
@@ -31,6 +33,21 @@ KNOWN_DIFFERENCES = {
         "plugins/meta/sbr/policy.py, always passes a priority"
     ),
 }
+
+
+class EnteringSysctl:
+    """The real side's sysctls of one namespace: /proc/sys/net from a thread inside it."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def read(self, name: str) -> str:
+        with entered_fd(self.fd):
+            return THREAD.read(name)
+
+    def write(self, name: str, value: str) -> None:
+        with entered_fd(self.fd):
+            THREAD.write(name, value)
 
 
 def _open(kind: str) -> Kernel:
@@ -65,7 +82,9 @@ def test_kernel_answers_as_recorded_and_as_the_fake(
     node_fd = os.open(node.path, os.O_RDONLY)
     pod_fd = os.open(pod.path, os.O_RDONLY)
     try:
-        real = CASES[name](Side(node_kernel, pod_kernel, node_fd, pod_fd))
+        side = Side(node_kernel, pod_kernel, node_fd, pod_fd)
+        side.node_sysctl, side.pod_sysctl = EnteringSysctl(node_fd), EnteringSysctl(pod_fd)
+        real = CASES[name](side)
     finally:
         node_kernel.close()
         pod_kernel.close()
@@ -73,6 +92,15 @@ def test_kernel_answers_as_recorded_and_as_the_fake(
         os.close(pod_fd)
     host = FakeHost()
     fake_node, fake_pod = host.namespace(), host.namespace()
-    fake = CASES[name](Side(FakeKernel(fake_node), FakeKernel(fake_pod), fake_node.fd, fake_pod.fd))
+    fake = CASES[name](
+        Side(
+            FakeKernel(fake_node),
+            FakeKernel(fake_pod),
+            fake_node.fd,
+            fake_pod.fd,
+            fake_node.sysctl,
+            fake_pod.sysctl,
+        )
+    )
     assert real == EXPECTED[name]
     assert fake == real

@@ -24,7 +24,7 @@ IFACE = ipaddress.ip_interface
 def fake_side() -> Side:
     host = FakeHost()
     node, pod = host.namespace(), host.namespace()
-    return Side(FakeKernel(node), FakeKernel(pod), node.fd, pod.fd)
+    return Side(FakeKernel(node), FakeKernel(pod), node.fd, pod.fd, node.sysctl, pod.sysctl)
 
 
 def test_every_case_has_the_kernels_answer() -> None:
