@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from pycni.net.netlink.fake_kernel import IPV4_CONF_IDS, FakeKernel
+from pycni.net.netlink.fake_kernel import IPV4_CONF_IDS, IPV6_CONF_DEFAULTS, FakeKernel
 from pycni.net.netlink.kernel import AF_INET, AF_INET6
 from pycni.plugin import skel
 from pycni.plugin.fake_host import FakePluginHost
@@ -82,10 +82,13 @@ def with_prev(config: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
 def _namespace(k: FakeKernel) -> dict[str, Any]:
     names = {x.index: x.name for x in k.links()}
     conf = {}
-    for index, name in names.items():
-        link = k.ns.links[index]
-        v4 = {knob: link.ipv4_conf.get(i, 0) for knob, i in IPV4_CONF_IDS.items()}
-        conf[name] = (sorted(v4.items()), sorted(link.ipv6_conf.items()))
+    for name in names.values():
+        # the values, not which were written: a write of the default changes nothing
+        v4 = [(knob, k.ns.sysctl.read(f"net/ipv4/conf/{name}/{knob}")) for knob in IPV4_CONF_IDS]
+        v6 = [
+            (knob, k.ns.sysctl.read(f"net/ipv6/conf/{name}/{knob}")) for knob in IPV6_CONF_DEFAULTS
+        ]
+        conf[name] = (sorted(v4), sorted(v6))
     return {
         "links": links(k),
         "addresses": addresses(k),

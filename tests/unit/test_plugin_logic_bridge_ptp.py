@@ -57,14 +57,16 @@ def test_bridge_add_builds_bridge_veth_gateway_and_pod_config() -> None:
     assert [str(a.interface) for a in node.addresses(index=bridge.index)] == ["10.22.0.1/24"]
     assert node.forwarding(2) == 1  # isGateway turns ip_forward on, through the node's sysctl
     view = picture(host)
-    assert view["node"]["conf"][host_end.name][1] == [("disable_ipv6", 1)]  # hostVethIPv6 off
-    assert view["node"]["conf"]["cni0"][1] == [("accept_ra", 0)]
+    host_v6 = dict(view["node"]["conf"][host_end.name][1])
+    assert host_v6["disable_ipv6"] == "1"  # hostVethIPv6 off
+    assert dict(view["node"]["conf"]["cni0"][1])["accept_ra"] == "0"
     pod = view[POD]
     assert ("eth0", "10.22.0.5/24", 0) in pod["addresses"]
     assert ("0.0.0.0/0", "eth0", "10.22.0.1", 3, 0, 1, None, "", 0) not in pod["routes4"]
-    ipv4_conf, ipv6_conf = pod["conf"]["eth0"]
-    assert ("arp_notify", 1) in ipv4_conf  # set over netlink: the same state as the sysctl
-    assert ipv6_conf == [("accept_dad", 0)]  # enabledad off
+    ipv4_conf, ipv6_conf = (dict(x) for x in pod["conf"]["eth0"])
+    assert ipv4_conf["arp_notify"] == "1"  # set over netlink: the same state as the sysctl
+    assert ipv6_conf["accept_dad"] == "0"  # enabledad off
+    assert ipv6_conf["enhanced_dad"] == "1"
     eth0 = host.kernel(POD).find_link("eth0")
     assert eth0 is not None and eth0.up and eth0.kind == "veth"
     assert eth0.peer_index == host_end.index

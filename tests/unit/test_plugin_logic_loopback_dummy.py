@@ -100,7 +100,8 @@ def test_dummy_add_makes_the_link_addresses_and_routes() -> None:
     assert ("eth0", "fd00:10::2/64", 0) in view["addresses"]
     assert ("192.168.0.0/16", "eth0", "10.10.0.1", 3, 0, 1, None, "", 0) in view["routes4"]
     # configure_iface turned keep_addr_on_down on for the IPv6 address, via the pod's sysctl
-    assert view["conf"]["eth0"][1] == [("keep_addr_on_down", 1)]
+    assert dict(view["conf"]["eth0"][1])["keep_addr_on_down"] == "1"
+    assert dict(view["conf"]["eth0"][0])["arp_notify"] == "0"  # as the reference's dummy
     assert picture(host)["node"] == before_node  # nothing on the node
     assert host.delegations == [("static", "ADD")]
     ok(host, "dummy", "CHECK", with_prev(dummy_conf(), result))

@@ -41,6 +41,7 @@ class FakePluginHost:
         self.pods: dict[str, FakeNetns] = {}
         self.delegations: list[tuple[str, str]] = []
         self.open_kernels = 0  # handed out and not yet closed: a test checks it is back to 0
+        self.held: set[int] = set()  # pods whose lock is held
 
     # ------------------------------------------------------------ set-up and views
 
@@ -102,6 +103,17 @@ class FakePluginHost:
         if not isinstance(kernel, FakeKernel):
             raise TypeError("FakePluginHost hands out FakeKernels only")
         return kernel.ns.sysctl
+
+    @contextmanager
+    def locked(self, netns: NetNS) -> Iterator[None]:
+        self.machine.resolve(netns.fd)
+        if netns.fd in self.held:
+            raise AssertionError("the pod's lock is taken twice by one run")
+        self.held.add(netns.fd)
+        try:
+            yield
+        finally:
+            self.held.discard(netns.fd)
 
     def delegate(
         self, req: Request, plugin_type: str, command: str | None = None, stdin: bytes | None = None

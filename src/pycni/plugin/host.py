@@ -9,7 +9,8 @@ request's ``host`` (``req.host``, a ``Host``) for
   thread's namespace, so the real host enters it, as ``with pod.entered(), rtnl()`` did);
 - ``sysctl(kernel)``: the /proc/sys/net entries of that kernel's namespace
   (pycni.net.procsys.Sysctl), valid inside the block that handed out the kernel;
-- ``delegate(req, type, command, stdin)``: another plugin's verb (IPAM).
+- ``delegate(req, type, command, stdin)``: another plugin's verb (IPAM);
+- ``locked(netns)``: one run at a time on a pod (flock on its namespace file).
 
 ``THIS_HOST`` is the machine itself (what skel gives every request); tests hand
 pycni.plugin.fake_host.FakePluginHost instead, an in-memory machine over
@@ -70,6 +71,11 @@ class Host(Protocol):
         environment and ``stdin`` (default: its config): ADD's Result, None otherwise."""
         ...
 
+    def locked(self, netns: NetNS) -> AbstractContextManager[None]:
+        """Hold the pod's lock for the block: plugin runs on one pod (of any process) that
+        take it never overlap."""
+        ...
+
 
 class ThisHost:
     """The machine pycni runs on: rtnetlink clients, setns, /proc/sys, CNI_PATH."""
@@ -104,6 +110,9 @@ class ThisHost:
 
         return delegate(req, plugin_type, command, stdin)
 
+    def locked(self, netns: NetNS) -> AbstractContextManager[None]:
+        return _flocked(netns.fd)
+
 
 @contextmanager
 def _inside(fd: int) -> Iterator[Kernel]:
@@ -112,6 +121,18 @@ def _inside(fd: int) -> Iterator[Kernel]:
 
     with entered_fd(fd), rtnl() as kernel:
         yield kernel
+
+
+@contextmanager
+def _flocked(fd: int) -> Iterator[None]:
+    """flock on the namespace file, as the reference's sbr and vrf."""
+    import fcntl
+
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
 
 
 THIS_HOST = ThisHost()
