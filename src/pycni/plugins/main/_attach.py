@@ -12,7 +12,7 @@ from pycni.net.addr import configure_iface, validate_ips
 from pycni.net.link import LinkNotFound, delete_by_name, set_arp_notify
 from pycni.net.netlink.kernel import IPInterface, Kernel
 from pycni.net.ns import NetNS, NetNSNotFound
-from pycni.net.procsys import Sysctl, try_write
+from pycni.net.procsys import try_write
 from pycni.net.route import validate_routes
 from pycni.plugin.base import Request
 from pycni.plugin.config import DNSConf, IPAMRef, MacArg
@@ -83,18 +83,15 @@ def pod_result(req: Request, iface: Interface, ipam: Result | None) -> Result:
 
 
 def configure_pod_iface(
-    kernel: Kernel,
-    sysctl: Sysctl,
-    ifname: str,
-    index: int,
-    result: Result,
-    ndisc_notify: bool = True,
+    req: Request, kernel: Kernel, index: int, result: Result, ndisc_notify: bool = True
 ) -> None:
-    """In the pod: announce the addresses (arp/ndisc notify), add them, up, routes."""
+    """In the pod (``kernel``, inside ``req.host.pod``): announce the addresses (arp/ndisc
+    notify), add them to CNI_IFNAME, up, routes."""
+    sysctl = req.host.sysctl(kernel)
     set_arp_notify(kernel, index)
     if ndisc_notify:  # best effort: IPv6 may be disabled in the pod
-        try_write(sysctl, f"net/ipv6/conf/{ifname}/ndisc_notify", "1")
-    configure_iface(kernel, sysctl, ifname, index, result)
+        try_write(sysctl, f"net/ipv6/conf/{req.ifname}/ndisc_notify", "1")
+    configure_iface(kernel, sysctl, req.ifname, index, result)
 
 
 def check_ips_and_routes(kernel: Kernel, ifname: str, index: int, prev: Result) -> None:

@@ -226,9 +226,8 @@ class HostDevice(Plugin):
                 with req.host.pod(pod) as kernel:
                     index = index_of(kernel, req.ifname)
                     configure_pod_iface(
+                        req,
                         kernel,
-                        req.host.sysctl(kernel),
-                        req.ifname,
                         index,
                         result,
                         ndisc_notify=False,

@@ -145,7 +145,7 @@ class Ipvlan(Plugin):
             rb.step("configure")
             result = pod_result(req, iface, found)
             with req.host.pod(pod) as kernel:
-                configure_pod_iface(kernel, req.host.sysctl(kernel), req.ifname, index, result)
+                configure_pod_iface(req, kernel, index, result)
         return result
 
     def delete(self, req: Request) -> None:

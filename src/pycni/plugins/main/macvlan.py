@@ -110,7 +110,7 @@ class Macvlan(Plugin):
             rb.step("configure")
             with req.host.pod(pod) as kernel:
                 if ipam is not None:
-                    configure_pod_iface(kernel, req.host.sysctl(kernel), req.ifname, index, result)
+                    configure_pod_iface(req, kernel, index, result)
                 else:
                     kernel.set_link(index, up=True)
         return result

@@ -156,9 +156,8 @@ class Tap(Plugin):
                 rb.step("configure")
                 with req.host.pod(pod) as kernel:
                     configure_pod_iface(
+                        req,
                         kernel,
-                        req.host.sysctl(kernel),
-                        req.ifname,
                         index,
                         result,
                         ndisc_notify=False,
