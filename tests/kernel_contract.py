@@ -657,6 +657,132 @@ def sysctl_after_move(s: Side) -> Any:
     ]
 
 
+def unicast(k: Kernel, family: int, table: int) -> list[tuple[Any, ...]]:
+    """A table's unicast routes (a VRF's table also holds its ports' local and broadcast
+    routes, which the fake does not model)."""
+    return [r for r in routes(k, family, table) if r[5] == 1]
+
+
+def vrf_ports(s: Side) -> Any:
+    """Enslaving an up link to a VRF cycles it: its routes leave the main table and its
+    connected route comes back in the VRF's; a gateway there is reachable for routes of either
+    table; release, and deleting the VRF, cycle it back. IPv4 only: a VRF's IPv6 local routes
+    are not modelled."""
+    s.pod.add_veth("vr0", "vr1", s.pod_fd)
+    vr0, vr1 = index(s.pod, "vr0"), index(s.pod, "vr1")
+    s.pod.set_link(vr0, up=True)
+    s.pod.set_link(vr1, up=True)
+    s.pod.add_address(vr0, IFACE("10.77.0.5/24"))
+    s.pod.add_route(Route(NET("10.78.0.0/16"), oif=vr0, gateway=IP("10.77.0.1")))
+    s.pod.add_vrf("vrf7", 7)
+    vrf = index(s.pod, "vrf7")
+
+    def view() -> Any:
+        return {
+            "main": unicast(s.pod, AF_INET, 254),
+            "t7": unicast(s.pod, AF_INET, 7),
+            "addresses": addresses(s.pod, AF_INET),
+            "links": links(s.pod),
+        }
+
+    rules4 = rules(s.pod, AF_INET)
+    calls = [outcome(s.pod.set_link, vr1, master=vrf)]  # a down VRF takes ports too
+    s.pod.set_link(vrf, up=True)
+    calls.append(outcome(s.pod.set_link, vr0, master=vrf))
+    enslaved = view()
+    via = IP("10.77.0.1")
+    calls += [
+        outcome(s.pod.add_route, Route(NET("10.78.0.0/16"), oif=vr0, gateway=via, table=7)),
+        outcome(s.pod.add_route, Route(NET("10.79.0.0/16"), oif=vr0, gateway=via)),
+        outcome(s.pod.add_route, Route(NET("10.80.0.0/16"), oif=vr1, gateway=via, table=7)),
+    ]
+    with_routes = view()
+    s.pod.set_link(vr0, master=0)
+    released = view()
+    s.pod.set_link(vr0, master=vrf)
+    calls.append(outcome(s.pod.set_link, vr0, master=index(s.pod, "lo")))  # leaves, then fails
+    refused = view()
+    s.pod.set_link(vr0, master=vrf)
+    s.pod.delete_link(vrf)
+    return {
+        "rules": rules4,
+        "calls": calls,
+        "enslaved": enslaved,
+        "with routes": with_routes,
+        "released": released,
+        "refused": refused,
+        "vrf gone": view(),
+    }
+
+
+# cases that need the vrf module: the kernel suite cannot run them on this machine's kernel,
+# the full-kernel lane does (tests/fullkernel/test_fake_kernel_vrf_contract.py)
+VRF_CASES: dict[str, Callable[[Side], Any]] = {f.__name__: f for f in (vrf_ports,)}
+VRF_EXPECTED: dict[str, Any] = {
+    "vrf_ports": {
+        "calls": ["ok", "ok", "ok", "ok", "ENETUNREACH", "ENOTSUP"],
+        "enslaved": {
+            "addresses": [("lo", "127.0.0.1/8", 254), ("vr0", "10.77.0.5/24", 0)],
+            "links": [
+                ("lo", "", True, False, 65536, "", "", ""),
+                ("vr0", "veth", True, False, 1500, "vrf7", "", "vr1"),
+                ("vr1", "veth", True, False, 1500, "vrf7", "", "vr0"),
+                ("vrf7", "vrf", True, False, 65575, "", "", ""),
+            ],
+            "main": [],
+            "t7": [("10.77.0.0/24", "vr0", "", 2, 253, 1, None, "10.77.0.5", 0)],
+        },
+        "refused": {
+            "addresses": [("lo", "127.0.0.1/8", 254), ("vr0", "10.77.0.5/24", 0)],
+            "links": [
+                ("lo", "", True, False, 65536, "", "", ""),
+                ("vr0", "veth", True, False, 1500, "", "", "vr1"),
+                ("vr1", "veth", True, False, 1500, "vrf7", "", "vr0"),
+                ("vrf7", "vrf", True, False, 65575, "", "", ""),
+            ],
+            "main": [("10.77.0.0/24", "vr0", "", 2, 253, 1, None, "10.77.0.5", 0)],
+            "t7": [],
+        },
+        "released": {
+            "addresses": [("lo", "127.0.0.1/8", 254), ("vr0", "10.77.0.5/24", 0)],
+            "links": [
+                ("lo", "", True, False, 65536, "", "", ""),
+                ("vr0", "veth", True, False, 1500, "", "", "vr1"),
+                ("vr1", "veth", True, False, 1500, "vrf7", "", "vr0"),
+                ("vrf7", "vrf", True, False, 65575, "", "", ""),
+            ],
+            "main": [("10.77.0.0/24", "vr0", "", 2, 253, 1, None, "10.77.0.5", 0)],
+            "t7": [],
+        },
+        "rules": [(-1, 255, ""), (32766, 254, ""), (32767, 253, "")],
+        "vrf gone": {
+            "addresses": [("lo", "127.0.0.1/8", 254), ("vr0", "10.77.0.5/24", 0)],
+            "links": [
+                ("lo", "", True, False, 65536, "", "", ""),
+                ("vr0", "veth", True, False, 1500, "", "", "vr1"),
+                ("vr1", "veth", True, False, 1500, "", "", "vr0"),
+            ],
+            "main": [("10.77.0.0/24", "vr0", "", 2, 253, 1, None, "10.77.0.5", 0)],
+            "t7": [],
+        },
+        "with routes": {
+            "addresses": [("lo", "127.0.0.1/8", 254), ("vr0", "10.77.0.5/24", 0)],
+            "links": [
+                ("lo", "", True, False, 65536, "", "", ""),
+                ("vr0", "veth", True, False, 1500, "vrf7", "", "vr1"),
+                ("vr1", "veth", True, False, 1500, "vrf7", "", "vr0"),
+                ("vrf7", "vrf", True, False, 65575, "", "", ""),
+            ],
+            "main": [("10.79.0.0/16", "vr0", "10.77.0.1", 4, 0, 1, None, "", 0)],
+            "t7": [
+                ("10.77.0.0/24", "vr0", "", 2, 253, 1, None, "10.77.0.5", 0),
+                ("10.78.0.0/16", "vr0", "10.77.0.1", 4, 0, 1, None, "", 0),
+            ],
+        },
+    }
+}
+
+
 CASES: dict[str, Callable[[Side], Any]] = {
     f.__name__: f
     for f in (

@@ -569,7 +569,7 @@ class FakeKernel:
     def _bridge_mtu(self, ns: FakeNetns, bridge_index: int) -> None:
         """br_mtu_auto_adjust: a bridge without a user-set MTU takes its ports' smallest."""
         bridge = ns.links.get(bridge_index)
-        if bridge is None or bridge.mtu_by_user:
+        if bridge is None or bridge.kind != "bridge" or bridge.mtu_by_user:
             return
         ports = [p.mtu for p in ns.links.values() if p.master == bridge_index]
         bridge.mtu = min(ports) if ports else DEFAULT_MTU
@@ -578,7 +578,7 @@ class FakeKernel:
         """br_stp_recalculate_bridge_id: a bridge without a user-set MAC takes its ports'
         smallest."""
         bridge = ns.links.get(bridge_index)
-        if bridge is None or bridge.mac_set:
+        if bridge is None or bridge.kind != "bridge" or bridge.mac_set:
             return
         ports = [p.mac for p in ns.links.values() if p.master == bridge_index]
         if ports:
@@ -589,22 +589,41 @@ class FakeKernel:
             return
         if link.master:
             old = link.master
+            was_vrf = self._l3mdev_table(ns, link.index) is not None
             link.master, link.hairpin, link.isolated, link.vlans = 0, False, False, []
             self._bridge_mtu(ns, old)
+            if was_vrf:
+                self._cycle(ns, link)  # vrf_del_slave cycles it: its routes back in main
         if not master:
             return
         upper = ns.links.get(master)
         if upper is None:
             raise _refuse(errno.EINVAL)  # do_set_master: no such upper device
-        if upper.kind != "bridge":
+        if upper.kind not in ("bridge", "vrf"):
             raise _refuse(errno.EOPNOTSUPP)  # no ndo_add_slave
         if link.loopback or link is upper:
             raise _refuse(errno.EINVAL)
         link.master = master
+        if upper.kind == "vrf":
+            self._cycle(ns, link)  # do_vrf_add_slave: down and up, routes into its table
+            return
         if upper.vlan_filtering:
             link.vlans = [1]
         self._bridge_mtu(ns, master)
         self._bridge_mac(ns, master)
+
+    def _cycle(self, ns: FakeNetns, link: _Link) -> None:
+        """A VRF's cycle_netdev: an up link goes down and up again."""
+        if link.up:
+            self._set_up(ns, link, False)
+            self._set_up(ns, link, True)
+
+    @staticmethod
+    def _l3mdev_table(ns: FakeNetns, index: int) -> int | None:
+        """The table of the VRF ``index`` is enslaved to, None if it is in none."""
+        link = ns.links.get(index)
+        master = ns.links.get(link.master) if link is not None and link.master else None
+        return master.vrf_table if master is not None and master.kind == "vrf" else None
 
     def _set_up(self, ns: FakeNetns, link: _Link, up: bool) -> None:
         if link.up == up:
@@ -659,9 +678,11 @@ class FakeKernel:
             return
         if link.master:
             self._set_master(ns, link, 0)
-        for port in ns.links.values():
+        for port in list(ns.links.values()):
             if port.master == link.index:
                 port.master = 0
+                if link.kind == "vrf":
+                    self._cycle(ns, port)  # vrf_dellink releases each port: vrf_del_slave
         self._forget(ns, link.index)
         del ns.links[link.index]
         if link.kind == "veth" and link.peer is not None:
@@ -765,13 +786,14 @@ class FakeKernel:
     def _prefix_route(self, address: Address, add: bool) -> None:
         """The route the kernel keeps for an address's prefix on its link (proto kernel)."""
         interface = address.interface
+        table = self._l3mdev_table(self.ns, address.index) or MAIN_TABLE  # a VRF port's: its
         if interface.network.prefixlen == interface.max_prefixlen or interface.ip.is_loopback:
             return
         if interface.version == 4:
             route = Route(
                 dst=_prefix(interface),
                 oif=address.index,
-                table=MAIN_TABLE,
+                table=table,
                 proto=RTPROT_KERNEL,
                 scope=RT_SCOPE_LINK,
                 type=RTN_UNICAST,
@@ -781,7 +803,7 @@ class FakeKernel:
             route = Route(
                 dst=_prefix(interface),
                 oif=address.index,
-                table=MAIN_TABLE,
+                table=table,
                 proto=RTPROT_KERNEL,
                 scope=0,
                 type=RTN_UNICAST,
@@ -851,9 +873,12 @@ class FakeKernel:
         if route.gateway is not None and route.dst.version == 4:
             if route.flags & RTNH_F_ONLINK:
                 return
+            # fib_check_nh_v4_gw: the route's own table, then a full lookup (main, or the
+            # VRF's table for a VRF port, by the l3mdev rule)
+            tables = {route.table, MAIN_TABLE, self._l3mdev_table(ns, route.oif)}
             for r in ns.routes:
                 if (
-                    r.table == MAIN_TABLE
+                    r.table in tables
                     and r.dst.version == 4
                     and route.gateway in r.dst
                     and r.gateway is None
