@@ -294,4 +294,10 @@ def test_vrf_a_failure_at_each_step_leaves_the_pod_as_it_was() -> None:
     for step in steps:
         host = pod_with_eth0()
         assert f"injected failure at step {step!r}" in failed(host, "vrf", "ADD", VRF, fail_at=step)
-        assert picture(host) == before, step
+        after = picture(host)
+        if step != "create":
+            # the l3mdev rule the kernel added with the first VRF stays after it (as on Linux)
+            v4, v6 = after[POD]["rules"]
+            assert (1000, 0, "") in v4 and (1000, 0, "") in v6
+            after[POD]["rules"] = tuple([r for r in x if r != (1000, 0, "")] for x in (v4, v6))
+        assert after == before, step

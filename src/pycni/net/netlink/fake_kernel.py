@@ -90,6 +90,7 @@ RT_SCOPE_HOST = 254
 RTNH_F_ONLINK = 4
 LOCAL_TABLE = 255
 DEFAULT_TABLE = 253
+L3MDEV_RULE_PRIORITY = 1000  # the rule the first VRF of a namespace adds (table 0: l3mdev)
 IPV6_DEFAULT_METRIC = 1024
 IPV6_PREFIX_METRIC = 256
 ETH_MIN_MTU = 68
@@ -400,6 +401,10 @@ class FakeKernel:
         made.mtu = 65575  # the kernel gives a vrf IP6_MAX_MTU
         made.vrf_table = table
         self._insert(ns, made)
+        for family in (AF_INET, AF_INET6):  # vrf_add_fib_rules: the l3mdev rule, kept after
+            l3mdev = Rule(family, 0, None, L3MDEV_RULE_PRIORITY)
+            if l3mdev not in ns.rules:
+                ns.rules.append(l3mdev)
 
     def add_bridge(self, name: str, mtu: int = 0, vlan_filtering: bool = False) -> None:
         ns = self._open()
