@@ -29,6 +29,10 @@ suite) so the two cannot drift apart. Modelled:
 - policy rules with the namespace's default ones, the kernel's choice of a priority, EEXIST,
   ENOENT; neighbours, FDB entries, IPv4 devconf, forwarding, bridge port flags and VLANs, the
   bandwidth plugin's tc objects, netns ids;
+- VRFs: an up port is cycled when it joins or leaves (its routes flushed, its connected
+  routes in the VRF's table), gateways checked in the route's table then by a full lookup
+  (main, or a port's VRF table), the l3mdev rules the first VRF adds (held to a kernel with
+  the vrf module by the full-kernel lane);
 - sysctls: each namespace's ``sysctl`` (FakeSysctl, a pycni.net.procsys.Sysctl) holds the
   forwarding switches and the per-device entries plugins write (arp_notify, accept_ra,
   disable_ipv6, keep_addr_on_down, ...), tied to the link state they govern.
