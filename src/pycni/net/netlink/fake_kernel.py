@@ -22,7 +22,7 @@ suite) so the two cannot drift apart. Modelled:
   master; lo and bridges cannot move), deleting (a veth's peer and a link's macvlans go too);
 - addresses: IPv4 duplicates by address and prefix, IPv6 by address; lo up gets 127.0.0.1/8
   and ::1; the kernel's prefix routes (proto kernel) of an up link's addresses;
-  a link going down loses every route through it and its IPv6 addresses;
+  a link going down loses every route through it and (keep_addr_on_down 0) its IPv6 addresses;
 - routes: main and other tables, EEXIST on (table, dst, metric), ENETDOWN on a down link,
   ENETUNREACH for a gateway no link route covers (unless onlink), replace, delete matching as
   the kernel does (ESRCH), ``route_to`` by longest prefix in the main table;
