@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from pycni.cluster import subnet as sn  # noqa: E402
 from pycni.cluster.etcd import WatchEvent  # noqa: E402
 from pycni.net import owned_routes  # noqa: E402
-from pycni.net.netlink.rtnl import messages  # noqa: E402
+from pycni.net.netlink.rtnl import codec  # noqa: E402
 from pycni.playground import cluster  # noqa: E402
 
 PREFIX = f"pcbench{os.getpid() % 10000}-"
@@ -120,9 +120,9 @@ class RouteEvents:
                 if length < NLMSGHDR.size:
                     break
                 if kind in (RTM_NEWROUTE, RTM_DELROUTE):
-                    msg = messages.route(data[offset + NLMSGHDR.size : offset + length])
-                    if msg["proto"] == owned_routes.PROTO_PYCNI:
-                        dst = str(owned_routes._dst(msg))
+                    route = codec.decode_route(data[offset + NLMSGHDR.size : offset + length])
+                    if route is not None and route.proto == owned_routes.PROTO_PYCNI:
+                        dst = str(route.dst)
                         if kind == RTM_NEWROUTE:
                             have.add(dst)
                         else:

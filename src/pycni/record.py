@@ -32,6 +32,18 @@ else:
         return function
 
 
+__all__ = [
+    "COMPILE_AFTER",
+    "Field",
+    "FrozenInstanceError",
+    "asdict",
+    "field",
+    "fields",
+    "record",
+    "replace",
+]
+
+
 COMPILE_AFTER = 200
 
 

@@ -222,7 +222,8 @@ def test_socket_is_root_only(daemon: DaemonProc) -> None:
     os.chmod(daemon.socket_path, 0o666)
     outcome, data = _connect_as_nobody(daemon.socket_path)
     assert outcome == "reply"
-    _kind, code, out_len, _err_len = protocol.parse_reply_prefix(data[:20])
+    head = protocol.parse_reply_header(data[:20])
+    code, out_len = head.exit_code, head.stdout_len
     err = json.loads(data[20 : 20 + out_len])
     assert code == 1
     assert err["code"] == IO_FAILURE
@@ -253,7 +254,8 @@ def test_sigterm_drains_in_flight_calls(short_dir: Path) -> None:
     data = b""
     while chunk := s.recv(65536):
         data += chunk
-    _kind, code, out_len, _ = protocol.parse_reply_prefix(data[:20])
+    head = protocol.parse_reply_header(data[:20])
+    code, out_len = head.exit_code, head.stdout_len
     assert code == 0
     assert "supportedVersions" in json.loads(data[20 : 20 + out_len])
     assert d.proc.wait(timeout=30) == 0

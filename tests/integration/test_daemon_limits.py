@@ -107,7 +107,8 @@ def read_reply(conn: socket.socket) -> tuple[int, dict[str, Any]]:
     while chunk := conn.recv(65536):
         data += chunk
     conn.close()
-    _kind, code, out_len, _ = protocol.parse_reply_prefix(data[:20])
+    head = protocol.parse_reply_header(data[:20])
+    code, out_len = head.exit_code, head.stdout_len
     return code, json.loads(data[20 : 20 + out_len])
 
 

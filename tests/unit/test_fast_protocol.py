@@ -39,8 +39,8 @@ def test_call_round_trip() -> None:
 def test_reply_round_trip() -> None:
     reply = protocol.Reply(-3, b"out", b"err!")
     data = protocol.encode_reply(reply)
-    kind, code, out_len, err_len = protocol.parse_reply_prefix(data[:20])
-    assert (kind, code, out_len, err_len) == (protocol.KIND_CALL, -3, 3, 4)
+    head = protocol.parse_reply_header(data[:20])
+    assert head == protocol.ReplyHeader(protocol.VERSION, protocol.KIND_CALL, 0, -3, 3, 4)
     assert data[20:] == b"outerr!"
 
 
@@ -83,7 +83,7 @@ def test_bad_call_head(head: bytes) -> None:
 
 def test_reply_prefix_rejects_a_request() -> None:
     with pytest.raises(ValueError):
-        protocol.parse_reply_prefix(protocol.encode_request(protocol.KIND_PING) + b"\0" * 4)
+        protocol.parse_reply_header(protocol.encode_request(protocol.KIND_PING) + b"\0" * 4)
 
 
 def test_error_reply_is_cni_error_json() -> None:

@@ -9,6 +9,8 @@ import sys
 import time
 from typing import Any
 
+__all__ = ["register"]
+
 DEFAULT_STATE_DIR = "/run/pycni-cluster"
 
 

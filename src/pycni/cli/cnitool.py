@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pycni.runtime import NetworkConfigList, RuntimeConf
 
+__all__ = ["DEFAULT_NET_DIR", "cni_paths", "container_id_for", "load_conf", "register"]
+
 DEFAULT_NET_DIR = "/etc/cni/net.d"
 DEFAULT_IFNAME = "eth0"
 DEFAULT_CACHE_DIR = "/var/lib/cni"

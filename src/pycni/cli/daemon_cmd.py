@@ -12,6 +12,8 @@ from typing import Any
 
 from pycni.fast import protocol
 
+__all__ = ["main", "register"]
+
 
 def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(

@@ -7,6 +7,8 @@ import os
 import sys
 from typing import Any, TextIO
 
+__all__ = ["register"]
+
 
 def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(

@@ -9,6 +9,8 @@ import sys
 import threading
 from types import FrameType
 
+__all__ = ["register"]
+
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(

@@ -10,6 +10,8 @@ from typing import Any
 
 from pycni.cli.cnitool import DEFAULT_NET_DIR, cni_paths, load_conf
 
+__all__ = ["register"]
+
 
 def register(subparsers: Any) -> None:
     version = subparsers.add_parser(

@@ -13,6 +13,8 @@ import importlib
 import os
 import sys
 
+__all__ = ["COMMAND_MODULES", "COMMAND_OWNERS", "build_parser", "main", "modules_for"]
+
 COMMAND_MODULES: tuple[str, ...] = (
     "pycni.cli.cnitool",
     "pycni.cli.info_cmd",

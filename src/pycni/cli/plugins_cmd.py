@@ -8,6 +8,8 @@ from typing import Any
 
 from pycni.fast import protocol
 
+__all__ = ["FORMS", "register"]
+
 FORMS = ("auto", "c", "python", "inprocess")  # pycni.fast.install.FORMS, kept import-free
 IDLE_EXIT_DEFAULT = 300.0  # pycni.fast.autostart.IDLE_EXIT_DEFAULT
 

@@ -50,6 +50,8 @@ from pycni.net.netlink.client import rtnl
 from pycni.net.netlink.kernel_changes import KernelChanges
 from pycni.record import field, record
 
+__all__ = ["Agent", "AgentConfig", "AgentError", "make_backend"]
+
 BACKENDS = ("host-gw", "vxlan", "wireguard", "ipip")
 DEFAULT_SUBNET_FILE = "/run/flannel/subnet.env"
 DEFAULT_RECONCILE = 10.0
@@ -89,7 +91,7 @@ def _usable(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     return not (address.is_link_local or address.is_loopback)
 
 
-def find_underlay(iface: str, public_ip: str, version: int = 4) -> Underlay:
+def _find_underlay(iface: str, public_ip: str, version: int = 4) -> Underlay:
     """The link to the other nodes for IPv``version``: ``iface``, else the one holding
     ``public_ip``, else the one of that family's default route, else the first
     non-loopback link with an address of that family (IPv6: not link-local)."""
@@ -182,7 +184,7 @@ def make_backend(
     return backend
 
 
-def previous_subnets(path: str) -> list[sn.Net]:
+def _previous_subnets(path: str) -> list[sn.Net]:
     """The subnets this node had before (from its subnet file)."""
     try:
         env = sn.read_subnet_env(path)
@@ -318,7 +320,7 @@ class Agent:
         cfg = self.config
         for network in cfg.network.families:
             public = cfg.public_ipv6 if network.version == 6 else cfg.public_ip
-            underlay = find_underlay(cfg.iface, public, network.version)
+            underlay = _find_underlay(cfg.iface, public, network.version)
             backend = make_backend(
                 cfg.backend,
                 underlay,
@@ -348,7 +350,7 @@ class Agent:
         self._kernel = KernelChanges(owned_routes.PROTO_PYCNI)
         self.log(f"etcd {', '.join(e.url for e in self.etcd.endpoints)}")
         self._wait_for_etcd()
-        previous = previous_subnets(cfg.subnet_file)
+        previous = _previous_subnets(cfg.subnet_file)
         for path in self.paths:
             info = LeaseInfo(
                 path.underlay.address, path.backend.type_name, path.backend.backend_data()

@@ -11,6 +11,8 @@ from __future__ import annotations
 from pycni.cluster.subnet import Net
 from pycni.net.netfilter import nft
 
+__all__ = ["ensure"]
+
 TABLE = "pycni-cluster"
 
 
@@ -42,8 +44,3 @@ def ensure(network: Net) -> bool:
         return False
     nft.apply(script(network))
     return True
-
-
-def remove(version: int = 4) -> None:
-    family = "ip6" if version == 6 else "ip"
-    nft.apply(f"table {family} {TABLE} {{}}\ndelete table {family} {TABLE}\n")

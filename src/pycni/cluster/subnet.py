@@ -19,6 +19,22 @@ from collections.abc import Iterable, Iterator
 from pycni.fsutil import write_atomic
 from pycni.record import record
 
+__all__ = [
+    "ClusterConfig",
+    "Interface",
+    "Net",
+    "NetworkConfig",
+    "Readiness",
+    "SubnetEnv",
+    "SubnetError",
+    "choose_free",
+    "key_of",
+    "read_subnet_env",
+    "readiness",
+    "subnet_of_key",
+    "write_subnet_env",
+]
+
 Net = ipaddress.IPv4Network | ipaddress.IPv6Network
 Interface = ipaddress.IPv4Interface | ipaddress.IPv6Interface
 
@@ -125,7 +141,7 @@ def _nth(network: Net, length: int, index: int) -> Net:
     return _net(network.version, base, length)
 
 
-def first_host(subnet: Net) -> Interface:
+def _first_host(subnet: Net) -> Interface:
     """The node's own address in its subnet (the bridge's): the first one."""
     if subnet.version == 4:
         return ipaddress.IPv4Interface((int(subnet.network_address) + 1, subnet.prefixlen))
@@ -241,7 +257,7 @@ class SubnetEnv:
     @property
     def gateway(self) -> Interface:
         """The node's address in its (first family's) subnet, the bridge's."""
-        return first_host(self.primary_subnet)
+        return _first_host(self.primary_subnet)
 
     @property
     def primary_subnet(self) -> Net:
@@ -263,10 +279,10 @@ class SubnetEnv:
         lines = []
         if self.network is not None and self.subnet is not None:
             lines.append(f"FLANNEL_NETWORK={self.network}")
-            lines.append(f"FLANNEL_SUBNET={first_host(self.subnet)}")
+            lines.append(f"FLANNEL_SUBNET={_first_host(self.subnet)}")
         if self.ipv6_network is not None and self.ipv6_subnet is not None:
             lines.append(f"FLANNEL_IPV6_NETWORK={self.ipv6_network}")
-            lines.append(f"FLANNEL_IPV6_SUBNET={first_host(self.ipv6_subnet)}")
+            lines.append(f"FLANNEL_IPV6_SUBNET={_first_host(self.ipv6_subnet)}")
         lines.append(f"FLANNEL_MTU={self.mtu}")
         lines.append(f"FLANNEL_IPMASQ={'true' if self.ipmasq else 'false'}")
         if self.fresh_for:

@@ -27,6 +27,8 @@ from pycni.cluster.etcd import KeyValue
 from pycni.cluster.lease import LeaseInfo
 from pycni.record import record
 
+__all__ = ["Tenures", "Verdict"]
+
 
 @record
 class Tenure:

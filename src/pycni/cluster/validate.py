@@ -22,6 +22,16 @@ from pycni.cluster import wgkey
 from pycni.cluster.lease import LeaseInfo
 from pycni.record import field, record
 
+__all__ = [
+    "MAX_REPORTS_PER_PASS",
+    "IPNet",
+    "NodeView",
+    "Rejections",
+    "exclusive",
+    "lease_problem",
+    "safe_key",
+]
+
 MAC_RE = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
 MAX_REPORTS_PER_PASS = 20  # log lines about bad leases per pass (a flood is summarised)
 
@@ -36,7 +46,7 @@ def _within(a: IPNet, b: IPNet) -> bool:
     return a.version == b.version and a.subnet_of(b)  # type: ignore[arg-type]
 
 
-def mac_problem(mac: object) -> str | None:
+def _mac_problem(mac: object) -> str | None:
     """Why ``mac`` cannot be a remote VTEP's address (None when it can)."""
     if not isinstance(mac, str) or not MAC_RE.match(mac.lower()):
         return f"VtepMAC {str(mac)[:40]!r} is not a MAC address"
@@ -61,7 +71,7 @@ def address_problem(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> s
     return None
 
 
-def wireguard_problem(info: LeaseInfo) -> str | None:
+def _wireguard_problem(info: LeaseInfo) -> str | None:
     """Why a wireguard lease's BackendData cannot be used (None: it can)."""
     key = info.backend_data.get("PublicKey")
     try:
@@ -93,7 +103,7 @@ class NodeView:
     special_addresses: frozenset[ipaddress.IPv4Address | ipaddress.IPv6Address] = frozenset()
 
 
-def underlay_address_problem(
+def _underlay_address_problem(
     address: ipaddress.IPv4Address | ipaddress.IPv6Address, view: NodeView
 ) -> str | None:
     """Why ``address`` cannot be another node's address as seen from this node: one of
@@ -141,7 +151,7 @@ def lease_problem(subnet: sn.Net, info: LeaseInfo, view: NodeView) -> str | None
         return f"PublicIP {info.public_ip} is inside the cluster network"
     if info.public_ip == view.public_ip:
         return f"PublicIP {info.public_ip} is this node's own address"
-    problem = underlay_address_problem(info.public_ip, view)
+    problem = _underlay_address_problem(info.public_ip, view)
     if problem:
         return problem
     if info.backend_type != view.backend_type:
@@ -151,11 +161,11 @@ def lease_problem(subnet: sn.Net, info: LeaseInfo, view: NodeView) -> str | None
     ):
         return f"PublicIP {info.public_ip} is not on this node's underlay (host-gw needs one L2)"
     if view.backend_type == "wireguard":
-        problem = wireguard_problem(info)
+        problem = _wireguard_problem(info)
         if problem:
             return problem
     if view.backend_type == "vxlan":
-        problem = mac_problem(info.backend_data.get("VtepMAC"))
+        problem = _mac_problem(info.backend_data.get("VtepMAC"))
         if problem:
             return problem
         vni = info.backend_data.get("VNI", view.vni)

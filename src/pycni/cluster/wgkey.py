@@ -20,6 +20,17 @@ import binascii
 import os
 import stat
 
+__all__ = [
+    "DEFAULT_KEY_FILE",
+    "WgKeyError",
+    "decode",
+    "encode",
+    "generate",
+    "load_or_create",
+    "public_key",
+    "x25519",
+]
+
 P = 2**255 - 19
 A24 = 121665
 KEY_LEN = 32

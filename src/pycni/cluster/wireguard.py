@@ -27,6 +27,8 @@ from pycni.net import vxlan as vxdev
 from pycni.net.netlink.client import rtnl
 from pycni.net.netlink.kernel import Kernel
 
+__all__ = ["WireGuard", "keyed"]
+
 TYPE = "wireguard"
 DEFAULT_PORT = 51820
 DEFAULT_PORT_V6 = 51821
@@ -42,7 +44,7 @@ def overhead(version: int) -> int:
     return OVERHEAD_V6 if version == 6 else OVERHEAD
 
 
-def lease_key(info: LeaseInfo) -> bytes | None:
+def _lease_key(info: LeaseInfo) -> bytes | None:
     """The lease's WireGuard public key (None: missing or not a key)."""
     text = info.backend_data.get("PublicKey")
     if not isinstance(text, str):
@@ -53,7 +55,7 @@ def lease_key(info: LeaseInfo) -> bytes | None:
         return None
 
 
-def lease_port(info: LeaseInfo, default: int) -> int | None:
+def _lease_port(info: LeaseInfo, default: int) -> int | None:
     """The lease's ListenPort (``default`` when it names none; None when it is bad)."""
     port = info.backend_data.get("ListenPort", default)
     if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
@@ -108,7 +110,7 @@ class WireGuard:
     def _peers(self, own: Net, remotes: dict[Net, LeaseInfo]) -> dict[Net, wgnl.Peer]:
         out: dict[Net, wgnl.Peer] = {}
         for subnet, info in remotes.items():
-            key, port = lease_key(info), lease_port(info, self.port)
+            key, port = _lease_key(info), _lease_port(info, self.port)
             if (
                 subnet == own
                 or info.backend_type != TYPE

@@ -14,6 +14,8 @@ from typing import TypeVar
 from pycni.net.ns import NetNS
 from pycni.record import record
 
+__all__ = ["Check", "http_get", "ping_matrix", "wait_listening"]
+
 T = TypeVar("T")
 
 
@@ -24,7 +26,7 @@ class Check:
     detail: str = ""
 
 
-def in_namespace(path: str, fn: Callable[[], T]) -> T:
+def _in_namespace(path: str, fn: Callable[[], T]) -> T:
     """Run ``fn`` on a fresh thread inside the namespace ``path`` (its sockets live there)."""
     box: dict[str, T] = {}
     errors: list[BaseException] = []
@@ -94,7 +96,7 @@ def http_get(ns_path: str, host: str, port: int, timeout: float = 3.0) -> str:
         first = body.strip().splitlines()[0] if body.strip() else ""
         return f"{status} | {first}"
 
-    return in_namespace(ns_path, fetch)
+    return _in_namespace(ns_path, fetch)
 
 
 def wait_listening(ns_path: str, host: str, port: int, deadline: float = 5.0) -> bool:
@@ -110,4 +112,4 @@ def wait_listening(ns_path: str, host: str, port: int, deadline: float = 5.0) ->
                 time.sleep(0.05)
         return False
 
-    return in_namespace(ns_path, probe)
+    return _in_namespace(ns_path, probe)

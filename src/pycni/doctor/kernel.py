@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterator
 from pycni.doctor.report import FAIL, OK, WARN, Check
 from pycni.playground import netns_path
 
+__all__ = ["check_kernel"]
+
 SCRATCH_PREFIX = "pycni-doctor-"
 UNSUPPORTED_DOC = "docs/plugins/unsupported.md"
 
@@ -55,7 +57,7 @@ def _ip(*argv: str) -> subprocess.CompletedProcess[str]:
 
 
 @contextlib.contextmanager
-def scratch_namespace() -> Iterator[str]:
+def _scratch_namespace() -> Iterator[str]:
     """A fresh named namespace (lo up) that is deleted on the way out."""
     name = f"{SCRATCH_PREFIX}{os.getpid()}-{secrets.token_hex(3)}"
     made = _ip("netns", "add", name)
@@ -173,7 +175,7 @@ def _conntrack(ns: str) -> Check:
         )
 
 
-def system_iptables_variant() -> str:
+def _system_iptables_variant() -> str:
     """ "nft" or "legacy": what the system's plain ``iptables`` is (the reference uses it)."""
     proc = subprocess.run(
         ["iptables", "--version"], capture_output=True, text=True, check=False, timeout=30
@@ -219,13 +221,13 @@ def _iptables(ns: str, variant: str, default: str) -> Check:
 def check_kernel() -> list[Check]:
     """Every kernel feature pycni's plugins use, plus the link types it does not ship."""
     out: list[Check] = []
-    with scratch_namespace() as ns:
+    with _scratch_namespace() as ns:
         for feature, args, user in REQUIRED_LINKS:
             out.append(_link_check(ns, feature, args, user, required=True))
         out.append(_tc(ns))
         out.append(_nftables(ns))
         out.append(_conntrack(ns))
-        default = system_iptables_variant()
+        default = _system_iptables_variant()
         for variant in ("legacy", "nft"):
             out.append(_iptables(ns, variant, default))
         for feature, args, user in OPTIONAL_LINKS:

@@ -16,6 +16,17 @@ from pycni.doctor.report import FAIL, OK, WARN, Check
 from pycni.inspect.runtimes import RuntimeView
 from pycni.record import record
 
+__all__ = [
+    "EntryPoint",
+    "Setting",
+    "check_conf_dir",
+    "check_daemon",
+    "check_leaks",
+    "check_plugin_dirs",
+    "check_runtimes",
+    "read_entry_point",
+]
+
 _SCAN_LIMIT = 4 << 20
 _PY_SOCKET = re.compile(rb"^SOCKET_PATH = '([^'\n]*)'$", re.M)
 _PY_MODE = re.compile(rb"^MODE = '([^'\n]*)'$", re.M)

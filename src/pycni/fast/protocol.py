@@ -229,12 +229,6 @@ def parse_reply_header(data: bytes) -> ReplyHeader:
     return ReplyHeader(version, kind & ~REPLY_BIT, flags, code, out_len, err_len)
 
 
-def parse_reply_prefix(data: bytes) -> tuple[int, int, int, int]:
-    """Return (kind, exit_code, stdout_len, stderr_len); ValueError when it is not a reply."""
-    head = parse_reply_header(data)
-    return head.kind, head.exit_code, head.stdout_len, head.stderr_len
-
-
 def error_reply(
     err: CNIError, kind: int = KIND_CALL, flags: int = 0, version: int = VERSION
 ) -> Reply:

@@ -38,6 +38,8 @@ from pycni.net.netlink.client import rtnl
 from pycni.record import field, record
 from pycni.spec.errors import INVALID_NETWORK_CONFIG, CNIError
 
+__all__ = ["CleanupReport", "clean"]
+
 DEL_TIMEOUT = 120.0  # seconds one chain DEL may take before its plugin is killed
 
 

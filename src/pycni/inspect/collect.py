@@ -39,6 +39,8 @@ from pycni.net.ns import THREAD_NETNS, NetNS, NetNSNotFound
 from pycni.record import record
 from pycni.spec.errors import CNIError
 
+__all__ = ["Paths", "collect", "read_networks"]
+
 DEFAULT_CONF_DIR = "/etc/cni/net.d"
 DEFAULT_CACHE_DIR = "/var/lib/cni"
 DEFAULT_DATA_DIR = "/var/lib/cni/networks"
@@ -190,7 +192,7 @@ def _attachment_from(path: str, data: Any, mtime: float) -> Attachment:
     )
 
 
-def read_attachments(cache_dir: str) -> tuple[list[Attachment], list[str]]:
+def _read_attachments(cache_dir: str) -> tuple[list[Attachment], list[str]]:
     """Cached attachments, plus a note for each file that could not be understood.
 
     A truncated, non-JSON or oddly shaped file is skipped (logged and noted), never fatal.
@@ -226,7 +228,7 @@ def _is_ip(name: str) -> bool:
     return True
 
 
-def read_reservations(store_dirs: dict[str, str]) -> list[Reservation]:
+def _read_reservations(store_dirs: dict[str, str]) -> list[Reservation]:
     """host-local reservations: ``store_dirs`` maps a network name to its store directory."""
     out = []
     for network, directory in sorted(store_dirs.items()):
@@ -328,7 +330,7 @@ def _dump_links(kernel: Kernel) -> list[_RawLink]:
     ]
 
 
-def ns_key(path: str) -> tuple[int, int] | None:
+def _ns_key(path: str) -> tuple[int, int] | None:
     """What identifies a namespace file (device, inode); None when it cannot be stat'ed."""
     try:
         st = os.stat(path)
@@ -337,7 +339,7 @@ def ns_key(path: str) -> tuple[int, int] | None:
     return (st.st_dev, st.st_ino)
 
 
-def candidate_namespaces(
+def _candidate_namespaces(
     netns_dir: str, attachments: list[Attachment]
 ) -> tuple[list[tuple[str, str]], NamespaceScan]:
     """(name, path) of every live namespace but our own, and the scan that found them.
@@ -350,7 +352,7 @@ def candidate_namespaces(
         named += [(n, os.path.join(netns_dir, n)) for n in sorted(os.listdir(netns_dir))]
     named += [(a.netns, a.netns) for a in attachments if a.netns_exists]
     found = scan_namespaces(named)
-    own = ns_key(THREAD_NETNS)
+    own = _ns_key(THREAD_NETNS)
     return [(ns.label, ns.path) for ns in found.namespaces if ns.key != own], found
 
 
@@ -460,7 +462,7 @@ def _routes(kernel: Kernel, names: dict[int, str]) -> list[Route]:
     return out
 
 
-def read_kernel(state: NodeState, netns_dir: str) -> None:
+def _read_kernel(state: NodeState, netns_dir: str) -> None:
     """Fill bridges, veths, other interfaces, routes and namespaces from the kernel."""
     with rtnl() as kernel:
         links = _dump_links(kernel)
@@ -472,7 +474,7 @@ def read_kernel(state: NodeState, netns_dir: str) -> None:
             )
         except Exception as exc:  # a partial picture beats none
             state.problems.append(f"cannot read the cluster agent's state: {exc}")
-    candidates, found = candidate_namespaces(netns_dir, state.attachments)
+    candidates, found = _candidate_namespaces(netns_dir, state.attachments)
     state.problems.extend(found.problems)
     complete = found.complete
     views = []
@@ -541,14 +543,14 @@ def read_kernel(state: NodeState, netns_dir: str) -> None:
 
 
 def _current_netns_label(netns_dir: str) -> str:
-    own = ns_key(THREAD_NETNS)
+    own = _ns_key(THREAD_NETNS)
     try:
         for name in sorted(os.listdir(netns_dir)):
-            if ns_key(os.path.join(netns_dir, name)) == own:
+            if _ns_key(os.path.join(netns_dir, name)) == own:
                 return name
     except OSError:
         pass
-    if own == ns_key("/proc/1/ns/net"):
+    if own == _ns_key("/proc/1/ns/net"):
         return "host"
     return f"this namespace (not named in {netns_dir})"
 
@@ -562,12 +564,12 @@ def collect(paths: Paths) -> NodeState:
         data_dir=paths.data_dir,
     )
     state.networks = read_networks(paths.conf_dir)
-    state.attachments, problems = read_attachments(paths.cache_dir)
+    state.attachments, problems = _read_attachments(paths.cache_dir)
     state.problems.extend(problems)
     stores = store_dirs(state.networks, paths.data_dir)
     state.store_dirs = sorted(set(stores.values()))
-    state.reservations = read_reservations(stores)
-    read_kernel(state, paths.netns_dir)
+    state.reservations = _read_reservations(stores)
+    _read_kernel(state, paths.netns_dir)
     state.port_mappings, problems = nftmap.read_mappings()
     state.problems.extend(problems)
     state.masquerades, problems = nftmap.read_masquerades()

@@ -12,6 +12,8 @@ from collections.abc import Iterable
 
 from pycni.inspect.model import DaemonStatus, EntryPointDir
 
+__all__ = ["choose_socket", "entry_point_dirs", "forwarded_sockets", "read_daemon", "started_by"]
+
 
 def _read(path: str, limit: int = 4096) -> bytes:
     try:

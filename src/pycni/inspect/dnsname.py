@@ -18,6 +18,8 @@ from pycni.inspect.leaks import Leak
 from pycni.inspect.model import DnsServer, NodeState
 from pycni.net.ns import THREAD_NETNS
 
+__all__ = ["addresses", "find_leaks", "read_servers", "remove"]
+
 KIND = "dnsmasq"
 
 
@@ -36,7 +38,7 @@ def _conf_value(text: str, key: str) -> str:
     return ""
 
 
-def read_server(directory: Path) -> DnsServer:
+def _read_server(directory: Path) -> DnsServer:
     from pycni.plugins.meta.dnsname import dnsmasq, files
 
     net = files.NetworkFiles(directory.parent, directory.name)
@@ -67,7 +69,7 @@ def read_servers(base: str) -> list[DnsServer]:
         entries = sorted(p for p in Path(base).iterdir() if p.is_dir())
     except OSError:
         return []
-    return [read_server(entry) for entry in entries]
+    return [_read_server(entry) for entry in entries]
 
 
 def addresses(server: DnsServer, state: NodeState) -> list[str]:

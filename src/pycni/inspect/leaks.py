@@ -40,7 +40,8 @@ from pycni.inspect.model import Attachment, NodeState, Reservation
 from pycni.inspect.nftmap import owner_chain
 from pycni.record import record
 
-KINDS = ("attachment", "reservation", "veth", "mapping", "temp", "dnsmasq")
+__all__ = ["DEFAULT_GRACE_PERIOD", "Leak", "find_leaks"]
+
 DEFAULT_GRACE_PERIOD = 600.0  # seconds; an ADD (even a slow DHCP one) is over long before
 
 _CACHE_TEMP_PREFIX = ".pycni-tmp-"  # = pycni.runtime.cache._TEMP_PREFIX; libcni makes none
@@ -49,7 +50,7 @@ _STORE_TEMP_PREFIX = "last_reserved_ip.tmp-"
 
 @record
 class Leak:
-    kind: str
+    kind: str  # attachment, reservation, veth, mapping, temp or dnsmasq
     subject: str
     reason: str
     network: str = ""

@@ -6,6 +6,29 @@ from typing import Any
 
 from pycni.record import asdict, field, record
 
+__all__ = [
+    "Attachment",
+    "Bridge",
+    "ClusterAgentState",
+    "ClusterLease",
+    "DaemonStatus",
+    "DnsServer",
+    "EntryPointDir",
+    "HostInterface",
+    "Masquerade",
+    "Namespace",
+    "Network",
+    "NodeState",
+    "OwnedRoute",
+    "PodLink",
+    "PortMapping",
+    "Reservation",
+    "Route",
+    "Veth",
+    "VxlanDevice",
+    "to_dict",
+]
+
 
 @record
 class Network:

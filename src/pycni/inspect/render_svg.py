@@ -27,6 +27,8 @@ from pycni.record import field, record
 if TYPE_CHECKING:  # leaks imports the kernel readers; the renderer stays pure
     from pycni.inspect.leaks import Leak
 
+__all__ = ["MAX_ROW", "render"]
+
 FONT = "DejaVu Sans Mono, Menlo, Consolas, monospace"
 CHAR_EM = 0.65  # advance of one character in ems: DejaVu Sans Mono is 0.602, so this errs large
 WIDE_EM = 1.1  # characters outside Latin-1 (arrows, ellipsis) may come from a wider font
@@ -69,13 +71,13 @@ _STYLE = (
 )
 
 
-def char_width(ch: str, size: float) -> float:
+def _char_width(ch: str, size: float) -> float:
     return size * (CHAR_EM if ord(ch) < 0x100 else WIDE_EM)
 
 
-def text_width(value: str, size: float) -> float:
+def _text_width(value: str, size: float) -> float:
     """Width the label needs, erring large."""
-    return sum(char_width(ch, size) for ch in value)
+    return sum(_char_width(ch, size) for ch in value)
 
 
 def printable(value: str) -> str:
@@ -86,7 +88,7 @@ def printable(value: str) -> str:
     return "".join(ch if ch.isprintable() else "\ufffd" for ch in value)
 
 
-def shorten(value: str, limit: int = MAX_CHARS) -> str:
+def _shorten(value: str, limit: int = MAX_CHARS) -> str:
     """``value`` cut in the middle to ``limit`` characters (the ends say the most)."""
     if len(value) <= limit:
         return value
@@ -119,7 +121,7 @@ class Box:
 
     @property
     def width(self) -> float:
-        need = max([text_width(ln.text, ln.size) for ln in self.lines] + [0.0])
+        need = max([_text_width(ln.text, ln.size) for ln in self.lines] + [0.0])
         return max(self.min_width, need + 2 * PAD)
 
     @property
@@ -128,9 +130,9 @@ class Box:
 
 
 def box(cls: str, first: str, *rest: str | Line, min_width: float = 0.0) -> Box:
-    lines = [Line(shorten(first), "head")]
+    lines = [Line(_shorten(first), "head")]
     for item in rest:
-        lines.append(item if isinstance(item, Line) else Line(shorten(item)))
+        lines.append(item if isinstance(item, Line) else Line(_shorten(item)))
     return Box(cls, lines, min_width)
 
 
@@ -150,7 +152,7 @@ class Canvas:
         self.items.append(
             f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}"{cls}>{escape(value)}</text>'
         )
-        self._extend(x + text_width(value, size), y + size * 0.3)
+        self._extend(x + _text_width(value, size), y + size * 0.3)
 
     def rect(self, x: float, y: float, w: float, h: float, cls: str, rx: int = 6) -> None:
         self.items.append(
@@ -171,7 +173,7 @@ class Canvas:
             self.text(b.x + PAD, b.y + PAD + i * LINE + ln.size * 0.85, ln.text, ln.size, ln.style)
 
 
-def flow(boxes: list[Box], x0: float, y0: float, max_width: float = MAX_ROW) -> float:
+def _flow(boxes: list[Box], x0: float, y0: float, max_width: float = MAX_ROW) -> float:
     """Place boxes left to right, wrapping at ``max_width``; returns the bottom."""
     x, y, row_h = x0, y0, 0.0
     for b in boxes:
@@ -243,9 +245,9 @@ def _networks(state: NodeState) -> Box:
     rows = []
     for n in state.networks:
         if n.error:
-            rows.append(Line(shorten(f"{n.name or n.file}: {n.error}"), "leak"))
+            rows.append(Line(_shorten(f"{n.name or n.file}: {n.error}"), "leak"))
         else:
-            rows.append(Line(shorten(f"{n.name} {n.cni_version}: {' → '.join(n.plugins)}")))
+            rows.append(Line(_shorten(f"{n.name} {n.cni_version}: {' → '.join(n.plugins)}")))
     shown: list[str | Line] = [*rows[:MAX_LIST]] or [Line("none in the conf dir", "dim")]
     if len(rows) > MAX_LIST:
         shown.append(Line(f"… and {len(rows) - MAX_LIST} more", "dim"))
@@ -280,7 +282,7 @@ def _daemon(state: NodeState) -> Box:
     if facts:
         lines.append(", ".join(facts))
     if d.started_by:
-        lines.append(Line(shorten(d.started_by, 60), "dim"))
+        lines.append(Line(_shorten(d.started_by, 60), "dim"))
     lines += [Line(d.socket, "dim"), *why]
     return box("daemon", "pycni daemon: answering", *lines)
 
@@ -289,7 +291,7 @@ def _masquerade(state: NodeState) -> Box:
     rows: list[str | Line] = []
     for m in state.masquerades[:MAX_LIST]:
         count = _count(len(m.addresses), "pod")
-        rows.append(shorten(f"{m.network}: {m.subnet or 'per address'} → node address ({count})"))
+        rows.append(_shorten(f"{m.network}: {m.subnet or 'per address'} → node address ({count})"))
     if not rows:
         rows = [Line("none", "dim")]
     return box("networks", f"Masquerade ({len(state.masquerades)})", *rows)
@@ -459,8 +461,8 @@ def _draw_mappings(
 def _leak_box(leaks: list[Leak]) -> Box:
     if not leaks:
         return box("noleaks", "Leaks: none", Line("nothing left behind", "ok"))
-    rows = [Line(shorten(f"{lk.kind}: {lk.subject}", 96), "leak") for lk in leaks]
-    reasons = [Line("  " + shorten(lk.reason, 94), "dim") for lk in leaks]
+    rows = [Line(_shorten(f"{lk.kind}: {lk.subject}", 96), "leak") for lk in leaks]
+    reasons = [Line("  " + _shorten(lk.reason, 94), "dim") for lk in leaks]
     lines: list[str | Line] = []
     for row, reason in list(zip(rows, reasons, strict=True))[: MAX_LIST // 2]:
         lines += [row, reason]
@@ -498,7 +500,7 @@ def render(state: NodeState, leaks: list[Leak] | None = None) -> str:
     canvas = Canvas()
     canvas.text(MARGIN, MARGIN + FS_TITLE, f"CNI on node {state.netns}", FS_TITLE, "title")
     where = f"conf {state.conf_dir} · cache {state.cache_dir} · data {state.data_dir}"
-    canvas.text(MARGIN, MARGIN + FS_TITLE + LINE + 2, shorten(where, 160), FS, "dim")
+    canvas.text(MARGIN, MARGIN + FS_TITLE + LINE + 2, _shorten(where, 160), FS, "dim")
     node_top = MARGIN + FS_TITLE + LINE + 14
     x0 = MARGIN + NODE_PAD
     frame_index = len(canvas.items)
@@ -510,7 +512,7 @@ def render(state: NodeState, leaks: list[Leak] | None = None) -> str:
         _masquerade(state),
         _daemon(state),
     ]
-    y = flow(top, x0, node_top + NODE_PAD) + GAP * 2
+    y = _flow(top, x0, node_top + NODE_PAD) + GAP * 2
     for b in top:
         canvas.draw(b)
 

@@ -35,7 +35,32 @@ from pycni.net.ns import NetNS
 from pycni.playground import add_namespace, alive, cmdline, netns_path, remove_namespaces, run_ip
 from pycni.record import asdict, field, record
 
-DEFAULT_STATE_DIR = "/run/pycni-cluster"
+__all__ = [
+    "AGENT_MARKER",
+    "DEFAULT_IPV6_NETWORK",
+    "ETCD_PREFIX",
+    "NODE_IFNAME",
+    "ClusterError",
+    "ClusterState",
+    "NodeState",
+    "PodState",
+    "Progress",
+    "UpOptions",
+    "add_node",
+    "agent_running",
+    "build_underlay",
+    "down",
+    "inside",
+    "new_state",
+    "node_routes",
+    "start_agent",
+    "start_etcd",
+    "stop_agent",
+    "stop_etcd",
+    "up",
+    "wait_converged",
+]
+
 DEFAULT_PREFIX = "pycni-cl-"
 DEFAULT_NETWORK = "10.244.0.0/16"
 DEFAULT_UNDERLAY = "10.99.0.0/24"
@@ -357,7 +382,7 @@ def stop_etcd(state: ClusterState, *, hard: bool = False) -> None:
     state.save()
 
 
-def agent_argv(state: ClusterState, node: NodeState) -> list[str]:
+def _agent_argv(state: ClusterState, node: NodeState) -> list[str]:
     networks = []
     if state.has_v4:
         networks += ["--network", state.network, "--subnet-len", str(state.subnet_len)]
@@ -383,7 +408,7 @@ def agent_argv(state: ClusterState, node: NodeState) -> list[str]:
 
 def start_agent(state: ClusterState, node: NodeState) -> int:
     """Start ``node``'s agent inside its namespace; returns its pid."""
-    node.agent_pid = _spawn_in(node.name, agent_argv(state, node), node.agent_log)
+    node.agent_pid = _spawn_in(node.name, _agent_argv(state, node), node.agent_log)
     state.save()
     return node.agent_pid
 
@@ -395,7 +420,7 @@ def stop_agent(state: ClusterState, node: NodeState, *, hard: bool = False) -> N
     state.save()
 
 
-def wait_for_subnet(node: NodeState, timeout: float = 30.0) -> str:
+def _wait_for_subnet(node: NodeState, timeout: float = 30.0) -> str:
     """Wait until the agent wrote its subnet file; returns the subnet."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -609,7 +634,7 @@ def up(state: ClusterState, opts: UpOptions, progress: Progress) -> ClusterState
     for node in state.nodes:
         start_agent(state, node)
     for node in state.nodes:
-        wait_for_subnet(node, timeout=opts.wait)
+        _wait_for_subnet(node, timeout=opts.wait)
         progress(f"agent on {node.name} ({node.address}) leased {' '.join(node.subnets())}")
     wait_converged(state, timeout=max(opts.wait, opts.nodes * 0.6))  # 100 agents share CPUs
     progress(f"{opts.backend} routes between all {opts.nodes} nodes in place")

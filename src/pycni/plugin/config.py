@@ -17,6 +17,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+__all__ = ["MTU", "PLUGIN_TYPE", "DNSConf", "IPAMRef", "MacArg"]
+
 # --- config pieces several plugins declare -------------------------------------------------------
 
 

@@ -15,6 +15,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
 
+__all__ = ["ENTRY_MARKER", "is_entry_point", "is_pycni_entry_point"]
+
 ENTRY_MARKER = b"pycni-entry-point:v1"
 
 # Entry points are small (a few KiB of script or a ~700 KiB static binary).

@@ -13,6 +13,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import NoReturn
 
+__all__ = ["main"]
+
 
 def read_stdin() -> bytes:
     """stdin, but at most one byte more than skel accepts (skel refuses the rest, code 6)."""

@@ -11,6 +11,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pycni.plugin.base import Plugin
 
+__all__ = ["PLUGIN_TYPES", "load", "names"]
+
 PLUGIN_TYPES: dict[str, str] = {
     "loopback": "pycni.plugins.main.loopback:PLUGIN",
     "bridge": "pycni.plugins.main.bridge:PLUGIN",

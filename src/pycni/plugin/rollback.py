@@ -21,6 +21,8 @@ from types import TracebackType
 
 from pycni.spec.errors import INTERNAL, CNIError
 
+__all__ = ["FAIL_AT_ENV", "Rollback"]
+
 FAIL_AT_ENV = "PYCNI_TEST_FAIL_AT"
 TIMINGS_ENV = "PYCNI_STEP_TIMINGS"
 

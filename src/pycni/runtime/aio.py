@@ -22,6 +22,8 @@ from .exec import PluginInfo
 from .trace import TraceContext
 from .types import GCArgs, NetworkAttachment, RuntimeConf
 
+__all__ = ["AsyncCNIConfig"]
+
 T = TypeVar("T")
 
 

@@ -35,6 +35,8 @@ from .exec import (
 from .trace import TraceContext
 from .types import GCArgs, NetworkAttachment, RuntimeConf
 
+__all__ = ["CNIConfig", "GCError"]
+
 
 class GCError(CNIError):
     """GC went on past failures; ``errors`` holds each one (``str`` joins them by newlines)."""

@@ -28,6 +28,20 @@ from pycni.spec.result import Result
 
 from .types import NetworkAttachment, RuntimeConf
 
+__all__ = [
+    "CACHE_KIND",
+    "DEFAULT_CACHE_DIR",
+    "CachedInfo",
+    "cache_file_path",
+    "delete_cache",
+    "encode_cache",
+    "list_attachments",
+    "read_cached_config",
+    "read_cached_result",
+    "read_entry",
+    "write_cache",
+]
+
 CACHE_KIND = "cniCacheV1"
 DEFAULT_CACHE_DIR = "/var/lib/cni"
 _TEMP_PREFIX = ".pycni-tmp-"
@@ -49,7 +63,7 @@ class CachedInfo:
     result: dict[str, Any] | None = field(default=None)
 
 
-def results_dir(cache_dir: str) -> str:
+def _results_dir(cache_dir: str) -> str:
     return os.path.join(cache_dir, "results")
 
 
@@ -61,7 +75,7 @@ def cache_file_path(cache_dir: str, net_name: str, rt: RuntimeConf) -> str:
             f'("{rt.container_id}"), and interface name ("{rt.ifname}")',
         )
     name = f"{net_name}-{rt.container_id}-{rt.ifname}"
-    return os.path.join(results_dir(cache_dir), name)
+    return os.path.join(_results_dir(cache_dir), name)
 
 
 def encode_cache(result: Result, config: bytes, net_name: str, rt: RuntimeConf) -> bytes:
@@ -108,7 +122,7 @@ def _str_field(obj: dict[str, Any], name: str) -> str:
     return value
 
 
-def decode_cached_info(data: bytes) -> CachedInfo:
+def _decode_cached_info(data: bytes) -> CachedInfo:
     """Decode a cache file into the ``cachedInfo`` struct; ValueError when Go's would fail."""
     try:
         obj = go_unmarshal(data)
@@ -191,7 +205,7 @@ def read_cached_result(
     if data is None:
         return None
     try:
-        info = decode_cached_info(data)
+        info = _decode_cached_info(data)
     except ValueError:
         info = None
     if info is None or info.kind != CACHE_KIND:
@@ -216,7 +230,7 @@ def read_cached_config(
     if data is None:
         return None
     try:
-        info = decode_cached_info(data)
+        info = _decode_cached_info(data)
     except ValueError as err:
         raise CNIError(
             DECODING_FAILURE, f'failed to unmarshal cached network "{net_name}" config: {err}'
@@ -232,7 +246,7 @@ def read_cached_config(
     return (info.config or b""), new_rt
 
 
-def is_entry_name(name: str) -> bool:
+def _is_entry_name(name: str) -> bool:
     """A writer's temp file (ours, or any dot file) is never an entry."""
     return not name.startswith(".")
 
@@ -246,7 +260,7 @@ def read_entry(path: str) -> CachedInfo:
         raise ValueError(err.strerror or str(err)) from None
     if len(data) > _READ_MAX:
         raise ValueError(f"larger than {_READ_MAX} bytes")
-    info = decode_cached_info(data)
+    info = _decode_cached_info(data)
     if info.kind != CACHE_KIND:
         raise ValueError(f"kind is {info.kind!r}, not {CACHE_KIND!r}")
     if info.ifname == "" or info.network_name == "" or info.container_id == "":
@@ -260,14 +274,14 @@ def list_attachments(cache_dir: str, container_id: str = "") -> list[NetworkAtta
     A file that cannot be read or decoded is skipped with a warning: one corrupt file must
     not stop a GC from seeing the others.
     """
-    directory = results_dir(cache_dir)
+    directory = _results_dir(cache_dir)
     try:
         names = sorted(os.listdir(directory))
     except OSError:
         return []
     attachments: list[NetworkAttachment] = []
     for name in names:
-        if not is_entry_name(name):
+        if not _is_entry_name(name):
             continue
         if container_id:
             part = f"-{container_id}-"

@@ -14,6 +14,16 @@ from pycni.spec.conf import (
     plugin_conf_from_bytes,
 )
 
+__all__ = [
+    "NoConfigsFoundError",
+    "NotFoundError",
+    "conf_files",
+    "conf_list_from_file",
+    "list_network_confs",
+    "load_conf",
+    "load_network_conf",
+]
+
 
 class NoConfigsFoundError(ConfError):
     """The directory holds no configuration files at all."""

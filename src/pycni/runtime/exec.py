@@ -37,6 +37,23 @@ if TYPE_CHECKING:
     import subprocess
     import threading
 
+__all__ = [
+    "NO_CONTROL",
+    "CallControl",
+    "Exec",
+    "PluginCancelled",
+    "PluginInfo",
+    "PluginTimeout",
+    "RawExec",
+    "decode_result",
+    "exec_plugin_with_result",
+    "exec_plugin_without_result",
+    "get_version_info",
+    "go_quote",
+    "plugin_env",
+    "plugin_error",
+]
+
 BUSY_RETRIES = 5
 BUSY_DELAY = 1.0
 _CANCEL_POLL = 0.05

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 
 from pycni.spec.errors import INTERNAL, INVALID_NETWORK_CONFIG, CNIError
 
+__all__ = ["find_in_path"]
+
 
 def find_in_path(plugin: str, paths: Sequence[str]) -> str:
     """Return the first regular file named ``plugin`` in ``paths``.

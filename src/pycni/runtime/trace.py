@@ -19,6 +19,8 @@ from collections.abc import Mapping
 
 from pycni.record import record
 
+__all__ = ["TraceContext", "apply"]
+
 ENV_KEYS = ("TRACEPARENT", "TRACESTATE", "BAGGAGE")
 _HEX = frozenset("0123456789abcdef")
 TRACESTATE_MAX = 512  # W3C trace-context: at most 32 members, 512 bytes is the usual bound
@@ -29,7 +31,7 @@ def _hex(text: str, length: int) -> bool:
     return len(text) == length and set(text) <= _HEX and text != "0" * length
 
 
-def valid_traceparent(value: str) -> bool:
+def _valid_traceparent(value: str) -> bool:
     """Version 00: ``00-<trace id>-<parent span id>-<flags>``, lowercase hex, ids not zero."""
     parts = value.split("-")
     if len(parts) != 4 or parts[0] != "00":
@@ -68,7 +70,7 @@ class TraceContext:
         """The context, or None when the traceparent is invalid; a bad tracestate or baggage
         is left out (the trace itself still holds)."""
         traceparent = traceparent.strip()
-        if not valid_traceparent(traceparent):
+        if not _valid_traceparent(traceparent):
             return None
         state = tracestate.strip() if _printable(tracestate.strip(), TRACESTATE_MAX) else ""
         bag = baggage.strip() if _printable(baggage.strip(), BAGGAGE_MAX) else ""

@@ -6,6 +6,8 @@ from typing import Any
 
 from pycni.record import field, record
 
+__all__ = ["GCArgs", "GCAttachment", "NetworkAttachment", "RuntimeConf"]
+
 
 @record(frozen=True)
 class RuntimeConf:

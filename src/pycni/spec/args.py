@@ -7,6 +7,8 @@ from collections.abc import Iterable
 from pycni.spec import jsoncodec
 from pycni.spec.errors import InvalidConfig
 
+__all__ = ["format_pairs", "load_args", "parse_pairs"]
+
 
 def parse_pairs(text: str) -> list[tuple[str, str]]:
     """cnitool's parsing of ``K=V;K2=V2``: one ``=`` per pair and non-empty sides."""
@@ -25,7 +27,7 @@ def format_pairs(pairs: Iterable[tuple[str, str]]) -> str:
     return ";".join(f"{k}={v}" for k, v in pairs)
 
 
-def truthy(value: str) -> bool:
+def _truthy(value: str) -> bool:
     """Go's strconv.ParseBool subset used by types.UnmarshallableBool."""
     lowered = value.lower()
     if lowered in ("1", "true"):
@@ -54,7 +56,7 @@ def load_args(text: str, known: Iterable[str]) -> dict[str, str]:
             values[key] = value
         else:
             unknown.append(item)
-    ignore = truthy(values["IgnoreUnknown"]) if "IgnoreUnknown" in values else False
+    ignore = _truthy(values["IgnoreUnknown"]) if "IgnoreUnknown" in values else False
     if unknown and not ignore:
         quoted = " ".join(jsoncodec.dumps(u) for u in unknown)
         raise InvalidConfig(f"ARGS: unknown args [{quoted}]")

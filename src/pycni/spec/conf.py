@@ -18,6 +18,19 @@ from pycni.spec.errors import InvalidConfig
 from pycni.spec.gojson import go_unmarshal as go_unmarshal
 from pycni.spec.gojson import shape_problem as shape_problem
 
+__all__ = [
+    "ConfError",
+    "NetworkConfigList",
+    "PluginConfig",
+    "conf_list_from_bytes",
+    "conf_list_from_conf",
+    "go_field",
+    "go_marshal",
+    "go_unmarshal",
+    "inject_conf",
+    "plugin_conf_from_bytes",
+]
+
 _GO_ESCAPES = {
     "<": "\\u003c",
     ">": "\\u003e",
@@ -67,7 +80,7 @@ def go_marshal(obj: Any) -> bytes:
     return text.encode()
 
 
-def go_type_name(value: Any) -> str:
+def _go_type_name(value: Any) -> str:
     """The Go type ``%T`` prints for a value decoded into ``interface{}``."""
     if value is None:
         return "<nil>"
@@ -260,7 +273,7 @@ def _read_bool(raw: dict[str, Any], key: str) -> bool:
     if isinstance(value, bool):
         return value
     if not isinstance(value, str):
-        raise ConfError(f"{_LIST_PREFIX}: invalid type {go_type_name(value)} for {key}")
+        raise ConfError(f"{_LIST_PREFIX}: invalid type {_go_type_name(value)} for {key}")
     lowered = value.lower()
     if lowered == "true":
         return True
@@ -282,7 +295,8 @@ def _select_version(raw: dict[str, Any], cni_version: str) -> str:
     for index, entry in enumerate(listed):
         if not isinstance(entry, str):
             raise ConfError(
-                f"{_LIST_PREFIX}: invalid type for cniVersions index {index}: {go_type_name(entry)}"
+                f"{_LIST_PREFIX}: invalid type for cniVersions index {index}: "
+                f"{_go_type_name(entry)}"
             )
         try:
             too_new = _greater_than_current(entry)
@@ -315,13 +329,13 @@ def conf_list_from_bytes(data: bytes) -> NetworkConfigList:
         raise ConfError(f"{_LIST_PREFIX}: no name")
     name = raw["name"]
     if not isinstance(name, str):
-        raise ConfError(f"{_LIST_PREFIX}: invalid name type {go_type_name(name)}")
+        raise ConfError(f"{_LIST_PREFIX}: invalid name type {_go_type_name(name)}")
     cni_version = ""
     if "cniVersion" in raw:
         cni_version = raw["cniVersion"]
         if not isinstance(cni_version, str):
             raise ConfError(
-                f"{_LIST_PREFIX}: invalid cniVersion type {go_type_name(raw['cniVersion'])}"
+                f"{_LIST_PREFIX}: invalid cniVersion type {_go_type_name(raw['cniVersion'])}"
             )
     if "cniVersions" in raw:
         cni_version = _select_version(raw, cni_version)
@@ -344,7 +358,7 @@ def conf_list_from_bytes(data: bytes) -> NetworkConfigList:
         return conf
     plugins = raw["plugins"]
     if not isinstance(plugins, list):
-        raise ConfError(f"{_LIST_PREFIX}: invalid 'plugins' type {go_type_name(plugins)}")
+        raise ConfError(f"{_LIST_PREFIX}: invalid 'plugins' type {_go_type_name(plugins)}")
     if not plugins:
         raise ConfError(f"{_LIST_PREFIX}: no plugins in list")
     parsed: list[PluginConfig] = []

@@ -36,6 +36,34 @@ if TYPE_CHECKING:
 else:
     Protocol = object  # typing is not imported at run time
 
+__all__ = [
+    "CIDR",
+    "ETH_MAX_MTU",
+    "IP",
+    "MAC",
+    "MAX_ITEMS",
+    "UINT32_MAX",
+    "Bool",
+    "FilePath",
+    "IfName",
+    "Int",
+    "Kind",
+    "ListOf",
+    "MapOf",
+    "Obj",
+    "Parsed",
+    "Raw",
+    "Str",
+    "check_text",
+    "decode",
+    "fail",
+    "lookup",
+    "option",
+    "present",
+    "section",
+    "shown",
+]
+
 
 MAX_STRING = 4096
 MAX_ITEMS = 4096

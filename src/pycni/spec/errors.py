@@ -13,6 +13,34 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, ClassVar
 
+__all__ = [
+    "DECODING_FAILURE",
+    "INCOMPATIBLE_CNI_VERSION",
+    "INTERNAL",
+    "INVALID_ENVIRONMENT_VARIABLES",
+    "INVALID_NETNS",
+    "INVALID_NETWORK_CONFIG",
+    "IO_FAILURE",
+    "LIMITED_CONNECTIVITY",
+    "PLUGIN_NOT_AVAILABLE",
+    "TRY_AGAIN_LATER",
+    "UNKNOWN",
+    "UNSUPPORTED_FIELD",
+    "CNIError",
+    "DecodingFailure",
+    "IOFailure",
+    "IncompatibleVersion",
+    "InternalError",
+    "InvalidConfig",
+    "InvalidEnv",
+    "InvalidNetNS",
+    "LimitedConnectivity",
+    "PluginNotAvailable",
+    "TryAgainLater",
+    "UnknownContainer",
+    "UnsupportedField",
+]
+
 UNKNOWN = 0
 INCOMPATIBLE_CNI_VERSION = 1
 UNSUPPORTED_FIELD = 2

@@ -19,6 +19,8 @@ if TYPE_CHECKING:  # typing is not imported at run time on the plugin path
     from json import JSONDecodeError
     from typing import Any, TypeGuard
 
+__all__ = ["dumps", "loads", "syntax_error"]
+
 _WHITESPACE = " \t\n\r"
 _INFINITY = float("inf")
 

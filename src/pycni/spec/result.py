@@ -38,6 +38,19 @@ if TYPE_CHECKING:
 
     _T = TypeVar("_T")
 
+__all__ = [
+    "DNS",
+    "IPAddress",
+    "IPConfig",
+    "IPInterface",
+    "IPNetwork",
+    "Interface",
+    "Result",
+    "Route",
+    "convert",
+    "go_json",
+]
+
 IPAddress = IPv4Address | IPv6Address
 IPInterface = IPv4Interface | IPv6Interface
 IPNetwork = IPv4Network | IPv6Network

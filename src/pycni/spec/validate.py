@@ -4,6 +4,15 @@ from __future__ import annotations
 
 from pycni.spec.errors import InvalidConfig, InvalidEnv, UnknownContainer
 
+__all__ = [
+    "MAX_IFNAME_BYTES",
+    "container_id",
+    "interface_name",
+    "is_mac",
+    "is_name",
+    "network_name",
+]
+
 MAX_IFNAME_BYTES = 15
 # Character sets instead of regular expressions: ``re`` (with ``enum``) costs a one-shot plugin
 # call more to import than these checks ever cost to run.
@@ -60,11 +69,3 @@ def interface_name(value: str) -> None:
         raise InvalidEnv(
             "interface name contains / or : or whitespace characters",
         )
-
-
-def plugin_type(value: str) -> None:
-    """A plugin type names a file in CNI_PATH, so it must not contain a path separator."""
-    if value == "":
-        raise InvalidConfig("no plugin name provided")
-    if "/" in value or "\\" in value:
-        raise InvalidConfig(f"invalid plugin name: {value}")

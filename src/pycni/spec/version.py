@@ -6,6 +6,8 @@ from functools import total_ordering
 
 from pycni.spec.errors import INCOMPATIBLE_CNI_VERSION, CNIError
 
+__all__ = ["ALL", "CURRENT", "LEGACY", "Version", "at_least", "parse", "reconcile"]
+
 CURRENT = "1.1.0"
 ALL: tuple[str, ...] = ("0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0")
 LEGACY: tuple[str, ...] = ("0.1.0", "0.2.0")

@@ -80,6 +80,12 @@ from pycni.net.netlink.kernel import (
 )
 from pycni.record import field, record, replace
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Unpack
+
+    from pycni.net.netlink.kernel import LinkChanges
+
 IFF_BROADCAST = 0x2
 IFF_LOOPBACK = 0x8
 IFF_RUNNING = 0x40
@@ -496,23 +502,13 @@ class FakeKernel:
         made.txqlen = txqlen
         self._insert(ns, made)
 
-    def set_link(
-        self,
-        index: int,
-        *,
-        up: bool | None = None,
-        master: int | None = None,
-        mtu: int | None = None,
-        mac: str | None = None,
-        name: str | None = None,
-        netns_fd: int | None = None,
-        alias: str | None = None,
-        txqlen: int | None = None,
-        flags: int = 0,
-        flag_mask: int = 0,
-    ) -> None:
+    def set_link(self, index: int, **changes: Unpack[LinkChanges]) -> None:
         """Applied in the order of the kernel's do_setlink, each step for good: a later
         refusal leaves the earlier changes made (a link moved, then not renamed)."""
+        name, netns_fd, mac = changes.get("name"), changes.get("netns_fd"), changes.get("mac")
+        mtu, alias, up = changes.get("mtu"), changes.get("alias"), changes.get("up")
+        master, txqlen = changes.get("master"), changes.get("txqlen")
+        flags, flag_mask = changes.get("flags", 0), changes.get("flag_mask", 0)
         ns = self._open()
         link = ns.get(index)
         if name is not None:
@@ -1149,6 +1145,5 @@ def _prefixlen(interface: IPInterface) -> int:
     return interface.network.prefixlen
 
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     _check: type[Kernel] = FakeKernel  # mypy proves FakeKernel satisfies the Protocol

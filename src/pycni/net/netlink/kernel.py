@@ -21,7 +21,23 @@ from pycni.record import record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Protocol
+    from typing import Protocol, TypedDict, Unpack
+
+    class LinkChanges(TypedDict, total=False):
+        """What ``Kernel.set_link`` changes, in one request: only the keys given (None is not
+        given). ``flags`` under ``flag_mask`` sets raw IFF_* bits; an empty alias removes it.
+        Declared here once for the Protocol, its implementations and the encoder."""
+
+        up: bool | None
+        master: int | None
+        mtu: int | None
+        mac: str | None
+        name: str | None
+        netns_fd: int | None
+        alias: str | None
+        txqlen: int | None
+        flags: int
+        flag_mask: int
 else:
     Protocol = object  # typing is not imported at run time
 
@@ -312,23 +328,8 @@ class Kernel(Protocol):
         """A VRF device ``name`` whose routes live in routing table ``table``."""
         ...
 
-    def set_link(
-        self,
-        index: int,
-        *,
-        up: bool | None = None,
-        master: int | None = None,
-        mtu: int | None = None,
-        mac: str | None = None,
-        name: str | None = None,
-        netns_fd: int | None = None,
-        alias: str | None = None,
-        txqlen: int | None = None,
-        flags: int = 0,
-        flag_mask: int = 0,
-    ) -> None:
-        """Change what is given, in one request (``flags`` under ``flag_mask`` for raw
-        IFF_* bits; an empty alias removes it)."""
+    def set_link(self, index: int, **changes: Unpack[LinkChanges]) -> None:
+        """Change what is given (see LinkChanges), in one request."""
         ...
 
     def delete_link(self, index: int) -> None: ...

@@ -36,6 +36,12 @@ from pycni.net.netlink.rtnl.wire import (
 )
 from pycni.record import record
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Unpack
+
+    from pycni.net.netlink.kernel import LinkChanges
+
 IFINFOMSG = struct.Struct("=BxHiII")
 IFADDRMSG = struct.Struct("=BBBBI")
 RTMSG = struct.Struct("=BBBBBBBBI")
@@ -382,27 +388,22 @@ def new_veth(
     return body + attr_u32(IFLA_MASTER, master) if master else body
 
 
-def set_link(
-    index: int,
-    *,
-    up: bool | None = None,
-    master: int | None = None,
-    mtu: int | None = None,
-    mac: str | None = None,
-    name: str | None = None,
-    netns_fd: int | None = None,
-    alias: str | None = None,
-    txqlen: int | None = None,
-    flags: int = 0,
-    flag_mask: int = 0,
-) -> bytes:
+def set_link(index: int, **changes: Unpack[LinkChanges]) -> bytes:
     """RTM_NEWLINK changing an existing link."""
-    change = flag_mask
-    flags &= flag_mask
+    change = changes.get("flag_mask", 0)
+    flags = changes.get("flags", 0) & change
+    up = changes.get("up")
     if up is not None:
         change |= IFF_UP
         flags = flags | IFF_UP if up else flags & ~IFF_UP
-    body = ifinfo(index, flags, change) + _common(name or "", mtu or 0, mac or "", txqlen)
+    common = _common(
+        changes.get("name") or "",
+        changes.get("mtu") or 0,
+        changes.get("mac") or "",
+        changes.get("txqlen"),
+    )
+    body = ifinfo(index, flags, change) + common
+    master, netns_fd, alias = changes.get("master"), changes.get("netns_fd"), changes.get("alias")
     if master is not None:
         body += attr_u32(IFLA_MASTER, master)
     if netns_fd is not None:

@@ -2,11 +2,14 @@
 
 Measured (see docs/architecture.md): pyroute2 0.9 runs an asyncio loop for every synchronous
 call, ~0.25-0.4 ms of CPU per request, and a bridge ADD makes ~35 of them; importing it costs
-~180 ms, most of an in-process plugin run. So the calls of the ADD/DEL hot paths (links,
-addresses, routes, and the links and bridge VLANs of the plugins) are encoded and decoded
-here with ``struct``; the rare ones (vxlan creation, neighbours, FDB, netns ids) go to the
-pyroute2 adapter, opened on first need inside the namespace of our own socket (found with
-SIOCGSKNS), whatever namespace the thread is in by then; pyroute2 is imported only then.
+~180 ms, most of an in-process plugin run. So every call the plugins make is encoded and
+decoded here with ``struct`` (codec.py, tc_codec.py): links (get, list, create every kind but
+vxlan, set_link, delete), bridge port flags and VLANs, IPv4 device settings and the forwarding
+switch, addresses, routes, policy rules, and the bandwidth plugin's tc objects. Eight calls go
+to the pyroute2 adapter: ``add_vxlan``, ``neighbours``/``set_neighbour``/``delete_neighbour``,
+``fdb_entries``/``set_fdb``/``delete_fdb`` (the cluster agent's) and ``netns_id``. It is
+opened on first need inside the namespace of our own socket (found with SIOCGSKNS), whatever
+namespace the thread is in by then; pyroute2 is imported only then.
 """
 
 from __future__ import annotations
@@ -47,6 +50,9 @@ from pycni.net.netlink.rtnl.wire import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Unpack
+
+    from pycni.net.netlink.kernel import LinkChanges
     from pycni.net.netlink.rtnl.pyroute2_adapter import Pyroute2Kernel
 
 SIOCGSKNS = 0x894C
@@ -198,35 +204,8 @@ class NativeKernel:
     def add_vrf(self, name: str, table: int) -> None:
         self._do(c.RTM_NEWLINK, _CREATE, c.new_vrf(name, table))
 
-    def set_link(
-        self,
-        index: int,
-        *,
-        up: bool | None = None,
-        master: int | None = None,
-        mtu: int | None = None,
-        mac: str | None = None,
-        name: str | None = None,
-        netns_fd: int | None = None,
-        alias: str | None = None,
-        txqlen: int | None = None,
-        flags: int = 0,
-        flag_mask: int = 0,
-    ) -> None:
-        body = c.set_link(
-            index,
-            up=up,
-            master=master,
-            mtu=mtu,
-            mac=mac,
-            name=name,
-            netns_fd=netns_fd,
-            alias=alias,
-            txqlen=txqlen,
-            flags=flags,
-            flag_mask=flag_mask,
-        )
-        self._do(c.RTM_NEWLINK, NLM_F_ACK, body)
+    def set_link(self, index: int, **changes: Unpack[LinkChanges]) -> None:
+        self._do(c.RTM_NEWLINK, NLM_F_ACK, c.set_link(index, **changes))
 
     def delete_link(self, index: int) -> None:
         self._do(c.RTM_DELLINK, NLM_F_ACK, c.ifinfo(index))
@@ -297,7 +276,8 @@ class NativeKernel:
     def delete_route(self, route: Route) -> None:
         self._do(c.RTM_DELROUTE, NLM_F_ACK, c.route(route, deleting=True))
 
-    # ------------------------------------------------------------ through pyroute2
+    # ------------------------------------------------------------ through pyroute2 (with
+    # add_vxlan above and netns_id below)
 
     def neighbours(self, index: int, family: int) -> list[Neighbour]:
         return self.pyroute2().neighbours(index, family)
@@ -316,6 +296,8 @@ class NativeKernel:
 
     def delete_fdb(self, index: int, mac: str, remote: IPAddress) -> None:
         self.pyroute2().delete_fdb(index, mac, remote)
+
+    # ------------------------------------------------------------ policy rules and tc
 
     def rules(self, family: int) -> list[Rule]:
         replies = self._do(c.RTM_GETRULE, NLM_F_DUMP, c.dump_rules(family))
@@ -345,6 +327,8 @@ class NativeKernel:
 
     def delete_qdisc(self, index: int, parent: int) -> None:
         self._do(tc.RTM_DELQDISC, NLM_F_ACK, tc.tcmsg(index, 0, parent))
+
+    # ------------------------------------------------------------ through pyroute2
 
     def netns_id(self, netns_fd: int) -> int | None:
         return self.pyroute2().netns_id(netns_fd)

@@ -39,7 +39,11 @@ from pycni.net.netlink.kernel import (
 )
 
 if TYPE_CHECKING:
+    from typing import Unpack
+
     from pyroute2 import IPRoute
+
+    from pycni.net.netlink.kernel import LinkChanges
 
 NTF_SELF = 0x02  # an FDB entry of the device itself, not of a bridge above it
 MACVLAN_MODE_NAMES = {1: "private", 2: "vepa", 4: "bridge", 8: "passthru", 16: "source"}
@@ -446,36 +450,24 @@ class Pyroute2Kernel:
     def add_vrf(self, name: str, table: int) -> None:
         self._link("add", ifname=name, kind="vrf", vrf_table=table)
 
-    def set_link(
-        self,
-        index: int,
-        *,
-        up: bool | None = None,
-        master: int | None = None,
-        mtu: int | None = None,
-        mac: str | None = None,
-        name: str | None = None,
-        netns_fd: int | None = None,
-        alias: str | None = None,
-        txqlen: int | None = None,
-        flags: int = 0,
-        flag_mask: int = 0,
-    ) -> None:
+    def set_link(self, index: int, **changes: Unpack[LinkChanges]) -> None:
         spec: dict[str, object] = {"index": index}
+        up = changes.get("up")
         if up is not None:
             spec["state"] = "up" if up else "down"
         given = {
-            "master": master,
-            "mtu": mtu,
-            "address": mac,
-            "net_ns_fd": netns_fd,
-            "ifname": name,
-            "ifalias": alias,
-            "txqlen": txqlen,
+            "master": changes.get("master"),
+            "mtu": changes.get("mtu"),
+            "address": changes.get("mac"),
+            "net_ns_fd": changes.get("netns_fd"),
+            "ifname": changes.get("name"),
+            "ifalias": changes.get("alias"),
+            "txqlen": changes.get("txqlen"),
         }
         spec.update({k: v for k, v in given.items() if v is not None})
+        flag_mask = changes.get("flag_mask", 0)
         if flag_mask:
-            spec["flags"] = flags & flag_mask
+            spec["flags"] = changes.get("flags", 0) & flag_mask
             spec["change"] = flag_mask
         self._link("set", **spec)
 
