@@ -189,6 +189,24 @@ def test_host_device_moves_the_link_in_and_back(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+def test_host_device_check_fails_on_a_changed_pod(tmp_path: Path) -> None:
+    host = new_host()
+    result = ok(host, "host-device", "ADD", hostdev_conf(tmp_path))
+    pod = host.kernel(POD)
+    eth0 = pod.find_link("eth0")
+    assert eth0 is not None
+    pod.set_link(eth0.index, mac="02:00:00:00:00:99")
+    assert failed(host, "host-device", "CHECK", with_prev(hostdev_conf(tmp_path), result)) == (
+        f"Interface eth0 Mac {eth0.mac} doesn't match container Mac: 02:00:00:00:00:99"
+    )
+    pod.set_link(eth0.index, mac=eth0.mac)
+    pod.delete_address(eth0.index, ipaddress.ip_interface("10.44.0.5/24"))
+    assert "Failed to match addr 10.44.0.5/24 on interface eth0" in failed(
+        host, "host-device", "CHECK", with_prev(hostdev_conf(tmp_path), result)
+    )
+    ok(host, "host-device", "DEL", hostdev_conf(tmp_path))
+
+
 def test_host_device_a_failure_at_each_step_leaves_node_and_pod_as_they_were(
     tmp_path: Path,
 ) -> None:
