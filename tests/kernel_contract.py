@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import errno
 import ipaddress
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pycni.net.netlink.fake_kernel import FakeHost, FakeKernel
 from pycni.net.netlink.kernel import (
     AF_INET,
     AF_INET6,
@@ -31,7 +33,8 @@ from pycni.net.netlink.kernel import (
     Route,
     Rule,
 )
-from pycni.net.procsys import Sysctl
+from pycni.net.ns import entered_fd
+from pycni.net.procsys import THREAD, Sysctl
 
 IP = ipaddress.ip_address
 NET = ipaddress.ip_network
@@ -49,6 +52,57 @@ class Side:
     pod_fd: int
     node_sysctl: Sysctl | None = None  # the namespaces' /proc/sys/net (pycni.net.procsys)
     pod_sysctl: Sysctl | None = None
+
+
+def on_fake(case: Callable[[Side], Any]) -> Any:
+    """What the fake answers ``case``: a node and a pod namespace of a new FakeHost."""
+    host = FakeHost()
+    node, pod = host.namespace(), host.namespace()
+    side = Side(FakeKernel(node), FakeKernel(pod), node.fd, pod.fd, node.sysctl, pod.sysctl)
+    return case(side)
+
+
+def on_kernel(
+    case: Callable[[Side], Any], node: Any, pod: Any, open_kernel: Callable[[], Kernel]
+) -> Any:
+    """What the real kernel answers ``case`` in two namespaces (tests.harness.Namespace: a
+    client opened inside each, their sysctls read and written from a thread inside)."""
+    with node.entered():
+        node_kernel = open_kernel()
+    with pod.entered():
+        pod_kernel = open_kernel()
+    node_fd = os.open(node.path, os.O_RDONLY)
+    pod_fd = os.open(pod.path, os.O_RDONLY)
+    try:
+        side = Side(
+            node_kernel,
+            pod_kernel,
+            node_fd,
+            pod_fd,
+            EnteringSysctl(node_fd),
+            EnteringSysctl(pod_fd),
+        )
+        return case(side)
+    finally:
+        node_kernel.close()
+        pod_kernel.close()
+        os.close(node_fd)
+        os.close(pod_fd)
+
+
+class EnteringSysctl:
+    """The real side's sysctls of one namespace: /proc/sys/net from a thread inside it."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def read(self, name: str) -> str:
+        with entered_fd(self.fd):
+            return THREAD.read(name)
+
+    def write(self, name: str, value: str) -> None:
+        with entered_fd(self.fd):
+            THREAD.write(name, value)
 
 
 def outcome(call: Callable[..., Any], *args: Any, **kwargs: Any) -> str:

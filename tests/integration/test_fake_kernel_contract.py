@@ -11,20 +11,16 @@ fails the test until the entry goes).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from pycni.net.netlink.fake_kernel import FakeHost, FakeKernel
 from pycni.net.netlink.kernel import Kernel
 from pycni.net.netlink.rtnl.native import NativeKernel
 from pycni.net.netlink.rtnl.pyroute2_adapter import Pyroute2Kernel
-from pycni.net.ns import entered_fd
-from pycni.net.procsys import THREAD
 from tests import harness
-from tests.kernel_contract import CASES, EXPECTED, Side
+from tests.kernel_contract import CASES, EXPECTED, on_fake, on_kernel
 
 KNOWN_DIFFERENCES = {
     ("pyroute2", "policy_rules"): (
@@ -33,21 +29,6 @@ KNOWN_DIFFERENCES = {
         "plugins/meta/sbr/policy.py, always passes a priority"
     ),
 }
-
-
-class EnteringSysctl:
-    """The real side's sysctls of one namespace: /proc/sys/net from a thread inside it."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-
-    def read(self, name: str) -> str:
-        with entered_fd(self.fd):
-            return THREAD.read(name)
-
-    def write(self, name: str, value: str) -> None:
-        with entered_fd(self.fd):
-            THREAD.write(name, value)
 
 
 def _open(kind: str) -> Kernel:
@@ -75,32 +56,6 @@ def test_kernel_answers_as_recorded_and_as_the_fake(
     kind: str, name: str, namespaces: tuple[harness.Namespace, harness.Namespace]
 ) -> None:
     node, pod = namespaces
-    with node.entered():
-        node_kernel = _open(kind)
-    with pod.entered():
-        pod_kernel = _open(kind)
-    node_fd = os.open(node.path, os.O_RDONLY)
-    pod_fd = os.open(pod.path, os.O_RDONLY)
-    try:
-        side = Side(node_kernel, pod_kernel, node_fd, pod_fd)
-        side.node_sysctl, side.pod_sysctl = EnteringSysctl(node_fd), EnteringSysctl(pod_fd)
-        real = CASES[name](side)
-    finally:
-        node_kernel.close()
-        pod_kernel.close()
-        os.close(node_fd)
-        os.close(pod_fd)
-    host = FakeHost()
-    fake_node, fake_pod = host.namespace(), host.namespace()
-    fake = CASES[name](
-        Side(
-            FakeKernel(fake_node),
-            FakeKernel(fake_pod),
-            fake_node.fd,
-            fake_pod.fd,
-            fake_node.sysctl,
-            fake_pod.sysctl,
-        )
-    )
+    real = on_kernel(CASES[name], node, pod, lambda: _open(kind))
     assert real == EXPECTED[name]
-    assert fake == real
+    assert on_fake(CASES[name]) == real
