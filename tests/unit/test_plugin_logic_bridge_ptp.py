@@ -209,3 +209,28 @@ def test_ptp_a_failure_at_each_step_leaves_node_and_pod_as_they_were() -> None:
     host = new_host()
     steps = assert_each_step_rolls_back(host, "ptp", ptp_conf())
     assert steps[:3] == ["ipam", "forwarding", "veth"]
+
+
+def test_bridge_dual_stack_gateways_and_forwarding() -> None:
+    host = new_host()
+    ipam = {
+        "type": "static",
+        "addresses": [
+            {"address": "10.22.0.5/24", "gateway": "10.22.0.1"},
+            {"address": "fd22::5/64", "gateway": "fd22::1"},
+        ],
+    }
+    result = ok(host, "bridge", "ADD", bridge_conf(ipam=ipam, isDefaultGateway=True))
+    node = host.kernel()
+    bridge = node.find_link("cni0")
+    assert bridge is not None
+    assert sorted(str(a.interface) for a in node.addresses(index=bridge.index)) == [
+        "10.22.0.1/24",
+        "fd22::1/64",
+    ]
+    assert (node.forwarding(2), node.forwarding(10)) == (1, 1)
+    pod = picture(host)[POD]
+    assert ("eth0", "fd22::5/64", 0) in pod["addresses"]
+    assert dict(pod["conf"]["eth0"][1])["keep_addr_on_down"] == "1"
+    assert ("::/0", "eth0", "fd22::1", 3, 0, 1, 1024, "", 0) in pod["routes6"]
+    ok(host, "bridge", "CHECK", with_prev(bridge_conf(ipam=ipam, isDefaultGateway=True), result))
