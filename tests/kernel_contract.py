@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import errno
 import ipaddress
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pycni.net.netlink.fake_kernel import FakeHost, FakeKernel
 from pycni.net.netlink.kernel import (
     AF_INET,
     AF_INET6,
@@ -28,10 +30,11 @@ from pycni.net.netlink.kernel import (
     IFF_UP,
     IPV4_DEVCONF_ARP_NOTIFY,
     Kernel,
-    NetlinkError,
     Route,
     Rule,
 )
+from pycni.net.ns import entered_fd
+from pycni.net.procsys import THREAD, Sysctl
 
 IP = ipaddress.ip_address
 NET = ipaddress.ip_network
@@ -47,15 +50,83 @@ class Side:
     pod: Kernel
     node_fd: int
     pod_fd: int
+    node_sysctl: Sysctl | None = None  # the namespaces' /proc/sys/net (pycni.net.procsys)
+    pod_sysctl: Sysctl | None = None
+
+
+def on_fake(case: Callable[[Side], Any]) -> Any:
+    """What the fake answers ``case``: a node and a pod namespace of a new FakeHost."""
+    host = FakeHost()
+    node, pod = host.namespace(), host.namespace()
+    side = Side(FakeKernel(node), FakeKernel(pod), node.fd, pod.fd, node.sysctl, pod.sysctl)
+    return case(side)
+
+
+def on_kernel(
+    case: Callable[[Side], Any], node: Any, pod: Any, open_kernel: Callable[[], Kernel]
+) -> Any:
+    """What the real kernel answers ``case`` in two namespaces (tests.harness.Namespace: a
+    client opened inside each, their sysctls read and written from a thread inside)."""
+    with node.entered():
+        node_kernel = open_kernel()
+    with pod.entered():
+        pod_kernel = open_kernel()
+    node_fd = os.open(node.path, os.O_RDONLY)
+    pod_fd = os.open(pod.path, os.O_RDONLY)
+    try:
+        side = Side(
+            node_kernel,
+            pod_kernel,
+            node_fd,
+            pod_fd,
+            EnteringSysctl(node_fd),
+            EnteringSysctl(pod_fd),
+        )
+        return case(side)
+    finally:
+        node_kernel.close()
+        pod_kernel.close()
+        os.close(node_fd)
+        os.close(pod_fd)
+
+
+class EnteringSysctl:
+    """The real side's sysctls of one namespace: /proc/sys/net from a thread inside it."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def read(self, name: str) -> str:
+        with entered_fd(self.fd):
+            return THREAD.read(name)
+
+    def write(self, name: str, value: str) -> None:
+        with entered_fd(self.fd):
+            THREAD.write(name, value)
 
 
 def outcome(call: Callable[..., Any], *args: Any, **kwargs: Any) -> str:
-    """ "ok", or the errno name of the NetlinkError the call raised."""
+    """ "ok", or the errno name of the NetlinkError (or sysctl OSError) the call raised."""
     try:
         call(*args, **kwargs)
-    except NetlinkError as exc:
-        return errno.errorcode.get(exc.code, str(exc.code))
+    except OSError as exc:
+        code = exc.errno or 0
+        return errno.errorcode.get(code, str(code))
     return "ok"
+
+
+def answer(call: Callable[..., Any], *args: Any) -> Any:
+    """What the call returned, or the errno name of its refusal."""
+    try:
+        return call(*args)
+    except OSError as exc:
+        code = exc.errno or 0
+        return errno.errorcode.get(code, str(code))
+
+
+def sysctls(s: Side) -> tuple[Sysctl, Sysctl]:
+    assert s.node_sysctl is not None and s.pod_sysctl is not None
+    return s.node_sysctl, s.pod_sysctl
 
 
 def index(k: Kernel, name: str) -> int:
@@ -526,6 +597,225 @@ def bridge_port_flags(s: Side) -> Any:
     return [before, outcome(s.node.set_bridge_port, bp0, True, True)]
 
 
+IPV6_KNOBS = (
+    "accept_ra",
+    "accept_dad",
+    "autoconf",
+    "disable_ipv6",
+    "enhanced_dad",
+    "keep_addr_on_down",
+    "ndisc_notify",
+)
+
+
+def sysctl_per_link(s: Side) -> Any:
+    """A link's per-device entries: their defaults, a write read back, the same IPv4 state
+    over netlink and /proc, refusals (no such device, not a number)."""
+    node_sysctl, _ = sysctls(s)
+    s.node.add_veth("sc0", "sc1", s.node_fd)
+    sc0 = index(s.node, "sc0")
+    defaults = {k: node_sysctl.read(f"net/ipv6/conf/sc0/{k}") for k in IPV6_KNOBS}
+    lo = {k: node_sysctl.read(f"net/ipv6/conf/lo/{k}") for k in ("accept_dad", "disable_ipv6")}
+    before = node_sysctl.read("net/ipv4/conf/sc0/arp_notify")
+    s.node.set_ipv4_conf(sc0, {IPV4_DEVCONF_ARP_NOTIFY: 1})
+    calls = [
+        outcome(node_sysctl.write, "net/ipv6/conf/sc0/accept_ra", "0"),
+        outcome(node_sysctl.write, "net/ipv4/conf/sc0/route_localnet", "1"),
+        outcome(node_sysctl.write, "net/ipv6/conf/nosuch0/accept_ra", "0"),
+        answer(node_sysctl.read, "net/ipv4/conf/nosuch0/arp_notify"),
+        outcome(node_sysctl.write, "net/ipv6/conf/sc0/accept_ra", "yes"),
+    ]
+    after = [
+        node_sysctl.read("net/ipv4/conf/sc0/arp_notify"),
+        node_sysctl.read("net/ipv4/conf/sc0/route_localnet"),
+        node_sysctl.read("net/ipv6/conf/sc0/accept_ra"),
+        node_sysctl.read("net/ipv6/conf/sc1/accept_ra"),
+    ]
+    s.node.delete_link(sc0)
+    gone = answer(node_sysctl.read, "net/ipv6/conf/sc0/accept_ra")
+    return {
+        "defaults": defaults,
+        "lo": lo,
+        "arp_notify": before,
+        "calls": calls,
+        "after": after,
+        "gone": gone,
+    }
+
+
+def sysctl_forwarding(s: Side) -> Any:
+    """The forwarding switches: a /proc write is what RTM_GETNETCONF reads (IPv4's starting
+    value is the machine's own, so only its range is fixed)."""
+    _, pod_sysctl = sysctls(s)
+    start = [pod_sysctl.read("net/ipv4/ip_forward") in ("0", "1")]
+    start.append(pod_sysctl.read("net/ipv6/conf/all/forwarding"))
+    pod_sysctl.write("net/ipv4/ip_forward", "1")
+    pod_sysctl.write("net/ipv6/conf/all/forwarding", "1")
+    on = [s.pod.forwarding(AF_INET), s.pod.forwarding(AF_INET6)]
+    pod_sysctl.write("net/ipv4/ip_forward", "0")
+    return {
+        "start": start,
+        "on": on,
+        "off": [pod_sysctl.read("net/ipv4/ip_forward"), s.pod.forwarding(AF_INET)],
+    }
+
+
+def sysctl_disable_ipv6(s: Side) -> Any:
+    """disable_ipv6=1 takes a link's IPv6 addresses and routes and refuses new ones; IPv4
+    stays."""
+    node_sysctl, _ = sysctls(s)
+    s.node.add_veth("d60", "d61", s.node_fd)
+    d60, d61 = index(s.node, "d60"), index(s.node, "d61")
+    s.node.set_link(d60, up=True)
+    s.node.set_link(d61, up=True)
+    s.node.add_address(d60, IFACE("10.66.0.1/24"))
+    s.node.add_address(d60, IFACE("fd66::1/64"), 0x02)
+    before = addresses(s.node)
+    node_sysctl.write("net/ipv6/conf/d60/disable_ipv6", "1")
+    return {
+        "before": before,
+        "after": addresses(s.node),
+        "main6": routes(s.node, AF_INET6, 254),
+        "add": outcome(s.node.add_address, d60, IFACE("fd66::2/64"), 0x02),
+        "add4": outcome(s.node.add_address, d60, IFACE("10.66.0.2/24")),
+    }
+
+
+def sysctl_keep_addr_on_down(s: Side) -> Any:
+    """keep_addr_on_down=1: a link going down keeps its IPv6 addresses (0, the default, drops
+    them: link_down_and_up)."""
+    node_sysctl, _ = sysctls(s)
+    s.node.add_veth("k60", "k61", s.node_fd)
+    k60, k61 = index(s.node, "k60"), index(s.node, "k61")
+    node_sysctl.write("net/ipv6/conf/k60/keep_addr_on_down", "1")
+    s.node.set_link(k60, up=True)
+    s.node.set_link(k61, up=True)
+    s.node.add_address(k60, IFACE("fd67::1/64"), 0x02)
+    s.node.set_link(k60, up=False)
+    down = addresses(s.node)
+    s.node.set_link(k60, up=True)
+    return {"down": down, "up again": addresses(s.node), "main6": routes(s.node, AF_INET6, 254)}
+
+
+def sysctl_after_move(s: Side) -> Any:
+    """A link that changes namespace starts again from the defaults there."""
+    node_sysctl, pod_sysctl = sysctls(s)
+    s.node.add_veth("mv60", "mv61", s.node_fd)
+    node_sysctl.write("net/ipv6/conf/mv60/accept_ra", "0")
+    node_sysctl.write("net/ipv4/conf/mv60/route_localnet", "1")
+    s.node.set_link(index(s.node, "mv60"), netns_fd=s.pod_fd)
+    return [
+        pod_sysctl.read("net/ipv6/conf/mv60/accept_ra"),
+        pod_sysctl.read("net/ipv4/conf/mv60/route_localnet"),
+        answer(node_sysctl.read, "net/ipv6/conf/mv60/accept_ra"),
+    ]
+
+
+def unicast(k: Kernel, family: int, table: int) -> list[tuple[Any, ...]]:
+    """A table's unicast routes (a VRF's table also holds its ports' local and broadcast
+    routes, which the fake does not model)."""
+    return [r for r in routes(k, family, table) if r[5] == 1]
+
+
+def vrf_ports(s: Side) -> Any:
+    """Enslaving an up link to a VRF cycles it: its routes leave the main table and its
+    connected route comes back in the VRF's; a gateway there is reachable for routes of either
+    table; release, and deleting the VRF, cycle it back. IPv4 only: a VRF's IPv6 local routes
+    are not modelled."""
+    s.pod.add_veth("vr0", "vr1", s.pod_fd)
+    vr0, vr1 = index(s.pod, "vr0"), index(s.pod, "vr1")
+    s.pod.set_link(vr0, up=True)
+    s.pod.set_link(vr1, up=True)
+    s.pod.add_address(vr0, IFACE("10.77.0.5/24"))
+    s.pod.add_route(Route(NET("10.78.0.0/16"), oif=vr0, gateway=IP("10.77.0.1")))
+    s.pod.add_vrf("vrf7", 7)
+    vrf = index(s.pod, "vrf7")
+
+    def view() -> Any:
+        names = {x.index: x.name for x in s.pod.links()}
+        return {
+            "main": unicast(s.pod, AF_INET, 254),
+            "t7": unicast(s.pod, AF_INET, 7),
+            "masters": sorted((x.name, names.get(x.master, "")) for x in s.pod.links() if x.master),
+        }
+
+    rules4 = rules(s.pod, AF_INET)
+    calls = [outcome(s.pod.set_link, vr1, master=vrf)]  # a down VRF takes ports too
+    s.pod.set_link(vrf, up=True)
+    calls.append(outcome(s.pod.set_link, vr0, master=vrf))
+    enslaved = {**view(), "links": links(s.pod), "addresses": addresses(s.pod, AF_INET)}
+    via = IP("10.77.0.1")
+    calls += [
+        outcome(s.pod.add_route, Route(NET("10.78.0.0/16"), oif=vr0, gateway=via, table=7)),
+        outcome(s.pod.add_route, Route(NET("10.79.0.0/16"), oif=vr0, gateway=via)),
+        outcome(s.pod.add_route, Route(NET("10.80.0.0/16"), oif=vr1, gateway=via, table=7)),
+    ]
+    with_routes = view()
+    s.pod.set_link(vr0, master=0)
+    released = view()
+    s.pod.set_link(vr0, master=vrf)
+    calls.append(outcome(s.pod.set_link, vr0, master=index(s.pod, "lo")))  # leaves, then fails
+    refused = view()
+    s.pod.set_link(vr0, master=vrf)
+    s.pod.delete_link(vrf)
+    return {
+        "rules": rules4,
+        "calls": calls,
+        "enslaved": enslaved,
+        "with routes": with_routes,
+        "released": released,
+        "refused": refused,
+        "vrf gone": {**view(), "addresses": addresses(s.pod, AF_INET)},
+    }
+
+
+# cases that need the vrf module: the kernel suite cannot run them on this machine's kernel,
+# the full-kernel lane does (tests/fullkernel/test_fake_kernel_vrf_contract.py)
+VRF_CASES: dict[str, Callable[[Side], Any]] = {f.__name__: f for f in (vrf_ports,)}
+VRF_EXPECTED: dict[str, Any] = {
+    "vrf_ports": {
+        "calls": ["ok", "ok", "ok", "ok", "ENETUNREACH", "ENOTSUP"],
+        "enslaved": {
+            "addresses": [("lo", "127.0.0.1/8", 254), ("vr0", "10.77.0.5/24", 0)],
+            "links": [
+                ("lo", "", True, False, 65536, "", "", ""),
+                ("vr0", "veth", True, False, 1500, "vrf7", "", "vr1"),
+                ("vr1", "veth", True, False, 1500, "vrf7", "", "vr0"),
+                ("vrf7", "vrf", True, False, 65575, "", "", ""),
+            ],
+            "main": [],
+            "masters": [("vr0", "vrf7"), ("vr1", "vrf7")],
+            "t7": [("10.77.0.0/24", "vr0", "", 2, 253, 1, None, "10.77.0.5", 0)],
+        },
+        "refused": {
+            "main": [("10.77.0.0/24", "vr0", "", 2, 253, 1, None, "10.77.0.5", 0)],
+            "masters": [("vr1", "vrf7")],
+            "t7": [],
+        },
+        "released": {
+            "main": [("10.77.0.0/24", "vr0", "", 2, 253, 1, None, "10.77.0.5", 0)],
+            "masters": [("vr1", "vrf7")],
+            "t7": [],
+        },
+        "rules": [(-1, 255, ""), (1000, 0, ""), (32766, 254, ""), (32767, 253, "")],
+        "vrf gone": {
+            "addresses": [("lo", "127.0.0.1/8", 254), ("vr0", "10.77.0.5/24", 0)],
+            "main": [("10.77.0.0/24", "vr0", "", 2, 253, 1, None, "10.77.0.5", 0)],
+            "masters": [],
+            "t7": [],
+        },
+        "with routes": {
+            "main": [("10.79.0.0/16", "vr0", "10.77.0.1", 4, 0, 1, None, "", 0)],
+            "masters": [("vr0", "vrf7"), ("vr1", "vrf7")],
+            "t7": [
+                ("10.77.0.0/24", "vr0", "", 2, 253, 1, None, "10.77.0.5", 0),
+                ("10.78.0.0/16", "vr0", "10.77.0.1", 4, 0, 1, None, "", 0),
+            ],
+        },
+    }
+}
+
+
 CASES: dict[str, Callable[[Side], Any]] = {
     f.__name__: f
     for f in (
@@ -550,6 +840,11 @@ CASES: dict[str, Callable[[Side], Any]] = {
         macvlan_in_pod,
         ipv4_conf_and_forwarding,
         bridge_port_flags,
+        sysctl_per_link,
+        sysctl_forwarding,
+        sysctl_disable_ipv6,
+        sysctl_keep_addr_on_down,
+        sysctl_after_move,
     )
 }
 
@@ -817,4 +1112,43 @@ EXPECTED: dict[str, Any] = {
     },
     "ipv4_conf_and_forwarding": [True, True, "ok", "ENODEV"],
     "bridge_port_flags": ["ENOTSUP", "ok"],
+    "sysctl_per_link": {
+        "defaults": {
+            "accept_ra": "1",
+            "accept_dad": "1",
+            "autoconf": "1",
+            "disable_ipv6": "0",
+            "enhanced_dad": "1",
+            "keep_addr_on_down": "0",
+            "ndisc_notify": "0",
+        },
+        "lo": {"accept_dad": "-1", "disable_ipv6": "0"},
+        "arp_notify": "0",
+        "calls": ["ok", "ok", "ENOENT", "ENOENT", "EINVAL"],
+        "after": ["1", "1", "0", "1"],
+        "gone": "ENOENT",
+    },
+    "sysctl_forwarding": {"start": [True, "0"], "on": [1, 1], "off": ["0", 0]},
+    "sysctl_disable_ipv6": {
+        "before": [
+            ("d60", "10.66.0.1/24", 0),
+            ("d60", "fd66::1/64", 0),
+            ("lo", "127.0.0.1/8", 254),
+            ("lo", "::1/128", 254),
+        ],
+        "after": [("d60", "10.66.0.1/24", 0), ("lo", "127.0.0.1/8", 254), ("lo", "::1/128", 254)],
+        "main6": [],
+        "add": "EACCES",
+        "add4": "ok",
+    },
+    "sysctl_keep_addr_on_down": {
+        "down": [("k60", "fd67::1/64", 0), ("lo", "127.0.0.1/8", 254), ("lo", "::1/128", 254)],
+        "up again": [
+            ("k60", "fd67::1/64", 0),
+            ("lo", "127.0.0.1/8", 254),
+            ("lo", "::1/128", 254),
+        ],
+        "main6": [("fd67::/64", "k60", "", 2, 0, 1, 256, "", 0)],
+    },
+    "sysctl_after_move": ["1", "0", "ENOENT"],
 }

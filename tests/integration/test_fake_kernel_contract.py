@@ -11,18 +11,16 @@ fails the test until the entry goes).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from pycni.net.netlink.fake_kernel import FakeHost, FakeKernel
 from pycni.net.netlink.kernel import Kernel
 from pycni.net.netlink.rtnl.native import NativeKernel
 from pycni.net.netlink.rtnl.pyroute2_adapter import Pyroute2Kernel
 from tests import harness
-from tests.kernel_contract import CASES, EXPECTED, Side
+from tests.kernel_contract import CASES, EXPECTED, on_fake, on_kernel
 
 KNOWN_DIFFERENCES = {
     ("pyroute2", "policy_rules"): (
@@ -58,21 +56,6 @@ def test_kernel_answers_as_recorded_and_as_the_fake(
     kind: str, name: str, namespaces: tuple[harness.Namespace, harness.Namespace]
 ) -> None:
     node, pod = namespaces
-    with node.entered():
-        node_kernel = _open(kind)
-    with pod.entered():
-        pod_kernel = _open(kind)
-    node_fd = os.open(node.path, os.O_RDONLY)
-    pod_fd = os.open(pod.path, os.O_RDONLY)
-    try:
-        real = CASES[name](Side(node_kernel, pod_kernel, node_fd, pod_fd))
-    finally:
-        node_kernel.close()
-        pod_kernel.close()
-        os.close(node_fd)
-        os.close(pod_fd)
-    host = FakeHost()
-    fake_node, fake_pod = host.namespace(), host.namespace()
-    fake = CASES[name](Side(FakeKernel(fake_node), FakeKernel(fake_pod), fake_node.fd, fake_pod.fd))
+    real = on_kernel(CASES[name], node, pod, lambda: _open(kind))
     assert real == EXPECTED[name]
-    assert fake == real
+    assert on_fake(CASES[name]) == real

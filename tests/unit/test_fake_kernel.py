@@ -14,7 +14,7 @@ import pytest
 
 from pycni.net.netlink.fake_kernel import FakeHost, FakeKernel
 from pycni.net.netlink.kernel import AF_INET, IFF_UP, Kernel, NetlinkError, Route, Tbf
-from tests.kernel_contract import CASES, EXPECTED, Side
+from tests.kernel_contract import CASES, EXPECTED, VRF_CASES, VRF_EXPECTED, Side
 
 IP = ipaddress.ip_address
 NET = ipaddress.ip_network
@@ -24,16 +24,23 @@ IFACE = ipaddress.ip_interface
 def fake_side() -> Side:
     host = FakeHost()
     node, pod = host.namespace(), host.namespace()
-    return Side(FakeKernel(node), FakeKernel(pod), node.fd, pod.fd)
+    return Side(FakeKernel(node), FakeKernel(pod), node.fd, pod.fd, node.sysctl, pod.sysctl)
 
 
 def test_every_case_has_the_kernels_answer() -> None:
     assert set(CASES) == set(EXPECTED)
+    assert set(VRF_CASES) == set(VRF_EXPECTED)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_fake_answers_as_the_kernel_did(name: str) -> None:
     assert CASES[name](fake_side()) == EXPECTED[name]
+
+
+@pytest.mark.parametrize("name", sorted(VRF_CASES))
+def test_fake_answers_as_a_kernel_with_vrf_did(name: str) -> None:
+    """Recorded in the full-kernel lane (tests/fullkernel/test_fake_kernel_vrf_contract.py)."""
+    assert VRF_CASES[name](fake_side()) == VRF_EXPECTED[name]
 
 
 def test_fake_is_a_kernel() -> None:

@@ -2,8 +2,8 @@
 
 No root, no namespaces: what these helpers decide (conflicts, no-ops, who owns a route, which
 priority a rule gets) runs against pycni.net.netlink.fake_kernel, whose answers are held to the real
-kernel's by tests/kernel_contract.py. Only IPv4 and helpers that never touch /proc/sys are used
-here: a /proc write in a unit test would land in the machine's own namespace.
+kernel's by tests/kernel_contract.py. The helpers that write sysctls are handed the fake
+namespace's FakeSysctl (pycni.net.procsys), never the machine's /proc/sys.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def test_configure_iface_adds_addresses_then_routes_via_the_gateway() -> None:
         ips=[IPConfig(IFACE("10.30.0.5/24"), gateway=IP("10.30.0.1"), interface=0)],
         routes=[ResultRoute(NET("0.0.0.0/0")), ResultRoute(NET("10.31.0.0/16"), priority=5)],
     )
-    configure_iface(k, "eth0", eth0, result)
+    configure_iface(k, k.ns.sysctl, "eth0", eth0, result)
     assert k.link(eth0).up
     assert [str(a.interface) for a in k.addresses(index=eth0)] == ["10.30.0.5/24"]
     main = {str(r.dst): r for r in k.routes(AF_INET, table=MAIN_TABLE)}
@@ -104,7 +104,7 @@ def test_configure_iface_refuses_an_address_of_another_interface() -> None:
         ips=[IPConfig(IFACE("10.30.0.5/24"), interface=0)],
     )
     with pytest.raises(AddressError, match="invalid interface index"):
-        configure_iface(k, "eth0", eth0, result)
+        configure_iface(k, k.ns.sysctl, "eth0", eth0, result)
     assert k.addresses(index=eth0) == []
 
 
@@ -116,7 +116,7 @@ def test_configure_iface_reports_a_route_the_kernel_refuses() -> None:
         routes=[ResultRoute(NET("10.40.0.0/16"), gw=IP("10.99.0.1"))],  # not on-link
     )
     with pytest.raises(route.RouteError, match=re.escape("10.40.0.0/16 via 10.99.0.1 dev eth0")):
-        configure_iface(k, "eth0", eth0, result)
+        configure_iface(k, k.ns.sysctl, "eth0", eth0, result)
 
 
 def test_owned_routes_never_touch_another_programs_route() -> None:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import time
 
-from pycni.net import sysctl
 from pycni.net.errors import NetError
 from pycni.net.link import addresses
 from pycni.net.netlink.kernel import AF_INET6, Kernel, NetlinkError
+from pycni.net.procsys import Sysctl, try_write
 from pycni.net.route import add_routes, prefix_route_exists
 from pycni.spec.result import IPAddress, Result
 
@@ -22,10 +21,12 @@ class AddressError(NetError):
     pass
 
 
-def configure_iface(kernel: Kernel, ifname: str, index: int, result: Result) -> None:
+def configure_iface(
+    kernel: Kernel, sysctl: Sysctl, ifname: str, index: int, result: Result
+) -> None:
     """Add the result's addresses that belong to ``ifname``, set it up, wait for DAD when a
     v6 gateway exists, then add the result's routes (a route without gw takes the first
-    gateway of its family). Must run on a thread inside the interface's namespace."""
+    gateway of its family). ``kernel`` and ``sysctl`` are of the interface's namespace."""
     v4gw: IPAddress | None = None
     v6gw: IPAddress | None = None
     ipv6_enabled = False
@@ -46,8 +47,7 @@ def configure_iface(kernel: Kernel, ifname: str, index: int, result: Result) -> 
                         sysctl.write(key, "0")
                 except OSError:
                     pass
-            with contextlib.suppress(OSError):
-                sysctl.write(f"net/ipv6/conf/{ifname}/keep_addr_on_down", "1")
+            try_write(sysctl, f"net/ipv6/conf/{ifname}/keep_addr_on_down", "1")
             ipv6_enabled = True
         try:
             kernel.add_address(index, ipc.address)

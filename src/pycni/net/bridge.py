@@ -6,7 +6,6 @@ import contextlib
 import errno
 import ipaddress
 
-from pycni.net import sysctl
 from pycni.net.errors import NetError
 from pycni.net.link import LinkNotFound, get, index_of
 from pycni.net.netlink.kernel import (
@@ -17,7 +16,7 @@ from pycni.net.netlink.kernel import (
     NetlinkError,
     family_of,
 )
-from pycni.net.ns import NetNS
+from pycni.net.procsys import Sysctl, try_write
 from pycni.net.veth import create_pair
 from pycni.record import record
 
@@ -46,7 +45,12 @@ class BridgeInfo:
 
 
 def ensure_bridge(
-    kernel: Kernel, name: str, mtu: int = 0, promisc: bool = False, vlan_filtering: bool = False
+    kernel: Kernel,
+    sysctl: Sysctl,
+    name: str,
+    mtu: int = 0,
+    promisc: bool = False,
+    vlan_filtering: bool = False,
 ) -> BridgeInfo:
     """Create the bridge if missing (MTU and vlan_filtering apply only at creation, as the
     reference); then promisc if asked, accept_ra=0 and up. An existing bridge is reused."""
@@ -70,7 +74,7 @@ def ensure_bridge(
     index = found.index
     if promisc and not found.flags & IFF_PROMISC:
         kernel.set_link(index, flags=IFF_PROMISC, flag_mask=IFF_PROMISC)
-    sysctl.try_write(f"net/ipv6/conf/{name}/accept_ra", "0")
+    try_write(sysctl, f"net/ipv6/conf/{name}/accept_ra", "0")
     if not found.flags & IFF_UP:
         kernel.set_link(index, up=True)
     return BridgeInfo(index, created, found.mac)
@@ -127,6 +131,8 @@ class VlanGateway:
 
 def ensure_vlan_gateway(
     kernel: Kernel,
+    sysctl: Sysctl,
+    node_fd: int,
     bridge_index: int,
     bridge_name: str,
     vid: int,
@@ -138,14 +144,14 @@ def ensure_vlan_gateway(
     ``<bridge>.<vid>``, the other (``veth%08x``) a port of the bridge in ``vid`` (PVID,
     untagged), both up, the veth at the bridge's MTU. A link of that name is reused as is.
     ``port_ipv6`` as the pod ports' ``hostVethIPv6``: IPv6 on the port end (the reference's)
-    or off; the ``<bridge>.<vid>`` end keeps IPv6, it may carry an IPv6 gateway."""
+    or off; the ``<bridge>.<vid>`` end keeps IPv6, it may carry an IPv6 gateway. ``kernel``
+    and ``sysctl`` are of the node namespace, ``node_fd`` a handle of it."""
     name = vlan_gateway_name(bridge_name, vid)
     found = kernel.find_link(name)
     if found is not None:
         return VlanGateway(name, found.index, found.mac, False)
     mtu = kernel.link(bridge_index).mtu
-    with NetNS.current() as here:
-        pair = create_pair(kernel, here.fd, name, mtu, master=bridge_index, host_ipv6=port_ipv6)
+    pair = create_pair(kernel, sysctl, node_fd, name, mtu, master=bridge_index, host_ipv6=port_ipv6)
     try:
         port_vlans(kernel, pair.host_index, vid, [], preserve)
         gateway = get(kernel, name)

@@ -6,7 +6,6 @@ import contextlib
 import ipaddress
 
 from pycni.net.errors import NetError
-from pycni.net.netlink.client import rtnl
 from pycni.net.netlink.kernel import (
     IPV4_DEVCONF_ARP_NOTIFY,
     IPInterface,
@@ -32,19 +31,6 @@ def get(kernel: Kernel, name: str) -> Link:
 
 def index_of(kernel: Kernel, name: str) -> int:
     return get(kernel, name).index
-
-
-def set_state(name: str, up: bool) -> int:
-    """Set a link up or down in the current namespace; returns its index."""
-    with rtnl() as kernel:
-        idx = index_of(kernel, name)
-        kernel.set_link(idx, up=up)
-        return idx
-
-
-def flags_of(name: str) -> int:
-    with rtnl() as kernel:
-        return get(kernel, name).flags
 
 
 def addresses(kernel: Kernel, index: int) -> list[IPInterface]:

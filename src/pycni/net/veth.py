@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import os
 
-from pycni.net import sysctl
 from pycni.net.errors import NetError
 from pycni.net.link import index_of
 from pycni.net.netlink.kernel import Kernel, NetlinkError
+from pycni.net.procsys import Sysctl, try_write
 from pycni.record import record
 
 HOST_NAME_RETRIES = 10
@@ -36,6 +36,7 @@ def random_host_name() -> str:
 
 def create_pair(
     kernel: Kernel,
+    sysctl: Sysctl,
     pod_ns_fd: int,
     pod_ifname: str,
     mtu: int = 0,
@@ -50,7 +51,7 @@ def create_pair(
     is disabled on the host end before it comes up, so the kernel never gives it a link-local
     address, DAD, MLD reports or routes in the node's IPv6 table (docs/plugins/bridge.md:
     for a link that only forwards, as a bridge port). The pod end is left down. ``kernel``
-    must be a client of the node namespace and this thread must be in it.
+    and ``sysctl`` are of the node namespace.
     """
     for _ in range(HOST_NAME_RETRIES):
         host_name = random_host_name()
@@ -67,14 +68,14 @@ def create_pair(
         if not index:
             index = index_of(kernel, host_name)
         if host_ipv6:
-            sysctl.try_write(f"net/ipv6/conf/{host_name}/accept_ra", "0")
+            try_write(sysctl, f"net/ipv6/conf/{host_name}/accept_ra", "0")
         else:
             # before up, so IPv6 never starts on this link; if the kernel refuses, the
             # reference's state (no IPv6 in the kernel at all: both fail, nothing to do)
             try:
                 sysctl.write(f"net/ipv6/conf/{host_name}/disable_ipv6", "1")
             except OSError:
-                sysctl.try_write(f"net/ipv6/conf/{host_name}/accept_ra", "0")
+                try_write(sysctl, f"net/ipv6/conf/{host_name}/accept_ra", "0")
         kernel.set_link(index, up=True)
         return VethPair(host_name, index)
     raise RuntimeError(f"failed to find a unique veth name after {HOST_NAME_RETRIES} tries")

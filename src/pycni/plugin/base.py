@@ -6,6 +6,7 @@ import io
 from collections.abc import Mapping
 
 from pycni.net.ns import NetNS
+from pycni.plugin.host import THIS_HOST
 from pycni.record import field, record
 from pycni.spec import version
 from pycni.spec.decode import IfName, Str, check_text, fail, lookup, section, shown
@@ -15,6 +16,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from pycni.plugin.host import Host
     from pycni.spec.result import Result
 
 
@@ -33,6 +35,7 @@ class Request:
     env: Mapping[str, str]
     netns_fd: int | None = None
     stderr: io.StringIO = field(default_factory=io.StringIO)
+    host: Host = THIS_HOST  # the machine the plugin works on (pycni.plugin.host)
 
     @property
     def cni_version(self) -> str:
@@ -49,9 +52,14 @@ class Request:
 
     def open_netns(self) -> NetNS:
         """The container namespace: the fd we were handed, else CNI_NETNS by path."""
-        if self.netns_fd is not None:
-            return NetNS.from_fd(self.netns_fd, self.netns)
-        return NetNS.open(self.netns)
+        return self.host.open_netns(self.netns, self.netns_fd)
+
+    def delegate(
+        self, plugin_type: str, command: str | None = None, stdin: bytes | None = None
+    ) -> Result | None:
+        """Run ``plugin_type`` (IPAM) with ``command`` (default: this request's) and this
+        request's environment and stdin (or ``stdin``): ADD's Result, None otherwise."""
+        return self.host.delegate(self, plugin_type, command, stdin)
 
     @property
     def runtime_config(self) -> dict[str, Any]:

@@ -27,7 +27,14 @@ if TYPE_CHECKING:
 # runtime.exec (subprocess handling, error decoding) is imported where a delegate is exec'd or
 # fails: a bridge run in-process delegating to host-local in-process never needs it.
 
-__all__ = ["call_control", "current_control", "delegate", "is_pycni_entry_point"]
+__all__ = [
+    "call_control",
+    "current_control",
+    "delegate",
+    "is_pycni_entry_point",
+    "parse_result",
+    "run_in_process",
+]
 
 CLEANUP_TIMEOUT = 30.0  # seconds an exec'd delegate's DEL may take, whatever the call's state
 
@@ -70,16 +77,7 @@ def delegate(
     from pycni.plugin import registry
 
     if plugin_type in registry.PLUGIN_TYPES and is_pycni_entry_point(path):
-        from pycni.plugin import skel
-
-        outcome = skel.run(plugin_type, env, data, netns_fd=req.netns_fd)
-        if outcome.stderr:
-            req.stderr.write(outcome.stderr.decode(errors="replace"))
-        if outcome.exit_code != 0:
-            from pycni.runtime.exec import plugin_error
-
-            raise plugin_error(f"exit status {outcome.exit_code}", outcome.stdout, outcome.stderr)
-        stdout = outcome.stdout
+        stdout = run_in_process(req, plugin_type, env, data)
     else:
         from pycni.runtime.exec import CallControl, RawExec
 
@@ -87,8 +85,26 @@ def delegate(
         if command == "DEL":  # cleanup, often a rollback of a cancelled ADD: never cancelled
             control = CallControl.start(CLEANUP_TIMEOUT)
         stdout = RawExec(req.stderr).exec_plugin(path, data, env, control)
-    if command != "ADD":
-        return None
+    return parse_result(req, plugin_type, stdout) if command == "ADD" else None
+
+
+def run_in_process(req: Request, plugin_type: str, env: dict[str, str], stdin: bytes) -> bytes:
+    """Run a registered plugin on this thread, with the caller's host; its stdout, or its
+    CNIError raised as an exec'd plugin's would be."""
+    from pycni.plugin import skel
+
+    outcome = skel.run(plugin_type, env, stdin, netns_fd=req.netns_fd, host=req.host)
+    if outcome.stderr:
+        req.stderr.write(outcome.stderr.decode(errors="replace"))
+    if outcome.exit_code != 0:
+        from pycni.runtime.exec import plugin_error
+
+        raise plugin_error(f"exit status {outcome.exit_code}", outcome.stdout, outcome.stderr)
+    return outcome.stdout
+
+
+def parse_result(req: Request, plugin_type: str, stdout: bytes) -> Result:
+    """The Result a delegate's ADD printed."""
     from pycni.spec.result import Result
 
     try:

@@ -14,6 +14,7 @@ from pycni.net import tools
 from pycni.net.errors import to_cni
 from pycni.plugin import registry
 from pycni.plugin.base import Plugin, Request
+from pycni.plugin.host import THIS_HOST
 from pycni.record import record
 from pycni.spec import jsoncodec, validate, version
 from pycni.spec.decode import shown
@@ -26,6 +27,10 @@ from pycni.spec.errors import (
     InvalidNetNS,
 )
 from pycni.spec.gojson import shape_problem
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pycni.plugin.host import Host
 
 VERBS = ("ADD", "DEL", "CHECK", "GC", "STATUS", "VERSION")
 ENV_ORDER = ("CNI_COMMAND", "CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_ARGS", "CNI_PATH")
@@ -51,18 +56,29 @@ class Outcome:
 
 
 def run(
-    plugin_type: str, env: Mapping[str, str], stdin: bytes, *, netns_fd: int | None = None
+    plugin_type: str,
+    env: Mapping[str, str],
+    stdin: bytes,
+    *,
+    netns_fd: int | None = None,
+    host: Host = THIS_HOST,
 ) -> Outcome:
-    """Run one plugin call on this thread, in this thread's network namespace."""
+    """Run one plugin call on this thread, in this thread's network namespace (``host``: the
+    machine it works on; tests pass pycni.plugin.fake_host.FakePluginHost)."""
     try:
         plugin = registry.load(plugin_type)
     except CNIError as err:
         return _failure(err, _peek_version(stdin), None, [])
-    return run_plugin(plugin, env, stdin, netns_fd=netns_fd)
+    return run_plugin(plugin, env, stdin, netns_fd=netns_fd, host=host)
 
 
 def run_plugin(
-    plugin: Plugin, env: Mapping[str, str], stdin: bytes, *, netns_fd: int | None = None
+    plugin: Plugin,
+    env: Mapping[str, str],
+    stdin: bytes,
+    *,
+    netns_fd: int | None = None,
+    host: Host = THIS_HOST,
 ) -> Outcome:
     err_lines: list[str] = []
     config_version: str | None = None
@@ -97,6 +113,7 @@ def run_plugin(
             stdin=stdin,
             env=env,
             netns_fd=netns_fd,
+            host=host,
         )
         with tools.search_path(env.get("PATH")):
             stdout = _dispatch(plugin, req, config_version)

@@ -4,8 +4,9 @@ Why here and not under tests/: it is an implementation of pycni.net.netlink.kern
 native client and the pyroute2 adapter, so it lives beside them, is type-checked with them
 (mypy --strict runs on src/ only; the ``_check`` line at the bottom makes mypy prove it
 satisfies the Protocol) and sits under the layer contract (it imports only pycni.net.netlink.kernel
-and pycni.record). Nothing in pycni imports it, so no plugin's cold path pays for it; tests
-and downstream code import it as httpx's users import its MockTransport.
+and pycni.record). Only pycni.plugin.fake_host (which nothing imports) imports it, so no
+plugin's cold path pays for it; tests and downstream code import it as httpx's users import
+its MockTransport.
 
 A ``FakeHost`` holds namespaces (``FakeNetns``), each known by a fake file descriptor as the
 real ones are known by an fd of /run/netns/<name>; ``FakeKernel(ns)`` is a client bound to one
@@ -21,19 +22,26 @@ suite) so the two cannot drift apart. Modelled:
   master; lo and bridges cannot move), deleting (a veth's peer and a link's macvlans go too);
 - addresses: IPv4 duplicates by address and prefix, IPv6 by address; lo up gets 127.0.0.1/8
   and ::1; the kernel's prefix routes (proto kernel) of an up link's addresses;
-  a link going down loses every route through it and its IPv6 addresses;
+  a link going down loses every route through it and (keep_addr_on_down 0) its IPv6 addresses;
 - routes: main and other tables, EEXIST on (table, dst, metric), ENETDOWN on a down link,
   ENETUNREACH for a gateway no link route covers (unless onlink), replace, delete matching as
   the kernel does (ESRCH), ``route_to`` by longest prefix in the main table;
 - policy rules with the namespace's default ones, the kernel's choice of a priority, EEXIST,
   ENOENT; neighbours, FDB entries, IPv4 devconf, forwarding, bridge port flags and VLANs, the
-  bandwidth plugin's tc objects, netns ids.
+  bandwidth plugin's tc objects, netns ids;
+- VRFs: an up port is cycled when it joins or leaves (its routes flushed, its connected
+  routes in the VRF's table), gateways checked in the route's table then by a full lookup
+  (main, or a port's VRF table), the l3mdev rules the first VRF adds (held to a kernel with
+  the vrf module by the full-kernel lane);
+- sysctls: each namespace's ``sysctl`` (FakeSysctl, a pycni.net.procsys.Sysctl) holds the
+  forwarding switches and the per-device entries plugins write (arp_notify, accept_ra,
+  disable_ipv6, keep_addr_on_down, ...), tied to the link state they govern.
 
 Left out (a test that needs one of these runs against the real kernel): the local routing
 table (255) and broadcast routes, IPv6 link-local autoconfiguration and DAD, operational state
-changes beyond up/down/lower-layer-down, sysctls other than the defaults (keep_addr_on_down
-is 0, forwarding starts at 0), policy routing in ``route_to``, multipath routes,
-IPv4 secondary addresses' promotion, sysctls under /proc.
+changes beyond up/down/lower-layer-down, the namespace-wide conf/all and conf/default
+sysctls and any entry FakeSysctl does not name (it raises LookupError), policy routing in
+``route_to``, multipath routes, IPv4 secondary addresses' promotion.
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ from __future__ import annotations
 import errno
 import ipaddress
 import itertools
+import os
 
 from pycni.net.netlink.kernel import (
     AF_INET,
@@ -91,6 +100,7 @@ RT_SCOPE_HOST = 254
 RTNH_F_ONLINK = 4
 LOCAL_TABLE = 255
 DEFAULT_TABLE = 253
+L3MDEV_RULE_PRIORITY = 1000  # the rule the first VRF of a namespace adds (table 0: l3mdev)
 IPV6_DEFAULT_METRIC = 1024
 IPV6_PREFIX_METRIC = 256
 ETH_MIN_MTU = 68
@@ -129,6 +139,7 @@ class _Link:
     isolated: bool = False
     vlans: list[int] = field(default_factory=list)
     ipv4_conf: dict[int, int] = field(default_factory=dict)
+    ipv6_conf: dict[str, int] = field(default_factory=dict)  # net/ipv6/conf/<dev>/ as written
     vrf_table: int | None = None
     ipvlan_mode: int | None = None
     ipvlan_flags: int = 0
@@ -161,6 +172,7 @@ class FakeNetns:
         self.redirects: dict[int, int] = {}
         self.forwarding = {AF_INET: 0, AF_INET6: 0}
         self.nsids: dict[int, int] = {}  # another namespace's fd -> the id this one gives it
+        self.sysctl = FakeSysctl(self)
         self._next_index = itertools.count(1)
         lo = _Link(self._new_index(), "lo", "", 65536, "00:00:00:00:00:00", txqlen=1000)
         self.links[lo.index] = lo
@@ -399,6 +411,10 @@ class FakeKernel:
         made.mtu = 65575  # the kernel gives a vrf IP6_MAX_MTU
         made.vrf_table = table
         self._insert(ns, made)
+        for family in (AF_INET, AF_INET6):  # vrf_add_fib_rules: the l3mdev rule, kept after
+            l3mdev = Rule(family, 0, None, L3MDEV_RULE_PRIORITY)
+            if l3mdev not in ns.rules:
+                ns.rules.append(l3mdev)
 
     def add_bridge(self, name: str, mtu: int = 0, vlan_filtering: bool = False) -> None:
         ns = self._open()
@@ -536,6 +552,7 @@ class FakeKernel:
         self._forget(ns, link.index)
         del ns.links[link.index]
         old = link.index
+        link.ipv4_conf, link.ipv6_conf = {}, {}  # re-registered: the target's defaults
         self._insert(target, link, wanted=old)
         for other_ns in ns.host.namespaces.values():  # whoever points at it follows
             for other in other_ns.links.values():
@@ -557,7 +574,7 @@ class FakeKernel:
     def _bridge_mtu(self, ns: FakeNetns, bridge_index: int) -> None:
         """br_mtu_auto_adjust: a bridge without a user-set MTU takes its ports' smallest."""
         bridge = ns.links.get(bridge_index)
-        if bridge is None or bridge.mtu_by_user:
+        if bridge is None or bridge.kind != "bridge" or bridge.mtu_by_user:
             return
         ports = [p.mtu for p in ns.links.values() if p.master == bridge_index]
         bridge.mtu = min(ports) if ports else DEFAULT_MTU
@@ -566,7 +583,7 @@ class FakeKernel:
         """br_stp_recalculate_bridge_id: a bridge without a user-set MAC takes its ports'
         smallest."""
         bridge = ns.links.get(bridge_index)
-        if bridge is None or bridge.mac_set:
+        if bridge is None or bridge.kind != "bridge" or bridge.mac_set:
             return
         ports = [p.mac for p in ns.links.values() if p.master == bridge_index]
         if ports:
@@ -577,22 +594,41 @@ class FakeKernel:
             return
         if link.master:
             old = link.master
+            was_vrf = self._l3mdev_table(ns, link.index) is not None
             link.master, link.hairpin, link.isolated, link.vlans = 0, False, False, []
             self._bridge_mtu(ns, old)
+            if was_vrf:
+                self._cycle(ns, link)  # vrf_del_slave cycles it: its routes back in main
         if not master:
             return
         upper = ns.links.get(master)
         if upper is None:
             raise _refuse(errno.EINVAL)  # do_set_master: no such upper device
-        if upper.kind != "bridge":
+        if upper.kind not in ("bridge", "vrf"):
             raise _refuse(errno.EOPNOTSUPP)  # no ndo_add_slave
         if link.loopback or link is upper:
             raise _refuse(errno.EINVAL)
         link.master = master
+        if upper.kind == "vrf":
+            self._cycle(ns, link)  # do_vrf_add_slave: down and up, routes into its table
+            return
         if upper.vlan_filtering:
             link.vlans = [1]
         self._bridge_mtu(ns, master)
         self._bridge_mac(ns, master)
+
+    def _cycle(self, ns: FakeNetns, link: _Link) -> None:
+        """A VRF's cycle_netdev: an up link goes down and up again."""
+        if link.up:
+            self._set_up(ns, link, False)
+            self._set_up(ns, link, True)
+
+    @staticmethod
+    def _l3mdev_table(ns: FakeNetns, index: int) -> int | None:
+        """The table of the VRF ``index`` is enslaved to, None if it is in none."""
+        link = ns.links.get(index)
+        master = ns.links.get(link.master) if link is not None and link.master else None
+        return master.vrf_table if master is not None and master.kind == "vrf" else None
 
     def _set_up(self, ns: FakeNetns, link: _Link, up: bool) -> None:
         if link.up == up:
@@ -613,11 +649,17 @@ class FakeKernel:
                     self._prefix_route(address, add=True)
             return
         # down: every route through it goes, in every table (fib_sync_down_dev, and
-        # rt6_sync_down_dev), and so do its IPv6 addresses (keep_addr_on_down is 0)
+        # rt6_sync_down_dev), and so do its IPv6 addresses unless keep_addr_on_down is set
         ns.routes = [r for r in ns.routes if r.oif != link.index]
+        if _ipv6_conf(link, "keep_addr_on_down") <= 0:
+            self._drop_ipv6_addresses(ns, link.index)
+
+    @staticmethod
+    def _drop_ipv6_addresses(ns: FakeNetns, index: int) -> None:
         ns.addresses = [
-            a for a in ns.addresses if not (a.index == link.index and a.interface.version == 6)
+            a for a in ns.addresses if not (a.index == index and a.interface.version == 6)
         ]
+        ns.routes = [r for r in ns.routes if not (r.oif == index and r.dst.version == 6)]
 
     def _forget(self, ns: FakeNetns, index: int) -> None:
         """What goes with a link that leaves the namespace: its addresses, routes,
@@ -641,9 +683,11 @@ class FakeKernel:
             return
         if link.master:
             self._set_master(ns, link, 0)
-        for port in ns.links.values():
+        for port in list(ns.links.values()):
             if port.master == link.index:
                 port.master = 0
+                if link.kind == "vrf":
+                    self._cycle(ns, port)  # vrf_dellink releases each port: vrf_del_slave
         self._forget(ns, link.index)
         del ns.links[link.index]
         if link.kind == "veth" and link.peer is not None:
@@ -721,6 +765,8 @@ class FakeKernel:
     def add_address(self, index: int, interface: IPInterface, flags: int = 0) -> None:
         ns = self._open()
         link = ns.get(index)
+        if interface.version == 6 and _ipv6_conf(link, "disable_ipv6") > 0:
+            raise _refuse(errno.EACCES)  # ipv6_add_addr: IPv6 is off on the device
         if self._find_address(index, interface) is not None:
             raise _refuse(errno.EEXIST)
         scope = 0
@@ -745,13 +791,14 @@ class FakeKernel:
     def _prefix_route(self, address: Address, add: bool) -> None:
         """The route the kernel keeps for an address's prefix on its link (proto kernel)."""
         interface = address.interface
+        table = self._l3mdev_table(self.ns, address.index) or MAIN_TABLE  # a VRF port's: its
         if interface.network.prefixlen == interface.max_prefixlen or interface.ip.is_loopback:
             return
         if interface.version == 4:
             route = Route(
                 dst=_prefix(interface),
                 oif=address.index,
-                table=MAIN_TABLE,
+                table=table,
                 proto=RTPROT_KERNEL,
                 scope=RT_SCOPE_LINK,
                 type=RTN_UNICAST,
@@ -761,7 +808,7 @@ class FakeKernel:
             route = Route(
                 dst=_prefix(interface),
                 oif=address.index,
-                table=MAIN_TABLE,
+                table=table,
                 proto=RTPROT_KERNEL,
                 scope=0,
                 type=RTN_UNICAST,
@@ -831,9 +878,12 @@ class FakeKernel:
         if route.gateway is not None and route.dst.version == 4:
             if route.flags & RTNH_F_ONLINK:
                 return
+            # fib_check_nh_v4_gw: the route's own table, then a full lookup (main, or the
+            # VRF's table for a VRF port, by the l3mdev rule)
+            tables = {route.table, MAIN_TABLE, self._l3mdev_table(ns, route.oif)}
             for r in ns.routes:
                 if (
-                    r.table == MAIN_TABLE
+                    r.table in tables
                     and r.dst.version == 4
                     and route.gateway in r.dst
                     and r.gateway is None
@@ -1003,6 +1053,88 @@ class FakeKernel:
         ns = self._open()
         other = ns.host.resolve(netns_fd)
         return ns.nsids.get(other.fd)
+
+
+# ------------------------------------------------------------------ sysctls
+
+# net/ipv4/conf/<dev>/ entries the fake knows, by IPV4_DEVCONF_* id (include/uapi/linux/ip.h):
+# the same state set_ipv4_conf writes, as in the kernel
+IPV4_CONF_IDS = {"proxy_arp": 3, "arp_ignore": 19, "arp_notify": 22, "route_localnet": 26}
+# net/ipv6/conf/<dev>/ entries the fake knows, with a new namespace's defaults (lo differs)
+IPV6_CONF_DEFAULTS = {
+    "accept_ra": 1,
+    "accept_dad": 1,
+    "autoconf": 1,
+    "disable_ipv6": 0,
+    "enhanced_dad": 1,
+    "keep_addr_on_down": 0,
+    "ndisc_notify": 0,
+}
+IPV6_LO_DEFAULTS = {"accept_dad": -1}
+
+
+def _ipv6_conf(link: _Link, knob: str) -> int:
+    if knob in link.ipv6_conf:
+        return link.ipv6_conf[knob]
+    if link.loopback and knob in IPV6_LO_DEFAULTS:
+        return IPV6_LO_DEFAULTS[knob]
+    return IPV6_CONF_DEFAULTS[knob]
+
+
+class FakeSysctl:
+    """The /proc/sys/net entries of one FakeNetns (pycni.net.procsys.Sysctl): the forwarding
+    switches (the same state ``Kernel.forwarding`` reads) and the per-device entries named in
+    IPV4_CONF_IDS and IPV6_CONF_DEFAULTS, which exist while their link does (ENOENT
+    otherwise) and start again from the defaults when it changes namespace. Writing
+    disable_ipv6=1 removes the link's IPv6 addresses, as the kernel does. Names are in slash
+    form below /proc/sys. An entry the fake does not model raises LookupError (not an
+    OSError, which a best-effort caller would swallow): a test that needs it fails loudly."""
+
+    def __init__(self, ns: FakeNetns) -> None:
+        self.ns = ns
+
+    def _where(self, name: str) -> tuple[str, _Link | None, str]:
+        """(family, link or None for the namespace-wide switch, knob)."""
+        if name == "net/ipv4/ip_forward":
+            return "ipv4", None, "forwarding"
+        if name == "net/ipv6/conf/all/forwarding":
+            return "ipv6", None, "forwarding"
+        parts = name.split("/")
+        if len(parts) == 5 and parts[:2] == ["net", "ipv4"] and parts[2] == "conf":
+            known = parts[4] in IPV4_CONF_IDS
+        elif len(parts) == 5 and parts[:3] == ["net", "ipv6", "conf"]:
+            known = parts[4] in IPV6_CONF_DEFAULTS
+        else:
+            known = False
+        if not known or parts[3] in ("all", "default"):
+            raise LookupError(f"FakeSysctl does not model /proc/sys/{name}")
+        link = self.ns.by_name(parts[3])
+        if link is None:
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), name)
+        return parts[1], link, parts[4]
+
+    def read(self, name: str) -> str:
+        family, link, knob = self._where(name)
+        if link is None:
+            return str(self.ns.forwarding[AF_INET if family == "ipv4" else AF_INET6])
+        if family == "ipv4":
+            return str(link.ipv4_conf.get(IPV4_CONF_IDS[knob], 0))
+        return str(_ipv6_conf(link, knob))
+
+    def write(self, name: str, value: str) -> None:
+        family, link, knob = self._where(name)
+        try:
+            number = int(value.strip())
+        except ValueError:
+            raise OSError(errno.EINVAL, os.strerror(errno.EINVAL), name) from None
+        if link is None:
+            self.ns.forwarding[AF_INET if family == "ipv4" else AF_INET6] = int(number != 0)
+        elif family == "ipv4":
+            link.ipv4_conf[IPV4_CONF_IDS[knob]] = number
+        else:
+            link.ipv6_conf[knob] = number
+            if knob == "disable_ipv6" and number > 0:
+                FakeKernel._drop_ipv6_addresses(self.ns, link.index)
 
 
 def _index(link: _Link) -> int:

@@ -1,8 +1,9 @@
 """The typed kernel boundary: what pycni asks of rtnetlink, as one Protocol over records.
 
 Plugins and net/ helpers talk to the kernel only through a ``Kernel`` (opened by
-``pycni.net.netlink.client.rtnl()``): links, addresses, routes, neighbours, FDB entries, policy
-rules and the few tc objects the bandwidth plugin makes. Replies are frozen records
+``pycni.net.netlink.client.rtnl()``; plugins are handed theirs by pycni.plugin.host): links,
+addresses, routes, neighbours, FDB entries, policy rules and the few tc objects the bandwidth
+plugin makes. Replies are frozen records
 (pycni.record) with typed fields; every kernel refusal is one ``NetlinkError`` (an OSError
 whose ``errno`` the callers test by name). Two implementations exist: the native client
 (``pycni.net.netlink.rtnl.native``, raw sockets, pyroute2 only behind it for the rare calls) and a

@@ -8,18 +8,14 @@ pod link's DEL and the ipMasq step from here too.
 
 from __future__ import annotations
 
-import contextlib
-
-from pycni.net import sysctl
 from pycni.net.addr import configure_iface, validate_ips
 from pycni.net.link import LinkNotFound, delete_by_name, set_arp_notify
-from pycni.net.netlink.client import rtnl
 from pycni.net.netlink.kernel import IPInterface, Kernel
 from pycni.net.ns import NetNS, NetNSNotFound
+from pycni.net.procsys import try_write
 from pycni.net.route import validate_routes
 from pycni.plugin.base import Request
 from pycni.plugin.config import DNSConf, IPAMRef, MacArg
-from pycni.plugin.delegate import delegate
 from pycni.plugin.rollback import Rollback
 from pycni.record import record, replace
 from pycni.spec.args import load_args
@@ -70,8 +66,8 @@ def requested_mac(req: Request) -> str:
 def ipam_add(req: Request, kind: str, rollback: Rollback) -> Result:
     """Run IPAM ADD and register its DEL as the undo; at least one IP is required."""
     rollback.step("ipam")
-    found = delegate(req, kind)
-    rollback.push("ipam", lambda: delegate(req, kind, command="DEL"))
+    found = req.delegate(kind)
+    rollback.push("ipam", lambda: req.delegate(kind, command="DEL"))
     if found is None or not found.ips:
         raise internal("IPAM plugin returned missing IP config")
     return found
@@ -87,14 +83,15 @@ def pod_result(req: Request, iface: Interface, ipam: Result | None) -> Result:
 
 
 def configure_pod_iface(
-    kernel: Kernel, ifname: str, index: int, result: Result, ndisc_notify: bool = True
+    req: Request, kernel: Kernel, index: int, result: Result, ndisc_notify: bool = True
 ) -> None:
-    """In the pod: announce the addresses (arp/ndisc notify), add them, up, routes."""
+    """In the pod (``kernel``, inside ``req.host.pod``): announce the addresses (arp/ndisc
+    notify), add them to CNI_IFNAME, up, routes."""
+    sysctl = req.host.sysctl(kernel)
     set_arp_notify(kernel, index)
-    if ndisc_notify:
-        with contextlib.suppress(OSError):  # IPv6 may be disabled in the pod
-            sysctl.write(f"net/ipv6/conf/{ifname}/ndisc_notify", "1")
-    configure_iface(kernel, ifname, index, result)
+    if ndisc_notify:  # best effort: IPv6 may be disabled in the pod
+        try_write(sysctl, f"net/ipv6/conf/{req.ifname}/ndisc_notify", "1")
+    configure_iface(kernel, sysctl, req.ifname, index, result)
 
 
 def check_ips_and_routes(kernel: Kernel, ifname: str, index: int, prev: Result) -> None:
@@ -122,12 +119,12 @@ def ipam_passthrough(req: Request, command: str) -> None:
     """IPAM DEL/CHECK/STATUS when an IPAM type is configured."""
     kind = ipam_type(req)
     if kind:
-        delegate(req, kind, command=command)
+        req.delegate(kind, command=command)
 
 
-def delete_in_pod(pod: NetNS, index: int) -> None:
+def delete_in_pod(req: Request, pod: NetNS, index: int) -> None:
     """Rollback step: remove the link this ADD created in the pod."""
-    with pod.entered(), rtnl() as kernel:
+    with req.host.pod(pod) as kernel:
         kernel.delete_link(index)
 
 
@@ -140,7 +137,7 @@ def delete_pod_link(req: Request) -> list[IPInterface] | None:
     if not req.netns:
         return None
     try:
-        with req.open_netns() as pod, pod.entered(), rtnl() as kernel:
+        with req.open_netns() as pod, req.host.pod(pod) as kernel:
             try:
                 return delete_by_name(kernel, req.ifname)
             except LinkNotFound:

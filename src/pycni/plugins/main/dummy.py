@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from pycni.net.addr import configure_iface
 from pycni.net.link import LinkNotFound, index_of
-from pycni.net.netlink.client import rtnl
 from pycni.net.netlink.kernel import NetlinkError
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.rollback import Rollback
@@ -43,7 +42,7 @@ class Dummy(Plugin):
     def add(self, req: Request) -> Result:
         kind = _required_ipam(req)
         with req.open_netns() as pod, Rollback(req.env) as rb:
-            with pod.entered(), rtnl() as kernel:
+            with req.host.pod(pod) as kernel:
                 rb.step("create")
                 try:
                     kernel.add_dummy(req.ifname)
@@ -53,7 +52,7 @@ class Dummy(Plugin):
                     index = index_of(kernel, req.ifname)
                 except LinkNotFound:
                     raise internal(f'failed to fetch dummy "{req.ifname}"') from None
-                rb.push("create", lambda: delete_in_pod(pod, index))
+                rb.push("create", lambda: delete_in_pod(req, pod, index))
                 mac = kernel.link(index).mac
             ipam = ipam_add(req, kind, rb)
             result = replace(
@@ -63,9 +62,9 @@ class Dummy(Plugin):
                 ips=[replace(ip, interface=0) for ip in ipam.ips],
             )
             rb.step("configure")
-            with pod.entered(), rtnl() as kernel:
+            with req.host.pod(pod) as kernel:
                 # as the reference's ipam.ConfigureIface: no arp_notify, unlike macvlan
-                configure_iface(kernel, req.ifname, index, result)
+                configure_iface(kernel, req.host.sysctl(kernel), req.ifname, index, result)
         return result
 
     def delete(self, req: Request) -> None:
@@ -77,7 +76,7 @@ class Dummy(Plugin):
         with req.open_netns() as pod:
             ipam_passthrough(req, "CHECK")
             prev, intf = prev_interface(req)
-            with pod.entered(), rtnl() as kernel:
+            with req.host.pod(pod) as kernel:
                 if not intf.name:
                     raise internal("Container interface name missing in prevResult: ")
                 try:

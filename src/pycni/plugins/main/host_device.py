@@ -16,9 +16,8 @@ import os
 
 from pycni.fsutil import write_atomic
 from pycni.net.link import LinkNotFound, addresses, index_of
-from pycni.net.netlink.client import rtnl
 from pycni.net.netlink.kernel import Kernel, NetlinkError
-from pycni.net.ns import THREAD_NETNS, NetNS, NetNSNotFound
+from pycni.net.ns import NetNS, NetNSNotFound
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.rollback import Rollback
 from pycni.plugins.main._attach import (
@@ -193,9 +192,9 @@ def move_in(kernel: Kernel, index: int, pod: NetNS, ifname: str) -> None:
     kernel.set_link(index, netns_fd=pod.fd, name=ifname)
 
 
-def move_out(pod: NetNS, ifname: str, node_fd: int) -> str:
+def move_out(req: Request, pod: NetNS, ifname: str, node_fd: int) -> str:
     """From the pod back to the node under the name kept in the alias; returns that name."""
-    with pod.entered(), rtnl() as kernel:
+    with req.host.pod(pod) as kernel:
         index = index_of(kernel, ifname)
         alias = kernel.link(index).alias
         if not alias:
@@ -210,11 +209,8 @@ class HostDevice(Plugin):
 
     def add(self, req: Request) -> Result:
         conf = load_conf(req)
-        node_fd = os.open(THREAD_NETNS, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            return self._add(req, conf, node_fd)
-        finally:
-            os.close(node_fd)
+        with req.host.node_netns() as node:
+            return self._add(req, conf, node.fd)
 
     def _add(self, req: Request, conf: HostDeviceConf, node_fd: int) -> Result:
         with req.open_netns() as pod, Rollback(req.env) as rb:
@@ -227,16 +223,22 @@ class HostDevice(Plugin):
             result = pod_result(req, iface, ipam)
             if not conf.dpdk:
                 rb.step("configure")
-                with pod.entered(), rtnl() as kernel:
+                with req.host.pod(pod) as kernel:
                     index = index_of(kernel, req.ifname)
-                    configure_pod_iface(kernel, req.ifname, index, result, ndisc_notify=False)
+                    configure_pod_iface(
+                        req,
+                        kernel,
+                        index,
+                        result,
+                        ndisc_notify=False,
+                    )
             return result
 
     def _move_in(
         self, req: Request, conf: HostDeviceConf, pod: NetNS, node_fd: int, rb: Rollback
     ) -> str:
         state_path = _state_file(conf, req)
-        with rtnl() as kernel:
+        with req.host.node() as kernel:
             index = find_host_link(kernel, conf)
             found = kernel.link(index)
             name, was_up = found.name, found.up
@@ -253,9 +255,9 @@ class HostDevice(Plugin):
                     if was_up:
                         kernel.set_link(index, up=True)
                 raise internal(f"failed to move link {exc}") from None
-        rb.push("move", lambda: _restore(move_out(pod, req.ifname, node_fd), state_path))
+        rb.push("move", lambda: _restore(req, move_out(req, pod, req.ifname, node_fd), state_path))
         rb.step("up")
-        with pod.entered(), rtnl() as kernel:
+        with req.host.pod(pod) as kernel:
             index = index_of(kernel, req.ifname)
             kernel.set_link(index, up=True)
             return kernel.link(index).mac
@@ -277,14 +279,12 @@ class HostDevice(Plugin):
                 ipam_passthrough(req, "DEL")
             if conf.dpdk:
                 return
-            node_fd = os.open(THREAD_NETNS, os.O_RDONLY | os.O_CLOEXEC)
             try:
-                name = move_out(pod, req.ifname, node_fd)
+                with req.host.node_netns() as node:
+                    name = move_out(req, pod, req.ifname, node.fd)
             except LinkNotFound:
                 return  # already moved back (DEL is idempotent)
-            finally:
-                os.close(node_fd)
-        _restore(name, state_path)
+        _restore(req, name, state_path)
         _forget(state_path)
 
     def check(self, req: Request) -> None:
@@ -295,7 +295,7 @@ class HostDevice(Plugin):
             prev, intf = prev_interface(req)
             if conf.dpdk:
                 return
-            with pod.entered(), rtnl() as kernel:
+            with req.host.pod(pod) as kernel:
                 if not intf.name:
                     raise internal("Container interface name missing in prevResult")
                 try:
@@ -315,9 +315,9 @@ class HostDevice(Plugin):
         ipam_passthrough(req, "STATUS")
 
 
-def _restore(name: str, state_path: str) -> None:
+def _restore(req: Request, name: str, state_path: str) -> None:
     """Back on the node: drop the alias, re-add the saved addresses and up state."""
-    with rtnl() as kernel:
+    with req.host.node() as kernel:
         index = index_of(kernel, name)
         kernel.set_link(index, alias="")
         state = _load_node_state(state_path)

@@ -8,20 +8,15 @@ IFLA_IPVLAN_FLAGS) is pycni's, as proposed upstream. See docs/plugins/ipvlan.md.
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager, nullcontext
-
 from pycni.net import macvlan, sublink
 from pycni.net.link import LinkNotFound, index_of
-from pycni.net.netlink.client import rtnl
 from pycni.net.netlink.kernel import Kernel, NetlinkError
-from pycni.net.ns import NetNS
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.config import MTU
 from pycni.plugin.rollback import Rollback
 from pycni.plugins.main._attach import (
     check_ips_and_routes,
     configure_pod_iface,
-    delete_in_pod,
     delete_pod_link,
     internal,
     ipam_add,
@@ -30,6 +25,7 @@ from pycni.plugins.main._attach import (
     pod_result,
     prev_interface,
 )
+from pycni.plugins.main._sublink import add_in_pod, check_mac, master_kernel, prev_link
 from pycni.record import record
 from pycni.spec.decode import Bool, IfName, Str, decode, option
 from pycni.spec.errors import InvalidConfig
@@ -83,11 +79,6 @@ def load_conf(req: Request) -> IpvlanConf:
     )
 
 
-def _master_ns(conf: IpvlanConf, pod: NetNS) -> AbstractContextManager[object]:
-    """Where the master lives: the pod (linkInContainer) or here, the node."""
-    return pod.entered() if conf.link_in_container else nullcontext()
-
-
 def chained_master(req: Request, conf: IpvlanConf) -> None:
     """Without ``master``, a prevResult's single named interface is the master (the reference
     checks this before anything else, so it is an error even when a default route exists)."""
@@ -132,7 +123,8 @@ class Ipvlan(Plugin):
         conf = load_conf(req)
         chained_master(req, conf)
         with req.open_netns() as pod, Rollback(req.env) as rb:
-            with _master_ns(conf, pod), rtnl() as kernel:
+
+            def create(kernel: Kernel) -> str:
                 master_index, master_mtu = resolve_master(kernel, conf)
                 if conf.mtu > master_mtu:
                     raise InvalidConfig(
@@ -140,27 +132,20 @@ class Ipvlan(Plugin):
                     )
                 rb.step("create")
                 try:
-                    tmp = sublink.add_ipvlan(
+                    return sublink.add_ipvlan(
                         kernel, master_index, pod.fd, conf.mode, conf.flag, conf.mtu
                     )
                 except NetlinkError as exc:
                     hint = _NO_MODULE if exc.not_supported else ""
                     raise internal(f"failed to create ipvlan: {exc}{hint}") from None
-            with pod.entered(), rtnl() as kernel:
-                index = index_of(kernel, tmp)
-                rb.push("create", lambda: delete_in_pod(pod, index))
-                rb.step("rename")
-                try:
-                    kernel.set_link(index, name=req.ifname)
-                except NetlinkError as exc:
-                    raise internal(f'failed to rename ipvlan to "{req.ifname}": {exc}') from None
-                mac = kernel.link(index).mac
+
+            index, mac = add_in_pod(req, pod, rb, "ipvlan", conf.link_in_container, create)
             iface = Interface(name=req.ifname, mac=mac, sandbox=req.netns)
             found = _addresses(req, conf, rb)
             rb.step("configure")
             result = pod_result(req, iface, found)
-            with pod.entered(), rtnl() as kernel:
-                configure_pod_iface(kernel, req.ifname, index, result)
+            with req.host.pod(pod) as kernel:
+                configure_pod_iface(req, kernel, index, result)
         return result
 
     def delete(self, req: Request) -> None:
@@ -173,9 +158,9 @@ class Ipvlan(Plugin):
             ipam_passthrough(req, "CHECK")
             prev, intf = prev_interface(req)
             if conf.master:
-                with _master_ns(conf, pod), rtnl() as kernel:
+                with master_kernel(req, pod, conf.link_in_container) as kernel:
                     resolve_master(kernel, conf)
-            with pod.entered(), rtnl() as kernel:
+            with req.host.pod(pod) as kernel:
                 index = _check_link(kernel, intf, conf.mode_name)
                 check_ips_and_routes(kernel, req.ifname, index, prev)
 
@@ -187,23 +172,14 @@ class Ipvlan(Plugin):
 
 
 def _check_link(kernel: Kernel, intf: Interface, mode: str) -> int:
-    if not intf.name:
-        raise internal("Container interface name missing in prevResult: ")
-    try:
-        index = index_of(kernel, intf.name)
-    except LinkNotFound:
-        raise internal(f"Container Interface name in prevResult: {intf.name} not found") from None
-    found = kernel.link(index)
+    found = prev_link(kernel, intf, "Container interface name missing in prevResult: ")
     current = sublink.ipvlan_mode_name(found)
     if not current:
         raise internal(f"Error: Container interface {intf.name} not of type ipvlan")
     if current != mode:
         raise internal(f"Container IPVlan mode {current} does not match expected value: {mode}")
-    if intf.mac and intf.mac != found.mac:
-        raise internal(
-            f"Interface {intf.name} Mac {intf.mac} doesn't match container Mac: {found.mac}"
-        )
-    return index
+    check_mac(intf, found)
+    return found.index
 
 
 PLUGIN = Ipvlan()

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from pycni.net.link import LinkNotFound, addresses, flags_of, index_of, set_state
-from pycni.net.netlink.client import rtnl
+from pycni.net.link import LinkNotFound, addresses, get, index_of
 from pycni.net.ns import NetNSNotFound
 from pycni.plugin.base import Plugin, Request
 from pycni.spec.errors import INTERNAL, CNIError
@@ -17,7 +16,7 @@ class Loopback(Plugin):
     about = "pycni loopback: brings up the loopback interface of a pod"
 
     def add(self, req: Request) -> Result:
-        with req.open_netns() as ns, ns.entered(), rtnl() as kernel:
+        with req.open_netns() as ns, req.host.pod(ns) as kernel:
             try:
                 idx = index_of(kernel, LOOPBACK)
             except LinkNotFound:
@@ -47,14 +46,14 @@ class Loopback(Plugin):
         if not req.netns:
             return
         try:
-            with req.open_netns() as ns, ns.entered():
-                set_state(LOOPBACK, up=False)
+            with req.open_netns() as ns, req.host.pod(ns) as kernel:
+                kernel.set_link(index_of(kernel, LOOPBACK), up=False)
         except NetNSNotFound:
             return
 
     def check(self, req: Request) -> None:
-        with req.open_netns() as ns, ns.entered():
-            if not flags_of(LOOPBACK) & IFF_UP:
+        with req.open_netns() as ns, req.host.pod(ns) as kernel:
+            if not get(kernel, LOOPBACK).flags & IFF_UP:
                 raise CNIError(INTERNAL, "loopback interface is down")
 
 

@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager, nullcontext
-
 from pycni.net import macvlan
 from pycni.net.link import LinkNotFound, index_of
-from pycni.net.netlink.client import rtnl
 from pycni.net.netlink.kernel import Kernel, NetlinkError
-from pycni.net.ns import NetNS
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.config import MTU
 from pycni.plugin.rollback import Rollback
 from pycni.plugins.main._attach import (
     check_ips_and_routes,
     configure_pod_iface,
-    delete_in_pod,
     delete_pod_link,
     internal,
     ipam_add,
@@ -25,6 +20,7 @@ from pycni.plugins.main._attach import (
     prev_interface,
     requested_mac,
 )
+from pycni.plugins.main._sublink import add_in_pod, check_mac, master_kernel, prev_link
 from pycni.record import record
 from pycni.spec.decode import UINT32_MAX, Bool, IfName, Int, Str, decode, option
 from pycni.spec.errors import InvalidConfig, UnsupportedField
@@ -71,11 +67,6 @@ def load_conf(req: Request) -> MacvlanConf:
     )
 
 
-def _master_ns(conf: MacvlanConf, pod: NetNS) -> AbstractContextManager[object]:
-    """Where the master lives: the pod (linkInContainer) or here, the node."""
-    return pod.entered() if conf.link_in_container else nullcontext()
-
-
 def resolve_master(kernel: Kernel, conf: MacvlanConf) -> tuple[int, int]:
     """(index, MTU) of the master; picks the default-route link when none is configured."""
     if not conf.master:
@@ -87,41 +78,39 @@ def resolve_master(kernel: Kernel, conf: MacvlanConf) -> tuple[int, int]:
     return index, kernel.link(index).mtu
 
 
+def _master_index(kernel: Kernel, conf: MacvlanConf) -> int:
+    """The master's index, once its MTU is known to allow ``mtu``."""
+    index, master_mtu = resolve_master(kernel, conf)
+    if conf.mtu < 0 or conf.mtu > master_mtu:
+        raise InvalidConfig(f"invalid MTU {conf.mtu}, must be [0, master MTU({master_mtu})]")
+    return index
+
+
 class Macvlan(Plugin):
     about = "pycni macvlan: a macvlan sub-interface of a node link for the pod"
 
     def add(self, req: Request) -> Result:
         conf = load_conf(req)
         with req.open_netns() as pod, Rollback(req.env) as rb:
-            with _master_ns(conf, pod), rtnl() as kernel:
-                master_index, master_mtu = resolve_master(kernel, conf)
-                if conf.mtu < 0 or conf.mtu > master_mtu:
-                    raise InvalidConfig(
-                        f"invalid MTU {conf.mtu}, must be [0, master MTU({master_mtu})]"
-                    )
+
+            def create(kernel: Kernel) -> str:
+                master_index = _master_index(kernel, conf)
                 rb.step("create")
                 try:
-                    tmp = macvlan.create_in_netns(
+                    return macvlan.create_in_netns(
                         kernel, master_index, pod.fd, conf.mode, conf.mtu, conf.mac
                     )
                 except (NetlinkError, ValueError) as exc:
                     raise internal(f"failed to create macvlan: {exc}") from None
-            with pod.entered(), rtnl() as kernel:
-                index = index_of(kernel, tmp)
-                rb.push("create", lambda: delete_in_pod(pod, index))
-                rb.step("rename")
-                try:
-                    kernel.set_link(index, name=req.ifname)
-                except NetlinkError as exc:
-                    raise internal(f'failed to rename macvlan to "{req.ifname}": {exc}') from None
-                mac = kernel.link(index).mac
+
+            index, mac = add_in_pod(req, pod, rb, "macvlan", conf.link_in_container, create)
             iface = Interface(name=req.ifname, mac=mac, sandbox=req.netns)
             ipam = ipam_add(req, conf.ipam, rb) if conf.ipam else None
             result = pod_result(req, iface, ipam)
             rb.step("configure")
-            with pod.entered(), rtnl() as kernel:
+            with req.host.pod(pod) as kernel:
                 if ipam is not None:
-                    configure_pod_iface(kernel, req.ifname, index, result)
+                    configure_pod_iface(req, kernel, index, result)
                 else:
                     kernel.set_link(index, up=True)
         return result
@@ -133,15 +122,11 @@ class Macvlan(Plugin):
     def check(self, req: Request) -> None:
         conf = load_conf(req)
         with req.open_netns() as pod:
-            with _master_ns(conf, pod), rtnl() as kernel:
-                _, master_mtu = resolve_master(kernel, conf)
-                if conf.mtu < 0 or conf.mtu > master_mtu:
-                    raise InvalidConfig(
-                        f"invalid MTU {conf.mtu}, must be [0, master MTU({master_mtu})]"
-                    )
+            with master_kernel(req, pod, conf.link_in_container) as kernel:
+                _master_index(kernel, conf)
             ipam_passthrough(req, "CHECK")
             prev, intf = prev_interface(req)
-            with pod.entered(), rtnl() as kernel:
+            with req.host.pod(pod) as kernel:
                 index = _check_link(kernel, intf, conf.mode)
                 check_ips_and_routes(kernel, req.ifname, index, prev)
 
@@ -150,23 +135,14 @@ class Macvlan(Plugin):
 
 
 def _check_link(kernel: Kernel, intf: Interface, mode: str) -> int:
-    if not intf.name:
-        raise internal("Container interface name missing in prevResult")
-    try:
-        index = index_of(kernel, intf.name)
-    except LinkNotFound:
-        raise internal(f"Container Interface name in prevResult: {intf.name} not found") from None
-    found = kernel.link(index)
+    found = prev_link(kernel, intf, "Container interface name missing in prevResult")
     current = macvlan.mode_of(found)
     if not current:
         raise internal(f"Error: Container interface {intf.name} not of type macvlan")
     if current != mode:
         raise internal(f"Container macvlan mode {current} does not match expected value: {mode}")
-    if intf.mac and intf.mac != found.mac:
-        raise internal(
-            f"Interface {intf.name} Mac {intf.mac} doesn't match container Mac: {found.mac}"
-        )
-    return index
+    check_mac(intf, found)
+    return found.index
 
 
 PLUGIN = Macvlan()

@@ -12,18 +12,16 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 
-from pycni.net import link, sysctl
+from pycni.net import link, procsys
 from pycni.net.addr import configure_iface, validate_ips
 from pycni.net.netfilter import ipmasq
 from pycni.net.netfilter.nft import NftError
-from pycni.net.netlink.client import rtnl
 from pycni.net.netlink.kernel import IPAddress, IPInterface, Kernel, NetlinkError, Route
 from pycni.net.ns import NetNS
 from pycni.net.route import RTPROT_BOOT, RouteError, validate_routes
 from pycni.net.veth import create_pair
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.config import MTU, DNSConf, IPAMRef
-from pycni.plugin.delegate import delegate
 from pycni.plugin.rollback import Rollback
 from pycni.plugins.main._attach import delete_pod_link, masquerade
 from pycni.record import record
@@ -76,14 +74,14 @@ class Ptp(Plugin):
 
     def add(self, req: Request) -> Result:
         conf = load_conf(req)
-        with rtnl() as host, req.open_netns() as pod, Rollback(req.env) as rb:
+        with req.host.node() as host, req.open_netns() as pod, Rollback(req.env) as rb:
             return self._add(req, conf, rb, host, pod)
 
     def _add(self, req: Request, conf: PtpConf, rb: Rollback, host: Kernel, pod: NetNS) -> Result:
         ifname = req.ifname
         rb.step("ipam")
-        ipam_result = delegate(req, conf.ipam_type, "ADD")
-        rb.push("ipam", lambda: delegate(req, conf.ipam_type, "DEL"))
+        ipam_result = req.delegate(conf.ipam_type, "ADD")
+        rb.push("ipam", lambda: req.delegate(conf.ipam_type, "DEL"))
         assert ipam_result is not None
         if not ipam_result.ips:
             raise CNIError(INTERNAL, "IPAM plugin returned missing IP config")
@@ -95,13 +93,13 @@ class Ptp(Plugin):
 
         rb.step("forwarding")
         for fam in sorted({ipc.address.version for ipc in ipam_result.ips}):
-            sysctl.enable_forwarding(fam)
+            procsys.enable_forwarding(host, req.host.sysctl(host), fam)
 
         rb.step("veth")
-        pair = create_pair(host, pod.fd, ifname, conf.mtu)
+        pair = create_pair(host, req.host.sysctl(host), pod.fd, ifname, conf.mtu)
         rb.push("veth", lambda: _delete_index(host, pair.host_index))
 
-        with pod.entered(), rtnl() as pod_kernel:
+        with req.host.pod(pod) as pod_kernel:
             cont_link = link.get(pod_kernel, ifname)
         cont_index = cont_link.index
         result = Result(
@@ -116,8 +114,8 @@ class Ptp(Plugin):
         )
 
         rb.step("container-config")
-        with pod.entered(), rtnl() as pod_kernel:
-            configure_iface(pod_kernel, ifname, cont_index, result)
+        with req.host.pod(pod) as pod_kernel:
+            configure_iface(pod_kernel, req.host.sysctl(pod_kernel), ifname, cont_index, result)
             _pod_routes(pod_kernel, cont_index, result)
 
         rb.step("host-config")
@@ -136,7 +134,7 @@ class Ptp(Plugin):
 
     def delete(self, req: Request) -> None:
         conf = load_conf(req)
-        delegate(req, conf.ipam_type, "DEL")  # first, as the reference
+        req.delegate(conf.ipam_type, "DEL")  # first, as the reference
         ipnets: list[IPInterface] = delete_pod_link(req) or []
         if conf.ip_masq:
             # unlike the reference, also when the link was already gone (no IPs known): the
@@ -153,12 +151,12 @@ class Ptp(Plugin):
 
     def check(self, req: Request) -> None:
         conf = load_conf(req)
-        delegate(req, conf.ipam_type, "CHECK")
+        req.delegate(conf.ipam_type, "CHECK")
         prev = req.prev_result()
         if prev is None:
             raise CNIError(INTERNAL, "Required prevResult missing")
         result = prev.as_version("1.1.0")
-        with req.open_netns() as pod, pod.entered(), rtnl() as pod_kernel:
+        with req.open_netns() as pod, req.host.pod(pod) as pod_kernel:
             try:
                 found = link.get(pod_kernel, req.ifname)
             except link.LinkNotFound:
@@ -188,14 +186,14 @@ class Ptp(Plugin):
 
     def gc(self, req: Request) -> None:
         conf = load_conf(req)
-        delegate(req, conf.ipam_type, "GC")
+        req.delegate(conf.ipam_type, "GC")
         if conf.ip_masq:
             with contextlib.suppress(NftError, OSError):
                 ipmasq.gc(conf.name, req.valid_attachments() or [])
 
     def status(self, req: Request) -> None:
         conf = load_conf(req)
-        delegate(req, conf.ipam_type, "STATUS")
+        req.delegate(conf.ipam_type, "STATUS")
 
 
 def _pod_routes(pod_kernel: Kernel, index: int, result: Result) -> None:

@@ -6,20 +6,15 @@ master's, ``linkInContainer``. See docs/plugins/vlan.md.
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager, nullcontext
-
 from pycni.net import sublink
 from pycni.net.addr import configure_iface
 from pycni.net.link import LinkNotFound, index_of
-from pycni.net.netlink.client import rtnl
 from pycni.net.netlink.kernel import Kernel, NetlinkError
-from pycni.net.ns import NetNS
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.config import MTU
 from pycni.plugin.rollback import Rollback
 from pycni.plugins.main._attach import (
     check_ips_and_routes,
-    delete_in_pod,
     delete_pod_link,
     internal,
     ipam_add,
@@ -28,6 +23,7 @@ from pycni.plugins.main._attach import (
     pod_result,
     prev_interface,
 )
+from pycni.plugins.main._sublink import add_in_pod, check_mac, master_kernel, prev_link
 from pycni.record import record
 from pycni.spec.decode import Bool, IfName, Int, decode, option
 from pycni.spec.errors import InvalidConfig
@@ -60,11 +56,6 @@ def load_conf(req: Request) -> VlanConf:
     return conf
 
 
-def _master_ns(conf: VlanConf, pod: NetNS) -> AbstractContextManager[object]:
-    """Where the master lives: the pod (linkInContainer) or here, the node."""
-    return pod.entered() if conf.link_in_container else nullcontext()
-
-
 def master_of(kernel: Kernel, conf: VlanConf) -> int:
     """The master's index, once its MTU is known to allow ``mtu``."""
     try:
@@ -88,28 +79,22 @@ class Vlan(Plugin):
                 "ipam.type is required: vlan always runs an IPAM plugin (no plugin name provided)"
             )
         with req.open_netns() as pod, Rollback(req.env) as rb:
-            with _master_ns(conf, pod), rtnl() as kernel:
+
+            def create(kernel: Kernel) -> str:
                 master = master_of(kernel, conf)
                 rb.step("create")
                 try:
-                    tmp = sublink.add_vlan(kernel, master, pod.fd, conf.vlan_id, conf.mtu)
+                    return sublink.add_vlan(kernel, master, pod.fd, conf.vlan_id, conf.mtu)
                 except NetlinkError as exc:
                     hint = _NO_MODULE if exc.not_supported else ""
                     raise internal(f"failed to create vlan: {exc}{hint}") from None
-            with pod.entered(), rtnl() as kernel:
-                index = index_of(kernel, tmp)
-                rb.push("create", lambda: delete_in_pod(pod, index))
-                rb.step("rename")
-                try:
-                    kernel.set_link(index, name=req.ifname)
-                except NetlinkError as exc:
-                    raise internal(f'failed to rename vlan to "{req.ifname}": {exc}') from None
-                mac = kernel.link(index).mac
+
+            index, mac = add_in_pod(req, pod, rb, "vlan", conf.link_in_container, create)
             iface = Interface(name=req.ifname, mac=mac, sandbox=req.netns)
             result = pod_result(req, iface, ipam_add(req, ipam, rb))
             rb.step("configure")
-            with pod.entered(), rtnl() as kernel:
-                configure_iface(kernel, req.ifname, index, result)
+            with req.host.pod(pod) as kernel:
+                configure_iface(kernel, req.host.sysctl(kernel), req.ifname, index, result)
         return result
 
     def delete(self, req: Request) -> None:
@@ -124,9 +109,9 @@ class Vlan(Plugin):
             if req.prev_result() is None:
                 raise internal("vlan: Required prevResult missing")
             prev, intf = prev_interface(req)
-            with _master_ns(conf, pod), rtnl() as kernel:
+            with master_kernel(req, pod, conf.link_in_container) as kernel:
                 master_of(kernel, conf)
-            with pod.entered(), rtnl() as kernel:
+            with req.host.pod(pod) as kernel:
                 index = _check_link(kernel, intf, conf)
                 check_ips_and_routes(kernel, req.ifname, index, prev)
 
@@ -138,21 +123,10 @@ class Vlan(Plugin):
 
 
 def _check_link(kernel: Kernel, intf: Interface, conf: VlanConf) -> int:
-    if not intf.name:
-        raise internal("Container interface name missing in prevResult: ")
-    try:
-        index = index_of(kernel, intf.name)
-    except LinkNotFound:
-        raise internal(
-            f"vlan: Container Interface name in prevResult: {intf.name} not found"
-        ) from None
-    found = kernel.link(index)
+    found = prev_link(kernel, intf, "Container interface name missing in prevResult: ", "vlan: ")
     if found.kind != "vlan":
         raise internal(f"Error: Container interface {intf.name} not of type vlan")
-    if intf.mac and intf.mac != found.mac:
-        raise internal(
-            f"vlan: Interface {intf.name} Mac {intf.mac} doesn't match container Mac: {found.mac}"
-        )
+    check_mac(intf, found, "vlan: ")
     if found.vlan_id != conf.vlan_id:
         raise internal(
             f"Error: link {intf.name} configured VLAN ID is {conf.vlan_id}, "
@@ -163,7 +137,7 @@ def _check_link(kernel: Kernel, intf: Interface, conf: VlanConf) -> int:
             f"Error: Tuning configured MTU of {intf.name} is {conf.mtu}, "
             f"current value is {found.mtu}"
         )
-    return index
+    return found.index
 
 
 PLUGIN = Vlan()

@@ -13,7 +13,6 @@ from typing import TypeVar
 
 from pycni.net import tc
 from pycni.net.link import LinkNotFound, get
-from pycni.net.netlink.client import rtnl
 from pycni.net.netlink.kernel import Kernel, NetlinkError
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.rollback import Rollback
@@ -90,7 +89,7 @@ def _host_veth(req: Request, prev: Result) -> tuple[str, int]:
     """The node end of the pod's veth, which prevResult must list with an empty sandbox."""
     if not prev.interfaces:
         raise CNIError(INTERNAL, "no interfaces provided")
-    with req.open_netns() as pod, pod.entered(), rtnl() as kernel:
+    with req.open_netns() as pod, req.host.pod(pod) as kernel:
         try:
             found = get(kernel, req.ifname)
         except LinkNotFound:
@@ -98,7 +97,7 @@ def _host_veth(req: Request, prev: Result) -> tuple[str, int]:
         peer = found.peer_index if found.kind == "veth" else 0
     if peer <= 0:
         raise CNIError(INTERNAL, f"container interface {req.ifname} has no veth peer")
-    with rtnl() as kernel:
+    with req.host.node() as kernel:
         try:
             name = kernel.link(peer).name
         except NetlinkError:
@@ -135,7 +134,7 @@ class Bandwidth(Plugin):
             routes=prev.routes,
             dns=prev.dns,
         )
-        with rtnl() as kernel, Rollback(req.env) as rb:
+        with req.host.node() as kernel, Rollback(req.env) as rb:
             if limits.ingress_rate:
                 rb.step("ingress-tbf")
                 params = tc.TbfParams.from_bits(limits.ingress_rate, limits.ingress_burst)
@@ -160,7 +159,7 @@ class Bandwidth(Plugin):
     def delete(self, req: Request) -> None:
         load_limits(req)
         _prev(req)
-        with rtnl() as kernel:
+        with req.host.node() as kernel:
             try:
                 kernel.delete_link(get(kernel, ifb_name(req.name, req.container_id)).index)
             except LinkNotFound:
@@ -172,7 +171,7 @@ class Bandwidth(Plugin):
         if prev is None:
             raise InvalidConfig("must be called as a chained plugin")
         _, host_index = _host_veth(req, prev)
-        with rtnl() as kernel:
+        with req.host.node() as kernel:
             if limits.ingress_rate:
                 want = tc.TbfParams.from_bits(limits.ingress_rate, limits.ingress_burst)
                 _check_tbf(kernel, host_index, want)

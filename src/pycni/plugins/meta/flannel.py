@@ -27,7 +27,6 @@ from pycni.cluster import subnet as sn
 from pycni.fsutil import write_atomic
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.config import PLUGIN_TYPE
-from pycni.plugin.delegate import delegate
 from pycni.record import record
 from pycni.spec.decode import FilePath, Raw, decode, lookup, option
 from pycni.spec.errors import (
@@ -155,7 +154,7 @@ class Flannel(Plugin):
         data = json.dumps(conf).encode()
         _save(saved, data)
         try:
-            result = delegate(req, conf["type"], "ADD", data)
+            result = req.delegate(conf["type"], "ADD", data)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(saved)
@@ -169,7 +168,7 @@ class Flannel(Plugin):
         conf = _load_saved(saved)
         if conf is None:
             return  # never added, or already deleted: nothing to undo
-        delegate(req, conf["type"], "DEL", json.dumps(conf).encode())
+        req.delegate(conf["type"], "DEL", json.dumps(conf).encode())
         with contextlib.suppress(FileNotFoundError):
             os.unlink(saved)
 
@@ -191,7 +190,7 @@ class Flannel(Plugin):
         found, prev = lookup(req.config, "prevResult")
         if found:
             conf["prevResult"] = prev
-        delegate(req, conf["type"], "CHECK", json.dumps(conf).encode())
+        req.delegate(conf["type"], "CHECK", json.dumps(conf).encode())
 
 
 PLUGIN = Flannel()

@@ -9,14 +9,11 @@ the interface out and removes the VRF when its last interface has left.
 from __future__ import annotations
 
 import contextlib
-import fcntl
-from collections.abc import Iterator
 from functools import partial
 
 from pycni.net import vrf
-from pycni.net.netlink.client import rtnl
 from pycni.net.netlink.kernel import Kernel, Link, NetlinkError
-from pycni.net.ns import NetNS, NetNSNotFound
+from pycni.net.ns import NetNSNotFound
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.rollback import Rollback
 from pycni.record import record
@@ -45,17 +42,6 @@ def _internal(msg: str) -> CNIError:
     return CNIError(INTERNAL, msg)
 
 
-@contextlib.contextmanager
-def _locked(pod: NetNS) -> Iterator[None]:
-    """One vrf run at a time per pod (flock on the namespace file), so two interfaces joining
-    or leaving one VRF never race on its creation or removal."""
-    fcntl.flock(pod.fd, fcntl.LOCK_EX)
-    try:
-        yield
-    finally:
-        fcntl.flock(pod.fd, fcntl.LOCK_UN)
-
-
 def _find(kernel: Kernel, name: str) -> Link | None:
     try:
         return vrf.find(kernel, name)
@@ -82,9 +68,8 @@ class Vrf(Plugin):
             raise InvalidConfig("missing prevResult from earlier plugin")
         with (
             req.open_netns() as pod,
-            _locked(pod),
-            pod.entered(),
-            rtnl() as kernel,
+            req.host.locked(pod),  # one run at a time per pod
+            req.host.pod(pod) as kernel,
             Rollback(req.env) as rb,
         ):
             found = _find(kernel, conf.vrfname)
@@ -118,7 +103,7 @@ class Vrf(Plugin):
             pod = req.open_netns()
         except NetNSNotFound:
             return
-        with pod, _locked(pod), pod.entered(), rtnl() as kernel:
+        with pod, req.host.locked(pod), req.host.pod(pod) as kernel:
             found = _find(kernel, conf.vrfname)
             if found is None:
                 return
@@ -135,7 +120,7 @@ class Vrf(Plugin):
         conf = load_conf(req)
         if req.prev_result() is None:
             raise InvalidConfig("missing prevResult from earlier plugin")
-        with req.open_netns() as pod, pod.entered(), rtnl() as kernel:
+        with req.open_netns() as pod, req.host.pod(pod) as kernel:
             found = _find(kernel, conf.vrfname)
             if found is None:
                 raise _internal("Link not found")

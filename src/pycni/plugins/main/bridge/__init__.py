@@ -8,22 +8,19 @@ deliberate differences.
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
 
 from pycni.net import bridge as br
-from pycni.net import link, sysctl
+from pycni.net import link, procsys
 from pycni.net.addr import configure_iface, validate_ips
 from pycni.net.netfilter import ipmasq
 from pycni.net.netfilter.nft import NftError
-from pycni.net.netlink.client import rtnl
 from pycni.net.netlink.kernel import IFF_PROMISC, IPAddress, IPInterface, Kernel, NetlinkError
 from pycni.net.ns import NetNS
 from pycni.net.route import validate_routes
 from pycni.net.veth import VethNameTaken, create_pair
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.config import MTU, DNSConf, IPAMRef, MacArg
-from pycni.plugin.delegate import delegate
 from pycni.plugin.rollback import Rollback
 from pycni.plugins.main._attach import delete_pod_link, masquerade
 from pycni.plugins.main.bridge import macspoofchk
@@ -216,7 +213,7 @@ class Bridge(Plugin):
         conf = load_conf(req)
         _validate_for_add(conf)
         # the undos use the node socket, so the rollback must run before it closes
-        with rtnl() as host, req.open_netns() as pod, Rollback(req.env) as rb:
+        with req.host.node() as host, req.open_netns() as pod, Rollback(req.env) as rb:
             result = self._add(req, conf, rb, host, pod)
             if timings := rb.timings():
                 req.log(f"bridge ADD {req.container_id} steps(ms): {timings}")
@@ -228,7 +225,14 @@ class Bridge(Plugin):
         ifname = req.ifname
         rb.step("bridge")
         try:
-            info = br.ensure_bridge(host, conf.bridge, conf.mtu, conf.promisc, conf.vlan_filtering)
+            info = br.ensure_bridge(
+                host,
+                req.host.sysctl(host),
+                conf.bridge,
+                conf.mtu,
+                conf.promisc,
+                conf.vlan_filtering,
+            )
         except br.VlanFilteringUnsupported:
             raise _vlan_error(conf) from None
         except br.NotABridge as exc:
@@ -239,7 +243,14 @@ class Bridge(Plugin):
         rb.step("veth")
         # enslaved at creation, IPv6 off before up unless asked (docs/plugins/bridge.md)
         pair = create_pair(
-            host, pod.fd, ifname, conf.mtu, conf.mac, info.index, conf.host_veth_ipv6
+            host,
+            req.host.sysctl(host),
+            pod.fd,
+            ifname,
+            conf.mtu,
+            conf.mac,
+            info.index,
+            conf.host_veth_ipv6,
         )
         rb.push("veth", lambda: _delete_index(host, pair.host_index))
 
@@ -253,7 +264,7 @@ class Bridge(Plugin):
             except br.VlanFilteringUnsupported:
                 raise _vlan_error(conf) from None
 
-        with pod.entered(), rtnl() as pod_kernel:
+        with req.host.pod(pod) as pod_kernel:
             cont_link = link.get(pod_kernel, ifname)
         cont_index = cont_link.index
         result = Result(
@@ -275,7 +286,7 @@ class Bridge(Plugin):
             self._add_layer3(req, conf, rb, host, pod, cont_index, result, info.mac)
         elif not conf.disable_container_interface:
             rb.step("container-up")
-            with pod.entered(), rtnl() as pod_kernel:
+            with req.host.pod(pod) as pod_kernel:
                 pod_kernel.set_link(cont_index, up=True)
 
         if not conf.disable_container_interface:
@@ -304,8 +315,8 @@ class Bridge(Plugin):
     ) -> None:
         ifname = req.ifname
         rb.step("ipam")
-        ipam_result = delegate(req, conf.ipam_type, "ADD")
-        rb.push("ipam", lambda: delegate(req, conf.ipam_type, "DEL"))
+        ipam_result = req.delegate(conf.ipam_type, "ADD")
+        rb.push("ipam", lambda: req.delegate(conf.ipam_type, "DEL"))
         rb.step("post-ipam")
         assert ipam_result is not None
         if not ipam_result.ips:
@@ -316,21 +327,22 @@ class Bridge(Plugin):
         gateways = calc_gateways(result, conf)
 
         rb.step("container-config")
-        with pod.entered(), rtnl() as pod_kernel:
+        with req.host.pod(pod) as pod_kernel:
+            pod_sysctl = req.host.sysctl(pod_kernel)
             if conf.enable_dad:
-                _try_sysctl(f"net/ipv6/conf/{ifname}/enhanced_dad", "1")
-                _try_sysctl(f"net/ipv6/conf/{ifname}/accept_dad", "1")
+                procsys.try_write(pod_sysctl, f"net/ipv6/conf/{ifname}/enhanced_dad", "1")
+                procsys.try_write(pod_sysctl, f"net/ipv6/conf/{ifname}/accept_dad", "1")
             else:
-                _try_sysctl(f"net/ipv6/conf/{ifname}/accept_dad", "0")
+                procsys.try_write(pod_sysctl, f"net/ipv6/conf/{ifname}/accept_dad", "0")
             link.set_arp_notify(pod_kernel, cont_index)
-            configure_iface(pod_kernel, ifname, cont_index, result)
+            configure_iface(pod_kernel, pod_sysctl, ifname, cont_index, result)
 
         if conf.is_gateway:
             rb.step("gateway")
             target, target_mac = conf.bridge, bridge_mac
             if conf.vlan and (gateways[4] or gateways[6]):
                 # the reference pins the gateway veth's MAC to its own, read on creation
-                target, target_mac = self._vlan_gateway(conf, rb, host, result)
+                target, target_mac = self._vlan_gateway(req, conf, rb, host, result)
             for fam in (4, 6):
                 for gw in gateways[fam]:
                     try:
@@ -345,27 +357,30 @@ class Bridge(Plugin):
                         )
                 if gateways[fam]:
                     rb.step("forwarding")
-                    sysctl.enable_forwarding(fam, host)
+                    procsys.enable_forwarding(host, req.host.sysctl(host), fam)
 
         if conf.ip_masq:
             masquerade(rb, conf.ip_masq_backend, result, conf.name, req)
 
     def _vlan_gateway(
-        self, conf: BridgeConf, rb: Rollback, host: Kernel, result: Result
+        self, req: Request, conf: BridgeConf, rb: Rollback, host: Kernel, result: Result
     ) -> tuple[str, str]:
         """With ``vlan`` the gateway addresses go on ``<bridge>.<vlan>`` (a veth whose peer
         is a port of the bridge in that VLAN), listed after the pod interface in the result,
         as the reference does; the bridge itself gets none."""
         bridge_index = link.get(host, conf.bridge).index
         try:
-            gateway = br.ensure_vlan_gateway(
-                host,
-                bridge_index,
-                conf.bridge,
-                conf.vlan,
-                conf.preserve_default_vlan,
-                conf.host_veth_ipv6,
-            )
+            with req.host.node_netns() as here:
+                gateway = br.ensure_vlan_gateway(
+                    host,
+                    req.host.sysctl(host),
+                    here.fd,
+                    bridge_index,
+                    conf.bridge,
+                    conf.vlan,
+                    conf.preserve_default_vlan,
+                    conf.host_veth_ipv6,
+                )
         except br.VlanFilteringUnsupported:
             raise _vlan_error(conf) from None
         except (NetlinkError, VethNameTaken, RuntimeError) as exc:
@@ -405,14 +420,14 @@ class Bridge(Plugin):
 
     def _ipam_del(self, req: Request, conf: BridgeConf) -> None:
         if conf.layer3:
-            delegate(req, conf.ipam_type, "DEL")
+            req.delegate(conf.ipam_type, "DEL")
 
     # ---------------------------------------------------------------- CHECK
 
     def check(self, req: Request) -> None:
         conf = load_conf(req)
         with req.open_netns() as pod:
-            delegate(req, conf.ipam_type, "CHECK")
+            req.delegate(conf.ipam_type, "CHECK")
             prev = req.prev_result()
             if prev is None:
                 raise CNIError(INTERNAL, "Required prevResult missing")
@@ -425,7 +440,7 @@ class Bridge(Plugin):
             (i for i in result.interfaces if i.name == req.ifname and i.sandbox == req.netns),
             None,
         )
-        with rtnl() as host:
+        with req.host.node() as host:
             if br_if is None:
                 raise CNIError(INTERNAL, "Interface name missing ")
             try:
@@ -457,7 +472,7 @@ class Bridge(Plugin):
                     INTERNAL,
                     f"Sandbox in prevResult {sandbox} doesn't match configured netns: {req.netns}",
                 )
-            with pod.entered(), rtnl() as pod_kernel:
+            with req.host.pod(pod) as pod_kernel:
                 try:
                     cont_link = link.get(pod_kernel, cont_if.name)
                 except link.LinkNotFound:
@@ -496,7 +511,7 @@ class Bridge(Plugin):
                 break
             if not found_veth:
                 raise CNIError(INTERNAL, f"CNI veth created for bridge {conf.bridge} was not found")
-        with pod.entered(), rtnl() as pod_kernel:
+        with req.host.pod(pod) as pod_kernel:
             validate_ips(pod_kernel, req.ifname, cont_index, result, IF_CONTAINER)
             validate_routes(pod_kernel, req.ifname, result.routes)
 
@@ -505,7 +520,7 @@ class Bridge(Plugin):
     def gc(self, req: Request) -> None:
         conf = load_conf(req)
         if conf.layer3:
-            delegate(req, conf.ipam_type, "GC")
+            req.delegate(conf.ipam_type, "GC")
         valid = req.valid_attachments() or []
         try:
             ipmasq.gc(conf.name, valid)
@@ -518,7 +533,7 @@ class Bridge(Plugin):
     def status(self, req: Request) -> None:
         conf = load_conf(req)
         if conf.layer3:
-            delegate(req, conf.ipam_type, "STATUS")
+            req.delegate(conf.ipam_type, "STATUS")
 
 
 def nft_available() -> bool:
@@ -533,11 +548,6 @@ def _delete_index(kernel: Kernel, index: int) -> None:
     except NetlinkError as exc:
         if not exc.no_such_link:
             raise
-
-
-def _try_sysctl(name: str, value: str) -> None:
-    with contextlib.suppress(OSError):
-        sysctl.write(name, value)
 
 
 PLUGIN = Bridge()

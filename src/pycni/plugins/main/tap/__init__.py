@@ -16,7 +16,6 @@ import os
 
 from pycni.net import link_attrs
 from pycni.net.link import LinkNotFound, index_of
-from pycni.net.netlink.client import rtnl
 from pycni.net.netlink.kernel import Kernel, NetlinkError
 from pycni.net.ns import NetNS
 from pycni.net.veth import random_host_name
@@ -94,7 +93,7 @@ def load_conf(req: Request) -> TapConf:
 
 
 def _make_tap(
-    kernel: Kernel, pod: NetNS, conf: TapConf, ifname: str, rb: Rollback
+    req: Request, kernel: Kernel, pod: NetNS, conf: TapConf, ifname: str, rb: Rollback
 ) -> tuple[int, str]:
     """In the pod: create, configure, rename, enslave and set up the tap; (index, MAC)."""
     flags = tun.tap_flags(conf.multi_queue, conf.owner, conf.group)
@@ -108,7 +107,7 @@ def _make_tap(
     except tun.TunError as exc:
         raise internal(f"failed to create tap: {exc}") from None
     index = index_of(kernel, tmp)
-    rb.push("create", lambda: delete_in_pod(pod, index))
+    rb.push("create", lambda: delete_in_pod(req, pod, index))
     rb.step("configure-link")
     try:
         if conf.mtu:
@@ -148,15 +147,21 @@ class Tap(Plugin):
     def add(self, req: Request) -> Result:
         conf = load_conf(req)
         with req.open_netns() as pod, Rollback(req.env) as rb:
-            with pod.entered(), rtnl() as kernel:
-                index, mac = _make_tap(kernel, pod, conf, req.ifname, rb)
+            with req.host.pod(pod) as kernel:
+                index, mac = _make_tap(req, kernel, pod, conf, req.ifname, rb)
             iface = Interface(name=req.ifname, mac=mac, sandbox=req.netns)
             ipam = ipam_add(req, conf.ipam, rb) if conf.ipam else None
             result = pod_result(req, iface, ipam)
             if ipam is not None:
                 rb.step("configure")
-                with pod.entered(), rtnl() as kernel:
-                    configure_pod_iface(kernel, req.ifname, index, result, ndisc_notify=False)
+                with req.host.pod(pod) as kernel:
+                    configure_pod_iface(
+                        req,
+                        kernel,
+                        index,
+                        result,
+                        ndisc_notify=False,
+                    )
         return result
 
     def delete(self, req: Request) -> None:
@@ -169,7 +174,7 @@ class Tap(Plugin):
         with req.open_netns() as pod:
             ipam_passthrough(req, "CHECK")
             prev, _ = prev_interface(req)
-            with pod.entered(), rtnl() as kernel:
+            with req.host.pod(pod) as kernel:
                 try:
                     index = index_of(kernel, req.ifname)
                 except LinkNotFound:

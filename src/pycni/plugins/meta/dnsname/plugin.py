@@ -14,7 +14,6 @@ no longer valid; STATUS reports whether dnsmasq is installed.
 from __future__ import annotations
 
 from pycni.net.link import LinkNotFound, addresses, index_of, is_global_unicast
-from pycni.net.netlink.client import rtnl
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.rollback import Rollback
 from pycni.plugins.meta.dnsname import config, dnsmasq, files, firewall, names
@@ -28,9 +27,9 @@ def _require_dnsmasq() -> None:
         raise CNIError(INTERNAL, "unable to locate dnsmasq in path")
 
 
-def _nameservers(bridge: str) -> list[str]:
+def _nameservers(req: Request, bridge: str) -> list[str]:
     """The bridge's global unicast addresses, where dnsmasq answers."""
-    with rtnl() as kernel:
+    with req.host.node() as kernel:
         try:
             index = index_of(kernel, bridge)
         except LinkNotFound:
@@ -105,7 +104,7 @@ class Dnsname(Plugin):
         name = config.require_pod_name(cfg)
         ips = config.container_ips(prev)
         bridge = config.bridge_name(prev)
-        servers = _nameservers(bridge)
+        servers = _nameservers(req, bridge)
         net = _network(req, cfg.network, create=True)
         entry = files.Entry(name, tuple(ips))
         with files.locked(net, create=True), Rollback(req.env) as rb:

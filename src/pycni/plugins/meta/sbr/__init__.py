@@ -4,16 +4,13 @@ address; the interface's main-table routes move into those tables."""
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import ipaddress
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from functools import partial
 
 from pycni.net.link import LinkNotFound, addresses, index_of
-from pycni.net.netlink.client import rtnl
 from pycni.net.netlink.kernel import IPAddress, IPInterface, Kernel, NetlinkError, Route
-from pycni.net.ns import NetNS, NetNSNotFound
+from pycni.net.ns import NetNSNotFound
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.rollback import Rollback
 from pycni.plugins.meta.sbr import policy
@@ -40,16 +37,6 @@ def ip_configs(ifname: str, prev: Result) -> list[IPConfig]:
     return out
 
 
-@contextlib.contextmanager
-def _locked(pod: NetNS) -> Iterator[None]:
-    """Serialise sbr runs on one pod: flock on the namespace file (as the reference)."""
-    fcntl.flock(pod.fd, fcntl.LOCK_EX)
-    try:
-        yield
-    finally:
-        fcntl.flock(pod.fd, fcntl.LOCK_UN)
-
-
 def _same_family(ip: IPAddress | None, address: IPInterface) -> bool:
     return ip is not None and ip.version == address.version
 
@@ -64,9 +51,8 @@ class Sbr(Plugin):
         ipcs = ip_configs(req.ifname, prev)
         with (
             req.open_netns() as pod,
-            _locked(pod),
-            pod.entered(),
-            rtnl() as kernel,
+            req.host.locked(pod),  # one run at a time per pod
+            req.host.pod(pod) as kernel,
             Rollback(req.env) as rb,
         ):
             self._route(kernel, req.ifname, ipcs, rb)
@@ -119,7 +105,7 @@ class Sbr(Plugin):
             pod = req.open_netns()
         except NetNSNotFound:
             return
-        with pod, _locked(pod), pod.entered(), rtnl() as kernel:
+        with pod, req.host.locked(pod), req.host.pod(pod) as kernel:
             try:
                 index = index_of(kernel, req.ifname)
             except LinkNotFound:

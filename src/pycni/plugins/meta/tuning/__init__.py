@@ -14,11 +14,11 @@ import functools
 import os
 from collections.abc import Callable
 
-from pycni.net import link_attrs, sysctl
+from pycni.net import link_attrs
 from pycni.net.link import LinkNotFound, index_of
-from pycni.net.netlink.client import rtnl
 from pycni.net.netlink.kernel import Kernel, NetlinkError
 from pycni.net.ns import NetNSNotFound
+from pycni.net.procsys import Sysctl
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.rollback import Rollback
 from pycni.plugins.meta.tuning import backup as backups
@@ -49,9 +49,10 @@ class Tuning(Plugin):
         if prev is None:
             raise InvalidConfig("Required prevResult missing")
         path = backup_path(conf.data_dir, req.container_id, req.ifname)
-        with req.open_netns() as ns, ns.entered(), rtnl() as kernel, Rollback(req.env) as rb:
+        with req.open_netns() as ns, req.host.pod(ns) as kernel, Rollback(req.env) as rb:
             index = self._link_index(kernel, req.ifname) if conf.changes_link() else 0
-            saved = self._snapshot(kernel, index, conf, paths)
+            sysctl = req.host.sysctl(kernel)
+            saved = self._snapshot(kernel, sysctl, index, conf, paths)
             if not saved.is_empty():
                 rb.step("backup")
                 older = backups.load(path)
@@ -61,7 +62,7 @@ class Tuning(Plugin):
             for key, proc_path in paths.items():
                 rb.step("sysctl")
                 old = saved.sysctl[proc_path]
-                _write_sysctl(key, proc_path, conf.sysctl[key])
+                _write_sysctl(sysctl, key, proc_path, conf.sysctl[key])
                 rb.push("sysctl", functools.partial(sysctl.write, proc_path, old))
             self._apply_link(kernel, index, conf, saved, rb)
         if conf.mac:
@@ -77,8 +78,8 @@ class Tuning(Plugin):
             backups.remove(path)  # the pod is gone: nothing left to restore
             return
         try:
-            with req.open_netns() as ns, ns.entered(), rtnl() as kernel:
-                errors = _restore(kernel, req.ifname, path)
+            with req.open_netns() as ns, req.host.pod(ns) as kernel:
+                errors = _restore(kernel, req.host.sysctl(kernel), req.ifname, path)
         except NetNSNotFound:
             backups.remove(path)
             return
@@ -95,7 +96,8 @@ class Tuning(Plugin):
         paths = self._sysctl_paths(req, conf)
         if req.prev_result() is None:
             raise InvalidConfig("Required prevResult missing")
-        with req.open_netns() as ns, ns.entered(), rtnl() as kernel:
+        with req.open_netns() as ns, req.host.pod(ns) as kernel:
+            sysctl = req.host.sysctl(kernel)
             for key, proc_path in paths.items():
                 try:
                     current = sysctl.read(proc_path)
@@ -138,7 +140,9 @@ class Tuning(Plugin):
             raise CNIError(INTERNAL, f'failed to get "{ifname}": Link not found') from None
 
     @staticmethod
-    def _snapshot(kernel: Kernel, index: int, conf: TuningConf, paths: dict[str, str]) -> Backup:
+    def _snapshot(
+        kernel: Kernel, sysctl: Sysctl, index: int, conf: TuningConf, paths: dict[str, str]
+    ) -> Backup:
         """The current values of everything the config will change."""
         saved = Backup()
         for key, proc_path in paths.items():
@@ -258,7 +262,7 @@ def _link_steps(
     return steps
 
 
-def _write_sysctl(key: str, proc_path: str, value: str) -> None:
+def _write_sysctl(sysctl: Sysctl, key: str, proc_path: str, value: str) -> None:
     try:
         sysctl.write(proc_path, value)
     except OSError as exc:
@@ -267,7 +271,7 @@ def _write_sysctl(key: str, proc_path: str, value: str) -> None:
         ) from None
 
 
-def _restore(kernel: Kernel, ifname: str, path: str) -> list[str]:
+def _restore(kernel: Kernel, sysctl: Sysctl, ifname: str, path: str) -> list[str]:
     """Put back what the backup file holds, in the reference's order; returns the failures."""
     saved = backups.load(path)
     if saved is None:

@@ -1,0 +1,146 @@
+"""Helpers of the plugin-logic unit tests: run a plugin through skel on a FakePluginHost.
+
+No root and no namespaces: the plugin's kernels are FakeKernels (pycni.net.netlink.fake_kernel,
+held to the real kernel by tests/kernel_contract.py), its sysctls FakeSysctls, its IPAM runs
+in-process on the same host. ``picture`` is what a test compares: every namespace's links,
+addresses, routes, rules, sysctls and tc objects, by name (no indexes, no random MACs).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from pycni.net.netlink.fake_kernel import IPV4_CONF_IDS, IPV6_CONF_DEFAULTS, FakeKernel
+from pycni.net.netlink.kernel import AF_INET, AF_INET6
+from pycni.plugin import skel
+from pycni.plugin.fake_host import FakePluginHost
+from pycni.plugin.rollback import FAIL_AT_ENV, Rollback
+from tests.kernel_contract import addresses, links, routes, rules
+
+POD = "/run/netns/fakepod"
+CONTAINER_ID = "fakecontainer1"
+
+
+def env(command: str, pod: str = POD, ifname: str = "eth0", **extra: str) -> dict[str, str]:
+    return {
+        "CNI_COMMAND": command,
+        "CNI_CONTAINERID": CONTAINER_ID,
+        "CNI_NETNS": pod,
+        "CNI_IFNAME": ifname,
+        "CNI_PATH": "/nonexistent",  # a delegate never comes from here: the fake runs it
+        **extra,
+    }
+
+
+def call(
+    host: FakePluginHost,
+    plugin_type: str,
+    command: str,
+    config: dict[str, Any],
+    pod: str = POD,
+    ifname: str = "eth0",
+    fail_at: str = "",
+) -> tuple[int, Any]:
+    """(exit code, the parsed stdout or None when empty) of one call through skel."""
+    extra = {FAIL_AT_ENV: fail_at} if fail_at else {}
+    outcome = skel.run(
+        plugin_type,
+        env(command, pod, ifname, **extra),
+        json.dumps(config).encode(),
+        host=host,
+    )
+    assert host.open_kernels == 0, "a Kernel handed out was not closed"
+    return outcome.exit_code, json.loads(outcome.stdout) if outcome.stdout else None
+
+
+def ok(
+    host: FakePluginHost, plugin_type: str, command: str, config: dict[str, Any], **kw: Any
+) -> Any:
+    code, reply = call(host, plugin_type, command, config, **kw)
+    assert code == 0, reply
+    return reply
+
+
+def failed(
+    host: FakePluginHost, plugin_type: str, command: str, config: dict[str, Any], **kw: Any
+) -> str:
+    """The error message of a call that must fail."""
+    code, reply = call(host, plugin_type, command, config, **kw)
+    assert code == 1, reply
+    return str(reply["msg"])
+
+
+def with_prev(config: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+    return {**config, "prevResult": result}
+
+
+def _namespace(k: FakeKernel) -> dict[str, Any]:
+    names = {x.index: x.name for x in k.links()}
+    conf = {}
+    for name in names.values():
+        # the values, not which were written: a write of the default changes nothing
+        v4 = [(knob, k.ns.sysctl.read(f"net/ipv4/conf/{name}/{knob}")) for knob in IPV4_CONF_IDS]
+        v6 = [
+            (knob, k.ns.sysctl.read(f"net/ipv6/conf/{name}/{knob}")) for knob in IPV6_CONF_DEFAULTS
+        ]
+        conf[name] = (sorted(v4), sorted(v6))
+    return {
+        "links": links(k),
+        "addresses": addresses(k),
+        "routes4": routes(k, AF_INET, 0),
+        "routes6": routes(k, AF_INET6, 0),
+        "rules": (rules(k, AF_INET), rules(k, AF_INET6)),
+        "forwarding": dict(k.ns.forwarding),
+        "conf": conf,
+        "neighbours": sorted((names[i], str(a), m) for (i, a), m in k.ns.neighbours.items()),
+        "qdiscs": sorted((names[i], q.kind, q.parent) for i, qs in k.ns.qdiscs.items() for q in qs),
+        "vlans": sorted((x.name, tuple(x.vlans)) for x in k.ns.links.values() if x.vlans),
+        "ports": sorted((x.name, x.hairpin, x.isolated) for x in k.ns.links.values() if x.master),
+    }
+
+
+def picture(host: FakePluginHost) -> dict[str, Any]:
+    """Every namespace of the host, normalized for comparison."""
+    out = {"node": _namespace(host.kernel())}
+    for path in sorted(host.pods):
+        out[path] = _namespace(host.kernel(path))
+    return out
+
+
+@contextmanager
+def recording_steps() -> Iterator[list[str]]:
+    """The Rollback steps the calls in the block pass, in order, each once."""
+    steps: list[str] = []
+    original = Rollback.step
+
+    def step(self: Rollback, name: str) -> None:
+        if name not in steps:
+            steps.append(name)
+        original(self, name)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Rollback, "step", step)
+        yield steps
+
+
+def assert_each_step_rolls_back(
+    host: FakePluginHost, plugin_type: str, config: dict[str, Any], minimum: int = 2
+) -> list[str]:
+    """ADD with a failure injected at each of its steps leaves the host as it was."""
+    with recording_steps() as steps:
+        ok(host, plugin_type, "ADD", config)
+    ok(host, plugin_type, "DEL", config)
+    assert len(steps) >= minimum, steps
+    before = picture(host)
+    for step in steps:
+        code, reply = call(host, plugin_type, "ADD", config, fail_at=step)
+        assert code == 1, reply
+        assert f"injected failure at step {step!r}" in reply["msg"], reply
+        assert "rollback incomplete" not in str(reply.get("details", "")), reply
+        assert picture(host) == before, step
+    return steps
