@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import ipaddress
 
-from pycni.net import sysctl
-from pycni.net.netlink.client import rtnl
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.rollback import Rollback
 from pycni.plugins.meta.portmap import nft_backend
@@ -24,9 +22,9 @@ from pycni.spec.errors import INTERNAL, PLUGIN_NOT_AVAILABLE, CNIError
 from pycni.spec.result import Result
 
 
-def _route_device(address: ipaddress.IPv4Address) -> str:
+def _route_device(req: Request, address: ipaddress.IPv4Address) -> str:
     """The device this host routes ``address`` through (the bridge or the host veth)."""
-    with rtnl() as kernel:
+    with req.host.node() as kernel:
         routes = kernel.route_to(address)
         if not routes:
             raise CNIError(INTERNAL, f"portmap: no route to container IP {address}")
@@ -58,6 +56,16 @@ def backend_of(cfg: PortMapConfig) -> Backend:
     return nft_backend.BACKEND
 
 
+def _route_localnet(req: Request, device: str) -> None:
+    """route_localnet on ``device``, so 127.0.0.1:<hostPort> reaches the pod (IPv4 snat);
+    written only when it is not already on."""
+    name = f"net/ipv4/conf/{device}/route_localnet"
+    with req.host.node() as kernel:
+        sysctl = req.host.sysctl(kernel)
+        if sysctl.read(name) != "1":
+            sysctl.write(name, "1")
+
+
 def _install(cfg: PortMapConfig, rb: Rollback) -> None:
     """Install the rules; register on ``rb`` what removes everything the install added."""
     backend = backend_of(cfg)
@@ -86,7 +94,7 @@ class PortMap(Plugin):
         v4 = cfg.container_ips.get(4)
         if cfg.snat and v4 is not None and cfg.mappings_for(4):
             assert isinstance(v4.ip, ipaddress.IPv4Address)
-            device = _route_device(v4.ip)
+            device = _route_device(req, v4.ip)
         with Rollback(req.env) as rb:
             try:
                 _install(cfg, rb)
@@ -94,7 +102,7 @@ class PortMap(Plugin):
                 _flush_udp_conntrack(req, cfg)
                 rb.step("route_localnet")
                 if device:
-                    sysctl.ensure(f"net/ipv4/conf/{device}/route_localnet", "1")
+                    _route_localnet(req, device)
             except BaseException:
                 rb.run()
                 for error in rb.errors:  # report the original failure, log these
