@@ -35,6 +35,7 @@ from pycni.net.netlink.kernel import (
 )
 from pycni.net.ns import entered_fd
 from pycni.net.procsys import THREAD, Sysctl
+from pycni.plugins.main.tap import tun
 
 IP = ipaddress.ip_address
 NET = ipaddress.ip_network
@@ -52,6 +53,8 @@ class Side:
     pod_fd: int
     node_sysctl: Sysctl | None = None  # the namespaces' /proc/sys/net (pycni.net.procsys)
     pod_sysctl: Sysctl | None = None
+    # a tap in the pod as pycni.plugins.main.tap.tun.create_tap makes it: (name, multi_queue)
+    pod_tap: Callable[[str, bool], None] | None = None
 
 
 def on_fake(case: Callable[[Side], Any]) -> Any:
@@ -59,6 +62,7 @@ def on_fake(case: Callable[[Side], Any]) -> Any:
     host = FakeHost()
     node, pod = host.namespace(), host.namespace()
     side = Side(FakeKernel(node), FakeKernel(pod), node.fd, pod.fd, node.sysctl, pod.sysctl)
+    side.pod_tap = FakeKernel(pod).add_tap
     return case(side)
 
 
@@ -81,6 +85,7 @@ def on_kernel(
             pod_fd,
             EnteringSysctl(node_fd),
             EnteringSysctl(pod_fd),
+            EnteringTun(pod_fd),
         )
         return case(side)
     finally:
@@ -103,6 +108,19 @@ class EnteringSysctl:
     def write(self, name: str, value: str) -> None:
         with entered_fd(self.fd):
             THREAD.write(name, value)
+
+
+class EnteringTun:
+    """The real side's taps: the tap plugin's own /dev/net/tun ioctls, from a thread inside
+    the namespace (the kernel puts the device in the namespace of the opener)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def __call__(self, name: str, multi_queue: bool) -> None:
+        flags = tun.tap_flags(multi_queue, None, None)
+        with entered_fd(self.fd):
+            tun.create_tap(name, flags)
 
 
 def outcome(call: Callable[..., Any], *args: Any, **kwargs: Any) -> str:
@@ -769,6 +787,43 @@ def vrf_ports(s: Side) -> Any:
     }
 
 
+def tap_device(s: Side) -> Any:
+    """A tap as the tap plugin makes it (TUNSETIFF, TUNSETPERSIST): down, MTU 1500, a locally
+    administered MAC, no carrier once up; a taken name attaches to a tap of the same queue
+    mode and is refused otherwise; then configured as the plugin does (MTU, bridge port)."""
+    assert s.pod_tap is not None
+    s.pod.add_veth("tv0", "tv1", s.pod_fd)
+    calls = [
+        outcome(s.pod_tap, "tp0", False),
+        outcome(s.pod_tap, "tp0", False),  # attached to, not made again
+        outcome(s.pod_tap, "tp0", True),
+        outcome(s.pod_tap, "tq0", True),
+        outcome(s.pod_tap, "tq0", False),
+        outcome(s.pod_tap, "tv0", False),
+    ]
+    made = s.pod.link(index(s.pod, "tp0"))
+    fresh = (made.flags, made.oper_state, made.mtu, made.txqlen, int(made.mac[:2], 16) & 3)
+    s.pod.set_link(made.index, up=True)
+    up = s.pod.link(made.index)
+    mtus = [outcome(s.pod.set_link, made.index, mtu=m) for m in (65522, 67, 68, 65521, 1400)]
+    s.pod.add_bridge("br0")
+    br0 = index(s.pod, "br0")
+    s.pod.set_link(made.index, master=br0)
+    bridge = s.pod.link(br0)
+    links_after = links(s.pod)
+    gone = [outcome(s.pod.delete_link, made.index), outcome(s.pod.delete_link, made.index)]
+    return {
+        "calls": calls,
+        "fresh": fresh,
+        "up": (up.flags, up.oper_state),
+        "mtus": mtus,
+        "bridge": (bridge.mac == made.mac, bridge.mtu),
+        "links": links_after,
+        "deleted": gone,
+        "after": [x[0] for x in links(s.pod)],
+    }
+
+
 # cases that need the vrf module: the kernel suite cannot run them on this machine's kernel,
 # the full-kernel lane does (tests/fullkernel/test_fake_kernel_vrf_contract.py)
 VRF_CASES: dict[str, Callable[[Side], Any]] = {f.__name__: f for f in (vrf_ports,)}
@@ -845,6 +900,7 @@ CASES: dict[str, Callable[[Side], Any]] = {
         sysctl_disable_ipv6,
         sysctl_keep_addr_on_down,
         sysctl_after_move,
+        tap_device,
     )
 }
 
@@ -1151,4 +1207,21 @@ EXPECTED: dict[str, Any] = {
         "main6": [("fd67::/64", "k60", "", 2, 0, 1, 256, "", 0)],
     },
     "sysctl_after_move": ["1", "0", "ENOENT"],
+    "tap_device": {
+        "calls": ["ok", "ok", "EINVAL", "ok", "EINVAL", "EINVAL"],
+        "fresh": (4098, "down", 1500, 1000, 2),
+        "up": (4099, "down"),
+        "mtus": ["EINVAL", "EINVAL", "ok", "ok", "ok"],  # 65521: 65535 less the Ethernet header
+        "bridge": (True, 1400),
+        "links": [
+            ("br0", "bridge", False, False, 1400, "", "", ""),
+            ("lo", "", True, False, 65536, "", "", ""),
+            ("tp0", "tun", True, False, 1400, "br0", "", ""),
+            ("tq0", "tun", False, False, 1500, "", "", ""),
+            ("tv0", "veth", False, False, 1500, "", "", "tv1"),
+            ("tv1", "veth", False, False, 1500, "", "", "tv0"),
+        ],
+        "deleted": ["ok", "ENODEV"],
+        "after": ["br0", "lo", "tq0", "tv0", "tv1"],
+    },
 }

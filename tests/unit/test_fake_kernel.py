@@ -24,7 +24,9 @@ IFACE = ipaddress.ip_interface
 def fake_side() -> Side:
     host = FakeHost()
     node, pod = host.namespace(), host.namespace()
-    return Side(FakeKernel(node), FakeKernel(pod), node.fd, pod.fd, node.sysctl, pod.sysctl)
+    side = Side(FakeKernel(node), FakeKernel(pod), node.fd, pod.fd, node.sysctl, pod.sysctl)
+    side.pod_tap = FakeKernel(pod).add_tap
+    return side
 
 
 def test_every_case_has_the_kernels_answer() -> None:

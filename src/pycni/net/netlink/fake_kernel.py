@@ -16,7 +16,9 @@ the same cases against it and against the native client in private namespaces (t
 suite) so the two cannot drift apart. Modelled:
 
 - links: lo, veth pairs across namespaces, bridges (ports, MTU following the smallest port's
-  until one is set on the bridge, the port's MAC), macvlan, vxlan, ifb; up/down, MTU ranges,
+  until one is set on the bridge, the port's MAC), macvlan, vxlan, ifb, taps (``add_tap``: what
+  TUNSETIFF and TUNSETPERSIST leave once the fd is closed, for the tap plugin's tests; no
+  carrier, since no queue is attached); up/down, MTU ranges,
   MAC (multicast and zero refused), alias, txqlen, promiscuity, names (IFNAMSIZ, '/', ':',
   whitespace, '.', '..'), moving to another namespace (down, without addresses, routes or
   master; lo and bridges cannot move), deleting (a veth's peer and a link's macvlans go too);
@@ -107,6 +109,7 @@ ETH_MIN_MTU = 68
 ETH_MAX_MTU = 65535
 DEFAULT_MTU = 1500
 VXLAN_HEADROOM = 50
+TAP_MAX_MTU = 65535 - 14  # tun's max_mtu: MAX_MTU less a tap's Ethernet header
 LOOPBACK_ADDRESSES = (ipaddress.ip_interface("127.0.0.1/8"), ipaddress.ip_interface("::1/128"))
 NETNS_LOCAL = ("", "bridge")  # lo and bridges refuse to change namespace (NETIF_F_NETNS_LOCAL)
 
@@ -144,6 +147,7 @@ class _Link:
     ipvlan_mode: int | None = None
     ipvlan_flags: int = 0
     vlan_id: int | None = None
+    tun_multi_queue: bool = False  # a tap made with IFF_MULTI_QUEUE
 
     @property
     def loopback(self) -> bool:
@@ -342,7 +346,7 @@ class FakeKernel:
             return peer is not None and peer.up
         if link.kind == "bridge":
             return any(p.master == link.index and p.up for p in self.ns.links.values())
-        return True
+        return link.kind != "tun"  # a persistent tap whose fd was closed has no queue attached
 
     def link(self, index: int) -> Link:
         return self._record(self._open().get(index))
@@ -502,6 +506,22 @@ class FakeKernel:
         made.txqlen = txqlen
         self._insert(ns, made)
 
+    def add_tap(self, name: str, multi_queue: bool = False) -> None:
+        """What TUNSETIFF (IFF_TAP) and TUNSETPERSIST on /dev/net/tun do in this namespace
+        (pycni.plugins.main.tap.tun.create_tap; not a Kernel call): a ``tun``-kind link, down,
+        MTU 1500, a random MAC. A name held by a tap of the same queue mode is attached to (no
+        new link); by a tap of the other mode or by any other link, EINVAL (tun_set_iff).
+        Owner, group and the vnet header are not modelled: no Kernel call reads them."""
+        ns = self._open()
+        taken = ns.by_name(name)
+        if taken is not None:
+            if taken.kind != "tun" or taken.tun_multi_queue != multi_queue:
+                raise _refuse(errno.EINVAL)
+            return
+        made = self._create(ns, name, "tun", 0)
+        made.tun_multi_queue = multi_queue
+        self._insert(ns, made)
+
     def set_link(self, index: int, **changes: Unpack[LinkChanges]) -> None:
         """Applied in the order of the kernel's do_setlink, each step for good: a later
         refusal leaves the earlier changes made (a link moved, then not renamed)."""
@@ -565,6 +585,8 @@ class FakeKernel:
         if link.kind == "macvlan" and link.peer is not None:
             lower_ns, lower_index = link.peer
             maximum = lower_ns.get(lower_index).mtu
+        if link.kind == "tun":
+            maximum = TAP_MAX_MTU
         _check_mtu(mtu, maximum)
         link.mtu = mtu
         if link.kind == "bridge":
