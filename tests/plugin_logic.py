@@ -18,6 +18,7 @@ import pytest
 from pycni.net.netlink.fake_kernel import IPV4_CONF_IDS, IPV6_CONF_DEFAULTS, FakeKernel
 from pycni.net.netlink.kernel import AF_INET, AF_INET6
 from pycni.plugin import skel
+from pycni.plugin.base import Plugin
 from pycni.plugin.fake_host import FakePluginHost
 from pycni.plugin.rollback import FAIL_AT_ENV, Rollback
 from tests.kernel_contract import addresses, links, routes, rules
@@ -39,27 +40,28 @@ def env(command: str, pod: str = POD, ifname: str = "eth0", **extra: str) -> dic
 
 def call(
     host: FakePluginHost,
-    plugin_type: str,
+    plugin_type: str | Plugin,
     command: str,
     config: dict[str, Any],
     pod: str = POD,
     ifname: str = "eth0",
     fail_at: str = "",
 ) -> tuple[int, Any]:
-    """(exit code, the parsed stdout or None when empty) of one call through skel."""
+    """(exit code, the parsed stdout or None when empty) of one call through skel; the plugin
+    by its registered type, or an instance (a plugin built with a test's seam, e.g. tap's)."""
     extra = {FAIL_AT_ENV: fail_at} if fail_at else {}
-    outcome = skel.run(
-        plugin_type,
-        env(command, pod, ifname, **extra),
-        json.dumps(config).encode(),
-        host=host,
-    )
+    stdin = json.dumps(config).encode()
+    environ = env(command, pod, ifname, **extra)
+    if isinstance(plugin_type, Plugin):
+        outcome = skel.run_plugin(plugin_type, environ, stdin, host=host)
+    else:
+        outcome = skel.run(plugin_type, environ, stdin, host=host)
     assert host.open_kernels == 0, "a Kernel handed out was not closed"
     return outcome.exit_code, json.loads(outcome.stdout) if outcome.stdout else None
 
 
 def ok(
-    host: FakePluginHost, plugin_type: str, command: str, config: dict[str, Any], **kw: Any
+    host: FakePluginHost, plugin_type: str | Plugin, command: str, config: dict[str, Any], **kw: Any
 ) -> Any:
     code, reply = call(host, plugin_type, command, config, **kw)
     assert code == 0, reply
@@ -67,7 +69,7 @@ def ok(
 
 
 def failed(
-    host: FakePluginHost, plugin_type: str, command: str, config: dict[str, Any], **kw: Any
+    host: FakePluginHost, plugin_type: str | Plugin, command: str, config: dict[str, Any], **kw: Any
 ) -> str:
     """The error message of a call that must fail."""
     code, reply = call(host, plugin_type, command, config, **kw)
@@ -129,7 +131,7 @@ def recording_steps() -> Iterator[list[str]]:
 
 
 def assert_each_step_rolls_back(
-    host: FakePluginHost, plugin_type: str, config: dict[str, Any], minimum: int = 2
+    host: FakePluginHost, plugin_type: str | Plugin, config: dict[str, Any], minimum: int = 2
 ) -> list[str]:
     """ADD with a failure injected at each of its steps leaves the host as it was."""
     with recording_steps() as steps:

@@ -8,6 +8,11 @@ reference runs ``ip tuntap`` for some configurations; the flags are kept the sam
 
 ``selinuxContext`` is accepted; SELinux labelling of the tap is not implemented, so a context
 is refused (code 2) when SELinux is enabled on the machine and ignored when it is not.
+
+The device is the one thing here neither ``Kernel`` nor ``req.host`` makes, so the plugin takes
+its tap maker as a constructor argument: ``PLUGIN`` uses /dev/net/tun in the pod (entered by
+``req.host.pod``); unit tests build ``Tap(create_tap=...)`` over FakeKernel.add_tap, which
+tests/kernel_contract.py holds to what tun.create_tap makes.
 """
 
 from __future__ import annotations
@@ -40,6 +45,15 @@ from pycni.record import record
 from pycni.spec.decode import Bool, IfName, Int, Str, decode, option
 from pycni.spec.errors import UNSUPPORTED_FIELD, CNIError
 from pycni.spec.result import Interface, Result
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    TapMaker = Callable[[Kernel, str, int, int | None, int | None], None]
+    """(kernel of the pod, name, TUNSETIFF flags, owner, group): make the persistent tap."""
+
+__all__ = ["PLUGIN", "Tap", "TapConf", "TapKeys", "load_conf", "tun_tap"]
 
 SELINUX_ENFORCE = "/sys/fs/selinux/enforce"
 _UINT32_MAX = 0xFFFFFFFF
@@ -92,8 +106,20 @@ def load_conf(req: Request) -> TapConf:
     return conf
 
 
+def tun_tap(kernel: Kernel, name: str, flags: int, owner: int | None, group: int | None) -> None:
+    """The real maker: /dev/net/tun ioctls in this thread's namespace, the pod's while the
+    ``req.host.pod`` block that handed out ``kernel`` lasts."""
+    tun.create_tap(name, flags, owner, group)
+
+
 def _make_tap(
-    req: Request, kernel: Kernel, pod: NetNS, conf: TapConf, ifname: str, rb: Rollback
+    req: Request,
+    kernel: Kernel,
+    pod: NetNS,
+    conf: TapConf,
+    ifname: str,
+    rb: Rollback,
+    create_tap: TapMaker,
 ) -> tuple[int, str]:
     """In the pod: create, configure, rename, enslave and set up the tap; (index, MAC)."""
     flags = tun.tap_flags(conf.multi_queue, conf.owner, conf.group)
@@ -103,7 +129,7 @@ def _make_tap(
             break
     rb.step("create")
     try:
-        tun.create_tap(tmp, flags, conf.owner, conf.group)
+        create_tap(kernel, tmp, flags, conf.owner, conf.group)
     except tun.TunError as exc:
         raise internal(f"failed to create tap: {exc}") from None
     index = index_of(kernel, tmp)
@@ -144,11 +170,14 @@ def _make_tap(
 class Tap(Plugin):
     about = "pycni tap: a tap device in the pod"
 
+    def __init__(self, create_tap: TapMaker = tun_tap) -> None:
+        self.create_tap = create_tap
+
     def add(self, req: Request) -> Result:
         conf = load_conf(req)
         with req.open_netns() as pod, Rollback(req.env) as rb:
             with req.host.pod(pod) as kernel:
-                index, mac = _make_tap(req, kernel, pod, conf, req.ifname, rb)
+                index, mac = _make_tap(req, kernel, pod, conf, req.ifname, rb, self.create_tap)
             iface = Interface(name=req.ifname, mac=mac, sandbox=req.netns)
             ipam = ipam_add(req, conf.ipam, rb) if conf.ipam else None
             result = pod_result(req, iface, ipam)
