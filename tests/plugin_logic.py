@@ -46,10 +46,11 @@ def call(
     pod: str = POD,
     ifname: str = "eth0",
     fail_at: str = "",
+    extra_env: dict[str, str] | None = None,
 ) -> tuple[int, Any]:
     """(exit code, the parsed stdout or None when empty) of one call through skel; the plugin
     by its registered type, or an instance (a plugin built with a test's seam, e.g. tap's)."""
-    extra = {FAIL_AT_ENV: fail_at} if fail_at else {}
+    extra = {**(extra_env or {}), **({FAIL_AT_ENV: fail_at} if fail_at else {})}
     stdin = json.dumps(config).encode()
     environ = env(command, pod, ifname, **extra)
     if isinstance(plugin_type, Plugin):
