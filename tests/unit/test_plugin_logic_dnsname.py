@@ -1,0 +1,276 @@
+"""dnsname's verbs (plugins/meta/dnsname/plugin.py) on the fake host: no root, no netns.
+
+The node's bridge and its addresses are the fake host's node Kernel; the network's files are
+written for real, under a temporary XDG_RUNTIME_DIR. Two things are stood in for, each by a
+small stateful fake: dnsmasq, because starting it binds port 53 on the bridge's address (root,
+and a bridge that exists only in the fake; tests/integration/test_dnsname.py runs the real
+one), and the iptables INPUT chain the DNS accept rule goes to (this machine's own filter
+table otherwise; the rule's text is iptables_save/restore's, kept as written here).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pycni.net.netfilter import iptables
+from pycni.plugin.fake_host import FakePluginHost
+from pycni.plugins.meta.dnsname import dnsmasq
+from pycni.plugins.meta.dnsname.files import NetworkFiles
+from tests.plugin_logic import POD, call, picture, recording_steps, with_prev
+
+PREV = {
+    "cniVersion": "1.0.0",
+    "interfaces": [{"name": "cni0"}, {"name": "eth0", "sandbox": POD}],
+    "ips": [{"address": "10.88.0.5/16", "gateway": "10.88.0.1", "interface": 1}],
+    "dns": {"nameservers": ["9.9.9.9"]},
+}
+RULE = "-A INPUT -i cni0 -p udp -m udp --dport 53 -j ACCEPT"
+
+
+class Dnsmasq:
+    """dnsmasq per network directory: started, reloaded (SIGHUP) and stopped, recorded."""
+
+    def __init__(self) -> None:
+        self.running: set[Path] = set()
+        self.calls: list[tuple[str, str]] = []
+
+    def running_pid(self, net: NetworkFiles) -> int | None:
+        return 4242 if net.directory in self.running else None
+
+    def reload(self, net: NetworkFiles) -> int:
+        self.calls.append(("reload" if net.directory in self.running else "start", net.network))
+        self.running.add(net.directory)
+        return 4242
+
+    def stop(self, net: NetworkFiles) -> int | None:
+        if net.directory not in self.running:
+            return None
+        self.calls.append(("stop", net.network))
+        self.running.discard(net.directory)
+        return 4242
+
+
+class InputChain:
+    """The filter table's INPUT chain as iptables-save and iptables-restore see it."""
+
+    def __init__(self) -> None:
+        self.rules: list[str] = []
+
+    def save(self, table: str, family: int = 4, variant: str | None = None) -> Any:
+        assert (table, family) == ("filter", 4)
+        text = "\n".join(["*filter", ":INPUT ACCEPT [0:0]", *self.rules, "COMMIT", ""])
+        return iptables.parse_save(text, table)
+
+    def restore(self, script: str, family: int = 4, variant: str | None = None) -> None:
+        lines = script.splitlines()
+        assert lines[0] == "*filter" and lines[-1] == "COMMIT", script
+        for line in lines[1:-1]:
+            op, chain, *args = line.split(" ")
+            assert chain == "INPUT", line
+            if op == "-I":
+                assert args[0] == "1", line
+                self.rules.insert(0, " ".join(["-A", chain, *args[1:]]))
+            elif op == "-D":
+                self.rules.remove(" ".join(["-A", chain, *args]))  # iptables: no such rule
+            else:
+                raise AssertionError(line)
+
+
+@pytest.fixture
+def daemon(monkeypatch: pytest.MonkeyPatch) -> Dnsmasq:
+    fake = Dnsmasq()
+    monkeypatch.setattr(dnsmasq, "binary", lambda: "/usr/sbin/dnsmasq")
+    for name in ("running_pid", "reload", "stop"):
+        monkeypatch.setattr(dnsmasq, name, getattr(fake, name))
+    return fake
+
+
+@pytest.fixture
+def chain(monkeypatch: pytest.MonkeyPatch) -> InputChain:
+    fake = InputChain()
+    monkeypatch.setattr(iptables, "save", fake.save)
+    monkeypatch.setattr(iptables, "restore", fake.restore)
+    return fake
+
+
+@pytest.fixture
+def host() -> Iterator[FakePluginHost]:
+    fake = FakePluginHost()
+    fake.add_pod(POD)
+    node = fake.kernel()
+    node.add_bridge("cni0")
+    cni0 = node.find_link("cni0")
+    assert cni0 is not None
+    node.set_link(cni0.index, up=True)
+    for address in ("10.88.0.1/16", "fd88::1/64", "fe80::1/64"):
+        node.add_address(cni0.index, ipaddress.ip_interface(address))
+    yield fake
+
+
+def conf(**extra: Any) -> dict[str, Any]:
+    return with_prev(
+        {
+            "cniVersion": "1.0.0",
+            "name": "podnet",
+            "type": "dnsname",
+            "domainName": "dns.podman",
+            **extra,
+        },
+        PREV,
+    )
+
+
+def run(
+    host: FakePluginHost,
+    tmp_path: Path,
+    command: str,
+    config: dict[str, Any],
+    name: str = "web",
+    cid: str = "",
+    fail_at: str = "",
+) -> tuple[int, Any]:
+    extra = {"CNI_ARGS": f"K8S_POD_NAME={name}" if name else "", "XDG_RUNTIME_DIR": str(tmp_path)}
+    if cid:
+        extra["CNI_CONTAINERID"] = cid
+    return call(host, "dnsname", command, config, fail_at=fail_at, extra_env=extra)
+
+
+def net_dir(tmp_path: Path) -> Path:
+    return tmp_path / "containers" / "cni" / "dnsname" / "podnet"
+
+
+def tree(tmp_path: Path) -> dict[str, str]:
+    """Every file under the runtime directory with its content (directories as '/')."""
+    return {
+        str(p.relative_to(tmp_path)): "/" if p.is_dir() else p.read_text()
+        for p in sorted(tmp_path.rglob("*"))
+    }
+
+
+def hosts_names(tmp_path: Path) -> list[tuple[str, ...]]:
+    text = (net_dir(tmp_path) / "addnhosts").read_text()
+    return [tuple(line.split()) for line in text.splitlines()]
+
+
+def test_add_publishes_the_name_starts_dnsmasq_and_opens_dns_on_the_bridge(
+    host: FakePluginHost, tmp_path: Path, daemon: Dnsmasq, chain: InputChain
+) -> None:
+    before = picture(host)
+    code, result = run(host, tmp_path, "ADD", conf())
+    assert code == 0, result
+    # the bridge's global addresses first (not its link-local one), then prevResult's
+    assert result["dns"]["nameservers"] == ["10.88.0.1", "fd88::1", "9.9.9.9"]
+    assert result["dns"]["search"] == ["dns.podman"]
+    assert hosts_names(tmp_path) == [("10.88.0.5", "web")]
+    conf_text = (net_dir(tmp_path) / "dnsmasq.conf").read_text()
+    assert "interface=cni0\n" in conf_text and "domain=dns.podman\n" in conf_text
+    assert daemon.calls == [("start", "podnet")]
+    assert chain.rules == [RULE]
+    assert picture(host) == before  # nothing on the node's links, addresses or routes
+    code, reply = run(host, tmp_path, "CHECK", conf())
+    assert code == 0, reply
+
+
+def test_a_second_container_reloads_and_adds_no_second_rule(
+    host: FakePluginHost, tmp_path: Path, daemon: Dnsmasq, chain: InputChain
+) -> None:
+    assert run(host, tmp_path, "ADD", conf())[0] == 0
+    db = {**PREV, "ips": [{"address": "10.88.0.6/16", "interface": 1}]}
+    code, reply = run(host, tmp_path, "ADD", with_prev(conf(), db), name="db", cid="c2")
+    assert code == 0, reply
+    assert hosts_names(tmp_path) == [("10.88.0.5", "web"), ("10.88.0.6", "db")]
+    assert daemon.calls == [("start", "podnet"), ("reload", "podnet")]
+    assert chain.rules == [RULE]
+    # a repeated ADD of an attachment replaces its own lines
+    assert run(host, tmp_path, "ADD", conf(), name="www")[0] == 0
+    assert hosts_names(tmp_path) == [("10.88.0.6", "db"), ("10.88.0.5", "www")]
+
+
+def test_check_sees_a_stopped_dnsmasq_and_a_missing_name(
+    host: FakePluginHost, tmp_path: Path, daemon: Dnsmasq, chain: InputChain
+) -> None:
+    assert run(host, tmp_path, "ADD", conf())[0] == 0
+    (net_dir(tmp_path) / "addnhosts").write_text("")
+    code, reply = run(host, tmp_path, "CHECK", conf())
+    assert (code, reply["msg"]) == (1, "dnsname: web is not published for 10.88.0.5")
+    daemon.running.clear()
+    code, reply = run(host, tmp_path, "CHECK", conf())
+    assert (code, reply["msg"]) == (1, "dnsmasq instance not running")
+
+
+def test_del_of_the_last_name_stops_dnsmasq_removes_the_rule_and_the_files(
+    host: FakePluginHost, tmp_path: Path, daemon: Dnsmasq, chain: InputChain
+) -> None:
+    assert run(host, tmp_path, "ADD", conf())[0] == 0
+    db = {**PREV, "ips": [{"address": "10.88.0.6/16", "interface": 1}]}
+    assert run(host, tmp_path, "ADD", with_prev(conf(), db), name="db", cid="c2")[0] == 0
+    assert run(host, tmp_path, "DEL", conf(), name="db", cid="c2")[0] == 0
+    assert hosts_names(tmp_path) == [("10.88.0.5", "web")]
+    assert daemon.calls[-1] == ("reload", "podnet") and chain.rules == [RULE]
+    assert run(host, tmp_path, "DEL", conf())[0] == 0
+    assert daemon.calls[-1] == ("stop", "podnet") and not daemon.running
+    assert chain.rules == []
+    assert not net_dir(tmp_path).exists()
+    after = tree(tmp_path)
+    assert run(host, tmp_path, "DEL", conf())[0] == 0  # again: nothing left to do
+    assert tree(tmp_path) == after and chain.rules == []
+
+
+def test_gc_drops_the_names_of_attachments_no_longer_valid(
+    host: FakePluginHost, tmp_path: Path, daemon: Dnsmasq, chain: InputChain
+) -> None:
+    assert run(host, tmp_path, "ADD", conf())[0] == 0
+    db = {**PREV, "ips": [{"address": "10.88.0.6/16", "interface": 1}]}
+    assert run(host, tmp_path, "ADD", with_prev(conf(), db), name="db", cid="c2")[0] == 0
+    gc: dict[str, Any] = {"cniVersion": "1.1.0", "name": "podnet", "type": "dnsname"}
+    gc["cni.dev/valid-attachments"] = [{"containerID": "c2", "ifname": "eth0"}]
+    assert run(host, tmp_path, "GC", gc, name="")[0] == 0
+    assert hosts_names(tmp_path) == [("10.88.0.6", "db")]
+    gc["cni.dev/valid-attachments"] = []
+    assert run(host, tmp_path, "GC", gc, name="")[0] == 0
+    assert not net_dir(tmp_path).exists() and chain.rules == [] and not daemon.running
+
+
+def test_a_missing_bridge_fails_before_any_file_is_written(
+    host: FakePluginHost, tmp_path: Path, daemon: Dnsmasq, chain: InputChain
+) -> None:
+    node = host.kernel()
+    cni0 = node.find_link("cni0")
+    assert cni0 is not None
+    node.delete_link(cni0.index)
+    code, reply = run(host, tmp_path, "ADD", conf())
+    assert (code, reply["msg"]) == (1, "dnsname: no such network interface cni0")
+    assert tree(tmp_path) == {} and chain.rules == [] and daemon.calls == []
+
+
+def test_a_failure_at_each_step_of_a_first_add_leaves_nothing(
+    host: FakePluginHost, tmp_path: Path, daemon: Dnsmasq, chain: InputChain
+) -> None:
+    with recording_steps() as steps:
+        assert run(host, tmp_path, "ADD", conf())[0] == 0
+    assert steps == ["conf", "firewall", "hosts", "record", "dnsmasq"]
+    assert run(host, tmp_path, "DEL", conf())[0] == 0
+    before = tree(tmp_path)
+    for step in steps:
+        code, reply = run(host, tmp_path, "ADD", conf(), fail_at=step)
+        assert code == 1 and f"injected failure at step {step!r}" in reply["msg"], reply
+        assert tree(tmp_path) == before, step
+        assert chain.rules == [] and not daemon.running, step
+
+
+def test_a_failure_at_each_step_of_a_later_add_keeps_the_first_containers_name(
+    host: FakePluginHost, tmp_path: Path, daemon: Dnsmasq, chain: InputChain
+) -> None:
+    assert run(host, tmp_path, "ADD", conf())[0] == 0
+    before = tree(tmp_path)
+    db = with_prev(conf(), {**PREV, "ips": [{"address": "10.88.0.6/16", "interface": 1}]})
+    for step in ("hosts", "record", "dnsmasq"):  # the network's conf exists: no conf/firewall
+        code, reply = run(host, tmp_path, "ADD", db, name="db", cid="c2", fail_at=step)
+        assert code == 1 and f"injected failure at step {step!r}" in reply["msg"], reply
+        assert tree(tmp_path) == before, step
+        assert chain.rules == [RULE] and daemon.running, step
