@@ -5,8 +5,10 @@ A unit test builds one, adds pod namespaces by path, and runs a plugin through s
 FakeKernel of pycni.net.netlink.fake_kernel (held to the real kernel by
 tests/kernel_contract.py), every sysctl the FakeSysctl of that namespace, and a delegated
 IPAM plugin runs in-process with the same host (no CNI_PATH lookup, no exec). What a plugin
-reaches outside these (nftables or iptables for ipMasq, /dev/net/tun, files under /var/lib)
-is not faked: a unit test leaves those features out of its config.
+reaches outside these (nftables or iptables for ipMasq, files under /var/lib) is not faked: a
+unit test leaves those features out of its config or stands in for that transport itself.
+tap's /dev/net/tun device is made by the maker the plugin is built with; a test passes one
+over FakeKernel.add_tap (tests/unit/test_plugin_logic_tap.py).
 
 Nothing in pycni imports this module; like FakeKernel it lives in src/ to be type-checked
 with what it stands in for.
