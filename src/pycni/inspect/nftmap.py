@@ -16,14 +16,8 @@ from pycni.net.netfilter import model, nft
 from pycni.plugins.meta.portmap import nft_backend, nft_chains, nft_maps
 
 __all__ = [
-    "MASQ_TABLE",
-    "REFERENCE_TABLE",
     "delete_mapping",
-    "is_portmap_table",
-    "is_pycni",
     "owner_chain",
-    "parse_element",
-    "parse_rule",
     "portmap_tables",
     "read_iptables_masquerades",
     "read_mappings",

@@ -16,6 +16,18 @@ from contextlib import contextmanager
 from pycni.net.errors import NetError
 from pycni.spec.errors import INVALID_NETNS, CNIError
 
+__all__ = [
+    "CLONE_NEWNET",
+    "PROC_SUPER_MAGIC",
+    "THREAD_NETNS",
+    "NetNS",
+    "NetNSNotFound",
+    "entered_fd",
+    "fs_type",
+    "same_as_current",
+    "setns",
+]
+
 CLONE_NEWNET = 0x40000000
 NSFS_MAGIC = 0x6E736673
 PROC_SUPER_MAGIC = 0x9FA0
@@ -47,7 +59,7 @@ class _StatFs(ctypes.Structure):
 _libc.statfs.argtypes = [ctypes.c_char_p, ctypes.POINTER(_StatFs)]
 
 
-def _fs_type(path: str) -> int:
+def fs_type(path: str) -> int:
     buf = _StatFs()
     if _libc.statfs(path.encode(), ctypes.byref(buf)) != 0:
         err = ctypes.get_errno()
@@ -68,7 +80,7 @@ class NetNS:
     @classmethod
     def open(cls, path: str) -> NetNS:
         """Open ``path`` after checking it is a namespace file (nsfs or procfs), as pkg/ns does."""
-        kind = _fs_type(path)
+        kind = fs_type(path)
         if kind not in (NSFS_MAGIC, PROC_SUPER_MAGIC):
             raise CNIError(INVALID_NETNS, f'unknown FS magic on "{path}": {kind:x}')
         try:

@@ -35,9 +35,24 @@ import os
 import struct
 from collections.abc import Sequence
 
-from pycni.net.ns import CLONE_NEWNET, PROC_SUPER_MAGIC, _fs_type
+from pycni.net.ns import CLONE_NEWNET, PROC_SUPER_MAGIC, fs_type
 from pycni.record import field, record
 from pycni.spec.errors import CNIError
+
+__all__ = [
+    "Key",
+    "LiveAddresses",
+    "LiveNamespace",
+    "NamespaceScan",
+    "linked_addresses",
+    "live_addresses",
+    "namespace_key",
+    "nsfs_device",
+    "nsfs_mount_points",
+    "proc_net_addresses",
+    "scan",
+    "view_problems",
+]
 
 CLONE_NEWNS = 0x00020000
 NS_GET_NSTYPE = 0xB703  # _IO(0xb7, 0x3), Linux 4.11
@@ -137,7 +152,7 @@ def view_problems() -> list[str]:
     """
     problems: list[str] = []
     try:
-        if _fs_type("/proc") != PROC_SUPER_MAGIC:
+        if fs_type("/proc") != PROC_SUPER_MAGIC:
             return ["/proc is not a proc filesystem"]
     except CNIError as exc:
         return [f"/proc is not usable: {exc.msg}"]

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 else:
     Protocol = object  # typing is not imported at run time
 
-__all__ = ["THREAD", "Sysctl", "ThreadSysctl", "enable_forwarding", "try_write"]
+__all__ = ["THREAD", "Sysctl", "enable_forwarding", "try_write"]
 
 
 class Sysctl(Protocol):

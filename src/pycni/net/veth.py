@@ -17,6 +17,8 @@ from pycni.net.netlink.kernel import Kernel, NetlinkError
 from pycni.net.procsys import Sysctl, try_write
 from pycni.record import record
 
+__all__ = ["VethNameTaken", "VethPair", "create_pair", "random_host_name"]
+
 HOST_NAME_RETRIES = 10
 
 

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from pycni.plugin.host import Host
     from pycni.spec.result import Result
 
+__all__ = ["Plugin", "Request"]
+
 
 @record
 class Request:

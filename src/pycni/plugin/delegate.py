@@ -27,14 +27,7 @@ if TYPE_CHECKING:
 # runtime.exec (subprocess handling, error decoding) is imported where a delegate is exec'd or
 # fails: a bridge run in-process delegating to host-local in-process never needs it.
 
-__all__ = [
-    "call_control",
-    "current_control",
-    "delegate",
-    "is_pycni_entry_point",
-    "parse_result",
-    "run_in_process",
-]
+__all__ = ["call_control", "delegate", "is_pycni_entry_point", "parse_result", "run_in_process"]
 
 CLEANUP_TIMEOUT = 30.0  # seconds an exec'd delegate's DEL may take, whatever the call's state
 

@@ -32,6 +32,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pycni.plugin.host import Host
 
+__all__ = ["MAX_STDIN", "Outcome", "run", "run_plugin"]
+
 VERBS = ("ADD", "DEL", "CHECK", "GC", "STATUS", "VERSION")
 ENV_ORDER = ("CNI_COMMAND", "CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_ARGS", "CNI_PATH")
 REQUIRED: dict[str, frozenset[str]] = {

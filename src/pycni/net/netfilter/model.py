@@ -45,7 +45,6 @@ __all__ = [
     "Meta",
     "Payload",
     "Prefix",
-    "Raw",
     "Rule",
     "Ruleset",
     "Set",
@@ -59,7 +58,6 @@ __all__ = [
     "flush",
     "parse",
     "removal",
-    "render",
 ]
 
 

@@ -14,6 +14,8 @@ from contextlib import contextmanager
 
 from pycni.net.netlink.kernel import Kernel
 
+__all__ = ["open_kernel", "rtnl"]
+
 BACKEND_ENV = "PYCNI_NETLINK"
 
 

@@ -88,6 +88,8 @@ if TYPE_CHECKING:
 
     from pycni.net.netlink.kernel import LinkChanges
 
+__all__ = ["IPV4_CONF_IDS", "IPV6_CONF_DEFAULTS", "FakeHost", "FakeKernel", "FakeNetns"]
+
 IFF_BROADCAST = 0x2
 IFF_LOOPBACK = 0x8
 IFF_RUNNING = 0x40

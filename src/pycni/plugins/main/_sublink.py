@@ -19,6 +19,8 @@ from pycni.plugin.rollback import Rollback
 from pycni.plugins.main._attach import delete_in_pod, internal
 from pycni.spec.result import Interface
 
+__all__ = ["add_in_pod", "check_mac", "master_kernel", "prev_link"]
+
 
 def master_kernel(req: Request, pod: NetNS, in_pod: bool) -> AbstractContextManager[Kernel]:
     """A Kernel where the master lives: the pod (linkInContainer) or the node."""

@@ -26,6 +26,8 @@ from pycni.record import replace
 from pycni.spec.errors import InvalidConfig
 from pycni.spec.result import Interface, Result
 
+__all__ = ["PLUGIN"]
+
 IFF_UP = 0x1
 
 

@@ -26,6 +26,8 @@ from pycni.spec.decode import UINT32_MAX, Bool, IfName, Int, Str, decode, option
 from pycni.spec.errors import InvalidConfig, UnsupportedField
 from pycni.spec.result import Interface, Result
 
+__all__ = ["PLUGIN", "MacvlanConf", "load_conf"]
+
 
 @record(frozen=True)
 class MacvlanKeys:

@@ -17,13 +17,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import subprocess
 
-__all__ = [
-    "BACKEND",
-    "Iptables",
-    "chain_exists",
-    "setup",
-    "teardown",
-]
+__all__: list[str] = []
 
 
 def _ipt(version: int, *args: str) -> subprocess.CompletedProcess[str]:

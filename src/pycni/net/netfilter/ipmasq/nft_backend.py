@@ -60,17 +60,12 @@ if TYPE_CHECKING:
     from pycni.net.netfilter import nftnl
 
 __all__ = [
-    "BACKEND",
-    "CHAIN_COMMENT",
     "RULE_PREFIX",
-    "TABLE_COMMENT",
-    "Nftables",
-    "element_changes",
+    "IPNetwork",
     "gc",
     "net_chain",
     "nft_setup_script",
     "release_unused",
-    "scaffold_script",
     "set_name",
     "setup",
     "teardown",

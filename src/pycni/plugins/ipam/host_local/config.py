@@ -37,6 +37,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+__all__ = ["DEFAULT_DATA_DIR", "IPAMConfig", "Range", "RangeSet", "load"]
+
 DEFAULT_DATA_DIR = "/var/lib/cni/networks"
 
 

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     TapMaker = Callable[[Kernel, str, int, int | None, int | None], None]
     """(kernel of the pod, name, TUNSETIFF flags, owner, group): make the persistent tap."""
 
-__all__ = ["PLUGIN", "Tap", "TapConf", "TapKeys", "load_conf", "tun_tap"]
+__all__ = ["PLUGIN", "Tap", "TapConf", "load_conf"]
 
 SELINUX_ENFORCE = "/sys/fs/selinux/enforce"
 _UINT32_MAX = 0xFFFFFFFF

@@ -19,6 +19,16 @@ import struct
 
 from pycni.net.errors import NetError
 
+__all__ = [
+    "IFF_MULTI_QUEUE",
+    "IFF_NO_PI",
+    "IFF_TAP",
+    "IFF_VNET_HDR",
+    "TunError",
+    "create_tap",
+    "tap_flags",
+]
+
 TUN_DEVICE = "/dev/net/tun"
 
 IFF_TAP = 0x0002

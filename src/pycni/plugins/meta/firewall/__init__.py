@@ -34,7 +34,7 @@ from pycni.spec.errors import (
 )
 from pycni.spec.result import Result
 
-__all__ = ["BACKENDS", "PLUGIN", "Firewall", "FirewallConf", "parse"]
+__all__ = ["PLUGIN", "FirewallConf", "parse"]
 
 BACKENDS = ("iptables", "nftables", "firewalld")
 ALL: tuple[Backend, ...] = (nft_backend.BACKEND, iptables_backend.BACKEND)

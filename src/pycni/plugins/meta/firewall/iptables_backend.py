@@ -28,23 +28,7 @@ from pycni.plugins.meta.firewall.backend import (
 from pycni.plugins.meta.firewall.records import Records
 from pycni.record import field, record
 
-__all__ = [
-    "BACKEND",
-    "FORWARD",
-    "PRIV_CHAIN",
-    "STAGE1",
-    "STAGE2",
-    "IptablesBackend",
-    "add",
-    "admin_jump",
-    "check",
-    "delete",
-    "forward_jump",
-    "host_cidr",
-    "ip_rules",
-    "tools_present",
-    "undo",
-]
+__all__ = ["BACKEND", "add", "check", "delete", "tools_present", "undo"]
 
 FORWARD = "FORWARD"
 PRIV_CHAIN = "CNI-FORWARD"

@@ -39,21 +39,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = [
-    "BACKEND",
-    "CHAINS",
-    "FAMILY",
-    "TABLE",
-    "NftablesBackend",
-    "add",
-    "admin_chain",
-    "check",
-    "comment",
-    "delete",
-    "gc",
-    "iso_names",
-    "net_names",
-]
+__all__ = ["BACKEND", "CHAINS", "T", "add", "check", "delete", "gc", "iso_names", "net_names"]
 
 TABLE = "pycni_firewall"
 FAMILY = "inet"

@@ -29,19 +29,16 @@ if TYPE_CHECKING:
     from typing import Any
 
 __all__ = [
-    "CHAIN_PREFIX",
     "FAMILY",
-    "MAPS",
     "TABLE",
     "Element",
+    "T",
     "add",
-    "add_commands",
     "chain_name",
     "chain_rules",
     "check",
     "delete",
     "delete_commands",
-    "element_of",
     "gc",
     "map_elements",
     "network_prefix",

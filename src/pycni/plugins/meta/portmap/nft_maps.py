@@ -38,7 +38,6 @@ __all__ = [
     "Entry",
     "Group",
     "Mapping",
-    "dnat_map",
     "group_comment",
     "group_of",
     "groups_needed",

@@ -21,6 +21,8 @@ from pycni.plugins.meta.portmap.config import IPTABLES, NFTABLES, PortMapConfig,
 from pycni.spec.errors import INTERNAL, PLUGIN_NOT_AVAILABLE, CNIError
 from pycni.spec.result import Result
 
+__all__ = ["PLUGIN", "PortMap"]
+
 
 def _route_device(req: Request, address: ipaddress.IPv4Address) -> str:
     """The device this host routes ``address`` through (the bridge or the host veth)."""

@@ -17,6 +17,8 @@ from pycni.plugins.meta.sbr import policy
 from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig
 from pycni.spec.result import IPConfig, Result
 
+__all__ = ["PLUGIN"]
+
 FIRST_TABLE = 100
 
 
