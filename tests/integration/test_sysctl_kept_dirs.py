@@ -5,12 +5,14 @@ must not take the short way."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
 
 from pycni.net import sysctl
 from tests import harness
+from tests.integration.netns_holders import holders, namespace_key, nsid_of, wait_destroyed
 
 
 def _shown(ns: harness.Namespace, name: str) -> str:
@@ -70,3 +72,26 @@ def test_missing_entries_and_other_names_behave_as_paths(node: harness.Namespace
             sysctl.read("net/ipv4//etc/hostname")
         with pytest.raises(FileNotFoundError):
             sysctl.read("net/ipv6/./../../../etc/hostname/x")
+
+
+@pytest.mark.kernel
+def test_a_kept_directory_does_not_keep_its_namespace_alive(
+    node: harness.Namespace, pod_factory: Any
+) -> None:
+    """The kept fds are of /proc/sys directories, not of the namespace: a pod whose entries
+    were read (its directories now kept) is still destroyed once its netns file is removed,
+    so GC never sees it live because of them (measured: the daemon's kept fds were once
+    suspected of holding pods)."""
+    pod = pod_factory()
+    node.run("ip", "link", "add", "vkept0", "type", "veth", "peer", "eth0", "netns", pod.path)
+    key = namespace_key(pod.path)
+    with pod.entered():
+        sysctl.read("net/ipv4/conf/eth0/arp_ignore")
+        sysctl.read("net/ipv6/conf/eth0/accept_dad")
+    kept = [k for k in sysctl._kept if k[:2] == key]
+    assert len(kept) == 2, sysctl._kept
+    assert holders(os.getpid(), key) == []
+    nsid = nsid_of(node, pod)
+    pod.delete()
+    wait_destroyed(node, nsid, "a pod whose sysctl directories are kept")
+    assert all(k in sysctl._kept for k in kept)  # still kept, holding nothing

@@ -1,0 +1,106 @@
+"""Who keeps a network namespace alive, seen from outside: a process's threads in it, its fds
+of it and the sockets it made in it (a socket holds the namespace it was made in until it is
+freed); and the node's nsid for a pod, which the kernel drops only when it destroys the pod's
+namespace, so a pod whose nsid went is really gone."""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import fcntl
+import os
+import stat
+import time
+
+from tests import harness
+
+Key = tuple[int, int]  # (st_dev, st_ino) of a namespace file
+
+SIOCGSKNS = 0x894C  # ioctl: an fd of the network namespace a socket was made in
+_PIDFD_GETFD = 438  # syscall number, the same on x86_64 and in the generic table (Linux 5.6)
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def namespace_key(path: str) -> Key:
+    st = os.stat(path)
+    return (st.st_dev, st.st_ino)
+
+
+def _copy_fd(pidfd: int, fd: int) -> int | None:
+    """A copy of ``fd`` of the process behind ``pidfd``; None when it was closed meanwhile."""
+    out = int(_libc.syscall(_PIDFD_GETFD, pidfd, fd, 0))
+    if out < 0:
+        err = ctypes.get_errno()
+        if err == errno.EBADF:
+            return None
+        raise OSError(err, f"pidfd_getfd: {os.strerror(err)}")
+    return out
+
+
+def _socket_namespace(fd: int) -> Key | None:
+    try:
+        ns = fcntl.ioctl(fd, SIOCGSKNS)
+    except OSError:
+        return None  # not a socket that has one
+    try:
+        st = os.fstat(ns)
+    finally:
+        os.close(ns)
+    return (st.st_dev, st.st_ino)
+
+
+def holders(pid: int, key: Key) -> list[str]:
+    """What of process ``pid`` holds the network namespace ``key``: its threads in it, its
+    fds that are the namespace file, its sockets made in it. Told by what each fd is, never by
+    its link text (a namespace fd reads as the path it was opened by)."""
+    found = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            if namespace_key(f"/proc/{pid}/task/{tid}/ns/net") == key:
+                found.append(f"thread {tid}")
+        except FileNotFoundError:
+            continue  # the thread ended
+    pidfd = os.pidfd_open(pid)
+    try:
+        for name in os.listdir(f"/proc/{pid}/fd"):
+            copy = _copy_fd(pidfd, int(name))
+            if copy is None:
+                continue
+            try:
+                try:
+                    st = os.fstat(copy)
+                except FileNotFoundError:  # e.g. a kept /proc/sys directory of a gone namespace
+                    continue
+                if (st.st_dev, st.st_ino) == key:
+                    found.append(f"fd {name}: the namespace file")
+                elif stat.S_ISSOCK(st.st_mode) and _socket_namespace(copy) == key:
+                    link = os.readlink(f"/proc/{pid}/fd/{name}")
+                    found.append(f"fd {name}: a socket made in it ({link})")
+            finally:
+                os.close(copy)
+    finally:
+        os.close(pidfd)
+    return found
+
+
+def nsids(node: harness.Namespace) -> dict[int, str]:
+    """nsid -> name (\"\" once its netns file is gone) of the namespaces ``node`` knows."""
+    items = node.json("ip", "-j", "netns", "list-id")
+    assert isinstance(items, list)
+    return {int(item["nsid"]): str(item.get("name", "")) for item in items}
+
+
+def nsid_of(node: harness.Namespace, pod: harness.Namespace) -> int:
+    """The node's nsid for ``pod`` (a link between them gave it one)."""
+    found = [nsid for nsid, name in nsids(node).items() if name == pod.name]
+    assert found, f"{node.name} has no nsid for {pod.name}"
+    return found[0]
+
+
+def wait_destroyed(node: harness.Namespace, nsid: int, what: str, timeout: float = 30) -> None:
+    """Until the kernel destroyed the namespace ``node`` knows as ``nsid`` (it does that
+    lazily, on a work queue)."""
+    deadline = time.monotonic() + timeout
+    while nsid in nsids(node):
+        assert time.monotonic() < deadline, f"{what}: its namespace was never destroyed"
+        time.sleep(0.05)
