@@ -8,7 +8,10 @@ load, from 10 to 1000 pods (docs/benchmarks.md). Opens under those two directori
 go relative to a directory fd of this thread's namespace, kept for the few namespaces used
 last (the warm daemon's node). A kept fd cannot reach another namespace: it is found by the
 namespace's inode, which no other live namespace has, and once its namespace is gone the
-kernel answers ENOENT below it, on which the full path is tried.
+kernel answers ENOENT below it, on which the full path is tried. A kept fd holds the
+directory, not its namespace: a pod's namespace whose directories are kept is still destroyed
+when its last holder goes (tests/integration/test_sysctl_kept_dirs.py), so GC never sees it
+live because of them.
 """
 
 from __future__ import annotations
