@@ -259,6 +259,10 @@ class CallTable:
             reply = policy.deadline_error(self.call_timeout, True, reply)
             call.record.add_note("deadline passed; cancelled")
         call.undo_if_undelivered = is_successful_add(call.request, reply)
+        if not call.undo_if_undelivered:
+            # nothing will enter the pod again for this call: let go of it before the caller
+            # has the answer (an ADD's undo, should its reply not arrive, still needs them)
+            _close_netns_fds(call.request)
         self.reply(call, reply)
 
     def _undo_late_add(self, call: Call) -> bool:
@@ -347,13 +351,8 @@ class CallTable:
                     self.runner.submit(following)
             elif call.key is not None:
                 self.lanes.drop(call.key, call)
-        req = call.request
-        if req is not None:
-            for fd in (req.caller_netns_fd, req.target_netns_fd):
-                if fd is not None:
-                    with contextlib.suppress(OSError):
-                        os.close(fd)
-            req.caller_netns_fd = req.target_netns_fd = None
+        if call.request is not None:
+            _close_netns_fds(call.request)
         call.request = call.result = None  # stale timer entries may keep the call a while
         call.writer = None
         self.timers.compact(len(self.calls))
@@ -375,6 +374,15 @@ class CallTable:
                 rec.send,
                 f" ({rec.note})" if rec.note else "",
             )
+
+
+def _close_netns_fds(req: Request) -> None:
+    """Close the namespace fds the entry point sent (the caller's, the pod's), once."""
+    for fd in (req.caller_netns_fd, req.target_netns_fd):
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    req.caller_netns_fd = req.target_netns_fd = None
 
 
 def _json(data: Mapping[str, Any]) -> bytes:
