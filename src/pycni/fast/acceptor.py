@@ -28,6 +28,8 @@ from pycni.fast.stats import Stats, new_record
 from pycni.fast.transport import ReplyWriter
 from pycni.spec.errors import IO_FAILURE, TRY_AGAIN_LATER, CNIError
 
+__all__ = ["Acceptor", "Admit", "connection_limit"]
+
 log = logging.getLogger("pycni.daemon")
 
 BACKOFF = (0.1, 2.0)  # first and longest pause after EMFILE/ENFILE

@@ -14,6 +14,16 @@ from pycni.fast import autostart, protocol
 from pycni.fast.marker import ENTRY_MARKER
 from pycni.record import record
 
+__all__ = [
+    "BuildError",
+    "ForwarderSettings",
+    "build",
+    "c_string",
+    "config_header",
+    "find_compiler",
+    "source",
+]
+
 CFLAGS = ("-O2", "-Wall", "-Wextra", "-s")
 
 # Built binaries by (settings, source) digest: tests install many times in one process.

@@ -12,6 +12,8 @@ from pycni.fast.stats import CallRecord
 from pycni.fast.transport import ReplyWriter, RequestReader
 from pycni.record import field, record
 
+__all__ = ["Call", "Phase", "is_successful_add"]
+
 
 class Phase(Enum):
     RECEIVING = "receiving"

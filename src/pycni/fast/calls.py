@@ -30,6 +30,8 @@ from pycni.fast.transport import ReplyWriter, peer_hung_up
 from pycni.fast.worker import CallRunner
 from pycni.spec.errors import CNIError, TryAgainLater
 
+__all__ = ["CallTable", "Report"]
+
 log = logging.getLogger("pycni.daemon")
 
 Report = Callable[[], dict[str, Any]]

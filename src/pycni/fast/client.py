@@ -17,6 +17,8 @@ from typing import Any
 from pycni.fast import protocol
 from pycni.fast.protocol import Reply
 
+__all__ = ["DaemonUnavailable", "RunLocally", "call", "exchange", "ping", "stats"]
+
 
 class DaemonUnavailable(Exception):
     """No daemon accepted the connection: nothing ran, so running in-process is safe."""

@@ -15,6 +15,8 @@ from pycni.fast import policy, protocol
 from pycni.fast.call import Call, Phase
 from pycni.fast.calls import CallTable
 
+__all__ = ["on_timer"]
+
 log = logging.getLogger("pycni.daemon")
 
 

@@ -26,6 +26,20 @@ from pycni.fsutil import write_atomic
 from pycni.plugin import registry
 from pycni.record import field, record
 
+__all__ = [
+    "FORMS",
+    "InstallReport",
+    "config_line",
+    "entry_config",
+    "fallback_code",
+    "import_paths",
+    "install",
+    "interpreter",
+    "python_script",
+    "search_paths",
+    "site_dirs",
+]
+
 FORMS = ("auto", "c", "python", "inprocess")
 DEFAULT_SOCKET = protocol.DEFAULT_SOCKET
 _SHEBANG_LIMIT = 250

@@ -12,6 +12,8 @@ from collections import deque
 from enum import Enum
 from typing import Generic, TypeVar
 
+__all__ = ["Admission", "Lanes"]
+
 T = TypeVar("T")
 
 

@@ -10,6 +10,8 @@ import socket
 from pycni.fast.acceptor import Acceptor
 from pycni.fast.transport import bind_listener, socket_from_systemd
 
+__all__ = ["Listener"]
+
 
 class Listener:
     def __init__(self, path: str) -> None:

@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Callable
 
-__all__ = ["DEADLINE", "MAX_CONNECTIONS", "MetricsHTTPServer"]
+__all__ = ["MAX_REQUEST", "MetricsHTTPServer"]
 
 MAX_CONNECTIONS = 16
 DEADLINE = 5.0  # seconds from accept to the last byte of the answer

@@ -20,6 +20,8 @@ from collections.abc import Callable
 
 from pycni.net import ns as netns
 
+__all__ = ["Job", "WorkerPool"]
+
 log = logging.getLogger("pycni.daemon")
 
 Job = Callable[[], None]

@@ -12,6 +12,8 @@ from collections.abc import Container, Iterator
 
 from pycni.fast.call import Call
 
+__all__ = ["Timers"]
+
 
 class Timers:
     def __init__(self) -> None:

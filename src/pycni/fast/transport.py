@@ -18,6 +18,16 @@ import struct
 from pycni.fast import protocol
 from pycni.fast.protocol import Request
 
+__all__ = [
+    "ReplyWriter",
+    "RequestReader",
+    "SocketSetupError",
+    "Waker",
+    "bind_listener",
+    "peer_hung_up",
+    "socket_from_systemd",
+]
+
 LISTEN_FDS_START = 3
 _CHUNK = 1 << 20
 

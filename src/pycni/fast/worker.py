@@ -16,6 +16,8 @@ from pycni.fast.protocol import Reply, Request
 from pycni.fast.stats import Stats, ms
 from pycni.runtime.exec import CallControl
 
+__all__ = ["CallRunner", "Post"]
+
 log = logging.getLogger("pycni.daemon")
 
 Post = Callable[[str, Call], None]

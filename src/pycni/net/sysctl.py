@@ -24,6 +24,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pycni.net.netlink.kernel import Kernel
 
+__all__ = ["enable_forwarding", "path_of", "read", "try_write", "write"]
+
 
 def path_of(name: str) -> str:
     """``net.ipv4.ip_forward`` or ``net/ipv4/conf/eth0.100/x`` → the file under /proc/sys.
