@@ -45,7 +45,7 @@ from pycni.cluster.lease import (
     Listing,
 )
 from pycni.cluster.tenure import Tenures, Verdict
-from pycni.net import link, owned_routes, sysctl
+from pycni.net import link, owned_routes, procsys
 from pycni.net.netlink.client import rtnl
 from pycni.net.netlink.kernel_changes import KernelChanges
 from pycni.record import field, record
@@ -360,7 +360,8 @@ class Agent:
             path.renewed_at = time.monotonic()
             lease = path.lease
             self.log(f"leased {lease.subnet} (lease {lease.lease_id:x}, ttl {lease.ttl}s)")
-            sysctl.enable_forwarding(path.version)
+            with rtnl() as kernel:
+                procsys.enable_forwarding(kernel, procsys.THREAD, path.version)
             path.backend.configure(lease.subnet)
             if cfg.ipmasq:
                 masq.ensure(path.network.network)

@@ -20,11 +20,7 @@ import _thread  # threading.Lock is _thread.allocate_lock; threading costs an im
 import os
 from collections import OrderedDict
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from pycni.net.netlink.kernel import Kernel
-
-__all__ = ["enable_forwarding", "path_of", "read", "try_write", "write"]
+__all__ = ["path_of", "read", "try_write", "write"]
 
 
 def path_of(name: str) -> str:
@@ -123,32 +119,3 @@ def try_write(name: str, value: str) -> None:
         write(name, value)
     except OSError:
         return
-
-
-def ensure(name: str, value: str) -> None:
-    """Write only when the value differs (forwarding: avoid needless writes)."""
-    if read(name) != value:
-        write(name, value)
-
-
-def enable_forwarding(version: int, kernel: Kernel | None = None) -> None:
-    """ip_forward for IPv4, conf/all/forwarding for IPv6 (pkg/ip's EnableIP4/6Forward).
-
-    The current value is read over netlink (RTM_GETNETCONF, with ``kernel`` if given, a client
-    of this thread's namespace): opening /proc/sys/net/ipv4/* walks past an entry per
-    namespace that ever looked at it (docs/benchmarks.md). Only a needed write, or a kernel
-    that does not answer, goes through /proc/sys."""
-    from pycni.net.netlink.client import rtnl
-    from pycni.net.netlink.kernel import NetlinkError, family_of
-
-    name = "net/ipv4/ip_forward" if version == 4 else "net/ipv6/conf/all/forwarding"
-    try:
-        if kernel is not None:
-            current = kernel.forwarding(family_of(version))
-        else:
-            with rtnl() as own:
-                current = own.forwarding(family_of(version))
-    except NetlinkError:
-        current = None  # e.g. IPv6 off: the /proc/sys path answers as it always did
-    if current != 1:
-        ensure(name, "1")
