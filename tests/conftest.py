@@ -5,6 +5,9 @@
 - ``tmp_state``: per-test cache_dir / data_dir / conf_dir under tmp.
 - ``plugin_dir``: a directory with pycni's plugins installed (session scope), for CNI_PATH.
 - ``go_plugin_dir``: the Go reference plugins (/usr/lib/cni); skips nothing, fails if missing.
+- ``go_reference``: each Go reference in turn (tests/references.py: Debian's v1.1.1, then
+  upstream v1.9.1 with cnitool v1.3.0, which skips when ../shared/upstream is absent).
+- ``upstream_reference``: v1.9.1 alone (skips when absent).
 - ``cni_path``: ``plugin_dir`` as a CNI_PATH string.
 The session fails when a namespace of this run or any global CNI state leaked.
 
@@ -25,7 +28,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from tests import harness
+from tests import harness, references
 
 settings.register_profile("ci", derandomize=True, deadline=None, database=None)
 settings.register_profile("explore", deadline=None)
@@ -124,3 +127,30 @@ def cni_path(plugin_dir: Path) -> str:
 def go_plugin_dir() -> Path:
     assert (GO_PLUGIN_DIR / "bridge").exists(), "containernetworking-plugins is not installed"
     return GO_PLUGIN_DIR
+
+
+def _reference_or_skip(name: str) -> references.Reference:
+    found = references.reference(name)
+    if found is None:
+        if name == "v1.1.1":
+            pytest.fail("containernetworking-plugins (v1.1.1, /usr/lib/cni) is not installed")
+        pytest.skip(f"{name} reference not present (../shared/upstream or PYCNI_UPSTREAM)")
+    return found
+
+
+@pytest.fixture(scope="session", params=references.NAMES, ids=lambda n: f"go-{n}")
+def go_reference(request: pytest.FixtureRequest) -> references.Reference:
+    """Each Go reference in turn; the test id (``go-v1.9.1``) names the one a comparison ran
+    against."""
+    return _reference_or_skip(str(request.param))
+
+
+@pytest.fixture(scope="session")
+def upstream_reference() -> references.Reference:
+    """Today's upstream, v1.9.1 (plugins) with cnitool v1.3.0."""
+    return _reference_or_skip("v1.9.1")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    names = references.available()
+    return "Go references: " + (", ".join(names) if names else "none")
