@@ -8,6 +8,8 @@ command line; each test kills what it started, and checks that nothing is left r
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import json
 import os
 import shutil
 import signal
@@ -325,3 +327,91 @@ def test_idle_exit_never_resets_a_connection(work: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+ROUNDS = 200
+BAD_CALLS: list[tuple[str, dict[str, str], bytes, int]] = [
+    # (what, env without PATH, stdin, the CNI code the answer must carry)
+    ("bad JSON", {"CNI_NETNS": "/proc/self/ns/net"}, b'{bad json, "name": "n"}', 6),
+    ("missing env", {}, b'{"cniVersion": "1.0.0", "name": "n", "type": "bridge"}', 4),
+    ("no name", {"CNI_NETNS": "/proc/self/ns/net"}, b'{"cniVersion": "1.0.0"}', 7),
+]
+
+
+def entry_point_processes(bindir: Path) -> list[int]:
+    """Live processes running an entry point of ``bindir`` (calls, or the forks they made)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if str(bindir).encode() in cmdline and int(pid) != os.getpid():
+            found.append(int(pid))
+    return found
+
+
+def test_every_call_answers_json_in_fresh_autostart_rounds(work: Path) -> None:
+    """Each round finds no daemon (no socket, or the stale one a killed daemon leaves), so the
+    entry point starts one and runs the call in-process: a bad JSON, a missing env and a
+    no-name call must each answer a CNI error on stdout, never an empty stdout. (Bad JSON used
+    to die there: the C scanner builds its error from json.decoder, which nothing imported.)
+
+    The test holds the autostart lock, as a daemon that is starting does: the daemons the
+    rounds try to start give up, and 200 rounds cost no 200 daemon start-ups.
+    """
+    sock = str(work / "run" / "d.sock")
+    bins = {form: work / f"bin-{form}" for form in ("c", "python")}
+    for form, bindir in bins.items():
+        install.install(bindir, socket_path=sock, form=form, names=["bridge"], autostart=True)
+    os.mkdir(work / "run", 0o700)
+    lock = os.open(autostart.lock_path(sock), os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+
+    def call(round_: int, index: int) -> str | None:
+        what, env, stdin, code = BAD_CALLS[index]
+        bindir = bins["c" if round_ % 2 == 0 else "python"]
+        env = {"CNI_COMMAND": "ADD", "CNI_CONTAINERID": f"r{round_}", "CNI_IFNAME": "eth0",
+               "CNI_PATH": str(bindir), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", **env}  # fmt: skip
+        proc = subprocess.run(
+            [str(bindir / "bridge")], input=stdin, env=env, capture_output=True, timeout=60
+        )
+        try:
+            answer = json.loads(proc.stdout)
+        except ValueError:
+            answer = None
+        if proc.returncode == 1 and isinstance(answer, dict) and answer.get("code") == code:
+            return None
+        return f"round {round_} {what}: exit {proc.returncode}, {proc.stdout!r} {proc.stderr!r}"
+
+    try:
+        failures: list[str] = []
+        waiting_seen = 0
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            for round_ in range(ROUNDS):
+                if round_ % 4 == 1:  # a killed daemon's socket: connect() is refused
+                    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                    stale.bind(sock)
+                    stale.close()
+                elif os.path.exists(sock):
+                    os.unlink(sock)
+                calls = [pool.submit(call, round_, i) for i in range(len(BAD_CALLS))]
+                failures += [f for f in (c.result() for c in calls) if f is not None]
+                # A fork waiting for the lock must not hold the caller's stdout (a runtime
+                # reads it to its end): the calls returned, yet it may still be waiting.
+                waiting_seen += bool(
+                    entry_point_processes(bins["c" if round_ % 2 == 0 else "python"])
+                )
+        assert failures == [], f"{len(failures)} calls answered no CNI error:\n" + "\n".join(
+            failures[:5]
+        )
+        assert daemons(sock) == []  # none started: the lock was held throughout
+        assert waiting_seen > 0, "every call waited for its autostart fork to give up"
+    finally:
+        os.close(lock)
+        # the forks that tried to start a daemon give up within 2 s of the lock
+        deadline = time.monotonic() + 30
+        while any(entry_point_processes(b) for b in bins.values()):
+            assert time.monotonic() < deadline, "autostart forks still running"
+            time.sleep(0.05)
+        kill_all(sock)

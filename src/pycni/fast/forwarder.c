@@ -150,6 +150,12 @@ static void start_daemon(int caller) {
         lock = open(PYCNI_LOCK_PATH, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (lock < 0)
         _exit(0);
+    /* The runtime's stdout and stderr are let go before any waiting, the lock's included: a
+     * runtime reads them to their end, so it would wait as long as we hold them. */
+    int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    int log = open(PYCNI_LOG_PATH, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (null < 0 || log < 0 || dup2(null, 0) < 0 || dup2(log, 1) < 0 || dup2(log, 2) < 0)
+        _exit(0);
     /* Held: another daemon is starting or serving, or one that left when idle is still
      * closing its files (its socket is gone already). Only the last lasts long: retry a while. */
     for (int tries = 0; flock(lock, LOCK_EX | LOCK_NB) < 0; tries++) {
@@ -157,10 +163,6 @@ static void start_daemon(int caller) {
             _exit(0);
         usleep(LOCK_RETRY_US);
     }
-    int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    int log = open(PYCNI_LOG_PATH, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (null < 0 || log < 0 || dup2(null, 0) < 0 || dup2(log, 1) < 0 || dup2(log, 2) < 0)
-        _exit(0); /* the runtime's stdout and stderr are let go before any waiting */
     if (caller >= 0) {
         struct pollfd done = {.fd = caller, .events = POLLIN};
         while (poll(&done, 1, CALLER_WAIT_MS) < 0 && errno == EINTR)

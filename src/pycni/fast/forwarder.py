@@ -191,6 +191,13 @@ def _start_daemon(caller: int | None) -> None:
         except FileNotFoundError:
             os.mkdir(os.path.dirname(SOCKET_PATH), 0o700)
             lock = os.open(LOCK_PATH, flags, 0o600)
+        # The runtime's stdout and stderr are let go before any waiting, the lock's included:
+        # a runtime reads them to their end, so it would wait as long as we hold them.
+        null = os.open("/dev/null", os.O_RDONLY | os.O_CLOEXEC)
+        log = os.open(LOG_PATH, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        os.dup2(null, 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
         # Held: another daemon is starting or serving, or one that left when idle is still
         # closing its files (its socket is gone already). Only the last lasts long: retry.
         for tries in range(LOCK_RETRIES + 1):
@@ -201,11 +208,6 @@ def _start_daemon(caller: int | None) -> None:
                 if tries == LOCK_RETRIES:
                     raise
                 time.sleep(LOCK_RETRY)
-        null = os.open("/dev/null", os.O_RDONLY | os.O_CLOEXEC)
-        log = os.open(LOG_PATH, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        os.dup2(null, 0)
-        os.dup2(log, 1)
-        os.dup2(log, 2)  # the runtime's stdout and stderr are let go before any waiting
         if caller is not None:  # importing the plugins takes CPU the in-process call needs
             import select
 

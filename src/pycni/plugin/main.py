@@ -7,7 +7,7 @@ import sys
 
 from pycni.plugin import skel
 from pycni.spec import version
-from pycni.spec.errors import IOFailure
+from pycni.spec.errors import InternalError, IOFailure
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -30,7 +30,11 @@ def main(plugin_type: str | None = None) -> NoReturn:
         err = IOFailure(f"error reading from stdin: {exc}")
         outcome = skel.Outcome(err.to_json(version.CURRENT).encode(), b"", 1)
     else:
-        outcome = skel.run(plugin_type, os.environ, stdin)
+        try:
+            outcome = skel.run(plugin_type, os.environ, stdin)
+        except Exception as exc:  # skel.run answers every call; a runtime must see an error
+            failure = InternalError(f"pycni: the plugin call failed: {type(exc).__name__}: {exc}")
+            outcome = skel.Outcome(failure.to_json(version.CURRENT).encode(), b"", 1)
     if outcome.stderr:
         sys.stderr.buffer.write(outcome.stderr)
         sys.stderr.flush()

@@ -60,6 +60,14 @@ def loads(data: str | bytes, parse_constant: Callable[[str], Any] | None = None)
         value, end = scanner(text, start)  # (it clears its key memo itself after each call)
     except StopIteration:
         return _stdlib_loads(text, parse_constant)  # raises json's JSONDecodeError
+    except SystemError:
+        # Most syntax errors make the C scanner build a JSONDecodeError from the class it
+        # finds in sys.modules["json.decoder"]; when nothing imported json yet (a one-shot
+        # in-process call), it fails with SystemError instead. json's own loads raises the
+        # right error (and imports json.decoder for the next time).
+        if "json.decoder" in sys.modules:
+            raise
+        return _stdlib_loads(text, parse_constant)
     if len(text.rstrip(_WHITESPACE)) > end:
         return _stdlib_loads(text, parse_constant)  # raises "Extra data"
     return value
