@@ -344,7 +344,7 @@ def test_go_and_pycni_share_a_network(net: Net, plugin_dir: Path) -> None:
     ours.call("DEL", 0, "web").ok()  # pycni removes the reference's name
     assert wait_resolves(net.pods[2], "web", []) == []
     records = xdg / "containers" / "cni" / "dnsname-pycni" / NETWORK
-    assert [p.name for p in records.iterdir()] == ["c1-eth0"]
+    assert [p.name for p in records.iterdir()] == ["c1:eth0"]
     go.call("DEL", 1, "db").ok()  # and the reference pycni's last one: it stops dnsmasq
     deadline = time.monotonic() + 15  # the reference SIGKILLs it without waiting for its end
     while ours.dnsmasq():

@@ -69,7 +69,10 @@ def test_base_dir_follows_xdg_runtime_dir() -> None:
         files.base_dir({"XDG_RUNTIME_DIR": "run/user"})
     assert err.value.code == 4 and "XDG_RUNTIME_DIR" in err.value.msg
     net = NetworkFiles(Path("/tmp/x/containers/cni/dnsname"), "n1")
-    assert net.record("cid", "eth0") == Path("/tmp/x/containers/cni/dnsname-pycni/n1/cid-eth0")
+    assert net.record("cid", "eth0") == Path("/tmp/x/containers/cni/dnsname-pycni/n1/cid:eth0")
+    assert net.legacy_record("cid", "eth0") == Path(
+        "/tmp/x/containers/cni/dnsname-pycni/n1/cid-eth0"
+    )
 
 
 def test_host_lines_and_removal_follow_the_reference() -> None:
@@ -112,10 +115,13 @@ def test_records(tmp_path: Path) -> None:
     files.write_record(net, "c1", "eth0", web)
     files.write_record(net, "c2", "eth0", db)
     assert files.read_record(net, "c1", "eth0") == web
-    assert files.all_records(net) == {"c1-eth0": web, "c2-eth0": db}
+    assert files.all_records(net) == {"c1:eth0": web, "c2:eth0": db}
     (net.records / "c3-eth0").write_text("old\n")  # written by an older pycni: no addresses
-    assert files.read_record(net, "c3", "eth0") == files.Entry("old")
-    files.remove_record(net, "c3", "eth0")
+    assert files.read_record(net, "c3", "eth0") is None
+    assert files.read_legacy_record(net, "c3", "eth0") == files.Entry("old")
+    assert files.all_records(net)["c3-eth0"] == files.Entry("old")
+    files.remove_legacy_record(net, "c3", "eth0")
+    assert files.read_legacy_record(net, "c3", "eth0") is None
     files.remove_record(net, "c1", "eth0")
     files.remove_record(net, "c1", "eth0")
     assert files.read_record(net, "c1", "eth0") is None

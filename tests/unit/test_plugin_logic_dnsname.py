@@ -133,11 +133,12 @@ def run(
     name: str = "web",
     cid: str = "",
     fail_at: str = "",
+    ifname: str = "eth0",
 ) -> tuple[int, Any]:
     extra = {"CNI_ARGS": f"K8S_POD_NAME={name}" if name else "", "XDG_RUNTIME_DIR": str(tmp_path)}
     if cid:
         extra["CNI_CONTAINERID"] = cid
-    return call(host, "dnsname", command, config, fail_at=fail_at, extra_env=extra)
+    return call(host, "dnsname", command, config, ifname=ifname, fail_at=fail_at, extra_env=extra)
 
 
 def net_dir(tmp_path: Path) -> Path:
@@ -274,3 +275,68 @@ def test_a_failure_at_each_step_of_a_later_add_keeps_the_first_containers_name(
         assert code == 1 and f"injected failure at step {step!r}" in reply["msg"], reply
         assert tree(tmp_path) == before, step
         assert chain.rules == [RULE] and daemon.running, step
+
+
+def records_dir(tmp_path: Path) -> Path:
+    return tmp_path / "containers" / "cni" / "dnsname-pycni" / "podnet"
+
+
+def test_attachments_whose_old_record_names_collide_stay_apart(
+    host: FakePluginHost, tmp_path: Path, daemon: Dnsmasq, chain: InputChain
+) -> None:
+    """(a-x, eth0) and (a, x-eth0) were both recorded as a-x-eth0: the second ADD took the
+    first one's record for its own and removed its name; a DEL removed the other's record."""
+    db = {**PREV, "ips": [{"address": "10.88.0.6/16", "interface": 1}]}
+    assert run(host, tmp_path, "ADD", conf(), name="web", cid="a-x")[0] == 0
+    assert (
+        run(host, tmp_path, "ADD", with_prev(conf(), db), name="db", cid="a", ifname="x-eth0")[0]
+        == 0
+    )
+    assert hosts_names(tmp_path) == [("10.88.0.5", "web"), ("10.88.0.6", "db")]
+    assert sorted(p.name for p in records_dir(tmp_path).iterdir()) == ["a-x:eth0", "a:x-eth0"]
+    # DEL without a name in CNI_ARGS: what it removes comes from its own record only
+    assert run(host, tmp_path, "DEL", conf(), name="", cid="a", ifname="x-eth0")[0] == 0
+    assert hosts_names(tmp_path) == [("10.88.0.5", "web")]
+    assert run(host, tmp_path, "CHECK", conf(), name="", cid="a-x")[0] == 0
+    assert run(host, tmp_path, "DEL", conf(), name="", cid="a-x")[0] == 0
+    assert not net_dir(tmp_path).exists() and chain.rules == [] and not daemon.running
+
+
+def test_record_names_escape_what_would_make_them_ambiguous() -> None:
+    from pycni.plugins.meta.dnsname.files import record_name
+
+    pairs = [("a", "b:c"), ("a:b", "c"), ("a%3Ab", "c"), ("a", "b%3Ac"), ("a/b", "c"), ("a-x", "y")]
+    names = [record_name(cid, ifname) for cid, ifname in pairs]
+    assert len(set(names)) == len(pairs), names
+    assert all("/" not in name and name.count(":") == 1 for name in names)
+
+
+def test_records_an_older_pycni_wrote_are_still_found_and_removed(
+    host: FakePluginHost, tmp_path: Path, daemon: Dnsmasq, chain: InputChain
+) -> None:
+    """A node upgraded in place: records named <containerID>-<ifname> by the old naming."""
+    db = {**PREV, "ips": [{"address": "10.88.0.6/16", "interface": 1}]}
+    gone = {**PREV, "ips": [{"address": "10.88.0.7/16", "interface": 1}]}
+    for cid, name, prev in (("c1", "web", PREV), ("c2", "db", db), ("c3", "old", gone)):
+        assert run(host, tmp_path, "ADD", with_prev(conf(), prev), name=name, cid=cid)[0] == 0
+        (records_dir(tmp_path) / f"{cid}:eth0").rename(records_dir(tmp_path) / f"{cid}-eth0")
+    # DEL with no prevResult and no name: the old record says what c1 published
+    assert run(host, tmp_path, "DEL", conf(), name="", cid="c1")[0] == 0
+    assert hosts_names(tmp_path) == [("10.88.0.6", "db"), ("10.88.0.7", "old")]
+    assert not (records_dir(tmp_path) / "c1-eth0").exists()
+    # a repeated ADD of c2 replaces its lines and its old record by a new one
+    assert run(host, tmp_path, "ADD", with_prev(conf(), db), name="db", cid="c2")[0] == 0
+    assert hosts_names(tmp_path) == [("10.88.0.7", "old"), ("10.88.0.6", "db")]
+    assert sorted(p.name for p in records_dir(tmp_path).iterdir()) == ["c2:eth0", "c3-eth0"]
+    # GC: c3 is gone (its old record and name go), c2 stays
+    gc: dict[str, Any] = {"cniVersion": "1.1.0", "name": "podnet", "type": "dnsname"}
+    gc["cni.dev/valid-attachments"] = [{"containerID": "c2", "ifname": "eth0"}]
+    assert run(host, tmp_path, "GC", gc, name="")[0] == 0
+    assert hosts_names(tmp_path) == [("10.88.0.6", "db")]
+    assert sorted(p.name for p in records_dir(tmp_path).iterdir()) == ["c2:eth0"]
+    # an old record that publishes another name than the call's is not taken for its own
+    (records_dir(tmp_path) / "c2:eth0").rename(records_dir(tmp_path) / "c2-eth0")
+    assert run(host, tmp_path, "DEL", conf(), name="other", cid="c2")[0] == 0
+    assert hosts_names(tmp_path) == [("10.88.0.6", "db")]
+    assert run(host, tmp_path, "DEL", conf(), name="", cid="c2")[0] == 0
+    assert not net_dir(tmp_path).exists() and not records_dir(tmp_path).exists()

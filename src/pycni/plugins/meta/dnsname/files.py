@@ -4,9 +4,14 @@ Per network, under ``$XDG_RUNTIME_DIR/containers/cni/dnsname`` (or
 ``/run/containers/cni/dnsname`` without it): ``dnsmasq.conf``, ``addnhosts`` (one line per
 address: ``IP<TAB>name<TAB>alias…``), ``pidfile`` (written by dnsmasq) and ``lock`` (flock).
 pycni also records which attachment published which name for which addresses, in the
-sibling directory ``dnsname-pycni/<network>/<containerID>-<ifname>`` (``name\nIP IP…\n``),
+sibling directory ``dnsname-pycni/<network>/<containerID>:<ifname>`` (``name\nIP IP…\n``),
 so DEL works without prevResult, removes only its own attachment's lines (another container
 may publish the same name), and GC knows which names belong to containers that are gone.
+The two parts are escaped (``%`` ``:`` ``/`` as ``%25`` ``%3A`` ``%2F``; none is valid in
+either), so one file name belongs to one attachment. Older pycni named records
+``<containerID>-<ifname>``, which two attachments can share (``a-x``,``eth0`` and
+``a``,``x-eth0``): those are still read (``legacy_record``) so that a node upgraded in place
+still removes them.
 
 The runtime directory comes from the environment (XDG_RUNTIME_DIR), so before any file is
 touched ``secure`` opens the path component by component (fsutil.open_dir_nofollow): every
@@ -39,12 +44,16 @@ __all__ = [
     "base_dir",
     "conf_interface",
     "host_lines",
+    "legacy_record_name",
     "locked",
     "make_directory",
     "names_in",
     "prune_records",
+    "read_legacy_record",
     "read_lines",
     "read_record",
+    "record_name",
+    "remove_legacy_record",
     "remove_network",
     "remove_record",
     "render_conf",
@@ -97,6 +106,19 @@ def base_dir(env: Mapping[str, str]) -> Path:
     return DEFAULT_BASE
 
 
+_ESCAPES = str.maketrans({"%": "%25", ":": "%3A", "/": "%2F"})
+
+
+def record_name(container_id: str, ifname: str) -> str:
+    """``<containerID>:<ifname>``, each part escaped: no two attachments share it."""
+    return f"{container_id.translate(_ESCAPES)}:{ifname.translate(_ESCAPES)}"
+
+
+def legacy_record_name(container_id: str, ifname: str) -> str:
+    """The name an older pycni gave the record (ambiguous: both parts may contain '-')."""
+    return f"{container_id}-{ifname}"
+
+
 @record(frozen=True)
 class NetworkFiles:
     """The files of one network's dnsmasq."""
@@ -125,7 +147,10 @@ class NetworkFiles:
         return self.base.parent / RECORDS_DIR / self.network
 
     def record(self, container_id: str, ifname: str) -> Path:
-        return self.records / f"{container_id}-{ifname}"
+        return self.records / record_name(container_id, ifname)
+
+    def legacy_record(self, container_id: str, ifname: str) -> Path:
+        return self.records / legacy_record_name(container_id, ifname)
 
     @property
     def runtime_dir(self) -> str:
@@ -367,16 +392,30 @@ def _read_nofollow(path: Path) -> str:
         os.close(fd)
 
 
-def read_record(files: NetworkFiles, container_id: str, ifname: str) -> Entry | None:
+def _read_entry(path: Path) -> Entry | None:
     try:
-        return _parse_record(_read_nofollow(files.record(container_id, ifname)))
+        return _parse_record(_read_nofollow(path))
     except (FileNotFoundError, NotADirectoryError):
         return None
+
+
+def read_record(files: NetworkFiles, container_id: str, ifname: str) -> Entry | None:
+    return _read_entry(files.record(container_id, ifname))
+
+
+def read_legacy_record(files: NetworkFiles, container_id: str, ifname: str) -> Entry | None:
+    """The record an older pycni wrote (it may be another attachment's: the name is shared)."""
+    return _read_entry(files.legacy_record(container_id, ifname))
 
 
 def remove_record(files: NetworkFiles, container_id: str, ifname: str) -> None:
     with contextlib.suppress(FileNotFoundError, NotADirectoryError):
         files.record(container_id, ifname).unlink()
+
+
+def remove_legacy_record(files: NetworkFiles, container_id: str, ifname: str) -> None:
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        files.legacy_record(container_id, ifname).unlink()
 
 
 def prune_records(files: NetworkFiles) -> None:
@@ -405,7 +444,8 @@ def prune_records(files: NetworkFiles) -> None:
 
 
 def all_records(files: NetworkFiles) -> dict[str, Entry]:
-    """``<containerID>-<ifname>`` -> its entry, for every attachment recorded on this network."""
+    """File name (``record_name``, or an older pycni's ``legacy_record_name``) -> its entry,
+    for every attachment recorded on this network."""
     out: dict[str, Entry] = {}
     try:
         entries = list(files.records.iterdir())

@@ -86,6 +86,19 @@ def _network(req: Request, network: str, *, create: bool) -> NetworkFiles:
     return net
 
 
+def _recorded(net: NetworkFiles, req: Request, name: str | None) -> tuple[files.Entry | None, bool]:
+    """This attachment's record, and whether it is one an older pycni wrote under the shared
+    ``<containerID>-<ifname>`` name. Such a record may be another attachment's: it is taken
+    as ours only when it publishes the name this call gives (or the call gives none)."""
+    own = files.read_record(net, req.container_id, req.ifname)
+    if own is not None:
+        return own, False
+    legacy = files.read_legacy_record(net, req.container_id, req.ifname)
+    if legacy is not None and (name is None or legacy.name == name):
+        return legacy, True
+    return None, False
+
+
 def _prev_ips(req: Request) -> list[str]:
     try:
         prev = req.prev_result()
@@ -116,13 +129,15 @@ class Dnsname(Plugin):
                 files.write_conf(net, files.render_conf(net, cfg.domain, bridge))
                 rb.step("firewall")
                 firewall.ensure(bridge)
-            own = files.read_record(net, req.container_id, req.ifname)
+            own, legacy = _recorded(net, req, name)
             _publish(net, rb, own, entry, cfg.aliases)
             rb.step("record")
             files.write_record(net, req.container_id, req.ifname, entry)
             rb.push("record", lambda: files.remove_record(net, req.container_id, req.ifname))
             rb.step("dnsmasq")
             dnsmasq.reload(net)
+            if legacy:  # superseded by the record just written
+                files.remove_legacy_record(net, req.container_id, req.ifname)
         prev.dns.nameservers = servers + prev.dns.nameservers
         prev.dns.search = [*prev.dns.search, cfg.domain]
         return prev
@@ -138,17 +153,23 @@ class Dnsname(Plugin):
             return
         # The name CNI_ARGS gives (else the recorded one), for the addresses this attachment
         # published (recorded; else prevResult's, e.g. after the reference's ADD).
-        recorded = files.read_record(net, req.container_id, req.ifname)
+        recorded, legacy = _recorded(net, req, cfg.pod_name or None)
         name = cfg.pod_name or (recorded.name if recorded is not None else None)
         ips = recorded.ips if recorded is not None else tuple(_prev_ips(req))
         entry = files.Entry(name, ips) if name else None
-        if not net.directory.is_dir():  # e.g. the reference's DEL of the last name removed it
+
+        def forget() -> None:
             files.remove_record(net, req.container_id, req.ifname)
+            if legacy:
+                files.remove_legacy_record(net, req.container_id, req.ifname)
+
+        if not net.directory.is_dir():  # e.g. the reference's DEL of the last name removed it
+            forget()
             files.prune_records(net)
             return
         log: list[str] = []
         with files.locked(net, create=False) as held:
-            files.remove_record(net, req.container_id, req.ifname)
+            forget()
             if held and entry is not None:
                 self._unpublish(net, entry, log)
         for line in log:
@@ -169,7 +190,7 @@ class Dnsname(Plugin):
         if prev is None:
             raise CNIError(INVALID_NETWORK_CONFIG, "Required prevResult missing")
         net = _network(req, cfg.network, create=False)
-        recorded = files.read_record(net, req.container_id, req.ifname)
+        recorded, _legacy = _recorded(net, req, cfg.pod_name or None)
         name = cfg.pod_name or (recorded.name if recorded is not None else None)
         if name is None:
             config.require_pod_name(cfg)
@@ -193,7 +214,10 @@ class Dnsname(Plugin):
         """Drop the names of recorded attachments that are not in the valid list."""
         cfg = config.parse(req)
         net = _network(req, cfg.network, create=False)
-        valid = {f"{cid}-{ifname}" for cid, ifname in req.valid_attachments() or []}
+        attachments = req.valid_attachments() or []
+        valid = {files.record_name(cid, ifname) for cid, ifname in attachments}
+        # an older pycni's records of live attachments (their shared names) stay too
+        valid |= {files.legacy_record_name(cid, ifname) for cid, ifname in attachments}
         if not net.directory.is_dir():
             for key in files.all_records(net):
                 (net.records / key).unlink(missing_ok=True)
