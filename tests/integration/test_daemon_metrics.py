@@ -166,7 +166,11 @@ def test_metrics_count_the_calls_errors_and_rollbacks(
         for i in range(3):
             call("DEL", i, config).ok()
         stats = client.stats(sock)["counts"]
-        text = scrape(metrics)
+        # The text is rendered at most once a second: wait for one rendered after the calls.
+        deadline = time.monotonic() + 10
+        while value(samples(text := scrape(metrics)), "pycni_daemon_calls_total") < stats["calls"]:
+            assert time.monotonic() < deadline, text
+            time.sleep(0.1)
     finally:
         assert daemon.stop() == 0
     assert not os.path.exists(metrics)  # removed on exit
@@ -198,3 +202,71 @@ def test_metrics_refuse_addresses_off_this_node(address: str, tmp_path: Path) ->
     assert proc.returncode == 1, proc
     assert "cannot serve metrics" in proc.stderr
     assert not (tmp_path / "d.sock").exists()
+
+
+SQUATTER = """
+import socket, sys
+s = socket.socket()
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(8)
+print("bound", flush=True)
+sys.stdin.read()  # until the test lets go
+"""
+
+
+def scrape_tcp(node: harness.Namespace, port: int) -> bytes | None:
+    """GET /metrics on 127.0.0.1:port in ``node``'s namespace; None when nothing answers."""
+    with node.entered():
+        try:
+            conn = socket.create_connection(("127.0.0.1", port), timeout=10)
+        except OSError:
+            return None
+    try:
+        conn.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+        data = b""
+        while chunk := conn.recv(65536):
+            data += chunk
+        return data
+    except OSError:
+        return None
+    finally:
+        conn.close()
+
+
+def test_a_metrics_port_taken_by_another_user_never_stops_the_daemon(
+    node: harness.Namespace,
+    work: Path,  # noqa: F811
+) -> None:
+    """User nobody binds the metrics port first: the daemon used to exit ("Address already
+    in use") before it served the CNI socket. Now it serves calls, warns, and takes the port
+    once it is free."""
+    with socket.socket() as probe, node.entered():
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    squatter = subprocess.Popen(
+        ["nsenter", f"--net={node.path}", "--", "setpriv", "--reuid=65534", "--regid=65534",
+         "--clear-groups", sys.executable, "-c", SQUATTER, str(port)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    )  # fmt: skip
+    daemon = None
+    try:
+        assert squatter.stdout is not None and squatter.stdout.readline() == b"bound\n"
+        daemon = start_daemon(work, "--metrics", f"127.0.0.1:{port}", netns=node.path)
+        assert client.ping(daemon.socket_path)["status"] == "ok"  # the CNI socket is served
+        log = daemon.log.read_text()
+        assert f"cannot serve metrics on 127.0.0.1:{port} yet" in log and "retrying" in log, log
+        assert scrape_tcp(node, port) in (None, b"")  # the squatter never answers
+        squatter.communicate(b"", timeout=30)  # it lets go of the port
+        deadline = time.monotonic() + 60  # retries 1, 2, 4, ... s apart
+        while not (got := scrape_tcp(node, port) or b"").startswith(b"HTTP/1.0 200"):
+            assert time.monotonic() < deadline, daemon.log.read_text()
+            assert daemon.proc.poll() is None, daemon.log.read_text()
+            time.sleep(0.1)
+        assert b"pycni_daemon_info" in got
+        assert f"metrics on 127.0.0.1:{port} (after" in daemon.log.read_text()
+    finally:
+        if squatter.poll() is None:
+            squatter.kill()
+            squatter.wait()
+        if daemon is not None:
+            assert daemon.stop() == 0

@@ -157,30 +157,34 @@ def run(args: argparse.Namespace) -> int:
         idle_exit=args.idle_exit,
         autostarted=autostarted,
     )
-    metrics = None
-    if args.metrics:  # before binding: a refused address leaves no daemon socket behind
-        from pycni.fast import policy
-        from pycni.fast.metrics import DaemonMetrics, MetricsAddressError
+    if args.metrics:  # a malformed address is refused before anything is bound
+        from pycni.fast.metrics import MetricsAddressError, check_address
 
-        daemon.plugins = policy.preload_plugins()
-        metrics = DaemonMetrics(daemon.load, daemon.plugins)
         try:
-            where = metrics.serve(args.metrics)
-        except (OSError, MetricsAddressError) as exc:
+            check_address(args.metrics)
+        except MetricsAddressError as exc:
             sys.stderr.write(f"pycni daemon: cannot serve metrics on {args.metrics}: {exc}\n")
             return 1
+    # The CNI socket first: whatever happens to the metrics, calls are served.
     try:
         daemon.bind()
     except (OSError, SocketSetupError) as exc:
         sys.stderr.write(f"pycni daemon: cannot listen on {args.socket}: {exc}\n")
-        if metrics is not None:
-            metrics.close()
         return 1
+    metrics = None
+    if args.metrics:
+        from pycni.fast import policy
+        from pycni.fast.metrics import DaemonMetrics
+
+        daemon.plugins = policy.preload_plugins()
+        metrics = DaemonMetrics(daemon.load, daemon.plugins)
+        metrics.describe({"started_by": daemon.started_by(), "socket": daemon.socket_path})
+        where = metrics.serve_or_retry(args.metrics)  # can't be had now: a warning and retries
+        if where is not None:
+            logging.getLogger("pycni.daemon").info("metrics on %s", where)
     observers: list[Callable[[Any], None]] = []
     if metrics is not None:
-        metrics.describe({"started_by": daemon.started_by(), "socket": daemon.socket_path})
         observers.append(metrics.observe)
-        logging.getLogger("pycni.daemon").info("metrics on %s", where)
     exporter = None
     if otlp_url is not None:
         from pycni.fast.otlp import Exporter

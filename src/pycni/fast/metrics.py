@@ -16,15 +16,24 @@ autostart, socket-activation, systemd or manual).
 
 Labels are bounded: plugin types the daemon serves (else "other"), the CNI verbs (else
 "other"), codes 0-999 (else "other"): a caller cannot grow the label sets.
+
+The metrics never decide whether the daemon serves: it binds the CNI socket first, and an
+address that cannot be had (a port someone else bound, a socket path in use) is a warning
+and a retry (``serve_or_retry``), never an exit. The text is rendered at most once per
+``RENDER_EVERY`` seconds and shared by every scrape: scrapers in a loop cost the calls next
+to nothing (rendering the registry anew per request took the interpreter from the workers).
 """
 
 from __future__ import annotations
 
 import contextlib
 import ipaddress
+import logging
 import os
 import socket
 import stat
+import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -37,14 +46,60 @@ import pycni
 from pycni.fast.metrics_http import MetricsHTTPServer
 from pycni.fast.stats import CallRecord
 
-__all__ = ["DaemonMetrics", "MetricsAddressError"]
+__all__ = [
+    "DaemonMetrics",
+    "MetricsAddressError",
+    "MetricsUnavailable",
+    "SharedRender",
+    "check_address",
+]
 
 COMMANDS = frozenset({"ADD", "DEL", "CHECK", "STATUS", "GC", "VERSION"})
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10, 30, 120)
 
 
+RENDER_EVERY = 1.0  # seconds: scrapes within this get the text rendered for the first one
+RETRY_FIRST = 1.0  # seconds before the first retry of an address that could not be had
+RETRY_MAX = 30.0
+
+log = logging.getLogger("pycni.daemon")
+
+
 class MetricsAddressError(ValueError):
     """--metrics is neither unix:/absolute/path nor a loopback HOST:PORT."""
+
+
+class MetricsUnavailable(Exception):
+    """The address is valid but cannot be had now (in use, or a non-socket at the path)."""
+
+
+class SharedRender:
+    """``render()`` at most once per ``every`` seconds; every caller in between (any thread,
+    any server) gets the same bytes. A failure is not kept: the next scrape tries again."""
+
+    def __init__(
+        self,
+        render: Callable[[], bytes],
+        every: float = RENDER_EVERY,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._render = render
+        self._every = every
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._text: bytes | None = None
+        self._at = 0.0
+        self.renders = 0  # how many times the registry was rendered (tests, curiosity)
+
+    def __call__(self) -> bytes:
+        with self._lock:
+            now = self._clock()
+            if self._text is None or now - self._at >= self._every:
+                self._text = None
+                text = self._render()
+                self.renders += 1
+                self._text, self._at = text, now
+            return self._text
 
 
 class _Load(Collector):
@@ -105,7 +160,11 @@ class DaemonMetrics:
         self._info = Info("pycni_daemon", "How this daemon was started", registry=self.registry)
         self._info.info({"version": pycni.__version__})
         self.registry.register(_Load(read_load))
+        self.render = SharedRender(lambda: generate_latest(self.registry))
         self._servers: list[tuple[MetricsHTTPServer, str | None]] = []
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._retries: list[threading.Thread] = []
 
     def describe(self, labels: Mapping[str, str]) -> None:
         """Label pycni_daemon_info (started_by, socket): known once the socket is bound."""
@@ -123,44 +182,79 @@ class DaemonMetrics:
             self._errors.labels(plugin, command, code).inc()
 
     def serve(self, address: str) -> str:
-        """Start serving on ``address`` from a thread; returns where it listens."""
-        listener, where, path = _listen(address)
-        server = MetricsHTTPServer(listener, lambda: generate_latest(self.registry))
-        server.start()
-        self._servers.append((server, path))
+        """Start serving on ``address`` from a thread; returns where it listens. Raises
+        MetricsAddressError, MetricsUnavailable or OSError."""
+        listener, where, path = _listen(check_address(address))
+        server = MetricsHTTPServer(listener, self.render)
+        with self._lock:
+            if self._closed.is_set():
+                listener.close()
+                return where
+            server.start()
+            self._servers.append((server, path))
         return where
+
+    def serve_or_retry(self, address: str) -> str | None:
+        """``serve``, except that an address that cannot be had now is a warning and a retry
+        from a thread (every RETRY_FIRST s, doubling to RETRY_MAX) until it is had or
+        ``close()``: where it listens, or None while retrying. A malformed address still
+        raises MetricsAddressError (before anything was bound)."""
+        check_address(address)
+        try:
+            return self.serve(address)
+        except (OSError, MetricsUnavailable) as exc:
+            log.warning("cannot serve metrics on %s yet: %s; retrying", address, _why(exc))
+        thread = threading.Thread(
+            target=self._retry, args=(address,), name="pycni-metrics-retry", daemon=True
+        )
+        self._retries.append(thread)
+        thread.start()
+        return None
+
+    def _retry(self, address: str) -> None:
+        wait, attempts, last = RETRY_FIRST, 1, ""
+        while not self._closed.wait(wait):
+            attempts += 1
+            try:
+                where = self.serve(address)
+            except (OSError, MetricsUnavailable, MetricsAddressError) as exc:
+                if _why(exc) != last:  # a new reason is worth a line, the same one is not
+                    last = _why(exc)
+                    log.warning("cannot serve metrics on %s yet: %s; retrying", address, last)
+                wait = min(wait * 2, RETRY_MAX)
+                continue
+            if not self._closed.is_set():
+                log.info("metrics on %s (after %d attempts)", where, attempts)
+            return
 
     @property
     def servers(self) -> list[MetricsHTTPServer]:
         return [server for server, _path in self._servers]
 
     def close(self) -> None:
-        for server, path in self._servers:
+        with self._lock:
+            self._closed.set()
+            servers, self._servers = self._servers, []
+        for thread in self._retries:
+            thread.join(10)
+        for server, path in servers:
             server.close()
             if path is not None:
                 with contextlib.suppress(OSError):
                     os.unlink(path)
-        self._servers.clear()
 
 
-def _listen(address: str) -> tuple[socket.socket, str, str | None]:
-    """A listening socket for ``address``: (socket, where, unix path or None)."""
+def _why(exc: BaseException) -> str:
+    return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+
+
+def check_address(address: str) -> tuple[str, int | str]:
+    """("unix", path) or (ip, port) for a valid ``address``; else MetricsAddressError."""
     if address.startswith("unix:"):
         path = address[len("unix:") :]
         if not os.path.isabs(path):
             raise MetricsAddressError(f"--metrics unix:PATH needs an absolute path, not {path!r}")
-        _remove_stale(path)
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        old = os.umask(0o177)  # root only, like the daemon's socket
-        try:
-            sock.bind(path)
-        except BaseException:
-            sock.close()
-            raise
-        finally:
-            os.umask(old)
-        sock.listen(64)
-        return sock, f"unix:{path}", path
+        return "unix", path
     host, sep, port_text = address.rpartition(":")
     host = host.strip("[]")
     wrong = MetricsAddressError(
@@ -174,10 +268,31 @@ def _listen(address: str) -> tuple[socket.socket, str, str | None]:
         raise wrong from None
     if not sep or not ip.is_loopback or not 0 <= port <= 65535:
         raise wrong
+    return str(ip), port
+
+
+def _listen(address: tuple[str, int | str]) -> tuple[socket.socket, str, str | None]:
+    """A listening socket for a checked address: (socket, where, unix path or None)."""
+    kind, where = address
+    if kind == "unix":
+        path = str(where)
+        _remove_stale(path)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o177)  # root only, like the daemon's socket
+        try:
+            sock.bind(path)
+        except BaseException:
+            sock.close()
+            raise
+        finally:
+            os.umask(old)
+        sock.listen(64)
+        return sock, f"unix:{path}", path
+    ip = ipaddress.ip_address(kind)
     sock = socket.socket(socket.AF_INET6 if ip.version == 6 else socket.AF_INET)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((str(ip), port))
+        sock.bind((str(ip), int(where)))
         sock.listen(64)
     except BaseException:
         sock.close()
@@ -190,13 +305,13 @@ def _listen(address: str) -> tuple[socket.socket, str, str | None]:
 def _remove_stale(path: str) -> None:
     with contextlib.suppress(FileNotFoundError):
         if not stat.S_ISSOCK(os.lstat(path).st_mode):
-            raise MetricsAddressError(f"{path} exists and is not a socket")
+            raise MetricsUnavailable(f"{path} exists and is not a socket")
         probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             probe.connect(path)
         except OSError:
             os.unlink(path)  # stale
         else:
-            raise MetricsAddressError(f"something is serving on {path} already")
+            raise MetricsUnavailable(f"something is serving on {path} already")
         finally:
             probe.close()

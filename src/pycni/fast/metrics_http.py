@@ -11,9 +11,14 @@ EMFILE and CNI calls stalled. Here one thread serves every connection from a sel
 - each connection has ``deadline`` seconds from accept to read its request and take the whole
   answer, then it is closed;
 - a request is at most ``MAX_REQUEST`` bytes; only GET and HEAD are answered;
-- accept() failing with EMFILE/ENFILE pauses the listener for a moment (no busy loop).
+- accept() failing with EMFILE/ENFILE pauses the listener for a moment (no busy loop);
+- answers are paced: at most one per ``min_interval`` seconds (``MAX_ANSWERS`` a second),
+  in the order the requests arrived. Scrapers fetching in a loop then spend their time
+  waiting for an answer instead of taking the node's CPU (and this thread's share of the
+  interpreter) from the calls; Prometheus scrapes every few seconds and never notices.
 
-The answer is the Prometheus text format of the registry, rendered on this thread.
+The answer is the Prometheus text format of the registry, from ``render`` on this thread
+(metrics.SharedRender: rendered at most once a second).
 """
 
 from __future__ import annotations
@@ -33,17 +38,19 @@ MAX_CONNECTIONS = 16
 DEADLINE = 5.0  # seconds from accept to the last byte of the answer
 MAX_REQUEST = 8192
 ACCEPT_PAUSE = 0.5  # after EMFILE/ENFILE
+MAX_ANSWERS = 20  # a second, whoever asks
 _CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
 
 
 class _Conn:
-    __slots__ = ("deadline", "inbox", "outbox", "sock")
+    __slots__ = ("deadline", "inbox", "outbox", "sock", "waiting")
 
     def __init__(self, sock: socket.socket, deadline: float) -> None:
         self.sock = sock
         self.deadline = deadline
         self.inbox = bytearray()
         self.outbox: memoryview | None = None
+        self.waiting = False  # its request is complete, its answer not made yet
 
 
 def _response(status: bytes, body: bytes, *, head_only: bool = False) -> bytes:
@@ -64,11 +71,15 @@ class MetricsHTTPServer:
         *,
         max_connections: int = MAX_CONNECTIONS,
         deadline: float = DEADLINE,
+        min_interval: float = 1.0 / MAX_ANSWERS,
     ) -> None:
         self.listener = listener
         self.server_address = listener.getsockname()
         self.max_connections = max_connections
         self.deadline = deadline
+        self.min_interval = min_interval
+        self._queue: collections.deque[_Conn] = collections.deque()  # requests to answer
+        self._next_answer = 0.0
         self._render = render
         self._conns: collections.OrderedDict[int, _Conn] = collections.OrderedDict()
         self._sel = selectors.DefaultSelector()
@@ -119,6 +130,8 @@ class MetricsHTTPServer:
             waits = [c.deadline - now for c in self._conns.values()]
             if not self._listening:
                 waits.append(self._resume_at - now)
+            if self._queue:
+                waits.append(self._next_answer - now)
             timeout = max(0.0, min(waits)) if waits else None
             for key, mask in self._sel.select(timeout):
                 if key.data is None:
@@ -128,6 +141,7 @@ class MetricsHTTPServer:
                     self._accept()
                 else:
                     self._serve(key.data, mask)
+            self._answer_due()
             now = time.monotonic()
             for conn in [c for c in self._conns.values() if c.deadline <= now]:
                 self._drop(conn)
@@ -170,20 +184,47 @@ class MetricsHTTPServer:
                     self._drop(conn)
                     return
                 conn.inbox += data
-                answer = self._answer(conn.inbox)
-                if answer is None:
+                if not _complete(conn.inbox):
                     return
-                conn.outbox = memoryview(answer)
-                self._sel.modify(conn.sock, selectors.EVENT_WRITE, conn)
+                conn.waiting = True  # answered in turn (_answer_due); nothing more is read
+                self._sel.unregister(conn.sock)
+                self._queue.append(conn)
+                return
             if conn.outbox is not None:
-                while conn.outbox:
-                    sent = conn.sock.send(conn.outbox, socket.MSG_NOSIGNAL)
-                    conn.outbox = conn.outbox[sent:]
-                self._drop(conn)
+                self._send(conn)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
             self._drop(conn)
+
+    def _send(self, conn: _Conn) -> None:
+        assert conn.outbox is not None
+        while conn.outbox:
+            sent = conn.sock.send(conn.outbox, socket.MSG_NOSIGNAL)
+            conn.outbox = conn.outbox[sent:]
+        self._drop(conn)
+
+    def _answer_due(self) -> None:
+        """Answer the oldest waiting request once its turn came (one per min_interval)."""
+        while self._queue:
+            now = time.monotonic()
+            if now < self._next_answer:
+                return
+            conn = self._queue.popleft()
+            if conn.sock.fileno() < 0:
+                continue  # dropped meanwhile (deadline, eviction)
+            self._next_answer = now + self.min_interval
+            answer = self._answer(conn.inbox)
+            assert answer is not None
+            conn.waiting = False
+            conn.outbox = memoryview(answer)
+            try:
+                self._sel.register(conn.sock, selectors.EVENT_WRITE, conn)
+                self._send(conn)
+            except (BlockingIOError, InterruptedError):
+                pass
+            except OSError:
+                self._drop(conn)
 
     def _answer(self, inbox: bytearray) -> bytes | None:
         """The bytes to send once the request head is complete; None while it is not."""
@@ -205,6 +246,12 @@ class MetricsHTTPServer:
         fd = conn.sock.fileno()
         if fd >= 0:
             self._conns.pop(fd, None)
-            with contextlib.suppress(KeyError, ValueError):
-                self._sel.unregister(conn.sock)
+            if not conn.waiting:
+                with contextlib.suppress(KeyError, ValueError):
+                    self._sel.unregister(conn.sock)
         conn.sock.close()
+
+
+def _complete(inbox: bytearray) -> bool:
+    """The request head arrived (or is already too large to be one)."""
+    return b"\r\n\r\n" in inbox or len(inbox) > MAX_REQUEST
