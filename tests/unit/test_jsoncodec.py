@@ -142,3 +142,38 @@ def test_hostile_10mb_strings_through_skel_are_config_errors(field: str) -> None
         assert error["code"] in (1, 4, 6, 7), error
         assert "Traceback" not in outcome.stdout.decode()
         assert len(outcome.stdout) < 100_000  # the hostile value is not echoed back whole
+
+
+def test_syntax_errors_in_an_interpreter_that_never_imported_json() -> None:
+    """The C scanner builds most syntax errors from ``sys.modules["json.decoder"]``; in a
+    one-shot in-process plugin call nothing had imported it, and the scanner raised
+    SystemError (the entry point exited 1 with an empty stdout)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import pycni
+
+    code = (
+        "import sys\n"
+        "from pycni.spec import jsoncodec\n"
+        "assert 'json.decoder' not in sys.modules\n"
+        "for text in (b'{bad json', b'{\"a\" 1}', b'\"open', b'[1,'):\n"
+        "    try:\n"
+        "        jsoncodec.loads(text)\n"
+        "    except ValueError as exc:\n"
+        "        assert jsoncodec.syntax_error(exc), repr(exc)\n"
+        "        print(type(exc).__name__, exc.pos)\n"
+    )
+    src = str(Path(pycni.__file__).parent.parent)
+    proc = subprocess.run(
+        [sys.executable, "-IS", "-c", f"import sys; sys.path.insert(0, {src!r})\n" + code],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n")[:4] == [
+        "JSONDecodeError 1",
+        "JSONDecodeError 5",
+        "JSONDecodeError 0",
+        "JSONDecodeError 3",
+    ]
