@@ -255,9 +255,8 @@ def test_a_metrics_port_taken_by_another_user_never_stops_the_daemon(
         assert client.ping(daemon.socket_path)["status"] == "ok"  # the CNI socket is served
         log = daemon.log.read_text()
         assert f"cannot serve metrics on 127.0.0.1:{port} yet" in log and "retrying" in log, log
-        assert scrape_tcp(node, port) in (None, b"")  # the squatter never answers
         squatter.communicate(b"", timeout=30)  # it lets go of the port
-        deadline = time.monotonic() + 60  # retries 1, 2, 4, ... s apart
+        deadline = time.monotonic() + 60  # retried every second
         while not (got := scrape_tcp(node, port) or b"").startswith(b"HTTP/1.0 200"):
             assert time.monotonic() < deadline, daemon.log.read_text()
             assert daemon.proc.poll() is None, daemon.log.read_text()

@@ -59,8 +59,7 @@ BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.
 
 
 RENDER_EVERY = 1.0  # seconds: scrapes within this get the text rendered for the first one
-RETRY_FIRST = 1.0  # seconds before the first retry of an address that could not be had
-RETRY_MAX = 30.0
+RETRY_EVERY = 1.0  # seconds between tries of an address that could not be had (one bind)
 
 log = logging.getLogger("pycni.daemon")
 
@@ -196,7 +195,7 @@ class DaemonMetrics:
 
     def serve_or_retry(self, address: str) -> str | None:
         """``serve``, except that an address that cannot be had now is a warning and a retry
-        from a thread (every RETRY_FIRST s, doubling to RETRY_MAX) until it is had or
+        from a thread (every RETRY_EVERY s: a bind, nothing more) until it is had or
         ``close()``: where it listens, or None while retrying. A malformed address still
         raises MetricsAddressError (before anything was bound)."""
         check_address(address)
@@ -212,8 +211,8 @@ class DaemonMetrics:
         return None
 
     def _retry(self, address: str) -> None:
-        wait, attempts, last = RETRY_FIRST, 1, ""
-        while not self._closed.wait(wait):
+        attempts, last = 1, ""
+        while not self._closed.wait(RETRY_EVERY):
             attempts += 1
             try:
                 where = self.serve(address)
@@ -221,7 +220,6 @@ class DaemonMetrics:
                 if _why(exc) != last:  # a new reason is worth a line, the same one is not
                     last = _why(exc)
                     log.warning("cannot serve metrics on %s yet: %s; retrying", address, last)
-                wait = min(wait * 2, RETRY_MAX)
                 continue
             if not self._closed.is_set():
                 log.info("metrics on %s (after %d attempts)", where, attempts)
