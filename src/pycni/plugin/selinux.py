@@ -15,7 +15,6 @@ pycni.plugin.fake_host.FakeSELinux records instead, for the plugin-logic tests.
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Sequence
 
 TYPE_CHECKING = False
@@ -77,6 +76,8 @@ class LinuxSELinux:
             except OSError as exc:
                 why = f"failed set socket label: write {EXEC_ATTR}: {_why(exc)}"
                 raise LabelRefused(why) from None
+            import subprocess  # only here: a plugin's cold path never loads it
+
             try:
                 proc = subprocess.run(
                     list(argv),
