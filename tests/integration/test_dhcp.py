@@ -354,20 +354,29 @@ def test_same_lease_and_result_as_the_go_plugin_and_daemon(
 ENTRY_FORMS = ["inprocess", "c"]
 
 
-def _entry_dir(tmp_path: Path, form: str) -> Path:
+@pytest.fixture(scope="module")
+def entry_dirs(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Path], Path]:
+    """Entry points built once per module (the c form compiles): (form -> directory, base)."""
+    return {}, tmp_path_factory.mktemp("dhcp-entry")
+
+
+def _entry_dir(dirs: tuple[dict[str, Path], Path], form: str) -> Path:
     """pycni's entry points in the given form, pointed at a warm-daemon socket nobody serves
     (a `dhcp daemon` never goes to the warm daemon anyway)."""
     from pycni.fast import build, install
 
     if form == "c" and build.find_compiler() is None:
         pytest.skip("no C compiler: the c form cannot be built")
-    directory = tmp_path / f"bin-{form}"
-    report = install.install(
-        directory, form=form, socket_path=str(tmp_path / "no-warm.sock"),
-        names=["dhcp", "macvlan", "bridge"],
-    )  # fmt: skip
-    assert report.form == form
-    return directory
+    cache, base = dirs
+    if form not in cache:
+        directory = base / f"bin-{form}"
+        report = install.install(
+            directory, form=form, socket_path=str(base / "no-warm.sock"),
+            names=["dhcp", "macvlan", "bridge"],
+        )  # fmt: skip
+        assert report.form == form
+        cache[form] = directory
+    return cache[form]
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> int:
@@ -391,9 +400,14 @@ def _add_del_macvlan_pod(
 
 @pytest.mark.parametrize("form", ENTRY_FORMS)
 def test_entry_point_dhcp_daemon_with_the_reference_flags_serves_a_pod(
-    node: harness.Namespace, pod_factory: Any, dhcp_server: Server, tmp_path: Path, form: str
+    node: harness.Namespace,
+    pod_factory: Any,
+    dhcp_server: Server,
+    tmp_path: Path,
+    entry_dirs: tuple[dict[str, Path], Path],
+    form: str,
 ) -> None:
-    bindir = _entry_dir(tmp_path, form)
+    bindir = _entry_dir(entry_dirs, form)
     # -hostprefix: the node's / as seen by a daemon in a container (here: symlinks to ours)
     root = tmp_path / "host"
     root.mkdir()
@@ -477,11 +491,16 @@ def _directive(name: str, key: str) -> str:
 
 @pytest.mark.parametrize("form", ENTRY_FORMS)
 def test_socket_activated_entry_point_daemon_serves_a_pod(
-    node: harness.Namespace, pod_factory: Any, dhcp_server: Server, tmp_path: Path, form: str
+    node: harness.Namespace,
+    pod_factory: Any,
+    dhcp_server: Server,
+    tmp_path: Path,
+    entry_dirs: tuple[dict[str, Path], Path],
+    form: str,
 ) -> None:
     """contrib/systemd's units as systemd runs them: ExecStart's command line on the entry
     point (its /opt/cni/bin replaced by ours), ListenStream's socket passed on fd 3."""
-    bindir = _entry_dir(tmp_path, form)
+    bindir = _entry_dir(entry_dirs, form)
     exec_start = _directive("cni-dhcp.service", "ExecStart").split()
     listen = _directive("cni-dhcp.socket", "ListenStream")
     assert exec_start[0] == "/opt/cni/bin/dhcp" and listen == "/run/cni/dhcp.sock"
