@@ -183,7 +183,10 @@ def test_list_validate_version(env: dict[str, Any], capsys: pytest.CaptureFixtur
     assert "capabilities: portMappings" in capsys.readouterr().out
     env["fakes"].add("b", versions=["0.4.0"])
     assert main(["validate", "net"]) == 1
-    assert 'plugins[1].type: plugin b does not support config version "1.1.0"' in capsys.readouterr().out
+    assert (
+        'plugins[1].type: plugin b does not support config version "1.1.0"'
+        in capsys.readouterr().out
+    )
     assert main(["version"]) == 0
     assert "1.1.0" in capsys.readouterr().out
     assert main(["version", "--plugin", "b"]) == 0
