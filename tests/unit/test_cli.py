@@ -249,3 +249,36 @@ def test_add_imports_no_other_command() -> None:
     )
     # inspect_cmd: gc's options (import-free itself); nothing else.
     assert out.stdout.strip() == "['pycni.cli.cnitool', 'pycni.cli.inspect_cmd', 'pycni.cli.main']"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["add", "net", "/run/netns/x"],
+        ["del", "net", "/run/netns/x"],
+        ["inspect"],
+        ["doctor"],
+        ["cleanup"],
+        ["gc"],
+        ["demo"],
+    ],
+)
+def test_commands_that_need_root_say_so_up_front(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    monkeypatch.setattr("os.geteuid", lambda: 65534)
+    assert main(argv) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""  # no partial report
+    assert captured.err.startswith(f"pycni {argv[0]} needs root: ")
+    assert captured.err.endswith("Run it as root (e.g. with sudo).\n")
+
+
+def test_commands_that_need_no_root_run_without(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.setattr("os.geteuid", lambda: 65534)
+    monkeypatch.setenv("NETCONFPATH", str(tmp_path))
+    assert main(["version"]) == 0
+    assert main(["list"]) == 0
+    assert "needs root" not in capsys.readouterr().err
