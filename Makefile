@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMPS := .stamps
 
-.PHONY: setup setup-test demo test test-daemon test-kernel lint bench clean
+.PHONY: setup setup-test demo test test-daemon test-kernel lint bench dist clean
 
 # What the demo needs: the Debian packages it runs and pycni with its runtime dependencies only.
 setup: $(STAMPS)/system $(STAMPS)/venv
@@ -79,5 +79,10 @@ bench: setup $(STAMPS)/venv-dev
 	$(PY) bench/bench_startup.py
 	$(PY) bench/bench_cli.py
 
+# A wheel and an sdist in dist/ (docs/install.md): `pip install dist/pycni-*.whl` in any venv.
+dist: setup $(STAMPS)/venv-dev
+	rm -rf dist
+	$(PY) -m build --outdir dist .
+
 clean:
-	rm -rf $(STAMPS) $(VENV) build src/*.egg-info
+	rm -rf $(STAMPS) $(VENV) build dist src/*.egg-info

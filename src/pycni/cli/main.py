@@ -98,6 +98,9 @@ def build_parser(modules: tuple[str, ...] = COMMAND_MODULES) -> argparse.Argumen
         description="Container Network Interface tools: run network configurations against "
         "network namespaces (like cnitool), inspect configurations and plugins.",
     )
+    from pycni import __version__
+
+    parser.add_argument("--version", action="version", version=f"pycni {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in modules:
         importlib.import_module(name).register(subparsers)
