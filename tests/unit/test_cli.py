@@ -282,3 +282,15 @@ def test_commands_that_need_no_root_run_without(
     assert main(["version"]) == 0
     assert main(["list"]) == 0
     assert "needs root" not in capsys.readouterr().err
+
+
+def test_a_broken_file_breaks_only_itself(
+    env: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = env["confdir"] / "05-broken.conflist"
+    broken.write_text('{"cniVersion": "1.0.0", "name": "br')
+    assert _cli(env, "add", "net", "/ns/p") == 0
+    err = capsys.readouterr().err
+    assert err.startswith(f"pycni: warning: skipped {broken}: error parsing configuration list")
+    assert _cli(env, "add", "nosuch", "/ns/p") == 1
+    assert "unreadable there: 05-broken.conflist" in capsys.readouterr().err

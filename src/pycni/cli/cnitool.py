@@ -134,9 +134,14 @@ def cni_paths() -> list[str]:
 
 
 def load_conf(network: str) -> NetworkConfigList:
-    from pycni.runtime import load_network_conf
+    """The network as libcni finds it, except that a broken file elsewhere in the directory
+    is named in a warning instead of failing every network (docs/cli.md)."""
+    from pycni.runtime.confdir import find_network_conf
 
-    return load_network_conf(os.environ.get("NETCONFPATH") or DEFAULT_NET_DIR, network)
+    conf, broken = find_network_conf(os.environ.get("NETCONFPATH") or DEFAULT_NET_DIR, network)
+    for err in broken:
+        sys.stderr.write(f"pycni: warning: skipped {err.path}: {err.error}\n")
+    return conf
 
 
 def run(verb: str, args: argparse.Namespace) -> int:
