@@ -130,7 +130,7 @@ def test_grace_period_must_be_a_number_of_seconds(
         (
             {"CNI_PATH": ""},
             ["add", "net", "/ns/p"],
-            'pycni: plugin type="a" failed (add): no paths provided\n',
+            'pycni: plugin type="a" failed (add): no paths provided (CNI_PATH is empty',
         ),
         ({"CNI_IFNAME": ""}, ["add", "net", "/ns/p"], "interface name is empty"),
     ],
@@ -294,3 +294,39 @@ def test_a_broken_file_breaks_only_itself(
     assert err.startswith(f"pycni: warning: skipped {broken}: error parsing configuration list")
     assert _cli(env, "add", "nosuch", "/ns/p") == 1
     assert "unreadable there: 05-broken.conflist" in capsys.readouterr().err
+
+
+def test_empty_cni_path_is_named(
+    env: dict[str, Any], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CNI_PATH")
+    assert _cli(env, "add", "net", "/ns/p") == 1
+    err = capsys.readouterr().err
+    assert "no paths provided" in err
+    assert err.endswith("(CNI_PATH is empty: set it to the directories holding the plugins)\n")
+
+
+def test_add_ends_its_line_on_a_terminal_only(env: dict[str, Any]) -> None:
+    """cnitool's bytes through a pipe; on a terminal the result's line is ended."""
+    import pty
+
+    script = (
+        "import sys; from pycni.cli.main import main; "
+        f"sys.exit(main(['add', '--cache-dir', {str(env['cache'])!r}, 'net', '/ns/tty']))"
+    )
+    piped = subprocess.run([sys.executable, "-c", script], capture_output=True, check=True)
+    assert piped.stdout.endswith(b"}")
+    leader, follower = pty.openpty()
+    subprocess.run([sys.executable, "-c", script], stdout=follower, check=True)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    assert b"".join(chunks).endswith(b"}\r\n")

@@ -162,7 +162,9 @@ def run(verb: str, args: argparse.Namespace) -> int:
         cni = CNIConfig(cni_paths(), cache_dir=args.cache_dir, timeout=args.timeout)
         if verb == "add":
             result = cni.add_network_list(conf, rt)
-            sys.stdout.write(result.to_json())
+            # cnitool's bytes (no newline after the JSON) for pipes and scripts; a terminal
+            # gets the line ended, so the prompt or the next output starts on its own line
+            sys.stdout.write(result.to_json() + ("\n" if sys.stdout.isatty() else ""))
             sys.stdout.flush()
         elif verb == "check":
             cni.check_network_list(conf, rt)
@@ -173,7 +175,10 @@ def run(verb: str, args: argparse.Namespace) -> int:
         else:
             cni.get_status_network_list(conf)
     except (CNIError, UsageError) as err:
-        sys.stderr.write(f"pycni: {err}\n")
+        hint = ""
+        if not cni_paths() and "no paths provided" in str(err):
+            hint = " (CNI_PATH is empty: set it to the directories holding the plugins)"
+        sys.stderr.write(f"pycni: {err}{hint}\n")
         return 1
     return 0
 
