@@ -133,7 +133,7 @@ def _dnsname(req: Request) -> None:
 
 
 def _static(req: Request) -> None:
-    ipam = static._ipam(req)
+    ipam = static.load_ipam(req)
     static.load_addresses(req, ipam)
     static._routes_and_dns(ipam)
 

@@ -20,6 +20,7 @@ __all__ = [
     "NotFoundError",
     "conf_files",
     "conf_list_from_file",
+    "find_network_conf",
     "list_network_confs",
     "load_conf",
     "load_network_conf",
