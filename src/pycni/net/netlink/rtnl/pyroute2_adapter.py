@@ -383,8 +383,17 @@ class Pyroute2Kernel:
         self._link("add", **spec)
 
     def add_macvlan(
-        self, name: str, master: int, mode: int, netns_fd: int, mtu: int = 0, mac: str = ""
+        self,
+        name: str,
+        master: int,
+        mode: int,
+        netns_fd: int,
+        mtu: int = 0,
+        mac: str = "",
+        bc_queue_len: int = 0,
     ) -> None:
+        if bc_queue_len:  # pyroute2 0.9 has no IFLA_MACVLAN_BC_QUEUE_LEN; the native client has
+            raise NetlinkError(95, "pyroute2 cannot set a macvlan broadcast queue length")
         spec: dict[str, object] = {
             "ifname": name,
             "kind": "macvlan",
@@ -729,6 +738,8 @@ class Pyroute2Kernel:
         from pyroute2.netlink import NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST
         from pyroute2.netlink.rtnl import RTM_NEWQDISC
 
+        if tbf.rate > 0xFFFFFFFF:  # pyroute2 0.9 has no TCA_TBF_RATE64; the native client has
+            raise NetlinkError(95, "pyroute2 cannot set a tbf rate of 2^32 bytes/s or more")
         parms = {"rate": tbf.rate, "limit": tbf.limit, "buffer": tbf.buffer, "mtu": 0}
         attrs: list[object] = [
             ["TCA_KIND", "tbf"],
