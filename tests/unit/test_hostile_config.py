@@ -26,7 +26,7 @@ from pycni.plugins.ipam.dhcp import config as dhcp_config
 from pycni.plugins.ipam.dhcp import daemon as dhcp_daemon
 from pycni.plugins.ipam.host_local import config as host_local
 from pycni.plugins.main import bridge, host_device, ipvlan, macvlan, ptp, tap, vlan
-from pycni.plugins.meta import bandwidth, flannel
+from pycni.plugins.meta import bandwidth, flannel, sbr
 from pycni.plugins.meta.tuning import conf as tuning
 from pycni.spec.errors import CNIError
 from pycni.spec.result import IPConfig, Result
@@ -424,9 +424,10 @@ PLUGINS: dict[str, tuple[Callable[[Request], Any], dict[str, Any], list[FieldPat
         ],
     ),
     "sbr": (
-        lambda req: req.prev_result(),
+        lambda req: (sbr.load_keys(req), req.prev_result()),
         {"prevResult": {"cniVersion": "1.0.0", "interfaces": [{"name": "eth0"}]}},
         [
+            ("table",),
             ("prevResult",),
             ("prevResult", "interfaces"),
             ("prevResult", "interfaces", 0, "name"),

@@ -23,7 +23,7 @@ from pycni.spec.decode import UINT32_MAX, Int, decode, option
 from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig
 from pycni.spec.result import IPConfig, Result
 
-__all__ = ["PLUGIN"]
+__all__ = ["PLUGIN", "SbrKeys", "load_keys"]
 
 FIRST_TABLE = 100
 
@@ -34,6 +34,11 @@ class SbrKeys:
     table) and values outside u32 only fail there, at the rule's creation: refused here."""
 
     table: int | None = option("table", Int(1, UINT32_MAX))
+
+
+def load_keys(req: Request) -> SbrKeys:
+    """The config's own keys (no kernel lookups)."""
+    return decode(SbrKeys, req.config)
 
 
 def ip_configs(ifname: str, prev: Result) -> list[IPConfig]:
@@ -61,7 +66,7 @@ class Sbr(Plugin):
     about = "pycni sbr: per-address routing tables and source rules in the pod"
 
     def add(self, req: Request) -> Result:
-        keys = decode(SbrKeys, req.config)
+        keys = load_keys(req)
         prev = req.prev_result()
         if prev is None:
             raise InvalidConfig("This plugin must be called as chained plugin")
@@ -119,7 +124,7 @@ class Sbr(Plugin):
             rb.push("delete-route", partial(kernel.add_route, original))
 
     def delete(self, req: Request) -> None:
-        keys = decode(SbrKeys, req.config)
+        keys = load_keys(req)
         if not req.netns:
             return
         try:
