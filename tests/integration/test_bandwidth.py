@@ -301,6 +301,7 @@ def test_del_is_idempotent(node: harness.Namespace, pod_factory: Any, plugin_dir
         # A bucket of no byte at that rate: the kernel's EINVAL (v1.9.1: "create qdisc").
         ({"egressRate": 2**64 - 1, "egressBurst": 8_000_000}, 7, "egressBurst 8000000 bits"),
         ({"ingressRate": 8 * 2**40, "ingressBurst": 800}, 7, "too small for ingressRate"),
+        ({"ingressRate": RATE, "ingressBurst": 7}, 7, "ingressBurst 7 bits is too small"),
     ],
 )
 def test_bad_config_is_a_cni_error(

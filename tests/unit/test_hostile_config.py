@@ -586,3 +586,20 @@ def test_unknown_type_and_deep_nesting_through_run() -> None:
     assert body["cniVersion"] == "1.0.0"
     deep = skel.run("bridge", ENV, b"[" * 100_000 + b"]" * 100_000)
     assert deep.exit_code == 1 and json.loads(deep.stdout)["code"] == 6
+
+
+@SETTINGS
+@given(
+    rate=st.one_of(st.integers(1, 2**64 - 1), st.sampled_from([8, 2**35, 2**64 - 1])),
+    burst=st.one_of(st.integers(1, 8 * 2**32), st.sampled_from([1, 7, 8, 8 * (2**32 - 2)])),
+)
+def test_bandwidth_any_uint64_rate_and_burst_is_accepted_or_code_7(rate: int, burst: int) -> None:
+    """Rates of 2^32 bytes/s and more are no longer refused, and a burst too small for its
+    rate (the kernel's EINVAL) is code 7 naming the field, never 999 from the tbf arithmetic."""
+    conf = {"cniVersion": "1.0.0", "name": "n", "type": "bandwidth"}
+    stdin = json.dumps({**conf, "egressRate": rate, "egressBurst": burst}).encode()
+    outcome = skel.run_plugin(LoaderOnly(bandwidth.load_limits), ENV, stdin)
+    if outcome.exit_code:
+        body = json.loads(outcome.stdout)
+        assert body["code"] == 7, body
+        assert "egress" in body["msg"] or body["msg"] == "burst cannot be more than 4GB", body

@@ -67,7 +67,7 @@ def _validate(rate: int, burst: int, direction: str) -> None:
         raise InvalidConfig("burst cannot be more than 4GB")
     if rate and rate < 8:
         raise InvalidConfig(f"{direction}Rate must be at least 8 bit/s")
-    if rate and tc.TbfParams.from_bits(rate, burst).max_packet() == 0:
+    if rate and (burst < 8 or tc.TbfParams.from_bits(rate, burst).max_packet() == 0):
         # The kernel would refuse the tbf (EINVAL, after the ifb is made); say which field.
         raise InvalidConfig(
             f"{direction}Burst {burst} bits is too small for {direction}Rate {rate} bit/s: "
