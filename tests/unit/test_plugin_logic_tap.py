@@ -213,6 +213,19 @@ def test_a_failure_at_each_step_leaves_the_pod_as_it_was() -> None:
     assert steps == ["create", "configure-link", "rename", "bridge", "up", "ipam", "configure"]
 
 
+def test_gc_goes_on_to_the_ipam_plugin() -> None:
+    """The spec's MUST (v1.9.1 does not): GC reaches the IPAM plugin, without a pod."""
+    host = pod_host()
+    tap, _ = plugin()
+    gc = {**conf(ipam=IPAM), "cniVersion": "1.1.0", "cni.dev/valid-attachments": []}
+    before = picture(host)
+    ok(host, tap, "GC", gc)
+    assert host.delegations == [("static", "GC")]
+    ok(host, tap, "GC", {k: v for k, v in gc.items() if k != "ipam"})
+    assert host.delegations == [("static", "GC")]
+    assert picture(host) == before
+
+
 # --- selinuxContext: the labelled helper where SELinux is on, nothing where it is off -------
 
 LABEL = "system_u:system_r:svirt_t:s0:c1,c2"

@@ -229,5 +229,10 @@ class Tap(Plugin):
     def status(self, req: Request) -> None:
         ipam_passthrough(req, "STATUS")
 
+    def gc(self, req: Request) -> None:
+        """The spec's duty (v1.9.1 leaves it undone): GC goes on to the IPAM plugin, which
+        frees the reservations of attachments not in cni.dev/valid-attachments."""
+        ipam_passthrough(req, "GC")
+
 
 PLUGIN = Tap()
