@@ -85,6 +85,8 @@ class LeaseInfo:
             address = ipaddress.ip_address(public)
         except ValueError:
             raise BadLease(f"PublicIP {public[:50]!r} is not an IP address") from None
+        if str(address) != public:  # one spelling per address: claims compare values
+            raise BadLease(f"PublicIP {public[:50]!r} is not in canonical form ({address})")
         if not isinstance(kind, str) or not isinstance(backend_data, dict):
             raise BadLease("BackendType must be a string and BackendData an object")
         return cls(address, kind, backend_data)
