@@ -17,6 +17,7 @@ in etcd. Once node1's agent runs again it writes its own lease back.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import ipaddress
 import json
@@ -29,8 +30,9 @@ from pathlib import Path
 
 import pytest
 
-from pycni.cluster.etcd import Etcd
-from pycni.cluster.lease import LeaseStore
+from pycni.cluster import subnet as sn
+from pycni.cluster.etcd import MAX_RESPONSE, Etcd, EtcdResponseTooLarge
+from pycni.cluster.lease import LeaseInfo, LeaseStore
 from pycni.playground import cluster
 from tests import harness
 from tests.integration.cluster_helpers import MARKS, pycni, wait_for
@@ -287,3 +289,77 @@ def test_one_peer_the_kernel_refuses_costs_that_peer_alone(node: harness.Namespa
         assert routes == {str(s): str(i.public_ip) for s, i in {**good, **more}.items()}
         assert backend.sync(own, {}).failed == {}
         assert node.run("ip", "route", "show", "proto", "157").stdout == ""
+
+
+JUNK = 10_000
+JUNK_NAME = 830  # bytes of padding per junk key: 10,000 names are over 8 MiB
+
+
+def _put_junk(etcd: Etcd, prefix: str) -> int:
+    """``JUNK`` keys under ``prefix`` that name no subnet (128 puts per transaction, etcd's
+    default limit); returns the bytes of their names."""
+    names = [f"{prefix}{i:05d}-{'x' * JUNK_NAME}" for i in range(JUNK)]
+    for start in range(0, JUNK, 128):
+        puts = [
+            {"request_put": {"key": base64.b64encode(n.encode()).decode(), "value": ""}}
+            for n in names[start : start + 128]
+        ]
+        etcd.call("kv/txn", {"success": puts})
+    return sum(len(n) for n in names)
+
+
+def test_junk_keys_under_the_prefix_stop_neither_passes_nor_leasing(
+    state: cluster.ClusterState,
+) -> None:
+    """Issue 32 item 5: 10,000 keys naming no subnet, over 8 MiB of names, made both the
+    listing and its keys-only fallback exceed the answer cap: no agent reconciled and no
+    node could lease. The listing is paged and skips them: a route deleted by hand comes
+    back, and a new node leases a subnet that every agent routes."""
+    etcd = state.etcd()
+    store = LeaseStore(etcd, cluster.ETCD_PREFIX)
+    junk = store.subnets_prefix + "junk-"
+    observer, other = state.nodes[0], state.nodes[1]
+    ns = harness.Namespace(observer.name)
+    lease = 0
+    try:
+        assert _put_junk(etcd, junk) > MAX_RESPONSE
+        with pytest.raises(EtcdResponseTooLarge):  # what the old fallback read
+            etcd.get_prefix(store.subnets_prefix, keys_only=True)
+        wait_for(
+            lambda: f"{JUNK} keys under the prefix name no subnet" in Path(observer.agent_log)
+            .read_text(),
+            30, "the observer to skip the junk", lambda: _logs(state),
+        )  # fmt: skip
+        # every pass still reconciles: a route deleted by hand comes back
+        route = other.subnet()
+        ns.run("ip", "route", "del", route, "proto", "157")
+        wait_for(
+            lambda: route in cluster.node_routes(observer),
+            20,
+            "a full pass to put the deleted route back",
+            lambda: _logs(state),
+        )
+        # a new node gets a subnet, and every agent routes it
+        info = LeaseInfo(
+            ipaddress.IPv4Address("10.99.0.78"), "vxlan", {"VNI": 1, "VtepMAC": "02:00:00:00:02:44"}
+        )
+        new = store.acquire(sn.NetworkConfig.parse(cluster.DEFAULT_NETWORK), info, 60)
+        lease = new.lease_id
+        wait_for(
+            lambda: all(str(new.subnet) in cluster.node_routes(n) for n in state.nodes),
+            20,
+            f"every agent to route the new node's {new.subnet}",
+            lambda: _logs(state),
+        )
+        logs = "".join(Path(n.agent_log).read_text() for n in state.nodes)
+        assert "cannot list leases" not in logs and "sync failed" not in logs, logs[-4000:]
+    finally:
+        etcd.delete_prefix(junk)
+        if lease:
+            etcd.revoke(lease)
+    wait_for(
+        lambda: all(str(new.subnet) not in cluster.node_routes(n) for n in state.nodes),
+        20,
+        "the new node's routes to go with its lease",
+        lambda: _logs(state),
+    )

@@ -233,6 +233,7 @@ class Agent:
         self._pending: dict[str, WatchEvent] = {}  # the latest change per key (guarded)
         self._full_wanted = True  # a full pass is due (guarded by _watch_lock)
         self._listed_revision = 0
+        self._skipped = 0  # keys naming no subnet the last listing skipped (logged on change)
         self._kernel: KernelChanges | None = None  # did the node's facts change since read?
         # per IP version: the node facts of the last full pass and each key's verdict then
         self._verdicts: dict[int, tuple[validate.NodeView, dict[str, tuple[int, str | None]]]] = {}
@@ -447,6 +448,9 @@ class Agent:
             self.log(f"cannot list leases (keeping the data path as is): {exc}")
             return False
         self._listed_revision = listing.revision
+        if listing.skipped != self._skipped:
+            self._skipped = listing.skipped
+            self.log(f"{listing.skipped} keys under the prefix name no subnet: skipped unread")
         own = {p.lease.subnet for p in self.paths if p.lease is not None}
         rejected = list(listing.rejected)
         leases = self._held(listing, own, rejected)

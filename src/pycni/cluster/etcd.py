@@ -48,6 +48,7 @@ __all__ = [
 MAX_RESPONSE = 8 << 20  # one answer (a whole lease list included)
 SMALL_RESPONSE = 64 << 10  # one key, a token, a health answer
 MAX_WATCH_MESSAGE = 1 << 20  # one watch message; longer ones only wake the watcher
+PAGE_KEYS = 1000  # keys per page of a paged scan (fewer when their names are long)
 
 # Errors after which another member may do better than this one.
 _UNAVAILABLE = ("no leader", "leader changed", "timed out", "not capable", "stopped")
@@ -342,9 +343,58 @@ class Etcd:
 
     # --- key/value ------------------------------------------------------------------------------
 
-    def get(self, key: str, *, limit: int = MAX_RESPONSE) -> KeyValue | None:
-        kvs = self.call("kv/range", {"key": _b64(key)}, limit=limit).get("kvs", [])
+    def get(
+        self, key: str, *, limit: int = MAX_RESPONSE, keys_only: bool = False, revision: int = 0
+    ) -> KeyValue | None:
+        """``key`` (without its value when ``keys_only``), as of ``revision`` (0: now)."""
+        body: dict[str, Any] = {"key": _b64(key)}
+        if keys_only:
+            body["keys_only"] = True
+        if revision:
+            body["revision"] = str(revision)
+        kvs = self.call("kv/range", body, limit=limit).get("kvs", [])
         return KeyValue.from_json(kvs[0]) if kvs else None
+
+    def scan_prefix(
+        self, prefix: str, keep: Callable[[str], bool], *, page: int = PAGE_KEYS
+    ) -> tuple[list[KeyValue], int, int]:
+        """The keys under ``prefix`` that ``keep`` wants (no values), the revision they
+        were read at and how many keys there were. Read in pages of at most ``page`` keys
+        (fewer when a page's answer would be over the size cap: long key names), every page
+        at the first one's revision, continuing after the last key's raw bytes. However
+        many keys, and however long their names, only the kept ones are held; each answer
+        stays under the cap."""
+        raw = prefix.encode()
+        start, end = raw, prefix_end(raw)
+        revision = seen = 0
+        kept: list[KeyValue] = []
+        while True:
+            body: dict[str, Any] = {
+                "key": _b64(start),
+                "range_end": _b64(end),
+                "keys_only": True,
+                "limit": str(page),
+            }
+            if revision:
+                body["revision"] = str(revision)
+            try:
+                answer = self.call("kv/range", body)
+            except EtcdResponseTooLarge:
+                if page == 1:
+                    raise
+                page = max(page // 4, 1)
+                continue
+            if not revision:
+                revision = int(answer.get("header", {}).get("revision", 0))
+            items = [i for i in answer.get("kvs", []) if isinstance(i, dict)]
+            seen += len(items)
+            for item in items:
+                kv = KeyValue.from_json(item)
+                if keep(kv.key):
+                    kept.append(kv)
+            if not items or not answer.get("more"):
+                return kept, revision, seen
+            start = _unb64(items[-1].get("key")) + b"\0"  # the raw bytes: any key resumes
 
     def get_prefix(
         self, prefix: str, *, keys_only: bool = False, limit: int = MAX_RESPONSE

@@ -15,6 +15,7 @@ remembers (from its subnet file) is claimed again if still free.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import ipaddress
 import json
@@ -110,6 +111,7 @@ class Listing:
     leases: dict[sn.Net, tuple[LeaseInfo, KeyValue]] = field(default_factory=dict)
     rejected: list[tuple[str, int, str]] = field(default_factory=list)
     revision: int = 0
+    skipped: int = 0  # keys naming no subnet, skipped unread (a paged listing only)
 
 
 @record(frozen=True)
@@ -128,6 +130,7 @@ class LeaseStore:
         self.prefix = prefix.rstrip("/")
         # the last listing's keys, parsed, by key: (mod_revision, lease or why not)
         self._parsed: dict[str, tuple[int, tuple[sn.Net, LeaseInfo] | str]] = {}
+        self._paged = False  # the last listing did not fit one answer
 
     @property
     def config_key(self) -> str:
@@ -171,24 +174,22 @@ class LeaseStore:
     def list_checked(self) -> Listing:
         """Every live lease, with the malformed ones and why (key, mod_revision, reason).
 
-        A list too large to read at once (someone stored huge values) is read key by key,
-        each with a small cap, so one oversized value costs only itself."""
+        One answer holds the whole list while it fits under the cap. When it does not
+        (huge values, or a flood of keys: 10,000 names of 850 bytes are over 8 MiB even
+        without values) the list is read in pages of key names alone, every key that does
+        not name a subnet is skipped there (counted, not read), and each subnet key's
+        lease is read alone with a small cap, so junk costs only its own bytes in transit
+        and an oversized value only its own lease. A list that needed paging is paged
+        again next time while it still does."""
         listing = Listing()
-        try:
-            kvs, listing.revision = self.etcd.get_prefix(self.subnets_prefix)
-        except EtcdResponseTooLarge:
-            keys, listing.revision = self.etcd.get_prefix(self.subnets_prefix, keys_only=True)
-            kvs = []
-            for item in keys:
-                try:
-                    kv = self.etcd.get(item.key, limit=MAX_KEY_ANSWER)
-                except EtcdResponseTooLarge:
-                    listing.rejected.append(
-                        (item.key, item.mod_revision, f"value over {MAX_LEASE_VALUE} bytes")
-                    )
-                    continue
-                if kv is not None:
-                    kvs.append(kv)
+        kvs: builtins.list[KeyValue] = []
+        if not self._paged:
+            try:
+                kvs, listing.revision = self.etcd.get_prefix(self.subnets_prefix)
+            except EtcdResponseTooLarge:
+                self._paged = True
+        if self._paged:
+            kvs = self._list_paged(listing)
         known, self._parsed = self._parsed, {}
         for kv in kvs:
             before = known.get(kv.key)
@@ -202,6 +203,31 @@ class LeaseStore:
             else:
                 listing.leases[parsed[0]] = (parsed[1], kv)
         return listing
+
+    def names_subnet(self, key: str) -> bool:
+        """Whether ``key`` is a subnet key of this prefix, spelt as this store writes it."""
+        subnet = sn.subnet_of_key(key)
+        return subnet is not None and key == self.key(subnet)
+
+    def _list_paged(self, listing: Listing) -> builtins.list[KeyValue]:
+        keys, listing.revision, seen = self.etcd.scan_prefix(self.subnets_prefix, self.names_subnet)
+        listing.skipped = seen - len(keys)
+        kvs: builtins.list[KeyValue] = []
+        oversized = False
+        for item in keys:
+            try:
+                kv = self.etcd.get(item.key, limit=MAX_KEY_ANSWER, revision=listing.revision)
+            except EtcdResponseTooLarge:
+                oversized = True
+                listing.rejected.append(
+                    (item.key, item.mod_revision, f"value over {MAX_LEASE_VALUE} bytes")
+                )
+                continue
+            if kv is not None:
+                kvs.append(kv)
+        # paged while there is junk or an oversized value; else one answer next time
+        self._paged = oversized or listing.skipped > 0
+        return kvs
 
     def parse(self, kv: KeyValue) -> tuple[sn.Net, LeaseInfo] | str:
         """The subnet and lease one key holds, or why it holds none (shape only: whether
@@ -274,8 +300,7 @@ class LeaseStore:
         try:
             kv = self.etcd.get(key, limit=MAX_KEY_ANSWER)
         except EtcdResponseTooLarge:  # someone stored a huge value over ours
-            kvs, _rev = self.etcd.get_prefix(key, keys_only=True)
-            kv = next((k for k in kvs if k.key == key), None)
+            kv = self.etcd.get(key, limit=MAX_KEY_ANSWER, keys_only=True)
         value = lease.info.to_json()
         if kv is not None and kv.lease == lease.lease_id and kv.value == value:
             return "renewed"
