@@ -224,7 +224,7 @@ class Agent:
             raise AgentError(str(exc)) from None
         self.store = LeaseStore(self.etcd, self.config.etcd_prefix)
         self.rejections = validate.Rejections()
-        self.tenures = Tenures(self._lease_alive)
+        self.tenures = Tenures(self._lease_alive, self.config.ttl)
         self.paths: list[FamilyPath] = []
         self._written: sn.SubnetEnv | None = None
         self.wake = threading.Event()
@@ -718,6 +718,8 @@ class Agent:
             if not events:  # a message too long to read: something changed, list them all
                 self._full_wanted = True
             for event in events:
+                if event.kv is not None and not self.store.names_subnet(event.key):
+                    continue  # a key naming no subnet: nothing to route (full passes report it)
                 if event.kv is None or len(self._pending) >= MAX_PENDING:
                     self._full_wanted = True  # unreadable or too many: list them all
                     self._pending.clear()

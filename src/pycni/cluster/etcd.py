@@ -33,6 +33,8 @@ from pycni.net.ns import NetNS
 from pycni.record import record
 
 __all__ = [
+    "MAX_RESPONSE",
+    "PAGE_KEYS",
     "Endpoint",
     "Etcd",
     "EtcdCredentials",
@@ -433,8 +435,30 @@ class Etcd:
 
     def create(self, key: str, value: bytes | str, lease: int = 0) -> bool:
         """Put ``key`` only if it does not exist (one transaction); True when we created it."""
+        return self.create_at(key, value, lease) != 0
+
+    def create_at(self, key: str, value: bytes | str, lease: int = 0) -> int:
+        """``create``, returning the key's create revision (0: it existed)."""
         compare = {"key": _b64(key), "result": "EQUAL", "target": "CREATE", "create_revision": "0"}
-        return self._txn(compare, key, value, lease)
+        put: dict[str, Any] = {"key": _b64(key), "value": _b64(value)}
+        if lease:
+            put["lease"] = str(lease)
+        answer = self.call("kv/txn", {"compare": [compare], "success": [{"request_put": put}]})
+        if not answer.get("succeeded", False):
+            return 0
+        return int(answer.get("header", {}).get("revision", 0)) or -1
+
+    def delete_if(self, key: str, mod_revision: int) -> bool:
+        """Delete ``key`` only if it was not modified since ``mod_revision``; True when done."""
+        compare = {
+            "key": _b64(key),
+            "result": "EQUAL",
+            "target": "MOD",
+            "mod_revision": str(mod_revision),
+        }
+        request = {"request_delete_range": {"key": _b64(key)}}
+        answer = self.call("kv/txn", {"compare": [compare], "success": [request]})
+        return bool(answer.get("succeeded", False))
 
     def replace(self, key: str, value: bytes | str, mod_revision: int, lease: int = 0) -> bool:
         """Put ``key`` only if it was not modified since ``mod_revision``; True when done."""

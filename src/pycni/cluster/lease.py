@@ -131,6 +131,8 @@ class LeaseStore:
         # the last listing's keys, parsed, by key: (mod_revision, lease or why not)
         self._parsed: dict[str, tuple[int, tuple[sn.Net, LeaseInfo] | str]] = {}
         self._paged = False  # the last listing did not fit one answer
+        # per etcd lease of ours, the create revision of the key it created (-1: unknown)
+        self._created: dict[int, int] = {}
 
     @property
     def config_key(self) -> str:
@@ -264,8 +266,10 @@ class LeaseStore:
                 if mine:  # the one it had first: someone may have copied our address
                     mine.sort(key=lambda item: (item[0] != previous, item[1].create_revision))
                     subnet, kv = mine[0]
-                    if self.etcd.replace(
-                        self.key(subnet), info.to_json(), kv.mod_revision, lease_id
+                    # taken over as a new key of our new lease: other agents keep a
+                    # deleted key's routes only for the lease that created it (tenure)
+                    if self.etcd.delete_if(self.key(subnet), kv.mod_revision) and self._create(
+                        subnet, info, lease_id
                     ):
                         if kv.lease and kv.lease != lease_id:
                             self.etcd.revoke(kv.lease)
@@ -275,7 +279,7 @@ class LeaseStore:
                     candidate = previous
                 else:
                     candidate = sn.choose_free(config, leases, rng)
-                if self.etcd.create(self.key(candidate), info.to_json(), lease_id):
+                if self._create(candidate, info, lease_id):
                     return Lease(candidate, info, lease_id, ttl)
                 previous = None  # someone else got it first: pick again from a fresh list
         except sn.SubnetError as exc:
@@ -288,12 +292,22 @@ class LeaseStore:
         self.etcd.revoke(lease_id)
         raise LeaseError(f"could not claim a subnet after {MAX_ATTEMPTS} attempts")
 
+    def _create(self, subnet: sn.Net, info: LeaseInfo, lease_id: int) -> bool:
+        """Create ``subnet``'s key under ``lease_id`` if it is free, remembering its create
+        revision (the key's identity: a renewal checks it is still the one we made)."""
+        revision = self.etcd.create_at(self.key(subnet), info.to_json(), lease_id)
+        if revision:
+            self._created[lease_id] = revision
+        return revision != 0
+
     def renew(self, lease: Lease) -> str:
         """Keep ``lease`` alive: "renewed", "restored" (someone else had written or deleted
         our key while our etcd lease lived: our value is back, under our lease), or "lost"
         (the etcd lease is gone: expired or revoked). While our etcd lease lives the key is
         ours: other agents route by our value until it ends (see ``tenure``), so a write
-        over it is undone here rather than believed."""
+        over it is undone here rather than believed. A key someone deleted and created
+        again is not ours even with our value in it: it is deleted and created anew under
+        our lease, so that it is again a key our lease created."""
         if self.etcd.keepalive(lease.lease_id) <= 0:
             return "lost"
         key = self.key(lease.subnet)
@@ -302,12 +316,18 @@ class LeaseStore:
         except EtcdResponseTooLarge:  # someone stored a huge value over ours
             kv = self.etcd.get(key, limit=MAX_KEY_ANSWER, keys_only=True)
         value = lease.info.to_json()
-        if kv is not None and kv.lease == lease.lease_id and kv.value == value:
+        created = self._created.get(lease.lease_id, -1)
+        ours = kv is not None and created in (-1, kv.create_revision)
+        if kv is not None and ours and kv.lease == lease.lease_id and kv.value == value:
             return "renewed"
         if kv is None:
-            done = self.etcd.create(key, value, lease.lease_id)
-        else:
+            done = self._create(lease.subnet, lease.info, lease.lease_id)
+        elif ours:
             done = self.etcd.replace(key, value, kv.mod_revision, lease.lease_id)
+        else:
+            done = self.etcd.delete_if(key, kv.mod_revision) and self._create(
+                lease.subnet, lease.info, lease.lease_id
+            )
         return "restored" if done else "renewed"  # a racing write: undone next time
 
     def publish(self, lease: Lease, info: LeaseInfo) -> Lease:
@@ -317,3 +337,4 @@ class LeaseStore:
 
     def release(self, lease: Lease) -> None:
         self.etcd.revoke(lease.lease_id)
+        self._created.pop(lease.lease_id, None)
