@@ -414,10 +414,14 @@ class Etcd:
     def revision(self, prefix: str) -> int:
         """The store's current revision, read with a count of ``prefix``'s keys (a small
         answer however many keys or however large values there are)."""
+        return self.count_prefix(prefix)[1]
+
+    def count_prefix(self, prefix: str) -> tuple[int, int]:
+        """How many keys ``prefix`` has, and the store revision (one small answer)."""
         raw = prefix.encode()
         body = {"key": _b64(raw), "range_end": _b64(prefix_end(raw)), "count_only": True}
         answer = self.call("kv/range", body, limit=SMALL_RESPONSE)
-        return int(answer.get("header", {}).get("revision", 0))
+        return int(answer.get("count", 0)), int(answer.get("header", {}).get("revision", 0))
 
     def put(self, key: str, value: bytes | str, lease: int = 0) -> None:
         body: dict[str, Any] = {"key": _b64(key), "value": _b64(value)}

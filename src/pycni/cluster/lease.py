@@ -23,7 +23,7 @@ import random
 from typing import Any
 
 from pycni.cluster import subnet as sn
-from pycni.cluster.etcd import Etcd, EtcdError, EtcdResponseTooLarge, KeyValue
+from pycni.cluster.etcd import PAGE_KEYS, Etcd, EtcdError, EtcdResponseTooLarge, KeyValue
 from pycni.record import field, record
 
 __all__ = [
@@ -181,10 +181,13 @@ class LeaseStore:
         without values) the list is read in pages of key names alone, every key that does
         not name a subnet is skipped there (counted, not read), and each subnet key's
         lease is read alone with a small cap, so junk costs only its own bytes in transit
-        and an oversized value only its own lease. A list that needed paging is paged
-        again next time while it still does."""
+        and an oversized value only its own lease. The keys are counted first (one small
+        answer): more than ``PAGE_KEYS`` are paged without asking for them in one answer,
+        which etcd would have to build (8 MiB and more) before it is refused."""
         listing = Listing()
         kvs: builtins.list[KeyValue] = []
+        if not self._paged and self.etcd.count_prefix(self.subnets_prefix)[0] > PAGE_KEYS:
+            self._paged = True  # a flood of keys: not even asked for in one answer
         if not self._paged:
             try:
                 kvs, listing.revision = self.etcd.get_prefix(self.subnets_prefix)
@@ -227,8 +230,8 @@ class LeaseStore:
                 continue
             if kv is not None:
                 kvs.append(kv)
-        # paged while there is junk or an oversized value; else one answer next time
-        self._paged = oversized or listing.skipped > 0
+        # paged while there is an oversized value; else counted first next time
+        self._paged = oversized
         return kvs
 
     def parse(self, kv: KeyValue) -> tuple[sn.Net, LeaseInfo] | str:
