@@ -175,8 +175,10 @@ def test_junk_keys_under_the_prefix_stop_neither_passes_nor_leasing(
         info = LeaseInfo(
             ipaddress.IPv4Address("10.99.0.78"), "vxlan", {"VNI": 1, "VtepMAC": "02:00:00:00:02:44"}
         )
+        asked = time.monotonic()
         new = store.acquire(sn.NetworkConfig.parse(cluster.DEFAULT_NETWORK), info, 60)
         lease, joined = new.lease_id, str(new.subnet)
+        print(f"leased {joined} in {time.monotonic() - asked:.1f}s")
         wait_for(
             lambda: all(str(new.subnet) in cluster.node_routes(n) for n in state.nodes),
             20,
