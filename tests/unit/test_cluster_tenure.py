@@ -252,3 +252,14 @@ def test_the_owners_key_taken_over_by_a_restart_keeps_its_grace() -> None:
     t.new_pass()
     assert t.vanished(KEY).info == info()  # the grace holds for the new lease
     assert t.judge(kv(31, 31, WRITER), WRITERS).refused is not None
+
+
+def test_the_agent_is_told_when_a_deleted_keys_hold_ends() -> None:
+    t, _, clock = established({OWNER})
+    assert t.next_expiry() is None
+    deleted_at = clock.now
+    t.vanished(KEY)
+    assert t.next_expiry() == deleted_at + TTL * 2 / 3
+    # the owner's value back without a lease (a copy): the key names the address again
+    assert t.judge(kv(20, 20, 0), info()).info == info()
+    assert t.next_expiry() is None

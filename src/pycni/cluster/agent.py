@@ -371,6 +371,7 @@ class Agent:
         renew_every = max(cfg.ttl / 3.0, 0.5)
         next_renew = time.monotonic() + renew_every
         next_full = 0.0
+        forced_at: float | None = None  # the hold expiry a full pass was last forced for
         while not self.stop.is_set():
             now = time.monotonic()
             if now >= next_renew:
@@ -379,6 +380,9 @@ class Agent:
                 next_renew = now + renew_every
             events, full = self._take_events()
             synced = False
+            expiry = self.tenures.next_expiry()  # a deleted key's hold ends: its route goes
+            if expiry is not None and now >= expiry and expiry != forced_at:
+                next_full, forced_at = 0.0, expiry  # once per expiry (etcd may be down)
             if full or now >= next_full or any(p.view is None for p in self.paths):
                 synced = self._reconcile()
                 next_full = now + cfg.reconcile_interval
@@ -390,7 +394,10 @@ class Agent:
                     next_full = 0.0  # something went wrong: look at everything
             if synced or self._written is not None:
                 self._refresh_subnet_file()
-            due = min(next_full, next_renew) - time.monotonic()
+            expiry = self.tenures.next_expiry()
+            if expiry is None or expiry == forced_at:
+                expiry = next_full
+            due = min(next_full, next_renew, expiry) - time.monotonic()
             timeout = min(cfg.reconcile_interval, max(due, 0.05))
             if self.wake.wait(timeout) and not self.stop.is_set():
                 self.stop.wait(SETTLE)  # a burst of lease changes: one pass for all of it

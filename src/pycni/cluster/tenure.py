@@ -113,6 +113,12 @@ class Tenures:
             and self.alive(held.lease)
         )
 
+    def next_expiry(self) -> float | None:
+        """When the first deleted key's hold runs out (on this clock), if any is held:
+        the agent makes a full pass then, so the route goes on time."""
+        ends = [h.gone + self.ttl * GRACE for h in self.held.values() if h.gone is not None]
+        return min(ends) if ends else None
+
     def judge(self, kv: KeyValue, info: LeaseInfo | None) -> Verdict:
         """The key holds ``kv``, parsed as ``info`` (None: malformed, which the caller
         reports; it counts as no value at all)."""
@@ -130,6 +136,8 @@ class Tenures:
         if info == held.info:  # routes the same way
             if kv.lease and (held.gone is not None or not self.alive(held.lease)):
                 self._start(kv, info, held.since)  # the owner's key, re-created or taken over
+            else:
+                held.gone = None  # the key names the same address again
             return Verdict(info, kv)
         if held.gone is not None:
             if not self.holds_deleted(held):
