@@ -134,9 +134,14 @@ def cni_paths() -> list[str]:
 
 
 def load_conf(network: str) -> NetworkConfigList:
-    from pycni.runtime import load_network_conf
+    """The network as libcni finds it, except that a broken file elsewhere in the directory
+    is named in a warning instead of failing every network (docs/cli.md)."""
+    from pycni.runtime.confdir import find_network_conf
 
-    return load_network_conf(os.environ.get("NETCONFPATH") or DEFAULT_NET_DIR, network)
+    conf, broken = find_network_conf(os.environ.get("NETCONFPATH") or DEFAULT_NET_DIR, network)
+    for err in broken:
+        sys.stderr.write(f"pycni: warning: skipped {err.path}: {err.error}\n")
+    return conf
 
 
 def run(verb: str, args: argparse.Namespace) -> int:
@@ -157,7 +162,9 @@ def run(verb: str, args: argparse.Namespace) -> int:
         cni = CNIConfig(cni_paths(), cache_dir=args.cache_dir, timeout=args.timeout)
         if verb == "add":
             result = cni.add_network_list(conf, rt)
-            sys.stdout.write(result.to_json())
+            # cnitool's bytes (no newline after the JSON) for pipes and scripts; a terminal
+            # gets the line ended, so the prompt or the next output starts on its own line
+            sys.stdout.write(result.to_json() + ("\n" if sys.stdout.isatty() else ""))
             sys.stdout.flush()
         elif verb == "check":
             cni.check_network_list(conf, rt)
@@ -168,7 +175,10 @@ def run(verb: str, args: argparse.Namespace) -> int:
         else:
             cni.get_status_network_list(conf)
     except (CNIError, UsageError) as err:
-        sys.stderr.write(f"pycni: {err}\n")
+        hint = ""
+        if not cni_paths() and "no paths provided" in str(err):
+            hint = " (CNI_PATH is empty: set it to the directories holding the plugins)"
+        sys.stderr.write(f"pycni: {err}{hint}\n")
         return 1
     return 0
 
