@@ -17,8 +17,8 @@ import pytest
 
 from pycni import playground
 from pycni.cluster.lease import LeaseStore
+from pycni.cluster.subnet import SubnetEnv, readiness
 from pycni.playground import cluster
-from pycni.plugins.meta.flannel import load_subnet_env
 from tests import harness
 from tests.integration.cluster_helpers import MARKS, PlaygroundCluster, pycni, wait_for
 
@@ -61,6 +61,13 @@ def _node(state: cluster.ClusterState, name: str, address: str) -> harness.Names
     node = f"addr add {address}/24 dev eth0\nlink set eth0 up\nlink set lo up\n"
     subprocess.run(["ip", "-n", name, "-batch", "-"], input=node.encode(), check=True)
     return harness.Namespace(name)
+
+
+def _ready(path: str) -> SubnetEnv:
+    """The subnet file as the flannel plugin takes it (ready, and parsed)."""
+    state = readiness(path)
+    assert state.ready and state.env is not None, state.reason
+    return state.env
 
 
 def _agent(namespace: str, endpoint: str, prefix: str, conf: Path, file: Path) -> list[str]:
@@ -108,7 +115,7 @@ def test_flannels_net_conf_drives_lease_device_subnet_file_and_data_path(
         wait_for(lambda: all(f.exists() for f in files), 60, "both subnet files", log.read_text)
         assert [p.poll() for p in procs] == [None, None], log.read_text()
 
-        # the subnet file: flannel's keys, what flannel's CNI plugin reads (pycni's reads it too)
+        # the subnet file: flannel's keys, what flannel's CNI plugin reads (and pycni's)
         keys = [line.split("=", 1)[0] for line in files[0].read_text().splitlines()]
         assert keys == [
             "FLANNEL_NETWORK",
@@ -117,7 +124,7 @@ def test_flannels_net_conf_drives_lease_device_subnet_file_and_data_path(
             "FLANNEL_IPMASQ",
             "PYCNI_FRESH_FOR",
         ]
-        envs = [load_subnet_env(str(f)) for f in files]
+        envs = [_ready(str(f)) for f in files]
         low, high = ipaddress.ip_network("10.246.4.0/26"), ipaddress.ip_network("10.246.5.192/26")
         for env in envs:
             assert str(env.network) == "10.246.0.0/16" and env.subnet is not None

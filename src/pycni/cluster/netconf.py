@@ -23,10 +23,12 @@ from pycni.record import record
 __all__ = [
     "BACKENDS",
     "MAX_FILE_BYTES",
+    "MAX_VNI",
     "NetConf",
     "NetConfError",
     "load",
     "parse",
+    "show",
 ]
 
 MAX_FILE_BYTES = 64 << 10
