@@ -347,6 +347,17 @@ def test_check_config_accepts_a_good_file_without_starting_anything(
     assert out.err == ""
 
 
+def test_check_config_shows_the_leasable_range(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, {**KUBE_FLANNEL, "SubnetMin": "10.244.8.0", "Backend": {"Type": "ipip"}})
+    assert agent("--net-conf", path, "--check-config") == 0
+    assert capsys.readouterr().out == (
+        "ok: 10.244.0.0/16 with /24 node subnets (IPv4 leases 10.244.8.0/24 to "
+        "10.244.255.0/24); backend ipip\n"
+    )
+
+
 def test_check_config_lists_every_problem_and_warning(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

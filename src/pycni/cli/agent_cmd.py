@@ -237,7 +237,14 @@ def network_settings(args: argparse.Namespace) -> tuple[dict[str, Any], list[str
 
 
 def _describe(settings: dict[str, Any]) -> str:
-    text = f"{settings['network'].describe()}; backend {settings['backend']}"
+    from pycni.cluster.subnet import ClusterConfig
+
+    network: ClusterConfig = settings["network"]
+    text = network.describe()
+    for family in network.families:
+        if family.subnet_min is not None or family.subnet_max is not None:
+            text += f" (IPv{family.version} leases {family.first} to {family.last})"
+    text += f"; backend {settings['backend']}"
     if settings["backend"] == "vxlan":
         text += f" (VNI {settings['vni']}, port {settings.get('vxlan_port', 8472)})"
     if settings.get("underlay_mtu"):
