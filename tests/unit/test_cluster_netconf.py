@@ -82,6 +82,9 @@ def test_ipv6_subnet_len_defaults_as_flannels(network: str, length: int) -> None
         ({"Network": "10.244.0.0"}, None),  # a /32: too small
         ({"Network": "fd00::/48"}, "not an IPv4 network"),
         ({"Network": "10.244.0.0/16; reboot"}, "is not an IPv4 network"),
+        ({"Network": "10.244.0.0/255.255.0.0"}, "is not an IPv4 network"),
+        ({"Network": "10.244.0.0/016"}, "is not an IPv4 network"),
+        ({"Network": "10.244.0.0/16\n"}, "is not an IPv4 network"),
         ({"Network": ""}, "Network is missing"),
         ({"Network": None}, "Network is missing"),  # Go: null leaves the default
         ({"EnableIPv4": "false"}, "EnableIPv4 must be true or false"),

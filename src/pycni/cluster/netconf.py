@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 from typing import Any
 
 from pycni.cluster import subnet as sn
@@ -68,6 +69,7 @@ BACKEND_KEYS = {
 VXLAN_KERNEL_PORT = 8472  # what flannel's Port 0 leaves the kernel to pick
 WG_PORT, WG_PORT_V6 = 51820, 51821
 MAX_VNI = (1 << 24) - 1
+CIDR_RE = re.compile(r"\A[0-9A-Fa-f:.]+/(0|[1-9][0-9]{0,2})\Z")
 
 
 class NetConfError(ValueError):
@@ -167,6 +169,8 @@ def _family(r: _Reader, version: int) -> sn.NetworkConfig | None:
         r.problems.append(f"{net_key} is missing: give the cluster's IPv{version} pod network")
         return None
     try:
+        if not CIDR_RE.match(text):  # Go's ParseCIDR: a decimal length, no netmask form
+            raise ValueError(text)
         network = ipaddress.ip_network(text, strict=False)
     except ValueError:
         r.problems.append(f"{net_key} {show(text)} is not an IPv{version} network (a.b.c.d/n)")
