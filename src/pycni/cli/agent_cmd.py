@@ -4,6 +4,9 @@ Options follow flannel's names; each etcd and node option can also come from the
 environment as flannel's ``FLANNELD_<OPTION>`` (``--etcd-password`` is best given as
 ``FLANNELD_ETCD_PASSWORD``: a command line is readable by every user of the machine).
 ``--health`` answers whether this node can take pods now (exit 0) or not (exit 1, and why).
+The cluster network comes from the flags or from flannel's net-conf.json (``--net-conf``),
+never from both: a network flag next to ``--net-conf`` is refused, so no setting has two
+sources. ``--check-config`` checks what the agent would start with and starts nothing.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import signal
 import sys
 from typing import Any
 
-__all__ = ["register", "resolve"]
+__all__ = ["UsageError", "network_settings", "register", "resolve"]
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:2379"
 DEFAULT_SUBNET_FILE = "/run/flannel/subnet.env"
@@ -34,6 +37,18 @@ ENVIRONMENT = {
     "public_ipv6": "FLANNELD_PUBLIC_IPV6",
     "subnet_file": "FLANNELD_SUBNET_FILE",
     "wireguard_key_file": "WIREGUARD_KEY_FILE",
+    "net_conf": "FLANNELD_NET_CONFIG_PATH",
+}
+# the network's flags (argparse dest -> flag, default): the net-conf file's business
+NETWORK_FLAGS: dict[str, tuple[str, object]] = {
+    "network": ("--network", None),
+    "subnet_len": ("--subnet-len", 24),
+    "ipv6_network": ("--ipv6-network", None),
+    "ipv6_subnet_len": ("--ipv6-subnet-len", 64),
+    "backend": ("--backend", "vxlan"),
+    "vni": ("--vni", 1),
+    "wireguard_listen_port": ("--wireguard-listen-port", 0),
+    "wireguard_keepalive": ("--wireguard-keepalive", 0),
 }
 DEFAULTS = {
     "etcd_endpoints": DEFAULT_ENDPOINT,
@@ -69,20 +84,14 @@ def register(subparsers: Any) -> None:
         "--etcd-password", help="etcd password (prefer FLANNELD_ETCD_PASSWORD) [env]"
     )
     parser.add_argument("--network", help="IPv4 cluster pod network, e.g. 10.244.0.0/16")
-    parser.add_argument(
-        "--subnet-len", type=int, default=24, help="prefix length of each node's subnet (24)"
-    )
+    parser.add_argument("--subnet-len", type=int, help="prefix length of each node's subnet (24)")
     parser.add_argument(
         "--ipv6-network",
         help="IPv6 cluster pod network, e.g. fd10:244::/56 (with --network: dual-stack; "
         "alone: IPv6-only)",
     )
-    parser.add_argument(
-        "--ipv6-subnet-len", type=int, default=64, help="IPv6 node subnet length (64)"
-    )
-    parser.add_argument(
-        "--backend", choices=("host-gw", "vxlan", "wireguard", "ipip"), default="vxlan"
-    )
+    parser.add_argument("--ipv6-subnet-len", type=int, help="IPv6 node subnet length (64)")
+    parser.add_argument("--backend", choices=("host-gw", "vxlan", "wireguard", "ipip"))
     parser.add_argument("--iface", help="underlay link (default: the default route's) [env]")
     parser.add_argument("--public-ip", help="this node's IPv4 underlay address [env]")
     parser.add_argument("--public-ipv6", help="this node's IPv6 underlay address [env]")
@@ -93,7 +102,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--reconcile-interval", type=float, default=10.0, help="seconds between full resyncs"
     )
-    parser.add_argument("--vni", type=int, default=1, help="VXLAN network identifier (1)")
+    parser.add_argument("--vni", type=int, help="VXLAN network identifier (1)")
     parser.add_argument(
         "--mtu",
         type=int,
@@ -109,13 +118,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--wireguard-listen-port",
         type=int,
-        default=0,
         help="wireguard: UDP port (51820 for IPv4, 51821 for IPv6)",
     )
     parser.add_argument(
         "--wireguard-keepalive",
         type=int,
-        default=0,
         help="wireguard: persistent keepalive to each peer in seconds (0: none)",
     )
     parser.add_argument(
@@ -123,6 +130,20 @@ def register(subparsers: Any) -> None:
         dest="ipmasq",
         action="store_false",
         help="do not masquerade pod traffic leaving the cluster network",
+    )
+    parser.add_argument(
+        "--net-conf",
+        "--net-config-path",
+        dest="net_conf",
+        help="flannel's net-conf.json: the cluster network and backend, read with flannel's "
+        "meaning (instead of --network, --subnet-len, --ipv6-network, --ipv6-subnet-len, "
+        "--backend, --vni, --wireguard-*) [env FLANNELD_NET_CONFIG_PATH]",
+    )
+    parser.add_argument(
+        "--check-config",
+        action="store_true",
+        help="do not run: check the configuration (e.g. --net-conf FILE) and exit 0 when "
+        "it is usable, 2 with every problem when not",
     )
     parser.add_argument(
         "--health",
@@ -148,35 +169,25 @@ def health(subnet_file: str) -> int:
     return 0 if state.ready else 1
 
 
-def run(args: argparse.Namespace) -> int:
-    from pycni.cluster import subnet as sn
-    from pycni.cluster.agent import Agent, AgentConfig, AgentError
-    from pycni.cluster.etcd import EtcdCredentials
+class UsageError(ValueError):
+    """The options cannot start an agent (the message says why)."""
 
-    resolve(args)
-    if args.health:
-        return health(args.subnet_file)
-    if os.geteuid() != 0:
-        sys.stderr.write("pycni agent: must run as root (it changes routes)\n")
-        return 2
+
+def _flag_settings(args: argparse.Namespace) -> dict[str, Any]:
+    from pycni.cluster import subnet as sn
+    from pycni.cluster.netconf import MAX_VNI
+
+    for dest, (_flag, default) in NETWORK_FLAGS.items():
+        if getattr(args, dest) is None:
+            setattr(args, dest, default)
     if not args.network and not args.ipv6_network:
-        sys.stderr.write(
-            "pycni agent: give --network (e.g. 10.244.0.0/16), --ipv6-network or both\n"
+        raise UsageError(
+            "give --network (e.g. 10.244.0.0/16), --ipv6-network or both, or --net-conf FILE"
         )
-        return 2
     if not 0 <= args.wireguard_listen_port <= 65535 or not 0 <= args.wireguard_keepalive <= 65535:
-        sys.stderr.write(
-            "pycni agent: --wireguard-listen-port and --wireguard-keepalive take 0..65535\n"
-        )
-        return 2
-    if args.ttl < 2:
-        sys.stderr.write("pycni agent: --ttl must be at least 2 seconds\n")
-        return 2
-    if "--etcd-password" in sys.argv or any(a.startswith("--etcd-password=") for a in sys.argv):
-        sys.stderr.write(
-            "pycni agent: warning: a password on the command line is visible to every user; "
-            "use FLANNELD_ETCD_PASSWORD\n"
-        )
+        raise UsageError("--wireguard-listen-port and --wireguard-keepalive take 0..65535")
+    if not 0 <= args.vni <= MAX_VNI:
+        raise UsageError(f"--vni takes 0..{MAX_VNI}")
     try:
         network = sn.ClusterConfig(
             sn.NetworkConfig.parse(args.network, args.subnet_len) if args.network else None,
@@ -185,8 +196,90 @@ def run(args: argparse.Namespace) -> int:
             else None,
         )
     except sn.SubnetError as exc:
-        sys.stderr.write(f"pycni agent: {exc}\n")
+        raise UsageError(str(exc)) from None
+    return {
+        "network": network,
+        "backend": args.backend,
+        "vni": args.vni,
+        "wireguard_port": args.wireguard_listen_port,
+        "wireguard_keepalive": args.wireguard_keepalive,
+    }
+
+
+def network_settings(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
+    """The AgentConfig fields that define the network (from the flags or the net-conf
+    file, never both), and warnings to show."""
+    from pycni.cluster import netconf
+
+    if not args.net_conf:
+        return _flag_settings(args), []
+    given = [flag for dest, (flag, _) in NETWORK_FLAGS.items() if getattr(args, dest) is not None]
+    if given:
+        raise UsageError(
+            f"{', '.join(given)} and --net-conf both define the network: the net-conf file "
+            "alone does; drop the flag or the file"
+        )
+    try:
+        conf = netconf.load(args.net_conf)
+    except netconf.NetConfError as exc:
+        where = netconf.show(args.net_conf)
+        raise UsageError("\n".join(f"net-conf {where}: {p}" for p in exc.problems)) from None
+    settings = {
+        "network": conf.network,
+        "backend": conf.backend,
+        "vni": conf.vni,
+        "vxlan_port": conf.vxlan_port,
+        "underlay_mtu": conf.underlay_mtu,
+        "wireguard_port": conf.wireguard_port,
+        "wireguard_keepalive": conf.wireguard_keepalive,
+    }
+    return settings, [f"net-conf: {w}" for w in conf.warnings]
+
+
+def _describe(settings: dict[str, Any]) -> str:
+    from pycni.cluster.subnet import ClusterConfig
+
+    network: ClusterConfig = settings["network"]
+    text = network.describe()
+    for family in network.families:
+        if family.subnet_min is not None or family.subnet_max is not None:
+            text += f" (IPv{family.version} leases {family.first} to {family.last})"
+    text += f"; backend {settings['backend']}"
+    if settings["backend"] == "vxlan":
+        text += f" (VNI {settings['vni']}, port {settings.get('vxlan_port', 8472)})"
+    if settings.get("underlay_mtu"):
+        text += f"; link MTU taken as {settings['underlay_mtu']}"
+    return text
+
+
+def run(args: argparse.Namespace) -> int:
+    from pycni.cluster.agent import Agent, AgentConfig, AgentError
+    from pycni.cluster.etcd import EtcdCredentials
+
+    resolve(args)
+    if args.health:
+        return health(args.subnet_file)
+    try:
+        settings, warnings = network_settings(args)
+        if args.ttl < 2:
+            raise UsageError("--ttl must be at least 2 seconds")
+    except UsageError as exc:
+        for line in str(exc).splitlines():
+            sys.stderr.write(f"pycni agent: {line}\n")
         return 2
+    for warning in warnings:
+        sys.stderr.write(f"pycni agent: warning: {warning}\n")
+    if args.check_config:
+        sys.stdout.write(f"ok: {_describe(settings)}\n")
+        return 0
+    if os.geteuid() != 0:
+        sys.stderr.write("pycni agent: must run as root (it changes routes)\n")
+        return 2
+    if "--etcd-password" in sys.argv or any(a.startswith("--etcd-password=") for a in sys.argv):
+        sys.stderr.write(
+            "pycni agent: warning: a password on the command line is visible to every user; "
+            "use FLANNELD_ETCD_PASSWORD\n"
+        )
     config = AgentConfig(
         etcd_endpoints=args.etcd_endpoints,
         etcd_credentials=EtcdCredentials(
@@ -196,8 +289,7 @@ def run(args: argparse.Namespace) -> int:
             username=args.etcd_username,
             password=args.etcd_password,
         ),
-        network=network,
-        backend=args.backend,
+        **settings,
         etcd_prefix=args.etcd_prefix,
         iface=args.iface,
         public_ip=args.public_ip,
@@ -206,11 +298,8 @@ def run(args: argparse.Namespace) -> int:
         ttl=args.ttl,
         reconcile_interval=max(args.reconcile_interval, 0.2),
         ipmasq=args.ipmasq,
-        vni=args.vni,
         mtu=args.mtu,
         wireguard_key_file=args.wireguard_key_file,
-        wireguard_port=args.wireguard_listen_port,
-        wireguard_keepalive=args.wireguard_keepalive,
     )
     try:
         agent = Agent(config)

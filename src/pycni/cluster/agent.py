@@ -48,7 +48,7 @@ from pycni.cluster.tenure import Tenures, Verdict
 from pycni.net import link, owned_routes, procsys
 from pycni.net.netlink.client import rtnl
 from pycni.net.netlink.kernel_changes import KernelChanges
-from pycni.record import field, record
+from pycni.record import field, record, replace
 
 __all__ = ["Agent", "AgentConfig", "AgentError", "make_backend"]
 
@@ -81,6 +81,8 @@ class AgentConfig:
     reconcile_interval: float = DEFAULT_RECONCILE
     ipmasq: bool = True
     vni: int = 1
+    vxlan_port: int = 8472  # the kernel's (and flannel's) default
+    underlay_mtu: int = 0  # the underlay link's MTU to assume (net-conf's MTU); 0: its own
     mtu: int = 0  # pod MTU; 0: the underlay's minus the backend's overhead
     wireguard_key_file: str = ""  # "": flannel's /run/flannel/wgkey
     wireguard_port: int = 0  # 0: 51820 for IPv4, 51821 for IPv6
@@ -143,6 +145,7 @@ def make_backend(
     wg_key_file: str = "",
     wg_port: int = 0,
     wg_keepalive: int = 0,
+    vxlan_port: int = 8472,
 ) -> Backend:
     """The backend ``kind``; ``mtu`` overrides its pod MTU (it may not exceed what the
     underlay carries after the backend's overhead)."""
@@ -154,7 +157,7 @@ def make_backend(
     elif kind == "vxlan":
         from pycni.cluster.vxlan import Vxlan
 
-        backend = Vxlan(underlay, vni)
+        backend = Vxlan(underlay, vni, vxlan_port)
     elif kind == "wireguard":
         from pycni.cluster import wgkey
         from pycni.cluster.wireguard import keyed
@@ -322,6 +325,8 @@ class Agent:
         for network in cfg.network.families:
             public = cfg.public_ipv6 if network.version == 6 else cfg.public_ip
             underlay = _find_underlay(cfg.iface, public, network.version)
+            if cfg.underlay_mtu:
+                underlay = replace(underlay, mtu=cfg.underlay_mtu)
             backend = make_backend(
                 cfg.backend,
                 underlay,
@@ -330,6 +335,7 @@ class Agent:
                 wg_key_file=cfg.wireguard_key_file,
                 wg_port=cfg.wireguard_port,
                 wg_keepalive=cfg.wireguard_keepalive,
+                vxlan_port=cfg.vxlan_port,
             )
             self.paths.append(FamilyPath(network, underlay, backend))
             self.log(
