@@ -124,13 +124,13 @@ def test_grace_period_must_be_a_number_of_seconds(
 @pytest.mark.parametrize(
     ("setup", "argv", "message"),
     [
-        ({"CNI_ARGS": "A=1;B"}, ["add", "net", "/ns/p"], 'pycni: invalid CNI_ARGS pair "B"\n'),
-        ({"CAP_ARGS": "[1"}, ["add", "net", "/ns/p"], "pycni: CAP_ARGS: "),
-        ({}, ["add", "nope", "/ns/p"], 'pycni: no net configuration with name "nope" in '),
+        ({"CNI_ARGS": "A=1;B"}, ["add", "net", "/ns/p"], 'invalid CNI_ARGS pair "B"\n'),
+        ({"CAP_ARGS": "[1"}, ["add", "net", "/ns/p"], "unexpected end of JSON input\n"),
+        ({}, ["add", "nope", "/ns/p"], 'no net configuration with name "nope" in '),
         (
             {"CNI_PATH": ""},
             ["add", "net", "/ns/p"],
-            'pycni: plugin type="a" failed (add): no paths provided\n',
+            'plugin type="a" failed (add): no paths provided\n',
         ),
         ({"CNI_IFNAME": ""}, ["add", "net", "/ns/p"], "interface name is empty"),
     ],
@@ -155,7 +155,7 @@ def test_errors_go_to_stderr_with_exit_1(
 def test_plugin_error_is_reported(env: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
     env["fakes"].add("b", ADD={"stdout": json.dumps({"code": 11, "msg": "later"}), "exit": 1})
     assert _cli(env, "add", "net", "/ns/p") == 1
-    assert capsys.readouterr().err == 'pycni: plugin type="b" failed (add): later\n'
+    assert capsys.readouterr().err == 'plugin type="b" failed (add): later\n'
 
 
 def test_status_error_code_message(env: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
@@ -163,7 +163,7 @@ def test_status_error_code_message(env: dict[str, Any], capsys: pytest.CaptureFi
         "a", STATUS={"stdout": json.dumps({"code": 50, "msg": "not ready"}), "exit": 1}
     )
     assert _cli(env, "status", "net", "/ns/p") == 1
-    assert capsys.readouterr().err == "pycni: not ready\n"
+    assert capsys.readouterr().err == "not ready\n"
 
 
 def test_list_validate_version(env: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
@@ -190,9 +190,55 @@ def test_list_validate_version(env: dict[str, Any], capsys: pytest.CaptureFixtur
     assert json.loads(capsys.readouterr().out)["supportedVersions"] == ["0.4.0"]
 
 
-def test_no_command_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main([]) == 2
-    assert "usage: pycni" in capsys.readouterr().err
+def test_no_command_prints_cnitools_usage(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bare `pycni`, as bare cnitool: its usage text (naming the program), exit 1."""
+    monkeypatch.setattr(sys, "argv", ["/usr/local/bin/pycni"])
+    assert main([]) == 1
+    assert capsys.readouterr().err == cnitool.USAGE.format("pycni")
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    assert "usage: pycni" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [["add"], ["add", "net"], ["gc", "net"], ["frob"]])
+def test_too_few_arguments_print_cnitools_usage(
+    env: dict[str, Any], capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    assert cnitool.exact(argv, "cnitool") == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("cnitool: Add, check, remove, gc or status network")
+    assert captured.err.endswith("  cnitool status <net> <netns>\n")
+    assert env["fakes"].calls() == []
+
+
+def test_unknown_verb_reads_the_config_then_does_nothing(
+    env: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """cnitool loads the network before it looks at the verb: an unknown one exits 0."""
+    assert main(["frob", "net", "/ns/p"]) == 0
+    assert main(["frob", "nope", "/ns/p"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith('no net configuration with name "nope" in ')
+    assert env["fakes"].calls() == []
+
+
+def test_extra_arguments_are_ignored_as_cnitool_does(
+    env: dict[str, Any], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYCNI_CACHE_DIR", str(env["cache"]))
+    assert main(["del", "net", "/ns/p", "extra", "more"]) == 0
+    assert [c["cmd"] for c in env["fakes"].calls()] == ["DEL", "DEL"]
+
+
+def test_options_and_other_commands_go_to_argparse() -> None:
+    assert cnitool.exact(["add", "net", "/ns/p", "-i", "eth1"], "pycni") is None
+    assert cnitool.exact(["gc"], "pycni") is None
+    assert cnitool.exact(["list", "a", "b"], "pycni", COMMAND_OWNERS) is None
 
 
 @pytest.mark.parametrize("module", COMMAND_MODULES)

@@ -8,16 +8,26 @@ cnitool address the same attachment.
 
 from __future__ import annotations
 
-import argparse
-import functools
 import os
 import sys
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Collection
+    from typing import Any
+
     from pycni.runtime import NetworkConfigList, RuntimeConf
 
-__all__ = ["DEFAULT_NET_DIR", "cni_paths", "container_id_for", "load_conf", "register"]
+__all__ = [
+    "DEFAULT_NET_DIR",
+    "USAGE",
+    "cni_paths",
+    "container_id_for",
+    "exact",
+    "load_conf",
+    "register",
+]
 
 DEFAULT_NET_DIR = "/etc/cni/net.d"
 DEFAULT_IFNAME = "eth0"
@@ -33,11 +43,45 @@ _VERBS = {
 }
 
 
+USAGE = """\
+{0}: Add, check, remove, gc or status network interfaces from a network namespace
+  {0} add    <net> <netns>
+  {0} check  <net> <netns>
+  {0} del    <net> <netns>
+  {0} gc     <net> <netns>
+  {0} status <net> <netns>
+"""
+
+
 class UsageError(Exception):
     """Bad input from the command line or the environment."""
 
 
+def exact(argv: list[str], prog: str, commands: Collection[str] = ()) -> int | None:
+    """cnitool's own command line, without argparse: ``VERB NET NETNS [ignored…]``.
+
+    Returns None when ``argv`` is pycni's extended form instead (an option anywhere, another
+    pycni command of ``commands``, or ``gc`` alone: the node-wide GC), for argparse. Otherwise
+    it does what cnitool v1.3.0 does, byte for byte: fewer than three arguments print its
+    usage (exit 1); the config, CAP_ARGS and CNI_ARGS are read, in that order, before the verb
+    is looked at, so an unknown verb with a valid network does nothing and exits 0."""
+    if any(arg.startswith("-") for arg in argv):
+        return None
+    if argv and argv[0] not in _VERBS and argv[0] in commands:
+        return None
+    if argv == ["gc"]:
+        return None
+    if len(argv) < 3:
+        sys.stderr.write(USAGE.format(prog))
+        return 1
+    cache_dir = os.environ.get("PYCNI_CACHE_DIR") or DEFAULT_CACHE_DIR
+    return _call(argv[0], argv[1], argv[2], None, cache_dir, None)
+
+
 def register(subparsers: Any) -> None:
+    import argparse
+    import functools
+
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "-i", "--ifname", help=f"interface name in the namespace (CNI_IFNAME, {DEFAULT_IFNAME})"
@@ -93,6 +137,9 @@ def container_id_for(netns: str) -> str:
     return "cnitool-" + digest[:20]
 
 
+_GO_KIND = {str: "string", list: "array", bool: "bool"}
+
+
 def runtime_conf_from_env(netns: str, ifname_flag: str | None) -> RuntimeConf:
     """Build the RuntimeConf from the netns argument and cnitool's environment variables."""
     from pycni.runtime import RuntimeConf
@@ -105,9 +152,12 @@ def runtime_conf_from_env(netns: str, ifname_flag: str | None) -> RuntimeConf:
         try:
             decoded = go_unmarshal(raw_caps)
         except ValueError as err:
-            raise UsageError(f"CAP_ARGS: {err}") from None
+            raise UsageError(str(err)) from None
         if not isinstance(decoded, dict | None):
-            raise UsageError("CAP_ARGS: must be a JSON object")
+            kind = _GO_KIND.get(type(decoded), "number")
+            raise UsageError(
+                f"json: cannot unmarshal {kind} into Go value of type map[string]interface {{}}"
+            )
         capability_args = decoded or {}
     try:
         cni_args = parse_pairs(os.environ.get("CNI_ARGS", ""))
@@ -140,9 +190,7 @@ def load_conf(network: str) -> NetworkConfigList:
 
 
 def run(verb: str, args: argparse.Namespace) -> int:
-    from pycni.runtime import CNIConfig
-    from pycni.spec.errors import CNIError
-
+    """The argparse form (``-i``, ``--cache-dir``, ``--timeout``): the same call as cnitool's."""
     if verb == "gc" and args.network is None:
         return _gc_node(args)
     if verb == "gc" and (args.dry_run or args.grace_period != _node_gc_default()):
@@ -151,10 +199,26 @@ def run(verb: str, args: argparse.Namespace) -> int:
     if args.netns is None:
         sys.stderr.write(f"pycni: {verb} needs NETWORK and NETNS\n")
         return 2
+    return _call(verb, args.network, args.netns, args.ifname, args.cache_dir, args.timeout)
+
+
+def _call(
+    verb: str,
+    network: str,
+    netns: str,
+    ifname: str | None,
+    cache_dir: str,
+    timeout: float | None,
+) -> int:
+    """cnitool's main after its argument check: errors are printed as cnitool prints them
+    (the error's text and a newline, nothing before it) with exit code 1."""
+    from pycni.runtime import CNIConfig
+    from pycni.spec.errors import CNIError
+
     try:
-        conf = load_conf(args.network)
-        rt = runtime_conf_from_env(args.netns, args.ifname)
-        cni = CNIConfig(cni_paths(), cache_dir=args.cache_dir, timeout=args.timeout)
+        conf = load_conf(network)
+        rt = runtime_conf_from_env(netns, ifname)
+        cni = CNIConfig(cni_paths(), cache_dir=cache_dir, timeout=timeout)
         if verb == "add":
             result = cni.add_network_list(conf, rt)
             sys.stdout.write(result.to_json())
@@ -165,10 +229,10 @@ def run(verb: str, args: argparse.Namespace) -> int:
             cni.del_network_list(conf, rt)
         elif verb == "gc":
             cni.gc_network_list(conf, None)
-        else:
+        elif verb == "status":
             cni.get_status_network_list(conf)
     except (CNIError, UsageError) as err:
-        sys.stderr.write(f"pycni: {err}\n")
+        sys.stderr.write(f"{err}\n")
         return 1
     return 0
 
@@ -182,6 +246,8 @@ def _node_gc_default() -> float:
 def _gc_node(args: argparse.Namespace) -> int:
     """`pycni gc` with no arguments: the node-wide GC that `pycni cleanup` does (DEL of the
     attachments proven gone, then removal of the leaks proven as such; see docs/security.md)."""
+    import argparse
+
     from pycni.cli import inspect_cmd
 
     node_args = argparse.Namespace(

@@ -8,10 +8,12 @@ their command functions so that starting ``pycni`` stays cheap.
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import os
 import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
 
 __all__ = ["COMMAND_MODULES", "COMMAND_OWNERS", "build_parser", "main", "modules_for"]
 
@@ -55,6 +57,9 @@ def modules_for(argv: list[str], modules: tuple[str, ...]) -> tuple[str, ...]:
 def build_parser(modules: tuple[str, ...] = COMMAND_MODULES) -> argparse.ArgumentParser:
     """The parser of ``modules``' commands (all of them unless a caller needs just one:
     a node agent starting on every node need not build the other nine)."""
+    import argparse
+    import importlib
+
     parser = argparse.ArgumentParser(
         prog="pycni",
         description="Container Network Interface tools: run network configurations against "
@@ -68,6 +73,12 @@ def build_parser(modules: tuple[str, ...] = COMMAND_MODULES) -> argparse.Argumen
 
 def main(argv: list[str] | None = None, modules: tuple[str, ...] = COMMAND_MODULES) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if "pycni.cli.cnitool" in modules:
+        from pycni.cli import cnitool
+
+        quick = cnitool.exact(argv, _prog(), COMMAND_OWNERS)
+        if quick is not None:
+            return quick
     parser = build_parser(modules_for(argv, modules))
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)
@@ -84,6 +95,12 @@ def main(argv: list[str] | None = None, modules: tuple[str, ...] = COMMAND_MODUL
         sys.stderr.write(f"pycni: internal error: {type(err).__name__}: {err}\n")
         return 1
     return code
+
+
+def _prog() -> str:
+    """The program name cnitool's usage prints: the basename it was started as."""
+    name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "pycni"
+    return "pycni" if name.endswith(".py") else name
 
 
 if __name__ == "__main__":
