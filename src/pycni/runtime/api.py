@@ -7,12 +7,9 @@ from the calling thread (see :mod:`pycni.runtime.exec`).
 
 from __future__ import annotations
 
+import _thread
 import os
-import threading
 import weakref
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from typing import Any
 
 from pycni.spec import validate
 from pycni.spec import version as spec_version
@@ -34,6 +31,12 @@ from .exec import (
 )
 from .trace import TraceContext
 from .types import GCArgs, NetworkAttachment, RuntimeConf
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing, threading and contextlib: a one-shot `pycni add` need none of them
+    import threading
+    from collections.abc import Sequence
+    from typing import Any
 
 __all__ = ["CNIConfig", "GCError"]
 
@@ -73,10 +76,10 @@ class CNIConfig:
         self.cache_dir = cache_dir or cache.DEFAULT_CACHE_DIR
         self.exec: Exec = exec if exec is not None else RawExec()
         self.timeout = timeout
-        self._locks: weakref.WeakValueDictionary[str, threading.Lock] = (
+        self._locks: weakref.WeakValueDictionary[str, _thread.LockType] = (
             weakref.WeakValueDictionary()
         )
-        self._locks_guard = threading.Lock()
+        self._locks_guard = _thread.allocate_lock()
 
     # --- helpers ----------------------------------------------------------------------------
 
@@ -91,17 +94,16 @@ class CNIConfig:
             return NO_CONTROL
         return CallControl.start(effective, cancel, trace)
 
-    @contextmanager
-    def _attachment_lock(self, net_name: str, rt: RuntimeConf) -> Iterator[None]:
-        """Serialise calls on one (network, container, ifname) inside this process."""
+    def _attachment_lock(self, net_name: str, rt: RuntimeConf) -> _thread.LockType:
+        """Serialise calls on one (network, container, ifname) inside this process: the lock
+        to hold (``with``) while the call runs."""
         key = f"{net_name}\0{rt.container_id}\0{rt.ifname}"
         with self._locks_guard:
             lock = self._locks.get(key)
             if lock is None:
-                lock = threading.Lock()
+                lock = _thread.allocate_lock()
                 self._locks[key] = lock
-        with lock:
-            yield
+        return lock
 
     def _env(self, command: str, rt: RuntimeConf) -> dict[str, str]:
         return plugin_env(
