@@ -343,3 +343,35 @@ def test_plugin_error_codes_match_cnitool(
     seen = _compare(bench, steps)
     failing = {"ADD": 0, "CHECK": 1, "STATUS": 2, "GC": 3, "DEL": 4}[verb]
     assert seen[failing].code == 1 and "try later; busy: x" in seen[failing].stderr
+
+
+JSON_TEXTS = [
+    "{bad", '{"a":1,}', "{} x", "[1,]", "[1 2]", '{"a" 1}', "tru", "trux", "nul", '"a\\q"',
+    '"\\u12g4"', "-x", "1.e", "1e+", "01", '"a\x01"', '{"a":1 "b"}', "'x'", "[", "\u00e9",
+    '{"a":NaN}', "[1]", '"x"', "true", "7", "null", "{}", '{"a":[1,{"b":nul}]}', "\t{\n",
+    '{"a":"\\ud800"}', "1e400", "{\u00a0}", "[-]", '{"a":1}}', '"\\u12', '"\\u12"', "1e+x",
+    "-", '"\\x', "\udcff", '"a\udcffb', "\u200b", "[\U0001f600]", '"\x7f"', " ", "",
+    '"\t"', "[1,2", '{"a":', "fals", "nulx", "-01", "1.5e3x", ".5", "+1", '{"a\\"', "[\\]",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("text", JSON_TEXTS)
+def test_cap_args_json_errors_match_cnitool(
+    text: str, upstream_reference: Reference, tmp_path: Path
+) -> None:
+    """CAP_ARGS is read before any plugin runs: Go's encoding/json message for each bad text
+    (and acceptance of each good one that is an object or null), byte for byte."""
+    assert upstream_reference.cnitool is not None
+    confdir = tmp_path / "net.d"
+    confdir.mkdir()
+    conf = {"cniVersion": "1.0.0", "name": "j", "plugins": [{"type": "pycni-absent"}]}
+    (confdir / "10-j.conflist").write_text(json.dumps(conf))
+    env = {"PATH": os.environ["PATH"], "NETCONFPATH": str(confdir), "CAP_ARGS": text}
+    env |= {"PYTHONPATH": os.pathsep.join(sys.path), "PYCNI_CACHE_DIR": str(tmp_path / "c")}
+    seen = []
+    for binary in (upstream_reference.cnitool, PYCNI):
+        proc = subprocess.run(
+            [str(binary), "frob", "j", "/run/netns/x"], env=env, capture_output=True, timeout=60
+        )
+        seen.append((proc.returncode, proc.stdout, proc.stderr))
+    assert seen[1] == seen[0]

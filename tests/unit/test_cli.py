@@ -292,3 +292,26 @@ def test_add_imports_no_other_command() -> None:
     )
     # inspect_cmd: gc's options (import-free itself); nothing else.
     assert out.stdout.strip() == "['pycni.cli.cnitool', 'pycni.cli.inspect_cmd', 'pycni.cli.main']"
+
+
+def test_cnitool_verbs_load_no_heavy_stdlib(env: dict[str, Any]) -> None:
+    """What a `pycni add`/`del` imports is its start-up time (docs/cli.md, "Start-up"): none
+    of argparse, subprocess, typing, logging, re, functools' users beyond ipaddress, weakref,
+    contextlib, json, threading, or pyroute2."""
+    code = (
+        "import sys; from pycni.cli.main import main; "
+        "sys.argv = ['pycni']; "
+        "rc = [main(['add', 'net', '/ns/p']), main(['del', 'net', '/ns/p'])]; "
+        "heavy = ('argparse', 'subprocess', 'typing', 'logging', 're', 'weakref', 'contextlib', "
+        "'json', 'threading', 'pyroute2', 'selectors', 'enum', 'signal'); "
+        "print(rc, sorted(n for n in sys.modules if n.split('.')[0] in heavy))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        cwd=env["tmp"],
+    )
+    assert out.stdout.endswith("}[0, 0] []\n"), out.stdout + out.stderr

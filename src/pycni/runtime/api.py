@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import _thread
 import os
-import weakref
 
 from pycni.spec import validate
 from pycni.spec import version as spec_version
@@ -57,6 +56,40 @@ def _wrap(prefix: str, err: CNIError) -> CNIError:
     return wrapped
 
 
+class _AttachmentLock:
+    """One attachment's lock, shared by the calls on it while any holds or waits for it (a
+    refcount instead of a WeakValueDictionary: weakref is an import a one-shot call skips)."""
+
+    def __init__(self, owner: CNIConfig, key: str) -> None:
+        self.owner, self.key = owner, key
+
+    def __enter__(self) -> None:
+        owner = self.owner
+        with owner._locks_guard:
+            entry = owner._locks.get(self.key)
+            if entry is None:
+                entry = owner._locks[self.key] = [_thread.allocate_lock(), 0]
+            entry[1] += 1
+        self.lock = entry[0]
+        try:
+            self.lock.acquire()
+        except BaseException:
+            self._release_entry()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.lock.release()
+        self._release_entry()
+
+    def _release_entry(self) -> None:
+        owner = self.owner
+        with owner._locks_guard:
+            entry = owner._locks[self.key]
+            entry[1] -= 1
+            if entry[1] == 0:
+                del owner._locks[self.key]
+
+
 class CNIConfig:
     """The runtime entry point: ``CNIConfig(["/opt/cni/bin"]).add_network_list(conf, rt)``.
 
@@ -76,9 +109,8 @@ class CNIConfig:
         self.cache_dir = cache_dir or cache.DEFAULT_CACHE_DIR
         self.exec: Exec = exec if exec is not None else RawExec()
         self.timeout = timeout
-        self._locks: weakref.WeakValueDictionary[str, _thread.LockType] = (
-            weakref.WeakValueDictionary()
-        )
+        # (lock, number of calls holding or waiting for it), dropped when that reaches 0
+        self._locks: dict[str, list[Any]] = {}
         self._locks_guard = _thread.allocate_lock()
 
     # --- helpers ----------------------------------------------------------------------------
@@ -94,16 +126,10 @@ class CNIConfig:
             return NO_CONTROL
         return CallControl.start(effective, cancel, trace)
 
-    def _attachment_lock(self, net_name: str, rt: RuntimeConf) -> _thread.LockType:
-        """Serialise calls on one (network, container, ifname) inside this process: the lock
-        to hold (``with``) while the call runs."""
-        key = f"{net_name}\0{rt.container_id}\0{rt.ifname}"
-        with self._locks_guard:
-            lock = self._locks.get(key)
-            if lock is None:
-                lock = _thread.allocate_lock()
-                self._locks[key] = lock
-        return lock
+    def _attachment_lock(self, net_name: str, rt: RuntimeConf) -> _AttachmentLock:
+        """Serialise calls on one (network, container, ifname) inside this process: hold the
+        returned lock (``with``) while the call runs."""
+        return _AttachmentLock(self, f"{net_name}\0{rt.container_id}\0{rt.ifname}")
 
     def _env(self, command: str, rt: RuntimeConf) -> dict[str, str]:
         return plugin_env(

@@ -121,10 +121,9 @@ def delete_cache(cache_dir: str, net_name: str, rt: RuntimeConf) -> None:
 
 
 def _b64decode(text: str) -> bytes:
-    """``base64.b64decode(text, validate=True)`` (Go's StdEncoding is as strict)."""
-    import base64
-
-    return base64.b64decode(text, validate=True)
+    """``base64.b64decode(text, validate=True)`` (Go's StdEncoding is as strict) without
+    base64, which imports re: a DEL reads the cache on every call."""
+    return binascii.a2b_base64(text.encode("ascii"), strict_mode=True)
 
 
 def _str_field(obj: dict[str, Any], name: str) -> str:

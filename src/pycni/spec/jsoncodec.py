@@ -60,6 +60,11 @@ def loads(data: str | bytes, parse_constant: Callable[[str], Any] | None = None)
         value, end = scanner(text, start)  # (it clears its key memo itself after each call)
     except StopIteration:
         return _stdlib_loads(text, parse_constant)  # raises json's JSONDecodeError
+    except SystemError:
+        # CPython 3.11's scanner, raising its first JSONDecodeError for a bad object key
+        # while json.decoder is not imported yet ('{x'), returns NULL without an exception;
+        # json's own loads imports it and raises the error itself.
+        return _stdlib_loads(text, parse_constant)
     if len(text.rstrip(_WHITESPACE)) > end:
         return _stdlib_loads(text, parse_constant)  # raises "Extra data"
     return value
