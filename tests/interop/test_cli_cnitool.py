@@ -182,7 +182,13 @@ def bench(
 CAPS = json.dumps({"portMappings": [{"hostPort": 18321, "containerPort": 80, "protocol": "tcp"}]})
 
 
-@pytest.mark.parametrize("version", VERSIONS)
+# Every version with Go's plugins; with pycni's (slower to run) a 0.x and a 1.x one: the
+# canned-result test covers each version's printing.
+LIFECYCLES = [("go-v1.9.1-plugins", v) for v in VERSIONS]
+LIFECYCLES += [("pycni-plugins", "0.4.0"), ("pycni-plugins", "1.1.0")]
+
+
+@pytest.mark.parametrize(("bench", "version"), LIFECYCLES, indirect=["bench"])
 def test_lifecycle_matches_cnitool(version: str, bench: Bench) -> None:
     """ADD (with CNI_ARGS, CAP_ARGS, CNI_IFNAME), CHECK, STATUS, DEL, DEL again; ADD then GC."""
     bench.write(_chain(version, bench))

@@ -3,8 +3,9 @@
 The plugin is started from the calling thread and waited on in that same thread, so a caller
 that entered a network namespace with ``setns()`` on this thread runs the plugin inside it.
 Each plugin gets its own session (and process group) so a timeout or a cancellation can kill it
-together with anything it started. A call without deadline or cancellation (every `pycni add`)
-starts it with ``os.posix_spawn`` and pumps its pipes with ``poll``; one with either uses
+together with anything it started. A call without deadline or cancellation in a single-threaded
+process (every `pycni add`) starts it with ``os.posix_spawn`` and pumps its pipes with ``poll``;
+any other call (a deadline, a cancel event, the multi-threaded daemon) uses
 ``subprocess.Popen``. The first path exists for start-up time: a one-shot CLI call does not
 import subprocess (with selectors, threading, signal and enum), about a fifth of its imports.
 """
@@ -230,7 +231,7 @@ class RawExec:
         env: Mapping[str, str],
         control: CallControl = NO_CONTROL,
     ) -> bytes:
-        if control.deadline is None and control.cancel is None:
+        if control.deadline is None and control.cancel is None and _single_threaded():
             returncode, stdout, stderr = self._spawn(plugin_path, stdin, env, control)
         else:
             returncode, stdout, stderr = self._popen(plugin_path, stdin, env, control)
@@ -378,6 +379,14 @@ def _spawn_and_wait(path: str, stdin: bytes, env: dict[str, str]) -> tuple[int, 
                 os.close(fd)
         _pid, status = os.waitpid(pid, 0)
     return os.waitstatus_to_exitcode(status), b"".join(chunks[out_r]), b"".join(chunks[err_r])
+
+
+def _single_threaded() -> bool:
+    """posix_spawn's file actions close the inheritable descriptors listed just before: in a
+    process with other threads one could close or open one in between, so those (the
+    daemon) keep Popen, which closes every descriptor in the child itself."""
+    threading = sys.modules.get("threading")
+    return threading is None or threading.active_count() == 1
 
 
 def _inheritable_fds() -> list[int]:
