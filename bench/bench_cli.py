@@ -94,9 +94,10 @@ def main() -> int:
         sys.stderr.write("needs root\n")
         return 2
     ref = references.reference("v1.9.1")
-    if ref is None or ref.cnitool is None:
-        sys.stderr.write("the v1.9.1 reference (cnitool v1.3.0) is not present\n")
-        return 2
+    if ref is None or ref.cnitool is None:  # not an error: `make bench` runs the rest
+        print("skipped: the v1.9.1 reference (cnitool v1.3.0; ../shared/upstream or")
+        print("PYCNI_UPSTREAM) is not present")
+        return 0
     if args.work is None:
         work = Path(tempfile.mkdtemp(prefix="pycni-bench-cli-"))
         sys.argv += ["--work", str(work)]
