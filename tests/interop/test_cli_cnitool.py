@@ -42,6 +42,7 @@ _VETH = re.compile(r"veth[0-9a-f]{8}")
 CANNED = """#!/bin/sh
 cat > /dev/null
 here=$(dirname "$0")
+if [ -f "$here/canned.$CNI_COMMAND.stderr" ]; then cat "$here/canned.$CNI_COMMAND.stderr" >&2; fi
 if [ -f "$here/canned.$CNI_COMMAND.err" ]; then cat "$here/canned.$CNI_COMMAND.err"; exit 1; fi
 if [ "$CNI_COMMAND" = ADD ]; then cat "$here/canned.result"; fi
 if [ "$CNI_COMMAND" = VERSION ]; then
@@ -381,3 +382,38 @@ def test_cap_args_json_errors_match_cnitool(
         )
         seen.append((proc.returncode, proc.stdout, proc.stderr))
     assert seen[1] == seen[0]
+
+
+@pytest.mark.parametrize(
+    "stdout",
+    [
+        '{"interfaces":[{"name":"eth0"}],"ips":[{"address":"10.1.0.2/24"}]}',  # no cniVersion
+        "not json",
+        '{"cniVersion":"9.9.9"}',
+        '{"cniVersion":"1.0.0","ips":[{"address":"10.1.0.300/24"}]}',
+        '{"cniVersion":"1.0.0","ips":[{"address":"2001:DB8::1/64","gateway":"::FFFF:10.0.0.1"}]}',
+        '{"cniVersion":"1.0.0","ips":[{"address":"10.1.0.2/24","gateway":"10.1.0"}]}',
+        '{"cniVersion":"0.4.0","routes":[{"dst":"10.0.0.0/33"}]}',
+    ],
+)
+def test_odd_plugin_output_matches_cnitool(
+    stdout: str,
+    upstream_reference: Reference,
+    node: Namespace,
+    pod_factory: Callable[[], Namespace],
+    tmp_path: Path,
+) -> None:
+    """What a plugin prints that libcni must decode, re-encode or refuse (and its stderr on
+    success, which both pass through)."""
+    assert upstream_reference.cnitool is not None
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "canned").write_text(CANNED)
+    (bin_dir / "canned").chmod(0o755)
+    (bin_dir / "canned.result").write_text(stdout)
+    (bin_dir / "canned.ADD.stderr").write_text("a note\n")
+    bench = Bench(node, pod_factory(), tmp_path, str(bin_dir), upstream_reference.cnitool)
+    bench.write({"cniVersion": "1.0.0", "name": "canned", "plugins": [{"type": "canned"}]})
+    pod = bench.pod.path
+    seen = _compare(bench, [(["add", "canned", pod], {}), (["del", "canned", pod], {})])
+    assert seen[0].stderr.startswith("a note\n")

@@ -295,3 +295,18 @@ def test_spawn_failures_are_go_texts(tmp_path: Path, start_path: str) -> None:
         f"netplugin failed with no error message: fork/exec {missing}"
     )
     assert "no such file or directory" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("ip", "message"),
+    [
+        ({"address": "10.1.0.300/24"}, "invalid CIDR address: 10.1.0.300/24"),
+        ({"address": "10.1.0.2/24", "gateway": "10.1.0"}, "invalid IP address: 10.1.0"),
+    ],
+)
+def test_a_bad_address_in_a_result_is_worded_as_libcni(ip: dict[str, str], message: str) -> None:
+    """libcni reports Go's net.ParseError text (cnitool prints it after `plugin … failed`)."""
+    stdout = json.dumps({"cniVersion": "1.0.0", "ips": [ip]}).encode()
+    with pytest.raises(CNIError) as info:
+        decode_result(b'{"cniVersion":"1.0.0"}', stdout)
+    assert str(info.value) == message

@@ -512,7 +512,13 @@ def decode_result(netconf: bytes, stdout: bytes) -> Result:
     found = raw.get("cniVersion")
     if not (isinstance(found, str) and found):
         raw["cniVersion"] = conf_version
-    return Result.from_dict(raw)
+    try:
+        return Result.from_dict(raw)
+    except CNIError as err:
+        go_text = getattr(err, "go_text", None)  # a bad address: Go's net.ParseError text
+        if go_text is None:
+            raise
+        raise CNIError(err.code, go_text) from None
 
 
 def exec_plugin_with_result(

@@ -612,13 +612,13 @@ def _parse_ip(text: str, where: str) -> IPAddress:
             return address.ipv4_mapped or address
         return IPv4Address(text)
     except ValueError:
-        raise _decode_error(where, f'invalid IP address "{text}"') from None
+        raise _address_error(where, "IP", text) from None
 
 
 def _split_cidr(text: str, where: str) -> tuple[IPAddress, int]:
     """Go's ``net.ParseCIDR``: ``address/prefix`` with a decimal prefix length."""
     address_text, slash, prefix_text = text.rpartition("/")
-    bad = _decode_error(where, f'invalid CIDR address "{text}"')
+    bad = _address_error(where, "CIDR", text)
     if not slash or not prefix_text.isascii() or not prefix_text.isdigit():
         raise bad
     try:
@@ -668,6 +668,14 @@ def _kind(value: object) -> str:
     if value is None:
         return "null"
     return type(value).__name__
+
+
+def _address_error(where: str, kind: str, text: str) -> CNIError:
+    """A bad address, worded for the plugins (field and value); ``go_text`` holds Go's own
+    ``net.ParseError`` text, which libcni (and so pycni's runtime) reports instead."""
+    err = _decode_error(where, f'invalid {kind} address "{text}"')
+    err.go_text = f"invalid {kind} address: {text}"  # type: ignore[attr-defined]
+    return err
 
 
 def _decode_error(where: str, problem: str) -> CNIError:
