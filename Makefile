@@ -4,17 +4,20 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMPS := .stamps
 
-.PHONY: setup setup-test demo test test-daemon test-kernel lint bench clean
+.PHONY: setup setup-test demo test test-daemon test-kernel lint bench dist clean
 
+# What the demo needs: the Debian packages it runs and pycni with its runtime dependencies only.
 setup: $(STAMPS)/system $(STAMPS)/venv
 
-# What the tests need beyond the demo: etcd for the cluster tests, podman and containerd for the
-# real-runtime interop tests, qemu + a Debian kernel + virtme-ng for the full-kernel lane.
-setup-test: setup $(STAMPS)/test-system $(STAMPS)/vm
+# What the tests need beyond the demo: the dev tools (pytest, hypothesis, linters, plotting),
+# etcd for the cluster tests, podman and containerd for the real-runtime interop tests,
+# qemu + a Debian kernel + virtme-ng for the full-kernel lane.
+setup-test: setup $(STAMPS)/venv-dev $(STAMPS)/test-system $(STAMPS)/vm
 
 $(STAMPS)/system: scripts/setup-system.sh
 	@mkdir -p $(STAMPS)
-	bash scripts/setup-system.sh
+	@echo "setup: Debian packages (only the missing ones; up to a minute on a new machine)"
+	@bash scripts/setup-system.sh
 	@touch $@
 
 $(STAMPS)/test-system: scripts/setup-cluster.sh scripts/setup-runtimes.sh
@@ -24,7 +27,7 @@ $(STAMPS)/test-system: scripts/setup-cluster.sh scripts/setup-runtimes.sh
 	@touch $@
 
 # Not a stamp alone: the kernel lives outside the checkout; the script checks and is quick.
-$(STAMPS)/vm: scripts/setup-vm.sh $(STAMPS)/venv FORCE
+$(STAMPS)/vm: scripts/setup-vm.sh $(STAMPS)/venv-dev FORCE
 	@mkdir -p $(STAMPS)
 	bash scripts/setup-vm.sh $(PY)
 	@touch $@
@@ -33,13 +36,20 @@ FORCE:
 
 $(STAMPS)/venv: pyproject.toml
 	@mkdir -p $(STAMPS)
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip >/dev/null
-	$(PY) -m pip install -q -e '.[dev]'
+	@test -x $(PY) || { echo "setup: virtualenv $(VENV) (~3 s)"; $(PYTHON) -m venv $(VENV); }
+	@echo "setup: pycni and its runtime dependencies: pyroute2, pip-nftables, prometheus-client (~5 s)"
+	@$(PY) -m pip install -q --disable-pip-version-check -e .
+	@touch $@
+
+# The dev tools, for make test / lint / bench only (the demo never imports them).
+$(STAMPS)/venv-dev: pyproject.toml $(STAMPS)/venv
+	@echo "setup: dev tools: pytest, hypothesis, ruff, mypy, import-linter, grpcio-tools, matplotlib, virtme-ng (~30 s)"
+	@$(PY) -m pip install -q --disable-pip-version-check -e '.[dev]'
 	@touch $@
 
 demo: setup
-	$(VENV)/bin/pycni demo
+	@echo "demo: three pods on a throwaway node (~3 s)"
+	@$(VENV)/bin/pycni demo
 
 # The whole suite with in-process entry points, then the plugin integration suite again with
 # every call going through the warm daemon (the fast forwarders).
@@ -57,17 +67,22 @@ test-kernel: setup-test
 test-daemon: setup-test
 	PYCNI_TEST_MODE=daemon $(PY) -m pytest -q -p no:cacheprovider tests/integration
 
-lint: setup
+lint: setup $(STAMPS)/venv-dev
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/ruff format --check src tests bench
 	$(VENV)/bin/mypy src
 	$(VENV)/bin/lint-imports
 
-bench: setup
+bench: setup $(STAMPS)/venv-dev
 	$(PY) bench/run.py && $(PY) bench/bench_cluster.py
 	$(PY) bench/bench_portmap_scale.py
 	$(PY) bench/bench_startup.py
 	$(PY) bench/bench_cli.py
 
+# A wheel and an sdist in dist/ (docs/install.md): `pip install dist/pycni-*.whl` in any venv.
+dist: setup $(STAMPS)/venv-dev
+	rm -rf dist
+	$(PY) -m build --outdir dist .
+
 clean:
-	rm -rf $(STAMPS) $(VENV) build src/*.egg-info
+	rm -rf $(STAMPS) $(VENV) build dist src/*.egg-info

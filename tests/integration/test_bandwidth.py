@@ -298,6 +298,10 @@ def test_del_is_idempotent(node: harness.Namespace, pod_factory: Any, plugin_dir
         ({"ingressRate": -1, "ingressBurst": 8}, 7, "non-negative integer"),
         ({"ingressRate": RATE, "ingressBurst": 8 * 2**32}, 7, "more than 4GB"),
         ({"egressRate": "fast", "egressBurst": BURST}, 7, "egressRate"),
+        # A bucket of no byte at that rate: the kernel's EINVAL (v1.9.1: "create qdisc").
+        ({"egressRate": 2**64 - 1, "egressBurst": 8_000_000}, 7, "egressBurst 8000000 bits"),
+        ({"ingressRate": 8 * 2**40, "ingressBurst": 800}, 7, "too small for ingressRate"),
+        ({"ingressRate": RATE, "ingressBurst": 7}, 7, "ingressBurst 7 bits is too small"),
     ],
 )
 def test_bad_config_is_a_cni_error(
@@ -314,6 +318,10 @@ def test_bad_config_is_a_cni_error(
         run = _run(plugin_dir / "bandwidth", "ADD", _conf(prev, **limits), pod)
     body = json.loads(run.stdout)
     assert run.code == 1 and body["code"] == code and words in body["msg"], body
+    assert set(node.links()) == {"lo", "bwh0"}
+    assert [q["kind"] for q in node.json("tc", "-j", "qdisc", "show", "dev", "bwh0")] == [  # type: ignore[union-attr]
+        "noqueue"
+    ]
 
 
 def test_needs_a_prev_result_and_a_veth(
@@ -335,3 +343,64 @@ def test_needs_a_prev_result_and_a_veth(
             cni_path="/nonexistent",
         )
     assert run.code == 1 and "no veth peer" in run.json["msg"]  # type: ignore[operator]
+
+
+# Rates around 2^32 bytes/s: below it the tbf's 32-bit rate holds it, from it on the kernel
+# needs TCA_TBF_RATE64 (it reports the 32-bit field as ~0 and the real rate beside it).
+WIDE_RATES = [8 * (2**32 - 1), 8 * 2**32, 8 * (2**32 + 1), 100_000_000_000, 10**12]
+WIDE_BURST = 8 * 1_000_000
+
+
+def _tbf_of(node: harness.Namespace, dev: str) -> dict[str, Any]:
+    """What ``tc -j qdisc show`` says of the link's root tbf (rate in bytes/s)."""
+    found = [q for q in node.json("tc", "-j", "qdisc", "show", "dev", dev) if q["kind"] == "tbf"]  # type: ignore[union-attr]
+    assert len(found) == 1, found
+    return {k: v for k, v in found[0].items() if k not in ("dev", "refcnt")}
+
+
+def _wide_add(
+    plugin: Path, node: harness.Namespace, pod: harness.Namespace, rate: int
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """ADD both directions at ``rate`` on a fresh veth; (ingress tbf, egress (ifb) tbf)."""
+    prev = _veth(node, pod, "bwh0")
+    limits = {"ingressRate": rate, "ingressBurst": WIDE_BURST}
+    limits |= {"egressRate": rate, "egressBurst": WIDE_BURST}
+    conf = _conf(prev, **limits)
+    with node.entered():
+        result = _run(plugin, "ADD", conf, pod).ok().json
+        ifb = result["interfaces"][-1]["name"]  # type: ignore[index]
+        seen = (_tbf_of(node, "bwh0"), _tbf_of(node, ifb))
+        _run(plugin, "CHECK", {**conf, "prevResult": result}, pod).ok()
+        _run(plugin, "DEL", conf, pod).ok()
+    return seen
+
+
+@pytest.mark.parametrize("rate", WIDE_RATES, ids=lambda r: f"{r}bit")
+def test_rates_of_2_to_the_32_bytes_and_above_reach_the_kernel_whole(
+    node: harness.Namespace, pod_factory: Any, plugin_dir: Path, rate: int
+) -> None:
+    """Refused above 34 Gbit/s before rate64: now the kernel holds the whole rate both ways,
+    and CHECK reads it back (from TCA_TBF_RATE64)."""
+    ingress, egress = _wide_add(plugin_dir / "bandwidth", node, pod_factory(), rate)
+    assert ingress["options"]["rate"] == egress["options"]["rate"] == rate // 8
+    assert not [name for name in node.links() if name.startswith("bwp")]
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("rate", WIDE_RATES, ids=lambda r: f"{r}bit")
+def test_wide_rates_give_the_qdiscs_of_upstream(
+    pod_factory: Any, plugin_dir: Path, upstream_reference: Any, rate: int
+) -> None:
+    """The tbf the kernel reports (rate, burst, lat, limit) is the one v1.9.1 makes, just below,
+    at and above 2^32 bytes/s."""
+    seen = {}
+    for impl, plugin in (
+        ("pycni", plugin_dir / "bandwidth"),
+        (upstream_reference.name, upstream_reference.plugin_dir / "bandwidth"),
+    ):
+        node = harness.create_namespace("node")
+        try:
+            seen[impl] = _wide_add(plugin, node, pod_factory(), rate)
+        finally:
+            node.delete()
+    assert seen["pycni"] == seen[upstream_reference.name], (upstream_reference.label, seen)

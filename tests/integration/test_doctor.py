@@ -240,7 +240,11 @@ def test_a_plugin_a_runtime_needs_removed_fails(
         "cniVersion": "0.4.0",
         "name": "priv",
         "plugins": [
-            {"type": "bridge", "bridge": "priv0", "ipam": {"type": "host-local"}},
+            {
+                "type": "bridge",
+                "bridge": "priv0",
+                "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.87.0.0/24"}]]},
+            },
             {"type": "portmap", "capabilities": {"portMappings": True}},
             {"type": "firewall"},
             {"type": "tuning"},

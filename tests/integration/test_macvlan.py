@@ -241,6 +241,11 @@ def test_failed_add_leaves_nothing_behind(
         ({"mac": "zz:11"}, 7, "for MAC addr"),
         ({"master": "nosuchlink"}, 999, 'failed to lookup master "nosuchlink"'),
         ({"mtu": "big"}, 7, "mtu must be a number"),
+        # Go's uint32: v1.9.1 fails to unmarshal these; the message here names the key.
+        ({"bcqueuelen": -1}, 7, "bcqueuelen must be a number in [0, 4294967295], got -1"),
+        ({"bcqueuelen": 2**32}, 7, "bcqueuelen must be a number in [0, 4294967295]"),
+        ({"bcqueuelen": "100"}, 7, "bcqueuelen must be a number"),
+        ({"bcqueuelen": 1.5}, 7, "bcqueuelen must be a number"),
     ],
 )
 def test_bad_config_is_a_cni_error(
@@ -259,3 +264,61 @@ def test_bad_config_is_a_cni_error(
     body = json.loads(run.stdout)
     assert body["code"] == code and words in body["msg"], body
     assert set(pod.links()) == {"lo"}
+
+
+def _bc_queue(pod: harness.Namespace) -> tuple[int, int]:
+    """(bcqueuelen, usedbcqueuelen) of the pod's macvlan, as ``ip -d`` reports them."""
+    data = pod.links()["eth0"]["linkinfo"]["info_data"]
+    return int(data["bcqueuelen"]), int(data["usedbcqueuelen"])
+
+
+def _bc_queue_add(
+    plugin: Path, node: harness.Namespace, pod: harness.Namespace, path: str, **extra: Any
+) -> tuple[int, int]:
+    conf = _conf("10.70.0.31/24", **extra)
+    with node.entered():
+        _run(plugin, "ADD", conf, pod, path).ok()
+        seen = _bc_queue(pod)
+        _run(plugin, "DEL", conf, pod, path).ok()
+    assert set(pod.links()) == {"lo"}
+    return seen
+
+
+def test_bcqueuelen_sets_the_broadcast_queue_of_the_master(
+    node: harness.Namespace, pod_factory: Any, plugin_dir: Path
+) -> None:
+    """Refused before; now the kernel's IFLA_MACVLAN_BC_QUEUE_LEN (shared by the master's
+    macvlans: the largest request is the one used); absent or 0 leaves the kernel's 1000."""
+    _master(node)
+    path = str(plugin_dir)
+    assert _bc_queue_add(plugin_dir / "macvlan", node, pod_factory(), path) == (1000, 1000)
+    assert _bc_queue_add(plugin_dir / "macvlan", node, pod_factory(), path, bcqueuelen=0) == (
+        1000,
+        1000,
+    )
+    big = _bc_queue_add(plugin_dir / "macvlan", node, pod_factory(), path, bcqueuelen=4321)
+    assert big == (4321, 4321)
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("bcqueuelen", [0, 1, 4321, 2**32 - 1])
+def test_bcqueuelen_as_upstream(
+    node: harness.Namespace,
+    pod_factory: Any,
+    plugin_dir: Path,
+    upstream_reference: Any,
+    bcqueuelen: int,
+) -> None:
+    """The pod link's broadcast queue lengths equal v1.9.1's for the same config."""
+    _master(node)
+    seen = {}
+    for impl, plugin, path in (
+        ("pycni", plugin_dir / "macvlan", str(plugin_dir)),
+        (
+            upstream_reference.name,
+            upstream_reference.plugin_dir / "macvlan",
+            str(upstream_reference.plugin_dir),
+        ),
+    ):
+        seen[impl] = _bc_queue_add(plugin, node, pod_factory(), path, bcqueuelen=bcqueuelen)
+    assert seen["pycni"] == seen[upstream_reference.name], (upstream_reference.label, seen)

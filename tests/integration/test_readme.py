@@ -79,8 +79,12 @@ def test_readme_runs_as_written(tmp_path: Path) -> None:
     assert [ln for ln in shown if ln not in printed] == [], "the README's demo output is stale"
     assert '"address": "10.99.0.2/24"' in out  # pycni add's result
     assert out.count("2 received, 0% packet loss") == 2
+    assert "hello from tour-pod\n" in out  # the port mapping answering: node 8080 -> pod 80
     assert "tcp/8080" in out and "→ 10.99.0.2:80" in out  # inspect: the port mapping
     assert "Daemon: answering on /tmp/pycni-tour/pycni.sock" in out
+    # block one: the kept demo's daemon, found through the demo's entry points, named as such
+    assert "Daemon: answering on /run/pycni-demo/run/pycni.sock" in out
+    assert "started by pycni demo (`pycni demo --down` stops it)" in out
     assert ", 0 fail\n" in out  # doctor
     assert out.count("Leaks: none") == 3  # the demo, the tour with its pod, after DEL
     assert not _tour_namespaces()

@@ -133,3 +133,103 @@ def test_del_is_idempotent_and_errors_are_cni_errors(
         no_ips = {**prev, "ips": []}
         run = _run(plugin_dir / "sbr", "ADD", _conf(no_ips), pod)
         assert run.code == 1 and "No IP addresses" in run.json["msg"]  # type: ignore[operator]
+
+
+def _dual_pod(node: harness.Namespace, pod: harness.Namespace, host: str) -> dict[str, Any]:
+    """_pod plus an IPv6 address on eth0 and a rule of table 7 from the pod's IPv4 address
+    (another table's rule, which DEL with ``table`` must leave alone)."""
+    prev = _pod(node, pod, host)
+    pod.run("ip", "-6", "addr", "add", "fd00:100::2/64", "dev", "eth0", "nodad")
+    pod.run("ip", "rule", "add", "from", "10.100.0.2", "lookup", "7")
+    prev["ips"].append({"address": "fd00:100::2/64", "interface": 1})
+    return prev
+
+
+def _routing_both(pod: harness.Namespace) -> dict[str, Any]:
+    """Rules and non-local routes of both families, as ip shows them."""
+    seen: dict[str, Any] = {}
+    for family in ("-4", "-6"):
+        seen[f"rules{family}"] = pod.json("ip", "-j", family, "rule", "show")
+        routes = pod.json("ip", "-j", family, "route", "show", "table", "all")
+        seen[f"routes{family}"] = sorted(
+            (r for r in routes if r.get("table") != "local"),  # type: ignore[union-attr]
+            key=json.dumps,
+        )
+    return seen
+
+
+def _table_run(
+    plugin: Path, node: harness.Namespace, pod: harness.Namespace, table: int
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """(result, routing before, after ADD, after DEL) of an ADD and DEL with ``table``."""
+    prev = _dual_pod(node, pod, "sbrt0")
+    conf = {**_conf(prev), "table": table}
+    before = _routing_both(pod)
+    with node.entered():
+        out = _run(plugin, "ADD", conf, pod).ok().json
+        added = _routing_both(pod)
+        _run(plugin, "DEL", conf, pod).ok()
+    out.pop("dns", None)
+    return out, before, added, _routing_both(pod)
+
+
+@pytest.mark.parametrize("table", [100, 5000])
+def test_table_adds_a_rule_per_address_and_moves_no_route(
+    node: harness.Namespace, pod_factory: Any, plugin_dir: Path, table: int
+) -> None:
+    """With ``table`` (v1.6+): ``from <addr> lookup <table>`` per address, even when the
+    table already has a rule (100 has one here), the routes stay where they were; DEL takes
+    those rules away and leaves the same address's rule of another table."""
+    pod = pod_factory()
+    _out, before, added, after = _table_run(plugin_dir / "sbr", node, pod, table)
+    assert added["routes-4"] == before["routes-4"] and added["routes-6"] == before["routes-6"]
+    for family, src in (("-4", "10.100.0.2"), ("-6", "fd00:100::2")):
+        new = [r for r in added[f"rules{family}"] if r not in before[f"rules{family}"]]
+        # ip prints no srclen for a host prefix (/32, /128): the rule is for the address only
+        assert [(r.get("src"), r.get("srclen"), r["table"]) for r in new] == [
+            (src, None, str(table))
+        ], new
+    assert after == before  # table 7's rule from 10.100.0.2 is still there
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("table", [100, 5000])
+def test_table_gives_the_rules_of_upstream(
+    node: harness.Namespace, pod_factory: Any, plugin_dir: Path, upstream_reference: Any, table: int
+) -> None:
+    """Rules and routes of both families after ADD and after DEL equal v1.9.1's."""
+    seen = {}
+    for impl, plugin in (
+        ("pycni", plugin_dir / "sbr"),
+        (upstream_reference.name, upstream_reference.plugin_dir / "sbr"),
+    ):
+        pod = pod_factory()
+        out, _before, added, after = _table_run(plugin, node, pod, table)
+        node.run("ip", "link", "del", "sbrt0")
+        out["interfaces"] = [i["name"] for i in out["interfaces"]]  # type: ignore[index]
+        seen[impl] = (out, added, after)
+    assert seen["pycni"] == seen[upstream_reference.name], upstream_reference.label
+
+
+@pytest.mark.parametrize(
+    ("table", "words"),
+    [
+        (0, "table must be a number in [1, 4294967295], got 0"),
+        (-1, "table must be a number in [1, 4294967295], got -1"),
+        (2**32, "table must be a number in [1, 4294967295]"),
+        ("100", 'table must be a number in [1, 4294967295], got "100"'),
+        (1.5, "table must be a number"),
+    ],
+)
+def test_bad_table_is_a_cni_error_and_changes_nothing(
+    node: harness.Namespace, pod_factory: Any, plugin_dir: Path, table: Any, words: str
+) -> None:
+    pod = pod_factory()
+    prev = _dual_pod(node, pod, "sbrt0")
+    before = _routing_both(pod)
+    for command in ("ADD", "DEL"):
+        with node.entered():
+            run = _run(plugin_dir / "sbr", command, {**_conf(prev), "table": table}, pod)
+        assert run.code == 1 and run.json["code"] == 7, run.stdout
+        assert words in run.json["msg"], run.json  # type: ignore[operator]
+        assert _routing_both(pod) == before

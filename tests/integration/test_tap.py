@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests import harness
+from pycni.plugin import selinux, skel
+from pycni.plugin.host import ThisHost
+from tests import harness, references
 
 pytestmark = pytest.mark.kernel
 
@@ -214,3 +217,96 @@ def test_two_taps_in_one_pod_and_the_node_is_untouched(
     assert clash.code == 1
     assert set(pod.links()) == {"lo", "tap0", "tap1"}
     assert set(node.links()) == before
+
+
+# --- selinuxContext ----------------------------------------------------------------------
+
+LABEL = "system_u:system_r:svirt_t:s0"
+
+
+def _no_selinux() -> None:
+    if selinux.LINUX.enabled():
+        pytest.skip("SELinux is on here: the no-SELinux behaviour cannot be observed")
+
+
+def test_selinux_context_without_selinux_is_a_no_op_where_v1_9_1_fails(
+    node: harness.Namespace,
+    pod_factory: Any,
+    plugin_dir: Path,
+    upstream_reference: references.Reference,
+) -> None:
+    """No SELinux (this machine): pycni accepts the key and makes the same tap as without it.
+    v1.9.1 writes the label regardless, the kernel refuses it, and its ADD fails (999): the
+    deliberate difference of docs/plugins/tap.md."""
+    print(f"compared with {upstream_reference}")
+    _no_selinux()
+    conf = _conf(selinuxContext=LABEL, owner=1234, group=4321, mac=MAC)
+    pods = [pod_factory(), pod_factory()]
+    with node.entered():
+        ours = _run(plugin_dir, "ADD", conf, pods[0]).ok().json
+        _run(plugin_dir, "ADD", _conf(owner=1234, group=4321, mac=MAC), pods[1]).ok()
+        theirs = harness.exec_plugin(
+            upstream_reference.plugin_dir / "tap", "ADD", conf, container_id="ctr1",
+            netns=pods[1].path, ifname="tap1", cni_path=str(upstream_reference.plugin_dir),
+        )  # fmt: skip
+    assert ours["interfaces"] == [{"name": "eth0", "mac": MAC, "sandbox": pods[0].path}]
+    assert _tun(pods[0]) | {"up": True} == _tun(pods[1]) | {"up": True}
+    assert theirs.code == 1 and theirs.json["code"] == 999
+    assert str(theirs.json["msg"]).startswith("failed set socket label: ")
+    assert str(theirs.json["msg"]).endswith("invalid argument")
+    assert "tap1" not in pods[1].links()
+    with node.entered():
+        _run(plugin_dir, "DEL", conf, pods[0]).ok()
+    assert "eth0" not in pods[0].links()
+
+
+def test_the_kernel_refuses_a_label_without_selinux_and_nothing_runs(tmp_path: Path) -> None:
+    _no_selinux()
+    marker = tmp_path / "ran"
+    with pytest.raises(selinux.LabelRefused) as err:
+        selinux.LINUX.run_labelled(LABEL, ["touch", str(marker)], 10.0)
+    assert str(err.value) == f"failed set socket label: write {selinux.EXEC_ATTR}: invalid argument"
+    assert not marker.exists()
+
+
+class _RecordingSELinux(selinux.LinuxSELinux):
+    """The machine's labelled exec, "on", with the exec attribute moved to a file."""
+
+    __slots__ = ()
+
+    def enabled(self) -> bool:
+        return True
+
+
+class _Host(ThisHost):
+    __slots__ = ()
+
+    def selinux(self) -> selinux.SELinux:
+        return _RecordingSELinux()
+
+
+def test_the_labelled_helper_makes_the_tap_in_the_pod_on_the_real_kernel(
+    node: harness.Namespace, pod_factory: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SELinux's effect cannot be seen here; the rest of the path can: the label written for
+    the thread that execs, the helper run from it inside the pod, the reference's `ip tuntap`
+    flags although owner and group are set, then the plugin's own steps on the tap."""
+    attr = tmp_path / "attr-exec"
+    attr.write_bytes(b"")
+    monkeypatch.setattr(selinux, "EXEC_ATTR", str(attr))
+    pod = pod_factory()
+    conf = _conf(selinuxContext=LABEL, owner=1234, group=4321, mac=MAC, mtu=1400)
+    env = {"CNI_COMMAND": "ADD", "CNI_CONTAINERID": "ctr1", "CNI_NETNS": pod.path,
+           "CNI_IFNAME": "eth0", "CNI_PATH": "/nonexistent"}  # fmt: skip
+    with node.entered():
+        out = skel.run("tap", env, json.dumps(conf).encode(), host=_Host())
+    assert out.exit_code == 0, out.stdout
+    assert attr.read_bytes() == LABEL.encode()
+    tap = _tun(pod)
+    assert (tap["vnet_hdr"], tap["pi"], tap["user"], tap["group"]) == (False, False, 1234, 4321)
+    assert (tap["mtu"], tap["mac"], tap["up"]) == (1400, MAC, True)
+    assert "eth0" not in node.links()
+    with node.entered():
+        _run_del = skel.run("tap", {**env, "CNI_COMMAND": "DEL"}, json.dumps(conf).encode())
+    assert _run_del.exit_code == 0
+    assert "eth0" not in pod.links()

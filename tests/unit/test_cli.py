@@ -124,13 +124,13 @@ def test_grace_period_must_be_a_number_of_seconds(
 @pytest.mark.parametrize(
     ("setup", "argv", "message"),
     [
-        ({"CNI_ARGS": "A=1;B"}, ["add", "net", "/ns/p"], 'invalid CNI_ARGS pair "B"\n'),
-        ({"CAP_ARGS": "[1"}, ["add", "net", "/ns/p"], "unexpected end of JSON input\n"),
-        ({}, ["add", "nope", "/ns/p"], 'no net configuration with name "nope" in '),
+        ({"CNI_ARGS": "A=1;B"}, ["add", "net", "/ns/p"], 'pycni: invalid CNI_ARGS pair "B"\n'),
+        ({"CAP_ARGS": "[1"}, ["add", "net", "/ns/p"], "pycni: unexpected end of JSON input\n"),
+        ({}, ["add", "nope", "/ns/p"], 'pycni: no net configuration with name "nope" in '),
         (
             {"CNI_PATH": ""},
             ["add", "net", "/ns/p"],
-            'plugin type="a" failed (add): no paths provided\n',
+            'pycni: plugin type="a" failed (add): no paths provided (CNI_PATH is empty',
         ),
         ({"CNI_IFNAME": ""}, ["add", "net", "/ns/p"], "interface name is empty"),
     ],
@@ -155,7 +155,7 @@ def test_errors_go_to_stderr_with_exit_1(
 def test_plugin_error_is_reported(env: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
     env["fakes"].add("b", ADD={"stdout": json.dumps({"code": 11, "msg": "later"}), "exit": 1})
     assert _cli(env, "add", "net", "/ns/p") == 1
-    assert capsys.readouterr().err == 'plugin type="b" failed (add): later\n'
+    assert capsys.readouterr().err == 'pycni: plugin type="b" failed (add): later\n'
 
 
 def test_status_error_code_message(env: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
@@ -163,7 +163,7 @@ def test_status_error_code_message(env: dict[str, Any], capsys: pytest.CaptureFi
         "a", STATUS={"stdout": json.dumps({"code": 50, "msg": "not ready"}), "exit": 1}
     )
     assert _cli(env, "status", "net", "/ns/p") == 1
-    assert capsys.readouterr().err == "not ready\n"
+    assert capsys.readouterr().err == "pycni: not ready\n"
 
 
 def test_list_validate_version(env: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
@@ -183,7 +183,10 @@ def test_list_validate_version(env: dict[str, Any], capsys: pytest.CaptureFixtur
     assert "capabilities: portMappings" in capsys.readouterr().out
     env["fakes"].add("b", versions=["0.4.0"])
     assert main(["validate", "net"]) == 1
-    assert 'plugin b does not support config version "1.1.0"' in capsys.readouterr().err
+    assert (
+        'plugins[1].type: plugin b does not support config version "1.1.0"'
+        in capsys.readouterr().out
+    )
     assert main(["version"]) == 0
     assert "1.1.0" in capsys.readouterr().out
     assert main(["version", "--plugin", "b"]) == 0
@@ -315,3 +318,97 @@ def test_cnitool_verbs_load_no_heavy_stdlib(env: dict[str, Any]) -> None:
         cwd=env["tmp"],
     )
     assert out.stdout.endswith("}[0, 0] []\n"), out.stdout + out.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["add", "net", "/run/netns/x"],
+        ["del", "net", "/run/netns/x"],
+        ["inspect"],
+        ["doctor"],
+        ["cleanup"],
+        ["gc"],
+        ["demo"],
+    ],
+)
+def test_commands_that_need_root_say_so_up_front(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    monkeypatch.setattr("os.geteuid", lambda: 65534)
+    assert main(argv) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""  # no partial report
+    assert captured.err.startswith(f"pycni {argv[0]} needs root: ")
+    assert captured.err.endswith("Run it as root (e.g. with sudo).\n")
+
+
+def test_commands_that_need_no_root_run_without(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.setattr("os.geteuid", lambda: 65534)
+    monkeypatch.setenv("NETCONFPATH", str(tmp_path))
+    assert main(["version"]) == 0
+    assert main(["list"]) == 0
+    assert "needs root" not in capsys.readouterr().err
+
+
+def test_a_broken_file_breaks_only_itself(
+    env: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = env["confdir"] / "05-broken.conflist"
+    broken.write_text('{"cniVersion": "1.0.0", "name": "br')
+    assert _cli(env, "add", "net", "/ns/p") == 0
+    err = capsys.readouterr().err
+    assert err.startswith(f"pycni: warning: skipped {broken}: error parsing configuration list")
+    assert _cli(env, "add", "nosuch", "/ns/p") == 1
+    assert "unreadable there: 05-broken.conflist" in capsys.readouterr().err
+
+
+def test_empty_cni_path_is_named(
+    env: dict[str, Any], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CNI_PATH")
+    assert _cli(env, "add", "net", "/ns/p") == 1
+    err = capsys.readouterr().err
+    assert "no paths provided" in err
+    assert err.endswith("(CNI_PATH is empty: set it to the directories holding the plugins)\n")
+
+
+def test_add_ends_its_line_on_a_terminal_only(env: dict[str, Any]) -> None:
+    """cnitool's bytes through a pipe; on a terminal the result's line is ended."""
+    import pty
+
+    script = (
+        "import sys; from pycni.cli.main import main; "
+        f"sys.exit(main(['add', '--cache-dir', {str(env['cache'])!r}, 'net', '/ns/tty']))"
+    )
+    piped = subprocess.run([sys.executable, "-c", script], capture_output=True, check=True)
+    assert piped.stdout.endswith(b"}")
+    leader, follower = pty.openpty()
+    subprocess.run([sys.executable, "-c", script], stdout=follower, check=True)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    assert b"".join(chunks).endswith(b"}\r\n")
+
+
+def test_cnitools_form_prints_cnitools_bytes(
+    env: dict[str, Any], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without options the verbs are cnitool's: the bare message, no prefix or hint."""
+    monkeypatch.setenv("PYCNI_CACHE_DIR", str(env["cache"]))
+    assert main(["add", "nope", "/ns/p"]) == 1
+    assert capsys.readouterr().err.startswith('no net configuration with name "nope" in ')
+    monkeypatch.setenv("CNI_PATH", "")
+    assert main(["add", "net", "/ns/p"]) == 1
+    assert capsys.readouterr().err == 'plugin type="a" failed (add): no paths provided\n'
+    env["fakes"].add("b", ADD={"stdout": json.dumps({"code": 11, "msg": "later"}), "exit": 1})

@@ -84,3 +84,87 @@ def test_schedule_renews_at_t1_rebinds_after_t2_and_expires() -> None:
     assert next_step(REBINDING, t, 121.0, True) == ("expired", 0.0)  # set the link down
     renewed = Times(renew=130.0, rebind=172.0, expire=190.0)
     assert next_step(RENEWING, renewed, 70.0, False) == (BOUND, 60.0)
+
+
+# --- `dhcp daemon` command line (Go flag syntax) and socket activation ---------------------
+
+
+def test_daemon_flags_parse_as_go_flag_does() -> None:
+    from pycni.plugins.ipam.dhcp.flags import DaemonOptions, parse
+
+    assert parse([]) == DaemonOptions()
+    got = parse(
+        ["-socketpath", "/run/x.sock", "--pidfile=/run/d.pid", "-hostprefix=/host",
+         "-broadcast", "-timeout", "1m30s", "--resendmax=500ms", "-resendtimeout", "1h",
+         "-leasedir="]
+    )  # fmt: skip
+    assert got == DaemonOptions(
+        socket_path="/run/x.sock",
+        pidfile="/run/d.pid",
+        host_prefix="/host",
+        broadcast=True,
+        timeout=90.0,
+        resend_max=0.5,
+        resend_timeout=3600.0,
+        lease_dir="",
+    )
+    assert parse(["-broadcast=false"]).broadcast is False
+    assert parse(["-broadcast=T"]).broadcast is True
+    assert parse(["-socketpath", ""]).socket_path == "/run/cni/dhcp.sock"  # "" is the default
+    # the first non-flag, or "--", ends the flags; what follows is ignored, as by the reference
+    assert parse(["-timeout=2s", "extra", "-bogus"]).timeout == 2.0
+    assert parse(["--", "-bogus"]) == DaemonOptions()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-bogus"], "flag provided but not defined: -bogus"),
+        (["-timeout", "5"], 'invalid value "5" for flag -timeout: parse error'),
+        (["-timeout=1x"], 'invalid value "1x" for flag -timeout: parse error'),
+        (["-resendmax", "-1s"], 'invalid value "-1s" for flag -resendmax: negative duration'),
+        (["-broadcast=maybe"], 'invalid boolean value "maybe" for -broadcast: parse error'),
+        (["-socketpath"], "flag needs an argument: -socketpath"),
+        (["---x"], "bad flag syntax: ---x"),
+        (["-=x"], "bad flag syntax: -=x"),
+    ],
+)
+def test_daemon_flags_refused_with_the_reference_message(args: list[str], message: str) -> None:
+    from pycni.plugins.ipam.dhcp.flags import FlagError, parse
+
+    with pytest.raises(FlagError) as err:
+        parse(args)
+    assert str(err.value) == message
+
+
+def test_daemon_help_and_go_durations() -> None:
+    from pycni.plugins.ipam.dhcp.flags import HelpRequested, parse, parse_duration
+
+    for word in ("-h", "--help"):
+        with pytest.raises(HelpRequested):
+            parse([word])
+    assert parse_duration("0") == 0.0
+    assert parse_duration("1h2m3.5s") == pytest.approx(3723.5)
+    assert parse_duration("1.5ms") == pytest.approx(0.0015)
+    assert parse_duration("2us") == pytest.approx(2e-6)
+    assert parse_duration("+3s") == 3.0
+    for bad in ("", "5", "s", "1.s.", "3d", ".s", "1e3s", "99999999999h"):
+        with pytest.raises(ValueError):
+            parse_duration(bad)
+
+
+def test_socket_activation_variables_are_checked_and_removed() -> None:
+    from pycni.plugins.ipam.dhcp.activation import ActivationError, listener
+
+    other = {"LISTEN_PID": "1", "LISTEN_FDS": "1", "LISTEN_FDNAMES": "cni-dhcp.socket"}
+    env = dict(other)
+    assert listener(env, pid=4242) is None  # another process's: not ours, left alone
+    assert env == other
+    env = {"LISTEN_PID": "4242", "LISTEN_FDS": "0"}
+    assert listener(env, pid=4242) is None and env == {}
+    env = {"LISTEN_PID": "4242", "LISTEN_FDS": "2", "LISTEN_FDNAMES": "a:b"}
+    with pytest.raises(ActivationError, match=r"Too many \(2\) FDs"):
+        listener(env, pid=4242)
+    assert env == {}  # removed either way: children must not take them for theirs
+    with pytest.raises(ActivationError, match="not a number"):
+        listener({"LISTEN_PID": "4242", "LISTEN_FDS": "one"}, pid=4242)

@@ -26,7 +26,7 @@ from pycni.plugins.ipam.dhcp import config as dhcp_config
 from pycni.plugins.ipam.dhcp import daemon as dhcp_daemon
 from pycni.plugins.ipam.host_local import config as host_local
 from pycni.plugins.main import bridge, host_device, ipvlan, macvlan, ptp, tap, vlan
-from pycni.plugins.meta import bandwidth, flannel
+from pycni.plugins.meta import bandwidth, flannel, sbr
 from pycni.plugins.meta.tuning import conf as tuning
 from pycni.spec.errors import CNIError
 from pycni.spec.result import IPConfig, Result
@@ -133,7 +133,7 @@ def _dnsname(req: Request) -> None:
 
 
 def _static(req: Request) -> None:
-    ipam = static._ipam(req)
+    ipam = static.load_ipam(req)
     static.load_addresses(req, ipam)
     static._routes_and_dns(ipam)
 
@@ -424,9 +424,10 @@ PLUGINS: dict[str, tuple[Callable[[Request], Any], dict[str, Any], list[FieldPat
         ],
     ),
     "sbr": (
-        lambda req: req.prev_result(),
+        lambda req: (sbr.load_keys(req), req.prev_result()),
         {"prevResult": {"cniVersion": "1.0.0", "interfaces": [{"name": "eth0"}]}},
         [
+            ("table",),
             ("prevResult",),
             ("prevResult", "interfaces"),
             ("prevResult", "interfaces", 0, "name"),
@@ -585,3 +586,20 @@ def test_unknown_type_and_deep_nesting_through_run() -> None:
     assert body["cniVersion"] == "1.0.0"
     deep = skel.run("bridge", ENV, b"[" * 100_000 + b"]" * 100_000)
     assert deep.exit_code == 1 and json.loads(deep.stdout)["code"] == 6
+
+
+@SETTINGS
+@given(
+    rate=st.one_of(st.integers(1, 2**64 - 1), st.sampled_from([8, 2**35, 2**64 - 1])),
+    burst=st.one_of(st.integers(1, 8 * 2**32), st.sampled_from([1, 7, 8, 8 * (2**32 - 2)])),
+)
+def test_bandwidth_any_uint64_rate_and_burst_is_accepted_or_code_7(rate: int, burst: int) -> None:
+    """Rates of 2^32 bytes/s and more are no longer refused, and a burst too small for its
+    rate (the kernel's EINVAL) is code 7 naming the field, never 999 from the tbf arithmetic."""
+    conf = {"cniVersion": "1.0.0", "name": "n", "type": "bandwidth"}
+    stdin = json.dumps({**conf, "egressRate": rate, "egressBurst": burst}).encode()
+    outcome = skel.run_plugin(LoaderOnly(bandwidth.load_limits), ENV, stdin)
+    if outcome.exit_code:
+        body = json.loads(outcome.stdout)
+        assert body["code"] == 7, body
+        assert "egress" in body["msg"] or body["msg"] == "burst cannot be more than 4GB", body

@@ -214,3 +214,32 @@ def test_host_device_a_failure_at_each_step_leaves_node_and_pod_as_they_were(
     steps = assert_each_step_rolls_back(host, "host-device", hostdev_conf(tmp_path))
     assert steps[:3] == ["save", "move", "up"]
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("bcqueuelen", [0, 1, 2**32 - 1])
+def test_macvlan_asks_the_kernel_for_its_bcqueuelen(bcqueuelen: int) -> None:
+    host = new_host()
+    ok(host, "macvlan", "ADD", conf("macvlan", bcqueuelen=bcqueuelen))
+    (eth0,) = [link for link in host.pods[POD].links.values() if link.name == "eth0"]
+    assert eth0.macvlan_bc_queue_len == bcqueuelen
+
+
+@pytest.mark.parametrize("value", [-1, 2**32, "10", 2.5, True])
+def test_macvlan_refuses_a_bcqueuelen_that_is_no_uint32(value: Any) -> None:
+    host = new_host()
+    before = picture(host)
+    msg = failed(host, "macvlan", "ADD", conf("macvlan", bcqueuelen=value))
+    assert msg.startswith("invalid config: bcqueuelen must be a number in [0, 4294967295]"), msg
+    assert picture(host) == before
+
+
+@pytest.mark.parametrize("plugin", ["macvlan", "host-device"])
+def test_gc_goes_on_to_the_ipam_plugin(plugin: str, tmp_path: Path) -> None:
+    """The spec's MUST (v1.9.1 does not): GC reaches the IPAM plugin; no IPAM, no delegate."""
+    host = new_host()
+    base = hostdev_conf(tmp_path) if plugin == "host-device" else conf(plugin)
+    gc = {**base, "cniVersion": "1.1.0", "cni.dev/valid-attachments": []}
+    ok(host, plugin, "GC", gc)
+    assert host.delegations == [("static", "GC")]
+    ok(host, plugin, "GC", {k: v for k, v in gc.items() if k != "ipam"})
+    assert host.delegations == [("static", "GC")]

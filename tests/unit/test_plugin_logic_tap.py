@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import sys
+from collections.abc import Sequence
 from typing import Any
 
 from pycni.net.netlink.fake_kernel import FakeKernel
 from pycni.net.netlink.kernel import IFF_UP, Kernel, NetlinkError
-from pycni.plugin.fake_host import FakePluginHost
+from pycni.plugin.fake_host import FakePluginHost, FakeSELinux
+from pycni.plugin.selinux import SELinuxError
 from pycni.plugins.main.tap import Tap, tun
 from tests.plugin_logic import (
     POD,
@@ -208,3 +211,101 @@ def test_a_failure_at_each_step_leaves_the_pod_as_it_was() -> None:
     config = conf(bridge="br0", mtu=1400, mac=MAC, ipam=IPAM)
     steps = assert_each_step_rolls_back(host, tap, config)
     assert steps == ["create", "configure-link", "rename", "bridge", "up", "ipam", "configure"]
+
+
+def test_gc_goes_on_to_the_ipam_plugin() -> None:
+    """The spec's MUST (v1.9.1 does not): GC reaches the IPAM plugin, without a pod."""
+    host = pod_host()
+    tap, _ = plugin()
+    gc = {**conf(ipam=IPAM), "cniVersion": "1.1.0", "cni.dev/valid-attachments": []}
+    before = picture(host)
+    ok(host, tap, "GC", gc)
+    assert host.delegations == [("static", "GC")]
+    ok(host, tap, "GC", {k: v for k, v in gc.items() if k != "ipam"})
+    assert host.delegations == [("static", "GC")]
+    assert picture(host) == before
+
+
+# --- selinuxContext: the labelled helper where SELinux is on, nothing where it is off -------
+
+LABEL = "system_u:system_r:svirt_t:s0:c1,c2"
+
+
+def _labelled_host(**kw: Any) -> tuple[FakePluginHost, FakeSELinux]:
+    """A host with SELinux on whose "helper" makes the tap in the fake pod, as the real helper
+    (tun.helper_argv) does in the real one: it reads the name, flags and ids from argv."""
+    host = pod_host()
+
+    def helper(label: str, argv: Sequence[str]) -> None:
+        name, flags, owner, group = argv[-4:]
+        FakeTun()(host.kernel(POD), name, int(flags), int(owner or 0), int(group or 0))
+
+    selinux = FakeSELinux(enabled=True, on_run=helper, **kw)
+    host.selinux_state = selinux
+    return host, selinux
+
+
+def test_selinux_context_without_selinux_is_accepted_and_changes_nothing() -> None:
+    host = pod_host()
+    assert not host.selinux().enabled()
+    tap, maker = plugin()
+    config = conf(selinuxContext=LABEL, owner=1234, group=4321)
+    ok(host, tap, "ADD", config)
+    [(_, flags, owner, group)] = maker.calls  # the in-process ioctls, the usual flags
+    assert (flags, owner, group) == (tun.IFF_TAP | tun.IFF_VNET_HDR, 1234, 4321)
+    assert host.selinux_state.runs == []
+    ok(host, tap, "DEL", config)
+
+
+def test_selinux_context_with_selinux_makes_the_tap_in_a_labelled_helper() -> None:
+    host, selinux = _labelled_host()
+    tap, maker = plugin()
+    config = conf(selinuxContext=LABEL, owner=1234, group=4321, multiQueue=True, mac=MAC)
+    result = ok(host, tap, "ADD", config)
+    assert maker.calls == []  # not in-process: the label must be the creating task's
+    [(label, argv)] = selinux.runs
+    assert label == LABEL
+    name, flags, owner, group = argv[-4:]
+    assert name.startswith("veth")
+    # the reference's `ip tuntap` path whatever owner/group are: no vnet header, no pi
+    assert int(flags) == tun.IFF_TAP | tun.IFF_NO_PI | tun.IFF_MULTI_QUEUE
+    assert (owner, group) == ("1234", "4321")
+    assert argv[:3] == [sys.executable, "-I", "-S"]
+    eth0 = host.kernel(POD).find_link("eth0")
+    assert eth0 is not None and eth0.mac == MAC and bool(eth0.flags & IFF_UP)
+    assert result["interfaces"] == [{"name": "eth0", "mac": MAC, "sandbox": POD}]
+    ok(host, tap, "DEL", config)
+    assert host.kernel(POD).find_link("eth0") is None
+
+
+def test_a_refused_label_is_the_references_error_and_leaves_nothing() -> None:
+    host, selinux = _labelled_host(refuse=True)
+    tap, maker = plugin()
+    before = picture(host)
+    msg = failed(host, tap, "ADD", conf(selinuxContext="bogus", ipam=IPAM))
+    assert msg == "failed set socket label: write /proc/thread-self/attr/exec: invalid argument"
+    assert picture(host) == before and maker.calls == [] and selinux.runs == []
+    assert host.delegations == []  # IPAM comes after the device
+
+
+def test_a_failed_labelled_helper_is_a_cni_error_and_leaves_nothing() -> None:
+    host = pod_host()
+
+    def broken(label: str, argv: Sequence[str]) -> None:
+        raise SELinuxError("failed to run command permission denied: exit status 1")
+
+    host.selinux_state = FakeSELinux(enabled=True, on_run=broken)
+    before = picture(host)
+    msg = failed(host, plugin()[0], "ADD", conf(selinuxContext=LABEL))
+    assert msg == "failed to create tap: failed to run command permission denied: exit status 1"
+    assert picture(host) == before
+
+
+def test_each_step_of_a_labelled_add_rolls_back() -> None:
+    host, _ = _labelled_host()
+    pod = host.kernel(POD)
+    pod.add_bridge("br0")
+    steps = assert_each_step_rolls_back(
+        host, plugin()[0], conf(selinuxContext=LABEL, bridge="br0", ipam=IPAM)
+    )
+    assert "create" in steps

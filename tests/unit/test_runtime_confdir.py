@@ -43,8 +43,30 @@ def test_first_matching_conflist_in_lexical_order(tmp_path: Path) -> None:
 def test_any_broken_conflist_aborts(tmp_path: Path) -> None:
     _write(tmp_path / "10-broken.conflist", "{not json")
     _write(tmp_path / "20-good.conflist", _list("net", "a"))
-    with pytest.raises(ConfError, match="error parsing configuration list"):
+    with pytest.raises(ConfError, match="error parsing configuration list") as info:
         load_network_conf(str(tmp_path), "net")
+    assert str(info.value).endswith(f"(in {tmp_path / '10-broken.conflist'})")  # names itself
+
+
+def test_pycni_looks_past_a_broken_file(tmp_path: Path) -> None:
+    """libcni's search stops at a broken file; pycni's own commands skip it and say so."""
+    from pycni.runtime.confdir import find_network_conf
+
+    _write(tmp_path / "10-broken.conflist", "{not json")
+    _write(tmp_path / "15-broken.conf", "{")
+    _write(tmp_path / "20-good.conflist", _list("net", "a"))
+    conf, broken = find_network_conf(str(tmp_path), "net")
+    assert [p.type for p in conf.plugins] == ["a"]
+    assert [b.path for b in broken] == [str(tmp_path / "10-broken.conflist")]  # .conf: later
+    with pytest.raises(ConfError) as info:
+        find_network_conf(str(tmp_path), "nosuch")
+    assert str(info.value) == (
+        f'no net configuration with name "nosuch" in {tmp_path}; '
+        "unreadable there: 10-broken.conflist, 15-broken.conf"
+    )
+    (tmp_path / "10-broken.conflist").unlink()
+    (tmp_path / "15-broken.conf").unlink()
+    assert find_network_conf(str(tmp_path), "net")[1] == []
 
 
 def test_single_conf_fallback_wrapped(tmp_path: Path) -> None:

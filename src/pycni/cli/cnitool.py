@@ -14,7 +14,7 @@ import sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Collection
+    from collections.abc import Callable, Collection
     from typing import Any
 
     from pycni.runtime import NetworkConfigList, RuntimeConf
@@ -57,7 +57,12 @@ class UsageError(Exception):
     """Bad input from the command line or the environment."""
 
 
-def exact(argv: list[str], prog: str, commands: Collection[str] = ()) -> int | None:
+def exact(
+    argv: list[str],
+    prog: str,
+    commands: Collection[str] = (),
+    refuse: Callable[[str], int | None] | None = None,
+) -> int | None:
     """cnitool's own command line, without argparse: ``VERB NET NETNS [ignored…]``.
 
     Returns None when ``argv`` is pycni's extended form instead (an option anywhere, another
@@ -74,6 +79,9 @@ def exact(argv: list[str], prog: str, commands: Collection[str] = ()) -> int | N
     if len(argv) < 3:
         sys.stderr.write(USAGE.format(prog))
         return 1
+    refused = refuse(argv[0]) if refuse is not None else None  # not root: say so first
+    if refused is not None:
+        return refused
     cache_dir = os.environ.get("PYCNI_CACHE_DIR") or DEFAULT_CACHE_DIR
     return _call(argv[0], argv[1], argv[2], None, cache_dir, None)
 
@@ -184,9 +192,14 @@ def cni_paths() -> list[str]:
 
 
 def load_conf(network: str) -> NetworkConfigList:
-    from pycni.runtime import load_network_conf
+    """The network as libcni finds it, except that a broken file elsewhere in the directory
+    is named in a warning instead of failing every network (docs/cli.md)."""
+    from pycni.runtime.confdir import find_network_conf
 
-    return load_network_conf(os.environ.get("NETCONFPATH") or DEFAULT_NET_DIR, network)
+    conf, broken = find_network_conf(os.environ.get("NETCONFPATH") or DEFAULT_NET_DIR, network)
+    for err in broken:
+        sys.stderr.write(f"pycni: warning: skipped {err.path}: {err.error}\n")
+    return conf
 
 
 def run(verb: str, args: argparse.Namespace) -> int:
@@ -199,7 +212,9 @@ def run(verb: str, args: argparse.Namespace) -> int:
     if args.netns is None:
         sys.stderr.write(f"pycni: {verb} needs NETWORK and NETNS\n")
         return 2
-    return _call(verb, args.network, args.netns, args.ifname, args.cache_dir, args.timeout)
+    return _call(
+        verb, args.network, args.netns, args.ifname, args.cache_dir, args.timeout, extended=True
+    )
 
 
 def _call(
@@ -209,9 +224,12 @@ def _call(
     ifname: str | None,
     cache_dir: str,
     timeout: float | None,
+    *,
+    extended: bool = False,
 ) -> int:
-    """cnitool's main after its argument check: errors are printed as cnitool prints them
-    (the error's text and a newline, nothing before it) with exit code 1."""
+    """cnitool's main after its argument check, exit code 1 on an error. cnitool's form
+    prints the error as cnitool does (its text and a newline); the ``extended`` (argparse)
+    form as pycni's commands do, ``pycni: `` first and a hint for an empty CNI_PATH."""
     from pycni.runtime import CNIConfig
     from pycni.spec.errors import CNIError
 
@@ -221,7 +239,9 @@ def _call(
         cni = CNIConfig(cni_paths(), cache_dir=cache_dir, timeout=timeout)
         if verb == "add":
             result = cni.add_network_list(conf, rt)
-            sys.stdout.write(result.to_json())
+            # cnitool's bytes (no newline after the JSON) for pipes and scripts; a terminal
+            # gets the line ended, so the prompt or the next output starts on its own line
+            sys.stdout.write(result.to_json() + ("\n" if sys.stdout.isatty() else ""))
             sys.stdout.flush()
         elif verb == "check":
             cni.check_network_list(conf, rt)
@@ -232,7 +252,13 @@ def _call(
         elif verb == "status":
             cni.get_status_network_list(conf)
     except (CNIError, UsageError) as err:
-        sys.stderr.write(f"{err}\n")
+        if not extended:
+            sys.stderr.write(f"{err}\n")  # cnitool's bytes
+            return 1
+        hint = ""
+        if not cni_paths() and "no paths provided" in str(err):
+            hint = " (CNI_PATH is empty: set it to the directories holding the plugins)"
+        sys.stderr.write(f"pycni: {err}{hint}\n")
         return 1
     return 0
 

@@ -1,13 +1,13 @@
-"""``pycni dhcp-daemon``: the DHCP daemon the dhcp IPAM plugin talks to."""
+"""``pycni dhcp-daemon``: the DHCP daemon the dhcp IPAM plugin talks to.
+
+The same daemon as ``<bin dir>/dhcp daemon`` (the reference's command line, see
+pycni.plugins.ipam.dhcp.flags), with GNU-style options.
+"""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import signal
 import sys
-import threading
-from types import FrameType
 
 __all__ = ["register"]
 
@@ -44,54 +44,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--broadcast", action="store_true", help="ask servers to broadcast their replies"
     )
+    p.add_argument(
+        "--host-prefix",
+        default="",
+        help="where the node's / is mounted when run in a container (the reference's -hostprefix)",
+    )
     p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
 
 
 def run(args: argparse.Namespace) -> int:
-    import logging
-    import os
+    from pycni.plugins.ipam.dhcp import service
+    from pycni.plugins.ipam.dhcp.flags import DaemonOptions
 
-    from pycni.plugins.ipam.dhcp.client import ClientTuning
-    from pycni.plugins.ipam.dhcp.daemon import DhcpDaemon, DhcpServer
-    from pycni.plugins.ipam.dhcp.store import LeaseStore
-
-    logging.basicConfig(
-        level=str(args.log_level).upper(), format="%(asctime)s dhcp %(message)s", stream=sys.stderr
+    options = DaemonOptions(
+        socket_path=args.socket,
+        pidfile=args.pidfile,
+        host_prefix=args.host_prefix,
+        broadcast=args.broadcast,
+        timeout=args.timeout,
+        resend_max=args.resend_max,
+        resend_timeout=args.resend_timeout,
+        lease_dir=args.lease_dir,
     )
-    if args.pidfile and not os.path.isabs(args.pidfile):
-        sys.stderr.write(f"pycni dhcp-daemon: pidfile {args.pidfile!r}: path not absolute\n")
-        return 2
-    tuning = ClientTuning(args.timeout, args.resend_max, args.resend_timeout, args.broadcast)
-    daemon = DhcpDaemon(tuning, LeaseStore(args.lease_dir) if args.lease_dir else None)
-    try:
-        server = DhcpServer(daemon, args.socket)
-    except OSError as exc:
-        sys.stderr.write(f"pycni dhcp-daemon: {exc}\n")
-        return 1
-    if args.pidfile:
-        with open(args.pidfile, "w") as fh:
-            fh.write(str(os.getpid()))
-    resumed = daemon.restore()
-    logging.getLogger("pycni.dhcp").info(
-        "serving on %s (%d stored leases resumed)", args.socket, resumed
-    )
-    done = threading.Event()
-
-    def stop(_sig: int, _frame: FrameType | None) -> None:
-        done.set()
-        server.close()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    while not done.wait(1.0):
-        pass
-    daemon.close()
-    if args.pidfile:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(args.pidfile)
-    return 0
+    return service.run(options, log_level=str(args.log_level))
 
 
 def main() -> int:

@@ -183,13 +183,19 @@ def run_inspect(args: argparse.Namespace) -> int:
 
 
 def inspect_plugin_dirs(cni_path: str | None) -> list[str]:
-    """The plugin dirs given, else every runtime's here, else /opt/cni/bin."""
+    """The plugin dirs given, else every runtime's here (else /opt/cni/bin), and a kept demo's
+    (so the daemon its entry points forward to is the one asked)."""
     if cni_path is not None:
         return [d for d in cni_path.split(os.pathsep) if d]
     from pycni.inspect import runtimes
+    from pycni.inspect.daemon import KEPT_DEMO_PLUGIN_DIR
 
-    found = runtimes.plugin_dirs(runtimes.find())
-    return [d for d in found if os.path.isdir(d)] or [DEFAULT_CNI_PATH]
+    found = [d for d in runtimes.plugin_dirs(runtimes.find()) if os.path.isdir(d)]
+    if not found:
+        found = [DEFAULT_CNI_PATH]
+    if os.path.isdir(KEPT_DEMO_PLUGIN_DIR) and KEPT_DEMO_PLUGIN_DIR not in found:
+        found.append(KEPT_DEMO_PLUGIN_DIR)
+    return found
 
 
 def run_cleanup(args: argparse.Namespace) -> int:

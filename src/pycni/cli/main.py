@@ -14,8 +14,17 @@ import sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Callable
 
-__all__ = ["COMMAND_MODULES", "COMMAND_OWNERS", "build_parser", "main", "modules_for"]
+__all__ = [
+    "COMMAND_MODULES",
+    "COMMAND_OWNERS",
+    "NEEDS_ROOT",
+    "build_parser",
+    "main",
+    "modules_for",
+    "refuse_without_root",
+]
 
 COMMAND_MODULES: tuple[str, ...] = (
     "pycni.cli.cnitool",
@@ -47,6 +56,36 @@ COMMAND_OWNERS: dict[str, str] = {
 }
 
 
+# Commands that act on (or read all of) the node's namespaces, netfilter and CNI state: run
+# without root they could only fail half-way or print a partial picture, so they refuse up front.
+# In a user namespace (rootless podman) the caller is root there, which is what they need.
+NEEDS_ROOT: dict[str, str] = {
+    **dict.fromkeys(
+        ("add", "check", "del", "gc", "status"),
+        "it runs CNI plugins, which change network namespaces, links, routes and netfilter",
+    ),
+    **dict.fromkeys(
+        ("inspect", "doctor"),
+        "it reads every network namespace, netfilter table and CNI state file of the node, "
+        "and without root it would show only part of them",
+    ),
+    "cleanup": "it frees addresses and removes leftovers of every network on the node",
+    "daemon": "it runs the plugins for every call",
+    "demo": "it creates network namespaces, links and netfilter tables",
+    "agent": "it programs the node's routes, tunnels and netfilter",
+    "dhcp-daemon": "it opens raw sockets in pod namespaces",
+}
+
+
+def refuse_without_root(command: str | None) -> int | None:
+    """Exit code 1 with a line saying why, when ``command`` needs root and we are not."""
+    why = NEEDS_ROOT.get(command or "")
+    if why is None or os.geteuid() == 0:
+        return None
+    sys.stderr.write(f"pycni {command} needs root: {why}. Run it as root (e.g. with sudo).\n")
+    return 1
+
+
 def modules_for(argv: list[str], modules: tuple[str, ...]) -> tuple[str, ...]:
     """Just the module of ``argv``'s command when it is known (help and errors then name only
     that command's parser, as they would anyway), else all of them."""
@@ -65,6 +104,9 @@ def build_parser(modules: tuple[str, ...] = COMMAND_MODULES) -> argparse.Argumen
         description="Container Network Interface tools: run network configurations against "
         "network namespaces (like cnitool), inspect configurations and plugins.",
     )
+    from pycni import __version__
+
+    parser.add_argument("--version", action="version", version=f"pycni {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in modules:
         importlib.import_module(name).register(subparsers)
@@ -76,7 +118,9 @@ def main(argv: list[str] | None = None, modules: tuple[str, ...] = COMMAND_MODUL
     if "pycni.cli.cnitool" in modules:
         from pycni.cli import cnitool
 
-        quick = cnitool.exact(argv, _prog(), COMMAND_OWNERS)
+        quick = _guarded(
+            lambda: cnitool.exact(argv, _prog(), COMMAND_OWNERS, refuse=refuse_without_root)
+        )
         if quick is not None:
             return quick
     parser = build_parser(modules_for(argv, modules))
@@ -85,8 +129,18 @@ def main(argv: list[str] | None = None, modules: tuple[str, ...] = COMMAND_MODUL
     if func is None:
         parser.print_help(sys.stderr)
         return 2
+    refused = refuse_without_root(getattr(args, "command", None))
+    if refused is not None:
+        return refused
+    code = _guarded(lambda: func(args))
+    assert code is not None
+    return code
+
+
+def _guarded(call: Callable[[], int | None]) -> int | None:
+    """Run a command: ^C is exit 130, any other exception a message (not a traceback)."""
     try:
-        code: int = func(args)
+        return call()
     except KeyboardInterrupt:
         return 130
     except Exception as err:  # the last line of defence: a message, not a traceback
@@ -94,7 +148,6 @@ def main(argv: list[str] | None = None, modules: tuple[str, ...] = COMMAND_MODUL
             raise
         sys.stderr.write(f"pycni: internal error: {type(err).__name__}: {err}\n")
         return 1
-    return code
 
 
 def _prog() -> str:

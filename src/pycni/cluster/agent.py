@@ -224,7 +224,7 @@ class Agent:
             raise AgentError(str(exc)) from None
         self.store = LeaseStore(self.etcd, self.config.etcd_prefix)
         self.rejections = validate.Rejections()
-        self.tenures = Tenures(self._lease_alive)
+        self.tenures = Tenures(self._lease_alive, self.config.ttl)
         self.paths: list[FamilyPath] = []
         self._written: sn.SubnetEnv | None = None
         self.wake = threading.Event()
@@ -233,6 +233,7 @@ class Agent:
         self._pending: dict[str, WatchEvent] = {}  # the latest change per key (guarded)
         self._full_wanted = True  # a full pass is due (guarded by _watch_lock)
         self._listed_revision = 0
+        self._skipped = 0  # keys naming no subnet the last listing skipped (logged on change)
         self._kernel: KernelChanges | None = None  # did the node's facts change since read?
         # per IP version: the node facts of the last full pass and each key's verdict then
         self._verdicts: dict[int, tuple[validate.NodeView, dict[str, tuple[int, str | None]]]] = {}
@@ -370,6 +371,7 @@ class Agent:
         renew_every = max(cfg.ttl / 3.0, 0.5)
         next_renew = time.monotonic() + renew_every
         next_full = 0.0
+        forced_at: float | None = None  # the hold expiry a full pass was last forced for
         while not self.stop.is_set():
             now = time.monotonic()
             if now >= next_renew:
@@ -378,6 +380,9 @@ class Agent:
                 next_renew = now + renew_every
             events, full = self._take_events()
             synced = False
+            expiry = self.tenures.next_expiry()  # a deleted key's hold ends: its route goes
+            if expiry is not None and now >= expiry and expiry != forced_at:
+                next_full, forced_at = 0.0, expiry  # once per expiry (etcd may be down)
             if full or now >= next_full or any(p.view is None for p in self.paths):
                 synced = self._reconcile()
                 next_full = now + cfg.reconcile_interval
@@ -389,7 +394,10 @@ class Agent:
                     next_full = 0.0  # something went wrong: look at everything
             if synced or self._written is not None:
                 self._refresh_subnet_file()
-            due = min(next_full, next_renew) - time.monotonic()
+            expiry = self.tenures.next_expiry()
+            if expiry is None or expiry == forced_at:
+                expiry = next_full
+            due = min(next_full, next_renew, expiry) - time.monotonic()
             timeout = min(cfg.reconcile_interval, max(due, 0.05))
             if self.wake.wait(timeout) and not self.stop.is_set():
                 self.stop.wait(SETTLE)  # a burst of lease changes: one pass for all of it
@@ -447,6 +455,9 @@ class Agent:
             self.log(f"cannot list leases (keeping the data path as is): {exc}")
             return False
         self._listed_revision = listing.revision
+        if listing.skipped != self._skipped:
+            self._skipped = listing.skipped
+            self.log(f"{listing.skipped} keys under the prefix name no subnet: skipped unread")
         own = {p.lease.subnet for p in self.paths if p.lease is not None}
         rejected = list(listing.rejected)
         leases = self._held(listing, own, rejected)
@@ -714,6 +725,8 @@ class Agent:
             if not events:  # a message too long to read: something changed, list them all
                 self._full_wanted = True
             for event in events:
+                if event.kv is not None and not self.store.names_subnet(event.key):
+                    continue  # a key naming no subnet: nothing to route (full passes report it)
                 if event.kv is None or len(self._pending) >= MAX_PENDING:
                     self._full_wanted = True  # unreadable or too many: list them all
                     self._pending.clear()

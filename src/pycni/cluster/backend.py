@@ -51,6 +51,9 @@ def guarded(applied: Applied, subnet: Net, step: Callable[[], None], what: str) 
     except OSError as exc:  # NetlinkError is one
         applied.failed.setdefault(subnet, f"the kernel refused {what}: {exc}")
         return False
+    except ValueError as exc:  # a value the encoder cannot put on the wire (codec.mac_bytes)
+        applied.failed.setdefault(subnet, f"cannot encode {what}: {exc}")
+        return False
     return True
 
 

@@ -33,6 +33,8 @@ from pycni.net.ns import NetNS
 from pycni.record import record
 
 __all__ = [
+    "MAX_RESPONSE",
+    "PAGE_KEYS",
     "Endpoint",
     "Etcd",
     "EtcdCredentials",
@@ -48,6 +50,7 @@ __all__ = [
 MAX_RESPONSE = 8 << 20  # one answer (a whole lease list included)
 SMALL_RESPONSE = 64 << 10  # one key, a token, a health answer
 MAX_WATCH_MESSAGE = 1 << 20  # one watch message; longer ones only wake the watcher
+PAGE_KEYS = 1000  # keys per page of a paged scan (fewer when their names are long)
 
 # Errors after which another member may do better than this one.
 _UNAVAILABLE = ("no leader", "leader changed", "timed out", "not capable", "stopped")
@@ -342,9 +345,58 @@ class Etcd:
 
     # --- key/value ------------------------------------------------------------------------------
 
-    def get(self, key: str, *, limit: int = MAX_RESPONSE) -> KeyValue | None:
-        kvs = self.call("kv/range", {"key": _b64(key)}, limit=limit).get("kvs", [])
+    def get(
+        self, key: str, *, limit: int = MAX_RESPONSE, keys_only: bool = False, revision: int = 0
+    ) -> KeyValue | None:
+        """``key`` (without its value when ``keys_only``), as of ``revision`` (0: now)."""
+        body: dict[str, Any] = {"key": _b64(key)}
+        if keys_only:
+            body["keys_only"] = True
+        if revision:
+            body["revision"] = str(revision)
+        kvs = self.call("kv/range", body, limit=limit).get("kvs", [])
         return KeyValue.from_json(kvs[0]) if kvs else None
+
+    def scan_prefix(
+        self, prefix: str, keep: Callable[[str], bool], *, page: int = PAGE_KEYS
+    ) -> tuple[list[KeyValue], int, int]:
+        """The keys under ``prefix`` that ``keep`` wants (no values), the revision they
+        were read at and how many keys there were. Read in pages of at most ``page`` keys
+        (fewer when a page's answer would be over the size cap: long key names), every page
+        at the first one's revision, continuing after the last key's raw bytes. However
+        many keys, and however long their names, only the kept ones are held; each answer
+        stays under the cap."""
+        raw = prefix.encode()
+        start, end = raw, prefix_end(raw)
+        revision = seen = 0
+        kept: list[KeyValue] = []
+        while True:
+            body: dict[str, Any] = {
+                "key": _b64(start),
+                "range_end": _b64(end),
+                "keys_only": True,
+                "limit": str(page),
+            }
+            if revision:
+                body["revision"] = str(revision)
+            try:
+                answer = self.call("kv/range", body)
+            except EtcdResponseTooLarge:
+                if page == 1:
+                    raise
+                page = max(page // 4, 1)
+                continue
+            if not revision:
+                revision = int(answer.get("header", {}).get("revision", 0))
+            items = [i for i in answer.get("kvs", []) if isinstance(i, dict)]
+            seen += len(items)
+            for item in items:
+                kv = KeyValue.from_json(item)
+                if keep(kv.key):
+                    kept.append(kv)
+            if not items or not answer.get("more"):
+                return kept, revision, seen
+            start = _unb64(items[-1].get("key")) + b"\0"  # the raw bytes: any key resumes
 
     def get_prefix(
         self, prefix: str, *, keys_only: bool = False, limit: int = MAX_RESPONSE
@@ -362,10 +414,14 @@ class Etcd:
     def revision(self, prefix: str) -> int:
         """The store's current revision, read with a count of ``prefix``'s keys (a small
         answer however many keys or however large values there are)."""
+        return self.count_prefix(prefix)[1]
+
+    def count_prefix(self, prefix: str) -> tuple[int, int]:
+        """How many keys ``prefix`` has, and the store revision (one small answer)."""
         raw = prefix.encode()
         body = {"key": _b64(raw), "range_end": _b64(prefix_end(raw)), "count_only": True}
         answer = self.call("kv/range", body, limit=SMALL_RESPONSE)
-        return int(answer.get("header", {}).get("revision", 0))
+        return int(answer.get("count", 0)), int(answer.get("header", {}).get("revision", 0))
 
     def put(self, key: str, value: bytes | str, lease: int = 0) -> None:
         body: dict[str, Any] = {"key": _b64(key), "value": _b64(value)}
@@ -383,8 +439,30 @@ class Etcd:
 
     def create(self, key: str, value: bytes | str, lease: int = 0) -> bool:
         """Put ``key`` only if it does not exist (one transaction); True when we created it."""
+        return self.create_at(key, value, lease) != 0
+
+    def create_at(self, key: str, value: bytes | str, lease: int = 0) -> int:
+        """``create``, returning the key's create revision (0: it existed)."""
         compare = {"key": _b64(key), "result": "EQUAL", "target": "CREATE", "create_revision": "0"}
-        return self._txn(compare, key, value, lease)
+        put: dict[str, Any] = {"key": _b64(key), "value": _b64(value)}
+        if lease:
+            put["lease"] = str(lease)
+        answer = self.call("kv/txn", {"compare": [compare], "success": [{"request_put": put}]})
+        if not answer.get("succeeded", False):
+            return 0
+        return int(answer.get("header", {}).get("revision", 0)) or -1
+
+    def delete_if(self, key: str, mod_revision: int) -> bool:
+        """Delete ``key`` only if it was not modified since ``mod_revision``; True when done."""
+        compare = {
+            "key": _b64(key),
+            "result": "EQUAL",
+            "target": "MOD",
+            "mod_revision": str(mod_revision),
+        }
+        request = {"request_delete_range": {"key": _b64(key)}}
+        answer = self.call("kv/txn", {"compare": [compare], "success": [request]})
+        return bool(answer.get("succeeded", False))
 
     def replace(self, key: str, value: bytes | str, mod_revision: int, lease: int = 0) -> bool:
         """Put ``key`` only if it was not modified since ``mod_revision``; True when done."""

@@ -15,6 +15,7 @@ remembers (from its subnet file) is claimed again if still free.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import ipaddress
 import json
@@ -22,7 +23,7 @@ import random
 from typing import Any
 
 from pycni.cluster import subnet as sn
-from pycni.cluster.etcd import Etcd, EtcdError, EtcdResponseTooLarge, KeyValue
+from pycni.cluster.etcd import PAGE_KEYS, Etcd, EtcdError, EtcdResponseTooLarge, KeyValue
 from pycni.record import field, record
 
 __all__ = [
@@ -85,6 +86,8 @@ class LeaseInfo:
             address = ipaddress.ip_address(public)
         except ValueError:
             raise BadLease(f"PublicIP {public[:50]!r} is not an IP address") from None
+        if str(address) != public:  # one spelling per address: claims compare values
+            raise BadLease(f"PublicIP {public[:50]!r} is not in canonical form ({address})")
         if not isinstance(kind, str) or not isinstance(backend_data, dict):
             raise BadLease("BackendType must be a string and BackendData an object")
         return cls(address, kind, backend_data)
@@ -108,6 +111,7 @@ class Listing:
     leases: dict[sn.Net, tuple[LeaseInfo, KeyValue]] = field(default_factory=dict)
     rejected: list[tuple[str, int, str]] = field(default_factory=list)
     revision: int = 0
+    skipped: int = 0  # keys naming no subnet, skipped unread (a paged listing only)
 
 
 @record(frozen=True)
@@ -126,6 +130,9 @@ class LeaseStore:
         self.prefix = prefix.rstrip("/")
         # the last listing's keys, parsed, by key: (mod_revision, lease or why not)
         self._parsed: dict[str, tuple[int, tuple[sn.Net, LeaseInfo] | str]] = {}
+        self._paged = False  # the last listing did not fit one answer
+        # per etcd lease of ours, the create revision of the key it created (-1: unknown)
+        self._created: dict[int, int] = {}
 
     @property
     def config_key(self) -> str:
@@ -169,24 +176,25 @@ class LeaseStore:
     def list_checked(self) -> Listing:
         """Every live lease, with the malformed ones and why (key, mod_revision, reason).
 
-        A list too large to read at once (someone stored huge values) is read key by key,
-        each with a small cap, so one oversized value costs only itself."""
+        One answer holds the whole list while it fits under the cap. When it does not
+        (huge values, or a flood of keys: 10,000 names of 850 bytes are over 8 MiB even
+        without values) the list is read in pages of key names alone, every key that does
+        not name a subnet is skipped there (counted, not read), and each subnet key's
+        lease is read alone with a small cap, so junk costs only its own bytes in transit
+        and an oversized value only its own lease. The keys are counted first (one small
+        answer): more than ``PAGE_KEYS`` are paged without asking for them in one answer,
+        which etcd would have to build (8 MiB and more) before it is refused."""
         listing = Listing()
-        try:
-            kvs, listing.revision = self.etcd.get_prefix(self.subnets_prefix)
-        except EtcdResponseTooLarge:
-            keys, listing.revision = self.etcd.get_prefix(self.subnets_prefix, keys_only=True)
-            kvs = []
-            for item in keys:
-                try:
-                    kv = self.etcd.get(item.key, limit=MAX_KEY_ANSWER)
-                except EtcdResponseTooLarge:
-                    listing.rejected.append(
-                        (item.key, item.mod_revision, f"value over {MAX_LEASE_VALUE} bytes")
-                    )
-                    continue
-                if kv is not None:
-                    kvs.append(kv)
+        kvs: builtins.list[KeyValue] = []
+        if not self._paged and self.etcd.count_prefix(self.subnets_prefix)[0] > PAGE_KEYS:
+            self._paged = True  # a flood of keys: not even asked for in one answer
+        if not self._paged:
+            try:
+                kvs, listing.revision = self.etcd.get_prefix(self.subnets_prefix)
+            except EtcdResponseTooLarge:
+                self._paged = True
+        if self._paged:
+            kvs = self._list_paged(listing)
         known, self._parsed = self._parsed, {}
         for kv in kvs:
             before = known.get(kv.key)
@@ -200,6 +208,31 @@ class LeaseStore:
             else:
                 listing.leases[parsed[0]] = (parsed[1], kv)
         return listing
+
+    def names_subnet(self, key: str) -> bool:
+        """Whether ``key`` is a subnet key of this prefix, spelt as this store writes it."""
+        subnet = sn.subnet_of_key(key)
+        return subnet is not None and key == self.key(subnet)
+
+    def _list_paged(self, listing: Listing) -> builtins.list[KeyValue]:
+        keys, listing.revision, seen = self.etcd.scan_prefix(self.subnets_prefix, self.names_subnet)
+        listing.skipped = seen - len(keys)
+        kvs: builtins.list[KeyValue] = []
+        oversized = False
+        for item in keys:
+            try:
+                kv = self.etcd.get(item.key, limit=MAX_KEY_ANSWER, revision=listing.revision)
+            except EtcdResponseTooLarge:
+                oversized = True
+                listing.rejected.append(
+                    (item.key, item.mod_revision, f"value over {MAX_LEASE_VALUE} bytes")
+                )
+                continue
+            if kv is not None:
+                kvs.append(kv)
+        # paged while there is an oversized value; else counted first next time
+        self._paged = oversized
+        return kvs
 
     def parse(self, kv: KeyValue) -> tuple[sn.Net, LeaseInfo] | str:
         """The subnet and lease one key holds, or why it holds none (shape only: whether
@@ -236,8 +269,10 @@ class LeaseStore:
                 if mine:  # the one it had first: someone may have copied our address
                     mine.sort(key=lambda item: (item[0] != previous, item[1].create_revision))
                     subnet, kv = mine[0]
-                    if self.etcd.replace(
-                        self.key(subnet), info.to_json(), kv.mod_revision, lease_id
+                    # taken over as a new key of our new lease: other agents keep a
+                    # deleted key's routes only for the lease that created it (tenure)
+                    if self.etcd.delete_if(self.key(subnet), kv.mod_revision) and self._create(
+                        subnet, info, lease_id
                     ):
                         if kv.lease and kv.lease != lease_id:
                             self.etcd.revoke(kv.lease)
@@ -247,7 +282,7 @@ class LeaseStore:
                     candidate = previous
                 else:
                     candidate = sn.choose_free(config, leases, rng)
-                if self.etcd.create(self.key(candidate), info.to_json(), lease_id):
+                if self._create(candidate, info, lease_id):
                     return Lease(candidate, info, lease_id, ttl)
                 previous = None  # someone else got it first: pick again from a fresh list
         except sn.SubnetError as exc:
@@ -260,27 +295,42 @@ class LeaseStore:
         self.etcd.revoke(lease_id)
         raise LeaseError(f"could not claim a subnet after {MAX_ATTEMPTS} attempts")
 
+    def _create(self, subnet: sn.Net, info: LeaseInfo, lease_id: int) -> bool:
+        """Create ``subnet``'s key under ``lease_id`` if it is free, remembering its create
+        revision (the key's identity: a renewal checks it is still the one we made)."""
+        revision = self.etcd.create_at(self.key(subnet), info.to_json(), lease_id)
+        if revision:
+            self._created[lease_id] = revision
+        return revision != 0
+
     def renew(self, lease: Lease) -> str:
         """Keep ``lease`` alive: "renewed", "restored" (someone else had written or deleted
         our key while our etcd lease lived: our value is back, under our lease), or "lost"
         (the etcd lease is gone: expired or revoked). While our etcd lease lives the key is
         ours: other agents route by our value until it ends (see ``tenure``), so a write
-        over it is undone here rather than believed."""
+        over it is undone here rather than believed. A key someone deleted and created
+        again is not ours even with our value in it: it is deleted and created anew under
+        our lease, so that it is again a key our lease created."""
         if self.etcd.keepalive(lease.lease_id) <= 0:
             return "lost"
         key = self.key(lease.subnet)
         try:
             kv = self.etcd.get(key, limit=MAX_KEY_ANSWER)
         except EtcdResponseTooLarge:  # someone stored a huge value over ours
-            kvs, _rev = self.etcd.get_prefix(key, keys_only=True)
-            kv = next((k for k in kvs if k.key == key), None)
+            kv = self.etcd.get(key, limit=MAX_KEY_ANSWER, keys_only=True)
         value = lease.info.to_json()
-        if kv is not None and kv.lease == lease.lease_id and kv.value == value:
+        created = self._created.get(lease.lease_id, -1)
+        ours = kv is not None and created in (-1, kv.create_revision)
+        if kv is not None and ours and kv.lease == lease.lease_id and kv.value == value:
             return "renewed"
         if kv is None:
-            done = self.etcd.create(key, value, lease.lease_id)
-        else:
+            done = self._create(lease.subnet, lease.info, lease.lease_id)
+        elif ours:
             done = self.etcd.replace(key, value, kv.mod_revision, lease.lease_id)
+        else:
+            done = self.etcd.delete_if(key, kv.mod_revision) and self._create(
+                lease.subnet, lease.info, lease.lease_id
+            )
         return "restored" if done else "renewed"  # a racing write: undone next time
 
     def publish(self, lease: Lease, info: LeaseInfo) -> Lease:
@@ -290,3 +340,4 @@ class LeaseStore:
 
     def release(self, lease: Lease) -> None:
         self.etcd.revoke(lease.lease_id)
+        self._created.pop(lease.lease_id, None)

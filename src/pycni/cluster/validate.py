@@ -7,7 +7,9 @@ prefix length, inside the configured bounds), overlaps neither this node's subne
 underlay nor any route the kernel or an administrator put on a link here, and it names a
 usable unicast PublicIP (not this node's, not a network, broadcast or anycast address of
 its networks) and (for vxlan) a well-formed unicast VtepMAC and our VNI; a VtepMAC (a
-WireGuard key) another, older lease already claims is refused.
+WireGuard key) another, older lease already claims is refused. Only canonical spellings
+pass (a MAC in lower case, matched whole; a key exactly as base64 encodes its bytes): a
+claim compares decoded bytes, and no second spelling of one value can slip past it.
 Everything else is reported (one line per lease version) and ignored.
 """
 
@@ -32,7 +34,7 @@ __all__ = [
     "safe_key",
 ]
 
-MAC_RE = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
+MAC_RE = re.compile(r"[0-9a-f]{2}(:[0-9a-f]{2}){5}")  # canonical: lower case, fullmatch
 MAX_REPORTS_PER_PASS = 20  # log lines about bad leases per pass (a flood is summarised)
 
 IPNet = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -48,12 +50,12 @@ def _within(a: IPNet, b: IPNet) -> bool:
 
 def _mac_problem(mac: object) -> str | None:
     """Why ``mac`` cannot be a remote VTEP's address (None when it can)."""
-    if not isinstance(mac, str) or not MAC_RE.match(mac.lower()):
-        return f"VtepMAC {str(mac)[:40]!r} is not a MAC address"
+    if not isinstance(mac, str) or not MAC_RE.fullmatch(mac):
+        return f"VtepMAC {str(mac)[:40]!r} is not a MAC address (lower-case aa:bb:cc:dd:ee:ff)"
     first = int(mac[:2], 16)
     if first & 1:
         return f"VtepMAC {mac} is a multicast/broadcast address"
-    if mac.lower() == "00:00:00:00:00:00":
+    if mac == "00:00:00:00:00:00":
         return "VtepMAC is all zeros"
     return None
 
@@ -77,9 +79,9 @@ def _wireguard_problem(info: LeaseInfo) -> str | None:
     try:
         if not isinstance(key, str):
             raise wgkey.WgKeyError("missing")
-        wgkey.decode(key)
+        wgkey.decode_canonical(key)
     except wgkey.WgKeyError:
-        return f"PublicKey {str(key)[:60]!r} is not a WireGuard key (base64 of 32 bytes)"
+        return f"PublicKey {str(key)[:60]!r} is not a WireGuard key (canonical base64 of 32 bytes)"
     port = info.backend_data.get("ListenPort", 1)
     if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
         return f"ListenPort {str(port)[:20]!r} is not a UDP port"

@@ -83,8 +83,18 @@ class Vxlan:
             vxdev.ensure_address(kernel, self.index, _own_address(own))
 
     def claims(self, info: LeaseInfo) -> set[str]:
+        """The VTEP MAC as bytes (hex), whatever its spelling: ``validate`` refuses all but
+        the canonical one, and the claim holds for every spelling anyway."""
         mac = info.backend_data.get("VtepMAC")
-        return {f"VtepMAC {mac.lower()}"} if isinstance(mac, str) else set()
+        if not isinstance(mac, str):
+            return set()
+        parts = mac.strip().split(":")
+        try:
+            if len(parts) != 6 or not all(1 <= len(p) <= 2 for p in parts):
+                raise ValueError(mac)
+            return {f"VtepMAC {bytes(int(p, 16) for p in parts).hex(':')}"}
+        except ValueError:
+            return {f"VtepMAC {mac}"}
 
     def sync(self, own: Net, remotes: dict[Net, LeaseInfo]) -> Applied:
         applied = Applied()

@@ -9,7 +9,8 @@ on the node that owns the key, with no attacker-chosen input or timing oracle. T
 vectors from RFC 7748 and ``wg pubkey``/``openssl`` cross-checks are in the unit tests.
 
 The key file holds the base64 private key (``wg genkey``'s format), mode 0600, owned by
-root, created exclusively and never followed through a symlink; a node keeps it across
+root, written to a temp file and linked into place (never present and empty), opened
+without following a symlink or blocking on a FIFO; a node keeps it across
 restarts so its peers need not learn a new key (flannel keeps ``/run/flannel/wgkey``).
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import os
 import stat
 
@@ -24,6 +26,7 @@ __all__ = [
     "DEFAULT_KEY_FILE",
     "WgKeyError",
     "decode",
+    "decode_canonical",
     "encode",
     "generate",
     "load_or_create",
@@ -104,10 +107,21 @@ def decode(text: str) -> bytes:
     return raw
 
 
+def decode_canonical(text: str) -> bytes:
+    """A WireGuard key as a lease must spell it: exactly ``encode`` of its 32 bytes. Base64
+    decoding forgives surrounding whitespace and the two unused low bits of the last
+    character, so 8 spellings decode to one key; a claim on a key compares bytes, and any
+    spelling but the one a node publishes is refused."""
+    raw = decode(text)
+    if encode(raw) != text:
+        raise WgKeyError("not in canonical form (44 characters of standard base64)")
+    return raw
+
+
 def load_or_create(path: str) -> bytes:
     """The private key in ``path``, made (0600, exclusively) when there is none. A file
     that is a symlink, not a regular file, readable by others or not ours is refused."""
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK  # a FIFO: no hang
     try:
         fd = os.open(path, flags)
     except FileNotFoundError:
@@ -126,26 +140,43 @@ def load_or_create(path: str) -> bytes:
         text = os.read(fd, 256).decode(errors="replace")
     finally:
         os.close(fd)
+    if not text:  # a key file someone made and never wrote (an older agent killed early)
+        return _create(path, replace=True)
     try:
         return decode(text)
     except WgKeyError as exc:
         raise WgKeyError(f"{path} does not hold a WireGuard private key: {exc}") from None
 
 
-def _create(path: str) -> bytes:
-    os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
+def _create(path: str, *, replace: bool = False) -> bytes:
+    """A new key written to a temp file, then linked into place (``replace``: renamed over
+    an empty key file): ``path`` never exists without a key in it, however the agent dies."""
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, mode=0o700, exist_ok=True)
     key = generate()
+    temp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.{os.urandom(4).hex()}")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        fd = os.open(path, flags, 0o600)
-    except FileExistsError:  # another agent made it meanwhile: use that one
-        return load_or_create(path)
+        fd = os.open(temp, flags, 0o600)
     except OSError as exc:
         raise WgKeyError(f"cannot create the WireGuard key file {path}: {exc}") from None
     try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, (encode(key) + "\n").encode())
-        os.fsync(fd)
+        try:
+            os.fchmod(fd, 0o600)
+            os.write(fd, (encode(key) + "\n").encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if replace:
+            os.rename(temp, path)
+        else:
+            try:
+                os.link(temp, path)
+            except FileExistsError:  # another agent made it meanwhile: use that one
+                return load_or_create(path)
+    except OSError as exc:
+        raise WgKeyError(f"cannot create the WireGuard key file {path}: {exc}") from None
     finally:
-        os.close(fd)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
     return key

@@ -33,6 +33,7 @@ __all__ = [
     "Device",
     "Network",
     "Peer",
+    "WireGuardError",
     "decode_device",
     "peer_attr",
     "set_device_body",
@@ -57,6 +58,11 @@ PEER_F_REMOVE_ME, PEER_F_REPLACE_ALLOWEDIPS = 0x1, 0x2
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+class WireGuardError(RuntimeError):
+    """The kernel has no WireGuard (module not loaded) refused a request, or
+    answered something that cannot be decoded."""
 
 
 @record(frozen=True)
@@ -159,32 +165,51 @@ def _entries(data: bytes) -> Iterator[tuple[int, bytes]]:
         pos += wire.align(length)
 
 
+def _u16_of(raw: bytes, what: str) -> int:
+    """A u16 attribute's value; WireGuardError (not struct.error) when it is too short."""
+    if len(raw) < 2:
+        raise WireGuardError(f"malformed WireGuard answer: {what} has {len(raw)} bytes, not 2")
+    return int(struct.unpack_from("=H", raw)[0])
+
+
+def _allowed_ip(raw: bytes, cidr: bytes) -> Network:
+    """One allowed IP; WireGuardError (not ValueError) for a prefix the family cannot have."""
+    address = ipaddress.ip_address(raw)
+    if len(cidr) != 1 or cidr[0] > address.max_prefixlen:
+        raise WireGuardError(
+            f"malformed WireGuard answer: allowed IP {address} with prefix "
+            f"{cidr.hex() or 'missing'} (IPv{address.version} has at most {address.max_prefixlen})"
+        )
+    return ipaddress.ip_network((address, cidr[0]), strict=False)
+
+
 def _decode_peer(data: bytes) -> Peer | None:
     attrs = wire.parse_attrs(data, 0, len(data))
     key = attrs.get(PEER_PUBLIC_KEY)
     if key is None or len(key) != 32:
         return None
     endpoint = _endpoint(attrs[PEER_ENDPOINT]) if PEER_ENDPOINT in attrs else None
-    keepalive = attrs.get(PEER_KEEPALIVE, b"\0\0")
+    keepalive = _u16_of(attrs.get(PEER_KEEPALIVE, b"\0\0"), "the keepalive interval")
     allowed: list[Network] = []
     for _kind, item in _entries(attrs.get(PEER_ALLOWEDIPS, b"")):
         a = wire.parse_attrs(item, 0, len(item))
         raw, cidr = a.get(ALLOWEDIP_IPADDR, b""), a.get(ALLOWEDIP_CIDR, b"")
-        if len(raw) in (4, 16) and cidr:
-            allowed.append(ipaddress.ip_network((ipaddress.ip_address(raw), cidr[0]), strict=False))
-    return Peer(key, endpoint, tuple(allowed), struct.unpack_from("=H", keepalive)[0])
+        if len(raw) in (4, 16):
+            allowed.append(_allowed_ip(raw, cidr))
+    return Peer(key, endpoint, tuple(allowed), keepalive)
 
 
 def decode_device(messages: list[bytes]) -> Device:
     """The device from the payloads of a WG_CMD_GET_DEVICE dump (a long peer list spans
-    several messages; a peer's allowed IPs may continue in the next one)."""
+    several messages; a peer's allowed IPs may continue in the next one). A malformed
+    answer (a short attribute, a prefix longer than its family's) is a WireGuardError."""
     device = Device()
     for payload in messages:
         attrs = wire.parse_attrs(payload, GENLMSGHDR.size, len(payload))
         if DEV_PUBLIC_KEY in attrs:
             device.public_key = attrs[DEV_PUBLIC_KEY]
         if DEV_LISTEN_PORT in attrs:
-            device.listen_port = struct.unpack_from("=H", attrs[DEV_LISTEN_PORT])[0]
+            device.listen_port = _u16_of(attrs[DEV_LISTEN_PORT], "the listen port")
         for _kind, item in _entries(attrs.get(DEV_PEERS, b"")):
             peer = _decode_peer(item)
             if peer is None:
@@ -210,10 +235,6 @@ class _GenericSocket(wire.Socket):
         )
         self.sock.bind((0, 0))
         self._seq = 0
-
-
-class WireGuardError(RuntimeError):
-    """The kernel has no WireGuard (module not loaded) or refused a request."""
 
 
 class Client:
@@ -251,7 +272,7 @@ class Client:
             attrs = wire.parse_attrs(payload, GENLMSGHDR.size, len(payload))
             raw = attrs.get(CTRL_ATTR_FAMILY_ID)
             if raw is not None:
-                return int(struct.unpack_from("=H", raw)[0])
+                return _u16_of(raw, "the family id")
         raise WireGuardError("the kernel did not say which id the wireguard family has")
 
     def set(

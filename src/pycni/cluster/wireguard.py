@@ -50,7 +50,7 @@ def _lease_key(info: LeaseInfo) -> bytes | None:
     if not isinstance(text, str):
         return None
     try:
-        return wgkey.decode(text)
+        return wgkey.decode_canonical(text)
     except wgkey.WgKeyError:
         return None
 
@@ -79,8 +79,14 @@ class WireGuard:
         self.index = 0
 
     def claims(self, info: LeaseInfo) -> set[str]:
+        """The key's bytes, not its spelling: base64 has 8 spellings of each key."""
         key = info.backend_data.get("PublicKey")
-        return {f"PublicKey {key}"} if isinstance(key, str) else set()
+        if not isinstance(key, str):
+            return set()
+        try:
+            return {f"PublicKey {wgkey.encode(wgkey.decode(key))}"}
+        except wgkey.WgKeyError:
+            return {f"PublicKey {key}"}
 
     def backend_data(self) -> dict[str, Any]:
         return {"PublicKey": wgkey.encode(self.public_key), "ListenPort": self.port}

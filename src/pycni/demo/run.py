@@ -31,6 +31,7 @@ from typing import Any, TextIO
 from pycni.demo import checks, network
 from pycni.demo.checks import Check
 from pycni.fsutil import write_atomic
+from pycni.inspect.daemon import LAUNCHER_ENV
 from pycni.net.ns import NetNS
 from pycni.playground import add_namespace, alive, cmdline, netns_path, remove_namespaces, run_ip
 from pycni.record import asdict, field, record
@@ -198,6 +199,7 @@ def _start_daemon(state: DemoState) -> None:
         ["nsenter", f"--net={netns_path(state.node)}", "--", sys.executable, "-m",
          "pycni.cli.daemon_cmd", "--socket", state.socket, "--workers", "4"],
         stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True,
+        env={**os.environ, LAUNCHER_ENV: "by pycni demo (`pycni demo --down` stops it)"},
     )  # fmt: skip
     log.close()
     state.daemon_pid = proc.pid

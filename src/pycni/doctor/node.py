@@ -15,6 +15,7 @@ import re
 from pycni.doctor.report import FAIL, OK, WARN, Check
 from pycni.inspect.runtimes import RuntimeView
 from pycni.record import record
+from pycni.spec.conf import NetworkConfigList
 
 __all__ = [
     "EntryPoint",
@@ -257,6 +258,7 @@ def _check_one_conf_dir(name: str, conf_dir: Setting, readers: list[Consumer]) -
             continue
         plugins = [p.type for p in conf.plugins]
         check_name = f"network {conf.name}"
+        out.extend(_config_findings(check_name, path, conf))
         failures, found_by, caps = [], [], []
         for reader in readers:
             cni = CNIConfig(list(reader.dirs))
@@ -438,5 +440,26 @@ def check_leaks(conf_dir: str, cache_dir: str, data_dir: str, netns_dir: str) ->
             f"{first.reason}",
             f"see them: pycni inspect {flags}; remove them: pycni cleanup {flags}",
             {"leaks": [{"kind": lk.kind, "subject": lk.subject} for lk in leaks]},
+        )
+    ]
+
+
+def _config_findings(check_name: str, path: str, conf: NetworkConfigList) -> list[Check]:
+    """What `pycni validate` says of the config itself (typos, values ADD would refuse, chains
+    that cannot work), as one check: nothing when it is clean."""
+    from pycni.plugins import config_check
+
+    findings = config_check.check_network(conf, path, plugin_found=lambda _type: True)
+    if not findings:
+        return []
+    status = FAIL if config_check.exit_code(findings) == 1 else WARN
+    lines = "; ".join(f"{f.severity} at {f.path}: {f.message}" for f in findings)
+    return [
+        Check(
+            f"{check_name} config",
+            status,
+            f"{os.path.basename(path)}: {lines}",
+            f"fix the configuration (pycni validate {conf.name} lists each problem)",
+            {"file": path, "findings": [f.__dict__ for f in findings]},
         )
     ]

@@ -130,6 +130,25 @@ static void fallback(const char *type, const char *body, size_t body_len, int ha
          strerror(errno));
 }
 
+/* `TYPE daemon ARGS` (the reference's `dhcp daemon` in a distro unit): the plugin's own
+ * command line, run by the venv's Python in this process (same PID: socket activation's
+ * LISTEN_PID holds, and fd 3 stays open), never sent to the warm daemon. */
+static void own_command_line(const char *type, int argc, char **argv) {
+    char **args = calloc((size_t)argc + 5, sizeof(char *));
+    if (!args)
+        fail(INTERNAL, "pycni: out of memory", "");
+    args[0] = (char *)PYCNI_PYTHON;
+    args[1] = (char *)"-IS";
+    args[2] = (char *)"-c";
+    args[3] = (char *)PYCNI_FALLBACK_CODE;
+    args[4] = (char *)type;
+    for (int i = 1; i < argc; i++)
+        args[4 + i] = argv[i];
+    execv(PYCNI_PYTHON, args);
+    fail(INTERNAL, "pycni: cannot run the plugin's command line (exec of the venv python failed)",
+         strerror(errno));
+}
+
 #define CALLER_WAIT_MS 30000 /* then the daemon starts anyway */
 #define LOCK_RETRIES 40      /* x LOCK_RETRY_US: 2 s for an exiting daemon to let go */
 #define LOCK_RETRY_US 50000
@@ -354,6 +373,8 @@ int main(int argc, char **argv) {
         type = slash + 1;
     if (!*type)
         fail(IO_FAILURE, "pycni: cannot tell the plugin type from argv[0]", "");
+    if (argc > 1 && strcmp(argv[1], "daemon") == 0)
+        own_command_line(type, argc, argv);
 
     /* All of stdin first: a runtime that feeds it slowly must not hold the daemon. */
     size_t body_len = 0;

@@ -71,7 +71,7 @@ class RunLocally(Exception):
     """Nothing ran in a daemon: run the plugin in this process."""
 
 
-def run_in_process(plugin_type: str, stdin: bytes | None) -> None:
+def run_in_process(plugin_type: str, stdin: bytes | None, args: list[str] | None = None) -> None:
     """Import pycni (its paths were recorded at install time, -S skipped site) and run.
 
     ``stdin`` is what we already consumed; it is put back on fd 0 (a memfd) for the plugin.
@@ -92,7 +92,7 @@ def run_in_process(plugin_type: str, stdin: bytes | None) -> None:
         site.addsitedir(directory)
     from pycni.plugin.main import main
 
-    main(plugin_type)
+    main(plugin_type, args)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -378,6 +378,9 @@ def forward(plugin_type: str, stdin: bytes) -> int | None:
 
 def main() -> None:
     plugin_type = os.path.basename(sys.argv[0])
+    if sys.argv[1:2] == ["daemon"]:  # the plugin's own command line (`dhcp daemon`)
+        run_in_process(plugin_type, None, sys.argv[1:])
+        return
     if MODE != "daemon":
         run_in_process(plugin_type, None)
         return

@@ -173,10 +173,11 @@ def path_setup_code() -> str:
 
 
 def fallback_code() -> str:
-    """What the C forwarder runs with ``python -IS -c CODE TYPE`` when no daemon answers."""
+    """What the C forwarder runs with ``python -IS -c CODE TYPE`` when no daemon answers
+    (and with ``TYPE daemon ARGS`` for a plugin's own command line, e.g. ``dhcp daemon``)."""
     return (
         "import sys\n" + ONE_SHOT + path_setup_code() + "from pycni.plugin.main import main\n"
-        "main(sys.argv[1])\n"
+        "main(sys.argv[1], sys.argv[2:])\n"
     )
 
 

@@ -12,7 +12,21 @@ from collections.abc import Iterable
 
 from pycni.inspect.model import DaemonStatus, EntryPointDir
 
-__all__ = ["choose_socket", "entry_point_dirs", "forwarded_sockets", "read_daemon", "started_by"]
+__all__ = [
+    "KEPT_DEMO_PLUGIN_DIR",
+    "LAUNCHER_ENV",
+    "choose_socket",
+    "entry_point_dirs",
+    "forwarded_sockets",
+    "read_daemon",
+    "started_by",
+]
+
+# Set in a daemon's environment by the tool that started it (`pycni demo`), in words: a daemon
+# whose parent has exited is otherwise only "by hand, parent pid 1".
+LAUNCHER_ENV = "PYCNI_LAUNCHER"
+# Where `pycni demo --keep` leaves its entry points (pycni.demo.run.KEEP_DIR + /bin).
+KEPT_DEMO_PLUGIN_DIR = "/run/pycni-demo/bin"
 
 
 def _read(path: str, limit: int = 4096) -> bytes:
@@ -28,8 +42,21 @@ def _command(pid: int) -> str:
     return " ".join(argv)[:120]
 
 
+def _launcher(pid: int) -> str:
+    """The process's PYCNI_LAUNCHER, if the tool that started it set one (root reads environ)."""
+    for entry in _read(f"/proc/{pid}/environ", 1 << 16).split(b"\0"):
+        key, _, value = entry.partition(b"=")
+        if key == LAUNCHER_ENV.encode():
+            return value.decode(errors="replace")[:160]
+    return ""
+
+
 def started_by(pid: int) -> str:
-    """ "systemd unit X" when the process sits in a .service cgroup, else its parent's command."""
+    """Who started ``pid``: the launcher it names (``pycni demo``), "systemd unit X" when it sits
+    in a .service cgroup, else its parent's command."""
+    launcher = _launcher(pid)
+    if launcher:
+        return launcher
     for line in _read(f"/proc/{pid}/cgroup").decode(errors="replace").splitlines():
         path = line.split(":", 2)[-1]
         unit = path.rstrip("/").rsplit("/", 1)[-1]

@@ -58,15 +58,17 @@ def create_in_netns(
     mode: str,
     mtu: int = 0,
     mac: str = "",
+    bc_queue_len: int = 0,
 ) -> str:
     """Create a macvlan of ``master_index`` under a temporary name in ``target_ns_fd``.
 
-    ``kernel`` is a client of the master's namespace. Returns the temporary name.
+    ``kernel`` is a client of the master's namespace; ``bc_queue_len`` 0 leaves the kernel's
+    broadcast queue length. Returns the temporary name.
     """
     for _ in range(10):
         tmp = random_host_name()
         try:
-            kernel.add_macvlan(tmp, master_index, MODES[mode], target_ns_fd, mtu, mac)
+            kernel.add_macvlan(tmp, master_index, MODES[mode], target_ns_fd, mtu, mac, bc_queue_len)
         except NetlinkError as exc:
             if exc.exists:  # the random name was taken
                 continue

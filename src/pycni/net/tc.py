@@ -28,6 +28,8 @@ __all__ = [
 TIME_UNITS_PER_SEC = 1_000_000
 LATENCY_USEC = 25_000.0  # the reference's latencyInMillis = 25
 TBF_HANDLE = 0x00010000  # 1:
+PSCHED_SHIFT = 6  # a kernel tick is 2^6 ns (include/net/pkt_sched.h)
+NSEC_PER_SEC = 1_000_000_000
 _U32_MAX = 0xFFFFFFFF
 
 
@@ -49,17 +51,24 @@ class TbfParams:
 
     @classmethod
     def from_bits(cls, rate_bits: int, burst_bits: int) -> TbfParams:
-        """The reference's arithmetic; rate must be at least 8 bit/s and fit 32 bits in bytes."""
+        """The reference's arithmetic (rate at least 8 bit/s, burst under 2^32 bytes). A rate of
+        2^32 bytes/s or more goes to the kernel as TCA_TBF_RATE64; buffer and limit stay the
+        reference's 32-bit values, wrapped as its uint32 conversions wrap them."""
         rate = rate_bits // 8
         burst = burst_bits // 8
         if rate <= 0 or burst <= 0:
             raise ValueError(f"rate ({rate_bits} bit/s) and burst ({burst_bits} bit) too small")
-        if rate > _U32_MAX:
-            raise ValueError(f"rate {rate_bits} bit/s is above what a tbf without rate64 holds")
         usec = int(float(burst) * TIME_UNITS_PER_SEC / float(rate)) & _U32_MAX
         buffer = int(float(usec) * tick_in_usec()) & _U32_MAX
         limit = (int(float(rate) * LATENCY_USEC / TIME_UNITS_PER_SEC) + burst) & _U32_MAX
         return cls(rate=rate, buffer=buffer, limit=limit)
+
+    def max_packet(self) -> int:
+        """The largest packet (bytes) the kernel's tbf lets through, its ``max_size``: what
+        the rate sends in the buffer's time (ticks of 64 ns, at most 2^32-1 ns). tbf_change
+        refuses a tbf whose max_size is 0 with EINVAL: a burst too small for the rate."""
+        buffer_ns = min(self.buffer << PSCHED_SHIFT, _U32_MAX)
+        return min((buffer_ns * self.rate) % 2**64 // NSEC_PER_SEC, _U32_MAX)
 
 
 def add_tbf(kernel: Kernel, index: int, params: TbfParams) -> None:

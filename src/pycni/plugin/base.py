@@ -159,3 +159,9 @@ class Plugin:
 
     def status(self, req: Request) -> None:
         return None
+
+    def command_line(self, args: list[str]) -> int | None:
+        """A command line of the plugin's own on its entry point (the reference's ``dhcp
+        daemon``): runs it and returns the exit code; None when ``args`` are not one, and then
+        the process is a CNI call (arguments are ignored there, as by skel)."""
+        return None

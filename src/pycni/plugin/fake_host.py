@@ -8,7 +8,8 @@ IPAM plugin runs in-process with the same host (no CNI_PATH lookup, no exec). Wh
 reaches outside these (nftables or iptables for ipMasq, files under /var/lib) is not faked: a
 unit test leaves those features out of its config or stands in for that transport itself.
 tap's /dev/net/tun device is made by the maker the plugin is built with; a test passes one
-over FakeKernel.add_tap (tests/unit/test_plugin_logic_tap.py).
+over FakeKernel.add_tap (tests/unit/test_plugin_logic_tap.py). ``selinux()`` is a FakeSELinux
+(off unless a test turns it on), which records tap's labelled helper runs.
 
 Nothing in pycni imports this module; like FakeKernel it lives in src/ to be type-checked
 with what it stands in for.
@@ -16,7 +17,7 @@ with what it stands in for.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from pycni.net.netlink.fake_kernel import FakeHost, FakeKernel, FakeNetns
@@ -30,7 +31,36 @@ if TYPE_CHECKING:
     from pycni.plugin.host import Host
     from pycni.spec.result import Result
 
-__all__ = ["FakePluginHost"]
+__all__ = ["FakePluginHost", "FakeSELinux"]
+
+
+class FakeSELinux:
+    """SELinux as a test sets it: ``enabled``; ``runs`` records (label, argv) of every
+    labelled exec; ``on_run(label, argv)`` stands in for the helper (raise SELinuxError to
+    fail it), ``refuse`` makes the label write fail as the kernel does (LabelRefused, EINVAL)."""
+
+    def __init__(
+        self,
+        enabled: bool = False,
+        on_run: Callable[[str, Sequence[str]], None] | None = None,
+        refuse: bool = False,
+    ) -> None:
+        self.is_enabled = enabled
+        self.on_run = on_run
+        self.refuse = refuse
+        self.runs: list[tuple[str, list[str]]] = []
+
+    def enabled(self) -> bool:
+        return self.is_enabled
+
+    def run_labelled(self, label: str, argv: Sequence[str], timeout: float) -> None:
+        from pycni.plugin.selinux import EXEC_ATTR, LabelRefused
+
+        if self.refuse:
+            raise LabelRefused(f"failed set socket label: write {EXEC_ATTR}: invalid argument")
+        self.runs.append((label, list(argv)))
+        if self.on_run is not None:
+            self.on_run(label, argv)
 
 
 class FakePluginHost:
@@ -44,6 +74,7 @@ class FakePluginHost:
         self.delegations: list[tuple[str, str]] = []
         self.open_kernels = 0  # handed out and not yet closed: a test checks it is back to 0
         self.held: set[int] = set()  # pods whose lock is held
+        self.selinux_state = FakeSELinux()  # disabled, as on most test machines
 
     # ------------------------------------------------------------ set-up and views
 
@@ -116,6 +147,9 @@ class FakePluginHost:
             yield
         finally:
             self.held.discard(netns.fd)
+
+    def selinux(self) -> FakeSELinux:
+        return self.selinux_state
 
     def delegate(
         self, req: Request, plugin_type: str, command: str | None = None, stdin: bytes | None = None

@@ -10,7 +10,8 @@ request's ``host`` (``req.host``, a ``Host``) for
 - ``sysctl(kernel)``: the /proc/sys/net entries of that kernel's namespace
   (pycni.net.procsys.Sysctl), valid inside the block that handed out the kernel;
 - ``delegate(req, type, command, stdin)``: another plugin's verb (IPAM);
-- ``locked(netns)``: one run at a time on a pod (flock on its namespace file).
+- ``locked(netns)``: one run at a time on a pod (flock on its namespace file);
+- ``selinux()``: the machine's SELinux (tap's ``selinuxContext``, pycni.plugin.selinux).
 
 ``THIS_HOST`` is the machine itself (what skel gives every request); tests hand
 pycni.plugin.fake_host.FakePluginHost instead, an in-memory machine over
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from pycni.net.netlink.kernel import Kernel
     from pycni.net.procsys import Sysctl
     from pycni.plugin.base import Request
+    from pycni.plugin.selinux import SELinux
     from pycni.spec.result import Result
 else:
     Protocol = object  # typing is not imported at run time
@@ -76,6 +78,10 @@ class Host(Protocol):
         take it never overlap."""
         ...
 
+    def selinux(self) -> SELinux:
+        """The machine's SELinux (pycni.plugin.selinux): tap's ``selinuxContext``."""
+        ...
+
 
 class ThisHost:
     """The machine pycni runs on: rtnetlink clients, setns, /proc/sys, CNI_PATH."""
@@ -112,6 +118,11 @@ class ThisHost:
 
     def locked(self, netns: NetNS) -> AbstractContextManager[None]:
         return _flocked(netns.fd)
+
+    def selinux(self) -> SELinux:
+        from pycni.plugin.selinux import LINUX
+
+        return LINUX
 
 
 @contextmanager

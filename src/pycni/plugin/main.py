@@ -7,7 +7,7 @@ import sys
 
 from pycni.plugin import skel
 from pycni.spec import version
-from pycni.spec.errors import IOFailure
+from pycni.spec.errors import CNIError, IOFailure
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -21,9 +21,14 @@ def read_stdin() -> bytes:
     return sys.stdin.buffer.read(skel.MAX_STDIN + 1)
 
 
-def main(plugin_type: str | None = None) -> NoReturn:
+def main(plugin_type: str | None = None, args: list[str] | None = None) -> NoReturn:
+    """Run one call of ``plugin_type`` (default: argv[0]'s name), or the plugin's own command
+    line when ``args`` (default: argv[1:] when the type comes from argv[0]) is one."""
     if plugin_type is None:
         plugin_type = os.path.basename(sys.argv[0])
+        args = sys.argv[1:] if args is None else args
+    if args:
+        _command_line(plugin_type, args)
     try:
         stdin = read_stdin()
     except OSError as exc:
@@ -43,5 +48,20 @@ def main(plugin_type: str | None = None) -> NoReturn:
     os._exit(outcome.exit_code)
 
 
+def _command_line(plugin_type: str, args: list[str]) -> None:
+    """Exit with the plugin's own command line's code when ``args`` is one (else return)."""
+    from pycni.plugin import registry
+
+    try:
+        plugin = registry.load(plugin_type)
+    except CNIError:  # an unknown type: skel reports it for the CNI call
+        return
+    code = plugin.command_line(args)
+    if code is not None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else None)
+    main(sys.argv[1] if len(sys.argv) > 1 else None, sys.argv[2:])

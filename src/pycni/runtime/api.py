@@ -489,18 +489,27 @@ class CNIConfig:
 
         All problems are collected and raised together as ``[e1 e2]``.
         """
-        control = self._control(timeout, None)
-        errors: list[CNIError] = []
+        errors = [err for _index, err in self.plugin_problems(conf, timeout=timeout)]
+        if errors:
+            raise CNIError(errors[0].code, "[" + " ".join(str(e) for e in errors) + "]")
         caps: set[str] = set()
         for plugin in conf.plugins:
+            caps.update(cap for cap, enabled in plugin.capabilities.items() if enabled)
+        return sorted(caps)
+
+    def plugin_problems(
+        self, conf: NetworkConfigList, *, timeout: float | None = None
+    ) -> list[tuple[int, CNIError]]:
+        """(index, error) for each plugin of ``conf`` that is missing from the plugin path
+        or does not speak the config's version (what validate_network_list joins)."""
+        control = self._control(timeout, None)
+        problems: list[tuple[int, CNIError]] = []
+        for index, plugin in enumerate(conf.plugins):
             try:
                 self._validate_plugin(plugin.type, conf.cni_version, control)
             except CNIError as err:
-                errors.append(err)
-            caps.update(cap for cap, enabled in plugin.capabilities.items() if enabled)
-        if errors:
-            raise CNIError(errors[0].code, "[" + " ".join(str(e) for e in errors) + "]")
-        return sorted(caps)
+                problems.append((index, err))
+        return problems
 
     def validate_network(self, plugin: PluginConfig, *, timeout: float | None = None) -> list[str]:
         self._validate_plugin(plugin.type, plugin.cni_version, self._control(timeout, None))

@@ -15,10 +15,12 @@ from pycni.spec.conf import (
 )
 
 __all__ = [
+    "BrokenFileError",
     "NoConfigsFoundError",
     "NotFoundError",
     "conf_files",
     "conf_list_from_file",
+    "find_network_conf",
     "list_network_confs",
     "load_conf",
     "load_network_conf",
@@ -40,6 +42,15 @@ class NotFoundError(ConfError):
         super().__init__(f'no net configuration with name "{name}" in {directory}')
         self.directory = directory
         self.name = name
+
+
+class BrokenFileError(ConfError):
+    """A configuration file that cannot be read or parsed, named in the message."""
+
+    def __init__(self, path: str, error: ConfError) -> None:
+        super().__init__(f"{error} (in {path})")
+        self.path = path
+        self.error = error
 
 
 def conf_files(directory: str, extensions: Sequence[str]) -> list[str] | None:
@@ -109,7 +120,10 @@ def load_conf(directory: str, name: str) -> PluginConfig:
     if not files:
         raise NoConfigsFoundError(directory)
     for path in sorted(files):
-        conf = conf_from_file(path)
+        try:
+            conf = conf_from_file(path)
+        except ConfError as err:
+            raise BrokenFileError(path, err) from None
         if conf.name == name:
             return conf
     raise NotFoundError(directory, name)
@@ -123,7 +137,10 @@ def load_network_conf(directory: str, name: str) -> NetworkConfigList:
     """
     lists = conf_files(directory, (".conflist",)) or []
     for path in sorted(lists):
-        conf = conf_list_from_file(path)
+        try:
+            conf = conf_list_from_file(path)
+        except ConfError as err:
+            raise BrokenFileError(path, err) from None
         if conf.name == name:
             return conf
     try:
@@ -133,6 +150,28 @@ def load_network_conf(directory: str, name: str) -> NetworkConfigList:
             raise NotFoundError(directory, name) from None
         raise
     return conf_list_from_conf(single)
+
+
+def find_network_conf(directory: str, name: str) -> tuple[NetworkConfigList, list[BrokenFileError]]:
+    """Network ``name`` as :func:`load_network_conf` finds it, except that a file which fails
+    to parse is skipped (and returned) instead of stopping the search: pycni's own commands
+    keep working for every network that does not live in a broken file. Not found, with
+    broken files present, is a :class:`NotFoundError` that names them."""
+    broken: list[BrokenFileError] = []
+    try:
+        return load_network_conf(directory, name), broken
+    except BrokenFileError:
+        pass
+    for path, conf in list_network_confs(directory):
+        if isinstance(conf, ConfError):
+            broken.append(BrokenFileError(path, conf))
+        elif conf.name == name:
+            return conf, broken
+    missing = NotFoundError(directory, name)
+    if not broken:
+        raise missing
+    names = ", ".join(os.path.basename(b.path) for b in broken)
+    raise ConfError(f"{missing}; unreadable there: {names}") from None
 
 
 def list_network_confs(directory: str) -> list[tuple[str, NetworkConfigList | ConfError]]:

@@ -58,10 +58,12 @@ __all__ = [
     "decode",
     "fail",
     "lookup",
+    "observe",
     "option",
     "present",
     "section",
     "shown",
+    "specs",
 ]
 
 
@@ -533,6 +535,23 @@ def option(
 
 
 _SPECS: dict[type[Any], tuple[tuple[str, Spec], ...]] = {}
+_observers: list[Callable[[type[Any], str], None]] = []
+
+
+class observe:
+    """Within the block, ``callback(cls, path)`` hears of every record :func:`decode` decodes
+    (``pycni validate`` learns from it which keys each JSON path may hold, as ADD reads them)."""
+
+    __slots__ = ("callback",)
+
+    def __init__(self, callback: Callable[[type[Any], str], None]) -> None:
+        self.callback = callback
+
+    def __enter__(self) -> None:
+        _observers.append(self.callback)
+
+    def __exit__(self, *exc: object) -> None:
+        _observers.remove(self.callback)
 
 
 def specs(cls: type[Any]) -> tuple[tuple[str, Spec], ...]:
@@ -552,6 +571,9 @@ def decode(cls: type[T], data: Mapping[str, Any] | None, path: str = "") -> T:
     as Go's encoding/json does; every present value is checked by its field's kind.
     """
     values: dict[str, Any] = {}
+    if _observers:
+        for callback in _observers:
+            callback(cls, path)
     if data is None:
         return cls()
     folded: dict[str, Any] | None = None  # lower-cased key -> its first key, built when needed

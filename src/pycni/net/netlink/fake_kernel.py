@@ -137,6 +137,7 @@ class _Link:
     promisc: bool = False
     peer: tuple[FakeNetns, int] | None = None  # a veth's other end, a macvlan's lower link
     macvlan_mode: int | None = None
+    macvlan_bc_queue_len: int = 0  # what ADD asked for; the Link record does not carry it
     vxlan: VxlanInfo | None = None
     mtu_by_user: bool = False  # a bridge's MTU set on it no longer follows its ports
     vlan_filtering: bool = False
@@ -431,7 +432,14 @@ class FakeKernel:
         self._insert(ns, bridge)
 
     def add_macvlan(
-        self, name: str, master: int, mode: int, netns_fd: int, mtu: int = 0, mac: str = ""
+        self,
+        name: str,
+        master: int,
+        mode: int,
+        netns_fd: int,
+        mtu: int = 0,
+        mac: str = "",
+        bc_queue_len: int = 0,
     ) -> None:
         ns = self._open()
         target = ns.host.resolve(netns_fd)
@@ -443,6 +451,7 @@ class FakeKernel:
             _check_mtu(mtu, lower.mtu)
         made.mtu = mtu or lower.mtu
         made.macvlan_mode = mode
+        made.macvlan_bc_queue_len = bc_queue_len
         made.peer = (ns, lower.index)
         self._insert(target, made)
 

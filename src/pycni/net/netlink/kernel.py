@@ -330,9 +330,18 @@ class Kernel(Protocol):
     def add_bridge(self, name: str, mtu: int = 0, vlan_filtering: bool = False) -> None: ...
 
     def add_macvlan(
-        self, name: str, master: int, mode: int, netns_fd: int, mtu: int = 0, mac: str = ""
+        self,
+        name: str,
+        master: int,
+        mode: int,
+        netns_fd: int,
+        mtu: int = 0,
+        mac: str = "",
+        bc_queue_len: int = 0,
     ) -> None:
-        """A macvlan of link ``master`` (mode IFLA_MACVLAN_MODE) created in ``netns_fd``."""
+        """A macvlan of link ``master`` (mode IFLA_MACVLAN_MODE) created in ``netns_fd``;
+        ``bc_queue_len`` > 0 asks for that broadcast queue (IFLA_MACVLAN_BC_QUEUE_LEN, 5.11+),
+        which the kernel shares by all macvlans of the master (the largest request wins)."""
         ...
 
     def add_ipvlan(

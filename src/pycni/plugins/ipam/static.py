@@ -144,7 +144,7 @@ def load_addresses(req: Request, ipam: StaticIPAM) -> list[Address]:
     return addresses
 
 
-def _ipam(req: Request) -> StaticIPAM:
+def load_ipam(req: Request) -> StaticIPAM:
     found, ipam = lookup(req.config, "ipam")
     if not found or ipam is None:
         raise InvalidConfig("IPAM config missing 'ipam' key")
@@ -167,7 +167,7 @@ class Static(Plugin):
     about = "pycni static: IPAM that returns the addresses the config names"
 
     def add(self, req: Request) -> Result:
-        ipam = _ipam(req)
+        ipam = load_ipam(req)
         addresses = load_addresses(req, ipam)
         shell = _routes_and_dns(ipam)
         return Result(
@@ -178,7 +178,7 @@ class Static(Plugin):
         )
 
     def check(self, req: Request) -> None:
-        ipam = _ipam(req)
+        ipam = load_ipam(req)
         addresses = load_addresses(req, ipam)
         prev = req.prev_result()
         if prev is None:

@@ -31,7 +31,7 @@ __all__ = ["PLUGIN"]
 IFF_UP = 0x1
 
 
-def _required_ipam(req: Request) -> str:
+def required_ipam(req: Request) -> str:
     kind = ipam_type(req)
     if not kind:
         raise InvalidConfig("dummy interface requires an IPAM configuration")
@@ -42,7 +42,7 @@ class Dummy(Plugin):
     about = "pycni dummy: a dummy interface in the pod carrying the IPAM addresses"
 
     def add(self, req: Request) -> Result:
-        kind = _required_ipam(req)
+        kind = required_ipam(req)
         with req.open_netns() as pod, Rollback(req.env) as rb:
             with req.host.pod(pod) as kernel:
                 rb.step("create")
@@ -74,7 +74,7 @@ class Dummy(Plugin):
         delete_pod_link(req)
 
     def check(self, req: Request) -> None:
-        _required_ipam(req)
+        required_ipam(req)
         with req.open_netns() as pod:
             ipam_passthrough(req, "CHECK")
             prev, intf = prev_interface(req)

@@ -316,6 +316,11 @@ class HostDevice(Plugin):
     def status(self, req: Request) -> None:
         ipam_passthrough(req, "STATUS")
 
+    def gc(self, req: Request) -> None:
+        """The spec's duty (v1.9.1 leaves it undone): GC goes on to the IPAM plugin, which
+        frees the reservations of attachments not in cni.dev/valid-attachments."""
+        ipam_passthrough(req, "GC")
+
 
 def _restore(req: Request, name: str, state_path: str) -> None:
     """Back on the node: drop the alias, re-add the saved addresses and up state."""

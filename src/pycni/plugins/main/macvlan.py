@@ -23,7 +23,7 @@ from pycni.plugins.main._attach import (
 from pycni.plugins.main._sublink import add_in_pod, check_mac, master_kernel, prev_link
 from pycni.record import record
 from pycni.spec.decode import UINT32_MAX, Bool, IfName, Int, Str, decode, option
-from pycni.spec.errors import InvalidConfig, UnsupportedField
+from pycni.spec.errors import InvalidConfig
 from pycni.spec.result import Interface, Result
 
 __all__ = ["PLUGIN", "MacvlanConf", "load_conf"]
@@ -36,7 +36,7 @@ class MacvlanKeys:
     master: str = option("master", IfName(), "")
     mode: str = option("mode", Str(max_len=32), "")
     mtu: int = option("mtu", MTU("invalid MTU {value}, must be 0 or in [68, 65535]"), 0)
-    bcqueuelen: int = option("bcqueuelen", Int(0, UINT32_MAX), 0)
+    bcqueuelen: int = option("bcqueuelen", Int(0, UINT32_MAX), 0)  # Go's uint32
     link_in_container: bool = option("linkInContainer", Bool(), False)
 
 
@@ -48,6 +48,7 @@ class MacvlanConf:
     mac: str
     link_in_container: bool
     ipam: str
+    bcqueuelen: int = 0
 
 
 def load_conf(req: Request) -> MacvlanConf:
@@ -57,8 +58,6 @@ def load_conf(req: Request) -> MacvlanConf:
         mode = macvlan.parse_mode(keys.mode)
     except ValueError as exc:
         raise InvalidConfig(f"{exc}; use bridge, private, vepa or passthru") from None
-    if keys.bcqueuelen:
-        raise UnsupportedField("bcqueuelen is not supported by pycni's macvlan")
     return MacvlanConf(
         master=keys.master,
         mode=mode,
@@ -66,6 +65,7 @@ def load_conf(req: Request) -> MacvlanConf:
         mac=requested_mac(req),
         link_in_container=keys.link_in_container,
         ipam=ipam_type(req),
+        bcqueuelen=keys.bcqueuelen,
     )
 
 
@@ -100,7 +100,13 @@ class Macvlan(Plugin):
                 rb.step("create")
                 try:
                     return macvlan.create_in_netns(
-                        kernel, master_index, pod.fd, conf.mode, conf.mtu, conf.mac
+                        kernel,
+                        master_index,
+                        pod.fd,
+                        conf.mode,
+                        conf.mtu,
+                        conf.mac,
+                        conf.bcqueuelen,
                     )
                 except (NetlinkError, ValueError) as exc:
                     raise internal(f"failed to create macvlan: {exc}") from None
@@ -134,6 +140,11 @@ class Macvlan(Plugin):
 
     def status(self, req: Request) -> None:
         ipam_passthrough(req, "STATUS")
+
+    def gc(self, req: Request) -> None:
+        """The spec's duty (v1.9.1 leaves it undone): GC goes on to the IPAM plugin, which
+        frees the reservations of attachments not in cni.dev/valid-attachments."""
+        ipam_passthrough(req, "GC")
 
 
 def _check_link(kernel: Kernel, intf: Interface, mode: str) -> int:

@@ -19,7 +19,7 @@ from pycni.plugin.rollback import Rollback
 from pycni.record import record
 from pycni.spec import version
 from pycni.spec.decode import Int, decode, fail, lookup, option
-from pycni.spec.errors import INTERNAL, UNSUPPORTED_FIELD, CNIError, InvalidConfig
+from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig
 from pycni.spec.result import Interface, Result
 
 __all__ = ["PLUGIN", "Limits", "load_limits"]
@@ -65,10 +65,14 @@ def _validate(rate: int, burst: int, direction: str) -> None:
         raise InvalidConfig(f"if {direction}Burst is set, rate must also be set")
     if burst // 8 >= _MAX_BURST_BYTES:
         raise InvalidConfig("burst cannot be more than 4GB")
-    if rate and rate // 8 > 0xFFFFFFFF:
-        raise CNIError(UNSUPPORTED_FIELD, f"{direction}Rate {rate} bit/s is above 34 Gbit/s")
     if rate and rate < 8:
         raise InvalidConfig(f"{direction}Rate must be at least 8 bit/s")
+    if rate and (burst < 8 or tc.TbfParams.from_bits(rate, burst).max_packet() == 0):
+        # The kernel would refuse the tbf (EINVAL, after the ifb is made); say which field.
+        raise InvalidConfig(
+            f"{direction}Burst {burst} bits is too small for {direction}Rate {rate} bit/s: "
+            "the tbf bucket would hold no byte"
+        )
 
 
 def load_limits(req: Request) -> Limits | None:

@@ -119,6 +119,7 @@ NETCONFA_IFINDEX, NETCONFA_FORWARDING, NETCONFA_IFINDEX_ALL = 1, 2, -1
 NETCONFMSG = struct.Struct("=Bxxx")  # struct netconfmsg, padded to 4 as the kernel parses it
 IFLA_INFO_KIND, IFLA_INFO_DATA, VETH_INFO_PEER = 1, 2, 1
 IFLA_MACVLAN_MODE = 1
+IFLA_MACVLAN_BC_QUEUE_LEN = 7
 IFLA_IPVLAN_MODE, IFLA_IPVLAN_FLAGS = 1, 2  # u16 each (include/uapi/linux/if_link.h)
 IFLA_VLAN_ID = 1  # u16
 IFLA_BR_VLAN_FILTERING = 7  # u8, in a bridge's IFLA_INFO_DATA
@@ -372,13 +373,20 @@ def new_vrf(name: str, table: int) -> bytes:
 
 
 def new_macvlan(
-    name: str, master: int, mode: int, netns_fd: int, mtu: int = 0, mac: str = ""
+    name: str,
+    master: int,
+    mode: int,
+    netns_fd: int,
+    mtu: int = 0,
+    mac: str = "",
+    bc_queue_len: int = 0,
 ) -> bytes:
-    """RTM_NEWLINK (create) of a macvlan on ``master``, created straight in ``netns_fd``."""
-    info = [
-        attr_str(IFLA_INFO_KIND, "macvlan"),
-        nested(IFLA_INFO_DATA, [attr_u32(IFLA_MACVLAN_MODE, mode)]),
-    ]
+    """RTM_NEWLINK (create) of a macvlan on ``master``, created straight in ``netns_fd``; the
+    broadcast queue length is sent only when set (as the reference's netlink library)."""
+    data = [attr_u32(IFLA_MACVLAN_MODE, mode)]
+    if bc_queue_len:
+        data.append(attr_u32(IFLA_MACVLAN_BC_QUEUE_LEN, bc_queue_len))
+    info = [attr_str(IFLA_INFO_KIND, "macvlan"), nested(IFLA_INFO_DATA, data)]
     return (
         ifinfo()
         + _common(name, mtu, mac)

@@ -173,9 +173,17 @@ class NativeKernel:
         self._do(c.RTM_NEWLINK, _CREATE, c.new_bridge(name, mtu, vlan_filtering))
 
     def add_macvlan(
-        self, name: str, master: int, mode: int, netns_fd: int, mtu: int = 0, mac: str = ""
+        self,
+        name: str,
+        master: int,
+        mode: int,
+        netns_fd: int,
+        mtu: int = 0,
+        mac: str = "",
+        bc_queue_len: int = 0,
     ) -> None:
-        self._do(c.RTM_NEWLINK, _CREATE, c.new_macvlan(name, master, mode, netns_fd, mtu, mac))
+        body = c.new_macvlan(name, master, mode, netns_fd, mtu, mac, bc_queue_len)
+        self._do(c.RTM_NEWLINK, _CREATE, body)
 
     def add_ipvlan(
         self, name: str, master: int, mode: int, flags: int, netns_fd: int, mtu: int = 0

@@ -383,8 +383,21 @@ class Pyroute2Kernel:
         self._link("add", **spec)
 
     def add_macvlan(
-        self, name: str, master: int, mode: int, netns_fd: int, mtu: int = 0, mac: str = ""
+        self,
+        name: str,
+        master: int,
+        mode: int,
+        netns_fd: int,
+        mtu: int = 0,
+        mac: str = "",
+        bc_queue_len: int = 0,
     ) -> None:
+        if bc_queue_len:  # pyroute2 0.9 has no IFLA_MACVLAN_BC_QUEUE_LEN: our codec has
+            from pycni.net.netlink.rtnl import codec
+
+            body = codec.new_macvlan(name, master, mode, netns_fd, mtu, mac, bc_queue_len)
+            self._raw_create(codec.RTM_NEWLINK, body)
+            return
         spec: dict[str, object] = {
             "ifname": name,
             "kind": "macvlan",
@@ -710,6 +723,14 @@ class Pyroute2Kernel:
                 out.append(
                     Qdisc(_int(msg["index"]), kind, _int(msg["handle"]), _int(msg["parent"]), tbf)
                 )
+        if any(q.tbf is not None and q.tbf.rate == 0xFFFFFFFF for q in out):
+            # ~0 is how the kernel says "see TCA_TBF_RATE64", which pyroute2 0.9 cannot read
+            from pycni.net.netlink.rtnl import tc_codec
+            from pycni.net.netlink.rtnl.wire import NLM_F_DUMP
+
+            replies = self._raw(tc_codec.RTM_GETQDISC, NLM_F_DUMP, tc_codec.tcmsg(index))
+            found = [tc_codec.decode_qdisc(p) for t, p in replies if t == tc_codec.RTM_NEWQDISC]
+            out = [q for q in found if q.index == index]
         return out
 
     def _qdisc_request(self, msg_type: int, flags: int, attrs: list[object], **fields: int) -> None:
@@ -729,6 +750,11 @@ class Pyroute2Kernel:
         from pyroute2.netlink import NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST
         from pyroute2.netlink.rtnl import RTM_NEWQDISC
 
+        if tbf.rate > 0xFFFFFFFF:  # pyroute2 0.9 has no TCA_TBF_RATE64: our codec has
+            from pycni.net.netlink.rtnl import tc_codec
+
+            self._raw_create(tc_codec.RTM_NEWQDISC, tc_codec.tbf(index, handle, TC_H_ROOT, tbf))
+            return
         parms = {"rate": tbf.rate, "limit": tbf.limit, "buffer": tbf.buffer, "mtu": 0}
         attrs: list[object] = [
             ["TCA_KIND", "tbf"],
@@ -748,7 +774,21 @@ class Pyroute2Kernel:
         pyroute2's mirred always steals, so the filter is encoded by tc_codec and sent on a
         raw socket of this client's namespace."""
         from pycni.net.netlink.rtnl import tc_codec
-        from pycni.net.netlink.rtnl.wire import NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, Socket
+
+        body = tc_codec.redirect_filter(
+            index, INGRESS_HANDLE, 1, ETH_P_ALL, CLASS_1_1, target_index
+        )
+        self._raw_create(tc_codec.RTM_NEWTFILTER, body)
+
+    def _raw_create(self, msg_type: int, body: bytes) -> None:
+        """One create request our codecs encoded, for what pyroute2 cannot say."""
+        from pycni.net.netlink.rtnl.wire import NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL
+
+        self._raw(msg_type, NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL, body)
+
+    def _raw(self, msg_type: int, flags: int, body: bytes) -> list[tuple[int, bytes]]:
+        """One request on a raw socket of this client's namespace; its replies."""
+        from pycni.net.netlink.rtnl.wire import Socket
         from pycni.net.ns import entered_fd
 
         ns_fd = fcntl.ioctl(self.fileno(), SIOCGSKNS)
@@ -757,11 +797,8 @@ class Pyroute2Kernel:
                 sock = Socket()
         finally:
             os.close(ns_fd)
-        body = tc_codec.redirect_filter(
-            index, INGRESS_HANDLE, 1, ETH_P_ALL, CLASS_1_1, target_index
-        )
         try:
-            sock.request(tc_codec.RTM_NEWTFILTER, NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL, body)
+            return sock.request(msg_type, flags, body)
         finally:
             sock.close()
 

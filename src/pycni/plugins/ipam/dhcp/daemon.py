@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import select
 import socket
 import stat
 import threading
@@ -101,8 +102,10 @@ class DhcpDaemon:
         tuning: ClientTuning | None = None,
         store: LeaseStore | None = None,
         clock: Callable[[], float] = time.time,
+        host_prefix: str = "",
     ) -> None:
         self.tuning = tuning or ClientTuning()
+        self.host_prefix = host_prefix  # the reference's -hostprefix: where the node's / is
         self.store = store
         self.clock = clock
         self.leases: dict[str, Lease] = {}
@@ -171,6 +174,8 @@ class DhcpDaemon:
         self, cid: str, request: dict[str, Any], fd: int | None, options: dict[int, bytes]
     ) -> Lease:
         path = str(request.get("netns", ""))
+        if path.startswith("/"):
+            path = self.host_prefix + path  # the plugin's path, seen from this mount namespace
         netns = NetNS(fd, path) if fd is not None else NetNS.open(path)
         lease = Lease(
             cid,
@@ -249,12 +254,21 @@ class DhcpDaemon:
 
 
 class DhcpServer:
-    """``daemon`` served on a unix socket (directory created 0700, socket removed on close)."""
+    """``daemon`` served on a unix socket: its own (directory created 0700, socket 0600,
+    removed on close) or ``listening``, one systemd bound (left in place on close: systemd
+    keeps listening on it and starts the next daemon, so removing it would strand them)."""
 
-    def __init__(self, daemon: DhcpDaemon, socket_path: str) -> None:
+    def __init__(
+        self, daemon: DhcpDaemon, socket_path: str, listening: socket.socket | None = None
+    ) -> None:
         self.daemon = daemon
         self.path = socket_path
         self._closing = threading.Event()
+        self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        self.owned = listening is None
+        if listening is not None:
+            self.sock = listening
+            return
         Path(socket_path).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._remove_stale()
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -280,10 +294,14 @@ class DhcpServer:
         raise OSError(f"another daemon is serving {self.path}")
 
     def serve_forever(self) -> None:
+        """Accept until :meth:`close`; each connection is served by its own thread."""
         while not self._closing.is_set():
             try:
+                ready, _, _ = select.select([self.sock.fileno(), self._wake_r], [], [])
+                if self._wake_r in ready:
+                    return
                 conn, _ = self.sock.accept()
-            except OSError:
+            except (OSError, ValueError):  # ValueError: the socket was closed under select
                 if self._closing.is_set():
                     return
                 raise
@@ -301,9 +319,15 @@ class DhcpServer:
                 protocol.reply(conn, answer)
 
     def close(self) -> None:
+        """Stop accepting (wakes :meth:`serve_forever`; safe from a signal handler). A
+        socket systemd passed is only closed here, never shut down: systemd shares it."""
         self._closing.set()
         with contextlib.suppress(OSError):
-            self.sock.shutdown(socket.SHUT_RDWR)
+            os.write(self._wake_w, b"x")
+        if self.owned:
+            with contextlib.suppress(OSError):
+                self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.path)
+        if self.owned:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)

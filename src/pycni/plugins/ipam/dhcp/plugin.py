@@ -2,7 +2,8 @@
 
 The lease has to outlive the plugin process (it is renewed for the pod's whole life), so the
 plugin only forwards the request, with the pod namespace as an fd. Our plugin speaks to
-pycni's daemon (``pycni dhcp-daemon``), not to the reference's Go net/rpc daemon.
+pycni's daemon (``dhcp daemon`` on the entry point, or ``pycni dhcp-daemon``), not to the
+reference's Go net/rpc daemon.
 """
 
 from __future__ import annotations
@@ -66,6 +67,14 @@ def _send(path: str, request: dict[str, object], fd: int | None, method: str) ->
 
 class Dhcp(Plugin):
     about = "pycni dhcp: IPv4 addresses leased from a DHCP server by pycni's DHCP daemon"
+
+    def command_line(self, args: list[str]) -> int | None:
+        """``dhcp daemon [flags]``: the daemon, as the reference's binary and its units run it."""
+        if args[:1] != ["daemon"]:
+            return None
+        from pycni.plugins.ipam.dhcp import service
+
+        return service.command_line(args[1:])
 
     def add(self, req: Request) -> Result:
         data = _call(req, "allocate", with_netns=True)

@@ -160,7 +160,7 @@ def load_conf(req: Request) -> BridgeConf:
     return conf
 
 
-def _validate_for_add(conf: BridgeConf) -> None:
+def validate_for_add(conf: BridgeConf) -> None:
     if conf.layer3 and conf.disable_container_interface:
         raise InvalidConfig("cannot use IPAM when DisableContainerInterface flag is set")
     if conf.hairpin and conf.promisc:
@@ -221,7 +221,7 @@ class Bridge(Plugin):
 
     def add(self, req: Request) -> Result:
         conf = load_conf(req)
-        _validate_for_add(conf)
+        validate_for_add(conf)
         # the undos use the node socket, so the rollback must run before it closes
         with req.host.node() as host, req.open_netns() as pod, Rollback(req.env) as rb:
             result = self._add(req, conf, rb, host, pod)

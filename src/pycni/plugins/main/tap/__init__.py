@@ -6,8 +6,10 @@ renamed to CNI_IFNAME, optionally enslaved to a bridge that already exists *insi
 reference runs ``ip tuntap`` for some configurations; the flags are kept the same (see
 :mod:`pycni.plugins.main.tap.tun`).
 
-``selinuxContext`` is accepted; SELinux labelling of the tap is not implemented, so a context
-is refused (code 2) when SELinux is enabled on the machine and ignored when it is not.
+``selinuxContext``: where SELinux is on (``req.host.selinux()``), the tap is made by a helper
+exec'd under that exec label, as the reference's ``ip tuntap`` under go-selinux's
+SetExecLabel, so the kernel labels the device; where it is off the key is accepted and changes
+nothing (v1.9.1 fails the ADD there: the kernel refuses the label write).
 
 The device is the one thing here neither ``Kernel`` nor ``req.host`` makes, so the plugin takes
 its tap maker as a constructor argument: ``PLUGIN`` uses /dev/net/tun in the pod (entered by
@@ -17,7 +19,7 @@ tests/kernel_contract.py holds to what tun.create_tap makes.
 
 from __future__ import annotations
 
-import os
+import sys
 
 from pycni.net import link_attrs
 from pycni.net.link import LinkNotFound, index_of
@@ -27,6 +29,7 @@ from pycni.net.veth import random_host_name
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.config import MTU
 from pycni.plugin.rollback import Rollback
+from pycni.plugin.selinux import LabelRefused, SELinuxError
 from pycni.plugins.main._attach import (
     check_ips_and_routes,
     configure_pod_iface,
@@ -43,19 +46,19 @@ from pycni.plugins.main._attach import (
 from pycni.plugins.main.tap import tun
 from pycni.record import record
 from pycni.spec.decode import Bool, IfName, Int, Str, decode, option
-from pycni.spec.errors import UNSUPPORTED_FIELD, CNIError
 from pycni.spec.result import Interface, Result
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from pycni.plugin.selinux import SELinux
+
     TapMaker = Callable[[Kernel, str, int, int | None, int | None], None]
     """(kernel of the pod, name, TUNSETIFF flags, owner, group): make the persistent tap."""
 
-__all__ = ["PLUGIN", "Tap", "TapConf", "load_conf"]
+__all__ = ["PLUGIN", "Tap", "TapConf", "labelled_tap", "load_conf"]
 
-SELINUX_ENFORCE = "/sys/fs/selinux/enforce"
 _UINT32_MAX = 0xFFFFFFFF
 _ID_RANGE = "invalid config: {path} must be a uid/gid in [0, 4294967295], got {value}"
 
@@ -97,12 +100,6 @@ def load_conf(req: Request) -> TapConf:
         bridge=keys.bridge,
         ipam=ipam_type(req),
     )
-    if conf.selinux_context and os.path.exists(SELINUX_ENFORCE):
-        raise CNIError(
-            UNSUPPORTED_FIELD,
-            "selinuxContext: SELinux labelling of tap devices is not implemented by pycni's "
-            "tap; remove selinuxContext or use the reference plugin",
-        )
     return conf
 
 
@@ -110,6 +107,18 @@ def tun_tap(kernel: Kernel, name: str, flags: int, owner: int | None, group: int
     """The real maker: /dev/net/tun ioctls in this thread's namespace, the pod's while the
     ``req.host.pod`` block that handed out ``kernel`` lasts."""
     tun.create_tap(name, flags, owner, group)
+
+
+def labelled_tap(selinux: SELinux, label: str) -> TapMaker:
+    """The maker for ``selinuxContext`` where SELinux is on: as the reference (exec label, then
+    ``ip tuntap add``), a helper exec'd under ``label`` from this thread, in the pod, creates
+    the tap, so the kernel labels it with that context."""
+
+    def make(kernel: Kernel, name: str, flags: int, owner: int | None, group: int | None) -> None:
+        argv = tun.helper_argv(sys.executable, name, flags, owner, group)
+        selinux.run_labelled(label, argv, 30.0)  # one interpreter start and four ioctls
+
+    return make
 
 
 def _make_tap(
@@ -123,6 +132,11 @@ def _make_tap(
 ) -> tuple[int, str]:
     """In the pod: create, configure, rename, enslave and set up the tap; (index, MAC)."""
     flags = tun.tap_flags(conf.multi_queue, conf.owner, conf.group)
+    selinux = req.host.selinux() if conf.selinux_context else None
+    if selinux is not None and selinux.enabled():
+        # the reference's `ip tuntap` path, whatever owner and group are: its flags
+        flags = tun.tap_flags(conf.multi_queue, None, None)
+        create_tap = labelled_tap(selinux, conf.selinux_context)
     for _ in range(10):
         tmp = random_host_name()
         if kernel.find_link(tmp) is None:
@@ -130,7 +144,9 @@ def _make_tap(
     rb.step("create")
     try:
         create_tap(kernel, tmp, flags, conf.owner, conf.group)
-    except tun.TunError as exc:
+    except LabelRefused as exc:
+        raise internal(str(exc)) from None  # the reference's message, unwrapped
+    except (tun.TunError, SELinuxError) as exc:
         raise internal(f"failed to create tap: {exc}") from None
     index = index_of(kernel, tmp)
     rb.push("create", lambda: delete_in_pod(req, pod, index))
@@ -212,6 +228,11 @@ class Tap(Plugin):
 
     def status(self, req: Request) -> None:
         ipam_passthrough(req, "STATUS")
+
+    def gc(self, req: Request) -> None:
+        """The spec's duty (v1.9.1 leaves it undone): GC goes on to the IPAM plugin, which
+        frees the reservations of attachments not in cni.dev/valid-attachments."""
+        ipam_passthrough(req, "GC")
 
 
 PLUGIN = Tap()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import fcntl
 import os
 import struct
+import sys
 
 from pycni.net.errors import NetError
 
@@ -26,6 +27,7 @@ __all__ = [
     "IFF_VNET_HDR",
     "TunError",
     "create_tap",
+    "helper_argv",
     "tap_flags",
 ]
 
@@ -81,3 +83,28 @@ def _ioctl(fd: int, request: int, arg: bytes | int, what: str) -> None:
         fcntl.ioctl(fd, request, arg)
     except OSError as exc:
         raise TunError(exc.errno, f"{what}: {exc.strerror}") from None
+
+
+def helper_argv(
+    python: str, name: str, flags: int, owner: int | None, group: int | None
+) -> list[str]:
+    """The command line that makes the tap in a process of its own (this module's helper,
+    stdlib only: ``-I -S`` and this pycni's directory), for a tap made under an exec label."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(sys.modules["pycni"].__file__ or "")))
+    code = (
+        f"import sys; sys.path.insert(0, {root!r}); "
+        f"from {__name__} import _helper_main; sys.exit(_helper_main(sys.argv[1:]))"
+    )
+    ids = ["" if owner is None else str(owner), "" if group is None else str(group)]
+    return [python, "-I", "-S", "-c", code, name, str(flags), *ids]
+
+
+def _helper_main(args: list[str]) -> int:
+    """``NAME FLAGS OWNER GROUP`` (empty OWNER/GROUP: not set): create the tap, exit 0."""
+    try:
+        name, flags, owner, group = args
+        create_tap(name, int(flags), int(owner) if owner else None, int(group) if group else None)
+    except (ValueError, TunError) as exc:
+        sys.stderr.write(f"failed to create tap {args[:1]}: {exc}\n")
+        return 1
+    return 0

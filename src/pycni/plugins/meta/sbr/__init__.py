@@ -1,6 +1,10 @@
 """sbr: source-based routing. Each pod address gets its own routing table (from 100 up) and a
 rule ``from <address> lookup <table>``, so replies leave through the interface that owns the
-address; the interface's main-table routes move into those tables."""
+address; the interface's main-table routes move into those tables.
+
+With ``table`` (the reference's v1.6+ key) every address gets a rule to that one table and no
+route moves: whoever set the config fills the table. DEL then looks only at that table's rules.
+"""
 
 from __future__ import annotations
 
@@ -14,12 +18,27 @@ from pycni.net.ns import NetNSNotFound
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.rollback import Rollback
 from pycni.plugins.meta.sbr import policy
+from pycni.record import record
+from pycni.spec.decode import UINT32_MAX, Int, decode, option
 from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig
 from pycni.spec.result import IPConfig, Result
 
-__all__ = ["PLUGIN"]
+__all__ = ["PLUGIN", "SbrKeys", "load_keys"]
 
 FIRST_TABLE = 100
+
+
+@record(frozen=True)
+class SbrKeys:
+    """sbr's own keys. ``table`` is a Go ``*int`` upstream, sent to the kernel as a u32; 0 (no
+    table) and values outside u32 only fail there, at the rule's creation: refused here."""
+
+    table: int | None = option("table", Int(1, UINT32_MAX))
+
+
+def load_keys(req: Request) -> SbrKeys:
+    """The config's own keys (no kernel lookups)."""
+    return decode(SbrKeys, req.config)
 
 
 def ip_configs(ifname: str, prev: Result) -> list[IPConfig]:
@@ -47,6 +66,7 @@ class Sbr(Plugin):
     about = "pycni sbr: per-address routing tables and source rules in the pod"
 
     def add(self, req: Request) -> Result:
+        keys = load_keys(req)
         prev = req.prev_result()
         if prev is None:
             raise InvalidConfig("This plugin must be called as chained plugin")
@@ -57,7 +77,10 @@ class Sbr(Plugin):
             req.host.pod(pod) as kernel,
             Rollback(req.env) as rb,
         ):
-            self._route(kernel, req.ifname, ipcs, rb)
+            if keys.table is not None:
+                _rules_to(kernel, ipcs, keys.table, rb)
+            else:
+                self._route(kernel, req.ifname, ipcs, rb)
         return prev
 
     def _route(self, kernel: Kernel, ifname: str, ipcs: list[IPConfig], rb: Rollback) -> None:
@@ -101,6 +124,7 @@ class Sbr(Plugin):
             rb.push("delete-route", partial(kernel.add_route, original))
 
     def delete(self, req: Request) -> None:
+        keys = load_keys(req)
         if not req.netns:
             return
         try:
@@ -115,6 +139,8 @@ class Sbr(Plugin):
             mine = {a.ip for a in addresses(kernel, index)}
             failed = []
             for rule in policy.rules(kernel):
+                if keys.table is not None and policy.table_of(rule) != keys.table:
+                    continue
                 src = policy.rule_source(rule)
                 if src is not None and src in mine:
                     try:
@@ -123,6 +149,18 @@ class Sbr(Plugin):
                         failed.append(str(exc))
             if failed:
                 raise CNIError(INTERNAL, f"Failed to delete rule {failed[0]}")
+
+
+def _rules_to(kernel: Kernel, ipcs: list[IPConfig], table: int, rb: Rollback) -> None:
+    """``from <address> lookup <table>`` for each address, nothing else (the fixed-table mode);
+    each rule is undone if a later one fails."""
+    for ipc in ipcs:
+        before = policy.rules(kernel)
+        rb.step("rule")
+        _kernel(partial(policy.add_source_rule, kernel, ipc.address, table), "failed to add rule")
+        for rule in policy.rules(kernel):
+            if policy.table_of(rule) == table and rule not in before:
+                rb.push("rule", partial(policy.delete_rule, kernel, rule))
 
 
 def _kernel(action: Callable[[], None], what: str) -> None:
