@@ -411,4 +411,3 @@ def test_cnitools_form_prints_cnitools_bytes(
     monkeypatch.setenv("CNI_PATH", "")
     assert main(["add", "net", "/ns/p"]) == 1
     assert capsys.readouterr().err == 'plugin type="a" failed (add): no paths provided\n'
-    env["fakes"].add("b", ADD={"stdout": json.dumps({"code": 11, "msg": "later"}), "exit": 1})
