@@ -1,18 +1,17 @@
 #!/usr/bin/env python3
-"""`pycni add`/`del` from the command line against the Go plugins run like cnitool would.
+"""`pycni add`+`del` against cnitool v1.3.0, both driving the same Go v1.9.1 plugins.
 
-There is no Go cnitool to be had here (Debian ships none; building one needs Go and libcni's
-source, neither installed), so the Go side is the Go reference plugins (/usr/lib/cni) exec'd
-by a minimal runtime: pycni's libcni (CNIConfig) inside this already-running process, which
-does what cnitool's libcni does (find, exec in order with prevResult, cache the result) without
-a process start of its own. A real cnitool adds one Go process start on top; the row "Go
-process start" measures that (a Go plugin's VERSION exec), and the last column adds it.
+The CLI's reference is cnitool v1.3.0 (libcni v1.3.0), from the v1.9.1 archive in
+../shared/upstream (or PYCNI_UPSTREAM). Each side is its whole process as a user types it
+(`pycni add NET NETNS`: the installed script, its interpreter's start, imports, the chain) in
+the same node namespace (entered by this process, so no nsenter is timed), with the CNI netns
+path as a runtime passes it. The conflist is bridge (+ host-local) then loopback, cniVersion
+1.0.0; each pod is ADDed then DELeted, cnitool and pycni alternating which goes first.
 
-pycni's side is the whole CLI process, `pycni add NET NETNS` as a user types it (console script,
-interpreter start, imports, parsing, and the chain through the warm daemon's forwarders).
-
-Chain: bridge (+ host-local, ipMasq) then portmap, cniVersion 1.0.0, with and without one port
-mapping. Each in its own node namespace, interleaved, medians. Prints a Markdown table.
+cnitool has no cache-dir option, so the whole run is in a private mount namespace whose /var/lib
+is a scratch directory: both sides use the default /var/lib/cni there, and the machine's own is
+never touched. ``--pycni`` times another installed `pycni` (e.g. main's venv) for a before/after
+in the same run. Prints the medians and their ratio as a Markdown table.
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -32,16 +32,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))
 
-from pycni.fast import client  # noqa: E402
-from pycni.fast import install as fast_install  # noqa: E402
+from tests import references  # noqa: E402
+
 from pycni.net.ns import NetNS  # noqa: E402
 from pycni.playground import create_netns, delete_netns  # noqa: E402
-from pycni.runtime import CNIConfig, RuntimeConf, conf_list_from_bytes  # noqa: E402
 
-GO_DIR = Path("/usr/lib/cni")
 PREFIX = f"pbcli{os.getpid() % 10000}-"
 PYCNI = Path(sys.executable).with_name("pycni")
+MOUNTED = "PYCNI_BENCH_CLI_MOUNTNS"
 
 
 @contextmanager
@@ -50,7 +50,7 @@ def inside(path: str) -> Iterator[None]:
         yield
 
 
-def conflist(bridge: str, subnet: str, data_dir: Path) -> bytes:
+def conflist(data_dir: Path) -> bytes:
     return json.dumps(
         {
             "cniVersion": "1.0.0",
@@ -58,141 +58,115 @@ def conflist(bridge: str, subnet: str, data_dir: Path) -> bytes:
             "plugins": [
                 {
                     "type": "bridge",
-                    "bridge": bridge,
+                    "bridge": "bcli0",
                     "isGateway": True,
-                    "ipMasq": True,
                     "ipam": {
                         "type": "host-local",
-                        "ranges": [[{"subnet": subnet}]],
+                        "ranges": [[{"subnet": "10.66.0.0/16"}]],
                         "dataDir": str(data_dir),
                     },
                 },
-                {"type": "portmap", "capabilities": {"portMappings": True}},
+                {"type": "loopback"},
             ],
         }
     ).encode()
 
 
-def mapping(port: int | None) -> dict[str, object]:
-    if port is None:
-        return {}
-    return {"portMappings": [{"hostPort": port, "containerPort": 80, "protocol": "tcp"}]}
-
-
-def go_start_ms(samples: int) -> float:
-    """One Go process start and exit: what a cnitool process costs beyond its plugins."""
-    times = []
-    env = {"CNI_COMMAND": "VERSION"}
-    for _ in range(samples):
-        start = time.perf_counter()
-        subprocess.run([str(GO_DIR / "loopback")], input=b"{}", env=env, capture_output=True)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1000
+def private_var_lib(work: Path) -> None:
+    """Re-exec in a private mount namespace (once) and put a scratch dir over /var/lib."""
+    if os.environ.get(MOUNTED) != str(work):
+        os.environ[MOUNTED] = str(work)
+        os.execvp("unshare", ["unshare", "-m", sys.executable, *sys.argv])
+    varlib = work / "varlib"
+    (varlib / "cni").mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "--bind", str(varlib), "/var/lib"], check=True)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--pods", type=int, default=15, help="pods per row and side")
+    parser.add_argument("--pods", type=int, default=20, help="ADD+DEL rounds per side")
+    parser.add_argument(
+        "--pycni", action="append", default=[], help="another pycni script to time as well"
+    )
+    parser.add_argument("--work", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.stderr.write("needs root\n")
         return 2
-    work = Path(tempfile.mkdtemp(prefix="pycni-bench-cli-"))
-    go_node = create_netns(PREFIX + "go")
-    py_node = create_netns(PREFIX + "py")
+    ref = references.reference("v1.9.1")
+    if ref is None or ref.cnitool is None:  # not an error: `make bench` runs the rest
+        print("skipped: the v1.9.1 reference (cnitool v1.3.0; ../shared/upstream or")
+        print("PYCNI_UPSTREAM) is not present")
+        return 0
+    if args.work is None:
+        work = Path(tempfile.mkdtemp(prefix="pycni-bench-cli-"))
+        sys.argv += ["--work", str(work)]
+    else:
+        work = Path(args.work)
+    private_var_lib(work)
+    drivers = {"cnitool v1.3.0": [str(ref.cnitool)], "pycni": [str(PYCNI)]}
+    for other in args.pycni:
+        drivers[f"pycni ({other})"] = [other]
+    node = create_netns(PREFIX + "node")
     pods = [create_netns(f"{PREFIX}pod{i}") for i in range(args.pods)]
-    go_pods = [create_netns(f"{PREFIX}gopod{i}") for i in range(args.pods)]
-    sock = str(work / "pycni.sock")
-    daemon = None
     try:
-        with inside(py_node):
-            daemon = subprocess.Popen(
-                [sys.executable, "-m", "pycni.cli.main", "daemon", "--socket", sock],
-                stderr=subprocess.DEVNULL,
-            )
-        fast_install.install(work / "bin", form="auto", socket_path=sock, autostart=False)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                client.ping(sock, timeout=1)
-                break
-            except Exception:
-                time.sleep(0.1)
         (work / "net.d").mkdir()
-        (work / "net.d" / "10-benchcli.conflist").write_bytes(
-            conflist("bcli0", "10.66.0.0/16", work / "ipam")
-        )
-        go_conf = conf_list_from_bytes(conflist("bcligo0", "10.67.0.0/16", work / "goipam"))
-        go = CNIConfig([str(GO_DIR)], cache_dir=str(work / "gocache"))
+        (work / "net.d" / "10-benchcli.conflist").write_bytes(conflist(work / "ipam"))
         env = {
-            **os.environ,
+            "PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
             "NETCONFPATH": str(work / "net.d"),
-            "CNI_PATH": str(work / "bin"),
-            "PYCNI_CACHE_DIR": str(work / "cache"),
+            "CNI_PATH": str(ref.plugin_dir),
         }
 
-        def py_call(verb: str, pod: str, port: int | None) -> float:
-            call_env = {**env, "CAP_ARGS": json.dumps(mapping(port))}
-            with inside(py_node):
-                start = time.perf_counter()
-                proc = subprocess.run(
-                    [str(PYCNI), verb, "benchcli", pod],
-                    env=call_env,
-                    capture_output=True,
-                )
-                elapsed = time.perf_counter() - start
+        cpu: dict[str, list[float]] = {name: [] for name in drivers}
+
+        def call(name: str, verb: str, pod: str) -> float:
+            argv = drivers[name]
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            start = time.perf_counter()
+            proc = subprocess.run([*argv, verb, "benchcli", pod], env=env, capture_output=True)
+            elapsed = time.perf_counter() - start
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
             if proc.returncode != 0:
-                raise RuntimeError(f"pycni {verb}: {proc.stderr.decode()}")
+                raise RuntimeError(f"{argv[0]} {verb}: {proc.stderr.decode()}")
+            used = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+            cpu[name].append(used)
             return elapsed
 
-        def go_call(verb: str, pod: str, port: int | None) -> float:
-            cid = "cnitool-" + str(abs(hash(pod)))[:20]
-            rt = RuntimeConf(cid, pod, "eth0", capability_args=mapping(port))
-            with inside(go_node):
-                start = time.perf_counter()
-                if verb == "add":
-                    go.add_network_list(go_conf, rt)
-                else:
-                    go.del_network_list(go_conf, rt)
-                return time.perf_counter() - start
-
-        rows: list[tuple[str, float, float]] = []
-        for label, port in (("no port mapping", None), ("1 port mapping", 18080)):
-            times: dict[str, list[float]] = {"py add": [], "py del": [], "go add": [], "go del": []}
-            for i, (pod, go_pod) in enumerate(zip(pods, go_pods, strict=True)):
-                p = None if port is None else port + i
-                order = ("py", "go") if i % 2 == 0 else ("go", "py")
-                for verb in ("add", "del"):
-                    for side in order:
-                        if side == "py":
-                            times[f"py {verb}"].append(py_call(verb, pod, p))
-                        else:
-                            times[f"go {verb}"].append(go_call(verb, go_pod, p))
-            for verb in ("add", "del"):
-                rows.append(
-                    (
-                        f"`pycni {verb}`, {label}",
-                        statistics.median(times[f"go {verb}"]) * 1000,
-                        statistics.median(times[f"py {verb}"]) * 1000,
-                    )
-                )
-        start_ms = go_start_ms(20)
-        print(f"Go process start (a Go plugin's VERSION exec): {start_ms:.1f} ms\n")
-        print("| | Go chain (minimal runtime) | + cnitool start | pycni CLI | ratio |")
-        print("|---|---|---|---|---|")
-        for name, go_ms, py_ms in rows:
-            cnitool_ms = go_ms + start_ms
+        times: dict[str, dict[str, list[float]]] = {
+            name: {"add": [], "del": [], "add+del": []} for name in drivers
+        }
+        names = list(drivers)
+        with inside(node):
+            for name in names:  # warm-up: page cache, the bridge, first imports
+                call(name, "add", pods[0])
+                call(name, "del", pods[0])
+            for i, pod in enumerate(pods):
+                order = names[i % len(names) :] + names[: i % len(names)]
+                for name in order:
+                    add = call(name, "add", pod)
+                    delete = call(name, "del", pod)
+                    times[name]["add"].append(add)
+                    times[name]["del"].append(delete)
+                    times[name]["add+del"].append(add + delete)
+        by_name = cpu
+        base = {k: statistics.median(v) * 1000 for k, v in times["cnitool v1.3.0"].items()}
+        base_cpu = statistics.median(by_name["cnitool v1.3.0"]) * 1000
+        load = os.getloadavg()[0]
+        print(f"Go v1.9.1 plugins ({ref.plugin_dir}), {args.pods} pods, medians, load {load:.1f}")
+        print("(CPU: user+sys of the call and the plugins it ran, per call)\n")
+        print("| driver | add | del | add+del | ratio (add+del) | CPU per call | CPU ratio |")
+        print("|---|---|---|---|---|---|---|")
+        for name in names:
+            ms = {k: statistics.median(v) * 1000 for k, v in times[name].items()}
+            cpu_ms = statistics.median(by_name[name]) * 1000
             print(
-                f"| {name} | {go_ms:.1f} ms | {cnitool_ms:.1f} ms | {py_ms:.1f} ms "
-                f"| {py_ms / cnitool_ms:.2f}x |"
+                f"| {name} | {ms['add']:.1f} ms | {ms['del']:.1f} ms | {ms['add+del']:.1f} ms "
+                f"| {ms['add+del'] / base['add+del']:.2f}x | {cpu_ms:.1f} ms "
+                f"| {cpu_ms / base_cpu:.2f}x |"
             )
     finally:
-        if daemon is not None:
-            daemon.terminate()
-            daemon.wait(30)
-        names = [PREFIX + "go", PREFIX + "py"]
-        names += [f"{PREFIX}{kind}{i}" for kind in ("pod", "gopod") for i in range(args.pods)]
-        for name in names:
+        for name in [PREFIX + "node"] + [f"{PREFIX}pod{i}" for i in range(args.pods)]:
             delete_netns(name)
         shutil.rmtree(work, ignore_errors=True)
     return 0

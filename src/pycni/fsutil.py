@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 
 __all__ = [
@@ -53,6 +52,8 @@ def write_atomic(
         os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException:
+        import contextlib  # not at the top: write_atomic's callers are one-shot
+
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
@@ -106,6 +107,8 @@ def create_exclusive(
             os.fsync(fd)
     except BaseException:
         os.close(fd)
+        import contextlib  # not at the top: write_atomic's callers are one-shot
+
         with contextlib.suppress(OSError):
             os.unlink(target)
         raise
@@ -181,6 +184,8 @@ def open_dir_nofollow(
                 if not create:
                     os.close(fd)
                     return None
+                import contextlib  # not at the top: write_atomic's callers are one-shot
+
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(name, mode, dir_fd=fd)
                 parts.insert(0, (name, follow))
@@ -208,6 +213,8 @@ def open_dir_nofollow(
             where = os.path.normpath(os.path.join(where, name))
             _check_dir(fd, where, trusted)
     except BaseException:
+        import contextlib  # not at the top: write_atomic's callers are one-shot
+
         with contextlib.suppress(OSError):
             os.close(fd)
         raise

@@ -9,10 +9,10 @@ dataclass (``dataclass_transform``). A long-lived process (the daemon) creates s
 times per call: after ``COMPILE_AFTER`` calls of a class's generic ``__init__`` it compiles one of
 the usual shape, so only its warm-up pays the generic version.
 
-Supported, as in ``dataclasses``: defaults, ``field(default_factory=, init=, repr=, metadata=)``,
-``frozen``, ``eq``, ``__post_init__``, inheritance from records, ``ClassVar`` annotations (not
-fields), ``fields``, ``replace`` and ``asdict``. Not supported (pycni does not use them):
-ordering, ``slots``, ``kw_only``, ``InitVar``.
+Supported, as in ``dataclasses``: defaults, ``field(default_factory=, init=, repr=, metadata=,
+compare=)``, ``frozen``, ``eq``, ``__post_init__``, inheritance from records, ``ClassVar``
+annotations (not fields), ``fields``, ``replace`` and ``asdict``. Not supported (pycni does not
+use them): ordering, ``slots``, ``kw_only``, ``InitVar``.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class FrozenInstanceError(AttributeError):
 class Field:
     """One declared field: its name, default (or factory) and what the methods do with it."""
 
-    __slots__ = ("default", "default_factory", "init", "metadata", "name", "repr")
+    __slots__ = ("compare", "default", "default_factory", "init", "metadata", "name", "repr")
 
     def __init__(
         self,
@@ -73,8 +73,10 @@ class Field:
         init: bool,
         repr: bool,
         metadata: Mapping[str, Any] | None,
+        compare: bool = True,
     ) -> None:
         self.name = ""
+        self.compare = compare
         self.default = default
         self.default_factory = default_factory
         self.init = init
@@ -92,11 +94,12 @@ def field(
     init: bool = True,
     repr: bool = True,
     metadata: Mapping[str, Any] | None = None,
+    compare: bool = True,
 ) -> Any:
     """A field with options, as ``dataclasses.field``."""
     if default is not MISSING and default_factory is not MISSING:
         raise ValueError("cannot specify both default and default_factory")
-    return Field(default, default_factory, init, repr, metadata)
+    return Field(default, default_factory, init, repr, metadata, compare)
 
 
 _FIELDS = "__record_fields__"
@@ -170,7 +173,7 @@ def _process(cls: type[T], frozen: bool, eq: bool) -> type[T]:
             )
         seen_default = seen_default or (spec.init and has_default)
     setattr(cls, _FIELDS, specs)
-    names = tuple(s.name for s in specs)
+    names = tuple(s.name for s in specs if s.compare)
     setattr(cls, "__match_args__", tuple(s.name for s in specs if s.init))  # noqa: B010
     _set_new(cls, "__init__", _generic_init(cls, specs, frozen))
     _set_new(cls, "__repr__", _repr(specs))

@@ -125,7 +125,7 @@ def test_grace_period_must_be_a_number_of_seconds(
     ("setup", "argv", "message"),
     [
         ({"CNI_ARGS": "A=1;B"}, ["add", "net", "/ns/p"], 'pycni: invalid CNI_ARGS pair "B"\n'),
-        ({"CAP_ARGS": "[1"}, ["add", "net", "/ns/p"], "pycni: CAP_ARGS: "),
+        ({"CAP_ARGS": "[1"}, ["add", "net", "/ns/p"], "pycni: unexpected end of JSON input\n"),
         ({}, ["add", "nope", "/ns/p"], 'pycni: no net configuration with name "nope" in '),
         (
             {"CNI_PATH": ""},
@@ -193,9 +193,55 @@ def test_list_validate_version(env: dict[str, Any], capsys: pytest.CaptureFixtur
     assert json.loads(capsys.readouterr().out)["supportedVersions"] == ["0.4.0"]
 
 
-def test_no_command_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main([]) == 2
-    assert "usage: pycni" in capsys.readouterr().err
+def test_no_command_prints_cnitools_usage(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bare `pycni`, as bare cnitool: its usage text (naming the program), exit 1."""
+    monkeypatch.setattr(sys, "argv", ["/usr/local/bin/pycni"])
+    assert main([]) == 1
+    assert capsys.readouterr().err == cnitool.USAGE.format("pycni")
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    assert "usage: pycni" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [["add"], ["add", "net"], ["gc", "net"], ["frob"]])
+def test_too_few_arguments_print_cnitools_usage(
+    env: dict[str, Any], capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    assert cnitool.exact(argv, "cnitool") == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("cnitool: Add, check, remove, gc or status network")
+    assert captured.err.endswith("  cnitool status <net> <netns>\n")
+    assert env["fakes"].calls() == []
+
+
+def test_unknown_verb_reads_the_config_then_does_nothing(
+    env: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """cnitool loads the network before it looks at the verb: an unknown one exits 0."""
+    assert main(["frob", "net", "/ns/p"]) == 0
+    assert main(["frob", "nope", "/ns/p"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith('no net configuration with name "nope" in ')
+    assert env["fakes"].calls() == []
+
+
+def test_extra_arguments_are_ignored_as_cnitool_does(
+    env: dict[str, Any], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYCNI_CACHE_DIR", str(env["cache"]))
+    assert main(["del", "net", "/ns/p", "extra", "more"]) == 0
+    assert [c["cmd"] for c in env["fakes"].calls()] == ["DEL", "DEL"]
+
+
+def test_options_and_other_commands_go_to_argparse() -> None:
+    assert cnitool.exact(["add", "net", "/ns/p", "-i", "eth1"], "pycni") is None
+    assert cnitool.exact(["gc"], "pycni") is None
+    assert cnitool.exact(["list", "a", "b"], "pycni", COMMAND_OWNERS) is None
 
 
 @pytest.mark.parametrize("module", COMMAND_MODULES)
@@ -249,6 +295,29 @@ def test_add_imports_no_other_command() -> None:
     )
     # inspect_cmd: gc's options (import-free itself); nothing else.
     assert out.stdout.strip() == "['pycni.cli.cnitool', 'pycni.cli.inspect_cmd', 'pycni.cli.main']"
+
+
+def test_cnitool_verbs_load_no_heavy_stdlib(env: dict[str, Any]) -> None:
+    """What a `pycni add`/`del` imports is its start-up time (docs/cli.md, "Start-up"): none
+    of argparse, subprocess, typing, logging, re, functools' users beyond ipaddress, weakref,
+    contextlib, json, threading, or pyroute2."""
+    code = (
+        "import sys; from pycni.cli.main import main; "
+        "sys.argv = ['pycni']; "
+        "rc = [main(['add', 'net', '/ns/p']), main(['del', 'net', '/ns/p'])]; "
+        "heavy = ('argparse', 'subprocess', 'typing', 'logging', 're', 'weakref', 'contextlib', "
+        "'json', 'threading', 'pyroute2', 'selectors', 'enum', 'signal'); "
+        "print(rc, sorted(n for n in sys.modules if n.split('.')[0] in heavy))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        cwd=env["tmp"],
+    )
+    assert out.stdout.endswith("}[0, 0] []\n"), out.stdout + out.stderr
 
 
 @pytest.mark.parametrize(
@@ -330,3 +399,15 @@ def test_add_ends_its_line_on_a_terminal_only(env: dict[str, Any]) -> None:
         chunks.append(chunk)
     os.close(leader)
     assert b"".join(chunks).endswith(b"}\r\n")
+
+
+def test_cnitools_form_prints_cnitools_bytes(
+    env: dict[str, Any], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without options the verbs are cnitool's: the bare message, no prefix or hint."""
+    monkeypatch.setenv("PYCNI_CACHE_DIR", str(env["cache"]))
+    assert main(["add", "nope", "/ns/p"]) == 1
+    assert capsys.readouterr().err.startswith('no net configuration with name "nope" in ')
+    monkeypatch.setenv("CNI_PATH", "")
+    assert main(["add", "net", "/ns/p"]) == 1
+    assert capsys.readouterr().err == 'plugin type="a" failed (add): no paths provided\n'

@@ -151,3 +151,20 @@ def test_declaration_mistakes_are_refused() -> None:
         field(default=1, default_factory=int)
     with pytest.raises(TypeError):
         rec.fields(object())
+
+
+def test_compare_false_leaves_a_field_out_of_eq_and_hash() -> None:
+    @record(frozen=True)
+    class Tagged:
+        x: int
+        note: str = field(default="", compare=False)
+
+    @dataclasses.dataclass(frozen=True)
+    class TaggedDC:
+        x: int
+        note: str = dataclasses.field(default="", compare=False)
+
+    assert Tagged(1, "a") == Tagged(1, "b") and hash(Tagged(1, "a")) == hash(Tagged(1, "b"))
+    assert TaggedDC(1, "a") == TaggedDC(1, "b")
+    assert Tagged(1, "a") != Tagged(2, "a")
+    assert rec.replace(Tagged(1, "a"), x=3).note == "a"

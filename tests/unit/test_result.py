@@ -673,3 +673,23 @@ def test_go_json_escaping() -> None:
     assert go_json({"a": "<&>\u2028é"}) == '{\n    "a": "\\u003c\\u0026\\u003e\\u2028é"\n}'
     assert go_json({}) == "{}"
     assert not SMALL.to_json().endswith("\n")
+
+
+@pytest.mark.parametrize("stated", [None, "", "6"])
+def test_list_ip_version_is_kept_as_read(stated: str | None) -> None:
+    """Go's types040 keeps an IP's ``version`` as given (absent: ""), as cnitool prints it; a
+    conversion through 1.x recomputes it from the address, and to 0.2.0 only "4"/"6" count."""
+    ip: dict[str, Any] = {"address": "10.1.0.2/24"}
+    if stated is not None:
+        ip["version"] = stated
+    data = {"cniVersion": "0.4.0", "ips": [ip]}
+    result = Result.from_dict(data)
+    want = "" if stated is None else stated
+    assert result.to_dict()["ips"] == [{"version": want, "address": "10.1.0.2/24"}]
+    assert result.to_dict("0.3.1")["ips"][0]["version"] == want
+    again = Result.from_dict(result.to_dict("1.0.0"))
+    assert again.to_dict("0.4.0")["ips"][0]["version"] == "4"
+    assert result == Result.from_dict({"cniVersion": "0.4.0", "ips": [{"address": "10.1.0.2/24"}]})
+    if want == "":
+        with pytest.raises(CNIError, match="no valid IP addresses"):
+            result.to_dict("0.2.0")

@@ -236,3 +236,77 @@ def test_text_file_busy_gives_up(tmp_path: Path) -> None:
         with pytest.raises(CNIError) as info:
             exec_.exec_plugin(str(path), b"", plugin_env("ADD"), CallControl())
     assert "text file busy" in str(info.value)
+
+
+# --- the two ways a plugin is started: posix_spawn (one-shot callers) and Popen ---------------
+
+
+@pytest.fixture(params=["posix_spawn", "popen"])
+def start_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test below runs through both starts: a plain call in a single-threaded process
+    takes posix_spawn; the daemon (threads) takes Popen."""
+    from pycni.runtime import exec as exec_module
+
+    monkeypatch.setattr(exec_module, "_single_threaded", lambda: request.param == "posix_spawn")
+    return str(request.param)
+
+
+def test_large_stdin_and_output_do_not_deadlock(tmp_path: Path, start_path: str) -> None:
+    """Both pipes fill (4 MiB each way, a pipe holds 64 KiB): the pump must write and read
+    at once."""
+    path = FakePlugins(tmp_path).script("p", "cat; head -c 4194304 /dev/zero >&2\n")
+    sink = io.BytesIO()
+    data = os.urandom(4 << 20)
+    out = RawExec(stderr=sink).exec_plugin(str(path), data, plugin_env("ADD"), CallControl())
+    assert out == data
+    assert sink.getvalue() == b"\0" * (4 << 20)
+
+
+def test_plugin_that_ignores_stdin(tmp_path: Path, start_path: str) -> None:
+    """It exits without reading a config larger than the pipe: EPIPE is not an error."""
+    path = FakePlugins(tmp_path).script("p", "printf done\n")
+    assert _run(path, stdin=b"x" * (1 << 20)) == b"done"
+
+
+def test_new_session_default_sigpipe_and_no_inherited_fds(tmp_path: Path, start_path: str) -> None:
+    """As Popen(start_new_session=True, close_fds=True, restore_signals=True)."""
+    script = (
+        "ps -o sid= -p $$ | tr -d ' '; echo; ls /proc/$$/fd | sort -n | tr '\\n' ' '; echo; "
+        "grep SigIgn /proc/$$/status\n"
+    )
+    path = FakePlugins(tmp_path).script("p", script)
+    keep = os.open(os.devnull, os.O_RDONLY)
+    os.set_inheritable(keep, True)
+    try:
+        lines = _run(path, stdin=b"").decode().splitlines()
+    finally:
+        os.close(keep)
+    sid, fds, ignored = lines[0], lines[1].split(), lines[2]
+    assert sid != str(os.getsid(0))
+    assert str(keep) not in fds and set(fds) <= {"0", "1", "2", "255"}
+    assert int(ignored.split()[1], 16) & (1 << (13 - 1)) == 0  # SIGPIPE not ignored
+
+
+def test_spawn_failures_are_go_texts(tmp_path: Path, start_path: str) -> None:
+    missing = tmp_path / "absent"
+    with pytest.raises(CNIError) as info:
+        _run(missing)
+    assert str(info.value).startswith(
+        f"netplugin failed with no error message: fork/exec {missing}"
+    )
+    assert "no such file or directory" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("ip", "message"),
+    [
+        ({"address": "10.1.0.300/24"}, "invalid CIDR address: 10.1.0.300/24"),
+        ({"address": "10.1.0.2/24", "gateway": "10.1.0"}, "invalid IP address: 10.1.0"),
+    ],
+)
+def test_a_bad_address_in_a_result_is_worded_as_libcni(ip: dict[str, str], message: str) -> None:
+    """libcni reports Go's net.ParseError text (cnitool prints it after `plugin … failed`)."""
+    stdout = json.dumps({"cniVersion": "1.0.0", "ips": [ip]}).encode()
+    with pytest.raises(CNIError) as info:
+        decode_result(b'{"cniVersion":"1.0.0"}', stdout)
+    assert str(info.value) == message

@@ -8,16 +8,26 @@ cnitool address the same attachment.
 
 from __future__ import annotations
 
-import argparse
-import functools
 import os
 import sys
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable, Collection
+    from typing import Any
+
     from pycni.runtime import NetworkConfigList, RuntimeConf
 
-__all__ = ["DEFAULT_NET_DIR", "cni_paths", "container_id_for", "load_conf", "register"]
+__all__ = [
+    "DEFAULT_NET_DIR",
+    "USAGE",
+    "cni_paths",
+    "container_id_for",
+    "exact",
+    "load_conf",
+    "register",
+]
 
 DEFAULT_NET_DIR = "/etc/cni/net.d"
 DEFAULT_IFNAME = "eth0"
@@ -33,11 +43,53 @@ _VERBS = {
 }
 
 
+USAGE = """\
+{0}: Add, check, remove, gc or status network interfaces from a network namespace
+  {0} add    <net> <netns>
+  {0} check  <net> <netns>
+  {0} del    <net> <netns>
+  {0} gc     <net> <netns>
+  {0} status <net> <netns>
+"""
+
+
 class UsageError(Exception):
     """Bad input from the command line or the environment."""
 
 
+def exact(
+    argv: list[str],
+    prog: str,
+    commands: Collection[str] = (),
+    refuse: Callable[[str], int | None] | None = None,
+) -> int | None:
+    """cnitool's own command line, without argparse: ``VERB NET NETNS [ignored…]``.
+
+    Returns None when ``argv`` is pycni's extended form instead (an option anywhere, another
+    pycni command of ``commands``, or ``gc`` alone: the node-wide GC), for argparse. Otherwise
+    it does what cnitool v1.3.0 does, byte for byte: fewer than three arguments print its
+    usage (exit 1); the config, CAP_ARGS and CNI_ARGS are read, in that order, before the verb
+    is looked at, so an unknown verb with a valid network does nothing and exits 0."""
+    if any(arg.startswith("-") for arg in argv):
+        return None
+    if argv and argv[0] not in _VERBS and argv[0] in commands:
+        return None
+    if argv == ["gc"]:
+        return None
+    if len(argv) < 3:
+        sys.stderr.write(USAGE.format(prog))
+        return 1
+    refused = refuse(argv[0]) if refuse is not None else None  # not root: say so first
+    if refused is not None:
+        return refused
+    cache_dir = os.environ.get("PYCNI_CACHE_DIR") or DEFAULT_CACHE_DIR
+    return _call(argv[0], argv[1], argv[2], None, cache_dir, None)
+
+
 def register(subparsers: Any) -> None:
+    import argparse
+    import functools
+
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "-i", "--ifname", help=f"interface name in the namespace (CNI_IFNAME, {DEFAULT_IFNAME})"
@@ -93,6 +145,9 @@ def container_id_for(netns: str) -> str:
     return "cnitool-" + digest[:20]
 
 
+_GO_KIND = {str: "string", list: "array", bool: "bool"}
+
+
 def runtime_conf_from_env(netns: str, ifname_flag: str | None) -> RuntimeConf:
     """Build the RuntimeConf from the netns argument and cnitool's environment variables."""
     from pycni.runtime import RuntimeConf
@@ -105,9 +160,12 @@ def runtime_conf_from_env(netns: str, ifname_flag: str | None) -> RuntimeConf:
         try:
             decoded = go_unmarshal(raw_caps)
         except ValueError as err:
-            raise UsageError(f"CAP_ARGS: {err}") from None
+            raise UsageError(str(err)) from None
         if not isinstance(decoded, dict | None):
-            raise UsageError("CAP_ARGS: must be a JSON object")
+            kind = _GO_KIND.get(type(decoded), "number")
+            raise UsageError(
+                f"json: cannot unmarshal {kind} into Go value of type map[string]interface {{}}"
+            )
         capability_args = decoded or {}
     try:
         cni_args = parse_pairs(os.environ.get("CNI_ARGS", ""))
@@ -145,9 +203,7 @@ def load_conf(network: str) -> NetworkConfigList:
 
 
 def run(verb: str, args: argparse.Namespace) -> int:
-    from pycni.runtime import CNIConfig
-    from pycni.spec.errors import CNIError
-
+    """The argparse form (``-i``, ``--cache-dir``, ``--timeout``): the same call as cnitool's."""
     if verb == "gc" and args.network is None:
         return _gc_node(args)
     if verb == "gc" and (args.dry_run or args.grace_period != _node_gc_default()):
@@ -156,10 +212,31 @@ def run(verb: str, args: argparse.Namespace) -> int:
     if args.netns is None:
         sys.stderr.write(f"pycni: {verb} needs NETWORK and NETNS\n")
         return 2
+    return _call(
+        verb, args.network, args.netns, args.ifname, args.cache_dir, args.timeout, extended=True
+    )
+
+
+def _call(
+    verb: str,
+    network: str,
+    netns: str,
+    ifname: str | None,
+    cache_dir: str,
+    timeout: float | None,
+    *,
+    extended: bool = False,
+) -> int:
+    """cnitool's main after its argument check, exit code 1 on an error. cnitool's form
+    prints the error as cnitool does (its text and a newline); the ``extended`` (argparse)
+    form as pycni's commands do, ``pycni: `` first and a hint for an empty CNI_PATH."""
+    from pycni.runtime import CNIConfig
+    from pycni.spec.errors import CNIError
+
     try:
-        conf = load_conf(args.network)
-        rt = runtime_conf_from_env(args.netns, args.ifname)
-        cni = CNIConfig(cni_paths(), cache_dir=args.cache_dir, timeout=args.timeout)
+        conf = load_conf(network)
+        rt = runtime_conf_from_env(netns, ifname)
+        cni = CNIConfig(cni_paths(), cache_dir=cache_dir, timeout=timeout)
         if verb == "add":
             result = cni.add_network_list(conf, rt)
             # cnitool's bytes (no newline after the JSON) for pipes and scripts; a terminal
@@ -172,9 +249,12 @@ def run(verb: str, args: argparse.Namespace) -> int:
             cni.del_network_list(conf, rt)
         elif verb == "gc":
             cni.gc_network_list(conf, None)
-        else:
+        elif verb == "status":
             cni.get_status_network_list(conf)
     except (CNIError, UsageError) as err:
+        if not extended:
+            sys.stderr.write(f"{err}\n")  # cnitool's bytes
+            return 1
         hint = ""
         if not cni_paths() and "no paths provided" in str(err):
             hint = " (CNI_PATH is empty: set it to the directories holding the plugins)"
@@ -192,6 +272,8 @@ def _node_gc_default() -> float:
 def _gc_node(args: argparse.Namespace) -> int:
     """`pycni gc` with no arguments: the node-wide GC that `pycni cleanup` does (DEL of the
     attachments proven gone, then removal of the leaks proven as such; see docs/security.md)."""
+    import argparse
+
     from pycni.cli import inspect_cmd
 
     node_args = argparse.Namespace(

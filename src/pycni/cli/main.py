@@ -8,10 +8,13 @@ their command functions so that starting ``pycni`` stays cheap.
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import os
 import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable
 
 __all__ = [
     "COMMAND_MODULES",
@@ -93,6 +96,9 @@ def modules_for(argv: list[str], modules: tuple[str, ...]) -> tuple[str, ...]:
 def build_parser(modules: tuple[str, ...] = COMMAND_MODULES) -> argparse.ArgumentParser:
     """The parser of ``modules``' commands (all of them unless a caller needs just one:
     a node agent starting on every node need not build the other nine)."""
+    import argparse
+    import importlib
+
     parser = argparse.ArgumentParser(
         prog="pycni",
         description="Container Network Interface tools: run network configurations against "
@@ -109,6 +115,14 @@ def build_parser(modules: tuple[str, ...] = COMMAND_MODULES) -> argparse.Argumen
 
 def main(argv: list[str] | None = None, modules: tuple[str, ...] = COMMAND_MODULES) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if "pycni.cli.cnitool" in modules:
+        from pycni.cli import cnitool
+
+        quick = _guarded(
+            lambda: cnitool.exact(argv, _prog(), COMMAND_OWNERS, refuse=refuse_without_root)
+        )
+        if quick is not None:
+            return quick
     parser = build_parser(modules_for(argv, modules))
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)
@@ -118,8 +132,15 @@ def main(argv: list[str] | None = None, modules: tuple[str, ...] = COMMAND_MODUL
     refused = refuse_without_root(getattr(args, "command", None))
     if refused is not None:
         return refused
+    code = _guarded(lambda: func(args))
+    assert code is not None
+    return code
+
+
+def _guarded(call: Callable[[], int | None]) -> int | None:
+    """Run a command: ^C is exit 130, any other exception a message (not a traceback)."""
     try:
-        code: int = func(args)
+        return call()
     except KeyboardInterrupt:
         return 130
     except Exception as err:  # the last line of defence: a message, not a traceback
@@ -127,7 +148,12 @@ def main(argv: list[str] | None = None, modules: tuple[str, ...] = COMMAND_MODUL
             raise
         sys.stderr.write(f"pycni: internal error: {type(err).__name__}: {err}\n")
         return 1
-    return code
+
+
+def _prog() -> str:
+    """The program name cnitool's usage prints: the basename it was started as."""
+    name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "pycni"
+    return "pycni" if name.endswith(".py") else name
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ Typical use::
 
 from __future__ import annotations
 
-import importlib
+import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the names below are imported on first use: plugins import runtime.find and
@@ -72,7 +72,8 @@ def __getattr__(name: str) -> Any:
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module 'pycni.runtime' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    __import__(module)  # not importlib.import_module: importlib's package loads warnings
+    value = getattr(sys.modules[module], name)
     globals()[name] = value
     return value
 

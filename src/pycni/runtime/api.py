@@ -7,12 +7,8 @@ from the calling thread (see :mod:`pycni.runtime.exec`).
 
 from __future__ import annotations
 
+import _thread
 import os
-import threading
-import weakref
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from typing import Any
 
 from pycni.spec import validate
 from pycni.spec import version as spec_version
@@ -35,6 +31,12 @@ from .exec import (
 from .trace import TraceContext
 from .types import GCArgs, NetworkAttachment, RuntimeConf
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing, threading and contextlib: a one-shot `pycni add` need none of them
+    import threading
+    from collections.abc import Sequence
+    from typing import Any
+
 __all__ = ["CNIConfig", "GCError"]
 
 
@@ -52,6 +54,40 @@ def _wrap(prefix: str, err: CNIError) -> CNIError:
     wrapped = CNIError(err.code, f"{prefix}: {err.msg}", err.details)
     wrapped.__cause__ = err
     return wrapped
+
+
+class _AttachmentLock:
+    """One attachment's lock, shared by the calls on it while any holds or waits for it (a
+    refcount instead of a WeakValueDictionary: weakref is an import a one-shot call skips)."""
+
+    def __init__(self, owner: CNIConfig, key: str) -> None:
+        self.owner, self.key = owner, key
+
+    def __enter__(self) -> None:
+        owner = self.owner
+        with owner._locks_guard:
+            entry = owner._locks.get(self.key)
+            if entry is None:
+                entry = owner._locks[self.key] = [_thread.allocate_lock(), 0]
+            entry[1] += 1
+        self.lock = entry[0]
+        try:
+            self.lock.acquire()
+        except BaseException:
+            self._release_entry()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.lock.release()
+        self._release_entry()
+
+    def _release_entry(self) -> None:
+        owner = self.owner
+        with owner._locks_guard:
+            entry = owner._locks[self.key]
+            entry[1] -= 1
+            if entry[1] == 0:
+                del owner._locks[self.key]
 
 
 class CNIConfig:
@@ -73,10 +109,9 @@ class CNIConfig:
         self.cache_dir = cache_dir or cache.DEFAULT_CACHE_DIR
         self.exec: Exec = exec if exec is not None else RawExec()
         self.timeout = timeout
-        self._locks: weakref.WeakValueDictionary[str, threading.Lock] = (
-            weakref.WeakValueDictionary()
-        )
-        self._locks_guard = threading.Lock()
+        # (lock, number of calls holding or waiting for it), dropped when that reaches 0
+        self._locks: dict[str, list[Any]] = {}
+        self._locks_guard = _thread.allocate_lock()
 
     # --- helpers ----------------------------------------------------------------------------
 
@@ -91,17 +126,10 @@ class CNIConfig:
             return NO_CONTROL
         return CallControl.start(effective, cancel, trace)
 
-    @contextmanager
-    def _attachment_lock(self, net_name: str, rt: RuntimeConf) -> Iterator[None]:
-        """Serialise calls on one (network, container, ifname) inside this process."""
-        key = f"{net_name}\0{rt.container_id}\0{rt.ifname}"
-        with self._locks_guard:
-            lock = self._locks.get(key)
-            if lock is None:
-                lock = threading.Lock()
-                self._locks[key] = lock
-        with lock:
-            yield
+    def _attachment_lock(self, net_name: str, rt: RuntimeConf) -> _AttachmentLock:
+        """Serialise calls on one (network, container, ifname) inside this process: hold the
+        returned lock (``with``) while the call runs."""
+        return _AttachmentLock(self, f"{net_name}\0{rt.container_id}\0{rt.ifname}")
 
     def _env(self, command: str, rt: RuntimeConf) -> dict[str, str]:
         return plugin_env(

@@ -13,12 +13,8 @@ cleanup, inspect); a DEL drops it and goes on, a CHECK reports it.
 
 from __future__ import annotations
 
-import base64
 import binascii
-import contextlib
-import logging
 import os
-from typing import Any
 
 from pycni.fsutil import write_atomic
 from pycni.record import field, record, replace
@@ -27,6 +23,10 @@ from pycni.spec.errors import DECODING_FAILURE, INTERNAL, UNKNOWN, CNIError
 from pycni.spec.result import Result
 
 from .types import NetworkAttachment, RuntimeConf
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing and logging cost a one-shot `pycni add` more than its cache write
+    from typing import Any
 
 __all__ = [
     "CACHE_KIND",
@@ -47,7 +47,12 @@ DEFAULT_CACHE_DIR = "/var/lib/cni"
 _TEMP_PREFIX = ".pycni-tmp-"
 _READ_MAX = 16 << 20  # a cache entry is a config and a result; anything bigger is not one
 
-log = logging.getLogger(__name__)
+
+def _warn(message: str, *args: object) -> None:
+    """A warning on the ``pycni.runtime.cache`` logger (imported only when there is one)."""
+    import logging
+
+    logging.getLogger(__name__).warning(message, *args)
 
 
 @record
@@ -83,7 +88,7 @@ def encode_cache(result: Result, config: bytes, net_name: str, rt: RuntimeConf) 
     parts: list[tuple[str, Any]] = [
         ("kind", CACHE_KIND),
         ("containerId", rt.container_id),
-        ("config", base64.b64encode(config).decode()),
+        ("config", binascii.b2a_base64(config, newline=False).decode()),
         ("ifName", rt.ifname),
         ("networkName", net_name),
     ]
@@ -109,8 +114,16 @@ def write_cache(
 
 def delete_cache(cache_dir: str, net_name: str, rt: RuntimeConf) -> None:
     """Remove the cache file; errors are ignored, as libcni does."""
-    with contextlib.suppress(OSError, CNIError):
+    try:  # noqa: SIM105 (contextlib is not loaded on the CLI's path)
         os.remove(cache_file_path(cache_dir, net_name, rt))
+    except (OSError, CNIError):
+        pass
+
+
+def _b64decode(text: str) -> bytes:
+    """``base64.b64decode(text, validate=True)`` (Go's StdEncoding is as strict) without
+    base64, which imports re: a DEL reads the cache on every call."""
+    return binascii.a2b_base64(text.encode("ascii"), strict_mode=True)
 
 
 def _str_field(obj: dict[str, Any], name: str) -> str:
@@ -144,7 +157,7 @@ def _decode_cached_info(data: bytes) -> CachedInfo:
         if not isinstance(config, str):
             raise ValueError("json: cannot unmarshal into Go struct field cachedInfo.config")
         try:
-            info.config = base64.b64decode(config, validate=True)
+            info.config = _b64decode(config)
         except (binascii.Error, ValueError) as err:
             raise ValueError(f"illegal base64 data: {err}") from None
     args = go_field(obj, "cniArgs")
@@ -292,7 +305,7 @@ def list_attachments(cache_dir: str, container_id: str = "") -> list[NetworkAtta
         try:
             info = read_entry(path)
         except ValueError as err:
-            log.warning("skipping cache file %s: %s", path, err)
+            _warn("skipping cache file %s: %s", path, err)
             continue
         if container_id and info.container_id != container_id:
             continue

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pycni.record import field, record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["GCArgs", "GCAttachment", "NetworkAttachment", "RuntimeConf"]
 

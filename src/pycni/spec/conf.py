@@ -7,16 +7,17 @@ follow libcni's so that messages users search for still match.
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 from pycni.record import field, record, replace
-from pycni.spec import version
+from pycni.spec import jsoncodec, version
 from pycni.spec.errors import InvalidConfig
 
 # Their home is gojson.py (no config types to import with them); named here for callers.
 from pycni.spec.gojson import go_unmarshal as go_unmarshal
 from pycni.spec.gojson import shape_problem as shape_problem
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs a one-shot CLI call or plugin more than parsing its config
+    from typing import Any
 
 __all__ = [
     "ConfError",
@@ -69,7 +70,7 @@ def _encode(obj: Any) -> str:
         return "[" + ",".join(_encode(v) for v in obj) + "]"
     if isinstance(obj, float):
         return _go_float(obj)
-    return json.dumps(obj, ensure_ascii=False)
+    return jsoncodec.dumps(obj, ensure_ascii=False)
 
 
 def go_marshal(obj: Any) -> bytes:

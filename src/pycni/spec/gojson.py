@@ -31,6 +31,11 @@ def go_unmarshal(data: bytes | str) -> Any:
     except ValueError as err:
         if not jsoncodec.syntax_error(err):
             raise
+        from pycni.spec.goscan import syntax_error
+
+        message = syntax_error(data)
+        if message is not None:
+            raise ValueError(message) from None
         if err.pos >= len(text.rstrip()):
             raise ValueError("unexpected end of JSON input") from None
         raise ValueError(err.msg + f" (offset {err.pos})") from None

@@ -91,10 +91,15 @@ class IPConfig:
     address: IPInterface
     gateway: IPAddress | None = None
     interface: int | None = None  # index into Result.interfaces
+    # The ``version`` text a 0.3.x/0.4.0 result was read with: Go's types040 keeps it as
+    # given (even "" when absent) until a conversion recomputes it from the address.
+    stated_version: str | None = field(default=None, compare=False)
 
     @property
     def version(self) -> str:
-        """``"4"`` or ``"6"``, the 0.3.x/0.4.0 ``version`` field (derived from the address)."""
+        """The 0.3.x/0.4.0 ``version`` field: as read, else ``"4"``/``"6"`` by the address."""
+        if self.stated_version is not None:
+            return self.stated_version
         return "4" if _is_v4(self.address.ip) else "6"
 
 
@@ -187,6 +192,9 @@ class Result:
         shaped = _SHAPERS[from_family](self)
         if from_family == to_family:
             return replace(shaped, cni_version=target)
+        if from_family == _LIST and to_family == _MODERN:
+            for ip in shaped.ips:  # types100 has no version; back at 0.4.0 it is recomputed
+                ip.stated_version = None
         if from_family == _LEGACY:
             # 0.1/0.2 -> 0.4.0 -> 1.x: the shaped legacy model already is the up-converted one
             return replace(shaped, cni_version=target)
@@ -438,10 +446,16 @@ def _decode_list(data: Mapping[str, Any], version: str) -> Result:
     return Result(
         version,
         _get_list(data, "interfaces", "", lambda o, p: _decode_interface(o, p, modern=False)),
-        _get_list(data, ips_key, "", _decode_ip),
+        _get_list(data, ips_key, "", _decode_stated_ip),
         _get_list(data, "routes", "", _decode_route),
         _decode_dns(data),
     )
+
+
+def _decode_stated_ip(obj: Mapping[str, Any], path: str) -> IPConfig:
+    ip = _decode_ip(obj, path)
+    ip.stated_version = _get_str(obj, "version", path)
+    return ip
 
 
 def _decode_modern(data: Mapping[str, Any], version: str) -> Result:
@@ -598,13 +612,13 @@ def _parse_ip(text: str, where: str) -> IPAddress:
             return address.ipv4_mapped or address
         return IPv4Address(text)
     except ValueError:
-        raise _decode_error(where, f'invalid IP address "{text}"') from None
+        raise _address_error(where, "IP", text) from None
 
 
 def _split_cidr(text: str, where: str) -> tuple[IPAddress, int]:
     """Go's ``net.ParseCIDR``: ``address/prefix`` with a decimal prefix length."""
     address_text, slash, prefix_text = text.rpartition("/")
-    bad = _decode_error(where, f'invalid CIDR address "{text}"')
+    bad = _address_error(where, "CIDR", text)
     if not slash or not prefix_text.isascii() or not prefix_text.isdigit():
         raise bad
     try:
@@ -654,6 +668,14 @@ def _kind(value: object) -> str:
     if value is None:
         return "null"
     return type(value).__name__
+
+
+def _address_error(where: str, kind: str, text: str) -> CNIError:
+    """A bad address, worded for the plugins (field and value); ``go_text`` holds Go's own
+    ``net.ParseError`` text, which libcni (and so pycni's runtime) reports instead."""
+    err = _decode_error(where, f'invalid {kind} address "{text}"')
+    err.go_text = f"invalid {kind} address: {text}"  # type: ignore[attr-defined]
+    return err
 
 
 def _decode_error(where: str, problem: str) -> CNIError:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from functools import total_ordering
-
 from pycni.spec.errors import INCOMPATIBLE_CNI_VERSION, CNIError
 
 __all__ = ["ALL", "CURRENT", "LEGACY", "Version", "at_least", "parse", "reconcile"]
@@ -13,7 +11,6 @@ ALL: tuple[str, ...] = ("0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1
 LEGACY: tuple[str, ...] = ("0.1.0", "0.2.0")
 
 
-@total_ordering
 class Version:
     """A parsed ``major.minor.micro``; ``""`` means 0.1.0 and missing parts are 0."""
 
@@ -30,6 +27,17 @@ class Version:
 
     def __lt__(self, other: Version) -> bool:
         return self._key() < other._key()
+
+    # Spelled out rather than functools.total_ordering: functools (with collections) is
+    # imported by nothing else a plugin or a CLI call loads.
+    def __le__(self, other: Version) -> bool:
+        return self._key() <= other._key()
+
+    def __gt__(self, other: Version) -> bool:
+        return self._key() > other._key()
+
+    def __ge__(self, other: Version) -> bool:
+        return self._key() >= other._key()
 
     def __hash__(self) -> int:
         return hash(self._key())
