@@ -240,6 +240,20 @@ def wrapper_overhead_us(n: int = 20000) -> dict[str, float]:
 FLOOR_PARTS = ("2 execs of a C program", "kernel steps (KernelFloor)", "2 fsyncs (C)")
 
 
+def typical(chain_of: dict[tuple[str, str], dict[str, float]], verb: str) -> dict[str, float]:
+    """The mean of each part over the middle fifth (at least 3) of a verb's chain calls by
+    wall time: a call near the p50 whose parts add up, for the stacked bar."""
+    calls = sorted(
+        (v for (_cid, vb), v in chain_of.items() if vb == verb), key=lambda p: sum(p.values())
+    )
+    if not calls:
+        return dict.fromkeys(PARTS, 0.0)
+    width = max(3, len(calls) // 5)
+    start = max(0, len(calls) // 2 - width // 2)
+    middle = calls[start : start + width]
+    return {part: sum(c.get(part, 0.0) for c in middle) / len(middle) for part in PARTS}
+
+
 def median_imports(runs: list[list[tuple[str, float, float]]]) -> list[tuple[str, float, float]]:
     """Per module, the median own and cumulative ms over the runs (their first run's order)."""
     own: dict[str, list[float]] = defaultdict(list)
@@ -270,7 +284,11 @@ def draw(
     colors = plt.get_cmap("tab20").colors
     grey = ("0.25", "0.5", "0.75")
     for ax, verb in zip(axes, verbs, strict=True):
-        labels = ["pycni-daemon\nparts", *(n.replace(" ", "\n", 1) for n in walls[verb]), "floor"]
+        labels = [
+            "pycni-daemon\nparts (typical)",
+            *(n.replace(" ", "\n", 1) for n in walls[verb]),
+            "floor",
+        ]
         bottom = 0.0
         for i, part in enumerate(PARTS):
             value = stacks[verb].get(part, 0.0)
@@ -442,6 +460,10 @@ def main() -> int:
         cid, path = new_pod()
         chains[inproc.label].run("ADD", cid, path, record=False)
         imports = median_imports([import_costs(inproc, cid, path) for _ in range(5)])
+        interpreter = (inproc.plugin_dir / "bridge").read_text().splitlines()[0][2:].split()
+        bare_start = statistics.median(
+            timed_exec([*interpreter, "-c", "pass"], {}, b"")[0] for _ in range(5)
+        )
         chains[inproc.label].run("DEL", cid, path, record=False)
     finally:
         daemon.terminate()
@@ -520,19 +542,28 @@ def main() -> int:
         }
     lines += [
         "",
-        "pycni-daemon's chain split into parts (ms per chain call, p50 [p10-p90] of each part "
-        "over the pods; the p50s need not add up to the chain's p50):",
+        "pycni-daemon's chain split into parts (ms per chain call): p50 [p10-p90] of each part "
+        "over the pods (the p50s need not add up to the chain's p50), then / the typical call: "
+        "the mean of each part over the middle fifth of the chain calls by wall time, which "
+        "adds up to about the p50 wall time (the chart's stacked bar):",
         "",
         "| part | " + " | ".join(VERBS) + " |",
         "|---|" + "---|" * len(VERBS),
     ]
-    stacks: dict[str, dict[str, float]] = {}
+    stacks = {verb: typical(chain_of, verb) for verb in VERBS}
     for part in PARTS:
-        lines.append(f"| {part} | " + " | ".join(spread(parts[v][part]) for v in VERBS) + " |")
-    for verb in VERBS:
-        stacks[verb] = {part: pct(parts[verb][part], 0.5) for part in PARTS}
+        lines.append(
+            f"| {part} | "
+            + " | ".join(f"{spread(parts[v][part])} / {stacks[v][part]:.2f}" for v in VERBS)
+            + " |"
+        )
     lines.append(
-        "| sum of the p50s | " + " | ".join(f"{sum(stacks[v].values()):.2f}" for v in VERBS) + " |"
+        "| sum | "
+        + " | ".join(
+            f"{sum(pct(parts[v][p], 0.5) for p in PARTS):.2f} / {sum(stacks[v].values()):.2f}"
+            for v in VERBS
+        )
+        + " |"
     )
     lines += [
         "",
@@ -572,6 +603,16 @@ def main() -> int:
     ]
     for name, own, cumulative in sorted(imports, key=lambda r: -r[1])[:15]:
         lines.append(f"- `{name.strip()}`: {own:.2f} / {cumulative:.2f}")
+    inproc_walls = chains["pycni-inprocess"].walls
+    lines += ["", ""]
+    lines[-1] = (
+        f"Beside it: the bare interpreter's start and exit (`python -IS -c pass`, median of 5) "
+        f"{bare_start:.1f} ms; one in-process exec, p50: loopback ADD "
+        f"{pct(inproc_walls['ADD loopback'], 0.5):.1f} ms, bridge ADD "
+        f"{pct(inproc_walls['ADD bridge'], 0.5):.1f} ms (Go v1.1.1: "
+        f"{pct(chains['go v1.1.1'].walls['ADD loopback'], 0.5):.1f} and "
+        f"{pct(chains['go v1.1.1'].walls['ADD bridge'], 0.5):.1f} ms)."
+    )
     overhead = wrapper_overhead_us()
     wrapped_calls = pct([sum(c.values()) for c in count_of.values()], 0.5)
     lines += [
