@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -109,3 +111,13 @@ def test_an_installed_call_writes_one_line_with_its_phases(installed: Path, tmp_
 def test_nothing_is_wrapped_until_installed() -> None:
     assert os.fsync.__module__ == "posix"
     assert policy.execute.__module__ == "pycni.fast.policy"
+
+
+def test_the_daemon_never_imports_it() -> None:
+    """Off means not even imported: the daemon's and the CLI's modules leave it out."""
+    code = (
+        "import sys, pycni.cli.main, pycni.cli.daemon_cmd, pycni.fast.server, pycni.fast.worker; "
+        "print('pycni.fast.phases' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
