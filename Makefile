@@ -78,6 +78,7 @@ bench: setup $(STAMPS)/venv-dev
 	$(PY) bench/bench_portmap_scale.py
 	$(PY) bench/bench_startup.py
 	$(PY) bench/bench_cli.py
+	$(PY) bench/breakdown.py
 
 # A wheel and an sdist in dist/ (docs/install.md): `pip install dist/pycni-*.whl` in any venv.
 dist: setup $(STAMPS)/venv-dev
