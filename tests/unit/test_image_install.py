@@ -138,6 +138,10 @@ def test_uninstall_leaves_the_host_dirs_as_they_were(paths: Paths) -> None:
     flannel = Path(paths.run, "flannel")
     flannel.mkdir(parents=True)
     (flannel / "subnet.env").write_text("FLANNEL_SUBNET=10.244.1.1/24\n")
+    daemon_run = Path(paths.run, "pycni")
+    daemon_run.mkdir()
+    (daemon_run / "pycni.sock").write_text("")
+    (daemon_run / "host-local-dirs").write_text("/var/lib/cni/networks\n")
     install_cni.uninstall(paths)
     after = sorted(str(p.relative_to(host)) for p in host.rglob("*"))
     assert [p for p in after if p not in before] == ["run", "var", "var/lib", "var/lib/cni",

@@ -13,27 +13,62 @@ from __future__ import annotations
 
 import ctypes
 import os
+import socket
+import struct
 
 from pycni.image.layout import IMAGE_RUNTIME, release_of
 
-__all__ = ["CLONE_NEWNS", "HostError", "enter_mount_ns", "exec_on_host"]
+__all__ = ["CLONE_NEWNS", "HostError", "enter_mount_ns", "exec_on_host", "serving_mount_ns"]
 
 CLONE_NEWNS = 0x00020000
+SO_PEERPIDFD = getattr(socket, "SO_PEERPIDFD", 77)
 
 
 class HostError(Exception):
     """The host's mount namespace or runtime is not usable."""
 
 
-def enter_mount_ns(path: str) -> None:
-    """``setns(open(path), CLONE_NEWNS)``; the process must be single-threaded."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise HostError(
-            f"cannot open the host's mount namespace {path}: {exc.strerror} "
-            "(the pod needs hostPID and CAP_SYS_PTRACE)"
-        ) from None
+def serving_mount_ns(socket_path: str) -> int:
+    """A pidfd of the process serving ``socket_path`` (the daemon), to ``setns`` into its
+    mount namespace.
+
+    For the liveness probe, which runs in the container's mount namespace: opening pid 1's
+    namespace is refused there (an exec'd process may not look into a process with more
+    capabilities), the daemon's own is not (same capabilities). The peer comes as a pidfd
+    (SO_PEERPIDFD; else pidfd_open of SO_PEERCRED's pid), so no pid number is looked up in
+    a /proc that may be of another pid namespace, and a reused pid lends nothing.
+    """
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(5)
+        try:
+            conn.connect(socket_path)
+        except OSError as exc:
+            raise HostError(f"no daemon on {socket_path}: {exc.strerror or exc}") from None
+        try:
+            fd: int = struct.unpack("i", conn.getsockopt(socket.SOL_SOCKET, SO_PEERPIDFD, 4))[0]
+            return fd
+        except OSError:
+            pass
+        try:
+            pid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+            return os.pidfd_open(pid[0])
+        except OSError as exc:
+            raise HostError(f"the daemon on {socket_path} is not visible: {exc}") from None
+
+
+def enter_mount_ns(where: str | int) -> None:
+    """``setns`` into the mount namespace at path ``where``, or of the namespace or pidfd
+    ``where`` (closed after); the process must be single-threaded."""
+    if isinstance(where, int):
+        fd = where
+    else:
+        try:
+            fd = os.open(where, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise HostError(
+                f"cannot open the host's mount namespace {where}: {exc.strerror} "
+                "(the pod needs hostPID and CAP_SYS_PTRACE)"
+            ) from None
     try:
         setns = getattr(os, "setns", None)  # Python 3.12+
         if setns is not None:
@@ -53,7 +88,7 @@ def enter_mount_ns(path: str) -> None:
     os.chdir("/")
 
 
-def exec_on_host(mount_ns: str, argv: list[str], runtime: str = IMAGE_RUNTIME) -> None:
+def exec_on_host(mount_ns: str | int, argv: list[str], runtime: str = IMAGE_RUNTIME) -> None:
     """Enter the host's mount namespace and exec ``runtime``'s ``argv[0]`` there.
 
     Refused unless the host holds the image's own release (install-cni ran from this image):

@@ -204,11 +204,19 @@ def uninstall(paths: Paths, network: str | None = None) -> list[str]:
             log.append(f"{path} removed")
             with contextlib.suppress(ValueError, AttributeError):
                 network = network or str(json.loads(data)["name"])
-    for leftover in ("pycni/pycni.sock", "flannel/subnet.env"):
-        path = os.path.join(paths.run, leftover)
-        if os.path.lexists(path):
-            os.unlink(path)
+    run_dir = os.path.join(paths.run, "pycni")  # the daemon's: socket, lock, log, state
+    if os.path.isdir(run_dir) and not os.path.islink(run_dir):
+        for name in sorted(os.listdir(run_dir)):
+            path = os.path.join(run_dir, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
             log.append(f"{path} removed")
+    subnet_env = os.path.join(paths.run, "flannel/subnet.env")
+    if os.path.lexists(subnet_env):
+        os.unlink(subnet_env)
+        log.append(f"{subnet_env} removed")
     for name in ("pycni", "flannel"):
         _remove_if_empty(os.path.join(paths.run, name))
     if network and "/" not in network:
@@ -216,7 +224,13 @@ def uninstall(paths: Paths, network: str | None = None) -> list[str]:
         if _host_local_leftovers(data_dir):
             shutil.rmtree(data_dir, ignore_errors=True)
             log.append(f"{data_dir} removed (no reservation left)")
-    if os.path.isdir(paths.opt):
-        shutil.rmtree(paths.opt)
+    if os.path.isdir(paths.opt):  # its contents: the directory may be a mount point
+        for name in os.listdir(paths.opt):
+            path = os.path.join(paths.opt, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+        _remove_if_empty(paths.opt)
         log.append(f"{paths.opt} removed")
     return log

@@ -1,4 +1,4 @@
-"""`pycni-image`: the image's entry point (install-cni, uninstall, daemon, agent)."""
+"""`pycni-image`: the image's entry point (install-cni, uninstall, daemon, probe, agent)."""
 
 from __future__ import annotations
 
@@ -27,20 +27,27 @@ def _parser() -> argparse.ArgumentParser:
         "PYCNI_REPLACE_PLUGINS lists it (comma-separated, or 'all').",
     )
     sub.add_parser("uninstall", help="remove what install-cni wrote; restore replaced plugins")
-    daemon = sub.add_parser(
+    sub.add_parser(  # its options (and --help) are `pycni daemon`'s
         "daemon",
+        add_help=False,
         help="run `pycni daemon` in the host's mount namespace (from the host's copy)",
         description="Extra arguments go to `pycni daemon`. PYCNI_HOST_MOUNT_NS names the "
         f"host's mount namespace ({HOST_MOUNT_NS}: needs hostPID).",
     )
-    daemon.add_argument("args", nargs=argparse.REMAINDER)
-    agent = sub.add_parser("agent", help="run `pycni agent` (extra arguments go to it)")
-    agent.add_argument("args", nargs=argparse.REMAINDER)
+    sub.add_parser(
+        "probe",
+        help="the daemon's liveness: `pycni daemon --ping` from the host's mount namespace "
+        "(the daemon answers only callers there)",
+    )
+    sub.add_parser("agent", add_help=False, help="run `pycni agent` (arguments go to it)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args, rest = parser.parse_known_args(argv)
+    if rest and args.command not in ("daemon", "agent"):
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     env = dict(os.environ)
     try:
         if args.command == "install-cni":
@@ -55,14 +62,22 @@ def main(argv: list[str] | None = None) -> int:
             for line in install_cni.uninstall(Paths(env)) or ["uninstall: nothing to remove"]:
                 print(line, flush=True)
             return 0
-        if args.command == "daemon":
+        if args.command in ("daemon", "probe"):
             socket = env.get("PYCNI_SOCKET", SOCKET)
+            if args.command == "probe":  # where the daemon is, that is the host's
+                hostns.exec_on_host(
+                    hostns.serving_mount_ns(socket),
+                    ["pycni", "daemon", "--ping", "--socket", socket],
+                )
             hostns.exec_on_host(
                 env.get("PYCNI_HOST_MOUNT_NS", HOST_MOUNT_NS),
-                ["pycni", "daemon", "--socket", socket, *args.args],
+                ["pycni", "daemon", "--socket", socket, *rest],
             )
         program = os.path.join(IMAGE_RUNTIME, "venv/bin/pycni")
-        os.execv(program, [program, "agent", *args.args])
+        try:
+            os.execv(program, [program, "agent", *rest])
+        except OSError as exc:
+            raise OSError(f"cannot run {program}: {exc.strerror}") from None
     except (install_cni.InstallError, hostns.HostError, OSError) as exc:
         sys.stderr.write(f"pycni-image {args.command}: {exc}\n")
         return 1
