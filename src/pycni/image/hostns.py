@@ -32,11 +32,12 @@ def serving_mount_ns(socket_path: str) -> int:
     """A pidfd of the process serving ``socket_path`` (the daemon), to ``setns`` into its
     mount namespace.
 
-    For the liveness probe, which runs in the container's mount namespace: opening pid 1's
-    namespace is refused there (an exec'd process may not look into a process with more
-    capabilities), the daemon's own is not (same capabilities). The peer comes as a pidfd
-    (SO_PEERPIDFD; else pidfd_open of SO_PEERCRED's pid), so no pid number is looked up in
-    a /proc that may be of another pid namespace, and a reused pid lends nothing.
+    For the liveness probe, which runs in the container's mount namespace (where the daemon
+    answers only "run it yourself"). Opening pid 1's namespace from a process exec'd into the
+    container was refused (EACCES) in our runs; entering the daemon's, a process with the
+    same capabilities, is not. The peer comes as a pidfd (SO_PEERPIDFD; else pidfd_open of
+    SO_PEERCRED's pid), so no pid number is looked up in a /proc that may be of another pid
+    namespace, and a reused pid lends nothing.
     """
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.settimeout(5)
