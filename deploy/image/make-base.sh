@@ -7,7 +7,7 @@ out=$1
 mirror=${PYCNI_DEBIAN_MIRROR:-}
 if [ -z "$mirror" ]; then  # the mirror apt already uses here
   mirror=$(grep -rhoE '^(URIs:|deb) +https?://[^ ]+/debian/?( |$)' /etc/apt/sources.list \
-           /etc/apt/sources.list.d/ 2>/dev/null | awk '{print $2}' | head -n1)
+           /etc/apt/sources.list.d/ 2>/dev/null | awk '{print $2}' | head -n1 || true)
   mirror=${mirror:-http://deb.debian.org/debian}
 fi
 root=$(mktemp -d "${out}.root.XXXXXX")
