@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMPS := .stamps
 
-.PHONY: setup setup-test demo test test-daemon test-kernel lint bench dist clean
+.PHONY: setup setup-test demo test test-daemon test-kernel lint bench dist image clean
 
 # What the demo needs: the Debian packages it runs and pycni with its runtime dependencies only.
 setup: $(STAMPS)/system $(STAMPS)/venv
@@ -20,10 +20,11 @@ $(STAMPS)/system: scripts/setup-system.sh
 	@bash scripts/setup-system.sh
 	@touch $@
 
-$(STAMPS)/test-system: scripts/setup-cluster.sh scripts/setup-runtimes.sh
+$(STAMPS)/test-system: scripts/setup-cluster.sh scripts/setup-runtimes.sh scripts/setup-image.sh
 	@mkdir -p $(STAMPS)
 	bash scripts/setup-cluster.sh
 	bash scripts/setup-runtimes.sh
+	bash scripts/setup-image.sh
 	@touch $@
 
 # Not a stamp alone: the kernel lives outside the checkout; the script checks and is quick.
@@ -84,6 +85,12 @@ bench: setup $(STAMPS)/venv-dev
 dist: setup $(STAMPS)/venv-dev
 	rm -rf dist
 	$(PY) -m build --outdir dist .
+
+# The node image (docs/kubernetes.md): localhost/pycni:VERSION, built with buildah on a local
+# Debian base (first time: debootstrap, ~2 min; then cached under /var/cache/pycni-image).
+image: setup
+	bash scripts/setup-image.sh
+	PY=$(PY) bash scripts/build-image.sh
 
 clean:
 	rm -rf $(STAMPS) $(VENV) build dist src/*.egg-info
