@@ -1,0 +1,130 @@
+"""Where pycni may differ from a Go reference: the one table the differential tests take their
+normalisations from.
+
+``DELIBERATE`` holds pycni's own choices, which hold against every reference (v1.9.1 included);
+``V1_1_1_ONLY`` the Debian build's defects that upstream has fixed since and the features it
+lacks, which the tests work around only when they compare with v1.1.1. docs/differences-from-reference.md lists both in
+tables; tests/unit/test_reference_differences.py checks the two agree, so a normalisation a
+test applies is one the docs name.
+
+A test asks ``applies(key, reference)`` before it takes a difference out of a comparison;
+an unknown key is an error, so no test normalises something the table does not list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tests.references import Reference
+
+__all__ = ["DELIBERATE", "V1_1_1_ONLY", "Difference", "applies", "table"]
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One row: what differs (``plugins``, ``what``), why, and the config that gives the
+    reference's behaviour back (``restore``; "none" when no config does)."""
+
+    key: str
+    plugins: str
+    what: str
+    why: str
+    restore: str
+
+
+DELIBERATE: dict[str, Difference] = {
+    d.key: d
+    for d in (
+        Difference(
+            "host-veth-ipv6",
+            "bridge",
+            "The host end of a pod's veth (a bridge port) has IPv6 disabled: no link-local "
+            "address, so no `fe80::/64` and `ff00::/8` routes on it and `accept_ra` stays 1.",
+            "A bridge port only forwards; its link-local address costs a DAD, MLD reports and "
+            "two routes per pod, which made every IPv6 route dump grow with the pod count.",
+            '`"hostVethIPv6": true`',
+        ),
+        Difference(
+            "dns-empty",
+            "all (result encoding)",
+            'A result with no DNS settings has no `"dns"` key; the reference prints `"dns": {}`.',
+            "The SPEC makes `dns` optional; libcni since v1.2 (and cnitool v1.3.0) encode it "
+            "the same way, so what a runtime prints does not depend on the plugin.",
+            "none (the key carries no settings either way)",
+        ),
+        Difference(
+            "masquerade-sets",
+            "bridge, ptp (`ipMasqBackend: nftables`)",
+            "In `inet cni_plugins_masquerade`, pycni masquerades a network's pods through one "
+            "`pycni-<hash>` chain whose rule matches a set of their addresses (each element with "
+            "the reference's per-attachment comment); the reference adds one rule per address "
+            "to `masq_checks`. After the last DEL pycni removes the table, which the reference "
+            "leaves empty.",
+            "An ADD or DEL changes one set element in one nf_tables batch instead of libnftables "
+            "loading every rule of the table, which made each ADD grow with the pod count. DEL "
+            "and GC still remove the reference's per-address rules.",
+            '`"ipMasqBackend": "iptables"` for the reference\'s iptables rules; none for its '
+            "nftables layout",
+        ),
+        Difference(
+            "empty-nat-table",
+            "bridge, ptp (ipMasq), portmap",
+            "The reference's DEL runs iptables for its cleanup even when nothing of it is in "
+            "iptables; with iptables-nft that leaves an empty `ip nat` / `ip6 nat` table in "
+            "`nft list ruleset` (v1.1.1: of a family its pod had no address of; v1.9.1: after "
+            "an nftables-backend masquerade). pycni looks for its iptables chains in-process "
+            "and creates no table it does not fill.",
+            "A DEL should leave the node as it found it; an empty table is clutter that "
+            "iptables-nft recreates anyway the first time an iptables rule is added.",
+            "none (the table is empty either way)",
+        ),
+    )
+}
+
+V1_1_1_ONLY: dict[str, Difference] = {
+    d.key: d
+    for d in (
+        Difference(
+            "txqlen-zero",
+            "bridge, ptp, macvlan, ipvlan, vlan, vrf",
+            "v1.1.1 creates veth (both ends), macvlan, ipvlan and vlan links with tx queue "
+            "length 0 (`ip link` shows no `qlen`); pycni, as upstream since v1.6, leaves the "
+            "kernel's default (1000) on the links it creates, 0 only on a veth's host end.",
+            "A struct literal left its netlink library's TxQLen at 0 (fixed upstream in 2024).",
+            "none",
+        ),
+        Difference(
+            "no-nftables-backend",
+            "bridge, ptp (ipMasq), portmap",
+            "v1.1.1 has no nftables backend: with `ipMasqBackend`/`backend: nftables` it "
+            "masquerades and maps ports with iptables, so the tests check pycni's nft objects "
+            "and v1.1.1's iptables rules apart instead of comparing the rulesets.",
+            "The nftables backends came upstream in v1.5 and v1.6.",
+            "none",
+        ),
+        Difference(
+            "vrf-discarded-error",
+            "vrf",
+            "v1.1.1 builds the error for a VRF table already used by another VRF and discards "
+            "it, so its ADD succeeds; pycni (and upstream since) fails it.",
+            "A dropped `err` in v1.1.1's vrf plugin.",
+            "none",
+        ),
+    )
+}
+
+
+def table() -> dict[str, Difference]:
+    """Every row of both tables by key."""
+    return {**DELIBERATE, **V1_1_1_ONLY}
+
+
+def applies(key: str, reference: Reference | str) -> bool:
+    """Whether the difference ``key`` may be taken out of a comparison with ``reference``:
+    a deliberate one always, a v1.1.1 bug only against v1.1.1."""
+    name = reference if isinstance(reference, str) else reference.name
+    if key in DELIBERATE:
+        return True
+    if key in V1_1_1_ONLY:
+        return name == "v1.1.1"
+    raise KeyError(f"{key!r} is not in tests/reference_differences.py")
