@@ -402,7 +402,11 @@ def differences(ours: Any, theirs: Any, path: str = "") -> list[str]:
 def assert_same(ours: Any, theirs: Any, what: str) -> None:
     """Fail naming every difference between two snapshots (pycni's first)."""
     found = differences(ours, theirs)
-    shown = found[:40] if not __import__("os").environ.get("NV_ALL") else found + ([f"... and {len(found) - 40} more"] if len(found) > 40 else [])
+    shown = (
+        found[:40]
+        if not __import__("os").environ.get("NV_ALL")
+        else found + ([f"... and {len(found) - 40} more"] if len(found) > 40 else [])
+    )
     assert not found, f"{what}: pycni != Go reference:\n  " + "\n  ".join(shown)
 
 

@@ -67,6 +67,17 @@ DELIBERATE: dict[str, Difference] = {
             "nftables layout",
         ),
         Difference(
+            "portmap-nft-maps",
+            "portmap (`backend: nftables`)",
+            "pycni's nftables backend keeps every mapping in `inet pycni_portmap` as elements "
+            "of fixed maps (a pod's mappings are map entries, its rules never change); the "
+            "reference's makes per-pod chains in `cni_hostport`. The differential tests "
+            "compare portmap on the iptables backend only.",
+            "A map lookup per packet and one batch per ADD/DEL, whatever the number of pods; "
+            "the reference's chains grow with them.",
+            '`"backend": "iptables"` (both implementations then write the same iptables rules)',
+        ),
+        Difference(
             "empty-nat-table",
             "bridge, ptp (ipMasq), portmap",
             "The reference's DEL runs iptables for its cleanup even when nothing of it is in "
@@ -100,6 +111,15 @@ V1_1_1_ONLY: dict[str, Difference] = {
             "masquerades and maps ports with iptables, so the tests check pycni's nft objects "
             "and v1.1.1's iptables rules apart instead of comparing the rulesets.",
             "The nftables backends came upstream in v1.5 and v1.6.",
+            "none",
+        ),
+        Difference(
+            "firewall-isolation-comments",
+            "firewall (iptables, `ingressPolicy`)",
+            "v1.1.1 comments every isolation rule `CNI firewall plugin rules (ingressPolicy: "
+            "same-bridge)`; v1.9.1 and pycni comment the rules all policies share "
+            "`(ingressPolicy: same-bridge|isolated)` and a bridge's own rules with its policy.",
+            "`isolated` came in v1.5, with the comments that tell the policies apart.",
             "none",
         ),
         Difference(

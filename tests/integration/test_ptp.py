@@ -56,10 +56,7 @@ def run(
 def routes(ns: Namespace) -> list[str]:
     out = ns.run("ip", "-4", "route", "show").stdout
     # both implementations add their routes with proto boot (`ip route` prints no "proto")
-    return sorted(
-        re.sub(r"veth[0-9a-f]{8}", "VETH", line.strip())
-        for line in out.splitlines()
-    )
+    return sorted(re.sub(r"veth[0-9a-f]{8}", "VETH", line.strip()) for line in out.splitlines())
 
 
 def test_pods_reach_each_other_and_the_node(
