@@ -232,8 +232,8 @@ VETH_TXQLEN = 1000  # the kernel's default, which v1.1.1 does not leave
 def _documented_pair(ours: dict[str, Any], theirs: dict[str, Any], reference: str) -> None:
     """In one namespace's pair of views, the table's differences that apply to ``reference``:
     ``txqlen-zero`` (v1.1.1 leaves 0 on a veth or macvlan it makes, ``ip`` shows none, where
-    pycni leaves the kernel's 1000), ``host-veth-ipv6``, ``masquerade-sets``, ``empty-nat-table`` (the
-    reference's DEL leaves an empty iptables ``nat`` table pycni never makes)."""
+    pycni leaves the kernel's 1000), ``host-veth-ipv6``, ``empty-nat-table`` (the reference's
+    DEL leaves an empty iptables ``nat`` table pycni never makes), ``masquerade-sets``."""
     if differences_table.applies("txqlen-zero", reference):
         for key in ("link", "addr"):
             for mine, other in zip(ours.get(key, []), theirs.get(key, []), strict=False):
@@ -402,11 +402,7 @@ def differences(ours: Any, theirs: Any, path: str = "") -> list[str]:
 def assert_same(ours: Any, theirs: Any, what: str) -> None:
     """Fail naming every difference between two snapshots (pycni's first)."""
     found = differences(ours, theirs)
-    shown = (
-        found[:40]
-        if not __import__("os").environ.get("NV_ALL")
-        else found + ([f"... and {len(found) - 40} more"] if len(found) > 40 else [])
-    )
+    shown = found[:40] + ([f"... and {len(found) - 40} more"] if len(found) > 40 else [])
     assert not found, f"{what}: pycni != Go reference:\n  " + "\n  ".join(shown)
 
 

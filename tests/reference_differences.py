@@ -3,9 +3,9 @@ normalisations from.
 
 ``DELIBERATE`` holds pycni's own choices, which hold against every reference (v1.9.1 included);
 ``V1_1_1_ONLY`` the Debian build's defects that upstream has fixed since and the features it
-lacks, which the tests work around only when they compare with v1.1.1. docs/differences-from-reference.md lists both in
-tables; tests/unit/test_reference_differences.py checks the two agree, so a normalisation a
-test applies is one the docs name.
+lacks, which the tests work around only when they compare with v1.1.1.
+docs/differences-from-reference.md lists both in tables; tests/unit/test_reference_differences.py
+checks the two agree, so a normalisation a test applies is one the docs name.
 
 A test asks ``applies(key, reference)`` before it takes a difference out of a comparison;
 an unknown key is an error, so no test normalises something the table does not list.
@@ -78,6 +78,16 @@ DELIBERATE: dict[str, Difference] = {
             '`"backend": "iptables"` (both implementations then write the same iptables rules)',
         ),
         Difference(
+            "dhcp-release",
+            "dhcp (daemon)",
+            "On DEL pycni's daemon sends DHCPRELEASE, so the server frees the address at once; "
+            "v1.9.1's daemon sends none here (dnsmasq logs no DHCPRELEASE after its DEL, v1.1.1's "
+            "does), so the server holds the lease until it expires.",
+            "RFC 2131 §4.4.6: a client gives up its lease with DHCPRELEASE; the reference's own "
+            "code means to (its lease loop releases on stop).",
+            "none",
+        ),
+        Difference(
             "empty-nat-table",
             "bridge, ptp (ipMasq), portmap",
             "The reference's DEL runs iptables for its cleanup even when nothing of it is in "
@@ -123,10 +133,19 @@ V1_1_1_ONLY: dict[str, Difference] = {
             "none",
         ),
         Difference(
+            "vrf-routes-dropped",
+            "vrf",
+            "v1.1.1 loses the interface's routes when it enslaves it to the VRF (the kernel "
+            "flushes them); pycni, as upstream since v1.4, moves them into the VRF's table.",
+            "Route moving came upstream in v1.4.",
+            "none",
+        ),
+        Difference(
             "vrf-discarded-error",
             "vrf",
-            "v1.1.1 builds the error for a VRF table already used by another VRF and discards "
-            "it, so its ADD succeeds; pycni (and upstream since) fails it.",
+            "v1.1.1's CHECK builds the error for an interface that is not in the VRF the "
+            "config names and discards it, so its CHECK succeeds; pycni (and upstream since) "
+            "fails it.",
             "A dropped `err` in v1.1.1's vrf plugin.",
             "none",
         ),

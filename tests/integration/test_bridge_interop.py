@@ -12,7 +12,6 @@ import pytest
 
 from tests import harness, node_view
 from tests import reference_differences as differences
-from tests.references import Reference
 from tests.integration.test_bridge_support import (  # noqa: F401
     bridge_dir,
     conf,
@@ -22,6 +21,7 @@ from tests.integration.test_bridge_support import (  # noqa: F401
     run,
     sysctl_in,
 )
+from tests.references import Reference
 
 pytestmark = [pytest.mark.kernel, pytest.mark.interop]
 

@@ -11,8 +11,8 @@ import pytest
 
 from tests import node_view
 from tests import reference_differences as differences
-from tests.references import Reference
 from tests.harness import Namespace, exec_plugin
+from tests.references import Reference
 
 pytestmark = pytest.mark.kernel
 
