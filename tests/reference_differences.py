@@ -133,6 +133,23 @@ V1_1_1_ONLY: dict[str, Difference] = {
             "none",
         ),
         Difference(
+            "default-vlan-kept",
+            "bridge (`vlan`)",
+            "v1.1.1 leaves VLAN 1 on a port it puts on an access `vlan`; pycni, as upstream "
+            "since v1.8 (`preserveDefaultVlan` defaults to false), removes it.",
+            "A port in one VLAN should not also carry the default one. `preserveDefaultVlan: "
+            "true` gives v1.1.1's ports.",
+            '`"preserveDefaultVlan": true`',
+        ),
+        Difference(
+            "no-vlan-trunk",
+            "bridge (`vlanTrunk`)",
+            "v1.1.1 ignores `vlanTrunk` (and makes no VLAN filtering for it); the tests check "
+            "pycni's trunk against v1.9.1 only.",
+            "`vlanTrunk` came upstream in v1.3.",
+            "none",
+        ),
+        Difference(
             "vrf-routes-dropped",
             "vrf",
             "v1.1.1 loses the interface's routes when it enslaves it to the VRF (the kernel "
