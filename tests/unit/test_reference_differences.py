@@ -53,3 +53,6 @@ def test_a_v1_1_1_row_never_applies_to_v1_9_1() -> None:
 def test_an_unknown_key_is_an_error() -> None:
     with pytest.raises(KeyError):
         differences.applies("txqlen", "v1.9.1")
+    with pytest.raises(KeyError):
+        differences.deliberate("txqlen-zero")  # a v1.1.1 row needs its reference named
+    assert differences.deliberate("dns-empty")
