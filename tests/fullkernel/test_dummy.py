@@ -84,7 +84,10 @@ def test_same_result_and_pod_state_as_go_reference(
         conf = _conf(state, dns={"nameservers": ["192.0.2.53"]})
         result = call(node, plugins / "dummy", "ADD", conf, pod).ok().json
         settle(pod)
-        seen.append((normalized_result(result), links(pod), routes(pod)))
+        shown = normalized_result(result)
+        for intf in shown["interfaces"]:
+            assert intf.pop("sandbox") == pod.path
+        seen.append((shown, links(pod), routes(pod)))
         other = upstream_reference.plugin_dir if plugins == daemon_plugin_dir else daemon_plugin_dir
         call(node, other / "dummy", "CHECK", {**conf, "prevResult": result}, pod).ok()
         call(node, plugins / "dummy", "DEL", conf, pod).ok()
