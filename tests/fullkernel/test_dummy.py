@@ -78,9 +78,9 @@ def test_same_result_and_pod_state_as_go_reference(
     links, addresses and routes after ADD, each CHECK accepting the other's pod, and an empty
     pod after DEL. Nothing is normalised but MACs and indexes."""
     seen = []
-    for plugins in (daemon_plugin_dir, upstream_reference.plugin_dir):
+    for n, plugins in enumerate((daemon_plugin_dir, upstream_reference.plugin_dir)):
         pod = pod_factory()
-        state = harness.State.make(tmp_path / plugins.name)
+        state = harness.State.make(tmp_path / f"impl{n}")  # each its own host-local store
         conf = _conf(state, dns={"nameservers": ["192.0.2.53"]})
         result = call(node, plugins / "dummy", "ADD", conf, pod).ok().json
         settle(pod)
