@@ -141,8 +141,12 @@ def _reference_or_skip(name: str) -> references.Reference:
 def go_reference(request: pytest.FixtureRequest) -> references.Reference:
     """Each Go reference in turn; the test id (``go-v1.9.1``) names the one a comparison ran
     against. The daemon-mode rerun (PYCNI_TEST_MODE=daemon) compares with v1.9.1 alone when it
-    is present: the in-process run has compared with v1.1.1, and CI time is bounded."""
+    is present: the in-process run has compared with v1.1.1, and CI time is bounded.
+    PYCNI_REFERENCES (comma-separated names) limits any run to those references."""
     name = str(request.param)
+    wanted = os.environ.get("PYCNI_REFERENCES", "").split(",")
+    if wanted != [""] and name not in wanted:  # e.g. PYCNI_REFERENCES=v1.9.1 for a faster lane
+        pytest.skip(f"PYCNI_REFERENCES={','.join(wanted)} leaves {name} out")
     daemon = os.environ.get("PYCNI_TEST_MODE", "inprocess") == "daemon"
     if daemon and name == "v1.1.1" and "v1.9.1" in references.available():
         pytest.skip("daemon mode compares with v1.9.1 only (the in-process run covers v1.1.1)")
