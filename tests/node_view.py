@@ -23,6 +23,8 @@ import time
 from typing import Any
 
 from tests import harness
+from tests import reference_differences as differences_table
+from tests.references import Reference
 
 RANDOM_NAMES = re.compile(r"veth[0-9a-f]{8}")
 MAC = re.compile(r"\b[0-9a-f]{1,2}(?::[0-9a-f]{1,2}){5}\b")
@@ -221,24 +223,27 @@ def _nft_order(item: dict[str, Any]) -> tuple[str, str, int, str]:
     return (str(body.get("family", "")), table, _NFT_KINDS.index(kind) if kind else 9, where)
 
 
-# Where pycni differs from Go 1.1.1 on purpose, each documented in the plugin's page: taken
-# out of the comparison only where it is exactly what the docs say, so the rest is compared.
-VETH_TXQLEN = 1000  # docs/plugins/bridge.md, ptp.md, macvlan.md: the kernel's, as upstream 1.6+
+# Where pycni may differ from a reference: tests/reference_differences.py (documented in
+# docs/differences-from-reference.md), each taken out of the comparison only where it is
+# exactly what the table says, so the rest is compared.
+VETH_TXQLEN = 1000  # the kernel's default, which v1.1.1 does not leave
 
 
-def _documented_pair(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
-    """In one namespace's pair of views: a veth or macvlan the plugin made has the kernel's
-    tx queue length (1000) under pycni where Go 1.1.1 leaves 0 (``ip`` shows none); Go's
-    portmap DEL leaves an empty iptables ``nat`` table of a family its pod had no address of
-    (docs/plugins/portmap.md)."""
-    for key in ("link", "addr"):
-        for mine, other in zip(ours.get(key, []), theirs.get(key, []), strict=False):
-            kind = mine.get("linkinfo", {}).get("info_kind")
-            made = kind in ("veth", "macvlan") and mine.get("txqlen") == VETH_TXQLEN
-            if made and "txqlen" not in other:
-                del mine["txqlen"]
-    _host_veth_ipv6(ours, theirs)
-    if "nft" in theirs:
+def _documented_pair(ours: dict[str, Any], theirs: dict[str, Any], reference: str) -> None:
+    """In one namespace's pair of views, the table's differences that apply to ``reference``:
+    ``txqlen-zero`` (v1.1.1 leaves 0 on a veth or macvlan it makes, ``ip`` shows none, where
+    pycni leaves the kernel's 1000), ``host-veth-ipv6``, ``empty-nat-table`` (the reference's
+    DEL leaves an empty iptables ``nat`` table pycni never makes), ``masquerade-sets``."""
+    if differences_table.applies("txqlen-zero", reference):
+        for key in ("link", "addr"):
+            for mine, other in zip(ours.get(key, []), theirs.get(key, []), strict=False):
+                kind = mine.get("linkinfo", {}).get("info_kind")
+                made = kind in ("veth", "macvlan") and mine.get("txqlen") == VETH_TXQLEN
+                if made and "txqlen" not in other:
+                    del mine["txqlen"]
+    if differences_table.applies("host-veth-ipv6", reference):
+        _host_veth_ipv6(ours, theirs)
+    if "nft" in theirs and differences_table.applies("empty-nat-table", reference):
         nft = theirs["nft"]
         used = {(i[k]["family"], i[k]["table"]) for i in nft for k in i if k != "table"}
         mine_tables = {
@@ -251,6 +256,67 @@ def _documented_pair(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
             or i["table"]["name"] != "nat"
             or (i["table"]["family"], i["table"]["name"]) in used | mine_tables
         ]
+    if "nft" in theirs and differences_table.applies("masquerade-sets", reference):
+        _masquerade_sets(ours, theirs)
+
+
+MASQ_TABLE = "cni_plugins_masquerade"
+
+
+def _masquerade_entries(nft: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The masquerade table's objects other than its base (table, ``postrouting``,
+    ``masq_checks`` and the jump between them), and each pod's masquerade as one line:
+    its comment, its address and the rest of its rule. pycni's addresses are the elements of
+    a per-network set its rule matches (``@set``); the reference's, one rule each in
+    ``masq_checks`` matching the address."""
+    base_chains = ("postrouting", "masq_checks")
+    mine = [
+        i
+        for kind in ("chain", "set", "rule")
+        for i in nft
+        if kind in i
+        and i[kind].get("table") == MASQ_TABLE
+        and not (kind == "chain" and i[kind].get("name") in base_chains)
+        and not (kind == "rule" and i[kind].get("chain") == "postrouting")
+    ]
+    sets = {
+        str(i["set"]["name"]): [e["elem"] for e in i["set"].get("elem", [])]
+        for i in mine
+        if "set" in i
+    }
+    lines = []
+    for item in mine:
+        rule = item.get("rule")
+        if rule is None or not rule.get("expr") or "match" not in rule["expr"][0]:
+            continue
+        first, rest = rule["expr"][0]["match"], json.dumps(rule["expr"][1:], sort_keys=True)
+        family = json.dumps(first["left"], sort_keys=True)
+        right = first["right"]
+        if isinstance(right, str) and right.startswith("@"):
+            for elem in sets.get(right[1:], []):
+                lines.append(f"{elem['comment']} {family} {elem['val']} {rest}")
+        else:
+            lines.append(f"{rule.get('comment')} {family} {right} {rest}")
+    return mine, sorted(lines)
+
+
+def _masquerade_sets(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
+    """``masquerade-sets``: the two masquerade tables' per-pod objects become the same lines
+    when both masquerade the same addresses with the same comments and matches; after the
+    last DEL pycni removes the table the reference keeps (empty)."""
+    mine, my_lines = _masquerade_entries(ours["nft"])
+    other, other_lines = _masquerade_entries(theirs["nft"])
+    marker = [{"masquerade": line} for line in my_lines]
+    ours["nft"] = [i for i in ours["nft"] if i not in mine] + marker
+    theirs["nft"] = [i for i in theirs["nft"] if i not in other]
+    theirs["nft"] += [{"masquerade": line} for line in other_lines]
+    if not my_lines and not other_lines and not [i for i in ours["nft"] if _in_masq(i)]:
+        theirs["nft"] = [i for i in theirs["nft"] if not _in_masq(i)]
+
+
+def _in_masq(item: dict[str, Any]) -> bool:
+    body = next(iter(item.values()))
+    return isinstance(body, dict) and MASQ_TABLE in (body.get("table"), body.get("name"))
 
 
 def _host_veth_ipv6(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
@@ -280,22 +346,28 @@ def _host_veth_ipv6(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
 
 
 def documented(
-    ours: dict[str, Any], theirs: dict[str, Any]
+    ours: dict[str, Any], theirs: dict[str, Any], reference: Reference | str
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Copies of pycni's and Go's views without the documented differences."""
+    """Copies of pycni's and Go's views without the documented differences that apply to
+    ``reference``."""
+    name = reference if isinstance(reference, str) else reference.name
     mine, other = json.loads(json.dumps(ours)), json.loads(json.dumps(theirs))
     if "link" in mine:
-        _documented_pair(mine, other)
+        _documented_pair(mine, other, name)
     else:  # several namespaces' views by name
-        for name in mine:
-            if name in other:
-                _documented_pair(mine[name], other[name])
+        for ns in mine:
+            if ns in other:
+                _documented_pair(mine[ns], other[ns], name)
     return mine, other
 
 
-def compare(ours: dict[str, Any], theirs: dict[str, Any], what: str) -> None:
-    """Assert that pycni's view equals Go's, but for the documented differences."""
-    assert_same(*documented(ours, theirs), what)
+def compare(
+    ours: dict[str, Any], theirs: dict[str, Any], what: str, reference: Reference | str
+) -> None:
+    """Assert that pycni's view equals the reference's, but for the documented differences
+    that apply to it; the message names the reference."""
+    name = reference if isinstance(reference, str) else reference.name
+    assert_same(*documented(ours, theirs, name), f"{what} (against Go plugins {name})")
 
 
 def differences(ours: Any, theirs: Any, path: str = "") -> list[str]:

@@ -16,7 +16,7 @@ import pytest
 
 from tests import harness
 
-GO_DIR = Path("/usr/lib/cni")
+GO_DIR = Path("/usr/lib/cni")  # a fallback on CNI_PATH, after the plugin's own directory
 # A key whose value is a MAC, an index or a counter: not part of what must match.
 VOLATILE = {"ifindex", "address", "broadcast", "perm_address", "link_index", "link_netnsid"}
 
@@ -96,14 +96,13 @@ def links(ns: harness.Namespace) -> dict[str, Any]:
 
 
 def routes(ns: harness.Namespace) -> list[str]:
-    """Every route of every table, both families, one sorted line each. IPAM routes are
-    "proto static" from pycni and "proto boot" from Go (a known, documented difference; `ip`
-    does not print "proto boot");
-    host link-local addresses (MAC-derived) are left out."""
+    """Every route of every table, both families, one sorted line each, protocols included
+    (both implementations add theirs as "proto boot", which `ip` does not print); host
+    link-local addresses (MAC-derived) are left out."""
     out = []
     for family in ("-4", "-6"):
         for line in ns.run("ip", family, "route", "show", "table", "all").stdout.splitlines():
-            line = _generated(line.strip().replace(" proto static", ""))
+            line = _generated(line.strip())
             if re.match(r"(local|anycast|multicast)? ?fe80::[0-9a-f]", line):
                 continue
             if line:

@@ -1,8 +1,9 @@
-"""The bridge plugin's VLAN path on a kernel with bridge VLAN filtering, against the Go reference
-1.1.1 where it has the option (``vlan``: the port's PVID, the gateway on ``<bridge>.<vid>``),
-and against the reference's later semantics where 1.1.1 has none (``vlanTrunk``,
-``preserveDefaultVlan``, which 1.1.1 ignores): results, links, ``bridge vlan show``, routes,
-DEL; pods on different VLANs of one bridge apart; macvlan and host-device on a VLAN master.
+"""The bridge plugin's VLAN path on a kernel with bridge VLAN filtering, against each Go
+reference: ``vlan`` (the port's PVID, the gateway on ``<bridge>.<vid>``), ``preserveDefaultVlan``
+and ``vlanTrunk`` with and without a native ``vlan`` (which v1.1.1 ignores, so against it only
+what tests/reference_differences.py lists for v1.1.1 is taken out): results, links, ``bridge
+vlan show``, routes, DEL; pods on different VLANs of one bridge apart; macvlan and host-device on
+a VLAN master.
 
 pycni and Go each run in a node namespace of their own, so their bridges compare side by side.
 """
@@ -16,7 +17,9 @@ from typing import Any
 import pytest
 
 from tests import harness
+from tests import reference_differences as differences
 from tests.fullkernel.vlan_support import assert_same, comparable_result, own_links, run, state
+from tests.references import Reference
 
 pytestmark = pytest.mark.kernel
 
@@ -43,7 +46,7 @@ def _conf(data_dir: Path, gateway: bool = True, **extra: Any) -> dict[str, Any]:
         "type": "bridge",
         "bridge": BRIDGE,
         "isGateway": gateway,
-        # pycni's ports have no IPv6 unless asked; Go 1.1.1's have (and ignores the key)
+        # host-veth-ipv6: pycni's ports have no IPv6 unless asked; Go's have (and ignore the key)
         "hostVethIPv6": True,
         "ipam": {
             "type": "host-local",
@@ -92,6 +95,7 @@ def test_vlan_with_preserved_default_vlan_is_the_go_reference(
     pod_factory: Any,
     plugin_dir: Path,
     go_plugin_dir: Path,
+    go_reference: Reference,
     tmp_path: Path,
 ) -> None:
     """``vlan`` as 1.1.1 does it (which never removed the default VLAN, what
@@ -106,7 +110,7 @@ def test_vlan_with_preserved_default_vlan_is_the_go_reference(
         tmp_path,
         {"vlan": 100, "preserveDefaultVlan": True},
     )
-    assert_same(ours, go)
+    assert_same(ours, go, go_reference.name)
     assert [i["name"] for i in ours["result"]["interfaces"]] == [
         BRIDGE,
         "<gen0>",
@@ -128,17 +132,19 @@ def test_vlan_removes_the_default_vlan_from_the_ports(
     pod_factory: Any,
     plugin_dir: Path,
     go_plugin_dir: Path,
+    go_reference: Reference,
     tmp_path: Path,
 ) -> None:
     """``vlan`` alone, as the reference since 1.8 (and 1.3-1.7 with preserveDefaultVlan
-    false): the ports leave VLAN 1, so a pod cannot reach VLAN 1 with tagged frames. That is
-    the only difference from 1.1.1."""
+    false): the ports leave VLAN 1, so a pod cannot reach VLAN 1 with tagged frames. v1.9.1
+    does the same; v1.1.1 keeps VLAN 1 (``default-vlan-kept``)."""
     ours, go = _both(node, go_node, pod_factory, plugin_dir, go_plugin_dir, tmp_path, {"vlan": 100})
-    for when in ("node", "node after DEL"):
-        for port in (f"<{POD_PORT}>", f"<{GW_PORT}>"):
-            if port in go[when]["vlans"]:
-                go[when]["vlans"][port].remove((1, UNTAGGED))
-    assert_same(ours, go)
+    if differences.applies("default-vlan-kept", go_reference):
+        for when in ("node", "node after DEL"):
+            for port in (f"<{POD_PORT}>", f"<{GW_PORT}>"):
+                if port in go[when]["vlans"]:
+                    go[when]["vlans"][port].remove((1, UNTAGGED))
+    assert_same(ours, go, go_reference.name)
     assert ours["node"]["vlans"][f"<{POD_PORT}>"] == [(100, PVID_UNTAGGED)]
 
 
@@ -148,6 +154,7 @@ def test_vlan_trunk_and_native_vlan(
     pod_factory: Any,
     plugin_dir: Path,
     go_plugin_dir: Path,
+    go_reference: Reference,
     tmp_path: Path,
 ) -> None:
     """``vlanTrunk`` (the reference since 1.3; 1.1.1 ignores it and makes no VLAN filtering):
@@ -167,7 +174,15 @@ def test_vlan_trunk_and_native_vlan(
     tagged = [(v, ()) for v in (101, 200, 201, 202)]
     assert ours["node"]["vlans"][f"<{POD_PORT}>"] == sorted([(1, PVID_UNTAGGED), *tagged])
     assert ours["node"]["links"][BRIDGE]["linkinfo"]["info_data"]["vlan_filtering"] == 1
-    assert go["node"]["links"][BRIDGE]["linkinfo"]["info_data"]["vlan_filtering"] == 0
+    if differences.applies("no-vlan-trunk", go_reference):
+        assert go["node"]["links"][BRIDGE]["linkinfo"]["info_data"]["vlan_filtering"] == 0
+    else:  # the trunk, then the trunk with a native VLAN, as the reference makes them
+        assert_same(ours, go, go_reference.name)
+        extra = {"vlanTrunk": trunk, "vlan": 5, "isGateway": False}
+        ours, go = _both(node, go_node, pod_factory, plugin_dir, go_plugin_dir, tmp_path, extra)
+        assert_same(ours, go, go_reference.name)
+        native = ours["node"]["vlans"][f"<{POD_PORT}>"]
+        assert native == sorted([(5, PVID_UNTAGGED), *tagged])
 
     trunk_pod, access_pod = pod_factory(), pod_factory()
     data = tmp_path / "trunk"

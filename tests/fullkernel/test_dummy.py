@@ -10,7 +10,16 @@ from typing import Any
 import pytest
 
 from tests import harness
-from tests.fullkernel.helpers import call, daemon_plugin_dir, pycni_dir  # noqa: F401
+from tests.fullkernel.helpers import (  # noqa: F401
+    call,
+    daemon_plugin_dir,
+    links,
+    normalized_result,
+    pycni_dir,
+    routes,
+    settle,
+)
+from tests.references import Reference
 
 pytestmark = pytest.mark.kernel
 
@@ -56,11 +65,46 @@ def test_pod_gets_dummy_link_with_its_address_and_del_removes_it(
     call(node, pycni_dir / "dummy", "DEL", conf, "/run/netns/pycni-no-such-ns").ok()
 
 
+@pytest.mark.interop
+def test_same_result_and_pod_state_as_go_reference(
+    node: harness.Namespace,
+    pod_factory: Any,
+    tmp_path: Path,
+    daemon_plugin_dir: Path,
+    upstream_reference: Reference,
+) -> None:
+    """The same config through pycni (the daemon form: a Python start per exec costs seconds
+    under TCG) and v1.9.1's dummy (Debian's v1.1.1 has none): the same result, the same pod
+    links, addresses and routes after ADD, each CHECK accepting the other's pod, and an empty
+    pod after DEL. Nothing is normalised but MACs and indexes."""
+    seen = []
+    for n, plugins in enumerate((daemon_plugin_dir, upstream_reference.plugin_dir)):
+        pod = pod_factory()
+        state = harness.State.make(tmp_path / f"impl{n}")  # each its own host-local store
+        conf = _conf(state, dns={"nameservers": ["192.0.2.53"]})
+        result = call(node, plugins / "dummy", "ADD", conf, pod).ok().json
+        settle(pod)
+        shown = normalized_result(result)
+        for intf in shown["interfaces"]:
+            assert intf.pop("sandbox") == pod.path
+        seen.append((shown, links(pod), routes(pod)))
+        other = upstream_reference.plugin_dir if plugins == daemon_plugin_dir else daemon_plugin_dir
+        call(node, other / "dummy", "CHECK", {**conf, "prevResult": result}, pod).ok()
+        call(node, plugins / "dummy", "DEL", conf, pod).ok()
+        assert set(pod.links()) == {"lo"}
+        assert state.reservations("dummynet") == []
+    (ours, our_links, our_routes), (theirs, their_links, their_routes) = seen
+    assert ours == theirs
+    assert our_links == their_links, f"pycni != Go plugins {upstream_reference.name}"
+    assert our_routes == their_routes, f"pycni != Go plugins {upstream_reference.name}"
+
+
 def test_same_result_and_link_as_go_reference_shape(
     node: harness.Namespace, pod_factory: Any, tmp_state: harness.State, plugin_dir: Path
 ) -> None:
-    """Debian ships no Go dummy: the result's shape is the reference's (IPAM's result with
-    the one interface, ips pointing at it), checked field by field."""
+    """Without a Go dummy to run (Debian ships none; the test above compares with v1.9.1's):
+    the result's shape is the reference's (IPAM's result with the one interface, ips pointing
+    at it), checked field by field."""
     pod = pod_factory()
     conf = _conf(tmp_state, dns={"nameservers": ["192.0.2.53"]})
     result = call(node, plugin_dir / "dummy", "ADD", conf, pod).ok().json

@@ -11,6 +11,7 @@ import pytest
 
 from tests import harness
 from tests.fullkernel.vlan_support import assert_same, comparable_result, own_links, run, state
+from tests.references import Reference
 
 pytestmark = pytest.mark.kernel
 
@@ -50,6 +51,7 @@ def test_mode_as_go_reference_and_pods_ping_each_other(
     pod_factory: Any,
     plugin_dir: Path,
     go_plugin_dir: Path,
+    go_reference: Reference,
     mode: str,
 ) -> None:
     # l3s also takes its master from the node's default route, as the reference does
@@ -84,7 +86,7 @@ def test_mode_as_go_reference_and_pods_ping_each_other(
         run(ipvlan, "CHECK", {**conf, "prevResult": go_run.json}, theirs, str(plugin_dir)).ok()
         run(go, "DEL", conf, theirs, str(go_plugin_dir)).ok()
         assert own_links(theirs) == {"lo"}
-    assert_same(seen_ours, seen_go)
+    assert_same(seen_ours, seen_go, go_reference.name)
     eth0 = seen_ours[1]["links"]["eth0"]["linkinfo"]
     assert eth0["info_kind"] == "ipvlan" and eth0["info_data"]["mode"] == mode
 
@@ -111,7 +113,11 @@ def test_private_flag_keeps_pods_on_one_master_apart(
 
 @pytest.mark.interop
 def test_chained_form_takes_master_and_addresses_from_prev_result(
-    node: harness.Namespace, pod_factory: Any, plugin_dir: Path, go_plugin_dir: Path
+    node: harness.Namespace,
+    pod_factory: Any,
+    plugin_dir: Path,
+    go_plugin_dir: Path,
+    go_reference: Reference,
 ) -> None:
     _master(node)
     prev = {
@@ -129,7 +135,7 @@ def test_chained_form_takes_master_and_addresses_from_prev_result(
             seen.append((comparable_result(added.json, {pod.path: "<pod>"}), state(pod)))
             run(plugin / "ipvlan", "DEL", conf, pod, str(path)).ok()
         assert own_links(pod) == {"lo"}
-    assert_same(seen[0], seen[1])
+    assert_same(seen[0], seen[1], go_reference.name)
     assert seen[0][1]["addresses"]["eth0"] == ["10.73.0.31/24"]
 
 

@@ -12,11 +12,13 @@ from typing import Any
 import pytest
 
 from tests import harness
+from tests import reference_differences as differences
 from tests.harness import Namespace, exec_plugin
+from tests.references import Reference
 
 pytestmark = pytest.mark.kernel
 
-GO_DIR = Path("/usr/lib/cni")
+GO_DIR = Path("/usr/lib/cni")  # the chain's bridge in tests that compare nothing with Go
 
 
 def bridge_conf(
@@ -63,17 +65,30 @@ def fw_conf(
 
 
 def run(
-    node: Namespace, plugin: Path, command: str, conf: dict[str, Any], cid: str, netns: str
+    node: Namespace,
+    plugin: Path,
+    command: str,
+    conf: dict[str, Any],
+    cid: str,
+    netns: str,
+    go_dir: Path = GO_DIR,
 ) -> harness.PluginRun:
     with node.entered():
         return exec_plugin(
-            plugin, command, conf, container_id=cid, netns=netns, cni_path=str(GO_DIR)
+            plugin, command, conf, container_id=cid, netns=netns, cni_path=str(go_dir)
         )
 
 
-def bridge(node: Namespace, command: str, conf: dict[str, Any], cid: str, pod: Namespace) -> Any:
-    """The first link of the chain: the Go bridge (until ours lands)."""
-    out = run(node, GO_DIR / "bridge", command, conf, cid, pod.path).ok()
+def bridge(
+    node: Namespace,
+    command: str,
+    conf: dict[str, Any],
+    cid: str,
+    pod: Namespace,
+    go_dir: Path = GO_DIR,
+) -> Any:
+    """The first link of the chain: a Go bridge (``go_dir``'s)."""
+    out = run(node, go_dir / "bridge", command, conf, cid, pod.path, go_dir).ok()
     return out.json if command == "ADD" else None
 
 
@@ -104,15 +119,29 @@ def second_node() -> Iterator[Namespace]:
         ns.delete()
 
 
+SHARED = "CNI firewall plugin rules (ingressPolicy: same-bridge|isolated)"
+V1_1_1 = "CNI firewall plugin rules (ingressPolicy: same-bridge)"
+
+
 @pytest.mark.interop
+@pytest.mark.parametrize("policy", ["same-bridge", "isolated"])
 def test_iptables_rules_identical_to_go(
-    node: Namespace, second_node: Namespace, pod_factory: Any, tmp_path: Path, plugin_dir: Path
+    policy: str,
+    node: Namespace,
+    second_node: Namespace,
+    pod_factory: Any,
+    tmp_path: Path,
+    plugin_dir: Path,
+    go_plugin_dir: Path,
+    go_reference: Reference,
 ) -> None:
     """Same dual-stack config through Go and pycni on two nodes: same filter table after
     ADD, after a second pod, and after DEL; each CHECK passes on the other's rules."""
+    if policy == "isolated" and go_reference.name == "v1.1.1":
+        pytest.skip("Go plugins v1.1.1 have no isolated ingressPolicy")
     states = []
     for impl, node_ns, plugin in (
-        ("go", node, GO_DIR / "firewall"),
+        ("go", node, go_plugin_dir / "firewall"),
         ("py", second_node, plugin_dir / "firewall"),
     ):
         seen = []
@@ -122,12 +151,12 @@ def test_iptables_rules_identical_to_go(
             bconf = bridge_conf(
                 "fwdiff", "cnifwd0", "10.80.0.0/24", tmp_path / impl, v6="fd80::/64"
             )
-            prev = bridge(node_ns, "ADD", bconf, f"c{n}", pod)
-            conf = fw_conf("fwdiff", prev, backend="iptables", ingressPolicy="same-bridge")
+            prev = bridge(node_ns, "ADD", bconf, f"c{n}", pod, go_plugin_dir)
+            conf = fw_conf("fwdiff", prev, backend="iptables", ingressPolicy=policy)
             run(node_ns, plugin, "ADD", conf, f"c{n}", pod.path).ok()
             pods.append((pod, bconf, conf, f"c{n}"))
         seen.append(filter_rules(node_ns, 4) + filter_rules(node_ns, 6))
-        other = plugin_dir / "firewall" if impl == "go" else GO_DIR / "firewall"
+        other = plugin_dir / "firewall" if impl == "go" else go_plugin_dir / "firewall"
         for pod, _b, conf, cid in pods:
             run(node_ns, plugin, "CHECK", conf, cid, pod.path).ok()
             run(node_ns, other, "CHECK", conf, cid, pod.path).ok()
@@ -138,9 +167,11 @@ def test_iptables_rules_identical_to_go(
         pod, bconf, conf, cid = pods[1]
         run(node_ns, plugin, "DEL", conf, cid, pod.path).ok()  # nothing of it stays behind
         for pod, bconf, _conf, cid in pods:
-            bridge(node_ns, "DEL", bconf, cid, pod)
+            bridge(node_ns, "DEL", bconf, cid, pod, go_plugin_dir)
         states.append(seen)
     go, py = states
+    if differences.applies("firewall-isolation-comments", go_reference):
+        py = [[line.replace(SHARED, V1_1_1) for line in seen] for seen in py]
     assert any("-d 10.80.0.2/32" in line for line in go[0])
     assert any("fd80::2/128" in line for line in go[0])
     assert go == py
@@ -320,7 +351,7 @@ def test_iptables_gc_uses_records(
 
 
 def test_podman_conflist_form(
-    node: Namespace, pod_factory: Any, tmp_path: Path, plugin_dir: Path
+    node: Namespace, pod_factory: Any, tmp_path: Path, plugin_dir: Path, go_plugin_dir: Path
 ) -> None:
     """What `podman network create` writes: cniVersion 0.4.0, "backend": "" (iptables here)."""
     pod = pod_factory()
@@ -330,7 +361,7 @@ def test_podman_conflist_form(
     out = run(node, plugin_dir / "firewall", "ADD", conf, "pm", pod.path).ok().json
     assert out["cniVersion"] == "0.4.0" and out["ips"][0]["version"] == "4"
     assert "-A CNI-FORWARD -s 10.89.0.2/32 -j ACCEPT" in filter_rules(node)
-    run(node, GO_DIR / "firewall", "CHECK", conf, "pm", pod.path).ok()
+    run(node, go_plugin_dir / "firewall", "CHECK", conf, "pm", pod.path, go_plugin_dir).ok()
     run(node, plugin_dir / "firewall", "DEL", conf, "pm", pod.path).ok()
     assert "-A CNI-FORWARD -s 10.89.0.2/32 -j ACCEPT" not in filter_rules(node)
     bridge(node, "DEL", bconf, "pm", pod)

@@ -1,4 +1,4 @@
-"""The iptables backend against the Go reference portmap (v1.1.1, iptables only): the same
+"""The iptables backend against each Go reference portmap (its default backend): the same
 rules for the same config, and each plugin deletes what the other created, with and without
 runtimeConfig. Plus the legacy variant. No pods are needed: portmap only touches the node."""
 
@@ -12,10 +12,10 @@ import pytest
 
 from tests import harness, node_view
 from tests.harness import Namespace, exec_plugin
+from tests.references import Reference
 
 pytestmark = [pytest.mark.kernel, pytest.mark.interop]
 
-GO_PORTMAP = Path("/usr/lib/cni/portmap")
 NET = "pmnet"
 CID = "4f6c1ed1c7b0d5a2ffeecb5e0e1a1d3f"
 
@@ -64,6 +64,12 @@ def _with_pod_subnet(node: Namespace) -> Namespace:
 
 
 @pytest.fixture
+def go_portmap(go_plugin_dir: Path) -> Path:
+    """Each Go reference's portmap in turn (the test id names it)."""
+    return go_plugin_dir / "portmap"
+
+
+@pytest.fixture
 def host(node: Namespace, pod_factory: Any) -> Namespace:
     """A node with the pod subnet routed to a local veth."""
     _POD[:] = [pod_factory()]  # only for CNI_NETNS: portmap never enters it
@@ -89,9 +95,9 @@ def chains(text: str) -> list[str]:
     return sorted(line[1:].split()[0] for line in text.splitlines() if line.startswith(":CNI-"))
 
 
-def test_same_rules_as_the_reference(host: Namespace, plugin_dir: Path) -> None:
+def test_same_rules_as_the_reference(host: Namespace, plugin_dir: Path, go_portmap: Path) -> None:
     ours = plugin_dir / "portmap"
-    run(host, GO_PORTMAP, "ADD", conf(MAPPINGS))
+    run(host, go_portmap, "ADD", conf(MAPPINGS))
     go4, go6 = nat(host, 4), nat(host, 6)
     run(host, ours, "DEL", conf(MAPPINGS, backend="iptables"))
     run(host, ours, "ADD", conf(MAPPINGS, backend="iptables"))
@@ -106,14 +112,16 @@ def test_same_rules_as_the_reference(host: Namespace, plugin_dir: Path) -> None:
     run(host, ours, "DEL", conf(None, backend="iptables"))
 
 
-def test_same_node_view_as_the_reference(pod_factory: Any, plugin_dir: Path) -> None:
+def test_same_node_view_as_the_reference(
+    pod_factory: Any, plugin_dir: Path, go_portmap: Path, go_reference: Reference
+) -> None:
     """Twin nodes: what ip/tc/nft show (iptables-nft's tables in ``nft -j list ruleset``,
     the route_localnet and hairpin state aside) after ADD and after DEL, compared with Go's
     (tests/node_view.py)."""
     _POD[:] = [pod_factory()]
     views: dict[str, list[dict[str, Any]]] = {}
     for impl, plugin, extra in (
-        ("go", GO_PORTMAP, {}),
+        ("go", go_portmap, {}),
         ("pycni", plugin_dir / "portmap", {"backend": "iptables"}),
     ):
         node = _with_pod_subnet(harness.create_namespace("node"))
@@ -126,17 +134,17 @@ def test_same_node_view_as_the_reference(pod_factory: Any, plugin_dir: Path) -> 
             node.delete()
     whens = ("after ADD", "after DEL")
     for when, ours, theirs in zip(whens, views["pycni"], views["go"], strict=True):
-        node_view.assert_same(ours, theirs, f"portmap {when}")
+        node_view.compare(ours, theirs, f"portmap {when}", go_reference)
     assert any("CNI-DN-" in str(item) for item in views["pycni"][0]["nft"])
     assert not any("CNI-DN-" in str(item) for item in views["pycni"][1]["nft"])
 
 
 @pytest.mark.parametrize("with_mappings", [True, False])
 def test_ours_deletes_what_the_reference_added(
-    host: Namespace, plugin_dir: Path, with_mappings: bool
+    host: Namespace, plugin_dir: Path, go_portmap: Path, with_mappings: bool
 ) -> None:
     ours = plugin_dir / "portmap"
-    run(host, GO_PORTMAP, "ADD", conf(MAPPINGS))
+    run(host, go_portmap, "ADD", conf(MAPPINGS))
     dn = [c for c in chains(nat(host)) if c.startswith("CNI-DN-")]
     assert len(dn) == 1
     run(host, ours, "DEL", conf(MAPPINGS if with_mappings else None, backend="iptables"))
@@ -148,9 +156,11 @@ def test_ours_deletes_what_the_reference_added(
     assert "CNI-HOSTPORT-DNAT" in chains(nat(host))
 
 
-def test_reference_deletes_what_ours_added(host: Namespace, plugin_dir: Path) -> None:
+def test_reference_deletes_what_ours_added(
+    host: Namespace, plugin_dir: Path, go_portmap: Path
+) -> None:
     run(host, plugin_dir / "portmap", "ADD", conf(MAPPINGS, backend="iptables"))
-    run(host, GO_PORTMAP, "DEL", conf(MAPPINGS))
+    run(host, go_portmap, "DEL", conf(MAPPINGS))
     for family in (4, 6):
         assert "CNI-DN-" not in nat(host, family)
 

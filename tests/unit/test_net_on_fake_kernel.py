@@ -36,6 +36,19 @@ def node_with_veth() -> tuple[FakeKernel, int]:
     return kernel, found.index
 
 
+def test_veth_pair_host_end_has_txqlen_0_and_pod_end_the_default() -> None:
+    """As v1.9.1's pkg/ip leaves them (docs/differences-from-reference.md)."""
+    from pycni.net import veth
+
+    host = FakeHost()
+    node, pod = host.namespace(), host.namespace()
+    kernel = FakeKernel(node)
+    pair = veth.create_pair(kernel, node.sysctl, pod.fd, "eth0")
+    assert kernel.link(pair.host_index).txqlen == 0
+    made = FakeKernel(pod).find_link("eth0")
+    assert made is not None and made.txqlen == 1000
+
+
 def test_bridge_address_is_added_once_and_pins_the_mac() -> None:
     host = FakeHost()
     ns = host.namespace()

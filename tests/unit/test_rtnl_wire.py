@@ -326,6 +326,18 @@ def test_veth_with_mtu_and_peer_mac() -> None:
     )
 
 
+def test_veth_txqlen_is_the_new_ends_only() -> None:
+    """The host end of a pod's veth gets v1.9.1's explicit 0; the peer (the pod's end) none, so
+    the kernel gives it its default."""
+    client, rec = _client()
+    client.add_veth("veth1", "eth0", 11, txqlen=0)
+    ((_, _, body),) = rec.requests
+    zero = _rta(13, struct.pack("=I", 0))
+    peer = c.ifinfo() + _rta(3, b"eth0\0") + _rta(28, struct.pack("=I", 11))
+    assert body.count(zero) == 1 and peer in body  # the peer's attributes carry no IFLA_TXQLEN
+    assert zero not in c.new_veth("veth1", "eth0", 11)
+
+
 def test_ifb_carries_a_zero_txqlen() -> None:
     client, rec = _client()
     client.add_ifb("bwp0", 1500, 0)

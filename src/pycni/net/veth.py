@@ -20,6 +20,10 @@ from pycni.record import record
 __all__ = ["VethNameTaken", "VethPair", "create_pair", "random_host_name"]
 
 HOST_NAME_RETRIES = 10
+# The host end's tx queue length: 0, as pkg/ip's SetupVeth leaves it (the pod end, created
+# first there, gets the kernel's default; the peer an explicit 0). A veth has no qdisc of its
+# own (noqueue), so the number only shows in ``ip link``; it is the same there as upstream's.
+HOST_TXQLEN = 0
 
 
 class VethNameTaken(NetError):
@@ -53,12 +57,15 @@ def create_pair(
     is disabled on the host end before it comes up, so the kernel never gives it a link-local
     address, DAD, MLD reports or routes in the node's IPv6 table (docs/plugins/bridge.md:
     for a link that only forwards, as a bridge port). The pod end is left down. ``kernel``
-    and ``sysctl`` are of the node namespace.
+    and ``sysctl`` are of the node namespace. The host end's queue length is 0, the pod end's
+    the kernel's default (1000), as the reference's.
     """
     for _ in range(HOST_NAME_RETRIES):
         host_name = random_host_name()
         try:
-            index = kernel.add_veth(host_name, pod_ifname, pod_ns_fd, mtu, pod_mac, master)
+            index = kernel.add_veth(
+                host_name, pod_ifname, pod_ns_fd, mtu, pod_mac, master, HOST_TXQLEN
+            )
         except NetlinkError as exc:
             if not exc.exists:
                 raise

@@ -391,10 +391,13 @@ class FakeKernel:
         mtu: int = 0,
         peer_mac: str = "",
         master: int = 0,
+        txqlen: int | None = None,
     ) -> int:
         ns = self._open()
         peer_ns = ns.host.resolve(peer_netns_fd)
         host = self._create(ns, name, "veth", mtu)
+        if txqlen is not None:
+            host.txqlen = txqlen
         if peer_ns is ns and peer_name == name:
             raise _refuse(errno.EEXIST)
         if master and ns.links.get(master) is None:

@@ -321,9 +321,11 @@ class Kernel(Protocol):
         mtu: int = 0,
         peer_mac: str = "",
         master: int = 0,
+        txqlen: int | None = None,
     ) -> int:
         """A veth ``name`` here whose peer ``peer_name`` is created in ``peer_netns_fd``,
-        enslaved to link ``master`` at creation when given; its index, or 0 when the kernel
+        enslaved to link ``master`` at creation when given, with tx queue length ``txqlen``
+        (None: the kernel's default; the peer always has it); its index, or 0 when the kernel
         did not say (before 6.3 it does not echo a new link)."""
         ...
 

@@ -438,12 +438,14 @@ def new_veth(
     mtu: int = 0,
     peer_mac: str = "",
     master: int = 0,
+    txqlen: int | None = None,
 ) -> bytes:
     """RTM_NEWLINK (create) of a veth pair; with ``master`` the new end is enslaved in the
-    same request (the kernel's rtnl_newlink_create does it before any flag change)."""
+    same request (the kernel's rtnl_newlink_create does it before any flag change). ``txqlen``
+    is the new end's (None: the kernel's default); the peer always gets the kernel's."""
     peer = ifinfo() + _common(peer_name, mtu, peer_mac) + attr_u32(IFLA_NET_NS_FD, peer_netns_fd)
     data = nested(IFLA_INFO_DATA, [attr(VETH_INFO_PEER, peer)])
-    body = new_link("veth", name, mtu, info_data=data)
+    body = new_link("veth", name, mtu, txqlen=txqlen, info_data=data)
     return body + attr_u32(IFLA_MASTER, master) if master else body
 
 

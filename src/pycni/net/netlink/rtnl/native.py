@@ -148,8 +148,9 @@ class NativeKernel:
         mtu: int = 0,
         peer_mac: str = "",
         master: int = 0,
+        txqlen: int | None = None,
     ) -> int:
-        body = c.new_veth(name, peer_name, peer_netns_fd, mtu, peer_mac, master)
+        body = c.new_veth(name, peer_name, peer_netns_fd, mtu, peer_mac, master, txqlen)
         # NLM_F_ECHO: the kernel (6.3+) answers with the new link, which spares a lookup
         for kind, payload in self._do(c.RTM_NEWLINK, _CREATE | NLM_F_ECHO, body):
             if kind == c.RTM_NEWLINK:

@@ -360,6 +360,7 @@ class Pyroute2Kernel:
         mtu: int = 0,
         peer_mac: str = "",
         master: int = 0,
+        txqlen: int | None = None,
     ) -> int:
         peer: dict[str, object] = {"ifname": peer_name, "net_ns_fd": peer_netns_fd}
         if mtu:
@@ -371,6 +372,8 @@ class Pyroute2Kernel:
             spec["mtu"] = mtu
         if master:
             spec["master"] = master
+        if txqlen is not None:
+            spec["txqlen"] = txqlen
         self._link("add", **spec)
         return 0  # the caller looks the index up
 

@@ -24,6 +24,7 @@ else:
 __all__ = [
     "DEFAULT_ADMIN_CHAIN",
     "ISOLATION_COMMENT",
+    "ISOLATION_PREFIX",
     "POLICIES",
     "Attachment",
     "Backend",
@@ -34,7 +35,9 @@ __all__ = [
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 DEFAULT_ADMIN_CHAIN = "CNI-ADMIN"
-ISOLATION_COMMENT = "CNI firewall plugin rules (ingressPolicy: same-bridge)"
+ISOLATION_PREFIX = "CNI firewall plugin rules (ingressPolicy"
+# pycni's nftables backend tags its isolation rules with this (v1.1.1's iptables comment)
+ISOLATION_COMMENT = f"{ISOLATION_PREFIX}: same-bridge)"
 POLICIES = ("open", "same-bridge", "isolated")
 
 

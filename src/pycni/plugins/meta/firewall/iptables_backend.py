@@ -20,7 +20,7 @@ from pycni.net.netfilter import iptables
 from pycni.plugin.rollback import Rollback
 from pycni.plugins.meta.firewall.backend import (
     DEFAULT_ADMIN_CHAIN,
-    ISOLATION_COMMENT,
+    ISOLATION_PREFIX,
     Attachment,
     FirewallError,
     IPAddress,
@@ -65,18 +65,29 @@ def ip_rules(ip: IPAddress) -> list[list[str]]:
     ]
 
 
+def _policy_comment(policy: str) -> list[str]:
+    """The comment of a bridge's own stage-1 rules: its policy, as the reference (v1.9.1)."""
+    return ["-m", "comment", "--comment", f"{ISOLATION_PREFIX}: {policy})"]
+
+
+# the reference's comment on the rules every isolating policy shares (v1.1.1 had
+# ISOLATION_COMMENT on all of them)
+SHARED_COMMENT = ["-m", "comment", "--comment", f"{ISOLATION_PREFIX}: same-bridge|isolated)"]
+
+
 def _isolation(bridge: str, policy: str) -> tuple[list[list[str]], list[list[str]]]:
-    """(stage-1 rules to insert first, stage-2 rules to insert first) for one bridge."""
-    comment = ["-m", "comment", "--comment", ISOLATION_COMMENT]
-    stage1 = [["-i", bridge, "!", "-o", bridge, *comment, "-j", STAGE2]]
+    """(stage-1 rules to insert first, in turn; stage-2 rules to insert first) for one bridge:
+    the reference's rules and comments (its ``isolated`` DROP ends up before the jump)."""
+    mine = _policy_comment(policy)
+    stage1 = [["-i", bridge, "!", "-o", bridge, *mine, "-j", STAGE2]]
     if policy == "isolated":
-        stage1.append(["-i", bridge, "-o", bridge, *comment, "-j", "DROP"])
-    stage2 = [["-o", bridge, *comment, "-j", "DROP"]]
+        stage1.append(["-i", bridge, "-o", bridge, *mine, "-j", "DROP"])
+    stage2 = [["-o", bridge, *SHARED_COMMENT, "-j", "DROP"]]
     return stage1, stage2
 
 
 def _return_rule() -> list[str]:
-    return ["-m", "comment", "--comment", ISOLATION_COMMENT, "-j", "RETURN"]
+    return [*SHARED_COMMENT, "-j", "RETURN"]
 
 
 @record
@@ -177,11 +188,9 @@ class _AddBuilder(_Builder):
         if self.policy in ("same-bridge", "isolated"):
             plan.ensure_chain(STAGE1)
             plan.ensure_chain(STAGE2)
-            plan.insert_first(
-                FORWARD, ["-m", "comment", "--comment", ISOLATION_COMMENT, "-j", STAGE1]
-            )
+            plan.insert_first(FORWARD, [*SHARED_COMMENT, "-j", STAGE1])
             stage1, stage2 = _isolation(self.bridge, self.policy)
-            for rule in reversed(stage1):
+            for rule in stage1:
                 plan.insert_first(STAGE1, rule)
             plan.append(STAGE1, _return_rule())
             for rule in stage2:
