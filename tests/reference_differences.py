@@ -99,6 +99,26 @@ DELIBERATE: dict[str, Difference] = {
             "iptables-nft recreates anyway the first time an iptables rule is added.",
             "none (the table is empty either way)",
         ),
+        Difference(
+            "gc-forwarded",
+            "macvlan, host-device, tap (with host-local IPAM)",
+            "GC is forwarded to the IPAM plugin, and host-local's GC frees the reservations of "
+            "attachments not in `cni.dev/valid-attachments`; v1.9.1's three plugins do not "
+            "forward GC (and its host-local has none), so it frees nothing.",
+            "The SPEC says a plugin MUST forward GC to its delegates; without it a node leaks "
+            "the address of every pod whose DEL was lost until the range runs dry.",
+            '`"disableGC": true` in the conflist (libcni then sends no GC at all)',
+        ),
+        Difference(
+            "tap-selinux-off",
+            "tap (`selinuxContext`)",
+            "Where SELinux is not enabled, `selinuxContext` is accepted and changes nothing; "
+            "v1.9.1 writes the label regardless and its ADD fails with code 999 "
+            "(`failed set socket label: … invalid argument`).",
+            "A label means nothing without SELinux; a config shared by nodes with and without "
+            "it should work on both, as the issue's brief and upstream's intent have it.",
+            "none (leave `selinuxContext` out where SELinux is off)",
+        ),
     )
 }
 
