@@ -229,7 +229,7 @@ JSON = st.recursive(
 KEYS = st.sampled_from([*netconf.TOP_KEYS, "Type", "VNI", "Port", "MTU", "ListenPort", "Mode"])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(
     top=st.dictionaries(KEYS | st.text(max_size=10), JSON, max_size=8),
     backend=st.dictionaries(KEYS, JSON, max_size=5),
