@@ -231,7 +231,8 @@ def test_flannels_etcd_config_key_drives_an_agent_given_no_network(
         )  # fmt: skip
         assert refused.returncode != 0, refused.stderr
         assert f"in etcd's {prefix}/config" in refused.stderr, refused.stderr
-        assert "in the flags" in refused.stderr and "Backend.Type is vxlan" in refused.stderr
+        assert "pycni agent: Backend.Type is vxlan in etcd's" in refused.stderr, refused.stderr
+        assert "host-gw in the flags" in refused.stderr and refused.returncode == 1
         assert not files[1].exists() and set(nodes[1].links()) == {"lo", "eth0"}
         leases, _ = LeaseStore(etcd, prefix).list()
         assert list(leases) == [env.subnet]

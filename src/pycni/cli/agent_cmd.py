@@ -360,7 +360,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         return agent.run()
     except AgentError as exc:
-        sys.stderr.write(f"pycni agent: {exc}\n")
+        for line in str(exc).splitlines():
+            sys.stderr.write(f"pycni agent: {line}\n")
         return 1
 
 
