@@ -158,3 +158,116 @@ def test_flannels_net_conf_drives_lease_device_subnet_file_and_data_path(
         for name in names:
             harness.Namespace(name).delete()
         state.etcd().delete_prefix(prefix)
+
+
+def _etcd_agent(namespace: str, endpoint: str, prefix: str, file: Path, *flags: str) -> list[str]:
+    """An agent of node ``namespace`` with no --net-conf: flags, or etcd's config key."""
+    return [
+        "nsenter", f"--net={playground.netns_path(namespace)}", "--",
+        sys.executable, "-m", cluster.AGENT_MARKER, "--etcd-endpoints", endpoint,
+        "--etcd-prefix", prefix, "--iface", "eth0", "--subnet-file", str(file), "--ttl", "30",
+        "--no-ipmasq", *flags,
+    ]  # fmt: skip
+
+
+ETCD_CONF = {  # as an operator puts it for flanneld: etcdctl put <prefix>/config '...'
+    "Network": "10.247.0.0/16",
+    "SubnetLen": 26,
+    "SubnetMin": "10.247.8.0",
+    "SubnetMax": "10.247.8.192",
+    "Backend": {"Type": "vxlan", "VNI": 43, "Port": 4791},
+}
+
+
+def test_flannels_etcd_config_key_drives_an_agent_given_no_network(
+    up: PlaygroundCluster, tmp_path: Path
+) -> None:
+    """flanneld's etcd mode: the whole net-conf in <prefix>/config. An agent with no network
+    flags takes it (SubnetLen, SubnetMin/Max, VNI, Port reach the lease and the device); an
+    agent whose flags disagree refuses naming both; a key an older pycni wrote (the network
+    alone) still serves agents started with the flags they were started with."""
+    state = up.state()
+    etcd = state.etcd()
+    prefix, legacy = f"/etcdconf-{os.getpid()}", f"/etcdconf-old-{os.getpid()}"
+    names = [f"{up.prefix}k3", f"{up.prefix}k4"]  # veths k3, k4 on the underlay
+    files = [tmp_path / "e1.env", tmp_path / "e2.env"]
+    log = tmp_path / "agent.log"
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        nodes = [
+            _node(state, n, a) for n, a in zip(names, ["10.99.0.211", "10.99.0.212"], strict=True)
+        ]
+        etcd.put(f"{prefix}/config", json.dumps(ETCD_CONF))
+        checked = subprocess.run(
+            _etcd_agent(names[0], state.etcd_endpoint, prefix, files[0], "--check-config"),
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert checked.returncode == 0 and "VNI 43, port 4791" in checked.stdout, checked
+        assert "10.247.8.0/26 to 10.247.8.192/26" in checked.stdout, checked.stdout
+
+        with log.open("wb") as out:
+            procs.append(
+                subprocess.Popen(
+                    _etcd_agent(names[0], state.etcd_endpoint, prefix, files[0]),
+                    stdout=out,
+                    stderr=out,
+                )
+            )
+        wait_for(files[0].exists, 60, "the subnet file", log.read_text)
+        env = _ready(str(files[0]))
+        assert env.subnet is not None and env.subnet.prefixlen == 26, env
+        assert ipaddress.ip_network("10.247.8.0/24").supernet_of(env.subnet)  # type: ignore[arg-type]
+        device = nodes[0].links()["pycni.43"]
+        vxlan = device["linkinfo"]["info_data"]  # type: ignore[index]
+        assert (vxlan["id"], vxlan["port"]) == (43, 4791), device  # type: ignore[index]
+        value = etcd.get(f"{prefix}/config")
+        assert value is not None and json.loads(value.value) == ETCD_CONF  # not rewritten
+
+        # flags that disagree with the key (pycni's /24 default, host-gw): refused, both named
+        refused = subprocess.run(
+            _etcd_agent(names[1], state.etcd_endpoint, prefix, files[1],
+                        "--network", "10.247.0.0/16", "--backend", "host-gw"),
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert refused.returncode != 0, refused.stderr
+        assert f"in etcd's {prefix}/config" in refused.stderr, refused.stderr
+        assert "pycni agent: Backend.Type is vxlan in etcd's" in refused.stderr, refused.stderr
+        assert "host-gw in the flags" in refused.stderr and refused.returncode == 1
+        assert not files[1].exists() and set(nodes[1].links()) == {"lo", "eth0"}
+        leases, _ = LeaseStore(etcd, prefix).list()
+        assert list(leases) == [env.subnet]
+
+        # a key an older pycni agent wrote: the network alone; flags that agree still work
+        old = {"Network": "10.248.0.0/16", "SubnetLen": 24}
+        etcd.put(f"{legacy}/config", json.dumps(old))
+        with log.open("ab") as out:
+            procs.append(
+                subprocess.Popen(
+                    _etcd_agent(
+                        names[1],
+                        state.etcd_endpoint,
+                        legacy,
+                        files[1],
+                        "--network",
+                        "10.248.0.0/16",
+                        "--backend",
+                        "host-gw",
+                    ),
+                    stdout=out,
+                    stderr=out,
+                )
+            )
+        wait_for(files[1].exists, 60, "the old cluster's subnet file", log.read_text)
+        assert str(_ready(str(files[1])).network) == "10.248.0.0/16"
+        value = etcd.get(f"{legacy}/config")
+        assert value is not None and json.loads(value.value) == old
+        assert [p.poll() for p in procs] == [None, None], log.read_text()
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(10)
+        for name in names:
+            harness.Namespace(name).delete()
+        etcd.delete_prefix(prefix)
+        etcd.delete_prefix(legacy)

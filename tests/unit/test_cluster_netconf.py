@@ -406,7 +406,9 @@ def test_flags_alone_keep_their_defaults(capsys: pytest.CaptureFixture[str]) -> 
         capsys.readouterr().out
         == "ok: 10.9.0.0/16 with /24 node subnets; backend vxlan (VNI 1, port 8472)\n"
     )
-    assert agent("--check-config") == 2
-    assert "--net-conf FILE" in capsys.readouterr().err
+    # no flags: etcd's config key (flannel's etcd mode); none listens here
+    assert agent("--check-config", "--etcd-endpoints", "http://127.0.0.1:1") == 2
+    err = capsys.readouterr().err
+    assert "--net-conf FILE" in err and "/pycni.dev/network/config" in err, err
     assert agent("--network", "10.9.0.0/16", "--vni", "16777216", "--check-config") == 2
     assert "--vni takes 0..16777215" in capsys.readouterr().err

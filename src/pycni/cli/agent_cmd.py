@@ -4,9 +4,11 @@ Options follow flannel's names; each etcd and node option can also come from the
 environment as flannel's ``FLANNELD_<OPTION>`` (``--etcd-password`` is best given as
 ``FLANNELD_ETCD_PASSWORD``: a command line is readable by every user of the machine).
 ``--health`` answers whether this node can take pods now (exit 0) or not (exit 1, and why).
-The cluster network comes from the flags or from flannel's net-conf.json (``--net-conf``),
-never from both: a network flag next to ``--net-conf`` is refused, so no setting has two
-sources. ``--check-config`` checks what the agent would start with and starts nothing.
+The cluster network comes from the flags, from flannel's net-conf.json (``--net-conf``), or,
+when neither gives it, from etcd's ``<prefix>/config`` key as flanneld's etcd mode takes it;
+never from two: a network flag next to ``--net-conf`` is refused, and an agent whose flags or
+file disagree with the key refuses to start. ``--check-config`` checks what the agent would
+start with (the key's config, read once, when no flags or file give it) and starts nothing.
 """
 
 from __future__ import annotations
@@ -211,6 +213,14 @@ def network_settings(args: argparse.Namespace) -> tuple[dict[str, Any], list[str
     file, never both), and warnings to show."""
     from pycni.cluster import netconf
 
+    if not args.net_conf and not args.network and not args.ipv6_network:
+        given = [f for dest, (f, _) in NETWORK_FLAGS.items() if getattr(args, dest) is not None]
+        if given:
+            raise UsageError(
+                f"{', '.join(given)} without --network/--ipv6-network: give the network too, "
+                "or no network flag at all and the agent takes etcd's config key"
+            )
+        return {"network": None}, []  # etcd's <prefix>/config gives it (see run)
     if not args.net_conf:
         return _flag_settings(args), []
     given = [flag for dest, (flag, _) in NETWORK_FLAGS.items() if getattr(args, dest) is not None]
@@ -233,7 +243,38 @@ def network_settings(args: argparse.Namespace) -> tuple[dict[str, Any], list[str
         "wireguard_port": conf.wireguard_port,
         "wireguard_keepalive": conf.wireguard_keepalive,
     }
+    settings["network_source"] = f"net-conf {netconf.show(args.net_conf)}"
     return settings, [f"net-conf: {w}" for w in conf.warnings]
+
+
+def _etcd_settings(args: argparse.Namespace, credentials: Any) -> dict[str, Any]:
+    """For --check-config: the settings etcd's config key gives now (read once)."""
+    from pycni.cluster import etcdconf
+    from pycni.cluster.etcd import Etcd, EtcdError
+
+    key = f"{args.etcd_prefix.rstrip('/')}/config"
+    try:
+        conf = etcdconf.read(Etcd(args.etcd_endpoints, credentials=credentials), key)
+    except etcdconf.ConfigMissing:
+        raise UsageError(
+            f"no network flags, no --net-conf and etcd has no {key}: give one of them"
+        ) from None
+    except etcdconf.ConfigError as exc:
+        raise UsageError("\n".join(exc.problems)) from None
+    except EtcdError as exc:
+        raise UsageError(
+            f"no network flags and no --net-conf FILE: the config is etcd's {key}, which "
+            f"cannot be read: {exc}"
+        ) from None
+    for warning in conf.warnings:
+        sys.stderr.write(f"pycni agent: warning: {key}: {warning}\n")
+    return {
+        "network": conf.network,
+        "backend": conf.backend,
+        "vni": conf.vni,
+        "vxlan_port": conf.vxlan_port,
+        "underlay_mtu": conf.underlay_mtu,
+    }
 
 
 def _describe(settings: dict[str, Any]) -> str:
@@ -259,16 +300,25 @@ def run(args: argparse.Namespace) -> int:
     resolve(args)
     if args.health:
         return health(args.subnet_file)
+    credentials = EtcdCredentials(
+        cafile=args.etcd_cafile,
+        certfile=args.etcd_certfile,
+        keyfile=args.etcd_keyfile,
+        username=args.etcd_username,
+        password=args.etcd_password,
+    )
     try:
         settings, warnings = network_settings(args)
         if args.ttl < 2:
             raise UsageError("--ttl must be at least 2 seconds")
+        for warning in warnings:
+            sys.stderr.write(f"pycni agent: warning: {warning}\n")
+        if args.check_config and settings["network"] is None:
+            settings = _etcd_settings(args, credentials)
     except UsageError as exc:
         for line in str(exc).splitlines():
             sys.stderr.write(f"pycni agent: {line}\n")
         return 2
-    for warning in warnings:
-        sys.stderr.write(f"pycni agent: warning: {warning}\n")
     if args.check_config:
         sys.stdout.write(f"ok: {_describe(settings)}\n")
         return 0
@@ -282,13 +332,7 @@ def run(args: argparse.Namespace) -> int:
         )
     config = AgentConfig(
         etcd_endpoints=args.etcd_endpoints,
-        etcd_credentials=EtcdCredentials(
-            cafile=args.etcd_cafile,
-            certfile=args.etcd_certfile,
-            keyfile=args.etcd_keyfile,
-            username=args.etcd_username,
-            password=args.etcd_password,
-        ),
+        etcd_credentials=credentials,
         **settings,
         etcd_prefix=args.etcd_prefix,
         iface=args.iface,
@@ -316,7 +360,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         return agent.run()
     except AgentError as exc:
-        sys.stderr.write(f"pycni agent: {exc}\n")
+        for line in str(exc).splitlines():
+            sys.stderr.write(f"pycni agent: {line}\n")
         return 1
 
 

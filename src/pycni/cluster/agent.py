@@ -31,7 +31,7 @@ import threading
 import time
 from typing import TextIO
 
-from pycni.cluster import masq, validate
+from pycni.cluster import etcdconf, masq, netconf, validate
 from pycni.cluster import subnet as sn
 from pycni.cluster.backend import Applied, Backend, Underlay
 from pycni.cluster.etcd import Etcd, EtcdCredentials, EtcdError, KeyValue, WatchEvent
@@ -69,7 +69,7 @@ class AgentError(RuntimeError):
 @record
 class AgentConfig:
     etcd_endpoints: str  # comma-separated http(s)://HOST:PORT
-    network: sn.ClusterConfig
+    network: sn.ClusterConfig | None  # None: etcd's <prefix>/config gives it all (flannel's way)
     etcd_credentials: EtcdCredentials = field(default_factory=EtcdCredentials)
     backend: str = "vxlan"
     etcd_prefix: str = DEFAULT_PREFIX
@@ -87,6 +87,7 @@ class AgentConfig:
     wireguard_key_file: str = ""  # "": flannel's /run/flannel/wgkey
     wireguard_port: int = 0  # 0: 51820 for IPv4, 51821 for IPv6
     wireguard_keepalive: int = 0  # seconds (0: none, flannel's default)
+    network_source: str = "the flags"  # named when etcd's config key disagrees
 
 
 def _usable(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
@@ -253,13 +254,62 @@ class Agent:
 
     # --- start ----------------------------------------------------------------------------------
 
+    def net_conf(self) -> netconf.NetConf:
+        """The network and backend settings of the config, as a net-conf says them."""
+        cfg = self.config
+        assert cfg.network is not None
+        return netconf.NetConf(
+            cfg.network,
+            cfg.backend,
+            cfg.vni,
+            cfg.vxlan_port,
+            cfg.underlay_mtu,
+            cfg.wireguard_port,
+            cfg.wireguard_keepalive,
+        )
+
+    def _take_etcd_config(self) -> None:
+        """No network given: wait for etcd's config key, as flanneld's etcd mode does, and
+        take the network and backend from it."""
+        key = self.store.config_key
+        waiting = ""
+        while not self.stop.is_set():
+            try:
+                conf = etcdconf.read(self.etcd, key)
+            except etcdconf.ConfigError as exc:
+                raise AgentError("\n".join(exc.problems)) from None
+            except (EtcdError, etcdconf.ConfigMissing) as exc:
+                why = f"etcd: {exc}" if isinstance(exc, EtcdError) else f"{key} to be written"
+                if why != waiting:
+                    self.log(f"waiting for {why}")
+                    waiting = why
+                self.stop.wait(1.0)
+                continue
+            for warning in conf.warnings:
+                self.log(f"warning: {key}: {warning}")
+            self.config = replace(
+                self.config,
+                network=conf.network,
+                backend=conf.backend,
+                vni=conf.vni,
+                vxlan_port=conf.vxlan_port,
+                underlay_mtu=conf.underlay_mtu,
+                wireguard_port=conf.wireguard_port,
+                wireguard_keepalive=conf.wireguard_keepalive,
+                network_source=f"etcd's {key} when the agent started",
+            )
+            self.log(f"cluster config from {key}: {conf.network.describe()}, {conf.backend}")
+            return
+        raise AgentError("stopped before etcd gave the cluster config")
+
     def _wait_for_etcd(self) -> None:
         while not self.stop.is_set():
             try:
-                self.store.ensure_config(self.config.network)
+                key, source = self.store.config_key, self.config.network_source
+                etcdconf.ensure(self.etcd, key, self.net_conf(), source)
                 return
-            except LeaseError as exc:
-                raise AgentError(str(exc)) from None
+            except etcdconf.ConfigError as exc:
+                raise AgentError("\n".join(exc.problems)) from None
             except EtcdError as exc:
                 self.log(f"waiting for etcd: {exc}")
                 self.stop.wait(1.0)
@@ -322,6 +372,7 @@ class Agent:
 
     def _prepare(self) -> None:
         cfg = self.config
+        assert cfg.network is not None  # taken from etcd first when not given
         for network in cfg.network.families:
             public = cfg.public_ipv6 if network.version == 6 else cfg.public_ip
             underlay = _find_underlay(cfg.iface, public, network.version)
@@ -352,6 +403,8 @@ class Agent:
                 self._kernel.close()
 
     def _run(self) -> int:
+        if self.config.network is None:
+            self._take_etcd_config()
         cfg = self.config
         self._prepare()
         self._kernel = KernelChanges(owned_routes.PROTO_PYCNI)

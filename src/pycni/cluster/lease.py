@@ -2,7 +2,7 @@
 
 Layout under a prefix (default ``/pycni.dev/network``), the same shape as flannel's::
 
-    <prefix>/config                 {"Network": "10.244.0.0/16", "SubnetLen": 24}
+    <prefix>/config                 flannel's net-conf JSON (see ``etcdconf``)
     <prefix>/subnets/10.244.1.0-24  {"PublicIP": "...", "BackendType": "vxlan",
                                      "BackendData": {...}}
 
@@ -144,29 +144,6 @@ class LeaseStore:
 
     def key(self, subnet: sn.Net) -> str:
         return self.subnets_prefix + sn.key_of(subnet)
-
-    def ensure_config(self, config: sn.ClusterConfig) -> sn.ClusterConfig:
-        """Publish the network config if there is none; refuse to join a different one."""
-        wanted = json.dumps(config.to_json(), sort_keys=True)
-        if self.etcd.create(self.config_key, wanted):
-            return config
-        found = self.etcd.get(self.config_key, limit=MAX_KEY_ANSWER)
-        if found is None:  # deleted between the two calls: try once more
-            self.etcd.create(self.config_key, wanted)
-            return config
-        try:
-            data = json.loads(found.value)
-            if not isinstance(data, dict):
-                raise ValueError("not a JSON object")
-            current = sn.ClusterConfig.from_json(data)
-        except (ValueError, sn.SubnetError) as exc:
-            raise LeaseError(f"{self.config_key} in etcd is not a valid config: {exc}") from None
-        if not current.same_as(config):
-            raise LeaseError(
-                f"etcd already holds network {current.describe()}; this agent was given "
-                f"{config.describe()}"
-            )
-        return current
 
     def list(self) -> tuple[dict[sn.Net, tuple[LeaseInfo, KeyValue]], int]:
         """Every well-formed live lease and the etcd revision it was read at."""

@@ -232,7 +232,9 @@ def _bound(r: _Reader, key: str, network: sn.Net, length: int) -> sn.Net | None:
     return bound
 
 
-def _backend_type(data: object, problems: list[str]) -> str:
+def _backend_type(data: object, problems: list[str], required: bool = True) -> str:
+    if data is None and not required:
+        return ""
     if data is None:
         problems.append(
             "Backend is missing: flannel then runs its udp backend, which pycni does not "
@@ -328,8 +330,10 @@ def _decode(text: str) -> dict[str, Any]:
     return data
 
 
-def parse(text: str) -> NetConf:
-    """The net-conf in ``text``; NetConfError lists every problem found."""
+def parse(text: str, require_backend: bool = True) -> NetConf:
+    """The net-conf in ``text``; NetConfError lists every problem found. Without
+    ``require_backend`` a missing Backend gives ``backend == ""`` (a config key written by
+    an older pycni agent holds the network alone) instead of flannel's udp refusal."""
     if len(text.encode("utf-8", "surrogatepass")) > MAX_FILE_BYTES:
         raise NetConfError([f"larger than {MAX_FILE_BYTES} bytes"])
     top = _Reader("", _decode(text), TOP_KEYS)
@@ -347,7 +351,7 @@ def parse(text: str) -> NetConf:
         else:
             network = sn.ClusterConfig(ipv4, ipv6)
     backend_data = top.values.get("Backend")
-    kind = _backend_type(backend_data, top.problems)
+    kind = _backend_type(backend_data, top.problems, require_backend)
     options: dict[str, int] = {}
     warnings = list(top.warnings)
     if kind:
