@@ -8,10 +8,12 @@ from pycni.net.nsscan import (
     NamespaceScan,
     linked_addresses,
     namespace_key,
+    node_path_key,
     nsfs_device,
     nsfs_mount_points,
     proc_net_addresses,
     scan,
+    view_notes,
     view_problems,
 )
 
@@ -20,9 +22,11 @@ __all__ = [
     "NamespaceScan",
     "linked_addresses",
     "namespace_key",
+    "node_path_key",
     "nsfs_device",
     "nsfs_mount_points",
     "proc_net_addresses",
     "scan",
+    "view_notes",
     "view_problems",
 ]
