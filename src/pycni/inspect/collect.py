@@ -31,7 +31,13 @@ from pycni.inspect.model import (
     Route,
     Veth,
 )
-from pycni.inspect.namespaces import NamespaceScan, linked_addresses, namespace_key, nsfs_device
+from pycni.inspect.namespaces import (
+    NamespaceScan,
+    linked_addresses,
+    namespace_key,
+    node_path_key,
+    nsfs_device,
+)
 from pycni.inspect.namespaces import scan as scan_namespaces
 from pycni.net.netlink.client import rtnl
 from pycni.net.netlink.kernel import Kernel
@@ -183,7 +189,7 @@ def _attachment_from(path: str, data: Any, mtime: float) -> Attachment:
         container_id=container_id,
         ifname=ifname,
         netns=netns,
-        netns_exists=bool(netns) and namespace_key(netns) is not None,
+        netns_exists=bool(netns) and node_path_key(netns) is not None,
         cache_file=path,
         ips=ips,
         host_interfaces=hosts,
@@ -478,16 +484,19 @@ def _read_kernel(state: NodeState, netns_dir: str) -> None:
     state.problems.extend(found.problems)
     complete = found.complete
     views = []
-    with rtnl() as node_kernel:
-        for name, path in candidates:
-            look = _look_into_or_note(name, path, node_kernel, state)
-            if look is None:
-                complete = complete and namespace_key(path) is None
-                continue
-            views.append(look)
+    try:
+        with rtnl() as node_kernel:
+            for name, path in candidates:
+                look = _look_into_or_note(name, path, node_kernel, state)
+                if look is None:
+                    complete = complete and namespace_key(path) is None
+                    continue
+                views.append(look)
+    finally:
+        found.close()  # paths into held mount namespaces end here; the looks are done
     state.live_namespaces = len(views) + 1
     state.addresses_complete = complete
-    state.peers_complete = complete and not found.opaque
+    state.peers_complete = complete and not found.opaque and not found.partial
     live: dict[str, list[str]] = {}
     for link in links:
         for addr in link.addresses:
