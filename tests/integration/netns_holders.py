@@ -131,9 +131,28 @@ sys.stdin.read()
 """
 
 
+# Run as nobody inside its own user, mount and network namespaces (ADDRESS on lo): binds its
+# network namespace on a mount point whose path is longer than PATH_MAX, and stays.
+_NOBODY_DEEP = """
+import os, subprocess, sys
+subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+subprocess.run(["ip", "addr", "add", sys.argv[1] + "/32", "dev", "lo"], check=True)
+subprocess.run(["mount", "-t", "tmpfs", "gc", "/mnt"], check=True)
+os.chdir("/mnt")
+for _ in range(45):
+    os.mkdir("d" * 100)
+    os.chdir("d" * 100)
+open("n", "w").close()
+subprocess.run(["mount", "--bind", "/proc/self/ns/net", "n"], check=True)
+print(0, 0, os.stat("/proc/self/ns/net").st_ino, flush=True)
+sys.stdin.read()
+"""
+
+
 class NobodyHolder:
-    """A namespace user nobody keeps with no process in it (``kind`` "mnt" or "user"), or
-    (``kind`` "opaque") a non-dumpable process of nobody's in a network namespace of its own.
+    """A namespace user nobody keeps with no process in it (``kind`` "mnt" or "user"), a
+    non-dumpable process of nobody's in a network namespace of its own (``kind`` "opaque"), or
+    (``kind`` "deep") that namespace bind-mounted on a path longer than PATH_MAX.
     ``address`` is configured there; ``stop()`` lets it all go."""
 
     def __init__(self, kind: str, address: str) -> None:
@@ -143,6 +162,11 @@ class NobodyHolder:
                 f"ip link set lo up && ip addr add {address}/32 dev lo && exec python3 -c "
                 "\"import ctypes, sys; ctypes.CDLL(None).prctl(4, 0, 0, 0, 0); "
                 "print('0 0 0', flush=True); sys.stdin.read()\"",
+            ]  # fmt: skip
+        elif kind == "deep":
+            argv = [
+                "unshare", "--user", "--map-root-user", "--mount", "--net",
+                "/usr/bin/python3", "-c", _NOBODY_DEEP, address,
             ]  # fmt: skip
         else:
             argv = ["/usr/bin/python3", "-c", _NOBODY_HOLDER, kind, address]

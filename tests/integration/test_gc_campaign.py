@@ -376,12 +376,13 @@ def test_host_local_gc_verb_keeps_a_live_pods_address_the_valid_list_forgot(
     assert campaign.owners() == {}
 
 
-@pytest.mark.parametrize("kind", ["mnt", "user", "opaque"])
+@pytest.mark.parametrize("kind", ["mnt", "user", "opaque", "deep"])
 def test_nothing_user_nobody_holds_stops_gc_or_frees_a_live_pod(
     campaign: Campaign, pod_factory: Callable[[], harness.Namespace], kind: str
 ) -> None:
     """Issue #32 item 3: nobody's mount namespace held by an fd with no process in it made
-    every GC free nothing (999 / exit 4).  With each of nobody's holders in place, the GC
+    every GC free nothing (999 / exit 4), as did a mount point of nobody's too long to
+    resolve (`pycni gc` and `pycni cleanup`).  With each of nobody's holders in place, the GC
     verb, `pycni gc` and `pycni cleanup` each free a dead pod, and keep a listed pod and a
     live one the list forgot (held by an fd only, its path removed)."""
     listed, forgotten = pod_factory(), pod_factory()

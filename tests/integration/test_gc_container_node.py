@@ -97,8 +97,10 @@ elif step == "owners":
 class Node:
     """A privileged podman container standing for a node; ``run`` runs argv inside it."""
 
-    def __init__(self, home: Path) -> None:
-        self.home = home
+    def __init__(self, home: Path, python: str = sys.executable) -> None:
+        """``python``: the interpreter of the pycni to run inside (its venv and source tree
+        are bind-mounted too)."""
+        self.home, self.python = home, python
         # podman refuses a run root longer than 50 characters: not under pytest's tmp
         self.runroot = Path(tempfile.mkdtemp(prefix="pcni-run-"))
         self.name = f"pycni-gcnode-{uuid.uuid4().hex[:8]}"
@@ -110,7 +112,9 @@ class Node:
         for link in ("bin", "lib", "lib64", "sbin"):
             if Path(f"/{link}").is_symlink():
                 (rootfs / link).symlink_to(os.readlink(f"/{link}").lstrip("/"))
-        binds = {"/usr", "/etc", str(REPO), sys.prefix, os.path.realpath(sys.base_prefix)}
+        venv = Path(python).parent.parent
+        base = Path(os.path.realpath(python)).parent.parent
+        binds = {"/usr", "/etc", str(REPO), str(venv), str(venv.parent), str(base)}
         self.podman(
             "run", "-d", "--name", self.name, "--privileged", "--network", "none",
             "--tmpfs", "/run", "--tmpfs", "/tmp", "--tmpfs", "/var",
@@ -164,7 +168,7 @@ class Node:
         return proc
 
     def script(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return self.run(sys.executable, "-c", NODE_SCRIPT, *args, check=check)
+        return self.run(self.python, "-c", NODE_SCRIPT, *args, check=check)
 
     def owners(self) -> dict[str, str]:
         found: dict[str, str] = json.loads(self.script("owners").stdout)
@@ -226,7 +230,7 @@ def test_gc_inside_a_privileged_podman_node_keeps_live_pods_and_frees_dead_ones(
     node.run("ip", "netns", "del", "dead2")
     _wait_veths(node, 2)
     proc = node.run(
-        str(Path(sys.prefix) / "bin" / "pycni"),
+        str(Path(node.python).parent / "pycni"),
         "gc",
         "--cache-dir",
         "/var/lib/cni",

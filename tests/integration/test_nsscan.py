@@ -166,6 +166,22 @@ def test_what_nobody_mounts_in_a_mount_namespace_it_holds_with_no_process_is_see
         holder.stop()
 
 
+def test_a_mount_point_nobody_makes_too_long_to_resolve_is_a_note_not_a_blind_spot() -> None:
+    """User nobody binds its network namespace on a path longer than PATH_MAX in its own
+    mount namespace: stat of /proc/PID/root/... fails (ENAMETOOLONG).  That made the scan
+    incomplete (`pycni cleanup` refused); a mount of an unprivileged user's is a note."""
+    holder = NobodyHolder("deep", NOBODY_ADDRESS)
+    try:
+        found = scan()
+        found.close()
+        assert found.complete, found.problems
+        assert any("an unprivileged mount" in p for p in found.problems), found.problems
+        live = live_addresses()
+        assert live.complete and NOBODY_ADDRESS in live.addresses  # its process is in it
+    finally:
+        holder.stop()
+
+
 PROBE = (
     "import json; from pycni.net.nsscan import view_notes, view_problems; "
     "print(json.dumps([view_problems(), view_notes()]))"

@@ -66,6 +66,7 @@ __all__ = [
 ]
 
 CLONE_NEWNS = 0x00020000
+NS_GET_USERNS = 0xB701  # _IO(0xb7, 0x1), Linux 4.9
 NS_GET_NSTYPE = 0xB703  # _IO(0xb7, 0x3), Linux 4.11
 HELPER_TIMEOUT = 10.0  # seconds a helper may take to enter a held mount namespace
 # Inode numbers the kernel gives its initial namespaces (include/linux/proc_ns.h).
@@ -315,13 +316,21 @@ class _Scanner:
         self._held_mount_namespaces: dict[Key, str] = {}  # bind-mounted or open: key -> path
         self._entered: set[Key] = set()  # held mount namespaces a helper was sent into
 
-    def add(self, path: str, label: str) -> None:
+    def add(self, path: str, label: str, unprivileged: bool = False) -> None:
+        """``unprivileged``: ``path`` is in a mount namespace of a user namespace other than
+        the initial one, whose owner (anyone) chose it: not reaching it (a mount point path
+        too long to resolve, say) is a note, not a blind spot.  No runtime's live pod is held
+        only there: runtimes run as root in the initial user namespace, and what they hold
+        the scan sees."""
         try:
             st = os.stat(path)
         except _GONE:
             return  # gone meanwhile: it holds nothing
         except OSError as exc:
-            self.fail(f"cannot stat {path}: {exc}")
+            if unprivileged:
+                self.scan.problems.append(f"skipped {path[:200]} (an unprivileged mount): {exc}")
+            else:
+                self.fail(f"cannot stat {path}: {exc}")
             return
         key = (st.st_dev, st.st_ino)
         if st.st_dev != self._nsfs or key in self._seen:
@@ -416,8 +425,9 @@ class _Scanner:
             return
         self._mount_namespaces.add(mnt)
         own = mnt == self._own_mnt
+        unprivileged = _owned_by_child_user_namespace(f"{base}/ns/mnt")
         for point in nsfs_mount_points(text):
-            self.add(point if own else f"{base}/root{point}", point)
+            self.add(point if own else f"{base}/root{point}", point, unprivileged)
         for point in nsfs_mount_points(text, _MNT_PREFIX):
             path = point if own else f"{base}/root{point}"
             try:
@@ -457,7 +467,11 @@ class _Scanner:
         finally:
             os.close(fd)
         if helper is None:
-            self.fail(f"cannot enter the held mount namespace mnt:[{key[1]}] ({path}): {problem}")
+            why = f"cannot enter the held mount namespace mnt:[{key[1]}] ({path}): {problem}"
+            if _owned_by_child_user_namespace(path):
+                self.scan.problems.append(why + " (an unprivileged one: a note)")
+            else:
+                self.fail(why)
             return
         self.scan.helpers.append(helper)
         if len(self.scan.helpers) == 1:
@@ -481,6 +495,25 @@ class _Scanner:
         except OSError as exc:
             self.fail(f"cannot list {path}: {exc}")
             return []
+
+
+def _owned_by_child_user_namespace(path: str) -> bool:
+    """The namespace file ``path`` belongs to a user namespace other than the initial one
+    (NS_GET_USERNS); False when that cannot be told."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        owner = int(fcntl.ioctl(fd, NS_GET_USERNS))
+    except OSError:
+        return False  # EPERM: owned by an ancestor of ours, i.e. the initial one here
+    finally:
+        os.close(fd)
+    try:
+        return os.fstat(owner).st_ino != PROC_USER_INIT_INO
+    finally:
+        os.close(owner)
 
 
 def _own_mount_namespace() -> Key | None:
