@@ -15,6 +15,7 @@ from pycni.net.nsscan import (
     linked_addresses,
     live_addresses,
     namespace_key,
+    open_namespace,
     scan,
     view_notes,
     view_problems,
@@ -310,3 +311,18 @@ def test_a_namespace_mounted_in_a_threads_own_mount_namespace_is_found(
         holder.stdin.close()
         holder.wait(timeout=30)
         ns.delete()
+
+
+def test_open_namespace_opens_only_namespace_files(tmp_path: Path) -> None:
+    """What a path in someone else's mount namespace leads to is not opened unless it is a
+    namespace file: a FIFO (no reader: a plain open would hang) and a device are left alone."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert open_namespace(str(fifo)) is None
+    assert open_namespace("/dev/null") is None
+    fd = open_namespace("/proc/self/ns/net")
+    assert fd is not None
+    try:
+        assert os.fstat(fd).st_ino == os.stat("/proc/self/ns/net").st_ino
+    finally:
+        os.close(fd)

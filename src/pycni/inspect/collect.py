@@ -36,7 +36,7 @@ from pycni.inspect.namespaces import (
     linked_addresses,
     namespace_key,
     node_path_key,
-    nsfs_device,
+    open_namespace,
 )
 from pycni.inspect.namespaces import scan as scan_namespaces
 from pycni.net.netlink.client import rtnl
@@ -396,19 +396,19 @@ def _look_into_or_note(
     """``_look_into``, or None: a namespace gone meanwhile, or one we could not read (noted).
 
     Paths come from other mount namespaces too (``/proc/PID/root/...``), where a container
-    can swap a path component between our checks: the file is opened non-blocking (a FIFO
-    put there cannot hang us), checked to be a namespace, and entered through that fd.
+    can swap a path component between our checks: only a namespace file is opened
+    (:func:`pycni.net.nsscan.open_namespace`), and entered through that fd.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = open_namespace(path)
     except FileNotFoundError:
         return None
     except OSError as exc:
         _note_blind_spot(path, exc, state)
         return None
+    if fd is None:
+        return None  # no longer a namespace file: it went away
     try:
-        if os.fstat(fd).st_dev != nsfs_device():
-            return None  # no longer a namespace file: it went away
         view, links, nsid = _look_into(name, f"/proc/self/fd/{fd}", node_kernel)
     except NetNSNotFound:
         return None

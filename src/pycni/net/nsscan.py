@@ -59,6 +59,7 @@ __all__ = [
     "node_path_key",
     "nsfs_device",
     "nsfs_mount_points",
+    "open_namespace",
     "proc_net_addresses",
     "scan",
     "view_notes",
@@ -139,6 +140,24 @@ def ns_type(path: str) -> int:
         return int(fcntl.ioctl(fd, NS_GET_NSTYPE))
     finally:
         os.close(fd)
+
+
+def open_namespace(path: str) -> int | None:
+    """An O_RDONLY fd of the namespace file ``path``; None when ``path`` is no namespace file
+    (it went away, or something else is there now).
+
+    Paths come from other mount namespaces too (``/proc/PID/root/...``), whose owner may swap
+    a component between our checks: the path is opened O_PATH (which opens nothing: no FIFO
+    or device is touched), checked to be on nsfs, and only that inode is then opened for
+    real, through ``/proc/self/fd``.  Raises OSError when it cannot be opened.
+    """
+    probe = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    try:
+        if os.fstat(probe).st_dev != nsfs_device():
+            return None
+        return os.open(f"/proc/self/fd/{probe}", os.O_RDONLY | os.O_CLOEXEC)
+    finally:
+        os.close(probe)
 
 
 # --- can this process see the whole node? ------------------------------------------------
@@ -655,22 +674,21 @@ def live_addresses() -> LiveAddresses:
 def _read_addresses(found: NamespaceScan) -> LiveAddresses:
     from pycni.net.netlink.client import rtnl
 
-    nsfs = nsfs_device()
     out = LiveAddresses(complete=found.complete, problems=list(found.problems))
     with rtnl() as kernel:
         out.addresses = {str(a.interface.ip) for a in kernel.addresses()}
     for ns in found.namespaces:
         try:
-            fd = os.open(ns.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            fd = open_namespace(ns.path)
         except _GONE:
             continue
         except OSError as exc:
             out.complete = False
             out.problems.append(f"cannot open namespace {ns.path}: {exc}")
             continue
+        if fd is None:
+            continue  # no longer a namespace file: it went away
         try:
-            if os.fstat(fd).st_dev != nsfs:
-                continue  # no longer a namespace file: it went away
             out.addresses |= _addresses_in(fd)
             out.namespaces += 1
         except OSError as exc:
