@@ -92,7 +92,7 @@ def host_view(python: str, wrapper: list[str], holder: str | None) -> tuple[str,
             timeout=300,
         )
         owners = _owners(state.data_dir)
-        verb_cell = _cell(ip["live"] in owners, ip["stale2"] not in owners, verb.returncode)
+        verb_cell = _cell(ip["live"] in owners, ip["stale2"] not in owners, _code(verb))
         gc = node.run(
             *view,
             pycni,
@@ -127,7 +127,7 @@ def podman_view(python: str) -> tuple[str, str]:
         node.run("ip", "netns", "del", "stale2")
         verb = node.script("verb", "live", check=False)
         owners = node.owners()
-        verb_cell = _cell(ip["live"] in owners, ip["stale2"] not in owners, verb.returncode)
+        verb_cell = _cell(ip["live"] in owners, ip["stale2"] not in owners, _code(verb))
         ip["stale1"] = node.script("add", "stale1").stdout.strip()
         node.run("ip", "netns", "del", "stale1")
         deadline = time.monotonic() + 30
@@ -145,7 +145,17 @@ def podman_view(python: str) -> tuple[str, str]:
         node.close()
 
 
-def _cell(kept: bool, freed: bool, code: int) -> str:
+def _code(proc: subprocess.CompletedProcess[str]) -> str:
+    """The exit code, with the CNI error code when there is one on stdout."""
+    if proc.returncode == 0:
+        return "0"
+    try:
+        return f"{proc.returncode} (CNI {json.loads(proc.stdout)['code']})"
+    except (ValueError, KeyError, TypeError):
+        return str(proc.returncode)
+
+
+def _cell(kept: bool, freed: bool, code: int | str) -> str:
     return f"{'yes' if kept else 'NO'} / {'yes' if freed else 'no'} / {code}"
 
 
