@@ -212,7 +212,13 @@ def test_gc_inside_a_privileged_podman_node_keeps_live_pods_and_frees_dead_ones(
     # "held": a process keeps it after `ip netns del`; no cache or list has it, only the scan
     node.script("forget", "held")
     node.script("forget", "dead1")  # freed by host-local's GC verb itself, not by a DEL
-    node.run("sh", "-c", "ip netns exec held sleep 3600 >/dev/null 2>&1 &")
+    node.run(
+        "sh",
+        "-c",
+        "ip netns exec held sleep 3600 >/dev/null 2>&1 & i=0; "  # until it is in there
+        'while [ -z "$(ip netns pids held)" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done',
+    )
+    assert node.run("ip", "netns", "pids", "held").stdout.strip(), "the holder never started"
     node.run("ip", "netns", "del", "held")
     node.run("ip", "netns", "del", "dead1")
     _wait_veths(node, 2)
