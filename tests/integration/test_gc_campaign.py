@@ -99,13 +99,22 @@ def addresses_in(path: str) -> list[str]:
 
 
 class Campaign:
-    def __init__(self, node: harness.Namespace, state: harness.State, cni_path: str) -> None:
+    def __init__(
+        self,
+        node: harness.Namespace,
+        state: harness.State,
+        cni_path: str,
+        subnet: tuple[str, str, str] = (SUBNET, *RANGE),
+    ) -> None:
+        """``subnet``: (subnet, rangeStart, rangeEnd).  GC keeps an address that any
+        namespace of the machine has, so a test that must see its own dead pods freed uses
+        a subnet no other test (or another checkout's run of this file) does."""
         self.node, self.state, self.cni_path = node, state, cni_path
         self.ipam = {
             "type": "host-local",
             # 14 addresses: the 10 ADDs after GC wrap around to the freed ones, so an
             # address wrongly freed is handed to a second pod
-            "ranges": [[{"subnet": SUBNET, "rangeStart": RANGE[0], "rangeEnd": RANGE[1]}]],
+            "ranges": [[{"subnet": subnet[0], "rangeStart": subnet[1], "rangeEnd": subnet[2]}]],
             "dataDir": str(state.data_dir),
         }
         self.plugin = {"type": "bridge", "bridge": BRIDGE, "isGateway": True, "ipam": self.ipam}
@@ -376,22 +385,44 @@ def test_host_local_gc_verb_keeps_a_live_pods_address_the_valid_list_forgot(
     assert campaign.owners() == {}
 
 
-@pytest.mark.parametrize("kinds", [("mnt",), ("deep",), ("user", "opaque")], ids=str)
+@pytest.mark.parametrize(
+    ("kinds", "octet"), [(("mnt",), 91), (("deep",), 92), (("user", "opaque"), 93)], ids=str
+)
 def test_nothing_user_nobody_holds_stops_gc_or_frees_a_live_pod(
-    campaign: Campaign, pod_factory: Callable[[], harness.Namespace], kinds: tuple[str, ...]
+    node: harness.Namespace,
+    tmp_state: harness.State,
+    cni_path: str,
+    pod_factory: Callable[[], harness.Namespace],
+    kinds: tuple[str, ...],
+    octet: int,
 ) -> None:
     """Issue #32 item 3: nobody's mount namespace held by an fd with no process in it made
     every GC free nothing (999 / exit 4), as did a mount point of nobody's too long to
     resolve (`pycni gc` and `pycni cleanup`).  With each of nobody's holders in place, the GC
     verb, `pycni gc` and `pycni cleanup` each free a dead pod, and keep a listed pod and a
     live one the list forgot (held by an fd only, its path removed)."""
+    net = f"10.213.{octet}"
+    campaign = Campaign(node, tmp_state, cni_path, (f"{net}.0/24", f"{net}.2", f"{net}.15"))
+    try:
+        _nobody_campaign(campaign, pod_factory, kinds, net)
+    finally:
+        for holder in campaign.holders:
+            holder.stop()
+
+
+def _nobody_campaign(
+    campaign: Campaign,
+    pod_factory: Callable[[], harness.Namespace],
+    kinds: tuple[str, ...],
+    net: str,
+) -> None:
     listed, forgotten = pod_factory(), pod_factory()
     listed_ip, _ = campaign.cached_add(listed)
     forgotten_ip, forgotten_host = campaign.cached_add(forgotten)
     holder = hold_by_fd(forgotten.path)
     campaign.holders.append(holder)
     forgotten.delete()
-    nobody = [NobodyHolder(kind, f"10.213.98.{99 + n}") for n, kind in enumerate(kinds)]
+    nobody = [NobodyHolder(kind, f"{net}.{99 + n}") for n, kind in enumerate(kinds)]
     kind = "+".join(kinds)
     try:
         for gc in ("verb", "pycni gc", "pycni cleanup"):
