@@ -34,8 +34,8 @@ PYCNI = str(Path(sys.executable).parent / "pycni")
 GC_TIMEOUT = 600  # GC looks into every namespace of the machine
 NET = "gccamp-net"
 BRIDGE = "gccamp0"
-SUBNET = "10.213.98.0/24"  # rare: GC looks for addresses in every namespace
-RANGE = ("10.213.98.2", "10.213.98.15")
+SUBNET = "10.213.94.0/24"  # no other test uses it: GC keeps what any namespace has
+RANGE = ("10.213.94.2", "10.213.94.15")
 
 pytestmark = pytest.mark.kernel
 

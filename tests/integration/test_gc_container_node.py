@@ -58,7 +58,7 @@ from pycni.spec.errors import CNIError
 CNI_PATH, NET_D, CACHE = "/tmp/cni/bin", "/tmp/cni/net.d", "/var/lib/cni"
 RAW = json.dumps({"cniVersion": "1.1.0", "name": "gcnode", "plugins": [{
     "type": "bridge", "bridge": "gcnode0", "isGateway": True,
-    "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.213.96.0/24"}]]}}]}).encode()
+    "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.213.88.0/24"}]]}}]}).encode()
 step, args = sys.argv[1], sys.argv[2:]
 cni = CNIConfig([CNI_PATH], cache_dir=CACHE)
 conf = conf_list_from_bytes(RAW)

@@ -25,7 +25,7 @@ from tests.integration.netns_holders import NobodyHolder
 
 pytestmark = pytest.mark.kernel
 
-NOBODY_ADDRESS = "10.213.97.9"  # rare: the scan looks into every namespace
+NOBODY_ADDRESS = "10.213.89.9"  # rare: the scan looks into every namespace
 
 FD_HOLDER = (
     "import os, sys\n"
