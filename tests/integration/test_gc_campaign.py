@@ -442,18 +442,20 @@ def _nobody_campaign(
                     "cni.dev/valid-attachments": [{"containerID": listed.name, "ifname": "eth0"}],
                 }
                 with campaign.node.entered():
-                    harness.exec_plugin(
+                    run = harness.exec_plugin(
                         Path(campaign.cni_path) / "host-local",
                         "GC",
                         conf,
                         cni_path=campaign.cni_path,
                     ).ok()
+                said = run.stderr
             else:
                 proc = campaign.gc() if gc == "pycni gc" else campaign.cleanup()
                 assert proc.returncode == 0, (gc, proc.stdout, proc.stderr)
                 assert "refusing" not in proc.stderr, proc.stderr
+                said = proc.stdout + proc.stderr
             owners = campaign.owners()
-            assert dead_ip.split("/")[0] not in owners, (kind, gc)
+            assert dead_ip.split("/")[0] not in owners, (kind, gc, said)
             assert owners[listed_ip.split("/")[0]] == listed.name, (kind, gc)
             assert owners[forgotten_ip.split("/")[0]] == forgotten.name, (kind, gc)
             assert forgotten_ip in addresses_in(holder.path), (kind, gc)
@@ -470,4 +472,4 @@ def _nobody_campaign(
         campaign.cni.del_network_list(conf_list_from_bytes(campaign.raw), campaign._rt(listed))
     proc = campaign.gc()  # the forgotten pod's cached attachment: proven gone now
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert campaign.owners() == {}
+    assert campaign.owners() == {}, proc.stdout + proc.stderr
