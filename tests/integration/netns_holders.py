@@ -10,6 +10,7 @@ import errno
 import fcntl
 import os
 import stat
+import subprocess
 import time
 
 from tests import harness
@@ -104,3 +105,85 @@ def wait_destroyed(node: harness.Namespace, nsid: int, what: str, timeout: float
     while nsid in nsids(node):
         assert time.monotonic() < deadline, f"{what}: its namespace was never destroyed"
         time.sleep(0.05)
+
+
+# --- what user nobody can hold ----------------------------------------------------------
+
+# Run as nobody: a user, mount and network namespace of its own, with ADDRESS on lo and the
+# network namespace bind-mounted in the mount namespace (on a tmpfs it mounts); then only an
+# fd (of HOLD: "mnt" or "user") is kept, its last process gone.  Prints "fd mnt-ino net-ino".
+_NOBODY_HOLDER = """
+import os, subprocess, sys
+hold, address = sys.argv[1], sys.argv[2]
+script = ("mount -t tmpfs gc /mnt && touch /mnt/n && mount --bind /proc/self/ns/net /mnt/n"
+          " && ip link set lo up && ip addr add " + address + "/32 dev lo && echo ready && read x")
+child = subprocess.Popen(
+    ["unshare", "--user", "--map-root-user", "--mount", "--net", "sh", "-c", script],
+    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+assert child.stdout.readline().strip() == "ready"
+fd = os.open(f"/proc/{child.pid}/ns/{hold}", os.O_RDONLY)
+mnt = os.stat(f"/proc/{child.pid}/ns/mnt").st_ino
+net = os.stat(f"/proc/{child.pid}/ns/net").st_ino
+child.stdin.close()
+child.wait()
+print(fd, mnt, net, flush=True)
+sys.stdin.read()
+"""
+
+
+# Run as nobody inside its own user, mount and network namespaces (ADDRESS on lo): binds its
+# network namespace on a mount point whose path is longer than PATH_MAX, and stays.
+_NOBODY_DEEP = """
+import os, subprocess, sys
+subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+subprocess.run(["ip", "addr", "add", sys.argv[1] + "/32", "dev", "lo"], check=True)
+subprocess.run(["mount", "-t", "tmpfs", "gc", "/mnt"], check=True)
+os.chdir("/mnt")
+for _ in range(45):
+    os.mkdir("d" * 100)
+    os.chdir("d" * 100)
+open("n", "w").close()
+subprocess.run(["mount", "--bind", "/proc/self/ns/net", "n"], check=True)
+print(0, 0, os.stat("/proc/self/ns/net").st_ino, flush=True)
+sys.stdin.read()
+"""
+
+
+class NobodyHolder:
+    """A namespace user nobody keeps with no process in it (``kind`` "mnt" or "user"), a
+    non-dumpable process of nobody's in a network namespace of its own (``kind`` "opaque"), or
+    (``kind`` "deep") that namespace bind-mounted on a path longer than PATH_MAX.
+    ``address`` is configured there; ``stop()`` lets it all go."""
+
+    def __init__(self, kind: str, address: str) -> None:
+        if kind == "opaque":
+            argv = [
+                "unshare", "--user", "--map-root-user", "--net", "sh", "-c",
+                f"ip link set lo up && ip addr add {address}/32 dev lo && exec python3 -c "
+                "\"import ctypes, sys; ctypes.CDLL(None).prctl(4, 0, 0, 0, 0); "
+                "print('0 0 0', flush=True); sys.stdin.read()\"",
+            ]  # fmt: skip
+        elif kind == "deep":
+            argv = [
+                "unshare", "--user", "--map-root-user", "--mount", "--net",
+                "/usr/bin/python3", "-c", _NOBODY_DEEP, address,
+            ]  # fmt: skip
+        else:
+            argv = ["/usr/bin/python3", "-c", _NOBODY_HOLDER, kind, address]
+        self.proc = subprocess.Popen(
+            ["runuser", "-u", "nobody", "--", *argv],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd="/",
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline().split()
+        assert len(line) == 3, f"nobody's {kind} holder did not start"
+        self.fd, self.mnt_ino, self.net_ino = (int(x) for x in line)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+            self.proc.wait(timeout=30)

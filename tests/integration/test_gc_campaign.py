@@ -3,11 +3,12 @@
 The node holds live pods whose namespaces are held in each way a runtime (or an accident)
 can hold one: only by an open fd (the path was unmounted), only by a process with no cache
 entry, and by a process after `ip netns del` removed the path the cache names.  A plain
-cached pod is there too, and one pod that is really gone.  GC then runs with a zero grace
-period, directly and from places that see less of the node (a mount namespace without
-/run/netns, a PID namespace of its own), and 10 more pods are added.  No address may end up
-with two pods; every live pod keeps its address and its host veth; the dead pod's address
-is freed.
+cached pod is there too.  GC then runs with a zero grace period, directly and from places
+that see the node partially (a mount namespace without /run/netns, `ip netns exec`, a PID
+namespace of its own), each time with a pod that is really gone, and 10 more pods are
+added.  What user nobody holds (mount or user namespaces with no process in them, a
+non-dumpable process) stops none of it.  No address may end up with two pods; every live
+pod keeps its address and its host veth; the dead pods' addresses are freed.
 """
 
 from __future__ import annotations
@@ -27,14 +28,14 @@ from pycni.runtime.api import CNIConfig
 from pycni.runtime.types import RuntimeConf
 from pycni.spec.conf import conf_list_from_bytes
 from tests import harness
+from tests.integration.netns_holders import NobodyHolder
 
 PYCNI = str(Path(sys.executable).parent / "pycni")
 GC_TIMEOUT = 600  # GC looks into every namespace of the machine
 NET = "gccamp-net"
 BRIDGE = "gccamp0"
-SUBNET = "10.213.98.0/24"  # rare: GC looks for addresses in every namespace
-RANGE = ("10.213.98.2", "10.213.98.15")
-REFUSED = 4  # `pycni gc` / `pycni cleanup`: the scan cannot see the whole node
+SUBNET = "10.213.94.0/24"  # no other test uses it: GC keeps what any namespace has
+RANGE = ("10.213.94.2", "10.213.94.15")
 
 pytestmark = pytest.mark.kernel
 
@@ -98,13 +99,22 @@ def addresses_in(path: str) -> list[str]:
 
 
 class Campaign:
-    def __init__(self, node: harness.Namespace, state: harness.State, cni_path: str) -> None:
+    def __init__(
+        self,
+        node: harness.Namespace,
+        state: harness.State,
+        cni_path: str,
+        subnet: tuple[str, str, str] = (SUBNET, *RANGE),
+    ) -> None:
+        """``subnet``: (subnet, rangeStart, rangeEnd).  GC keeps an address that any
+        namespace of the machine has, so a test that must see its own dead pods freed uses
+        a subnet no other test (or another checkout's run of this file) does."""
         self.node, self.state, self.cni_path = node, state, cni_path
         self.ipam = {
             "type": "host-local",
             # 14 addresses: the 10 ADDs after GC wrap around to the freed ones, so an
             # address wrongly freed is handed to a second pod
-            "ranges": [[{"subnet": SUBNET, "rangeStart": RANGE[0], "rangeEnd": RANGE[1]}]],
+            "ranges": [[{"subnet": subnet[0], "rangeStart": subnet[1], "rangeEnd": subnet[2]}]],
             "dataDir": str(state.data_dir),
         }
         self.plugin = {"type": "bridge", "bridge": BRIDGE, "isGateway": True, "ipam": self.ipam}
@@ -196,7 +206,7 @@ def campaign(
             holder.stop()
 
 
-# GC from a place that sees less of the node: it must refuse, and change nothing.
+# Places that see the node partially.
 HIDDEN_NETNS = ["unshare", "--mount", "sh", "-c", 'mount -t tmpfs gc /run/netns && exec "$@"', "sh"]
 OWN_PID_NS = ["unshare", "--pid", "--fork", "--mount-proc"]
 
@@ -231,36 +241,47 @@ def test_gc_campaign_keeps_every_live_pod_and_frees_the_dead_one(
     deleted_inside.delete()
     live["path removed, process inside"] = (holder.path, ip, host)
 
-    dead = pod_factory()  # really gone
-    dead_ip, dead_host = campaign.cached_add(dead)
-    dead.delete()
-    deadline = time.monotonic() + 30  # the kernel removes a dead namespace's veths lazily
-    while dead_host in campaign.veths():
-        assert time.monotonic() < deadline, "the dead pod's veth never went"
-        time.sleep(0.05)
+    def make_dead() -> tuple[harness.Namespace, str]:
+        """A pod that is really gone: cached, its namespace deleted, its veth gone."""
+        dead = pod_factory()
+        dead_ip, dead_host = campaign.cached_add(dead)
+        dead.delete()
+        deadline = time.monotonic() + 30  # the kernel removes a dead namespace's veths lazily
+        while dead_host in campaign.veths():
+            assert time.monotonic() < deadline, "the dead pod's veth never went"
+            time.sleep(0.05)
+        return dead, dead_ip
+
+    def assert_live_kept(what: object) -> None:
+        owners, veths = campaign.owners(), campaign.veths()
+        for role, (path, ip, host) in live.items():
+            assert ip in addresses_in(path), (what, role)
+            assert ip.split("/")[0] in owners, (what, role)
+            assert host in veths, (what, role)
 
     for role, (path, ip, _host) in live.items():
         assert ip in addresses_in(path), role
 
-    # From a mount namespace without /run/netns and from a PID namespace of its own, GC
-    # sees fewer namespaces: it refuses, says why, and changes nothing.
-    before = campaign.snapshot()
-    for wrapper in (HIDDEN_NETNS, OWN_PID_NS):
+    # From places that see the node partially GC works and stays safe (issue #32 item 4): a
+    # mount namespace without /run/netns, `ip netns exec` (a mount namespace of its own), a
+    # PID namespace of its own (a runtime in a container).  Each run frees a dead pod made
+    # just before it, and every live pod keeps its address and host veth.
+    views = {
+        "hidden /run/netns": HIDDEN_NETNS,
+        "ip netns exec": ["ip", "netns", "exec", campaign.node.name],
+        "own PID namespace": OWN_PID_NS,
+        "the node itself": [],
+    }
+    for view, wrapper in views.items():
         for run in (campaign.gc, campaign.cleanup):
+            dead, dead_ip = make_dead()
             proc = run(*wrapper)
-            assert proc.returncode == REFUSED, (wrapper, proc.stdout, proc.stderr)
-            assert "refusing to free anything" in proc.stderr, proc.stderr
-            assert "namespace" in proc.stderr
-            assert campaign.snapshot() == before, wrapper
-
-    # From the node itself: only the dead pod goes.
-    proc = campaign.gc()
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    dead_addr = dead_ip.split("/")[0]
-    assert f"DEL {NET} {dead.name} eth0" in proc.stdout
-    owners = campaign.owners()
-    assert dead_addr not in owners
-    assert f"{NET}-{dead.name}-eth0" not in campaign.state.cache_files()
+            what = (view, run.__name__)
+            assert proc.returncode == 0, (what, proc.stdout, proc.stderr)
+            assert f"DEL {NET} {dead.name} eth0" in proc.stdout, (what, proc.stdout)
+            assert dead_ip.split("/")[0] not in campaign.owners(), what
+            assert f"{NET}-{dead.name}-eth0" not in campaign.state.cache_files(), what
+            assert_live_kept(what)
 
     # 10 more pods: no address is given out twice.
     added: dict[str, str] = {}
@@ -362,3 +383,93 @@ def test_host_local_gc_verb_keeps_a_live_pods_address_the_valid_list_forgot(
             cni_path=campaign.cni_path,
         ).ok()
     assert campaign.owners() == {}
+
+
+@pytest.mark.parametrize(
+    ("kinds", "octet"), [(("mnt",), 91), (("deep",), 92), (("user", "opaque"), 93)], ids=str
+)
+def test_nothing_user_nobody_holds_stops_gc_or_frees_a_live_pod(
+    node: harness.Namespace,
+    tmp_state: harness.State,
+    cni_path: str,
+    pod_factory: Callable[[], harness.Namespace],
+    kinds: tuple[str, ...],
+    octet: int,
+) -> None:
+    """Issue #32 item 3: nobody's mount namespace held by an fd with no process in it made
+    every GC free nothing (999 / exit 4), as did a mount point of nobody's too long to
+    resolve (`pycni gc` and `pycni cleanup`).  With each of nobody's holders in place, the GC
+    verb, `pycni gc` and `pycni cleanup` each free a dead pod, and keep a listed pod and a
+    live one the list forgot (held by an fd only, its path removed)."""
+    net = f"10.213.{octet}"
+    campaign = Campaign(node, tmp_state, cni_path, (f"{net}.0/24", f"{net}.2", f"{net}.15"))
+    try:
+        _nobody_campaign(campaign, pod_factory, kinds, net)
+    finally:
+        for holder in campaign.holders:
+            holder.stop()
+
+
+def _nobody_campaign(
+    campaign: Campaign,
+    pod_factory: Callable[[], harness.Namespace],
+    kinds: tuple[str, ...],
+    net: str,
+) -> None:
+    listed, forgotten = pod_factory(), pod_factory()
+    listed_ip, _ = campaign.cached_add(listed)
+    forgotten_ip, forgotten_host = campaign.cached_add(forgotten)
+    holder = hold_by_fd(forgotten.path)
+    campaign.holders.append(holder)
+    forgotten.delete()
+    nobody = [NobodyHolder(kind, f"{net}.{99 + n}") for n, kind in enumerate(kinds)]
+    kind = "+".join(kinds)
+    try:
+        for gc in ("verb", "pycni gc", "pycni cleanup"):
+            dead = pod_factory()
+            add = campaign.cacheless_add if gc == "verb" else campaign.cached_add
+            dead_ip, dead_host = add(dead)
+            dead.delete()
+            deadline = time.monotonic() + 30  # its namespace, and veth, go lazily: till
+            while dead_host in campaign.veths():  # then its address is rightly seen live
+                assert time.monotonic() < deadline, "the dead pod's veth never went"
+                time.sleep(0.05)
+            if gc == "verb":
+                conf = {
+                    "cniVersion": "1.1.0",
+                    "name": NET,
+                    "ipam": campaign.ipam,
+                    "cni.dev/valid-attachments": [{"containerID": listed.name, "ifname": "eth0"}],
+                }
+                with campaign.node.entered():
+                    run = harness.exec_plugin(
+                        Path(campaign.cni_path) / "host-local",
+                        "GC",
+                        conf,
+                        cni_path=campaign.cni_path,
+                    ).ok()
+                said = run.stderr
+            else:
+                proc = campaign.gc() if gc == "pycni gc" else campaign.cleanup()
+                assert proc.returncode == 0, (gc, proc.stdout, proc.stderr)
+                assert "refusing" not in proc.stderr, proc.stderr
+                said = proc.stdout + proc.stderr
+            owners = campaign.owners()
+            assert dead_ip.split("/")[0] not in owners, (kind, gc, said)
+            assert owners[listed_ip.split("/")[0]] == listed.name, (kind, gc)
+            assert owners[forgotten_ip.split("/")[0]] == forgotten.name, (kind, gc)
+            assert forgotten_ip in addresses_in(holder.path), (kind, gc)
+            assert forgotten_host in campaign.veths(), (kind, gc)
+    finally:
+        for each in nobody:
+            each.stop()
+    holder.stop()
+    deadline = time.monotonic() + 30
+    while forgotten_host in campaign.veths():
+        assert time.monotonic() < deadline, "the forgotten pod's namespace never went"
+        time.sleep(0.05)
+    with campaign.node.entered():
+        campaign.cni.del_network_list(conf_list_from_bytes(campaign.raw), campaign._rt(listed))
+    proc = campaign.gc()  # the forgotten pod's cached attachment: proven gone now
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert campaign.owners() == {}, proc.stdout + proc.stderr

@@ -11,10 +11,21 @@ from pathlib import Path
 
 import pytest
 
-from pycni.net.nsscan import linked_addresses, live_addresses, namespace_key, scan, view_problems
+from pycni.net.nsscan import (
+    linked_addresses,
+    live_addresses,
+    namespace_key,
+    open_namespace,
+    scan,
+    view_notes,
+    view_problems,
+)
 from tests import harness
+from tests.integration.netns_holders import NobodyHolder
 
 pytestmark = pytest.mark.kernel
+
+NOBODY_ADDRESS = "10.213.89.9"  # rare: the scan looks into every namespace
 
 FD_HOLDER = (
     "import os, sys\n"
@@ -94,7 +105,24 @@ sys.stdin.read()
 """
 
 
-def test_a_mount_namespace_held_with_no_process_in_it_makes_the_scan_incomplete() -> None:
+def _helpers_of_this_process() -> list[int]:
+    """This process's children running the scan's helper (``-I -S -c``)."""
+    out = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                ppid = f.read().rsplit(")", 1)[1].split()[1]
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except (OSError, IndexError):
+            continue
+        if pid.isdigit() and ppid == str(os.getpid()) and b"-S" in argv:
+            out.append(int(pid))
+    return out
+
+
+def test_a_mount_namespace_held_with_no_process_in_it_is_entered_and_read() -> None:
+    """Root's held mount namespace: a helper enters it; the scan stays complete."""
     holder = subprocess.Popen(
         [sys.executable, "-c", MNT_HOLDER],
         stdin=subprocess.PIPE,
@@ -103,45 +131,96 @@ def test_a_mount_namespace_held_with_no_process_in_it_makes_the_scan_incomplete(
     )
     try:
         assert holder.stdout is not None
-        fd, ino = holder.stdout.readline().split()
+        _fd, ino = holder.stdout.readline().split()
         found = scan()
-        assert not found.complete
-        (problem,) = [p for p in found.problems if f"mnt:[{ino}]" in p]
-        assert "held open" in problem and f"pid {holder.pid} fd {fd}" in problem
+        try:
+            assert found.complete, found.problems
+            assert not any(f"mnt:[{ino}]" in p for p in found.problems)
+            assert len(found.helpers) == 1 and _helpers_of_this_process()
+        finally:
+            found.close()
+        assert found.helpers == [] and _helpers_of_this_process() == []
     finally:
         assert holder.stdin is not None
         holder.stdin.close()
         holder.wait(timeout=30)
-    assert not any(f"mnt:[{ino}]" in p for p in scan().problems)
+
+
+def test_what_nobody_mounts_in_a_mount_namespace_it_holds_with_no_process_is_seen() -> None:
+    """Issue #32 item 3: user nobody's held mount namespace made every GC refuse.  Now its
+    mounts are read (a helper enters it): the namespace bind-mounted there is found, its
+    address is live, the scan is complete, and no helper outlives the look."""
+    holder = NobodyHolder("mnt", NOBODY_ADDRESS)
+    try:
+        live = live_addresses()
+        assert live.complete, live.problems
+        assert NOBODY_ADDRESS in live.addresses
+        found = scan()
+        try:
+            assert found.complete, found.problems
+            hits = [ns for ns in found.namespaces if ns.key[1] == holder.net_ino]
+            assert hits and hits[0].label == "/mnt/n", found.namespaces
+        finally:
+            found.close()
+        assert _helpers_of_this_process() == []
+    finally:
+        holder.stop()
+
+
+def test_a_mount_point_nobody_makes_too_long_to_resolve_is_a_note_not_a_blind_spot() -> None:
+    """User nobody binds its network namespace on a path longer than PATH_MAX in its own
+    mount namespace: stat of /proc/PID/root/... fails (ENAMETOOLONG).  That made the scan
+    incomplete (`pycni cleanup` refused); a mount of an unprivileged user's is a note."""
+    holder = NobodyHolder("deep", NOBODY_ADDRESS)
+    try:
+        found = scan()
+        found.close()
+        assert found.complete, found.problems
+        assert any("an unprivileged mount" in p for p in found.problems), found.problems
+        live = live_addresses()
+        assert live.complete and NOBODY_ADDRESS in live.addresses  # its process is in it
+    finally:
+        holder.stop()
 
 
 PROBE = (
-    "import json; from pycni.net.nsscan import view_problems; print(json.dumps(view_problems()))"
+    "import json; from pycni.net.nsscan import view_notes, view_problems; "
+    "print(json.dumps([view_problems(), view_notes()]))"
 )
 
 
 @pytest.mark.parametrize(
-    ("wrapper", "says"),
+    ("wrapper", "problem", "note"),
     [
-        ([], None),
-        (["unshare", "--mount"], "mount namespace of its own"),
-        (["unshare", "--pid", "--fork", "--mount-proc"], "PID namespace of its own"),
-        (["unshare", "--pid", "--fork"], "PID namespace of its own"),
-        (["unshare", "--user", "--map-root-user"], "user namespace of its own"),
+        ([], None, None),
+        (["unshare", "--mount"], None, "mount namespace of its own"),
+        (["ip", "netns", "exec", "{node}"], None, "mount namespace of its own"),
+        (["unshare", "--pid", "--fork", "--mount-proc"], None, "PID namespace of its own"),
+        (["unshare", "--pid", "--fork"], "another PID namespace", "PID namespace of its own"),
+        (["unshare", "--user", "--map-root-user"], "user namespace of its own", None),
     ],
 )
-def test_view_problems_say_when_this_process_cannot_see_the_whole_node(
-    wrapper: list[str], says: str | None
+def test_view_problems_and_notes_say_what_this_process_can_see(
+    wrapper: list[str], problem: str | None, note: str | None, node: harness.Namespace
 ) -> None:
+    """Only /proc of another PID namespace and a user namespace of its own blind the scan;
+    a PID or mount namespace of its own (a container node, ``ip netns exec``) is a note."""
+    argv = [part.format(node=node.name) for part in wrapper]
     proc = subprocess.run(
-        [*wrapper, sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=60
+        [*argv, sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=60
     )
     assert proc.returncode == 0, proc.stderr
-    problems = json.loads(proc.stdout)
-    if says is None:
-        assert problems == [] == view_problems()
+    problems, notes = json.loads(proc.stdout)
+    if problem is None:
+        assert problems == [], problems
     else:
-        assert any(says in p for p in problems), problems
+        assert any(problem in p for p in problems), problems
+    if note is None:
+        assert notes == [], notes
+    else:
+        assert any(note in n for n in notes), notes
+    if not wrapper:
+        assert view_problems() == [] == view_notes()
 
 
 def test_a_namespace_linked_to_this_one_is_read_by_its_nsid_without_entering_it(
@@ -232,3 +311,18 @@ def test_a_namespace_mounted_in_a_threads_own_mount_namespace_is_found(
         holder.stdin.close()
         holder.wait(timeout=30)
         ns.delete()
+
+
+def test_open_namespace_opens_only_namespace_files(tmp_path: Path) -> None:
+    """What a path in someone else's mount namespace leads to is not opened unless it is a
+    namespace file: a FIFO (no reader: a plain open would hang) and a device are left alone."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert open_namespace(str(fifo)) is None
+    assert open_namespace("/dev/null") is None
+    fd = open_namespace("/proc/self/ns/net")
+    assert fd is not None
+    try:
+        assert os.fstat(fd).st_ino == os.stat("/proc/self/ns/net").st_ino
+    finally:
+        os.close(fd)

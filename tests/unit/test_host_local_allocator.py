@@ -309,18 +309,26 @@ def test_gc_keeps_a_stale_reservation_whose_address_a_live_namespace_has(
     ]
 
 
-def test_gc_frees_nothing_when_the_scan_cannot_see_the_whole_node(
+def test_gc_goes_on_when_the_scan_is_not_complete_keeping_what_it_saw(
     tmp_path: Path, census: LiveAddresses
 ) -> None:
+    """The runtime's list is authoritative: a scan that could not see everything (a local
+    user's held namespace, a partial view) keeps what it saw, logs why, and blocks nothing."""
     config = netconf(tmp_path, [[{"subnet": "10.0.0.0/29"}]])
-    PLUGIN.add(request("ADD", config, "a"))
+    for cid in ("a", "b", "c"):
+        PLUGIN.add(request("ADD", config, cid))
     census.complete = False
-    census.problems = ["pycni runs in a PID namespace of its own (pid:[1])"]
-    with pytest.raises(CNIError) as info:
-        PLUGIN.gc(request("GC", {**config, "cni.dev/valid-attachments": []}))
-    assert info.value.code == 999
-    assert "freed nothing" in info.value.msg and "PID namespace of its own" in info.value.msg
-    assert (tmp_path / "net" / "10.0.0.2").exists()
+    census.problems = ["cannot read the addresses in namespace /proc/9/ns/net: EPERM"]
+    census.addresses = {"10.0.0.3"}  # b's, seen in a live namespace
+    stderr = io.StringIO()
+    req = request(
+        "GC", {**config, "cni.dev/valid-attachments": [{"containerID": "a", "ifname": "eth0"}]}
+    )
+    req.stderr = stderr
+    PLUGIN.gc(req)
+    names = sorted(p.name for p in tmp_path.joinpath("net").iterdir() if p.name[0].isdigit())
+    assert names == ["10.0.0.2", "10.0.0.3"]  # a listed, b seen live; c freed
+    assert "cannot read the addresses in namespace /proc/9/ns/net" in stderr.getvalue()
 
 
 def test_status_and_gc_on_a_missing_directory_create_nothing(tmp_path: Path) -> None:

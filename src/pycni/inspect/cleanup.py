@@ -11,9 +11,13 @@ What counts as a leak, and the evidence each needs, is :mod:`pycni.inspect.leaks
 3. reports what is left: the leaks it could not remove.
 
 It frees nothing at all, and says why (``refused``), when its scan of the node's live network
-namespaces is not complete (:mod:`pycni.net.nsscan`: run from a PID, mount or user namespace
-of its own, or some process could not be examined): a namespace it cannot see may hold any
-address, and then a freed address would be handed to a second pod.
+namespaces is not complete (:mod:`pycni.net.nsscan`: /proc is not its PID namespace's, it
+runs in a user namespace of its own, or some process or namespace could not be examined): a
+namespace it cannot see may hold any address, and then a freed address would be handed to a
+second pod.  A partial view is not that: under ``ip netns exec``, or in a container that is
+the node (its own mount and PID namespaces), it sees the node's processes and every mount
+namespace they are in, and frees what is proven leaked there.  Nothing a local user holds
+(a mount namespace with no process in it is entered and read) makes the scan incomplete.
 
 It never sends the GC verb to plugins: GC's ``cni.dev/valid-attachments`` must list every
 attachment in use, which only the runtime that made them knows, and a list built from the

@@ -31,7 +31,13 @@ from pycni.inspect.model import (
     Route,
     Veth,
 )
-from pycni.inspect.namespaces import NamespaceScan, linked_addresses, namespace_key, nsfs_device
+from pycni.inspect.namespaces import (
+    NamespaceScan,
+    linked_addresses,
+    namespace_key,
+    node_path_key,
+    open_namespace,
+)
 from pycni.inspect.namespaces import scan as scan_namespaces
 from pycni.net.netlink.client import rtnl
 from pycni.net.netlink.kernel import Kernel
@@ -183,7 +189,7 @@ def _attachment_from(path: str, data: Any, mtime: float) -> Attachment:
         container_id=container_id,
         ifname=ifname,
         netns=netns,
-        netns_exists=bool(netns) and namespace_key(netns) is not None,
+        netns_exists=bool(netns) and node_path_key(netns) is not None,
         cache_file=path,
         ips=ips,
         host_interfaces=hosts,
@@ -390,19 +396,19 @@ def _look_into_or_note(
     """``_look_into``, or None: a namespace gone meanwhile, or one we could not read (noted).
 
     Paths come from other mount namespaces too (``/proc/PID/root/...``), where a container
-    can swap a path component between our checks: the file is opened non-blocking (a FIFO
-    put there cannot hang us), checked to be a namespace, and entered through that fd.
+    can swap a path component between our checks: only a namespace file is opened
+    (:func:`pycni.net.nsscan.open_namespace`), and entered through that fd.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = open_namespace(path)
     except FileNotFoundError:
         return None
     except OSError as exc:
         _note_blind_spot(path, exc, state)
         return None
+    if fd is None:
+        return None  # no longer a namespace file: it went away
     try:
-        if os.fstat(fd).st_dev != nsfs_device():
-            return None  # no longer a namespace file: it went away
         view, links, nsid = _look_into(name, f"/proc/self/fd/{fd}", node_kernel)
     except NetNSNotFound:
         return None
@@ -478,16 +484,19 @@ def _read_kernel(state: NodeState, netns_dir: str) -> None:
     state.problems.extend(found.problems)
     complete = found.complete
     views = []
-    with rtnl() as node_kernel:
-        for name, path in candidates:
-            look = _look_into_or_note(name, path, node_kernel, state)
-            if look is None:
-                complete = complete and namespace_key(path) is None
-                continue
-            views.append(look)
+    try:
+        with rtnl() as node_kernel:
+            for name, path in candidates:
+                look = _look_into_or_note(name, path, node_kernel, state)
+                if look is None:
+                    complete = complete and namespace_key(path) is None
+                    continue
+                views.append(look)
+    finally:
+        found.close()  # paths into held mount namespaces end here; the looks are done
     state.live_namespaces = len(views) + 1
     state.addresses_complete = complete
-    state.peers_complete = complete and not found.opaque
+    state.peers_complete = complete and not found.opaque and not found.partial
     live: dict[str, list[str]] = {}
     for link in links:
         for addr in link.addresses:

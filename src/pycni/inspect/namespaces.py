@@ -8,10 +8,13 @@ from pycni.net.nsscan import (
     NamespaceScan,
     linked_addresses,
     namespace_key,
+    node_path_key,
     nsfs_device,
     nsfs_mount_points,
+    open_namespace,
     proc_net_addresses,
     scan,
+    view_notes,
     view_problems,
 )
 
@@ -20,9 +23,12 @@ __all__ = [
     "NamespaceScan",
     "linked_addresses",
     "namespace_key",
+    "node_path_key",
     "nsfs_device",
     "nsfs_mount_points",
+    "open_namespace",
     "proc_net_addresses",
     "scan",
+    "view_notes",
     "view_problems",
 ]

@@ -16,15 +16,20 @@ A network namespace stays alive while
 - or something the kernel does not name pins it (a socket created in it): such a namespace
   is unreachable, no process or runtime can use it any more, and it counts as gone.
 
-The scan only reads /proc.  It is *complete* only when it can see the whole node: this
-process is in the initial PID namespace with that namespace's /proc, in the initial user
-namespace, and in the mount namespace of init and the kernel threads (see
-:func:`view_problems`); no mount namespace is held open without a process in it (its mounts
-could not be read); and no process could be examined for a reason other than having exited.
-Callers free nothing when it is not complete.  A process whose namespace files even root
-may not read (a hardened supervisor) is *opaque*: its own namespace's addresses are still
-read through /proc/PID/net and count as live, but its namespace cannot be identified, so no
-veth is proven orphaned while such a process exists.
+The scan reads /proc, and enters (with a helper process that does nothing else) each mount
+namespace held open with no process in it, so the namespaces mounted there are seen too.  It
+sees the node pycni's process is on: the processes of its PID namespace (on a node whose
+runtime runs in a container, the container is the node) and the mounts of every mount
+namespace they are in, whichever mount namespace pycni itself is in (``ip netns exec`` gives
+it one of its own).  Such a partial view is a note (:func:`view_notes`), not a blind spot.
+The scan is *complete* unless this process cannot look at all (:func:`view_problems`: /proc
+is not its PID namespace's, or it runs in a user namespace of its own) or some process or
+namespace could not be examined for a reason other than having gone.  GC's verb decides on
+the runtime's list, the scan only keeping more; ``pycni cleanup`` frees nothing when the
+scan is not complete.  A process whose namespace files even root may not read (a hardened
+supervisor) is *opaque*: its own namespace's addresses are still read through /proc/PID/net
+and count as live, but its namespace cannot be identified, so no veth is proven orphaned
+while such a process exists.
 """
 
 from __future__ import annotations
@@ -32,7 +37,11 @@ from __future__ import annotations
 import fcntl
 import ipaddress
 import os
+import select
 import struct
+import subprocess
+import sys
+import weakref
 from collections.abc import Sequence
 
 from pycni.net.ns import CLONE_NEWNET, PROC_SUPER_MAGIC, fs_type
@@ -47,15 +56,20 @@ __all__ = [
     "linked_addresses",
     "live_addresses",
     "namespace_key",
+    "node_path_key",
     "nsfs_device",
     "nsfs_mount_points",
+    "open_namespace",
     "proc_net_addresses",
     "scan",
+    "view_notes",
     "view_problems",
 ]
 
 CLONE_NEWNS = 0x00020000
+NS_GET_USERNS = 0xB701  # _IO(0xb7, 0x1), Linux 4.9
 NS_GET_NSTYPE = 0xB703  # _IO(0xb7, 0x3), Linux 4.11
+HELPER_TIMEOUT = 10.0  # seconds a helper may take to enter a held mount namespace
 # Inode numbers the kernel gives its initial namespaces (include/linux/proc_ns.h).
 PROC_USER_INIT_INO = 0xEFFFFFFD
 PROC_PID_INIT_INO = 0xEFFFFFFC
@@ -81,9 +95,19 @@ class NamespaceScan:
     complete: bool = True
     problems: list[str] = field(default_factory=list)
     opaque: dict[str, list[str]] = field(default_factory=dict)  # label -> its addresses
+    # how the view is partial (view_notes): a process outside this PID namespace may hold a
+    # namespace unseen, so no veth is proven orphaned on it
+    partial: list[str] = field(default_factory=list)
+    # helpers sitting in held mount namespaces: the paths of what is mounted there are
+    # /proc/HELPER/root/..., valid until close()
+    helpers: list[subprocess.Popen[bytes]] = field(default_factory=list, repr=False)
 
     def keys(self) -> set[Key]:
         return {ns.key for ns in self.namespaces}
+
+    def close(self) -> None:
+        """Stop the helpers (the paths into held mount namespaces stop working)."""
+        _stop_helpers(self.helpers)
 
 
 def nsfs_device() -> int | None:
@@ -118,12 +142,92 @@ def ns_type(path: str) -> int:
         os.close(fd)
 
 
+def open_namespace(path: str) -> int | None:
+    """An O_RDONLY fd of the namespace file ``path``; None when ``path`` is no namespace file
+    (it went away, or something else is there now).
+
+    Paths come from other mount namespaces too (``/proc/PID/root/...``), whose owner may swap
+    a component between our checks: the path is opened O_PATH (which opens nothing: no FIFO
+    or device is touched), checked to be on nsfs, and only that inode is then opened for
+    real, through ``/proc/self/fd``.  Raises OSError when it cannot be opened.
+    """
+    probe = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    try:
+        if os.fstat(probe).st_dev != nsfs_device():
+            return None
+        return os.open(f"/proc/self/fd/{probe}", os.O_RDONLY | os.O_CLOEXEC)
+    finally:
+        os.close(probe)
+
+
 # --- can this process see the whole node? ------------------------------------------------
 
 
 def _key(path: str) -> Key:
     st = os.stat(path)
     return (st.st_dev, st.st_ino)
+
+
+def view_problems() -> list[str]:
+    """Why a scan from this process cannot look at the node at all; [] when it can.
+
+    - /proc must be a proc filesystem mounted for this process's PID namespace
+      (``/proc/self`` names this process): another PID namespace's /proc names other
+      processes than the ones it can see.
+    - user namespace: root of a child user namespace may not look into the node's.
+    """
+    try:
+        if fs_type("/proc") != PROC_SUPER_MAGIC:
+            return ["/proc is not a proc filesystem"]
+    except CNIError as exc:
+        return [f"/proc is not usable: {exc.msg}"]
+    try:
+        user_ino = os.stat("/proc/self/ns/user").st_ino
+        proc_self = os.readlink("/proc/self")
+    except OSError as exc:
+        return [f"cannot tell which namespaces this process is in: {exc}"]
+    problems: list[str] = []
+    if proc_self != str(os.getpid()):
+        problems.append("/proc is mounted for another PID namespace than pycni's")
+    if user_ino != PROC_USER_INIT_INO:
+        problems.append(
+            f"pycni runs in a user namespace of its own (user:[{user_ino}]): it may not "
+            "look into the node's namespaces"
+        )
+    return problems
+
+
+def view_notes() -> list[str]:
+    """How this process's view of the machine is partial, though the scan sees the node.
+
+    - PID namespace (its inode number is fixed by the kernel for the initial one): /proc
+      lists only the processes of pycni's own, which is the node when the runtime runs in a
+      container (kind, k3d, a privileged podman node).  A namespace held only by a process
+      outside it is not seen, unless a link of this namespace leads to it.
+    - mount namespace: one of pycni's own (``ip netns exec``, a runtime in a container): the
+      mounts of every process's mount namespace are read, init's included, and cached paths
+      are looked up in init's too (:func:`node_path_key`).
+    """
+    notes: list[str] = []
+    try:
+        pid_ino = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return notes
+    if pid_ino != PROC_PID_INIT_INO:
+        notes.append(
+            f"pycni runs in a PID namespace of its own (pid:[{pid_ino}]): the scan sees its "
+            "processes (the node, when the runtime runs in a container) and the namespaces "
+            "linked to this one"
+        )
+    init_mnt = _init_mount_namespace()
+    own_mnt = _own_mount_namespace()
+    if init_mnt is not None and own_mnt is not None and init_mnt != own_mnt:
+        notes.append(
+            f"pycni runs in a mount namespace of its own (mnt:[{own_mnt[1]}], init is in "
+            f"mnt:[{init_mnt[1]}]): the mounts of every mount namespace are read, and "
+            "cached paths are looked up in init's too"
+        )
+    return notes
 
 
 def _is_kthreadd(pid: str) -> bool:
@@ -138,66 +242,34 @@ def _is_kthreadd(pid: str) -> bool:
     return comm == "kthreadd" and len(rest) > 1 and rest[1] == "0"
 
 
-def view_problems() -> list[str]:
-    """Why a scan from this process cannot see every namespace of the node; [] when it can.
-
-    - PID namespace: only the initial one's /proc lists every process.  Its inode number is
-      fixed by the kernel (0xEFFFFFFC), and ``/proc/self`` must name this process (a /proc
-      mounted for another PID namespace does not).  (NS_GET_PARENT cannot tell: it fails
-      with EPERM inside a child namespace as well as in the initial one.)
-    - user namespace: root of a child user namespace may not look into the node's.
-    - mount namespace: the cache and /run/netns name paths in the node's mount namespace,
-      the one init (pid 1) and the kernel threads (kthreadd, pid 2) are in; each of the two
-      whose namespace can be read must be ours (at least one must be readable).
-    """
-    problems: list[str] = []
-    try:
-        if fs_type("/proc") != PROC_SUPER_MAGIC:
-            return ["/proc is not a proc filesystem"]
-    except CNIError as exc:
-        return [f"/proc is not usable: {exc.msg}"]
-    try:
-        pid_ino = os.stat("/proc/self/ns/pid").st_ino
-        user_ino = os.stat("/proc/self/ns/user").st_ino
-        proc_self = os.readlink("/proc/self")
-        own_mnt = _key("/proc/self/ns/mnt")
-    except OSError as exc:
-        return [f"cannot tell which namespaces this process is in: {exc}"]
-    if pid_ino != PROC_PID_INIT_INO:
-        problems.append(
-            f"pycni runs in a PID namespace of its own (pid:[{pid_ino}]): /proc shows only "
-            "part of the node's processes"
-        )
-    elif proc_self != str(os.getpid()):
-        problems.append("/proc is mounted for another PID namespace than pycni's")
-    if user_ino != PROC_USER_INIT_INO:
-        problems.append(
-            f"pycni runs in a user namespace of its own (user:[{user_ino}]): it may not "
-            "look into the node's namespaces"
-        )
-    if problems:
-        return problems
-    references: list[tuple[str, Key]] = []
-    for pid, who in (("1", "init (pid 1)"), ("2", "kthreadd (pid 2)")):
+def _node_process() -> tuple[str, Key] | None:
+    """A process in the node's mount namespace and that namespace: init (pid 1) of this PID
+    namespace, else (a hardened init) kthreadd (pid 2); None when neither can be read."""
+    for pid in ("1", "2"):
         if pid == "2" and not _is_kthreadd(pid):
             continue
         try:
-            references.append((who, _key(f"/proc/{pid}/ns/mnt")))
-        except PermissionError:
-            continue  # a hardened init: the other reference decides
-        except OSError as exc:
-            problems.append(f"cannot read the mount namespace of {who}: {exc}")
-    if not references and not problems:
-        problems.append("cannot read the mount namespace of init (pid 1) or of kthreadd (pid 2)")
-    for who, ref in references:
-        if ref != own_mnt:
-            problems.append(
-                f"pycni runs in a mount namespace of its own (mnt:[{own_mnt[1]}], {who} is "
-                f"in mnt:[{ref[1]}]): /run/netns and the paths in the result cache may not "
-                "be the node's"
-            )
-            break
-    return problems
+            return pid, _key(f"/proc/{pid}/ns/mnt")
+        except OSError:
+            continue
+    return None
+
+
+def _init_mount_namespace() -> Key | None:
+    found = _node_process()
+    return found[1] if found else None
+
+
+def node_path_key(path: str) -> Key | None:
+    """:func:`namespace_key` of ``path`` as the node sees it: in this mount namespace, else
+    (pycni being in one of its own) in init's, through ``/proc/1/root`` (or kthreadd's)."""
+    found = namespace_key(path)
+    if found is not None or not os.path.isabs(path):
+        return found
+    node = _node_process()
+    if node is None or node[1] == _own_mount_namespace():
+        return None
+    return namespace_key(f"/proc/{node[0]}/root{path}")
 
 
 # --- reading /proc ---------------------------------------------------------------------
@@ -260,15 +332,24 @@ class _Scanner:
         self._nsfs = nsfs_device()
         self._own_mnt = _own_mount_namespace()
         self._mount_namespaces: set[Key] = set()  # those whose mountinfo was read
-        self._held_mount_namespaces: dict[Key, str] = {}  # bind-mounted or open: key -> where
+        self._held_mount_namespaces: dict[Key, str] = {}  # bind-mounted or open: key -> path
+        self._entered: set[Key] = set()  # held mount namespaces a helper was sent into
 
-    def add(self, path: str, label: str) -> None:
+    def add(self, path: str, label: str, unprivileged: bool = False) -> None:
+        """``unprivileged``: ``path`` is in a mount namespace of a user namespace other than
+        the initial one, whose owner (anyone) chose it: not reaching it (a mount point path
+        too long to resolve, say) is a note, not a blind spot.  No runtime's live pod is held
+        only there: runtimes run as root in the initial user namespace, and what they hold
+        the scan sees."""
         try:
             st = os.stat(path)
         except _GONE:
             return  # gone meanwhile: it holds nothing
         except OSError as exc:
-            self.fail(f"cannot stat {path}: {exc}")
+            if unprivileged:
+                self.scan.problems.append(f"skipped {path[:200]} (an unprivileged mount): {exc}")
+            else:
+                self.fail(f"cannot stat {path}: {exc}")
             return
         key = (st.st_dev, st.st_ino)
         if st.st_dev != self._nsfs or key in self._seen:
@@ -323,7 +404,7 @@ class _Scanner:
             return
         self._other_types.add(key)
         if kind == CLONE_NEWNS:
-            self._held_mount_namespaces.setdefault(key, label)
+            self._held_mount_namespaces.setdefault(key, path)
 
     def _opaque(self, pid: str) -> None:
         try:
@@ -363,8 +444,9 @@ class _Scanner:
             return
         self._mount_namespaces.add(mnt)
         own = mnt == self._own_mnt
+        unprivileged = _owned_by_child_user_namespace(f"{base}/ns/mnt")
         for point in nsfs_mount_points(text):
-            self.add(point if own else f"{base}/root{point}", point)
+            self.add(point if own else f"{base}/root{point}", point, unprivileged)
         for point in nsfs_mount_points(text, _MNT_PREFIX):
             path = point if own else f"{base}/root{point}"
             try:
@@ -372,14 +454,57 @@ class _Scanner:
             except OSError:
                 continue  # unmounted meanwhile, or in a namespace we cannot enter
 
-    def check_held_mount_namespaces(self) -> None:
-        """A mount namespace held open with no process in it hides the mounts made in it."""
-        for key, where in sorted(self._held_mount_namespaces.items()):
-            if key not in self._mount_namespaces:
-                self.fail(
-                    f"mount namespace mnt:[{key[1]}] is held open ({where}) with no process "
-                    "in it: the namespaces mounted in it cannot be seen"
-                )
+    def enter_held_mount_namespaces(self) -> None:
+        """A mount namespace held open with no process in it (by an fd, or bind-mounted):
+        a helper enters it, so its mounts are read as any process's (until none is left:
+        one may hold another)."""
+        while True:
+            pending = [
+                (key, path)
+                for key, path in sorted(self._held_mount_namespaces.items())
+                if key not in self._mount_namespaces and key not in self._entered
+            ]
+            if not pending:
+                return
+            for key, path in pending:
+                self._entered.add(key)
+                self._enter(key, path)
+
+    def _enter(self, key: Key, path: str) -> None:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except _GONE:
+            return  # its holder let it go meanwhile
+        except OSError as exc:
+            self.fail(f"cannot open the held mount namespace mnt:[{key[1]}] ({path}): {exc}")
+            return
+        try:
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) != key:
+                return  # the fd number or mount point holds something else now
+            helper, problem = _start_helper(fd)
+        finally:
+            os.close(fd)
+        if helper is None:
+            why = f"cannot enter the held mount namespace mnt:[{key[1]}] ({path}): {problem}"
+            if _owned_by_child_user_namespace(path):
+                self.scan.problems.append(why + " (an unprivileged one: a note)")
+            else:
+                self.fail(why)
+            return
+        self.scan.helpers.append(helper)
+        if len(self.scan.helpers) == 1:
+            weakref.finalize(self.scan, _stop_helpers, self.scan.helpers)
+        base = f"/proc/{helper.pid}"
+        try:
+            entered = _key(f"{base}/ns/mnt")
+        except OSError as exc:
+            self.fail(f"cannot see the helper in mnt:[{key[1]}]: {exc}")
+            return
+        if entered != key:
+            self.fail(f"the helper sent into mnt:[{key[1]}] is in mnt:[{entered[1]}]")
+            return
+        self._mounts(base)
 
     def _listdir(self, path: str) -> list[str]:
         try:
@@ -391,11 +516,80 @@ class _Scanner:
             return []
 
 
+def _owned_by_child_user_namespace(path: str) -> bool:
+    """The namespace file ``path`` belongs to a user namespace other than the initial one
+    (NS_GET_USERNS); False when that cannot be told."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        owner = int(fcntl.ioctl(fd, NS_GET_USERNS))
+    except OSError:
+        return False  # EPERM: owned by an ancestor of ours, i.e. the initial one here
+    finally:
+        os.close(fd)
+    try:
+        return os.fstat(owner).st_ino != PROC_USER_INIT_INO
+    finally:
+        os.close(owner)
+
+
 def _own_mount_namespace() -> Key | None:
     try:
         return _key("/proc/self/ns/mnt")
     except OSError:
         return None
+
+
+# Runs in the helper: enters the mount namespace open as fd argv[1], says so, and waits for
+# its stdin to close.  After setns it uses builtins only: the namespace's files may be
+# anyone's, so nothing may be imported or run from them.
+_HELPER = (
+    "import ctypes, os, sys\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "if libc.setns(int(sys.argv[1]), 0x20000) != 0:\n"
+    "    os.write(1, b'setns: ' + os.strerror(ctypes.get_errno()).encode() + b'\\n')\n"
+    "    os._exit(1)\n"
+    "os.write(1, b'in\\n')\n"
+    "os.read(0, 1)\n"
+    "os._exit(0)\n"
+)
+
+
+def _start_helper(fd: int) -> tuple[subprocess.Popen[bytes] | None, str]:
+    """A helper process inside the mount namespace ``fd``: (it, "") or (None, why not)."""
+    try:
+        helper = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _HELPER, str(fd)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(fd,),
+            close_fds=True,
+        )
+    except OSError as exc:
+        return None, str(exc)
+    assert helper.stdout is not None
+    ready, _w, _x = select.select([helper.stdout], [], [], HELPER_TIMEOUT)
+    answer = os.read(helper.stdout.fileno(), 256).decode(errors="replace").strip() if ready else ""
+    if answer == "in":
+        return helper, ""
+    _stop_helpers([helper])
+    return None, answer or f"no answer in {HELPER_TIMEOUT:g} s"
+
+
+def _stop_helpers(helpers: list[subprocess.Popen[bytes]]) -> None:
+    while helpers:
+        helper = helpers.pop()
+        for stream in (helper.stdin, helper.stdout):
+            if stream is not None:
+                stream.close()  # its stdin at EOF: it exits
+        try:
+            helper.wait(timeout=HELPER_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            helper.kill()
+            helper.wait()
 
 
 @record
@@ -467,29 +661,34 @@ def live_addresses() -> LiveAddresses:
     """The addresses of every namespace :func:`scan` finds, read by netlink inside each.
 
     Not ``complete`` when the scan is not, or a namespace that still exists could not be
-    read: then any address may be in use, and nothing may be freed on this evidence.
+    read: then an address it did not see may be in use.  What it did see is always there
+    (GC's verb keeps those whatever the runtime's list says).
     """
+    found = scan()
+    try:
+        return _read_addresses(found)
+    finally:
+        found.close()
+
+
+def _read_addresses(found: NamespaceScan) -> LiveAddresses:
     from pycni.net.netlink.client import rtnl
 
-    found = scan()
-    nsfs = nsfs_device()
     out = LiveAddresses(complete=found.complete, problems=list(found.problems))
-    if not out.complete:
-        return out  # nothing may be freed on it: do not look into a thousand namespaces
     with rtnl() as kernel:
         out.addresses = {str(a.interface.ip) for a in kernel.addresses()}
     for ns in found.namespaces:
         try:
-            fd = os.open(ns.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            fd = open_namespace(ns.path)
         except _GONE:
             continue
         except OSError as exc:
             out.complete = False
             out.problems.append(f"cannot open namespace {ns.path}: {exc}")
             continue
+        if fd is None:
+            continue  # no longer a namespace file: it went away
         try:
-            if os.fstat(fd).st_dev != nsfs:
-                continue  # no longer a namespace file: it went away
             out.addresses |= _addresses_in(fd)
             out.namespaces += 1
         except OSError as exc:
@@ -516,6 +715,9 @@ def scan(named: Sequence[tuple[str, str]] = ()) -> NamespaceScan:
         return scanner.scan
     for problem in view_problems():
         scanner.fail(problem)
+    notes = view_notes()
+    scanner.scan.partial = [note for note in notes if "PID namespace" in note]
+    scanner.scan.problems += notes  # a partial view is said, not a blind spot
     for label, path in named:
         scanner.add(path, label)
     try:
@@ -525,5 +727,5 @@ def scan(named: Sequence[tuple[str, str]] = ()) -> NamespaceScan:
         return scanner.scan
     for pid in sorted(pids, key=int):
         scanner.process(pid)
-    scanner.check_held_mount_namespaces()
+    scanner.enter_held_mount_namespaces()
     return scanner.scan
