@@ -15,7 +15,7 @@ import ipaddress
 
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.rollback import Rollback
-from pycni.plugins.meta.portmap import nft_backend
+from pycni.plugins.meta.portmap import nft_backend, reference_state
 from pycni.plugins.meta.portmap.backend import Backend
 from pycni.plugins.meta.portmap.config import IPTABLES, NFTABLES, PortMapConfig, parse
 from pycni.spec.errors import INTERNAL, PLUGIN_NOT_AVAILABLE, CNIError
@@ -75,10 +75,13 @@ def _install(cfg: PortMapConfig, rb: Rollback) -> None:
 
 
 def _remove(cfg: PortMapConfig) -> None:
+    """The attachment's state in every layout: the selected backend's, the nftables one of a
+    config that changed backend, and what the reference plugin wrote for it."""
     backend = backend_of(cfg)
     backend.delete(cfg)
     if backend is not nft_backend.BACKEND:  # nftables state of a config that changed backend
         nft_backend.BACKEND.delete(cfg)
+    reference_state.delete(cfg, skip_iptables=backend is not nft_backend.BACKEND)
 
 
 class PortMap(Plugin):
@@ -117,8 +120,14 @@ class PortMap(Plugin):
 
     def check(self, req: Request) -> None:
         cfg = parse(req, need_prev=True)
-        if cfg.mappings:
+        if not cfg.mappings:
+            return
+        try:
             backend_of(cfg).check(cfg)
+        except CNIError:
+            # a pod the reference plugin set up, in its own layout, before pycni took over
+            if not reference_state.check(cfg):
+                raise
 
     def gc(self, req: Request) -> None:
         cfg = parse(req, need_prev=False)
@@ -127,6 +136,8 @@ class PortMap(Plugin):
         backend.gc(cfg, valid)
         if backend is not nft_backend.BACKEND:
             nft_backend.BACKEND.gc(cfg, valid)
+        skip = backend is not nft_backend.BACKEND
+        reference_state.gc(cfg, {cid for cid, _ in valid}, skip_iptables=skip)
 
     def status(self, req: Request) -> None:
         cfg = parse(req, need_prev=False)
