@@ -10,6 +10,11 @@ Linux 5.8 and later), so the table does not cross into user space; each entry fo
 by its original tuple, zone and id, so an entry that expired and was re-created meanwhile is
 left alone. Older kernels ignore the filter and dump the family's whole table: the entries are
 checked here as well.
+
+A pod that goes leaves UDP entries behind too: a flow to a mapped host port, DNATed to the
+pod, stays pinned to its address until the entry times out, and a new pod given that address
+inherits the flows. ``delete_by_address`` (portmap's DEL) removes the entries the address
+sent (original source) or answers (reply source), again with kernel-filtered dumps.
 """
 
 from __future__ import annotations
@@ -21,14 +26,16 @@ from pycni.net.netlink.kernel import AF_INET, AF_INET6
 from pycni.net.netlink.nfnetlink import NFGENMSG
 from pycni.net.netlink.rtnl.wire import NLM_F_ACK, NLM_F_DUMP, attr, nested, parse_attrs
 
-__all__ = ["delete_by_dst_port"]
+__all__ = ["delete_by_address", "delete_by_dst_port"]
 
 NFNL_SUBSYS_CTNETLINK = 1
 IPCTNL_MSG_CT_NEW, IPCTNL_MSG_CT_GET, IPCTNL_MSG_CT_DELETE = 0, 1, 2
-CTA_TUPLE_ORIG, CTA_ID, CTA_ZONE, CTA_FILTER = 1, 12, 18, 25
-CTA_TUPLE_PROTO = 2
+CTA_TUPLE_ORIG, CTA_TUPLE_REPLY, CTA_ID, CTA_ZONE, CTA_FILTER = 1, 2, 12, 18, 25
+CTA_TUPLE_IP, CTA_TUPLE_PROTO = 1, 2
+CTA_IP_SRC = {AF_INET: 1, AF_INET6: 3}  # CTA_IP_V4_SRC, CTA_IP_V6_SRC
 CTA_PROTO_NUM, CTA_PROTO_DST_PORT = 1, 3
 CTA_FILTER_ORIG_FLAGS, CTA_FILTER_REPLY_FLAGS = 1, 2
+CTA_FILTER_FLAG_IP_SRC = 1 << 0
 CTA_FILTER_FLAG_PROTO_NUM, CTA_FILTER_FLAG_PROTO_DST_PORT = 1 << 3, 1 << 5
 PROTOCOLS = {"tcp": 6, "udp": 17, "sctp": 132}
 
@@ -69,6 +76,68 @@ def _original(entry: bytes) -> tuple[int, int, bytes, bytes | None, bytes | None
     return num[0], struct.unpack("!H", port)[0], tuple_raw, found.get(CTA_ZONE), found.get(CTA_ID)
 
 
+def _delete(af: int, tuple_raw: bytes, zone: bytes | None, entry_id: bytes | None) -> bool:
+    """Delete one entry by its original tuple, zone and id; False when it expired meanwhile."""
+    body = NFGENMSG.pack(af, 0, 0) + _nested(CTA_TUPLE_ORIG, tuple_raw)
+    if zone is not None:
+        body += attr(CTA_ZONE, zone)
+    if entry_id is not None:
+        body += attr(CTA_ID, entry_id)
+    gone = nfnetlink.request(NFNL_SUBSYS_CTNETLINK, IPCTNL_MSG_CT_DELETE, NLM_F_ACK, body)
+    return gone is not None  # None: ENOENT
+
+
+def _address_request(af: int, proto: int, packed: bytes, direction: int) -> bytes:
+    """A dump of ``af`` entries of protocol ``proto`` whose ``direction`` tuple (original or
+    reply) has source address ``packed``."""
+    tuple_ip = _nested(CTA_TUPLE_IP, attr(CTA_IP_SRC[af], packed))
+    tuple_proto = _nested(CTA_TUPLE_PROTO, attr(CTA_PROTO_NUM, bytes([proto])))
+    # an IPv6 address filter matches nothing (measured on Linux 6.18; IPv4 works): for IPv6
+    # the kernel filters by protocol only and the address is checked here
+    by_ip = CTA_FILTER_FLAG_IP_SRC if af == AF_INET else 0
+    flags = struct.pack("=I", by_ip | CTA_FILTER_FLAG_PROTO_NUM)
+    none = struct.pack("=I", 0)
+    orig, reply = (flags, none) if direction == CTA_TUPLE_ORIG else (none, flags)
+    return (
+        NFGENMSG.pack(af, 0, 0)
+        + _nested(direction, tuple_ip + tuple_proto)
+        + _nested(
+            CTA_FILTER, attr(CTA_FILTER_ORIG_FLAGS, orig) + attr(CTA_FILTER_REPLY_FLAGS, reply)
+        )
+    )
+
+
+def _source(tuple_raw: bytes, af: int) -> bytes | None:
+    ip_raw = parse_attrs(tuple_raw, 0, len(tuple_raw)).get(CTA_TUPLE_IP, b"")
+    return parse_attrs(ip_raw, 0, len(ip_raw)).get(CTA_IP_SRC[af])
+
+
+def delete_by_address(address: bytes, protocol: str) -> int:
+    """Delete the entries of ``protocol`` that ``address`` (packed, 4 or 16 bytes) sent or
+    answers: original source (the pod's own flows) or reply source (flows to it, DNATed by a
+    port mapping or not). Two dumps filtered by the kernel (IPv6: by protocol only); checked
+    here too (older kernels ignore the filter). Returns how many went."""
+    af = AF_INET if len(address) == 4 else AF_INET6
+    proto = PROTOCOLS[protocol]
+    deleted = 0
+    for direction in (CTA_TUPLE_ORIG, CTA_TUPLE_REPLY):
+        request = _address_request(af, proto, address, direction)
+        replies = nfnetlink.request(NFNL_SUBSYS_CTNETLINK, IPCTNL_MSG_CT_GET, NLM_F_DUMP, request)
+        for kind, entry in replies or []:
+            if kind != IPCTNL_MSG_CT_NEW:
+                continue
+            found = _original(entry)
+            if found is None or found[0] != proto:
+                continue
+            attrs = parse_attrs(entry, 0, len(entry))
+            matched = attrs.get(direction)
+            if matched is None or _source(matched, af) != address:
+                continue
+            _num, _port, tuple_raw, zone, entry_id = found
+            deleted += _delete(af, tuple_raw, zone, entry_id)
+    return deleted
+
+
 def delete_by_dst_port(ports: list[int], protocol: str, family: int) -> int:
     """Delete entries with original destination port in ``ports``; returns how many went."""
     af = AF_INET if family == 4 else AF_INET6
@@ -85,12 +154,5 @@ def delete_by_dst_port(ports: list[int], protocol: str, family: int) -> int:
             if found is None or found[:2] != (proto, port):
                 continue
             _num, _port, tuple_raw, zone, entry_id = found
-            body = NFGENMSG.pack(af, 0, 0) + _nested(CTA_TUPLE_ORIG, tuple_raw)
-            if zone is not None:
-                body += attr(CTA_ZONE, zone)
-            if entry_id is not None:
-                body += attr(CTA_ID, entry_id)
-            gone = nfnetlink.request(NFNL_SUBSYS_CTNETLINK, IPCTNL_MSG_CT_DELETE, NLM_F_ACK, body)
-            if gone is not None:  # None: it expired (ENOENT) since the dump
-                deleted += 1
+            deleted += _delete(af, tuple_raw, zone, entry_id)
     return deleted

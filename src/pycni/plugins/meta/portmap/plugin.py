@@ -4,9 +4,10 @@ ADD installs the mappings of ``runtimeConfig.portMappings`` with the chosen back
 stale UDP conntrack entries for the host ports, enables route_localnet on the device that
 leads to the pod (for localhost access over IPv4 with snat) and passes prevResult through.
 DEL removes this attachment's rules by network name, container ID and ifname, so it works
-without runtimeConfig (the reference does nothing then). GC removes the rules of attachments
-not listed in ``cni.dev/valid-attachments``; STATUS reports code 50 when the backend cannot
-be used.
+without runtimeConfig (the reference does nothing then), in every layout (also the
+reference's, for pods it set up before pycni took over), then the pod's UDP conntrack
+entries. GC removes the rules of attachments not listed in ``cni.dev/valid-attachments``;
+STATUS reports code 50 when the backend cannot be used.
 """
 
 from __future__ import annotations
@@ -45,6 +46,23 @@ def _flush_udp_conntrack(req: Request, cfg: PortMapConfig) -> None:
             delete_by_dst_port(ports, "udp", family)
         except Exception as exc:  # the reference only logs this
             req.log(f"portmap: could not flush UDP conntrack entries (IPv{family}): {exc}")
+
+
+def _forget_udp_flows(req: Request, cfg: PortMapConfig) -> None:
+    """DEL: drop the UDP conntrack entries of the pod's addresses (upstream #1190), so flows
+    to its host ports do not stay pinned to an address a later pod may get. Skipped when
+    the mappings are known and none is UDP; failures logged, as at ADD."""
+    if cfg.mappings_given and not any(m.protocol == "udp" for m in cfg.mappings):
+        return
+    for family, cip in sorted(cfg.container_ips.items()):
+        try:
+            from pycni.net.netfilter.conntrack import delete_by_address
+
+            delete_by_address(cip.ip.packed, "udp")
+        except Exception as exc:  # the pod is gone either way: never fail its DEL for this
+            req.log(
+                f"portmap: could not flush UDP conntrack entries of {cip.ip} (IPv{family}): {exc}"
+            )
 
 
 def backend_of(cfg: PortMapConfig) -> Backend:
@@ -116,7 +134,9 @@ class PortMap(Plugin):
         return prev
 
     def delete(self, req: Request) -> None:
-        _remove(parse(req, need_prev=False))
+        cfg = parse(req, need_prev=False)
+        _remove(cfg)
+        _forget_udp_flows(req, cfg)
 
     def check(self, req: Request) -> None:
         cfg = parse(req, need_prev=True)
