@@ -70,7 +70,7 @@ def _chains(state: State) -> dict[str, dict[str, Any]]:
         "sysctl": {"net.ipv4.conf.eth0.arp_notify": "1"},
     }
     bandwidth = {"type": "bandwidth", "capabilities": {"bandwidth": True}}
-    firewall = {"type": "firewall"}
+    firewall = {"type": "firewall", "dataDir": str(state.root / "firewall")}  # pycni's records
     portmap = {"type": "portmap", "capabilities": {"portMappings": True}, "snat": True}
     plugins: dict[str, list[dict[str, Any]]] = {
         "mig-ipt": [

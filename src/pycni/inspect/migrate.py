@@ -10,13 +10,15 @@ reference cannot read:
   ``backend: nftables`` its ``cni_hostport`` rules);
 - bridge's and ptp's ``ipMasq`` set elements (pycni's per-network sets in ``inet
   cni_plugins_masquerade``): re-written as the reference's per-pod ``CNI-<hash>`` chain (its
-  default) or its per-pod rule in ``masq_checks`` (``ipMasqBackend: nftables``).
+  default) or its per-pod rule in ``masq_checks`` (``ipMasqBackend: nftables``);
+- firewall's per-attachment IP record (``dataDir``, for pycni's iptables GC): removed, the
+  reference keeps none and would leave it behind.
 
 The attachments are those of the libcni cache (``results/`` under the cache dir: network,
 container ID, ifname, the conflist, capability arguments and result the runtime gave), and
 the node is the network namespace this runs in. Everything else (host-local files, the libcni
-cache, the reference-layout iptables chains pycni writes, firewall, tuning and bandwidth
-state) is already what the reference reads. Each attachment is converted by writing the
+cache, the reference-layout iptables chains pycni writes, firewall rules, tuning and
+bandwidth state) is already what the reference reads. Each attachment is converted by writing the
 reference's form first and removing pycni's after (for ``ipMasq`` on nftables the other
 way round: pycni's teardown also removes the reference's per-pod rule), so its traffic keeps
 being forwarded. Running it twice changes nothing the second time.
@@ -167,6 +169,21 @@ def _ipmasq(req: Any, dry_run: bool) -> str | None:
     )
 
 
+def _firewall(req: Any, dry_run: bool) -> str | None:
+    """Drop the attachment's IP record (pycni's own bookkeeping for its iptables GC, which the
+    reference neither reads nor removes); None when there is none."""
+    from pycni.plugins.meta.firewall import parse
+    from pycni.plugins.meta.firewall.records import Records
+
+    conf = parse(req)
+    records = Records(conf.data_dir, req.name)
+    if not records.load(req.container_id, req.ifname):
+        return None
+    if not dry_run:
+        records.remove(req.container_id, req.ifname)
+    return "pycni's IP record removed (the reference keeps none)"
+
+
 def to_reference(cache_dir: str, *, dry_run: bool = False) -> list[Step]:
     """Hand every cached attachment back to the reference's layouts (see the module
     docstring); the steps taken, one per plugin that needed one."""
@@ -191,6 +208,8 @@ def to_reference(cache_dir: str, *, dry_run: bool = False) -> list[Step]:
                     change = _portmap(req, dry_run)
                 elif plugin_type in ("bridge", "ptp"):
                     change = _ipmasq(req, dry_run)
+                elif plugin_type == "firewall":
+                    change = _firewall(req, dry_run)
                 else:
                     change = None
             except (CNIError, NetfilterError, OSError, ValueError) as exc:
