@@ -31,6 +31,7 @@ __all__ = [
     "gc",
     "install_nft",
     "iptables_variants",
+    "legacy_nat",
     "nft_rules",
 ]
 
@@ -40,7 +41,7 @@ _NFT_FAMILIES = ("ip", "ip6")
 _DNAT_CHAIN = "CNI-HOSTPORT-DNAT"
 
 
-def _legacy_nat() -> bool:
+def legacy_nat() -> bool:
     """Whether this namespace has a legacy iptables nat table (either family)."""
     for name in ("ip_tables_names", "ip6_tables_names"):
         try:
@@ -65,7 +66,7 @@ def iptables_variants(cfg: PortMapConfig) -> list[str | None]:
             )
     except nftnl.NftnlError:
         pass
-    if _legacy_nat():
+    if legacy_nat():
         found.append("legacy")
     return found
 
