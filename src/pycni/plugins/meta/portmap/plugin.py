@@ -48,12 +48,25 @@ def _flush_udp_conntrack(req: Request, cfg: PortMapConfig) -> None:
             req.log(f"portmap: could not flush UDP conntrack entries (IPv{family}): {exc}")
 
 
+def _conntrack_empty(req: Request) -> bool:
+    """Whether the node's namespace tracks no connection (or conntrack is not loaded)."""
+    try:
+        with req.host.node() as kernel:
+            return req.host.sysctl(kernel).read("net/netfilter/nf_conntrack_count") == "0"
+    except FileNotFoundError:
+        return True
+    except Exception:  # unreadable: look in the table
+        return False
+
+
 def _forget_udp_flows(req: Request, cfg: PortMapConfig) -> None:
     """DEL: drop the UDP conntrack entries of the pod's addresses (upstream #1190), so flows
     to its host ports do not stay pinned to an address a later pod may get. Skipped when
     the mappings are known and none is UDP; failures logged, as at ADD."""
     if cfg.mappings_given and not any(m.protocol == "udp" for m in cfg.mappings):
         return
+    if not cfg.container_ips or _conntrack_empty(req):
+        return  # a dump walks the kernel's whole conntrack hash: 10-30 ms
     for family, cip in sorted(cfg.container_ips.items()):
         try:
             from pycni.net.netfilter.conntrack import delete_by_address

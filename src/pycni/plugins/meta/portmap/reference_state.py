@@ -10,7 +10,8 @@ and GC look here too, after the selected backend:
 - iptables: only when the nat table has ``CNI-HOSTPORT-DNAT`` (asked over nf_tables netlink
   for iptables-nft, ``/proc/thread-self/net/ip_tables_names`` for legacy), so a node that
   never ran iptables pays no ``iptables-save``;
-- ``cni_hostport``: only when its chains exist (one netlink request each). The reference's
+- ``cni_hostport``: only when its ``hostports`` chain exists (one netlink request per
+  family, then a dump per chain). The reference's
   rules there carry no network name, so, like the reference, DEL removes those of the
   container ID; GC cannot tell networks apart and leaves them (the reference has no GC).
 """
@@ -76,6 +77,10 @@ def nft_rules(container_id: str) -> dict[str, list[tuple[str, int]]]:
     (chain, handle) pairs."""
     out: dict[str, list[tuple[str, int]]] = {}
     for family in _NFT_FAMILIES:
+        # the reference makes ``hostports`` with its table: one cheap GET (a dump of a missing
+        # chain costs 0.5 ms) tells whether the family has anything to look at
+        if not nftnl.chain_exists(family, REFERENCE_NFT_TABLE, "hostports"):
+            continue
         for chain in REFERENCE_NFT_CHAINS:
             for rule in nftnl.chain_rules(family, REFERENCE_NFT_TABLE, chain):
                 if rule.comment == container_id:
