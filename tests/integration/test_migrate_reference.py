@@ -40,7 +40,10 @@ from tests.references import Reference
 
 pytestmark = [pytest.mark.kernel]
 
-MAPPED = {"mig-ipt": "10.91.1.1", "mig-nft": "10.91.2.1"}  # portmap's nets: their gateways
+# portmap's networks and their gateways; mig-gc (bridge + ipMasq + portmap, the reference's
+# iptables defaults) holds a pod whose runtime lost both its namespace and its cache entry
+MAPPED = {"mig-ipt": "10.91.1.1", "mig-nft": "10.91.2.1", "mig-gc": "10.91.6.1"}
+TRAFFIC = ("mig-ipt", "mig-nft")
 SERVER = (  # answers each TCP connection on port 80 with its pod's tag
     "import socket, sys\n"
     "s = socket.socket()\n"
@@ -113,6 +116,16 @@ def _chains(state: State) -> dict[str, dict[str, Any]]:
         ],
         "mig-hd": [
             {"type": "host-device", "ipam": _host_local(state, "10.91.5.0/24")},
+        ],
+        "mig-gc": [
+            {
+                "type": "bridge",
+                "bridge": "migbr6",
+                "isGateway": True,
+                "ipMasq": True,
+                "ipam": _host_local(state, "10.91.6.0/24"),
+            },
+            portmap,
         ],
     }
     return {
@@ -269,15 +282,18 @@ def test_reference_node_moved_to_pycni_and_back(
     migrating: Node, upstream_reference: Reference, plugin_dir: Path
 ) -> None:
     n, old, new = migrating, upstream_reference.plugin_dir, plugin_dir
+    nets = [net for net in n.nets if net != "mig-gc"]
     # warm-up: what each side leaves after its own last DEL (bridges, fixed scaffolding: the
     # other networks' plugins have none that firewall on mig-ipt does not make)
-    for net in MAPPED:
+    for net in TRAFFIC:
         for side in (old, new):
             n.add(side, net, f"warm-{net}")
             n.delete(side, f"warm-{net}")
+    n.add(old, "mig-gc", "warm-mig-gc")
+    n.delete(old, "warm-mig-gc")
     initial = _state(n.node, n.state)
 
-    olds = {net: [f"old-{net}-a", f"old-{net}-b"] for net in n.nets}
+    olds = {net: [f"old-{net}-a", f"old-{net}-b"] for net in nets}
     used = set()
     for net, cids in olds.items():
         for cid in cids:
@@ -293,17 +309,24 @@ def test_reference_node_moved_to_pycni_and_back(
         n.gc(new, net, conf)
     for cids in olds.values():
         n.check(new, cids[0])
-    for net in n.nets:
+    # no cache entry either: only the plugins' GC can find what v1.9.1 made (portmap's and
+    # ipMasq's iptables chains by their comments, host-local's reservation)
+    n.add(old, "mig-gc", "lost-mig-gc")
+    _net, pod, _device = n.pods.pop("lost-mig-gc")
+    pod.delete()
+    (n.state.cache_dir / "results" / "mig-gc-lost-mig-gc-eth0").unlink()
+    n.gc(new, "mig-gc")
+    for net in nets:
         address = n.add(new, net, f"new-{net}")
         assert address not in used
         n.check(new, f"new-{net}")
-    for net in MAPPED:  # v1.9.1's mappings and pycni's, side by side
+    for net in TRAFFIC:  # v1.9.1's mappings and pycni's, side by side
         for cid in (olds[net][0], f"new-{net}"):
             n.serve(cid)
             assert n.reached(cid) == cid
     for cid in [c for cids in olds.values() for c in cids[:1]]:
         n.delete(new, cid)
-    for net in n.nets:
+    for net in nets:
         n.delete(new, f"new-{net}")
     node_view.assert_same(_state(n.node, n.state), initial, "after pycni's last DEL")
 
@@ -312,7 +335,7 @@ def test_reference_node_moved_to_pycni_and_back(
     n.add(old, "mig-nft", "warm-mig-nft")
     n.delete(old, "warm-mig-nft")
     initial = _state(n.node, n.state)
-    for net in n.nets:
+    for net in nets:
         n.add(new, net, f"back-{net}")
     before_migrate = _state(n.node, n.state)
     migrate = [sys.executable, "-m", "pycni.cli.main", "migrate", "--to-reference"]
@@ -324,10 +347,10 @@ def test_reference_node_moved_to_pycni_and_back(
     print(done)
     again = n.node.run(*migrate).stdout
     assert again.startswith("nothing to hand back"), again
-    for net in MAPPED:  # the handed-back mappings forward
+    for net in TRAFFIC:  # the handed-back mappings forward
         n.serve(f"back-{net}")
         assert n.reached(f"back-{net}") == f"back-{net}"
-    for net in n.nets:
+    for net in nets:
         n.check(old, f"back-{net}")
         n.delete(old, f"back-{net}")
     node_view.assert_same(_state(n.node, n.state), initial, "after v1.9.1's last DEL")
