@@ -153,8 +153,11 @@ def _ipmasq(req: Any, dry_run: bool) -> str | None:
     ]
     if not held:
         return None
+    from pycni.net.netfilter import iptables
+
+    # the reference's default: iptables wherever it can run (pkg/ip SetupIPMasqForNetworks)
     explicit = req.config.get("ipMasqBackend") == "nftables"
-    to_nft = explicit or not iptables_backend.chain_exists(4, "POSTROUTING")
+    to_nft = explicit or not iptables.available(4)
     if not dry_run:
         if to_nft:
             masq_nft.teardown(req.name, req.ifname, req.container_id, ipns)
