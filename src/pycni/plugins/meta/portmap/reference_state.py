@@ -11,14 +11,12 @@ and GC look here too, after the selected backend:
   for iptables-nft, ``/proc/thread-self/net/ip_tables_names`` for legacy), so a node that
   never ran iptables pays no ``iptables-save``;
 - ``cni_hostport``: only when its ``hostports`` chain exists (one netlink request per
-  family, then a dump per chain). The reference's
-  rules there carry no network name, so, like the reference, DEL removes those of the
-  container ID; GC cannot tell networks apart and leaves them (the reference has no GC).
+  family, then a dump per chain). The reference's rules there carry no network name, so,
+  like the reference, DEL removes those of the container ID; GC cannot tell networks apart
+  and leaves them (the reference has no GC).
 """
 
 from __future__ import annotations
-
-import os
 
 from pycni.net.netfilter import nftnl
 from pycni.plugins.meta.portmap.config import PortMapConfig
@@ -62,9 +60,7 @@ def iptables_variants(cfg: PortMapConfig) -> list[str | None]:
     found: list[str | None] = []
     try:
         if any(nftnl.chain_exists(f, "nat", _DNAT_CHAIN) for f in _NFT_FAMILIES):
-            found.append(
-                None if os.path.realpath("/usr/sbin/iptables").endswith("nft-multi") else "nft"
-            )
+            found.append("nft")  # only iptables-nft (or pycni's backend) names a chain so
     except nftnl.NftnlError:
         pass
     if legacy_nat():
