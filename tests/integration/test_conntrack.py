@@ -56,3 +56,33 @@ def test_delete_by_dst_port_removes_only_that_port_protocol_and_family(
         assert delete_by_dst_port([8080], "udp", 6) == 0
         assert delete_by_dst_port([], "udp", 4) == 0
     assert entries(node) == {("udp", "10.1.0.1", "8081"), ("tcp", "10.1.0.1", "8080")}
+
+
+def test_delete_by_address_removes_what_the_address_sent_or_answers(
+    node: harness.Namespace,
+) -> None:
+    import ipaddress
+
+    from pycni.net.netfilter.conntrack import delete_by_address
+
+    pod, other = "10.2.0.5", "10.2.0.6"
+    insert(node, "udp", pod, "192.0.2.9", 1000, 53)  # the pod's own flow
+    node.run(  # a flow to a host port, DNATed to the pod: the pod is the reply's source
+        "conntrack", "-I", "-p", "udp", "-s", "192.0.2.9", "-d", "192.0.2.1", "--sport",
+        "2000", "--dport", "8081", "-r", pod, "-q", "192.0.2.9", "--reply-port-src", "81",
+        "--reply-port-dst", "2000", "--timeout", "300",
+    )  # fmt: skip
+    insert(node, "udp", other, "192.0.2.9", 1001, 53)
+    insert(node, "tcp", pod, "192.0.2.9", 1002, 80)  # UDP only
+    insert(node, "udp", "fd00::5", "fd00::9", 1003, 53)
+    with node.entered():
+        assert delete_by_address(ipaddress.ip_address(pod).packed, "udp") == 2
+        assert delete_by_address(ipaddress.ip_address(pod).packed, "udp") == 0
+    assert entries(node) == {
+        ("udp", other, "53"),
+        ("tcp", pod, "80"),
+        ("udp", "fd00::5", "53"),
+    }
+    with node.entered():
+        assert delete_by_address(ipaddress.ip_address("fd00::5").packed, "udp") == 1
+    assert ("udp", "fd00::5", "53") not in entries(node)

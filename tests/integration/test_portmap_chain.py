@@ -407,3 +407,39 @@ def test_hostport_conflict_is_an_error(
     env.run("portmap", "CHECK", winner, "cid-a", pod1).ok()
     env.run("portmap", "DEL", env.portmap_conf(prev, MAPPINGS[:1]), "cid-b", pod2).ok()
     env.run("portmap", "CHECK", winner, "cid-a", pod1).ok()
+
+
+def udp_flows(node: Namespace, direction: str, address: str) -> list[str]:
+    """The node's UDP conntrack entries whose ``direction`` (orig or reply) source is
+    ``address``, as conntrack(8) lists them."""
+    out = node.run("conntrack", "-L", "-p", "udp", f"--{direction}-src", address, check=False)
+    return [line for line in out.stdout.splitlines() if line.startswith("udp")]
+
+
+@pytest.mark.parametrize("backend", ["nftables", "iptables"])
+def test_del_forgets_the_pods_udp_flows(
+    backend: str,
+    env_factory: Callable[..., Env],
+    pod_factory: Callable[[], Namespace],
+    servers: Callable[[Namespace, str], None],
+) -> None:
+    """upstream #1190: after DEL no UDP conntrack entry of the pod's address is left (a flow
+    to its host port stays pinned to that address until it times out otherwise); another
+    pod's flows stay."""
+    env = env_factory(backend=backend)
+    pod1, pod2 = pod_factory(), pod_factory()
+    udp = [{"hostPort": 8081, "containerPort": 81, "protocol": "udp"}]
+    prev1 = env.add("cid-ct1", pod1, udp)
+    prev2 = env.add("cid-ct2", pod2, [{"hostPort": 8082, "containerPort": 81, "protocol": "udp"}])
+    servers(pod1, "ct1")
+    servers(pod2, "ct2")
+    ip1, ip2 = pod_ip(prev1, 4), pod_ip(prev2, 4)
+    assert fetch(env.outside, "udp", NODE_UP4, 8081) == "udp-ct1"  # DNATed to pod1
+    assert fetch(env.outside, "udp", NODE_UP4, 8082) == "udp-ct2"
+    fetch(pod1, "udp", OUTSIDE4, 9, attempts=1)  # pod1's own flow out (nothing answers)
+    assert udp_flows(env.node, "reply", ip1) and udp_flows(env.node, "orig", ip1)
+    assert udp_flows(env.node, "reply", ip2)
+    env.delete("cid-ct1", udp)
+    assert udp_flows(env.node, "reply", ip1) == []
+    assert udp_flows(env.node, "orig", ip1) == []
+    assert udp_flows(env.node, "reply", ip2), "another pod's flows must stay"

@@ -440,8 +440,36 @@ def masq_iptables_setup(rec: Recorder, _tmp: str) -> Any:
 @scenario
 def masq_iptables_teardown(rec: Recorder, _tmp: str) -> Any:
     chosen = ipmasq.backend("iptables")
-    rec.answer("nftnl.chain_exists", f"CNI-{h('mnet' + 'c1', 24)}", True)
+    chain = f"CNI-{h('mnet' + 'c1', 24)}"
+    rec.answer("nftnl.chain_exists", chain, True)
+    # without the pod's IPs the POSTROUTING jump is found by its target (one save, one restore)
+    comment = ipmasq.iptables_comment("mnet", "c1").replace('"', '\\"')
+    saved = (
+        f"*nat\n:POSTROUTING ACCEPT [0:0]\n:{chain} - [0:0]\n"
+        f'-A POSTROUTING -s 10.88.0.5/32 -m comment --comment "{comment}" -j {chain}\n'
+        f"-A {chain} -d 10.88.0.0/16 -j ACCEPT\nCOMMIT\n"
+    )
+    rec.answer("iptables.save", "nat 4", saved)
     return caught(lambda: ipmasq.teardown(chosen, [], "mnet", "eth0", "c1"))
+
+
+@scenario
+def masq_iptables_gc(rec: Recorder, _tmp: str) -> Any:
+    """GC finds the reference's chains of stale attachments by their POSTROUTING jump's
+    comment: c2's goes, valid c1's and another network's stay."""
+    rec.answer("nftnl.chain_exists", "POSTROUTING", True)
+    lines = ["*nat", ":POSTROUTING ACCEPT [0:0]"]
+    for net, cid, ip in (
+        ("mnet", "c1", "10.88.0.5"),
+        ("mnet", "c2", "10.88.0.6"),
+        ("o", "c2", "10.9.0.2"),
+    ):
+        chain = f"CNI-{h(net + cid, 24)}"
+        comment = ipmasq.iptables_comment(net, cid).replace('"', '\\"')
+        lines.insert(2, f":{chain} - [0:0]")
+        lines.append(f'-A POSTROUTING -s {ip}/32 -m comment --comment "{comment}" -j {chain}')
+    rec.answer("iptables.save", "nat 4", "\n".join([*lines, "COMMIT", ""]))
+    return caught(lambda: ipmasq.backend("iptables").gc("mnet", [("c1", "eth0")]))
 
 
 @scenario

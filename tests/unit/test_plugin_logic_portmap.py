@@ -20,6 +20,7 @@ import pytest
 
 from pycni.net.netfilter import conntrack, nft
 from pycni.plugin.fake_host import FakePluginHost
+from pycni.plugins.meta.portmap import reference_state
 from tests.plugin_logic import POD, call, failed, ok, picture, recording_steps, with_prev
 from tests.unit.nft_transport import Recorder
 
@@ -83,11 +84,35 @@ def rec(monkeypatch: pytest.MonkeyPatch) -> Iterator[Recorder]:
     yield recorder
 
 
+class AddressFlushes:
+    """conntrack.delete_by_address (DEL), recorded (and optionally refused)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+        self.error: Exception | None = None
+
+    def __call__(self, address: bytes, protocol: str) -> int:
+        self.calls.append((str(ipaddress.ip_address(address)), protocol))
+        if self.error is not None:
+            raise self.error
+        return 0
+
+
 @pytest.fixture
 def flushes(monkeypatch: pytest.MonkeyPatch) -> Flushes:
+    """Both conntrack flushes replaced (they would reach this machine's own table), and the
+    legacy-iptables probe of reference_state answering "none" whatever this machine has."""
     recorded = Flushes()
     monkeypatch.setattr(conntrack, "delete_by_dst_port", recorded)
+    monkeypatch.setattr(conntrack, "delete_by_address", AddressFlushes())
+    monkeypatch.setattr(reference_state, "legacy_nat", lambda: False)
     return recorded
+
+
+def address_flushes() -> AddressFlushes:
+    found = conntrack.delete_by_address
+    assert isinstance(found, AddressFlushes)
+    return found
 
 
 def writes(rec: Recorder) -> list[str]:
@@ -156,6 +181,39 @@ def test_udp_mappings_flush_conntrack_per_family_and_a_failed_flush_is_only_logg
     ok(host, "portmap", "ADD", conf(UDP))
 
 
+def test_del_forgets_the_pods_udp_flows_and_a_failed_flush_is_only_logged(
+    rec: Recorder, flushes: Flushes
+) -> None:
+    """upstream #1190: DEL drops the UDP conntrack entries of each of the pod's addresses;
+    not when the mappings are known and none is UDP; without runtimeConfig it cannot know."""
+    host = node_with_bridge()
+    ok(host, "portmap", "DEL", conf(UDP + TCP))
+    assert address_flushes().calls == [("10.22.0.5", "udp"), ("fd22::5", "udp")]
+    address_flushes().calls.clear()
+    ok(host, "portmap", "DEL", conf(TCP))
+    assert address_flushes().calls == []
+    ok(host, "portmap", "DEL", conf(None))
+    assert address_flushes().calls == [("10.22.0.5", "udp"), ("fd22::5", "udp")]
+    address_flushes().error = OSError(1, "Operation not permitted")
+    ok(host, "portmap", "DEL", conf(UDP))
+
+
+def test_del_and_check_look_at_the_references_layouts(rec: Recorder, flushes: Flushes) -> None:
+    """A pod v1.9.1 set up: DEL asks for its cni_hostport rules and, with the nftables backend
+    selected, for the iptables scaffolding (over netlink: no iptables-save without it)."""
+    host = node_with_bridge()
+    rec.calls.clear()
+    ok(host, "portmap", "DEL", conf())
+    asked = [c for c in rec.calls if c[0] in ("nftnl.chain_rules", "nftnl.chain_exists")]
+    for family in ("ip", "ip6"):  # one GET each; no table, no rule dumps
+        assert ["nftnl.chain_exists", family, "cni_hostport", "hostports"] in asked, asked
+        assert ["nftnl.chain_exists", family, "nat", "CNI-HOSTPORT-DNAT"] in asked, asked
+    assert not [c for c in asked if c[0] == "nftnl.chain_rules" and c[2] == "cni_hostport"]
+    assert not [c for c in rec.calls if c[0].startswith("iptables")]
+    # nothing of the reference's there either: CHECK still fails on the missing mapping
+    assert "8080" in failed(host, "portmap", "CHECK", conf())
+
+
 def test_no_route_to_the_pod_fails_before_anything_is_written(
     rec: Recorder, flushes: Flushes
 ) -> None:
@@ -174,7 +232,9 @@ def test_a_failure_at_each_step_runs_the_backends_removal(rec: Recorder, flushes
     makes (the backend's removal), and route_localnet is as it was."""
     host = node_with_bridge()
     rec.calls.clear()
-    ok(host, "portmap", "DEL", conf())
+    with pytest.MonkeyPatch.context() as patch:  # a DEL also looks at the reference's layouts
+        patch.setattr(reference_state, "delete", lambda cfg, skip_iptables: False)
+        ok(host, "portmap", "DEL", conf())
     removal = list(rec.calls)
     assert removal  # the removal looks this attachment's state up
     with recording_steps() as steps:

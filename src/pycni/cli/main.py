@@ -37,6 +37,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "pycni.cli.agent_cmd",
     "pycni.cli.dhcp_cmd",
     "pycni.cli.doctor_cmd",
+    "pycni.cli.migrate_cmd",
 )
 
 # Which module registers each command, so that `pycni add …` builds (and imports) only
@@ -53,6 +54,7 @@ COMMAND_OWNERS: dict[str, str] = {
     "agent": "pycni.cli.agent_cmd",
     "dhcp-daemon": "pycni.cli.dhcp_cmd",
     "doctor": "pycni.cli.doctor_cmd",
+    "migrate": "pycni.cli.migrate_cmd",
 }
 
 

@@ -10,6 +10,11 @@ Linux 5.8 and later), so the table does not cross into user space; each entry fo
 by its original tuple, zone and id, so an entry that expired and was re-created meanwhile is
 left alone. Older kernels ignore the filter and dump the family's whole table: the entries are
 checked here as well.
+
+A pod that goes leaves UDP entries behind too: a flow to a mapped host port, DNATed to the
+pod, stays pinned to its address until the entry times out, and a new pod given that address
+inherits the flows. ``delete_by_address`` (portmap's DEL) removes the entries the address
+sent (original source) or answers (reply source), from one dump filtered by protocol.
 """
 
 from __future__ import annotations
@@ -21,12 +26,13 @@ from pycni.net.netlink.kernel import AF_INET, AF_INET6
 from pycni.net.netlink.nfnetlink import NFGENMSG
 from pycni.net.netlink.rtnl.wire import NLM_F_ACK, NLM_F_DUMP, attr, nested, parse_attrs
 
-__all__ = ["delete_by_dst_port"]
+__all__ = ["delete_by_address", "delete_by_dst_port"]
 
 NFNL_SUBSYS_CTNETLINK = 1
 IPCTNL_MSG_CT_NEW, IPCTNL_MSG_CT_GET, IPCTNL_MSG_CT_DELETE = 0, 1, 2
-CTA_TUPLE_ORIG, CTA_ID, CTA_ZONE, CTA_FILTER = 1, 12, 18, 25
-CTA_TUPLE_PROTO = 2
+CTA_TUPLE_ORIG, CTA_TUPLE_REPLY, CTA_ID, CTA_ZONE, CTA_FILTER = 1, 2, 12, 18, 25
+CTA_TUPLE_IP, CTA_TUPLE_PROTO = 1, 2
+CTA_IP_SRC = {AF_INET: 1, AF_INET6: 3}  # CTA_IP_V4_SRC, CTA_IP_V6_SRC
 CTA_PROTO_NUM, CTA_PROTO_DST_PORT = 1, 3
 CTA_FILTER_ORIG_FLAGS, CTA_FILTER_REPLY_FLAGS = 1, 2
 CTA_FILTER_FLAG_PROTO_NUM, CTA_FILTER_FLAG_PROTO_DST_PORT = 1 << 3, 1 << 5
@@ -69,6 +75,66 @@ def _original(entry: bytes) -> tuple[int, int, bytes, bytes | None, bytes | None
     return num[0], struct.unpack("!H", port)[0], tuple_raw, found.get(CTA_ZONE), found.get(CTA_ID)
 
 
+def _delete(af: int, tuple_raw: bytes, zone: bytes | None, entry_id: bytes | None) -> bool:
+    """Delete one entry by its original tuple, zone and id; False when it expired meanwhile."""
+    body = NFGENMSG.pack(af, 0, 0) + _nested(CTA_TUPLE_ORIG, tuple_raw)
+    if zone is not None:
+        body += attr(CTA_ZONE, zone)
+    if entry_id is not None:
+        body += attr(CTA_ID, entry_id)
+    gone = nfnetlink.request(NFNL_SUBSYS_CTNETLINK, IPCTNL_MSG_CT_DELETE, NLM_F_ACK, body)
+    return gone is not None  # None: ENOENT
+
+
+def _protocol_request(af: int, proto: int) -> bytes:
+    """A dump of ``af`` entries of protocol ``proto`` (the kernel compares that alone)."""
+    tuple_proto = _nested(CTA_TUPLE_PROTO, attr(CTA_PROTO_NUM, bytes([proto])))
+    flags = struct.pack("=I", CTA_FILTER_FLAG_PROTO_NUM)
+    return (
+        NFGENMSG.pack(af, 0, 0)
+        + _nested(CTA_TUPLE_ORIG, tuple_proto)
+        + _nested(
+            CTA_FILTER,
+            attr(CTA_FILTER_ORIG_FLAGS, flags) + attr(CTA_FILTER_REPLY_FLAGS, struct.pack("=I", 0)),
+        )
+    )
+
+
+def _source(tuple_raw: bytes | None, af: int) -> bytes | None:
+    if tuple_raw is None:
+        return None
+    ip_raw = parse_attrs(tuple_raw, 0, len(tuple_raw)).get(CTA_TUPLE_IP, b"")
+    return parse_attrs(ip_raw, 0, len(ip_raw)).get(CTA_IP_SRC[af])
+
+
+def delete_by_address(address: bytes, protocol: str) -> int:
+    """Delete the entries of ``protocol`` that ``address`` (packed, 4 or 16 bytes) sent or
+    answers: original source (the pod's own flows) or reply source (flows to it, DNATed by a
+    port mapping or not). Returns how many went.
+
+    One dump per call, filtered by the kernel on family and protocol; the address is matched
+    here. A dump walks the kernel's whole conntrack hash (shared by every namespace: 262144
+    buckets here, 10-20 ms), so one dump matching both directions costs half of two dumps
+    filtered on one address each (an either-or filter does not exist; and an IPv6 address
+    filter matched nothing on Linux 6.18)."""
+    af = AF_INET if len(address) == 4 else AF_INET6
+    proto = PROTOCOLS[protocol]
+    request = _protocol_request(af, proto)
+    replies = nfnetlink.request(NFNL_SUBSYS_CTNETLINK, IPCTNL_MSG_CT_GET, NLM_F_DUMP, request)
+    deleted = 0
+    for kind, entry in replies or []:
+        if kind != IPCTNL_MSG_CT_NEW:
+            continue
+        found = _original(entry)
+        if found is None or found[0] != proto:
+            continue
+        _num, _port, tuple_raw, zone, entry_id = found
+        reply = parse_attrs(entry, 0, len(entry)).get(CTA_TUPLE_REPLY)
+        if address in (_source(tuple_raw, af), _source(reply, af)):
+            deleted += _delete(af, tuple_raw, zone, entry_id)
+    return deleted
+
+
 def delete_by_dst_port(ports: list[int], protocol: str, family: int) -> int:
     """Delete entries with original destination port in ``ports``; returns how many went."""
     af = AF_INET if family == 4 else AF_INET6
@@ -85,12 +151,5 @@ def delete_by_dst_port(ports: list[int], protocol: str, family: int) -> int:
             if found is None or found[:2] != (proto, port):
                 continue
             _num, _port, tuple_raw, zone, entry_id = found
-            body = NFGENMSG.pack(af, 0, 0) + _nested(CTA_TUPLE_ORIG, tuple_raw)
-            if zone is not None:
-                body += attr(CTA_ZONE, zone)
-            if entry_id is not None:
-                body += attr(CTA_ID, entry_id)
-            gone = nfnetlink.request(NFNL_SUBSYS_CTNETLINK, IPCTNL_MSG_CT_DELETE, NLM_F_ACK, body)
-            if gone is not None:  # None: it expired (ENOENT) since the dump
-                deleted += 1
+            deleted += _delete(af, tuple_raw, zone, entry_id)
     return deleted

@@ -273,7 +273,10 @@ class HostDevice(Plugin):
             pod = req.open_netns()
         except NetNSNotFound:
             # The kernel gave a physical link back to the initial namespace (a virtual one
-            # died with the pod): nothing is left to move.
+            # died with the pod): nothing is left to move, but the address is still held
+            # (the reference fails this DEL and keeps it: a GC's stale DEL must free it).
+            if conf.ipam:
+                ipam_passthrough(req, "DEL")
             _forget(state_path)
             return
         with pod:

@@ -17,6 +17,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import subprocess
 
+    from pycni.net.netfilter.iptables import SavedTable
+
 __all__: list[str] = []
 
 
@@ -116,12 +118,12 @@ class Iptables:
 
     def teardown(self, ipns: Sequence[IPInterface], network: str, ifname: str, cid: str) -> None:
         if not ipns:
-            # no IPs known (link already gone): still remove the chain itself
+            # no IPs known (the namespace is gone): the POSTROUTING jumps are found by their
+            # target, so the chain can go too (the reference leaves both behind then)
             chain = chain_name(network, cid)
             for v in (4, 6):
                 if chain_exists(v, chain):
-                    _ipt(v, "-F", chain)
-                    _ipt(v, "-X", chain)
+                    _remove_chains(v, [chain])
         teardown(ipns, network, cid)
 
     def may_hold(self, network: str, cid: str) -> bool:
@@ -129,7 +131,61 @@ class Iptables:
         return any(chain_exists(v, chain) for v in (4, 6))
 
     def gc(self, network: str, valid: Iterable[tuple[str, str]]) -> int:
-        return 0  # as the reference: GC covers the nftables layout only
+        """Remove the chains of this network's attachments not in ``valid``: their
+        POSTROUTING jumps carry the reference's comment, naming network and container ID
+        (the reference's own GC leaves iptables alone)."""
+        keep = {cid for cid, _ifname in valid}
+        marker = f'--comment "name: \\"{network}\\" id: \\"'
+        removed = 0
+        for v in (4, 6):
+            if not chain_exists(v, "POSTROUTING"):
+                continue
+            saved = _save(v)
+            if saved is None:
+                continue
+            stale: list[str] = []
+            for rule in saved.rules_of("POSTROUTING"):
+                at = rule.find(marker)
+                if at < 0:
+                    continue
+                cid = rule[at + len(marker) :].split('\\"', 1)[0]
+                chain = chain_name(network, cid)
+                if cid not in keep and rule.endswith(f" -j {chain}") and chain not in stale:
+                    stale.append(chain)
+            if stale:
+                _remove_chains(v, stale, saved)
+                removed += len(stale)
+        return removed
+
+
+def _save(version: int) -> SavedTable | None:
+    from pycni.net.netfilter import iptables
+
+    try:
+        return iptables.save("nat", version)
+    except iptables.IptablesError:
+        return None
+
+
+def _remove_chains(version: int, chains: list[str], saved: SavedTable | None = None) -> None:
+    """Remove ``chains`` and every POSTROUTING jump to them, in one restore."""
+    from pycni.net.netfilter import iptables
+
+    saved = saved or _save(version)
+    if saved is None:
+        return
+    lines: list[str] = []
+    for chain in chains:
+        if chain not in saved.chains:
+            continue
+        lines += [iptables.delete_line(r) for r in saved.jumps_to("POSTROUTING", chain)]
+        lines += [f"-F {chain}", f"-X {chain}"]
+    if not lines:
+        return
+    try:
+        iptables.restore(iptables.script("nat", [], lines), version)
+    except iptables.IptablesError as exc:
+        raise IPMasqError(f"iptables: removing {', '.join(chains)} failed: {exc}") from None
 
 
 BACKEND = Iptables()

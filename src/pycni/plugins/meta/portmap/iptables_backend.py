@@ -38,6 +38,7 @@ __all__ = [
     "entry_comment",
     "entry_rules",
     "gc",
+    "has_chain",
     "usable",
 ]
 
@@ -282,11 +283,23 @@ def delete(network: str, container_id: str, variant: str | None = None) -> bool:
     return removed
 
 
-def check(cfg: PortMapConfig) -> None:
+def has_chain(chain: str, variant: str | None = None) -> bool:
+    """Whether either family's nat table has ``chain``."""
+    for family in (4, 6):
+        with contextlib.suppress(IptablesError):
+            if chain in iptables.save(TABLE, family, variant).chains:
+                return True
+    return False
+
+
+def check(cfg: PortMapConfig, variant: str | None = None) -> None:
+    """The attachment's chain, rules and entry jumps are in place (``variant``: the iptables
+    variant to read, the config's when None)."""
     chain = dnat_chain(cfg.network, cfg.container_id)
+    variant = variant or cfg.iptables_variant
     for family in _families(cfg):
         try:
-            saved = iptables.save(TABLE, family, cfg.iptables_variant)
+            saved = iptables.save(TABLE, family, variant)
         except IptablesError as exc:
             raise _fail("CHECK", exc) from None
         if chain not in saved.chains:

@@ -4,9 +4,10 @@ ADD installs the mappings of ``runtimeConfig.portMappings`` with the chosen back
 stale UDP conntrack entries for the host ports, enables route_localnet on the device that
 leads to the pod (for localhost access over IPv4 with snat) and passes prevResult through.
 DEL removes this attachment's rules by network name, container ID and ifname, so it works
-without runtimeConfig (the reference does nothing then). GC removes the rules of attachments
-not listed in ``cni.dev/valid-attachments``; STATUS reports code 50 when the backend cannot
-be used.
+without runtimeConfig (the reference does nothing then), in every layout (also the
+reference's, for pods it set up before pycni took over), then the pod's UDP conntrack
+entries. GC removes the rules of attachments not listed in ``cni.dev/valid-attachments``;
+STATUS reports code 50 when the backend cannot be used.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import ipaddress
 
 from pycni.plugin.base import Plugin, Request
 from pycni.plugin.rollback import Rollback
-from pycni.plugins.meta.portmap import nft_backend
+from pycni.plugins.meta.portmap import nft_backend, reference_state
 from pycni.plugins.meta.portmap.backend import Backend
 from pycni.plugins.meta.portmap.config import IPTABLES, NFTABLES, PortMapConfig, parse
 from pycni.spec.errors import INTERNAL, PLUGIN_NOT_AVAILABLE, CNIError
@@ -47,6 +48,36 @@ def _flush_udp_conntrack(req: Request, cfg: PortMapConfig) -> None:
             req.log(f"portmap: could not flush UDP conntrack entries (IPv{family}): {exc}")
 
 
+def _conntrack_empty(req: Request) -> bool:
+    """Whether the node's namespace tracks no connection (or conntrack is not loaded)."""
+    try:
+        with req.host.node() as kernel:
+            return req.host.sysctl(kernel).read("net/netfilter/nf_conntrack_count") == "0"
+    except FileNotFoundError:
+        return True
+    except Exception:  # unreadable: look in the table
+        return False
+
+
+def _forget_udp_flows(req: Request, cfg: PortMapConfig) -> None:
+    """DEL: drop the UDP conntrack entries of the pod's addresses (upstream #1190), so flows
+    to its host ports do not stay pinned to an address a later pod may get. Skipped when
+    the mappings are known and none is UDP; failures logged, as at ADD."""
+    if cfg.mappings_given and not any(m.protocol == "udp" for m in cfg.mappings):
+        return
+    if not cfg.container_ips or _conntrack_empty(req):
+        return  # a dump walks the kernel's whole conntrack hash: 10-30 ms
+    for family, cip in sorted(cfg.container_ips.items()):
+        try:
+            from pycni.net.netfilter.conntrack import delete_by_address
+
+            delete_by_address(cip.ip.packed, "udp")
+        except Exception as exc:  # the pod is gone either way: never fail its DEL for this
+            req.log(
+                f"portmap: could not flush UDP conntrack entries of {cip.ip} (IPv{family}): {exc}"
+            )
+
+
 def backend_of(cfg: PortMapConfig) -> Backend:
     """The backend the config selects (picked once per call). The iptables one is imported
     only when chosen: it brings subprocess and the iptables-save parser."""
@@ -75,10 +106,13 @@ def _install(cfg: PortMapConfig, rb: Rollback) -> None:
 
 
 def _remove(cfg: PortMapConfig) -> None:
+    """The attachment's state in every layout: the selected backend's, the nftables one of a
+    config that changed backend, and what the reference plugin wrote for it."""
     backend = backend_of(cfg)
     backend.delete(cfg)
     if backend is not nft_backend.BACKEND:  # nftables state of a config that changed backend
         nft_backend.BACKEND.delete(cfg)
+    reference_state.delete(cfg, skip_iptables=backend is not nft_backend.BACKEND)
 
 
 class PortMap(Plugin):
@@ -113,12 +147,20 @@ class PortMap(Plugin):
         return prev
 
     def delete(self, req: Request) -> None:
-        _remove(parse(req, need_prev=False))
+        cfg = parse(req, need_prev=False)
+        _remove(cfg)
+        _forget_udp_flows(req, cfg)
 
     def check(self, req: Request) -> None:
         cfg = parse(req, need_prev=True)
-        if cfg.mappings:
+        if not cfg.mappings:
+            return
+        try:
             backend_of(cfg).check(cfg)
+        except CNIError:
+            # a pod the reference plugin set up, in its own layout, before pycni took over
+            if not reference_state.check(cfg):
+                raise
 
     def gc(self, req: Request) -> None:
         cfg = parse(req, need_prev=False)
@@ -127,6 +169,8 @@ class PortMap(Plugin):
         backend.gc(cfg, valid)
         if backend is not nft_backend.BACKEND:
             nft_backend.BACKEND.gc(cfg, valid)
+        skip = backend is not nft_backend.BACKEND
+        reference_state.gc(cfg, {cid for cid, _ in valid}, skip_iptables=skip)
 
     def status(self, req: Request) -> None:
         cfg = parse(req, need_prev=False)
