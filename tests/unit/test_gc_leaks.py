@@ -301,3 +301,16 @@ def test_proc_net_addresses_reads_fib_trie_and_if_inet6(tmp_path: Path) -> None:
     )
     (tmp_path / "if_inet6").write_text("fd000000000000000000000000000002 02 40 00 80     eth0\n")
     assert proc_net_addresses(str(tmp_path)) == ["10.93.0.7", "fd00::2"]
+
+
+def test_an_opaque_init_is_one_plain_note_not_a_problem() -> None:
+    """A process even root may not look into (this VM's init) is nothing a user can act on:
+    one note saying what it means, never a line under Problems."""
+    from pycni.net.nsscan import opaque_note
+
+    assert opaque_note({}) is None
+    one = opaque_note({"pid 1": ["10.0.0.1"]})
+    assert one is not None and one.startswith("pid 1 hides its namespaces even from root")
+    assert one.endswith("nothing to do")
+    two = opaque_note({"pid 57": [], "pid 1": []})
+    assert two is not None and two.startswith("pid 1, pid 57 hide their namespaces")

@@ -36,6 +36,7 @@ from pycni.inspect.namespaces import (
     linked_addresses,
     namespace_key,
     node_path_key,
+    opaque_note,
     open_namespace,
 )
 from pycni.inspect.namespaces import scan as scan_namespaces
@@ -482,6 +483,9 @@ def _read_kernel(state: NodeState, netns_dir: str) -> None:
             state.problems.append(f"cannot read the cluster agent's state: {exc}")
     candidates, found = _candidate_namespaces(netns_dir, state.attachments)
     state.problems.extend(found.problems)
+    note = opaque_note(found.opaque)
+    if note is not None:
+        state.notes.append(note)
     complete = found.complete
     views = []
     try:

@@ -281,6 +281,8 @@ class NodeState:
     masquerades: list[Masquerade] = field(default_factory=list)
     namespaces: list[Namespace] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    # what the user should know but need not act on (not a problem; e.g. an opaque init)
+    notes: list[str] = field(default_factory=list)
     cluster: ClusterAgentState | None = None
     daemon: DaemonStatus | None = None
     dns_servers: list[DnsServer] = field(default_factory=list)

@@ -225,6 +225,8 @@ def render(state: NodeState, leaks: list[Leak]) -> str:
         out += ["", *_cluster_lines(state.cluster)]
     if state.dns_servers:
         out += ["", *_dns_lines(state)]
+    if state.notes:
+        out += [""] + [f"Note: {n}" for n in state.notes]
     if state.problems:
         out += ["", f"Problems ({len(state.problems)})"]
         out += [f"  {p}" for p in state.problems]

@@ -59,6 +59,7 @@ __all__ = [
     "node_path_key",
     "nsfs_device",
     "nsfs_mount_points",
+    "opaque_note",
     "open_namespace",
     "proc_net_addresses",
     "scan",
@@ -195,6 +196,21 @@ def view_problems() -> list[str]:
             "look into the node's namespaces"
         )
     return problems
+
+
+def opaque_note(opaque: dict[str, list[str]]) -> str | None:
+    """One plain line for the processes even root may not look into (e.g. this VM's init),
+    saying what it means to the user: nothing to do, and GC stays careful around them."""
+    if not opaque:
+        return None
+    labels = sorted(opaque, key=lambda label: int(label.split()[-1]) if label[-1:].isdigit() else 0)
+    who = ", ".join(labels)
+    one = len(labels) == 1
+    return (
+        f"{who} {'hides its' if one else 'hide their'} namespaces even from root (as this "
+        f"machine's init does); pycni still reads {'its' if one else 'their'} addresses, so GC "
+        f"frees none of them and no veth while {'it runs' if one else 'they run'}: nothing to do"
+    )
 
 
 def view_notes() -> list[str]:
@@ -414,13 +430,9 @@ class _Scanner:
         except OSError as exc:
             self.fail(f"cannot read the addresses of pid {pid}: {exc}")
             return
+        # not incompleteness, and nothing a user can act on: see the module text and
+        # opaque_note (what inspect tells them, once)
         self.scan.opaque[f"pid {pid}"] = addresses
-        self.scan.problems.append(  # a note, not incompleteness: see the module text
-            f"pid {pid} is opaque (even root may not read its namespace files or fds): its "
-            f"network namespace's addresses are read through /proc/{pid}/net, but a namespace "
-            "only it holds by an fd, and that no link of this one leads to, is not seen; no "
-            "veth is freed while it runs"
-        )
 
     def _mounts(self, base: str) -> None:
         """The namespace files mounted in the mount namespace of ``base`` (/proc/PID or
