@@ -188,7 +188,14 @@ def servers() -> Iterator[Callable[[Namespace, str], None]]:
             f"    s.sendto(b'udp-{tag}\\n', peer)\n"
         )
         for argv in (
-            ["socat", "TCP6-LISTEN:80,fork,reuseaddr,ipv6only=0", f"SYSTEM:echo tcp-{tag}"],
+            # TCP: the answer only after the client's "ping" is read, so the server never
+            # closes with unread data (the kernel then sends RST instead of FIN, and the client
+            # may lose the answer: an empty one, seen on a loaded machine)
+            [
+                "socat",
+                "TCP6-LISTEN:80,fork,reuseaddr,ipv6only=0",
+                f"SYSTEM:read -r request; echo tcp-{tag}",
+            ],
             [sys.executable, "-c", udp],
         ):
             procs.append(
