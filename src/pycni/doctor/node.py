@@ -308,11 +308,22 @@ def check_daemon(
 ) -> list[Check]:
     """The daemon the installed entry points forward to (read from the entry points in the
     caller's and every runtime's plugin dirs), or the one given with --socket."""
-    from pycni.inspect.daemon import choose_socket, read_daemon
+    from pycni.inspect.daemon import (
+        KEPT_DEMO_PLUGIN_DIR,
+        choose_socket,
+        forwarded_sockets,
+        read_daemon,
+    )
     from pycni.inspect.runtimes import plugin_dirs as runtime_dirs
 
     dirs = [p for p in plugin_dirs.value.split(os.pathsep) if p]
     dirs = list(dict.fromkeys([*dirs, *runtime_dirs(views or [])]))
+    if (
+        plugin_dirs.source == "default"
+        and not forwarded_sockets(dirs)
+        and os.path.isdir(KEPT_DEMO_PLUGIN_DIR)
+    ):
+        dirs.append(KEPT_DEMO_PLUGIN_DIR)  # a kept demo's daemon, when nothing else forwards
     socket_path, _why = choose_socket(socket_given, dirs, default_socket)
     status = read_daemon(socket_path)
     forwarding = [e for e in entry_points(dirs) if e.socket in (socket_path, "?")]
