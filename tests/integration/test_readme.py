@@ -79,8 +79,8 @@ def test_readme_runs_as_written(tmp_path: Path) -> None:
     assert [ln for ln in shown if ln not in printed] == [], "the README's demo output is stale"
     assert '"address": "10.99.0.2/24"' in out  # pycni add's result
     assert out.count("2 received, 0% packet loss") == 2
-    assert "hello from tour-pod\n" in out
-    assert "Problems (" not in out  # an opaque init is a note, not a problem nobody can act on  # the port mapping answering: node 8080 -> pod 80
+    assert "hello from tour-pod\n" in out  # the port mapping answering: node 8080 -> pod 80
+    assert "Problems (" not in out  # an opaque init is a note, not a problem nobody can act on
     assert "tcp/8080" in out and "→ 10.99.0.2:80" in out  # inspect: the port mapping
     assert "Daemon: answering on /tmp/pycni-tour/pycni.sock" in out
     # block one: the kept demo's daemon, found through the demo's entry points, named as such
