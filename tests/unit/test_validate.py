@@ -161,23 +161,9 @@ def test_the_docs_conflists_raise_nothing() -> None:
 
 
 def test_podman_and_containerd_defaults_raise_nothing() -> None:
-    podman = _chain(
-        {
-            "type": "bridge",
-            "bridge": "cni-podman0",
-            "isGateway": True,
-            "ipMasq": True,
-            "hairpinMode": True,
-            "ipam": {
-                "type": "host-local",
-                "routes": [{"dst": "0.0.0.0/0"}],
-                "ranges": [[{"subnet": "10.88.0.0/16", "gateway": "10.88.0.1"}]],
-            },
-        },
-        {"type": "portmap", "capabilities": {"portMappings": True}},
-        {"type": "firewall"},
-        {"type": "tuning"},
-    )
+    from tests.integration.test_podman_conflist import PODMAN_DEFAULT
+
+    podman = json.loads(json.dumps(PODMAN_DEFAULT))
     assert _findings(podman) == []
     containerd = _chain(
         {
