@@ -10,12 +10,14 @@ deliberate difference that docs/plugins/<name>.md list.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pycni.net.nsscan import live_addresses
 from tests import harness
 
 pytestmark = pytest.mark.kernel
@@ -83,11 +85,21 @@ def _gc_after_a_pod_died(
     before GC, after GC, keep's config)."""
     keep, gone = pod_factory(), pod_factory()
     confs = {}
+    gone_ip = ""
     with node.entered():
         for n, (cid, pod) in enumerate((("keep", keep), ("gone", gone))):
             confs[cid] = SETUPS[kind](node, state, n)
-            _run(plugin_dir, kind, "ADD", confs[cid], cid, pod.path).ok()
+            result = _run(plugin_dir, kind, "ADD", confs[cid], cid, pod.path).ok().json
+            gone_ip = result["ips"][0]["address"].split("/")[0]
     gone.delete()  # the runtime lost it: no DEL ever comes
+    # The kernel frees a deleted namespace a little later (its sockets' deferred free, and for
+    # host-device the device's way back), and a GC in that window rightly keeps the address
+    # (through the daemon the verb answers in ms): wait until GC's own scan no longer sees it.
+    deadline = time.monotonic() + 30
+    with node.entered():
+        while gone_ip in live_addresses().addresses:
+            assert time.monotonic() < deadline, f"{gone_ip} still in a live namespace"
+            time.sleep(0.05)
     before = state.reservations(NETWORK)
     valid = [{"containerID": "keep", "ifname": "eth0"}]
     with node.entered():
