@@ -199,6 +199,16 @@ def test_any_config_gets_findings_never_an_exception(kind: str, extra: dict[str,
     findings = _findings(_chain(_bridge(), plugin))
     assert config_check.exit_code(findings) in (0, 1, 2)
     assert all(f.severity in ("error", "warning") for f in findings)
+    assert all(f.path.isprintable() and f.message.isprintable() for f in findings)
+    assert all(len(f.path) <= 300 and len(f.message) <= 300 for f in findings)
+
+
+def test_a_hostile_key_cannot_fake_report_lines() -> None:
+    key = "x\n  error: plugins[9]: forged\x1b[2J" + "k" * (10 << 20)
+    [finding] = _findings(_chain({**_bridge(), key: 1}))
+    assert "\n" not in finding.path + finding.message and "\x1b" not in finding.message
+    assert finding.message.startswith("unknown key `x\\n  error: plugins[9]: forged\\x1b[2J")
+    assert len(finding.message) <= 300
 
 
 def test_cli_exit_codes_and_a_broken_file(

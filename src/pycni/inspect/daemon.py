@@ -47,7 +47,8 @@ def _launcher(pid: int) -> str:
     for entry in _read(f"/proc/{pid}/environ", 1 << 16).split(b"\0"):
         key, _, value = entry.partition(b"=")
         if key == LAUNCHER_ENV.encode():
-            return value.decode(errors="replace")[:160]
+            text = value.decode(errors="replace")[:160]
+            return "".join(ch if ch.isprintable() else "?" for ch in text)
     return ""
 
 

@@ -70,6 +70,16 @@ class Finding:
         return f"{self.source}: {self.severity}: {self.path}: {self.message}"
 
 
+_MAX_SHOWN = 300
+
+
+def _printable(text: str) -> str:
+    """Config keys and values end up in a terminal: control characters (newlines, escape
+    sequences) are shown escaped and a huge key is cut, so no config can fake report lines."""
+    out = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+    return out if len(out) <= _MAX_SHOWN else out[: _MAX_SHOWN - 3] + "..."
+
+
 def exit_code(findings: list[Finding]) -> int:
     """0 clean, 1 when any error, 2 for warnings only."""
     if any(f.severity == ERROR for f in findings):
@@ -321,4 +331,6 @@ def check_network(
             schema.keys.pop("ipam", None)  # its keys are that plugin's own
         findings.extend(_unknown_keys(config, schema, where, source))
         findings.extend(_capabilities(config, kind, ipam_type, where, source))
-    return findings
+    return [
+        Finding(f.source, _printable(f.path), f.severity, _printable(f.message)) for f in findings
+    ]
