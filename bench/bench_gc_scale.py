@@ -113,7 +113,7 @@ def main() -> int:
         host_local = [
             sys.executable,
             "-c",
-            "import sys; from pycni.plugin.main import main; sys.exit(main('host-local'))",
+            "import sys; from pycni.skel.main import main; sys.exit(main('host-local'))",
         ]
         rows = []
         for label, argv in (("gc --dry-run", [*gc, "--dry-run"]), ("gc", gc)):

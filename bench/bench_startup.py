@@ -35,7 +35,7 @@ from pycni.fast import client  # noqa: E402
 from pycni.fast import install as fast_install  # noqa: E402
 from pycni.net.ns import NetNS  # noqa: E402
 from pycni.playground import create_netns, delete_netns  # noqa: E402
-from pycni.plugin import registry  # noqa: E402
+from pycni.skel import registry  # noqa: E402
 
 GO_DIR = Path("/usr/lib/cni")
 PREFIX = f"pbst{os.getpid() % 10000}-"

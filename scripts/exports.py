@@ -13,7 +13,7 @@ A name belongs in a module's ``__all__`` when code outside the module uses it:
   file (the cli's command modules and their ``register``).
 
 A module that is part of the documented library (``pycni``, ``pycni.runtime``, ``pycni.spec``,
-``pycni.record``, ``pycni.plugin``: docs/api.md, docs/architecture.md) also exports every name it
+``pycni.record``, ``pycni.skel``: docs/api.md, docs/architecture.md) also exports every name it
 defines that those pages mention in backticks, and any module exports the classes and type
 aliases its exported functions and classes show in their signatures. Names a module serves
 through a module-level ``__getattr__`` (lazy re-exports) cannot be seen statically, nor can a
@@ -54,7 +54,7 @@ USER_DIRS = ("tests", "bench", "scripts", "contrib")
 DOC_GLOBS = ("README.md", "docs/**/*.md")
 # The documented library surface: a name these modules define and the API pages mention is
 # exported even when nothing in the repository imports it.
-SURFACE_PREFIXES = ("pycni.runtime", "pycni.spec", "pycni.record", "pycni.plugin")
+SURFACE_PREFIXES = ("pycni.runtime", "pycni.spec", "pycni.record", "pycni.skel")
 SURFACE_MODULES = ("pycni",)
 SURFACE_DOCS = ("docs/api.md", "docs/architecture.md")
 

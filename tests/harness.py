@@ -210,7 +210,7 @@ def write_python_entry_points(directory: Path, names: Sequence[str], python: str
         path = directory / name
         path.write_text(
             f"#!{python}\n# pycni-entry-point:v1\n"
-            f"from pycni.plugin.main import main\nmain({name!r})\n"
+            f"from pycni.skel.main import main\nmain({name!r})\n"
         )
         path.chmod(0o755)
 

@@ -17,10 +17,10 @@ import pytest
 
 from pycni.net.netlink.fake_kernel import IPV4_CONF_IDS, IPV6_CONF_DEFAULTS, FakeKernel
 from pycni.net.netlink.kernel import AF_INET, AF_INET6
-from pycni.plugin import skel
-from pycni.plugin.base import Plugin
-from pycni.plugin.fake_host import FakePluginHost
-from pycni.plugin.rollback import FAIL_AT_ENV, Rollback
+from pycni.skel import run as skel
+from pycni.skel.base import Plugin
+from pycni.skel.fake_host import FakePluginHost
+from pycni.skel.rollback import FAIL_AT_ENV, Rollback
 from tests.kernel_contract import addresses, links, routes, rules
 
 POD = "/run/netns/fakepod"

@@ -1,7 +1,7 @@
 """pycni: the Container Network Interface in Python.
 
 The public API lives in :mod:`pycni.runtime` (the libcni equivalent) and
-:mod:`pycni.plugin` (the skel equivalent); this module re-exports the names most
+:mod:`pycni.skel` (the skel equivalent); this module re-exports the names most
 callers need.
 """
 

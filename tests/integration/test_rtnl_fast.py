@@ -480,7 +480,7 @@ def test_plugin_adds_do_not_import_pyroute2(node: harness.Namespace, pod_factory
     pod = pod_factory()
     code = (
         "import json, sys\n"
-        "from pycni.plugin import skel\n"
+        "from pycni.skel import run as skel\n"
         f"env = dict(CNI_CONTAINERID='c1', CNI_NETNS='{pod.path}', CNI_PATH='/nonexistent')\n"
         "lo = json.dumps({'cniVersion': '1.0.0', 'name': 'n', 'type': 'loopback'}).encode()\n"
         "br = json.dumps({'cniVersion': '1.0.0', 'name': 'n', 'type': 'bridge',\n"

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from pycni.plugin import selinux, skel
-from pycni.plugin.host import ThisHost
+from pycni.skel import selinux, skel
+from pycni.skel.host import ThisHost
 from tests import harness, references
 
 pytestmark = pytest.mark.kernel

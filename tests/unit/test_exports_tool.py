@@ -85,7 +85,7 @@ def test_proposals_for_the_repository(tool: ModuleType) -> None:
     assert "Version" in exports("pycni.spec.version")  # what parse returns
     assert "register" in exports("pycni.cli.cnitool")  # importlib.import_module(name).register
     assert "main" in exports("pycni.cli.main")  # pyproject's entry point
-    assert "PLUGIN_TYPES" in exports("pycni.plugin.registry")
+    assert "PLUGIN_TYPES" in exports("pycni.skel.registry")
     kernel = tool.propose(index, modules["pycni.net.netlink.kernel"])
     assert "LinkChanges" not in kernel.exports and "LinkChanges" in kernel.type_only
     runtime = exports("pycni.runtime")  # lazy: served by __getattr__, kept as declared

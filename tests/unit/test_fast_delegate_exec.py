@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from pycni.plugin.base import Request
-from pycni.plugin.delegate import call_control, delegate
 from pycni.runtime.exec import CallControl, PluginCancelled, PluginTimeout
+from pycni.skel.base import Request
+from pycni.skel.delegate import call_control, delegate
 
 
 def make_request(bin_dir: Path) -> Request:

@@ -14,8 +14,8 @@ import pytest
 
 from pycni.fast import phases, policy
 from pycni.fast.protocol import KIND_CALL, Reply, Request
-from pycni.plugin import skel
 from pycni.runtime.exec import CallControl
+from pycni.skel import run as skel
 
 
 class FakeClock:

@@ -19,8 +19,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pycni.cluster.subnet import SubnetEnv
-from pycni.plugin import skel
-from pycni.plugin.base import Plugin, Request
 from pycni.plugins.ipam import static
 from pycni.plugins.ipam.dhcp import config as dhcp_config
 from pycni.plugins.ipam.dhcp import daemon as dhcp_daemon
@@ -28,6 +26,8 @@ from pycni.plugins.ipam.host_local import config as host_local
 from pycni.plugins.main import bridge, host_device, ipvlan, macvlan, ptp, tap, vlan
 from pycni.plugins.meta import bandwidth, flannel, sbr
 from pycni.plugins.meta.tuning import conf as tuning
+from pycni.skel import run as skel
+from pycni.skel.base import Plugin, Request
 from pycni.spec.errors import CNIError
 from pycni.spec.result import IPConfig, Result
 

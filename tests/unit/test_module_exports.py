@@ -138,7 +138,7 @@ def test_the_scan_sees_the_tree(tmp_path: Path) -> None:
     assert "pycni.runtime.api" in MODULES and "pycni.spec.decode" in MODULES
     runtime = from_imports(MODULES["pycni.runtime"])
     assert ("pycni.runtime.aio", "AsyncCNIConfig", True) in {i[1:] for i in runtime}
-    delegate = from_imports(MODULES["pycni.plugin.delegate"])  # NO_CONTROL: inside a function
+    delegate = from_imports(MODULES["pycni.skel.delegate"])  # NO_CONTROL: inside a function
     assert any(m == "pycni.runtime.exec" and n == "NO_CONTROL" for _, m, n, _ in delegate)
     probe = tmp_path / "probe.py"
     # Built from parts: scripts/exports.py reads "from pycni.x import y" in strings (generated

@@ -1,4 +1,4 @@
-"""The plugin seam (pycni.plugin.host): the real host and the fake one offer the same calls,
+"""The plugin seam (pycni.skel.host): the real host and the fake one offer the same calls,
 skel hands requests the real one unless told otherwise, and the fake refuses what it does not
 hold."""
 
@@ -9,9 +9,9 @@ import pytest
 from pycni.net.netlink.fake_kernel import FakeKernel
 from pycni.net.ns import NetNSNotFound
 from pycni.net.procsys import THREAD
-from pycni.plugin.base import Request
-from pycni.plugin.fake_host import FakePluginHost
-from pycni.plugin.host import THIS_HOST, Host, ThisHost
+from pycni.skel.base import Request
+from pycni.skel.fake_host import FakePluginHost
+from pycni.skel.host import THIS_HOST, Host, ThisHost
 from tests.plugin_logic import POD, failed
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from pycni.plugin.fake_host import FakePluginHost
+from pycni.skel.fake_host import FakePluginHost
 from tests.plugin_logic import (
     POD,
     assert_each_step_rolls_back,

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from pycni.net.netfilter import iptables
-from pycni.plugin.fake_host import FakePluginHost
 from pycni.plugins.meta.dnsname import dnsmasq
 from pycni.plugins.meta.dnsname.files import NetworkFiles
+from pycni.skel.fake_host import FakePluginHost
 from tests.plugin_logic import POD, call, picture, recording_steps, with_prev
 
 PREV = {

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from pycni.net.netfilter import iptables
-from pycni.plugin.fake_host import FakePluginHost
+from pycni.skel.fake_host import FakePluginHost
 from tests.plugin_logic import POD, call, recording_steps, with_prev
 from tests.unit.nft_transport import Recorder
 

@@ -15,7 +15,7 @@ import pytest
 
 from pycni.net.netlink.fake_kernel import FakeKernel
 from pycni.net.netlink.kernel import AF_INET6, NetlinkError, Route, Rule
-from pycni.plugin.fake_host import FakePluginHost
+from pycni.skel.fake_host import FakePluginHost
 from tests.plugin_logic import (
     POD,
     assert_each_step_rolls_back,

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from pycni.net.netfilter import conntrack, nft
-from pycni.plugin.fake_host import FakePluginHost
 from pycni.plugins.meta.portmap import reference_state
+from pycni.skel.fake_host import FakePluginHost
 from tests.plugin_logic import POD, call, failed, ok, picture, recording_steps, with_prev
 from tests.unit.nft_transport import Recorder
 

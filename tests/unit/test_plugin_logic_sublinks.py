@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pycni.plugin.fake_host import FakePluginHost
+from pycni.skel.fake_host import FakePluginHost
 from tests.plugin_logic import (
     POD,
     assert_each_step_rolls_back,

@@ -16,9 +16,9 @@ from typing import Any
 
 from pycni.net.netlink.fake_kernel import FakeKernel
 from pycni.net.netlink.kernel import IFF_UP, Kernel, NetlinkError
-from pycni.plugin.fake_host import FakePluginHost, FakeSELinux
-from pycni.plugin.selinux import SELinuxError
 from pycni.plugins.main.tap import Tap, tun
+from pycni.skel.fake_host import FakePluginHost, FakeSELinux
+from pycni.skel.selinux import SELinuxError
 from tests.plugin_logic import (
     POD,
     assert_each_step_rolls_back,

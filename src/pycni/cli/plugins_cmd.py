@@ -59,7 +59,7 @@ def register(subparsers: Any) -> None:
 def run_install(args: argparse.Namespace) -> int:
     from pycni.fast import build
     from pycni.fast.install import install
-    from pycni.plugin import registry
+    from pycni.skel import registry
 
     unknown = sorted(set(args.only or ()) - set(registry.PLUGIN_TYPES))
     if unknown:
@@ -91,7 +91,7 @@ def run_install(args: argparse.Namespace) -> int:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from pycni.plugin import registry
+    from pycni.skel import registry
 
     available = set(registry.names())
     for name in sorted(registry.PLUGIN_TYPES):

@@ -90,7 +90,7 @@ def run_in_process(plugin_type: str, stdin: bytes | None, args: list[str] | None
             sys.path.insert(0, path)
     for directory in SITE_DIRS:
         site.addsitedir(directory)
-    from pycni.plugin.main import main
+    from pycni.skel.main import main
 
     main(plugin_type, args)
 

@@ -23,8 +23,8 @@ from pycni.fast import autostart as autostart_mod
 from pycni.fast import build, protocol
 from pycni.fast.marker import ENTRY_MARKER
 from pycni.fsutil import write_atomic
-from pycni.plugin import registry
 from pycni.record import field, record
+from pycni.skel import registry
 
 __all__ = [
     "FORMS",
@@ -176,7 +176,7 @@ def fallback_code() -> str:
     """What the C forwarder runs with ``python -IS -c CODE TYPE`` when no daemon answers
     (and with ``TYPE daemon ARGS`` for a plugin's own command line, e.g. ``dhcp daemon``)."""
     return (
-        "import sys\n" + ONE_SHOT + path_setup_code() + "from pycni.plugin.main import main\n"
+        "import sys\n" + ONE_SHOT + path_setup_code() + "from pycni.skel.main import main\n"
         "main(sys.argv[1], sys.argv[2:])\n"
     )
 
@@ -189,7 +189,7 @@ def inprocess_script(socket_path: str) -> bytes:
         f'{ENTRY_MARKER.decode()}\n"""\n'
         f"ENTRY_CONFIG = {line!r}\n"
         "MODE = 'inprocess'\n"
-        "import sys\n" + ONE_SHOT + path_setup_code() + "from pycni.plugin.main import main\n"
+        "import sys\n" + ONE_SHOT + path_setup_code() + "from pycni.skel.main import main\n"
         "main()\n"
     )
     return (_shebang() + body).encode()

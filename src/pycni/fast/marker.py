@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from pycni.plugin.entry_point import ENTRY_MARKER, is_entry_point
+from pycni.skel.entry_point import ENTRY_MARKER, is_entry_point
 
 __all__ = ["ENTRY_MARKER", "is_entry_point"]

@@ -141,8 +141,8 @@ def install(out_path: str) -> None:
     from pycni.fast import policy
     from pycni.net import ns, sysctl
     from pycni.net.netlink.rtnl import wire
-    from pycni.plugin import skel
     from pycni.plugins.ipam.host_local import store
+    from pycni.skel import run as skel
     from pycni.spec import result
 
     _out_fd = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)

@@ -17,8 +17,8 @@ from pycni import record
 from pycni.fast import protocol
 from pycni.fast.protocol import Reply, Request
 from pycni.net import ns as netns
-from pycni.plugin.delegate import call_control
 from pycni.runtime.exec import CallControl
+from pycni.skel.delegate import call_control
 from pycni.spec.errors import INTERNAL, INVALID_NETNS, PLUGIN_NOT_AVAILABLE, CNIError
 
 __all__ = [
@@ -49,14 +49,14 @@ Runner = Callable[..., Outcome]
 def default_runner(
     plugin_type: str, env: Mapping[str, str], stdin: bytes, *, netns_fd: int | None
 ) -> Outcome:
-    from pycni.plugin import skel
+    from pycni.skel import run as skel
 
     return skel.run(plugin_type, env, stdin, netns_fd=netns_fd)
 
 
 def preload_plugins() -> dict[str, str]:
     """Import every available plugin module once; returns {type: "ok" | why it is unusable}."""
-    from pycni.plugin import registry
+    from pycni.skel import registry
 
     available = set(registry.names())
     state: dict[str, str] = {}
@@ -81,7 +81,7 @@ def warm_call_path() -> None:
     (re)start paid ~5 ms of CPU more than the next ones (docs/benchmarks.md)."""
     import importlib
 
-    for name in ("pycni.plugin.skel", "pycni.net.netlink.rtnl.native", "pycni.net.netfilter.nftnl"):
+    for name in ("pycni.skel.run", "pycni.net.netlink.rtnl.native", "pycni.net.netfilter.nftnl"):
         try:
             importlib.import_module(name)
         except ImportError as exc:  # pragma: no cover - a broken install shows in the call

@@ -72,7 +72,7 @@ def _entries(cache_dir: str) -> Iterator[tuple[str, Any]]:
 def _plugin_requests(info: Any) -> Iterator[tuple[str, Any]]:
     """Each plugin of the cached conflist as the Request its DEL would get (libcni's
     injected name, cniVersion, prevResult and runtimeConfig)."""
-    from pycni.plugin.base import Request
+    from pycni.skel.base import Request
     from pycni.spec.conf import conf_list_from_bytes
     from pycni.spec.validate import container_id, interface_name, network_name
 

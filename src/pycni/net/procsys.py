@@ -5,7 +5,7 @@ sysctls under net/ belong to a network namespace, like links and routes: a plugi
 per-namespace view, so the plugins and the net/ helpers they call (addr, bridge, veth) take
 one beside their ``Kernel`` instead of reaching for /proc themselves: the real one,
 ``THREAD``, is pycni.net.sysctl (it acts on the calling thread's namespace, which the plugin
-seam, pycni.plugin.host, keeps equal to the Kernel's namespace for the block it hands out);
+seam, pycni.skel.host, keeps equal to the Kernel's namespace for the block it hands out);
 the fake one is each FakeNetns's ``sysctl`` (pycni.net.netlink.fake_kernel). Names are in
 slash form relative to /proc/sys (``net/ipv4/ip_forward``), as every caller writes them.
 """

@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pycni.plugin.base import Request
-from pycni.plugin.registry import PLUGIN_TYPES
+from pycni.skel.base import Request
+from pycni.skel.registry import PLUGIN_TYPES
 from pycni.spec import decode as decoder
 from pycni.spec.conf import NetworkConfigList
 from pycni.spec.errors import CNIError

@@ -4,7 +4,7 @@ Why here and not under tests/: it is an implementation of pycni.net.netlink.kern
 native client and the pyroute2 adapter, so it lives beside them, is type-checked with them
 (mypy --strict runs on src/ only; the ``_check`` line at the bottom makes mypy prove it
 satisfies the Protocol) and sits under the layer contract (it imports only pycni.net.netlink.kernel
-and pycni.record). Only pycni.plugin.fake_host (which nothing imports) imports it, so no
+and pycni.record). Only pycni.skel.fake_host (which nothing imports) imports it, so no
 plugin's cold path pays for it; tests and downstream code import it as httpx's users import
 its MockTransport.
 

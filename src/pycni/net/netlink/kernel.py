@@ -1,7 +1,7 @@
 """The typed kernel boundary: what pycni asks of rtnetlink, as one Protocol over records.
 
 Plugins and net/ helpers talk to the kernel only through a ``Kernel`` (opened by
-``pycni.net.netlink.client.rtnl()``; plugins are handed theirs by pycni.plugin.host): links,
+``pycni.net.netlink.client.rtnl()``; plugins are handed theirs by pycni.skel.host): links,
 addresses, routes, neighbours, FDB entries, policy rules and the few tc objects the bandwidth
 plugin makes. Replies are frozen records
 (pycni.record) with typed fields; every kernel refusal is one ``NetlinkError`` (an OSError

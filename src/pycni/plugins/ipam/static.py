@@ -12,8 +12,8 @@ import ipaddress
 import re
 from typing import Any
 
-from pycni.plugin.base import Plugin, Request
 from pycni.record import record
+from pycni.skel.base import Plugin, Request
 from pycni.spec import version
 from pycni.spec.args import load_args
 from pycni.spec.decode import ListOf, Obj, Raw, Str, decode, lookup, option, shown

@@ -14,10 +14,10 @@ from pycni.net.netlink.kernel import IPInterface, Kernel
 from pycni.net.ns import NetNS, NetNSNotFound
 from pycni.net.procsys import try_write
 from pycni.net.route import validate_routes
-from pycni.plugin.base import Request
-from pycni.plugin.config import DNSConf, IPAMRef, MacArg
-from pycni.plugin.rollback import Rollback
 from pycni.record import record, replace
+from pycni.skel.base import Request
+from pycni.skel.config import DNSConf, IPAMRef, MacArg
+from pycni.skel.rollback import Rollback
 from pycni.spec.args import load_args
 from pycni.spec.decode import Obj, Str, decode, option
 from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig

@@ -10,8 +10,6 @@ from __future__ import annotations
 from pycni.net.addr import configure_iface
 from pycni.net.link import LinkNotFound, index_of
 from pycni.net.netlink.kernel import NetlinkError
-from pycni.plugin.base import Plugin, Request
-from pycni.plugin.rollback import Rollback
 from pycni.plugins.main._attach import (
     check_ips_and_routes,
     delete_in_pod,
@@ -23,6 +21,8 @@ from pycni.plugins.main._attach import (
     prev_interface,
 )
 from pycni.record import replace
+from pycni.skel.base import Plugin, Request
+from pycni.skel.rollback import Rollback
 from pycni.spec.errors import InvalidConfig
 from pycni.spec.result import Interface, Result
 

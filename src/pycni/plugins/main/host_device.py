@@ -18,8 +18,6 @@ from pycni.fsutil import write_atomic
 from pycni.net.link import LinkNotFound, addresses, index_of
 from pycni.net.netlink.kernel import Kernel, NetlinkError
 from pycni.net.ns import NetNS, NetNSNotFound
-from pycni.plugin.base import Plugin, Request
-from pycni.plugin.rollback import Rollback
 from pycni.plugins.main._attach import (
     check_ips_and_routes,
     configure_pod_iface,
@@ -31,6 +29,8 @@ from pycni.plugins.main._attach import (
     prev_interface,
 )
 from pycni.record import record
+from pycni.skel.base import Plugin, Request
+from pycni.skel.rollback import Rollback
 from pycni.spec.decode import FilePath, IfName, Str, decode, option
 from pycni.spec.errors import InvalidConfig
 from pycni.spec.result import Interface, Result

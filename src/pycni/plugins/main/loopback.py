@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pycni.net.link import LinkNotFound, addresses, get, index_of
 from pycni.net.ns import NetNSNotFound
-from pycni.plugin.base import Plugin, Request
+from pycni.skel.base import Plugin, Request
 from pycni.spec.errors import INTERNAL, CNIError
 from pycni.spec.result import Interface, IPConfig, Result
 

@@ -5,9 +5,6 @@ from __future__ import annotations
 from pycni.net import macvlan
 from pycni.net.link import LinkNotFound, index_of
 from pycni.net.netlink.kernel import Kernel, NetlinkError
-from pycni.plugin.base import Plugin, Request
-from pycni.plugin.config import MTU
-from pycni.plugin.rollback import Rollback
 from pycni.plugins.main._attach import (
     check_ips_and_routes,
     configure_pod_iface,
@@ -22,6 +19,9 @@ from pycni.plugins.main._attach import (
 )
 from pycni.plugins.main._sublink import add_in_pod, check_mac, master_kernel, prev_link
 from pycni.record import record
+from pycni.skel.base import Plugin, Request
+from pycni.skel.config import MTU
+from pycni.skel.rollback import Rollback
 from pycni.spec.decode import UINT32_MAX, Bool, IfName, Int, Str, decode, option
 from pycni.spec.errors import InvalidConfig
 from pycni.spec.result import Interface, Result

@@ -20,11 +20,11 @@ from pycni.net.netlink.kernel import IPAddress, IPInterface, Kernel, NetlinkErro
 from pycni.net.ns import NetNS
 from pycni.net.route import RTPROT_BOOT, RouteError, validate_routes
 from pycni.net.veth import create_pair
-from pycni.plugin.base import Plugin, Request
-from pycni.plugin.config import MTU, DNSConf, IPAMRef
-from pycni.plugin.rollback import Rollback
 from pycni.plugins.main._attach import delete_pod_link, masquerade
 from pycni.record import record
+from pycni.skel.base import Plugin, Request
+from pycni.skel.config import MTU, DNSConf, IPAMRef
+from pycni.skel.rollback import Rollback
 from pycni.spec.decode import Bool, Obj, Str, decode, option
 from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig
 from pycni.spec.result import DNS, Interface, IPConfig, Result

@@ -10,9 +10,6 @@ from pycni.net import sublink
 from pycni.net.addr import configure_iface
 from pycni.net.link import LinkNotFound, index_of
 from pycni.net.netlink.kernel import Kernel, NetlinkError
-from pycni.plugin.base import Plugin, Request
-from pycni.plugin.config import MTU
-from pycni.plugin.rollback import Rollback
 from pycni.plugins.main._attach import (
     check_ips_and_routes,
     delete_pod_link,
@@ -25,6 +22,9 @@ from pycni.plugins.main._attach import (
 )
 from pycni.plugins.main._sublink import add_in_pod, check_mac, master_kernel, prev_link
 from pycni.record import record
+from pycni.skel.base import Plugin, Request
+from pycni.skel.config import MTU
+from pycni.skel.rollback import Rollback
 from pycni.spec.decode import Bool, IfName, Int, decode, option
 from pycni.spec.errors import InvalidConfig
 from pycni.spec.result import Interface, Result

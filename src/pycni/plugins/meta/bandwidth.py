@@ -14,9 +14,9 @@ from typing import TypeVar
 from pycni.net import tc
 from pycni.net.link import LinkNotFound, get
 from pycni.net.netlink.kernel import Kernel, NetlinkError
-from pycni.plugin.base import Plugin, Request
-from pycni.plugin.rollback import Rollback
 from pycni.record import record
+from pycni.skel.base import Plugin, Request
+from pycni.skel.rollback import Rollback
 from pycni.spec import version
 from pycni.spec.decode import Int, decode, fail, lookup, option
 from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig

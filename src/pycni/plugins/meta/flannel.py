@@ -25,9 +25,9 @@ from typing import Any
 
 from pycni.cluster import subnet as sn
 from pycni.fsutil import write_atomic
-from pycni.plugin.base import Plugin, Request
-from pycni.plugin.config import PLUGIN_TYPE
 from pycni.record import record
+from pycni.skel.base import Plugin, Request
+from pycni.skel.config import PLUGIN_TYPE
 from pycni.spec.decode import FilePath, Raw, decode, lookup, option
 from pycni.spec.errors import (
     DECODING_FAILURE,

@@ -14,9 +14,9 @@ from functools import partial
 from pycni.net import vrf
 from pycni.net.netlink.kernel import Kernel, Link, NetlinkError
 from pycni.net.ns import NetNSNotFound
-from pycni.plugin.base import Plugin, Request
-from pycni.plugin.rollback import Rollback
 from pycni.record import record
+from pycni.skel.base import Plugin, Request
+from pycni.skel.rollback import Rollback
 from pycni.spec import version
 from pycni.spec.decode import UINT32_MAX, IfName, Int, decode, option
 from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig

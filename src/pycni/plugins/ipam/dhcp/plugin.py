@@ -11,9 +11,9 @@ from __future__ import annotations
 import errno
 import os
 
-from pycni.plugin.base import Plugin, Request
 from pycni.plugins.ipam.dhcp import config as dhcp_config
 from pycni.plugins.ipam.dhcp import protocol
+from pycni.skel.base import Plugin, Request
 from pycni.spec.decode import section
 from pycni.spec.errors import INTERNAL, LIMITED_CONNECTIVITY, PLUGIN_NOT_AVAILABLE, CNIError
 from pycni.spec.result import Result

@@ -19,12 +19,12 @@ from pycni.net.netlink.kernel import IFF_PROMISC, IPAddress, IPInterface, Kernel
 from pycni.net.ns import NetNS
 from pycni.net.route import validate_routes
 from pycni.net.veth import VethNameTaken, create_pair
-from pycni.plugin.base import Plugin, Request
-from pycni.plugin.config import MTU, DNSConf, IPAMRef, MacArg
-from pycni.plugin.rollback import Rollback
 from pycni.plugins.main._attach import delete_pod_link, masquerade
 from pycni.plugins.main.bridge import macspoofchk
 from pycni.record import field, record
+from pycni.skel.base import Plugin, Request
+from pycni.skel.config import MTU, DNSConf, IPAMRef, MacArg
+from pycni.skel.rollback import Rollback
 from pycni.spec.args import load_args
 from pycni.spec.decode import Bool, IfName, Int, ListOf, Obj, Str, decode, option
 from pycni.spec.errors import (

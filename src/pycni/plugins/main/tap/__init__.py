@@ -26,10 +26,6 @@ from pycni.net.link import LinkNotFound, index_of
 from pycni.net.netlink.kernel import Kernel, NetlinkError
 from pycni.net.ns import NetNS
 from pycni.net.veth import random_host_name
-from pycni.plugin.base import Plugin, Request
-from pycni.plugin.config import MTU
-from pycni.plugin.rollback import Rollback
-from pycni.plugin.selinux import LabelRefused, SELinuxError
 from pycni.plugins.main._attach import (
     check_ips_and_routes,
     configure_pod_iface,
@@ -45,6 +41,10 @@ from pycni.plugins.main._attach import (
 )
 from pycni.plugins.main.tap import tun
 from pycni.record import record
+from pycni.skel.base import Plugin, Request
+from pycni.skel.config import MTU
+from pycni.skel.rollback import Rollback
+from pycni.skel.selinux import LabelRefused, SELinuxError
 from pycni.spec.decode import Bool, IfName, Int, Str, decode, option
 from pycni.spec.result import Interface, Result
 
@@ -52,7 +52,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from pycni.plugin.selinux import SELinux
+    from pycni.skel.selinux import SELinux
 
     TapMaker = Callable[[Kernel, str, int, int | None, int | None], None]
     """(kernel of the pod, name, TUNSETIFF flags, owner, group): make the persistent tap."""

@@ -11,8 +11,6 @@ from __future__ import annotations
 import os
 
 from pycni.net.netfilter import nft, rule_tokens
-from pycni.plugin.base import Plugin, Request
-from pycni.plugin.rollback import Rollback
 from pycni.plugins.meta.firewall import iptables_backend, nft_backend
 from pycni.plugins.meta.firewall.backend import (
     DEFAULT_ADMIN_CHAIN,
@@ -24,6 +22,8 @@ from pycni.plugins.meta.firewall.backend import (
 )
 from pycni.plugins.meta.firewall.records import Records
 from pycni.record import record, replace
+from pycni.skel.base import Plugin, Request
+from pycni.skel.rollback import Rollback
 from pycni.spec.decode import Str, decode, option
 from pycni.spec.errors import (
     CNIError,

@@ -12,8 +12,8 @@ import ipaddress
 from collections.abc import Callable
 
 from pycni.net.errors import NetfilterError
-from pycni.plugin.rollback import Rollback
 from pycni.record import record
+from pycni.skel.rollback import Rollback
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

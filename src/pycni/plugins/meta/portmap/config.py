@@ -15,8 +15,8 @@ import ipaddress
 
 from pycni.net.netfilter import rule_matches, rule_tokens
 from pycni.net.netfilter.rule_matches import Match
-from pycni.plugin.base import Request
 from pycni.record import field, record
+from pycni.skel.base import Request
 from pycni.spec.decode import Bool, Int, ListOf, Obj, Raw, Str, decode, lookup, option
 from pycni.spec.errors import INVALID_NETWORK_CONFIG, CNIError
 from pycni.spec.result import Result

@@ -15,10 +15,10 @@ from functools import partial
 from pycni.net.link import LinkNotFound, addresses, index_of
 from pycni.net.netlink.kernel import IPAddress, IPInterface, Kernel, NetlinkError, Route
 from pycni.net.ns import NetNSNotFound
-from pycni.plugin.base import Plugin, Request
-from pycni.plugin.rollback import Rollback
 from pycni.plugins.meta.sbr import policy
 from pycni.record import record
+from pycni.skel.base import Plugin, Request
+from pycni.skel.rollback import Rollback
 from pycni.spec.decode import UINT32_MAX, Int, decode, option
 from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig
 from pycni.spec.result import IPConfig, Result

@@ -19,8 +19,6 @@ from pycni.net.link import LinkNotFound, index_of
 from pycni.net.netlink.kernel import Kernel, NetlinkError
 from pycni.net.ns import NetNSNotFound
 from pycni.net.procsys import Sysctl
-from pycni.plugin.base import Plugin, Request
-from pycni.plugin.rollback import Rollback
 from pycni.plugins.meta.tuning import backup as backups
 from pycni.plugins.meta.tuning.backup import Backup
 from pycni.plugins.meta.tuning.conf import (
@@ -32,6 +30,8 @@ from pycni.plugins.meta.tuning.conf import (
     read_allowlist,
     sysctl_path,
 )
+from pycni.skel.base import Plugin, Request
+from pycni.skel.rollback import Rollback
 from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig
 from pycni.spec.result import Result
 

@@ -10,9 +10,9 @@ import os
 import re
 from typing import Any
 
-from pycni.plugin.base import Request
-from pycni.plugin.config import MacArg
 from pycni.record import fields, record, replace
+from pycni.skel.base import Request
+from pycni.skel.config import MacArg
 from pycni.spec.args import load_args
 from pycni.spec.decode import UINT32_MAX, Bool, FilePath, Int, MapOf, Str, decode, option
 from pycni.spec.errors import InvalidConfig

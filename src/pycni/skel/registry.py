@@ -9,7 +9,7 @@ from pycni.spec.errors import InvalidConfig
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from pycni.plugin.base import Plugin
+    from pycni.skel.base import Plugin
 
 __all__ = ["PLUGIN_TYPES", "load", "names"]
 

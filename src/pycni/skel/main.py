@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from pycni.plugin import skel
+from pycni.skel import run as skel
 from pycni.spec import version
 from pycni.spec.errors import CNIError, InternalError, IOFailure
 
@@ -54,7 +54,7 @@ def main(plugin_type: str | None = None, args: list[str] | None = None) -> NoRet
 
 def _command_line(plugin_type: str, args: list[str]) -> None:
     """Exit with the plugin's own command line's code when ``args`` is one (else return)."""
-    from pycni.plugin import registry
+    from pycni.skel import registry
 
     try:
         plugin = registry.load(plugin_type)

@@ -11,10 +11,10 @@ request's ``host`` (``req.host``, a ``Host``) for
   (pycni.net.procsys.Sysctl), valid inside the block that handed out the kernel;
 - ``delegate(req, type, command, stdin)``: another plugin's verb (IPAM);
 - ``locked(netns)``: one run at a time on a pod (flock on its namespace file);
-- ``selinux()``: the machine's SELinux (tap's ``selinuxContext``, pycni.plugin.selinux).
+- ``selinux()``: the machine's SELinux (tap's ``selinuxContext``, pycni.skel.selinux).
 
 ``THIS_HOST`` is the machine itself (what skel gives every request); tests hand
-pycni.plugin.fake_host.FakePluginHost instead, an in-memory machine over
+pycni.skel.fake_host.FakePluginHost instead, an in-memory machine over
 pycni.net.netlink.fake_kernel, so the ADD/CHECK/DEL logic of a plugin runs without root.
 Nothing here is imported before it is used: a plugin's cold path pays for one small module.
 """
@@ -33,8 +33,8 @@ if TYPE_CHECKING:
 
     from pycni.net.netlink.kernel import Kernel
     from pycni.net.procsys import Sysctl
-    from pycni.plugin.base import Request
-    from pycni.plugin.selinux import SELinux
+    from pycni.skel.base import Request
+    from pycni.skel.selinux import SELinux
     from pycni.spec.result import Result
 else:
     Protocol = object  # typing is not imported at run time
@@ -79,7 +79,7 @@ class Host(Protocol):
         ...
 
     def selinux(self) -> SELinux:
-        """The machine's SELinux (pycni.plugin.selinux): tap's ``selinuxContext``."""
+        """The machine's SELinux (pycni.skel.selinux): tap's ``selinuxContext``."""
         ...
 
 
@@ -112,7 +112,7 @@ class ThisHost:
     def delegate(
         self, req: Request, plugin_type: str, command: str | None = None, stdin: bytes | None = None
     ) -> Result | None:
-        from pycni.plugin.delegate import delegate
+        from pycni.skel.delegate import delegate
 
         return delegate(req, plugin_type, command, stdin)
 
@@ -120,7 +120,7 @@ class ThisHost:
         return _flocked(netns.fd)
 
     def selinux(self) -> SELinux:
-        from pycni.plugin.selinux import LINUX
+        from pycni.skel.selinux import LINUX
 
         return LINUX
 

@@ -9,7 +9,7 @@ tap. The label is cleared again right after the helper started, so a long-lived 
 warm daemon's worker thread) never execs anything else under it.
 
 ``SELinux`` is the seam (``req.host.selinux()``): ``LINUX`` is the machine's;
-pycni.plugin.fake_host.FakeSELinux records instead, for the plugin-logic tests.
+pycni.skel.fake_host.FakeSELinux records instead, for the plugin-logic tests.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""FakePluginHost: the plugin seam (pycni.plugin.host.Host) over an in-memory machine.
+"""FakePluginHost: the plugin seam (pycni.skel.host.Host) over an in-memory machine.
 
 A unit test builds one, adds pod namespaces by path, and runs a plugin through skel with it
 (``skel.run(plugin_type, env, stdin, host=fake)``): every Kernel the plugin is handed is a
@@ -27,8 +27,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pycni.net.netlink.kernel import Kernel
     from pycni.net.procsys import Sysctl
-    from pycni.plugin.base import Request
-    from pycni.plugin.host import Host
+    from pycni.skel.base import Request
+    from pycni.skel.host import Host
     from pycni.spec.result import Result
 
 __all__ = ["FakePluginHost", "FakeSELinux"]
@@ -54,7 +54,7 @@ class FakeSELinux:
         return self.is_enabled
 
     def run_labelled(self, label: str, argv: Sequence[str], timeout: float) -> None:
-        from pycni.plugin.selinux import EXEC_ATTR, LabelRefused
+        from pycni.skel.selinux import EXEC_ATTR, LabelRefused
 
         if self.refuse:
             raise LabelRefused(f"failed set socket label: write {EXEC_ATTR}: invalid argument")
@@ -154,7 +154,7 @@ class FakePluginHost:
     def delegate(
         self, req: Request, plugin_type: str, command: str | None = None, stdin: bytes | None = None
     ) -> Result | None:
-        from pycni.plugin.delegate import parse_result, run_in_process
+        from pycni.skel.delegate import parse_result, run_in_process
 
         command = command or req.command
         self.delegations.append((plugin_type, command))

@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from pycni.net import ns as netns
 from pycni.net import tools
 from pycni.net.errors import to_cni
-from pycni.plugin import registry
-from pycni.plugin.base import Plugin, Request
-from pycni.plugin.host import THIS_HOST
 from pycni.record import record
+from pycni.skel import registry
+from pycni.skel.base import Plugin, Request
+from pycni.skel.host import THIS_HOST
 from pycni.spec import jsoncodec, validate, version
 from pycni.spec.decode import shown
 from pycni.spec.errors import (
@@ -30,7 +30,7 @@ from pycni.spec.gojson import shape_problem
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from pycni.plugin.host import Host
+    from pycni.skel.host import Host
 
 __all__ = ["MAX_STDIN", "Outcome", "run", "run_plugin"]
 
@@ -66,7 +66,7 @@ def run(
     host: Host = THIS_HOST,
 ) -> Outcome:
     """Run one plugin call on this thread, in this thread's network namespace (``host``: the
-    machine it works on; tests pass pycni.plugin.fake_host.FakePluginHost)."""
+    machine it works on; tests pass pycni.skel.fake_host.FakePluginHost)."""
     try:
         plugin = registry.load(plugin_type)
     except CNIError as err:

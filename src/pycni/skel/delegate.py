@@ -13,15 +13,15 @@ import contextlib
 from collections.abc import Iterator
 from contextvars import ContextVar
 
-from pycni.plugin.entry_point import is_pycni_entry_point
 from pycni.runtime.find import find_in_path
+from pycni.skel.entry_point import is_pycni_entry_point
 from pycni.spec import jsoncodec
 from pycni.spec.errors import INTERNAL, CNIError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from pycni.plugin.base import Request
     from pycni.runtime.exec import CallControl
+    from pycni.skel.base import Request
     from pycni.spec.result import Result
 
 # runtime.exec (subprocess handling, error decoding) is imported where a delegate is exec'd or
@@ -67,7 +67,7 @@ def delegate(
     path = find_in_path(plugin_type, req.path)
     env = dict(req.env)
     env["CNI_COMMAND"] = command
-    from pycni.plugin import registry
+    from pycni.skel import registry
 
     if plugin_type in registry.PLUGIN_TYPES and is_pycni_entry_point(path):
         stdout = run_in_process(req, plugin_type, env, data)
@@ -84,7 +84,7 @@ def delegate(
 def run_in_process(req: Request, plugin_type: str, env: dict[str, str], stdin: bytes) -> bytes:
     """Run a registered plugin on this thread, with the caller's host; its stdout, or its
     CNIError raised as an exec'd plugin's would be."""
-    from pycni.plugin import skel
+    from pycni.skel import run as skel
 
     outcome = skel.run(plugin_type, env, stdin, netns_fd=req.netns_fd, host=req.host)
     if outcome.stderr:

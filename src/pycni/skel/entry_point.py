@@ -1,7 +1,7 @@
 """The bytes that identify a pycni entry point on disk, and the check for them.
 
 Every executable that ``pycni plugins install`` writes (the C forwarder or the Python
-forwarder script) contains ``ENTRY_MARKER``. Delegation (plugin/delegate.py) checks an IPAM
+forwarder script) contains ``ENTRY_MARKER``. Delegation (skel/delegate.py) checks an IPAM
 delegate found in CNI_PATH for it and, when present, runs that pycni plugin in-process
 instead of exec'ing it. The installer (fast/) imports the marker from here: plugin/ never
 imports fast/.
