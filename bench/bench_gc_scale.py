@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from pycni.fast import install as fast_install  # noqa: E402
+from pycni.entrypoints import install as fast_install  # noqa: E402
 from pycni.net.ns import NetNS  # noqa: E402
 from pycni.playground import create_netns, delete_netns, netns_path  # noqa: E402
 from pycni.runtime.api import CNIConfig  # noqa: E402

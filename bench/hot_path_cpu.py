@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pycni.fast import install as fast_install
+from pycni.entrypoints import install as fast_install
 from pycni.net.ns import NetNS
 from pycni.skel import run as skel
 

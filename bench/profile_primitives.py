@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import profile_scale as ps
 
-from pycni.fast import install as fast_install
+from pycni.entrypoints import install as fast_install
 from pycni.net import link, sysctl
 from pycni.net.netfilter.ipmasq import nft_backend as masq_nft
 from pycni.net.netlink.client import rtnl

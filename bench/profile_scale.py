@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from kernel_perf import Perf, growth_table, kernel_time_by_syscall, report  # noqa: E402
 
-from pycni.fast import install as fast_install  # noqa: E402
+from pycni.entrypoints import install as fast_install  # noqa: E402
 from pycni.net.ns import NetNS  # noqa: E402
 from pycni.playground import create_netns, delete_netns  # noqa: E402
 from pycni.skel import run as skel  # noqa: E402

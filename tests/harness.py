@@ -205,7 +205,7 @@ class State:
 
 
 def write_python_entry_points(directory: Path, names: Sequence[str], python: str) -> None:
-    """Plain in-process entry points (used until pycni.fast.install is available)."""
+    """Plain in-process entry points (used until pycni.entrypoints.install is available)."""
     for name in names:
         path = directory / name
         path.write_text(

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from pycni.fast import install
+from pycni.entrypoints import install
 from tests import harness
 
 pytestmark = pytest.mark.kernel

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from pycni.fast import install
+from pycni.entrypoints import install
 from tests import harness
 
 pytestmark = pytest.mark.kernel

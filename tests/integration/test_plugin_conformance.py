@@ -26,8 +26,9 @@ from typing import Any
 
 import pytest
 
-from pycni.fast import install
-from pycni.skel import registry, skel
+from pycni.entrypoints import install
+from pycni.skel import registry
+from pycni.skel import run as skel
 from pycni.skel.rollback import FAIL_AT_ENV, Rollback
 from tests import harness
 from tests.integration.test_cold_path_imports import NOT_ON_THE_PATH, run_traced

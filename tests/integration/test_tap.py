@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from pycni.skel import selinux, skel
+from pycni.skel import run as skel
+from pycni.skel import selinux
 from pycni.skel.host import ThisHost
 from tests import harness, references
 

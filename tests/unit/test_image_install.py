@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pycni.fast.marker import ENTRY_MARKER
+from pycni.entrypoints.marker import ENTRY_MARKER
 from pycni.image import install_cni
 from pycni.image.layout import Paths, release_of
 

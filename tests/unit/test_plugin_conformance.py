@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from pycni.skel import registry, skel
+from pycni.skel import registry
+from pycni.skel import run as skel
 from pycni.spec import version
 from tests.unit import test_hostile_config
 

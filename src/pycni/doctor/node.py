@@ -51,7 +51,7 @@ class EntryPoint:
 
 def read_entry_point(path: str) -> EntryPoint | None:
     """A pycni entry point's form and daemon socket; None for any other file."""
-    from pycni.fast.marker import ENTRY_MARKER
+    from pycni.entrypoints.marker import ENTRY_MARKER
 
     try:
         with open(path, "rb") as f:
@@ -60,7 +60,7 @@ def read_entry_point(path: str) -> EntryPoint | None:
         return None
     if ENTRY_MARKER not in data:
         return None
-    from pycni.fast.install import entry_config
+    from pycni.entrypoints.install import entry_config
 
     config = entry_config(path) or {}
     if config.get("form") in ("c", "python"):  # entry points that carry their mode line

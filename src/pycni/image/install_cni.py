@@ -15,7 +15,7 @@ import json
 import os
 import shutil
 
-from pycni.fast.install import entry_config
+from pycni.entrypoints.install import entry_config
 from pycni.fsutil import write_atomic
 from pycni.image.layout import RUNTIME_LINK, Paths, release_of
 

@@ -482,7 +482,7 @@ def conflist(state: ClusterState, node: NodeState) -> dict[str, Any]:
 
 
 def _install_plugins(state: ClusterState) -> None:
-    from pycni.fast import install
+    from pycni.entrypoints import install
 
     state.plugin_dir = state.path("bin")
     install.install(state.plugin_dir, form="inprocess")

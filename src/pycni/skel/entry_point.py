@@ -3,8 +3,8 @@
 Every executable that ``pycni plugins install`` writes (the C forwarder or the Python
 forwarder script) contains ``ENTRY_MARKER``. Delegation (skel/delegate.py) checks an IPAM
 delegate found in CNI_PATH for it and, when present, runs that pycni plugin in-process
-instead of exec'ing it. The installer (fast/) imports the marker from here: plugin/ never
-imports fast/.
+instead of exec'ing it. The installer (entrypoints/) imports the marker from here: skel/ never
+imports entrypoints/ or daemon/.
 """
 
 from __future__ import annotations

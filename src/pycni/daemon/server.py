@@ -18,16 +18,17 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pycni.fast import autostart, deadlines, policy, protocol
-from pycni.fast.acceptor import Acceptor, connection_limit
-from pycni.fast.call import Call
-from pycni.fast.calls import CallTable
-from pycni.fast.lanes import Lanes
-from pycni.fast.listener import Listener
-from pycni.fast.policy import Runner
-from pycni.fast.pool import WorkerPool
-from pycni.fast.stats import CallRecord, Stats
-from pycni.fast.transport import SocketSetupError, Waker
+from pycni.daemon import autostart, policy, protocol
+from pycni.daemon import timeouts as deadlines
+from pycni.daemon.acceptor import Acceptor, connection_limit
+from pycni.daemon.call import Call
+from pycni.daemon.call_table import CallTable
+from pycni.daemon.lanes import Lanes
+from pycni.daemon.listener import Listener
+from pycni.daemon.policy import Runner
+from pycni.daemon.pool import WorkerPool
+from pycni.daemon.stats import CallRecord, Stats
+from pycni.daemon.transport import SocketSetupError, Waker
 
 log = logging.getLogger("pycni.daemon")
 

@@ -10,8 +10,8 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
-from pycni.fast import autostart, protocol
-from pycni.fast.marker import ENTRY_MARKER
+from pycni.daemon import autostart, protocol
+from pycni.entrypoints.marker import ENTRY_MARKER
 from pycni.record import record
 
 __all__ = [
@@ -81,7 +81,7 @@ def config_header(settings: ForwarderSettings) -> str:
 
 
 def source() -> str:
-    return resources.files("pycni.fast").joinpath("forwarder.c").read_text()
+    return resources.files("pycni.entrypoints").joinpath("forwarder.c").read_text()
 
 
 def find_compiler() -> str | None:

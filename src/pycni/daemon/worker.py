@@ -8,12 +8,12 @@ import logging
 import time
 from collections.abc import Callable
 
-from pycni.fast import policy
-from pycni.fast.call import Call, Phase, is_successful_add
-from pycni.fast.policy import Runner
-from pycni.fast.pool import WorkerPool
-from pycni.fast.protocol import Reply, Request
-from pycni.fast.stats import Stats, ms
+from pycni.daemon import policy
+from pycni.daemon.call import Call, Phase, is_successful_add
+from pycni.daemon.policy import Runner
+from pycni.daemon.pool import WorkerPool
+from pycni.daemon.protocol import Reply, Request
+from pycni.daemon.stats import Stats, ms
 from pycni.runtime.exec import CallControl
 
 __all__ = ["CallRunner", "Post"]

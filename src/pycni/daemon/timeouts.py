@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import logging
 
-from pycni.fast import policy, protocol
-from pycni.fast.call import Call, Phase
-from pycni.fast.calls import CallTable
+from pycni.daemon import policy, protocol
+from pycni.daemon.call import Call, Phase
+from pycni.daemon.call_table import CallTable
 
 __all__ = ["on_timer"]
 

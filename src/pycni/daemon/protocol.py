@@ -36,7 +36,7 @@ takes as "run it yourself" too (docs/daemon.md, "Versioning").
 
 The C forwarder (forwarder.c) and the Python forwarder (forwarder.py) implement the client
 side on their own (they must start without importing pycni). Their copies of the constants
-below are checked against this module by tests/unit/test_fast_wire_constants.py, and the
+below are checked against this module by tests/unit/test_entrypoints_wire_constants.py, and the
 magic and version are baked in at install time, so this module stays the one source of truth.
 """
 

@@ -21,11 +21,11 @@ import socket
 import time
 from collections.abc import Callable
 
-from pycni.fast import protocol
-from pycni.fast.peer import OUT_OF_FDS, REFUSE, RUN_LOCALLY, PeerChecker
-from pycni.fast.protocol import Reply
-from pycni.fast.stats import Stats, new_record
-from pycni.fast.transport import ReplyWriter
+from pycni.daemon import protocol
+from pycni.daemon.peer import OUT_OF_FDS, REFUSE, RUN_LOCALLY, PeerChecker
+from pycni.daemon.protocol import Reply
+from pycni.daemon.stats import Stats, new_record
+from pycni.daemon.transport import ReplyWriter
 from pycni.spec.errors import IO_FAILURE, TRY_AGAIN_LATER, CNIError
 
 __all__ = ["Acceptor", "Admit", "connection_limit"]

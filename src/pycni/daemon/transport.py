@@ -15,8 +15,8 @@ import socket
 import stat
 import struct
 
-from pycni.fast import protocol
-from pycni.fast.protocol import Request
+from pycni.daemon import protocol
+from pycni.daemon.protocol import Request
 
 __all__ = [
     "ReplyWriter",

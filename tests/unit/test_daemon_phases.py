@@ -1,4 +1,4 @@
-"""pycni.fast.phases' bookkeeping: exclusive time per phase, counts, install and uninstall."""
+"""pycni.daemon.phases' bookkeeping: exclusive time per phase, counts, install and uninstall."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from pycni.fast import phases, policy
-from pycni.fast.protocol import KIND_CALL, Reply, Request
+from pycni.daemon import phases, policy
+from pycni.daemon.protocol import KIND_CALL, Reply, Request
 from pycni.runtime.exec import CallControl
 from pycni.skel import run as skel
 
@@ -110,14 +110,14 @@ def test_an_installed_call_writes_one_line_with_its_phases(installed: Path, tmp_
 
 def test_nothing_is_wrapped_until_installed() -> None:
     assert os.fsync.__module__ == "posix"
-    assert policy.execute.__module__ == "pycni.fast.policy"
+    assert policy.execute.__module__ == "pycni.daemon.policy"
 
 
 def test_the_daemon_never_imports_it() -> None:
     """Off means not even imported: the daemon's and the CLI's modules leave it out."""
     code = (
-        "import sys, pycni.cli.main, pycni.cli.daemon_cmd, pycni.fast.server, pycni.fast.worker; "
-        "print('pycni.fast.phases' in sys.modules)"
+        "import sys, pycni.cli.main, pycni.cli.daemon_cmd, pycni.daemon.server, pycni.daemon.worker; "
+        "print('pycni.daemon.phases' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -1,5 +1,5 @@
-"""The daemon's layer rule: fast/ may import plugin/, runtime/, spec/ and net/; none of those
-(nor the plugins) may import fast/, so the installer, the daemon and the plugins never form a
+"""The daemon's layer rule: daemon/ may import skel/, runtime/, spec/ and net/; none of those
+(nor the plugins) may import daemon/, so the installer, the daemon and the plugins never form a
 cycle."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pycni
 
 SRC = Path(pycni.__file__).parent
-LOWER = ("spec", "runtime", "plugin", "plugins", "net")
+LOWER = ("spec", "runtime", "skel", "plugins", "net")
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -23,15 +23,15 @@ def imported_modules(path: Path) -> set[str]:
     return found
 
 
-def test_lower_layers_do_not_import_fast() -> None:
+def test_lower_layers_do_not_import_the_daemon() -> None:
     offenders = {
-        str(path.relative_to(SRC)): sorted(m for m in imported_modules(path) if "pycni.fast" in m)
+        str(path.relative_to(SRC)): sorted(m for m in imported_modules(path) if "pycni.daemon" in m)
         for layer in LOWER
         for path in (SRC / layer).rglob("*.py")
     }
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
-def test_fast_does_not_import_the_cli() -> None:
+def test_daemon_does_not_import_the_cli() -> None:
     for path in (SRC / "fast").rglob("*.py"):
         assert not [m for m in imported_modules(path) if m.startswith("pycni.cli")], path

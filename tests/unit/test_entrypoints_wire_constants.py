@@ -1,4 +1,4 @@
-"""The forwarders' copies of the wire constants agree with pycni.fast.protocol.
+"""The forwarders' copies of the wire constants agree with pycni.daemon.protocol.
 
 The entry points must start without importing pycni, so forwarder.py and forwarder.c carry
 their own copies of the protocol's numbers; this test is what keeps the three in step.
@@ -12,7 +12,7 @@ from importlib import resources
 
 import pytest
 
-from pycni.fast import protocol
+from pycni.daemon import protocol
 from pycni.spec import errors
 
 EXPECTED: dict[str, int] = {
@@ -38,7 +38,7 @@ EXPECTED: dict[str, int] = {
 
 
 def _source(name: str) -> str:
-    return resources.files("pycni.fast").joinpath(name).read_text()
+    return resources.files("pycni.entrypoints").joinpath(name).read_text()
 
 
 def python_constants() -> dict[str, object]:
@@ -79,7 +79,7 @@ def test_forwarder_constants_match_the_protocol(read: object) -> None:
     missing = sorted(set(EXPECTED) - set(found))
     assert not missing, f"constants not found in the forwarder: {missing}"
     wrong = {k: (found[k], v) for k, v in EXPECTED.items() if found[k] != v}
-    assert not wrong, f"forwarder disagrees with pycni.fast.protocol (found, expected): {wrong}"
+    assert not wrong, f"forwarder disagrees with pycni.daemon.protocol (found, expected): {wrong}"
 
 
 def test_python_forwarder_template_defaults_match() -> None:

@@ -10,7 +10,7 @@ import heapq
 import itertools
 from collections.abc import Container, Iterator
 
-from pycni.fast.call import Call
+from pycni.daemon.call import Call
 
 __all__ = ["Timers"]
 

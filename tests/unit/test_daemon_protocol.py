@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from pycni.fast import protocol
+from pycni.daemon import protocol
 from pycni.spec.errors import DECODING_FAILURE, CNIError
 
 

@@ -7,9 +7,9 @@ import socket
 import threading
 from enum import Enum
 
-from pycni.fast.protocol import Reply, Request
-from pycni.fast.stats import CallRecord
-from pycni.fast.transport import ReplyWriter, RequestReader
+from pycni.daemon.protocol import Reply, Request
+from pycni.daemon.stats import CallRecord
+from pycni.daemon.transport import ReplyWriter, RequestReader
 from pycni.record import field, record
 
 __all__ = ["Call", "Phase", "is_successful_add"]

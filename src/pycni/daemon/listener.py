@@ -7,8 +7,8 @@ import contextlib
 import os
 import socket
 
-from pycni.fast.acceptor import Acceptor
-from pycni.fast.transport import bind_listener, socket_from_systemd
+from pycni.daemon.acceptor import Acceptor
+from pycni.daemon.transport import bind_listener, socket_from_systemd
 
 __all__ = ["Listener"]
 

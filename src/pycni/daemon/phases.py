@@ -138,7 +138,7 @@ def _plugin_name(args: tuple[Any, ...]) -> str:
 def install(out_path: str) -> None:
     """Wrap the call path's functions; one line per call is appended to ``out_path``."""
     global _out_fd
-    from pycni.fast import policy
+    from pycni.daemon import policy
     from pycni.net import ns, sysctl
     from pycni.net.netlink.rtnl import wire
     from pycni.plugins.ipam.host_local import store

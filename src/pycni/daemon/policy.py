@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from pycni import record
-from pycni.fast import protocol
-from pycni.fast.protocol import Reply, Request
+from pycni.daemon import protocol
+from pycni.daemon.protocol import Reply, Request
 from pycni.net import ns as netns
 from pycni.runtime.exec import CallControl
 from pycni.skel.delegate import call_control

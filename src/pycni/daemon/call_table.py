@@ -19,15 +19,15 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pycni.fast import autostart, policy, protocol
-from pycni.fast.call import Call, Phase, is_successful_add
-from pycni.fast.lanes import Admission, Lanes
-from pycni.fast.pool import WorkerPool
-from pycni.fast.protocol import Reply, Request
-from pycni.fast.stats import Stats, error_code, ms, new_record
-from pycni.fast.timers import Timers
-from pycni.fast.transport import ReplyWriter, peer_hung_up
-from pycni.fast.worker import CallRunner
+from pycni.daemon import autostart, policy, protocol
+from pycni.daemon.call import Call, Phase, is_successful_add
+from pycni.daemon.lanes import Admission, Lanes
+from pycni.daemon.pool import WorkerPool
+from pycni.daemon.protocol import Reply, Request
+from pycni.daemon.stats import Stats, error_code, ms, new_record
+from pycni.daemon.timer_heap import Timers
+from pycni.daemon.transport import ReplyWriter, peer_hung_up
+from pycni.daemon.worker import CallRunner
 from pycni.spec.errors import CNIError, TryAgainLater
 
 __all__ = ["CallTable", "Report"]

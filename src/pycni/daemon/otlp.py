@@ -31,7 +31,7 @@ import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
-from pycni.fast.stats import CallRecord
+from pycni.daemon.stats import CallRecord
 from pycni.runtime.trace import TraceContext
 
 __all__ = ["EndpointError", "Exporter", "document", "endpoint_from", "spans_of"]
@@ -140,7 +140,7 @@ def document(spans: list[dict[str, Any]]) -> bytes:
         "resourceSpans": [
             {
                 "resource": resource,
-                "scopeSpans": [{"scope": {"name": "pycni.fast"}, "spans": spans}],
+                "scopeSpans": [{"scope": {"name": "pycni.daemon"}, "spans": spans}],
             }
         ]
     }

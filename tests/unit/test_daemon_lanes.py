@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pycni.fast.lanes import Admission, Lanes
-from pycni.fast.peer import CAP_NET_ADMIN, CAP_SYS_ADMIN, missing_caps
+from pycni.daemon.lanes import Admission, Lanes
+from pycni.daemon.peer import CAP_NET_ADMIN, CAP_SYS_ADMIN, missing_caps
 
 
 def test_one_call_per_container_runs_the_rest_wait_in_order() -> None:

@@ -43,8 +43,8 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
 import pycni
-from pycni.fast.metrics_http import MetricsHTTPServer
-from pycni.fast.stats import CallRecord
+from pycni.daemon.metrics_http import MetricsHTTPServer
+from pycni.daemon.stats import CallRecord
 
 __all__ = [
     "DaemonMetrics",

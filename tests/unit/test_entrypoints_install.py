@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pycni.fast import build, install
-from pycni.fast.marker import ENTRY_MARKER, is_entry_point
+from pycni.entrypoints import build, install
+from pycni.entrypoints.marker import ENTRY_MARKER, is_entry_point
 
 
 def test_c_string_escapes_everything_risky() -> None:

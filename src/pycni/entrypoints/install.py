@@ -19,9 +19,10 @@ from importlib import resources
 from pathlib import Path
 
 import pycni
-from pycni.fast import autostart as autostart_mod
-from pycni.fast import build, protocol
-from pycni.fast.marker import ENTRY_MARKER
+from pycni.daemon import autostart as autostart_mod
+from pycni.daemon import protocol
+from pycni.entrypoints import build
+from pycni.entrypoints.marker import ENTRY_MARKER
 from pycni.fsutil import write_atomic
 from pycni.record import field, record
 from pycni.skel import registry
@@ -89,7 +90,7 @@ def python_script(
     autostart: bool = False,
     idle_exit: float = autostart_mod.IDLE_EXIT_DEFAULT,
 ) -> bytes:
-    template = resources.files("pycni.fast").joinpath("forwarder.py").read_text()
+    template = resources.files("pycni.entrypoints").joinpath("forwarder.py").read_text()
     autostart = autostart and mode == "daemon"
     line = config_line("python" if mode == "daemon" else "inprocess", autostart, idle_exit, "")
     config = (

@@ -14,8 +14,8 @@ import struct
 from collections.abc import Mapping
 from typing import Any
 
-from pycni.fast import protocol
-from pycni.fast.protocol import Reply
+from pycni.daemon import protocol
+from pycni.daemon.protocol import Reply
 
 __all__ = ["DaemonUnavailable", "RunLocally", "call", "exchange", "ping", "stats"]
 

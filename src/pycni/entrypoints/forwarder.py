@@ -20,7 +20,7 @@ then the call may have run, so it is not re-run: CNI error 11.
 Autostart (when installed with it): if no socket or a stale one is found, a daemon is
 started in the background first (two forks, setsid, flock of LOCK_PATH or leave, wait until
 this call is over, exec `pycni daemon`), then this call runs in-process as without it
-(src/pycni/fast/autostart.py).
+(src/pycni/daemon/autostart.py).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ MAGIC = b"pCNI"
 VERSION = 2
 # --- pycni install config end ---
 
-# Checked against pycni.fast.protocol by tests/unit/test_fast_wire_constants.py.
+# Checked against pycni.daemon.protocol by tests/unit/test_entrypoints_wire_constants.py.
 KIND_CALL = 1
 KIND_HELLO = 4
 LEGACY_VERSION = 1
