@@ -34,7 +34,7 @@ from pycni.net.netlink.kernel import (
     Rule,
 )
 from pycni.net.ns import entered_fd
-from pycni.net.procsys import THREAD, Sysctl
+from pycni.net.sysctl import THREAD, Sysctl
 from pycni.plugins.main.tap import tun
 
 IP = ipaddress.ip_address
@@ -51,7 +51,7 @@ class Side:
     pod: Kernel
     node_fd: int
     pod_fd: int
-    node_sysctl: Sysctl | None = None  # the namespaces' /proc/sys/net (pycni.net.procsys)
+    node_sysctl: Sysctl | None = None  # the namespaces' /proc/sys/net (pycni.net.sysctl)
     pod_sysctl: Sysctl | None = None
     # a tap in the pod as pycni.plugins.main.tap.tun.create_tap makes it: (name, multi_queue)
     pod_tap: Callable[[str, bool], None] | None = None

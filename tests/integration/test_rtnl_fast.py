@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from pycni.net import procsys
+from pycni.net import sysctl
 from pycni.net.netlink.kernel import (
     AF_INET,
     AF_INET6,
@@ -238,7 +238,7 @@ def test_forwarding_read_over_netlink(node: harness.Namespace, kernel: Kernel) -
             node.run("sh", "-c", f"echo {value} > /proc/sys/{name}")
             assert kernel.forwarding(family) == int(value) == int(_sysctl(node, name))
         with node.entered():
-            procsys.enable_forwarding(kernel, procsys.THREAD, 4 if family == AF_INET else 6)
+            sysctl.enable_forwarding(kernel, sysctl.THREAD, 4 if family == AF_INET else 6)
         assert _sysctl(node, name) == "1" and kernel.forwarding(family) == 1
 
 

@@ -3,7 +3,7 @@
 No root, no namespaces: what these helpers decide (conflicts, no-ops, who owns a route, which
 priority a rule gets) runs against pycni.net.netlink.fake_kernel, whose answers are held to the real
 kernel's by tests/kernel_contract.py. The helpers that write sysctls are handed the fake
-namespace's FakeSysctl (pycni.net.procsys), never the machine's /proc/sys.
+namespace's FakeSysctl (pycni.net.sysctl), never the machine's /proc/sys.
 """
 
 from __future__ import annotations

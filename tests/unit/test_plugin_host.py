@@ -8,7 +8,7 @@ import pytest
 
 from pycni.net.netlink.fake_kernel import FakeKernel
 from pycni.net.ns import NetNSNotFound
-from pycni.net.procsys import THREAD
+from pycni.net.sysctl import THREAD
 from pycni.skel.base import Request
 from pycni.skel.fake_host import FakePluginHost
 from pycni.skel.host import THIS_HOST, Host, ThisHost

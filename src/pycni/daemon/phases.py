@@ -139,7 +139,7 @@ def install(out_path: str) -> None:
     """Wrap the call path's functions; one line per call is appended to ``out_path``."""
     global _out_fd
     from pycni.daemon import policy
-    from pycni.net import ns, sysctl
+    from pycni.net import ns, thread_sysctl
     from pycni.net.netlink.rtnl import wire
     from pycni.plugins.ipam.host_local import store
     from pycni.skel import run as skel
@@ -154,8 +154,8 @@ def install(out_path: str) -> None:
     _wrap(store.Store, "reserve", "ipam-store")
     _wrap(store.Store, "release_by_id", "ipam-store")
     _wrap(os, "fsync", "fsync")
-    _wrap(sysctl, "read", "sysctl-read")
-    _wrap(sysctl, "write", "sysctl-write")
+    _wrap(thread_sysctl, "read", "sysctl-read")
+    _wrap(thread_sysctl, "write", "sysctl-write")
     _wrap(ns, "setns", "setns")
     _wrap(wire.Socket, "__init__", "netlink-open")
     _wrap(wire.Socket, "close", "netlink-close")

@@ -16,7 +16,7 @@ from pycni.net.netlink.kernel import (
     NetlinkError,
     family_of,
 )
-from pycni.net.procsys import Sysctl, try_write
+from pycni.net.sysctl import Sysctl, try_write
 from pycni.net.veth import create_pair
 from pycni.record import record
 

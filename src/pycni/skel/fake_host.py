@@ -26,7 +26,7 @@ from pycni.net.ns import NetNS, NetNSNotFound
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pycni.net.netlink.kernel import Kernel
-    from pycni.net.procsys import Sysctl
+    from pycni.net.sysctl import Sysctl
     from pycni.skel.base import Request
     from pycni.skel.host import Host
     from pycni.spec.result import Result

@@ -8,7 +8,7 @@ request's ``host`` (``req.host``, a ``Host``) for
   during which this thread is inside it (setns: sysctls, tun ioctls and the like act on the
   thread's namespace, so the real host enters it, as ``with pod.entered(), rtnl()`` did);
 - ``sysctl(kernel)``: the /proc/sys/net entries of that kernel's namespace
-  (pycni.net.procsys.Sysctl), valid inside the block that handed out the kernel;
+  (pycni.net.sysctl.Sysctl), valid inside the block that handed out the kernel;
 - ``delegate(req, type, command, stdin)``: another plugin's verb (IPAM);
 - ``locked(netns)``: one run at a time on a pod (flock on its namespace file);
 - ``selinux()``: the machine's SELinux (tap's ``selinuxContext``, pycni.skel.selinux).
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from typing import Protocol
 
     from pycni.net.netlink.kernel import Kernel
-    from pycni.net.procsys import Sysctl
+    from pycni.net.sysctl import Sysctl
     from pycni.skel.base import Request
     from pycni.skel.selinux import SELinux
     from pycni.spec.result import Result
@@ -105,7 +105,7 @@ class ThisHost:
         return _inside(netns.fd)
 
     def sysctl(self, kernel: Kernel) -> Sysctl:
-        from pycni.net.procsys import THREAD
+        from pycni.net.sysctl import THREAD
 
         return THREAD
 

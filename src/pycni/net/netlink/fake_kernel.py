@@ -35,7 +35,7 @@ suite) so the two cannot drift apart. Modelled:
   routes in the VRF's table), gateways checked in the route's table then by a full lookup
   (main, or a port's VRF table), the l3mdev rules the first VRF adds (held to a kernel with
   the vrf module by the full-kernel lane);
-- sysctls: each namespace's ``sysctl`` (FakeSysctl, a pycni.net.procsys.Sysctl) holds the
+- sysctls: each namespace's ``sysctl`` (FakeSysctl, a pycni.net.sysctl.Sysctl) holds the
   forwarding switches and the per-device entries plugins write (arp_notify, accept_ra,
   disable_ipv6, keep_addr_on_down, ...), tied to the link state they govern.
 
@@ -1118,7 +1118,7 @@ def _ipv6_conf(link: _Link, knob: str) -> int:
 
 
 class FakeSysctl:
-    """The /proc/sys/net entries of one FakeNetns (pycni.net.procsys.Sysctl): the forwarding
+    """The /proc/sys/net entries of one FakeNetns (pycni.net.sysctl.Sysctl): the forwarding
     switches (the same state ``Kernel.forwarding`` reads) and the per-device entries named in
     IPV4_CONF_IDS and IPV6_CONF_DEFAULTS, which exist while their link does (ENOENT
     otherwise) and start again from the defaults when it changes namespace. Writing

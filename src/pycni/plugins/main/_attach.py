@@ -12,8 +12,8 @@ from pycni.net.addr import configure_iface, validate_ips
 from pycni.net.link import LinkNotFound, delete_by_name, set_arp_notify
 from pycni.net.netlink.kernel import IPInterface, Kernel
 from pycni.net.ns import NetNS, NetNSNotFound
-from pycni.net.procsys import try_write
 from pycni.net.route import validate_routes
+from pycni.net.sysctl import try_write
 from pycni.record import record, replace
 from pycni.skel.base import Request
 from pycni.skel.config import DNSConf, IPAMRef, MacArg

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 
-from pycni.net import link, procsys
+from pycni.net import link, sysctl
 from pycni.net.addr import configure_iface, validate_ips
 from pycni.net.netfilter import ipmasq
 from pycni.net.netfilter.nft import NftError
@@ -95,7 +95,7 @@ class Ptp(Plugin):
 
         rb.step("forwarding")
         for fam in sorted({ipc.address.version for ipc in ipam_result.ips}):
-            procsys.enable_forwarding(host, req.host.sysctl(host), fam)
+            sysctl.enable_forwarding(host, req.host.sysctl(host), fam)
 
         rb.step("veth")
         pair = create_pair(host, req.host.sysctl(host), pod.fd, ifname, conf.mtu)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ipaddress
 
 from pycni.net import bridge as br
-from pycni.net import link, procsys
+from pycni.net import link, sysctl
 from pycni.net.addr import configure_iface, validate_ips
 from pycni.net.netfilter import ipmasq
 from pycni.net.netfilter.nft import NftError
@@ -340,10 +340,10 @@ class Bridge(Plugin):
         with req.host.pod(pod) as pod_kernel:
             pod_sysctl = req.host.sysctl(pod_kernel)
             if conf.enable_dad:
-                procsys.try_write(pod_sysctl, f"net/ipv6/conf/{ifname}/enhanced_dad", "1")
-                procsys.try_write(pod_sysctl, f"net/ipv6/conf/{ifname}/accept_dad", "1")
+                sysctl.try_write(pod_sysctl, f"net/ipv6/conf/{ifname}/enhanced_dad", "1")
+                sysctl.try_write(pod_sysctl, f"net/ipv6/conf/{ifname}/accept_dad", "1")
             else:
-                procsys.try_write(pod_sysctl, f"net/ipv6/conf/{ifname}/accept_dad", "0")
+                sysctl.try_write(pod_sysctl, f"net/ipv6/conf/{ifname}/accept_dad", "0")
             link.set_arp_notify(pod_kernel, cont_index)
             configure_iface(pod_kernel, pod_sysctl, ifname, cont_index, result)
 
@@ -367,7 +367,7 @@ class Bridge(Plugin):
                         )
                 if gateways[fam]:
                     rb.step("forwarding")
-                    procsys.enable_forwarding(host, req.host.sysctl(host), fam)
+                    sysctl.enable_forwarding(host, req.host.sysctl(host), fam)
 
         if conf.ip_masq:
             masquerade(rb, conf.ip_masq_backend, result, conf.name, req)

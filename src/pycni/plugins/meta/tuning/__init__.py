@@ -18,7 +18,7 @@ from pycni.net import link_attrs
 from pycni.net.link import LinkNotFound, index_of
 from pycni.net.netlink.kernel import Kernel, NetlinkError
 from pycni.net.ns import NetNSNotFound
-from pycni.net.procsys import Sysctl
+from pycni.net.sysctl import Sysctl
 from pycni.plugins.meta.tuning import backup as backups
 from pycni.plugins.meta.tuning.backup import Backup
 from pycni.plugins.meta.tuning.conf import (
