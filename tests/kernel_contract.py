@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pycni.net.netlink.fake_kernel import FakeHost, FakeKernel
+from pycni.net.netlink.fake_kernel import FakeKernel, FakeMachine
 from pycni.net.netlink.kernel import (
     AF_INET,
     AF_INET6,
@@ -58,8 +58,8 @@ class Side:
 
 
 def on_fake(case: Callable[[Side], Any]) -> Any:
-    """What the fake answers ``case``: a node and a pod namespace of a new FakeHost."""
-    host = FakeHost()
+    """What the fake answers ``case``: a node and a pod namespace of a new FakeMachine."""
+    host = FakeMachine()
     node, pod = host.namespace(), host.namespace()
     side = Side(FakeKernel(node), FakeKernel(pod), node.fd, pod.fd, node.sysctl, pod.sysctl)
     side.pod_tap = FakeKernel(pod).add_tap

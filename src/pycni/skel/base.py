@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from pycni.net.ns import NetNS
 from pycni.record import field, record
-from pycni.skel.host import THIS_HOST
+from pycni.skel.host import REAL_HOST
 from pycni.spec import version
 from pycni.spec.decode import IfName, Str, check_text, fail, lookup, section, shown
 from pycni.spec.errors import DecodingFailure, InvalidConfig, InvalidEnv
@@ -37,7 +37,7 @@ class Request:
     env: Mapping[str, str]
     netns_fd: int | None = None
     stderr: io.StringIO = field(default_factory=io.StringIO)
-    host: Host = THIS_HOST  # the machine the plugin works on (pycni.skel.host)
+    host: Host = REAL_HOST  # the machine the plugin works on (pycni.skel.host)
 
     @property
     def cni_version(self) -> str:

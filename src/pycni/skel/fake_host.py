@@ -1,4 +1,4 @@
-"""FakePluginHost: the plugin seam (pycni.skel.host.Host) over an in-memory machine.
+"""FakeHost: the plugin seam (pycni.skel.host.Host) over an in-memory machine.
 
 A unit test builds one, adds pod namespaces by path, and runs a plugin through skel with it
 (``skel.run(plugin_type, env, stdin, host=fake)``): every Kernel the plugin is handed is a
@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
-from pycni.net.netlink.fake_kernel import FakeHost, FakeKernel, FakeNetns
+from pycni.net.netlink.fake_kernel import FakeKernel, FakeMachine, FakeNetns
 from pycni.net.ns import NetNS, NetNSNotFound
 
 TYPE_CHECKING = False
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from pycni.skel.host import Host
     from pycni.spec.result import Result
 
-__all__ = ["FakePluginHost", "FakeSELinux"]
+__all__ = ["FakeHost", "FakeSELinux"]
 
 
 class FakeSELinux:
@@ -63,12 +63,12 @@ class FakeSELinux:
             self.on_run(label, argv)
 
 
-class FakePluginHost:
+class FakeHost:
     """A node namespace (``node``), pod namespaces by path (``pods``) and the delegations the
     plugin made (``delegations``: (plugin type, command) in order)."""
 
-    def __init__(self, machine: FakeHost | None = None) -> None:
-        self.machine = machine or FakeHost()
+    def __init__(self, machine: FakeMachine | None = None) -> None:
+        self.machine = machine or FakeMachine()
         self.node_ns = self.machine.namespace()
         self.pods: dict[str, FakeNetns] = {}
         self.delegations: list[tuple[str, str]] = []
@@ -134,7 +134,7 @@ class FakePluginHost:
 
     def sysctl(self, kernel: Kernel) -> Sysctl:
         if not isinstance(kernel, FakeKernel):
-            raise TypeError("FakePluginHost hands out FakeKernels only")
+            raise TypeError("FakeHost hands out FakeKernels only")
         return kernel.ns.sysctl
 
     @contextmanager
@@ -165,4 +165,4 @@ class FakePluginHost:
 
 
 if TYPE_CHECKING:
-    _check: type[Host] = FakePluginHost  # mypy proves it satisfies the Protocol
+    _check: type[Host] = FakeHost  # mypy proves it satisfies the Protocol

@@ -13,8 +13,8 @@ request's ``host`` (``req.host``, a ``Host``) for
 - ``locked(netns)``: one run at a time on a pod (flock on its namespace file);
 - ``selinux()``: the machine's SELinux (tap's ``selinuxContext``, pycni.skel.selinux).
 
-``THIS_HOST`` is the machine itself (what skel gives every request); tests hand
-pycni.skel.fake_host.FakePluginHost instead, an in-memory machine over
+``REAL_HOST`` is the machine itself (what skel gives every request); tests hand
+pycni.skel.fake_host.FakeHost instead, an in-memory machine over
 pycni.net.netlink.fake_kernel, so the ADD/CHECK/DEL logic of a plugin runs without root.
 Nothing here is imported before it is used: a plugin's cold path pays for one small module.
 """
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 else:
     Protocol = object  # typing is not imported at run time
 
-__all__ = ["THIS_HOST", "Host", "ThisHost"]
+__all__ = ["REAL_HOST", "Host", "RealHost"]
 
 
 class Host(Protocol):
@@ -83,7 +83,7 @@ class Host(Protocol):
         ...
 
 
-class ThisHost:
+class RealHost:
     """The machine pycni runs on: rtnetlink clients, setns, /proc/sys, CNI_PATH."""
 
     __slots__ = ()
@@ -146,7 +146,7 @@ def _flocked(fd: int) -> Iterator[None]:
         fcntl.flock(fd, fcntl.LOCK_UN)
 
 
-THIS_HOST = ThisHost()
+REAL_HOST = RealHost()
 
 if TYPE_CHECKING:
-    _check: type[Host] = ThisHost  # mypy proves ThisHost satisfies the Protocol
+    _check: type[Host] = RealHost  # mypy proves RealHost satisfies the Protocol

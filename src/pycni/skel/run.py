@@ -15,7 +15,7 @@ from pycni.net.errors import to_cni
 from pycni.record import record
 from pycni.skel import registry
 from pycni.skel.base import Plugin, Request
-from pycni.skel.host import THIS_HOST
+from pycni.skel.host import REAL_HOST
 from pycni.spec import jsoncodec, validate, version
 from pycni.spec.decode import shown
 from pycni.spec.errors import (
@@ -63,10 +63,10 @@ def run(
     stdin: bytes,
     *,
     netns_fd: int | None = None,
-    host: Host = THIS_HOST,
+    host: Host = REAL_HOST,
 ) -> Outcome:
     """Run one plugin call on this thread, in this thread's network namespace (``host``: the
-    machine it works on; tests pass pycni.skel.fake_host.FakePluginHost)."""
+    machine it works on; tests pass pycni.skel.fake_host.FakeHost)."""
     try:
         plugin = registry.load(plugin_type)
     except CNIError as err:
@@ -80,7 +80,7 @@ def run_plugin(
     stdin: bytes,
     *,
     netns_fd: int | None = None,
-    host: Host = THIS_HOST,
+    host: Host = REAL_HOST,
 ) -> Outcome:
     err_lines: list[str] = []
     config_version: str | None = None

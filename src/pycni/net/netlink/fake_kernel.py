@@ -8,7 +8,7 @@ and pycni.record). Only pycni.skel.fake_host (which nothing imports) imports it,
 plugin's cold path pays for it; tests and downstream code import it as httpx's users import
 its MockTransport.
 
-A ``FakeHost`` holds namespaces (``FakeNetns``), each known by a fake file descriptor as the
+A ``FakeMachine`` holds namespaces (``FakeNetns``), each known by a fake file descriptor as the
 real ones are known by an fd of /run/netns/<name>; ``FakeKernel(ns)`` is a client bound to one
 of them, as a client opened in that namespace is. It answers like Linux 6.x does with default
 sysctls, and raises the same ``NetlinkError`` with the same errno; tests/kernel_contract.py runs
@@ -88,7 +88,7 @@ if TYPE_CHECKING:
 
     from pycni.net.netlink.kernel import LinkChanges
 
-__all__ = ["IPV4_CONF_IDS", "IPV6_CONF_DEFAULTS", "FakeHost", "FakeKernel", "FakeNetns"]
+__all__ = ["IPV4_CONF_IDS", "IPV6_CONF_DEFAULTS", "FakeKernel", "FakeMachine", "FakeNetns"]
 
 IFF_BROADCAST = 0x2
 IFF_LOOPBACK = 0x8
@@ -160,7 +160,7 @@ class _Link:
 class FakeNetns:
     """One network namespace: its links, addresses, routes, rules, neighbours and settings."""
 
-    def __init__(self, host: FakeHost, fd: int) -> None:
+    def __init__(self, host: FakeMachine, fd: int) -> None:
         self.host = host
         self.fd = fd
         self.links: dict[int, _Link] = {}
@@ -212,7 +212,7 @@ class FakeNetns:
         return self.nsids[other.fd]
 
 
-class FakeHost:
+class FakeMachine:
     """The machine: namespaces known by fake fds (``ns.fd``), which the calls that take a
     namespace fd (add_veth, add_macvlan, set_link(netns_fd=)) accept."""
 
