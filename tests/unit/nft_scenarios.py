@@ -505,7 +505,7 @@ def fw_request(command: str, tmp: str, prev: Any = FW_PREV, **conf: Any) -> Requ
 
 
 def _fw(method: str, req: Request) -> Any:
-    from pycni.plugins.meta.firewall import PLUGIN
+    from pycni.plugins.meta.firewall.plugin import PLUGIN
 
     def run() -> Any:
         out = getattr(PLUGIN, method)(req)

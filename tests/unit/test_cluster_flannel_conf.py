@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from pycni.cluster.subnet import SubnetEnv
-from pycni.plugins.meta.flannel import delegate_config
+from pycni.plugins.meta.flannel.plugin import delegate_config
 from pycni.skel.base import Request
 from pycni.spec.errors import CNIError
 

@@ -16,7 +16,8 @@ from typing import Any
 
 from pycni.net.netlink.fake_kernel import FakeKernel
 from pycni.net.netlink.kernel import IFF_UP, Kernel, NetlinkError
-from pycni.plugins.main.tap import Tap, tun
+from pycni.plugins.main.tap import tun
+from pycni.plugins.main.tap.plugin import Tap
 from pycni.skel.fake_host import FakeHost, FakeSELinux
 from pycni.skel.selinux import SELinuxError
 from tests.plugin_logic import (

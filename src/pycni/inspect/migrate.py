@@ -175,7 +175,7 @@ def _ipmasq(req: Any, dry_run: bool) -> str | None:
 def _firewall(req: Any, dry_run: bool) -> str | None:
     """Drop the attachment's IP record (pycni's own bookkeeping for its iptables GC, which the
     reference neither reads nor removes); None when there is none."""
-    from pycni.plugins.meta.firewall import parse
+    from pycni.plugins.meta.firewall.plugin import parse
     from pycni.plugins.meta.firewall.records import Records
 
     conf = parse(req)
