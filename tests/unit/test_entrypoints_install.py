@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pycni.entrypoints import build, install
-from pycni.entrypoints.marker import ENTRY_MARKER, is_entry_point
+from pycni.skel.entry_point import ENTRY_MARKER, is_entry_point
 
 
 def test_c_string_escapes_everything_risky() -> None:

@@ -12,8 +12,6 @@ from typing import Any
 
 from pycni.daemon import protocol
 
-__all__ = ["main", "register"]
-
 
 def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
@@ -143,7 +141,8 @@ def run(args: argparse.Namespace) -> int:
         except EndpointError as exc:
             sys.stderr.write(f"pycni daemon: {exc}\n")
             return 2
-    from pycni.daemon.server import Daemon, SocketSetupError
+    from pycni.daemon.server import Daemon
+    from pycni.daemon.transport import SocketSetupError
 
     daemon = Daemon(
         args.socket,

@@ -7,8 +7,6 @@ import os
 import sys
 from typing import Any, TextIO
 
-__all__ = ["register"]
-
 
 def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(

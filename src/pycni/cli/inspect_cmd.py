@@ -8,15 +8,6 @@ import os
 import sys
 from typing import Any
 
-__all__ = [
-    "DEFAULT_DATA_DIR",
-    "DEFAULT_GRACE_PERIOD",
-    "DEFAULT_NETNS_DIR",
-    "add_gc_options",
-    "register",
-    "run_cleanup",
-]
-
 DEFAULT_CNI_PATH = "/opt/cni/bin"
 # Same defaults as pycni.inspect.collect, repeated so that registering stays import-free.
 DEFAULT_CONF_DIR = "/etc/cni/net.d"

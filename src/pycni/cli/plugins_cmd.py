@@ -8,8 +8,6 @@ from typing import Any
 
 from pycni.daemon import protocol
 
-__all__ = ["FORMS", "register"]
-
 FORMS = ("auto", "c", "python", "inprocess")  # pycni.entrypoints.install.FORMS, kept import-free
 IDLE_EXIT_DEFAULT = 300.0  # pycni.daemon.autostart.IDLE_EXIT_DEFAULT
 

@@ -50,8 +50,6 @@ from pycni.net.netlink.client import rtnl
 from pycni.net.netlink.kernel_changes import KernelChanges
 from pycni.record import field, record, replace
 
-__all__ = ["Agent", "AgentConfig", "AgentError", "make_backend"]
-
 BACKENDS = ("host-gw", "vxlan", "wireguard", "ipip")
 DEFAULT_SUBNET_FILE = "/run/flannel/subnet.env"
 DEFAULT_RECONCILE = 10.0

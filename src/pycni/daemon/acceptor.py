@@ -28,8 +28,6 @@ from pycni.daemon.stats import Stats, new_record
 from pycni.daemon.transport import ReplyWriter
 from pycni.spec.errors import IO_FAILURE, TRY_AGAIN_LATER, CNIError
 
-__all__ = ["Acceptor", "Admit", "connection_limit"]
-
 log = logging.getLogger("pycni.daemon")
 
 BACKOFF = (0.1, 2.0)  # first and longest pause after EMFILE/ENFILE

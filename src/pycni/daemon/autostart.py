@@ -24,17 +24,6 @@ import os
 import stat
 import time
 
-__all__ = [
-    "IDLE_EXIT_DEFAULT",
-    "IdleClock",
-    "LockError",
-    "adopt_lock",
-    "how_started",
-    "lock_path",
-    "log_path",
-    "trim_log",
-]
-
 IDLE_EXIT_DEFAULT = 300.0  # seconds without a call before an autostarted daemon exits
 LOG_LIMIT = 8 << 20  # an autostart log larger than this is emptied when a daemon starts
 

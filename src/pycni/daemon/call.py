@@ -12,8 +12,6 @@ from pycni.daemon.stats import CallRecord
 from pycni.daemon.transport import ReplyWriter, RequestReader
 from pycni.record import field, record
 
-__all__ = ["Call", "Phase", "is_successful_add"]
-
 
 class Phase(Enum):
     RECEIVING = "receiving"

@@ -30,8 +30,6 @@ from pycni.daemon.transport import ReplyWriter, peer_hung_up
 from pycni.daemon.worker import CallRunner
 from pycni.spec.errors import CNIError, TryAgainLater
 
-__all__ = ["CallTable", "Report"]
-
 log = logging.getLogger("pycni.daemon")
 
 Report = Callable[[], dict[str, Any]]

@@ -17,8 +17,6 @@ from typing import Any
 from pycni.daemon import protocol
 from pycni.daemon.protocol import Reply
 
-__all__ = ["DaemonUnavailable", "RunLocally", "call", "exchange", "ping", "stats"]
-
 
 class DaemonUnavailable(Exception):
     """No daemon accepted the connection: nothing ran, so running in-process is safe."""

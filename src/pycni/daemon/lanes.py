@@ -12,8 +12,6 @@ from collections import deque
 from enum import Enum
 from typing import Generic, TypeVar
 
-__all__ = ["Admission", "Lanes"]
-
 T = TypeVar("T")
 
 

@@ -10,8 +10,6 @@ import socket
 from pycni.daemon.acceptor import Acceptor
 from pycni.daemon.transport import bind_listener, socket_from_systemd
 
-__all__ = ["Listener"]
-
 
 class Listener:
     def __init__(self, path: str) -> None:

@@ -46,14 +46,6 @@ import pycni
 from pycni.daemon.metrics_http import MetricsHTTPServer
 from pycni.daemon.stats import CallRecord
 
-__all__ = [
-    "DaemonMetrics",
-    "MetricsAddressError",
-    "MetricsUnavailable",
-    "SharedRender",
-    "check_address",
-]
-
 COMMANDS = frozenset({"ADD", "DEL", "CHECK", "STATUS", "GC", "VERSION"})
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10, 30, 120)
 

@@ -32,8 +32,6 @@ import threading
 import time
 from collections.abc import Callable
 
-__all__ = ["MAX_REQUEST", "MetricsHTTPServer"]
-
 MAX_CONNECTIONS = 16
 DEADLINE = 5.0  # seconds from accept to the last byte of the answer
 MAX_REQUEST = 8192

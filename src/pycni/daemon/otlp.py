@@ -34,8 +34,6 @@ from typing import Any
 from pycni.daemon.stats import CallRecord
 from pycni.runtime.trace import TraceContext
 
-__all__ = ["EndpointError", "Exporter", "document", "endpoint_from", "spans_of"]
-
 log = logging.getLogger("pycni.daemon")
 
 SPAN_KIND_INTERNAL, SPAN_KIND_SERVER = 1, 2

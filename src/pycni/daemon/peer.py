@@ -31,17 +31,6 @@ import struct
 
 from pycni.record import record
 
-__all__ = [
-    "CAP_NET_ADMIN",
-    "CAP_SYS_ADMIN",
-    "OUT_OF_FDS",
-    "REFUSE",
-    "RUN_LOCALLY",
-    "PeerChecker",
-    "Verdict",
-    "missing_caps",
-]
-
 CAP_NET_ADMIN = 12
 CAP_SYS_ADMIN = 21
 REQUIRED_CAPS = {"CAP_NET_ADMIN": CAP_NET_ADMIN, "CAP_SYS_ADMIN": CAP_SYS_ADMIN}

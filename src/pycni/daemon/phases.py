@@ -19,8 +19,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["Ledger", "install", "uninstall"]
-
 Clock = Callable[[], int]
 Namer = Callable[[tuple[Any, ...]], str]
 

@@ -21,19 +21,6 @@ from pycni.runtime.exec import CallControl
 from pycni.skel.delegate import call_control
 from pycni.spec.errors import INTERNAL, INVALID_NETNS, PLUGIN_NOT_AVAILABLE, CNIError
 
-__all__ = [
-    "Outcome",
-    "Runner",
-    "deadline_error",
-    "default_runner",
-    "execute",
-    "missing_caller_netns",
-    "preload_plugins",
-    "unavailable",
-    "undo_request",
-    "warm_state",
-]
-
 log = logging.getLogger("pycni.daemon")
 
 

@@ -20,8 +20,6 @@ from collections.abc import Callable
 
 from pycni.net import ns as netns
 
-__all__ = ["Job", "WorkerPool"]
-
 log = logging.getLogger("pycni.daemon")
 
 Job = Callable[[], None]

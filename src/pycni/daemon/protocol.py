@@ -47,50 +47,6 @@ import struct
 from pycni.record import field, record
 from pycni.spec.errors import DECODING_FAILURE, CNIError
 
-__all__ = [
-    "ACK_TIMEOUT_MS",
-    "CONNECT_TIMEOUT_MS",
-    "DEFAULT_SOCKET",
-    "FLAG_CALLER_NETNS",
-    "FLAG_TARGET_NETNS",
-    "INTERNAL",
-    "IO_FAILURE",
-    "KIND_CALL",
-    "KIND_HELLO",
-    "KIND_PING",
-    "KIND_STATS",
-    "LEGACY_VERSION",
-    "MAGIC",
-    "MAX_BODY",
-    "MAX_FDS",
-    "MAX_HEAD",
-    "MAX_REPLY_PART",
-    "REPLY_AT_ACCEPT",
-    "REPLY_BIT",
-    "REPLY_PREFIX",
-    "REPLY_RUN_LOCALLY",
-    "REPLY_SLACK_MS",
-    "REQUEST_PREFIX",
-    "TRY_AGAIN_LATER",
-    "VERSION",
-    "ForeignVersion",
-    "Reply",
-    "ReplyHeader",
-    "Request",
-    "RequestPrefix",
-    "accept_reply",
-    "ack_reply",
-    "encode_call_head",
-    "encode_reply",
-    "encode_request",
-    "error_reply",
-    "foreign_version_reply",
-    "malformed",
-    "parse_call_head",
-    "parse_reply_header",
-    "parse_request_prefix",
-]
-
 DEFAULT_SOCKET = "/run/pycni/pycni.sock"
 
 MAGIC = b"pCNI"

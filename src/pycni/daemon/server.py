@@ -28,11 +28,9 @@ from pycni.daemon.listener import Listener
 from pycni.daemon.policy import Runner
 from pycni.daemon.pool import WorkerPool
 from pycni.daemon.stats import CallRecord, Stats
-from pycni.daemon.transport import SocketSetupError, Waker
+from pycni.daemon.transport import Waker
 
 log = logging.getLogger("pycni.daemon")
-
-__all__ = ["Daemon", "SocketSetupError"]
 
 # Defaults, documented in docs/daemon.md and docs/security.md.
 RECV_TIMEOUT = 10.0  # a whole request must arrive within this (total, not per read)

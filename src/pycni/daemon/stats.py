@@ -12,8 +12,6 @@ from typing import Any
 
 from pycni.record import record
 
-__all__ = ["CallRecord", "Stats", "error_code", "ms", "new_record"]
-
 PHASES = ("recv", "queue", "run", "send", "total")
 COUNTERS = (
     "requests",

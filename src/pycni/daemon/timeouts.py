@@ -15,8 +15,6 @@ from pycni.daemon import policy, protocol
 from pycni.daemon.call import Call, Phase
 from pycni.daemon.call_table import CallTable
 
-__all__ = ["on_timer"]
-
 log = logging.getLogger("pycni.daemon")
 
 

@@ -12,8 +12,6 @@ from collections.abc import Container, Iterator
 
 from pycni.daemon.call import Call
 
-__all__ = ["Timers"]
-
 
 class Timers:
     def __init__(self) -> None:

@@ -18,16 +18,6 @@ import struct
 from pycni.daemon import protocol
 from pycni.daemon.protocol import Request
 
-__all__ = [
-    "ReplyWriter",
-    "RequestReader",
-    "SocketSetupError",
-    "Waker",
-    "bind_listener",
-    "peer_hung_up",
-    "socket_from_systemd",
-]
-
 LISTEN_FDS_START = 3
 _CHUNK = 1 << 20
 

@@ -16,8 +16,6 @@ from pycni.daemon.protocol import Reply, Request
 from pycni.daemon.stats import Stats, ms
 from pycni.runtime.exec import CallControl
 
-__all__ = ["CallRunner", "Post"]
-
 log = logging.getLogger("pycni.daemon")
 
 Post = Callable[[str, Call], None]

@@ -36,20 +36,6 @@ from pycni.net.ns import NetNS
 from pycni.playground import add_namespace, alive, cmdline, netns_path, remove_namespaces, run_ip
 from pycni.record import asdict, field, record
 
-__all__ = [
-    "KEEP_DIR",
-    "STATE_FILE",
-    "Comparison",
-    "DemoError",
-    "DemoState",
-    "Outcome",
-    "PodInfo",
-    "Progress",
-    "down",
-    "new_state",
-    "up",
-]
-
 KEEP_DIR = "/run/pycni-demo"
 STATE_FILE = "demo.json"
 POD_COUNT = 3

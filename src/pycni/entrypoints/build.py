@@ -11,18 +11,8 @@ from importlib import resources
 from pathlib import Path
 
 from pycni.daemon import autostart, protocol
-from pycni.entrypoints.marker import ENTRY_MARKER
 from pycni.record import record
-
-__all__ = [
-    "BuildError",
-    "ForwarderSettings",
-    "build",
-    "c_string",
-    "config_header",
-    "find_compiler",
-    "source",
-]
+from pycni.skel.entry_point import ENTRY_MARKER
 
 CFLAGS = ("-O2", "-Wall", "-Wextra", "-s")
 

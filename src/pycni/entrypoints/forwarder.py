@@ -29,8 +29,6 @@ import _socket
 import os
 import sys
 
-__all__: list[str] = []
-
 # --- pycni install config begin ---
 SOCKET_PATH = "/run/pycni/pycni.sock"
 MODE = "daemon"

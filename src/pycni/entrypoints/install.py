@@ -22,24 +22,10 @@ import pycni
 from pycni.daemon import autostart as autostart_mod
 from pycni.daemon import protocol
 from pycni.entrypoints import build
-from pycni.entrypoints.marker import ENTRY_MARKER
 from pycni.fsutil import write_atomic
 from pycni.record import field, record
 from pycni.skel import registry
-
-__all__ = [
-    "FORMS",
-    "InstallReport",
-    "config_line",
-    "entry_config",
-    "fallback_code",
-    "import_paths",
-    "install",
-    "interpreter",
-    "python_script",
-    "search_paths",
-    "site_dirs",
-]
+from pycni.skel.entry_point import ENTRY_MARKER
 
 FORMS = ("auto", "c", "python", "inprocess")
 DEFAULT_SOCKET = protocol.DEFAULT_SOCKET

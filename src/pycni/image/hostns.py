@@ -18,8 +18,6 @@ import struct
 
 from pycni.image.layout import IMAGE_RUNTIME, release_of
 
-__all__ = ["CLONE_NEWNS", "HostError", "enter_mount_ns", "exec_on_host", "serving_mount_ns"]
-
 CLONE_NEWNS = 0x00020000
 SO_PEERPIDFD = getattr(socket, "SO_PEERPIDFD", 77)
 

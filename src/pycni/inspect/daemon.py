@@ -12,16 +12,6 @@ from collections.abc import Iterable
 
 from pycni.inspect.model import DaemonStatus, EntryPointDir
 
-__all__ = [
-    "KEPT_DEMO_PLUGIN_DIR",
-    "LAUNCHER_ENV",
-    "choose_socket",
-    "entry_point_dirs",
-    "forwarded_sockets",
-    "read_daemon",
-    "started_by",
-]
-
 # Set in a daemon's environment by the tool that started it (`pycni demo`), in words: a daemon
 # whose parent has exited is otherwise only "by hand, parent pid 1".
 LAUNCHER_ENV = "PYCNI_LAUNCHER"

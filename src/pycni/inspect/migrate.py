@@ -33,8 +33,6 @@ from typing import Any
 
 from pycni.record import record
 
-__all__ = ["Step", "to_reference"]
-
 
 @record(frozen=True)
 class Step:

@@ -11,8 +11,6 @@ from pycni.net.route import add_routes, prefix_route_exists
 from pycni.net.sysctl import Sysctl, try_write
 from pycni.spec.result import IPAddress, Result
 
-__all__ = ["AddressError", "configure_iface", "validate_ips", "wait_dad"]
-
 IFA_F_TENTATIVE = 0x40
 IFA_F_DADFAILED = 0x08
 DAD_TIMEOUT = 5.0

@@ -22,8 +22,6 @@ if TYPE_CHECKING:
 else:
     Protocol = object  # typing is not imported at run time
 
-__all__ = ["THREAD", "Sysctl", "enable_forwarding", "try_write"]
-
 
 class Sysctl(Protocol):
     """The sysctls of one network namespace; refusals are OSError (ENOENT: no such entry)."""

@@ -20,8 +20,6 @@ import _thread  # threading.Lock is _thread.allocate_lock; threading costs an im
 import os
 from collections import OrderedDict
 
-__all__ = ["path_of", "read", "try_write", "write"]
-
 
 def path_of(name: str) -> str:
     """``net.ipv4.ip_forward`` or ``net/ipv4/conf/eth0.100/x`` → the file under /proc/sys.

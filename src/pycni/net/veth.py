@@ -17,8 +17,6 @@ from pycni.net.netlink.kernel import Kernel, NetlinkError
 from pycni.net.sysctl import Sysctl, try_write
 from pycni.record import record
 
-__all__ = ["VethNameTaken", "VethPair", "create_pair", "random_host_name"]
-
 HOST_NAME_RETRIES = 10
 # The host end's tx queue length: 0, as pkg/ip's SetupVeth leaves it (the pod end, created
 # first there, gets the kernel's default; the peer an explicit 0). A veth has no qdisc of its

@@ -29,8 +29,6 @@ from pycni.spec import decode as decoder
 from pycni.spec.conf import NetworkConfigList
 from pycni.spec.errors import CNIError
 
-__all__ = ["ERROR", "WARNING", "Finding", "check_network", "exit_code"]
-
 ERROR = "error"
 WARNING = "warning"
 

@@ -14,8 +14,6 @@ from contextlib import contextmanager
 
 from pycni.net.netlink.kernel import Kernel
 
-__all__ = ["open_kernel", "rtnl"]
-
 BACKEND_ENV = "PYCNI_NETLINK"
 
 

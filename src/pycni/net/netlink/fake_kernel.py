@@ -88,8 +88,6 @@ if TYPE_CHECKING:
 
     from pycni.net.netlink.kernel import LinkChanges
 
-__all__ = ["IPV4_CONF_IDS", "IPV6_CONF_DEFAULTS", "FakeKernel", "FakeMachine", "FakeNetns"]
-
 IFF_BROADCAST = 0x2
 IFF_LOOPBACK = 0x8
 IFF_RUNNING = 0x40

@@ -42,41 +42,6 @@ if TYPE_CHECKING:
 else:
     Protocol = object  # typing is not imported at run time
 
-__all__ = [
-    "AF_INET",
-    "AF_INET6",
-    "CLASS_1_1",
-    "ETH_P_ALL",
-    "IFF_ALLMULTI",
-    "IFF_PROMISC",
-    "IFF_UP",
-    "INGRESS_HANDLE",
-    "IPV4_DEVCONF_ARP_NOTIFY",
-    "IPV4_DEVCONF_ROUTE_LOCALNET",
-    "MAIN_TABLE",
-    "NUD_PERMANENT",
-    "RTN_UNICAST",
-    "RTPROT_STATIC",
-    "TC_H_INGRESS",
-    "TC_H_ROOT",
-    "Address",
-    "FdbEntry",
-    "IPAddress",
-    "IPInterface",
-    "IPNetwork",
-    "Kernel",
-    "Link",
-    "Neighbour",
-    "NetlinkError",
-    "Qdisc",
-    "Route",
-    "Rule",
-    "Tbf",
-    "VxlanInfo",
-    "broadcast_of",
-    "family_of",
-]
-
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 IPInterface = ipaddress.IPv4Interface | ipaddress.IPv6Interface

@@ -24,21 +24,6 @@ from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig
 from pycni.spec.result import DNS, Interface, Result
 from pycni.spec.validate import is_mac
 
-__all__ = [
-    "check_ips_and_routes",
-    "configure_pod_iface",
-    "delete_in_pod",
-    "delete_pod_link",
-    "internal",
-    "ipam_add",
-    "ipam_passthrough",
-    "ipam_type",
-    "masquerade",
-    "pod_result",
-    "prev_interface",
-    "requested_mac",
-]
-
 
 def internal(msg: str) -> CNIError:
     return CNIError(INTERNAL, msg)

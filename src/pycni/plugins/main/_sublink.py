@@ -19,8 +19,6 @@ from pycni.skel.base import Request
 from pycni.skel.rollback import Rollback
 from pycni.spec.result import Interface
 
-__all__ = ["add_in_pod", "check_mac", "master_kernel", "prev_link"]
-
 
 def master_kernel(req: Request, pod: NetNS, in_pod: bool) -> AbstractContextManager[Kernel]:
     """A Kernel where the master lives: the pod (linkInContainer) or the node."""

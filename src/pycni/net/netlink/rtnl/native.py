@@ -55,8 +55,6 @@ if TYPE_CHECKING:
     from pycni.net.netlink.kernel import LinkChanges
     from pycni.net.netlink.rtnl.pyroute2_adapter import Pyroute2Kernel
 
-__all__ = ["NativeKernel", "dump_addresses"]
-
 SIOCGSKNS = 0x894C
 _CREATE = NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL
 _REPLACE = NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE

@@ -45,16 +45,6 @@ if TYPE_CHECKING:
 
     from pycni.net.netlink.kernel import LinkChanges
 
-__all__ = [
-    "Pyroute2Kernel",
-    "address_of",
-    "link_of",
-    "route_of",
-    "route_spec",
-    "rule_of",
-    "socket_in_current_netns",
-]
-
 NTF_SELF = 0x02  # an FDB entry of the device itself, not of a bridge above it
 MACVLAN_MODE_NAMES = {1: "private", 2: "vepa", 4: "bridge", 8: "passthru", 16: "source"}
 

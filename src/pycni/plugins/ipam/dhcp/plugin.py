@@ -18,8 +18,6 @@ from pycni.spec.decode import section
 from pycni.spec.errors import INTERNAL, LIMITED_CONNECTIVITY, PLUGIN_NOT_AVAILABLE, CNIError
 from pycni.spec.result import Result
 
-__all__ = ["PLUGIN"]
-
 # ADD may wait the daemon's whole retry schedule (208 s by default) before it answers.
 CALL_TIMEOUT = 300.0
 

@@ -26,8 +26,6 @@ TYPE_CHECKING = False  # not typing's: the cold path of a plugin call imports no
 if TYPE_CHECKING:
     from pycni.net.nsscan import LiveAddresses
 
-__all__ = ["PLUGIN", "live_addresses"]
-
 
 def _os_error(err: OSError) -> str:
     """Go-style wording of a failed file operation: ``open /x: no such file or directory``."""

@@ -20,16 +20,6 @@ from pycni.spec.decode import ListOf, Obj, Raw, Str, decode, lookup, option, sho
 from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig
 from pycni.spec.result import DNS, IPConfig, Result
 
-__all__ = [
-    "PLUGIN",
-    "Address",
-    "AddressConf",
-    "IPAddress",
-    "IPInterface",
-    "StaticIPAM",
-    "load_addresses",
-]
-
 IPInterface = ipaddress.IPv4Interface | ipaddress.IPv6Interface
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 

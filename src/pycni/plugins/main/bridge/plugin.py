@@ -36,16 +36,6 @@ from pycni.spec.errors import (
 from pycni.spec.result import DNS, Interface, Result, Route
 from pycni.spec.validate import is_mac
 
-__all__ = [
-    "DEFAULT_BRIDGE",
-    "IF_CONTAINER",
-    "PLUGIN",
-    "BridgeConf",
-    "TrunkEntry",
-    "calc_gateways",
-    "load_conf",
-]
-
 DEFAULT_BRIDGE = "cni0"
 IF_CONTAINER = 2  # index of the pod interface in the result
 _BACKEND = Str(

@@ -26,8 +26,6 @@ from pycni.skel.rollback import Rollback
 from pycni.spec.errors import InvalidConfig
 from pycni.spec.result import Interface, Result
 
-__all__ = ["PLUGIN"]
-
 IFF_UP = 0x1
 
 

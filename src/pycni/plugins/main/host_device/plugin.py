@@ -36,8 +36,6 @@ from pycni.spec.errors import InvalidConfig
 from pycni.spec.result import Interface, Result
 from pycni.spec.validate import is_mac, is_name
 
-__all__ = ["PLUGIN", "HostDeviceConf", "load_conf"]
-
 SYS_BUS_PCI = "/sys/bus/pci/devices"
 SYS_BUS_AUX = "/sys/bus/auxiliary/devices"
 USERSPACE_DRIVERS = ("vfio-pci", "uio_pci_generic", "igb_uio")

@@ -31,8 +31,6 @@ from pycni.spec.decode import Bool, IfName, Str, decode, option
 from pycni.spec.errors import InvalidConfig
 from pycni.spec.result import Interface, Result
 
-__all__ = ["PLUGIN", "IpvlanConf", "chained_master", "load_conf"]
-
 _NO_MODULE = " (this kernel has no ipvlan: module ipvlan)"
 _MTU = "invalid MTU {value}: mtu must be 0 or in [68, 65535]"
 

@@ -8,8 +8,6 @@ from pycni.skel.base import Plugin, Request
 from pycni.spec.errors import INTERNAL, CNIError
 from pycni.spec.result import Interface, IPConfig, Result
 
-__all__ = ["PLUGIN"]
-
 IFF_UP = 0x1
 LOOPBACK = "lo"
 

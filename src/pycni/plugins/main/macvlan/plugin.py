@@ -26,8 +26,6 @@ from pycni.spec.decode import UINT32_MAX, Bool, IfName, Int, Str, decode, option
 from pycni.spec.errors import InvalidConfig
 from pycni.spec.result import Interface, Result
 
-__all__ = ["PLUGIN", "MacvlanConf", "load_conf"]
-
 
 @record(frozen=True)
 class MacvlanKeys:

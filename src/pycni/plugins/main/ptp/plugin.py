@@ -29,8 +29,6 @@ from pycni.spec.decode import Bool, Obj, Str, decode, option
 from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig
 from pycni.spec.result import DNS, Interface, IPConfig, Result
 
-__all__ = ["PLUGIN", "PtpConf", "load_conf"]
-
 SCOPE_LINK = 253
 SCOPE_HOST = 254
 

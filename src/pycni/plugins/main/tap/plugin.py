@@ -57,8 +57,6 @@ if TYPE_CHECKING:
     TapMaker = Callable[[Kernel, str, int, int | None, int | None], None]
     """(kernel of the pod, name, TUNSETIFF flags, owner, group): make the persistent tap."""
 
-__all__ = ["PLUGIN", "Tap", "TapConf", "labelled_tap", "load_conf"]
-
 _UINT32_MAX = 0xFFFFFFFF
 _ID_RANGE = "invalid config: {path} must be a uid/gid in [0, 4294967295], got {value}"
 

@@ -29,8 +29,6 @@ from pycni.spec.decode import Bool, IfName, Int, decode, option
 from pycni.spec.errors import InvalidConfig
 from pycni.spec.result import Interface, Result
 
-__all__ = ["PLUGIN", "VlanConf", "ipam_type", "load_conf"]
-
 _VLAN_ID = "invalid VLAN ID {value} (must be between 0 and 4095 inclusive)"
 _NO_MODULE = " (this kernel has no 802.1Q: module 8021q)"
 _MTU = "invalid MTU {value}: mtu must be 0 or in [68, 65535]"

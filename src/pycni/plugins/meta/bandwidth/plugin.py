@@ -22,8 +22,6 @@ from pycni.spec.decode import Int, decode, fail, lookup, option
 from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig
 from pycni.spec.result import Interface, Result
 
-__all__ = ["PLUGIN", "Limits", "load_limits"]
-
 IFB_PREFIX = "bwp"
 IFB_NAME_LEN = 15
 _KEYS = ("ingressRate", "ingressBurst", "egressRate", "egressBurst")

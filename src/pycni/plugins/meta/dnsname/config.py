@@ -13,8 +13,6 @@ from pycni.spec.decode import Raw, Str, decode, option
 from pycni.spec.errors import INTERNAL, INVALID_NETWORK_CONFIG, CNIError
 from pycni.spec.result import Result
 
-__all__ = ["DnsnameConfig", "bridge_name", "container_ips", "parse", "require_pod_name"]
-
 POD_NAME_ARG = "K8S_POD_NAME"
 
 

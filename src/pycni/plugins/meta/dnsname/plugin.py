@@ -21,8 +21,6 @@ from pycni.skel.rollback import Rollback
 from pycni.spec.errors import INTERNAL, INVALID_NETWORK_CONFIG, PLUGIN_NOT_AVAILABLE, CNIError
 from pycni.spec.result import Result
 
-__all__ = ["PLUGIN", "Dnsname", "teardown"]
-
 
 def _require_dnsmasq() -> None:
     if dnsmasq.binary() is None:

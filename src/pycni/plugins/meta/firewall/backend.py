@@ -21,17 +21,6 @@ if TYPE_CHECKING:
 else:
     Protocol = object  # typing is not imported at run time
 
-__all__ = [
-    "DEFAULT_ADMIN_CHAIN",
-    "ISOLATION_COMMENT",
-    "ISOLATION_PREFIX",
-    "POLICIES",
-    "Attachment",
-    "Backend",
-    "FirewallError",
-    "IPAddress",
-]
-
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 DEFAULT_ADMIN_CHAIN = "CNI-ADMIN"

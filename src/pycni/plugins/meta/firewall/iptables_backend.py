@@ -28,8 +28,6 @@ from pycni.plugins.meta.firewall.records import Records
 from pycni.record import field, record
 from pycni.skel.rollback import Rollback
 
-__all__ = ["BACKEND", "add", "check", "delete", "tools_present", "undo"]
-
 FORWARD = "FORWARD"
 PRIV_CHAIN = "CNI-FORWARD"
 STAGE1 = "CNI-ISOLATION-STAGE-1"

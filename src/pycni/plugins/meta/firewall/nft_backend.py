@@ -39,8 +39,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["BACKEND", "CHAINS", "T", "add", "check", "delete", "gc", "iso_names", "net_names"]
-
 TABLE = "pycni_firewall"
 FAMILY = "inet"
 TABLE_COMMENT = "CNI firewall plugin rules (pycni)"

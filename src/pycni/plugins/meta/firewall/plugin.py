@@ -34,8 +34,6 @@ from pycni.spec.errors import (
 )
 from pycni.spec.result import Result
 
-__all__ = ["PLUGIN", "FirewallConf", "parse"]
-
 BACKENDS = ("iptables", "nftables", "firewalld")
 ALL: tuple[Backend, ...] = (nft_backend.BACKEND, iptables_backend.BACKEND)
 BACKENDS_BY_NAME: dict[str, Backend] = {each.name: each for each in ALL}

@@ -41,8 +41,6 @@ from pycni.spec.errors import (
 )
 from pycni.spec.result import Result
 
-__all__ = ["PLUGIN", "delegate_config"]
-
 DEFAULT_SUBNET_FILE = "/run/flannel/subnet.env"
 DEFAULT_DATA_DIR = "/var/lib/cni/flannel"
 

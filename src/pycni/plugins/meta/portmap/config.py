@@ -25,17 +25,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = [
-    "IPTABLES",
-    "NFTABLES",
-    "PROTOCOLS",
-    "IPAddress",
-    "IPInterface",
-    "PortMapConfig",
-    "PortMapping",
-    "parse",
-]
-
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPInterface = ipaddress.IPv4Interface | ipaddress.IPv6Interface
 

@@ -22,8 +22,6 @@ from pycni.skel.rollback import Rollback
 from pycni.spec.errors import INTERNAL, PLUGIN_NOT_AVAILABLE, CNIError
 from pycni.spec.result import Result
 
-__all__ = ["PLUGIN", "PortMap"]
-
 
 def _route_device(req: Request, address: ipaddress.IPv4Address) -> str:
     """The device this host routes ``address`` through (the bridge or the host veth)."""

@@ -23,8 +23,6 @@ from pycni.spec.decode import UINT32_MAX, Int, decode, option
 from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig
 from pycni.spec.result import IPConfig, Result
 
-__all__ = ["PLUGIN", "SbrKeys", "load_keys"]
-
 FIRST_TABLE = 100
 
 

@@ -35,8 +35,6 @@ from pycni.skel.rollback import Rollback
 from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig
 from pycni.spec.result import Result
 
-__all__ = ["PLUGIN"]
-
 # errnos with which the kernel refuses a link attribute's value (not the link, not the call)
 _REFUSED_VALUE = (errno.EINVAL, errno.ERANGE, errno.EADDRNOTAVAIL)
 

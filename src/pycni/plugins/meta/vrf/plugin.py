@@ -22,8 +22,6 @@ from pycni.spec.decode import UINT32_MAX, IfName, Int, decode, option
 from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig
 from pycni.spec.result import Result
 
-__all__ = ["PLUGIN", "VrfKeys", "load_conf"]
-
 
 @record(frozen=True)
 class VrfKeys:
