@@ -25,6 +25,7 @@ from pycni.net.ns import NetNS, NetNSNotFound
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from pycni.net.netfilter.seam import Netfilter
     from pycni.net.netlink.kernel import Kernel
     from pycni.net.sysctl import Sysctl
     from pycni.skel.base import Request
@@ -75,6 +76,7 @@ class FakeHost:
         self.open_kernels = 0  # handed out and not yet closed: a test checks it is back to 0
         self.held: set[int] = set()  # pods whose lock is held
         self.selinux_state = FakeSELinux()  # disabled, as on most test machines
+        self.netfilters: dict[int, Netfilter] = {}  # by namespace fd, made on first use
 
     # ------------------------------------------------------------ set-up and views
 
@@ -136,6 +138,20 @@ class FakeHost:
         if not isinstance(kernel, FakeKernel):
             raise TypeError("FakeHost hands out FakeKernels only")
         return kernel.ns.sysctl
+
+    def netfilter(self, kernel: Kernel) -> Netfilter:
+        """The in-memory netfilter of ``kernel``'s namespace (the same object for every call)."""
+        if not isinstance(kernel, FakeKernel):
+            raise TypeError("FakeHost hands out FakeKernels only")
+        found = self.netfilters.get(kernel.ns.fd)
+        if found is None:
+            from pycni.net.netfilter.fake_iptables import FakeConntrack, FakeIptables
+            from pycni.net.netfilter.fake_nft import FakeNftables
+            from pycni.net.netfilter.seam import Netfilter
+
+            found = Netfilter(FakeNftables(), FakeIptables(), FakeConntrack())
+            self.netfilters[kernel.ns.fd] = found
+        return found
 
     @contextmanager
     def locked(self, netns: NetNS) -> Iterator[None]:

@@ -9,6 +9,8 @@ request's ``host`` (``req.host``, a ``Host``) for
   thread's namespace, so the real host enters it, as ``with pod.entered(), rtnl()`` did);
 - ``sysctl(kernel)``: the /proc/sys/net entries of that kernel's namespace
   (pycni.net.sysctl.Sysctl), valid inside the block that handed out the kernel;
+- ``netfilter(kernel)``: nftables, iptables and conntrack of that kernel's namespace
+  (pycni.net.netfilter.seam.Netfilter), valid inside the same block;
 - ``delegate(req, type, command, stdin)``: another plugin's verb (IPAM);
 - ``locked(netns)``: one run at a time on a pod (flock on its namespace file);
 - ``selinux()``: the machine's SELinux (tap's ``selinuxContext``, pycni.skel.selinux).
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
     from contextlib import AbstractContextManager
     from typing import Protocol
 
+    from pycni.net.netfilter.seam import Netfilter
     from pycni.net.netlink.kernel import Kernel
     from pycni.net.sysctl import Sysctl
     from pycni.skel.base import Request
@@ -64,6 +67,11 @@ class Host(Protocol):
 
     def sysctl(self, kernel: Kernel) -> Sysctl:
         """The sysctls of ``kernel``'s namespace (inside the block that gave ``kernel``)."""
+        ...
+
+    def netfilter(self, kernel: Kernel) -> Netfilter:
+        """nftables, iptables and conntrack of ``kernel``'s namespace (inside the block that
+        gave ``kernel``)."""
         ...
 
     def delegate(
@@ -106,6 +114,11 @@ class RealHost:
 
     def sysctl(self, kernel: Kernel) -> Sysctl:
         from pycni.net.sysctl import THREAD
+
+        return THREAD
+
+    def netfilter(self, kernel: Kernel) -> Netfilter:
+        from pycni.net.netfilter.seam import THREAD
 
         return THREAD
 
