@@ -149,7 +149,7 @@ class FakeHost:
             from pycni.net.netfilter.fake_nft import FakeNftables
             from pycni.net.netfilter.seam import Netfilter
 
-            found = Netfilter(FakeNftables(), FakeIptables(), FakeConntrack())
+            found = Netfilter(FakeNftables(), FakeIptables(), FakeConntrack())  # type: ignore[arg-type]  # fakes being filled in
             self.netfilters[kernel.ns.fd] = found
         return found
 
