@@ -52,21 +52,26 @@ demo: setup
 	@echo "demo: three pods on a throwaway node (~3 s)"
 	@$(VENV)/bin/pycni demo
 
-# The whole suite with in-process entry points, then the plugin integration suite again with
-# every call going through the warm daemon (the fast forwarders).
+# A lane (docs/testing.md, tests/lanes.py) is the trees tests/unit, tests/integration (kernel),
+# tests/interop, tests/fullkernel, and the files of tests/plugins/<plugin>/ whose name ends in
+# the lane's suffix (_kernel.py, _interop.py, _fullkernel.py; none: unit).
+PYTEST := $(PY) -m pytest -q -p no:cacheprovider tests
+
+# The whole suite with in-process entry points, then the kernel lane again with every call
+# going through the warm daemon (the fast forwarders).
 test: setup-test
-	$(PY) -m pytest -q -p no:cacheprovider tests/unit
-	$(PY) -m pytest -q -p no:cacheprovider tests/integration tests/interop
-	PYCNI_TEST_MODE=daemon $(PY) -m pytest -q -p no:cacheprovider tests/integration
-	$(PY) -m pytest -q -p no:cacheprovider tests/fullkernel
+	$(PYTEST) --lane unit
+	$(PYTEST) --lane kernel --lane interop
+	PYCNI_TEST_MODE=daemon $(PYTEST) --lane kernel
+	$(PYTEST) --lane fullkernel
 
 # The full-kernel lane alone (docs/full-kernel-lane.md): on a kernel without 8021q, ipvlan,
 # dummy, vrf, wireguard, ipip or bridge VLAN filtering it boots one qemu guest for the lot.
 test-kernel: setup-test
-	$(PY) -m pytest -q -p no:cacheprovider tests/fullkernel
+	$(PYTEST) --lane fullkernel
 
 test-daemon: setup-test
-	PYCNI_TEST_MODE=daemon $(PY) -m pytest -q -p no:cacheprovider tests/integration
+	PYCNI_TEST_MODE=daemon $(PYTEST) --lane kernel
 
 lint: setup $(STAMPS)/venv-dev
 	$(VENV)/bin/ruff check src tests bench

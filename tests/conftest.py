@@ -9,6 +9,10 @@
   upstream v1.9.1 with cnitool v1.3.0, which skips when ../shared/upstream is absent).
 - ``upstream_reference``: v1.9.1 alone (skips when absent).
 - ``cni_path``: ``plugin_dir`` as a CNI_PATH string.
+- ``short_dir``: a short tmp directory (for unix socket paths); ``daemon``: a pycni daemon
+  process serving a socket there (tests/integration/daemon_proc.py).
+``--lane unit|kernel|interop|fullkernel`` (repeatable) collects only the test files of those
+lanes (tests/lanes.py, docs/testing.md); without it every file given is collected.
 The session fails when a namespace of this run or any global CNI state leaked.
 
 Hypothesis runs under the ``ci`` profile unless ``HYPOTHESIS_PROFILE`` names another: examples
@@ -21,20 +25,41 @@ no example database (a fresh clone has none, a developer's must not change what 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import settings
 
-from tests import harness, references
+from tests import harness, lanes, references
+from tests.integration.daemon_proc import DaemonProc, start_daemon
+
+# The full-kernel lane's hooks, for its files in tests/fullkernel and tests/plugins alike.
+pytest_plugins = ("tests.fullkernel.lane",)
 
 settings.register_profile("ci", derandomize=True, deadline=None, database=None)
 settings.register_profile("explore", deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 _baseline: set[str] = set()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--lane",
+        action="append",
+        choices=lanes.LANES,
+        default=[],
+        help="collect only the test files of this lane (repeatable; docs/testing.md)",
+    )
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """With ``--lane``, a test file or tree of another lane is not collected (nor imported)."""
+    return True if lanes.outside(collection_path, config.getoption("lane")) else None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -115,6 +140,26 @@ def plugin_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     install.install(directory, form="auto", socket_path=sock)
     with harness.running_daemon(sock, "WARNING"):
         yield directory
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    """A short tmp path (unix socket paths are limited to 107 bytes)."""
+    path = Path(tempfile.mkdtemp(prefix="pycni-d"))
+    path.chmod(0o755)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def daemon(short_dir: Path) -> Iterator[DaemonProc]:
+    proc = start_daemon(short_dir)
+    try:
+        yield proc
+    finally:
+        assert proc.stop() == 0, proc.log.read_text()
 
 
 @pytest.fixture

@@ -1,17 +1,20 @@
 """The full-kernel lane: tests that need kernel modules this machine's kernel lacks.
 
-The tests here need 8021q, ipvlan, dummy, vrf, wireguard, ipip and bridge VLAN filtering. On a
-kernel that has them (or inside the guest) they run directly. On a kernel without them, the
-first of them to run boots ONE guest for the whole session: Debian's own kernel
-(scripts/setup-vm.sh puts it in /lib/modules/<version>/vmlinuz) under qemu without KVM, via
-virtme-ng, with this machine's root shared read-only and /tmp, /var, /etc, /run writable as
+A pytest plugin (tests/conftest.py loads it for every session): its cases are the files
+tests/lanes.py puts in the ``fullkernel`` lane, tests/fullkernel/test_*.py and
+tests/plugins/<plugin>/test_*_fullkernel.py. They need 8021q, ipvlan, dummy, vrf, wireguard,
+ipip and bridge VLAN filtering. On a kernel that has them (or inside the guest) they run
+directly. On a kernel without them, the first of them to run boots ONE guest for the whole
+session: Debian's own kernel (scripts/setup-vm.sh puts it in /lib/modules/<version>/vmlinuz)
+under qemu without KVM, via virtme-ng, with this machine's root shared read-only and /tmp, /var, /etc, /run writable as
 overlays. The guest runs ``pytest`` on exactly the selected tests with ``PYCNI_FULLKERNEL_GUEST=1``
 and writes each report into a shared directory; the host then reports every case under its own
 node id, with the guest's failure text. Nothing passes by skipping: a guest that does not boot, a
 case the guest did not report, or a case the guest skipped is a host FAILURE saying why.
 
 Self-contained on purpose (other worktrees copy it): ``python -m pytest tests/fullkernel/x.py``
-from any checkout with a venv boots a guest and runs just those tests.
+(or a plugin's ``tests/plugins/vrf/test_vrf_fullkernel.py``) from any checkout with a venv
+boots a guest and runs just those tests; every other case of the session runs on the host.
 
 Environment:
 - ``PYCNI_FULLKERNEL=auto|vm|direct``: auto (default) probes the running kernel; vm forces the
@@ -39,9 +42,8 @@ from pathlib import Path
 
 import pytest
 
-from tests import references
+from tests import lanes, references
 
-HERE = Path(__file__).resolve().parent
 GUEST_ENV = "PYCNI_FULLKERNEL_GUEST"
 REPORT_ENV = "PYCNI_FULLKERNEL_REPORT"
 SELECT_ENV = "PYCNI_FULLKERNEL_SELECT"
@@ -58,8 +60,15 @@ IN_GUEST = os.environ.get(GUEST_ENV) == "1"
 _HOST_SKIP = pytest.StashKey[str]()
 
 
+_LANE_OF_FILE: dict[str, bool] = {}
+
+
 def _ours(item: pytest.Item) -> bool:
-    return HERE in Path(str(item.path)).resolve().parents
+    """Whether the item is a case of this lane (asked for every item of the session)."""
+    path = str(item.path)
+    if path not in _LANE_OF_FILE:
+        _LANE_OF_FILE[path] = lanes.lane_of(path) == "fullkernel"
+    return _LANE_OF_FILE[path]
 
 
 def _host_kernel_has_modules() -> bool:
