@@ -6,11 +6,12 @@ tests/plugins/<plugin>/test_*_fullkernel.py. They need 8021q, ipvlan, dummy, vrf
 ipip and bridge VLAN filtering. On a kernel that has them (or inside the guest) they run
 directly. On a kernel without them, the first of them to run boots ONE guest for the whole
 session: Debian's own kernel (scripts/setup-vm.sh puts it in /lib/modules/<version>/vmlinuz)
-under qemu without KVM, via virtme-ng, with this machine's root shared read-only and /tmp, /var, /etc, /run writable as
-overlays. The guest runs ``pytest`` on exactly the selected tests with ``PYCNI_FULLKERNEL_GUEST=1``
-and writes each report into a shared directory; the host then reports every case under its own
-node id, with the guest's failure text. Nothing passes by skipping: a guest that does not boot, a
-case the guest did not report, or a case the guest skipped is a host FAILURE saying why.
+under qemu without KVM, via virtme-ng, with this machine's root shared read-only and /tmp, /var,
+/etc, /run writable as overlays. The guest runs ``pytest`` on exactly the selected tests with
+``PYCNI_FULLKERNEL_GUEST=1`` and writes each report into a shared directory; the host then
+reports every case under its own node id, with the guest's failure text. Nothing passes by
+skipping: a guest that does not boot, a case the guest did not report, or a case the guest
+skipped is a host FAILURE saying why.
 
 Self-contained on purpose (other worktrees copy it): ``python -m pytest tests/fullkernel/x.py``
 (or a plugin's ``tests/plugins/vrf/test_vrf_fullkernel.py``) from any checkout with a venv
