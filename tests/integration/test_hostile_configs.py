@@ -1,4 +1,4 @@
-# ruff: noqa: F811  (pytest fixtures imported from test_bridge_support)
+# ruff: noqa: F811  (pytest fixtures imported from tests/plugins/bridge/support.py)
 """Hostile configs against the real bridge and host-local, in a node namespace.
 
 Each hypothesis example runs ADD through ``pycni.skel.run.run`` (what the entry point and
@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from pycni.skel import run as skel
 from tests import harness
-from tests.integration.test_bridge_support import bridge_dir  # noqa: F401
+from tests.plugins.bridge.support import bridge_dir  # noqa: F401
 from tests.unit.test_hostile_config import CNI_ARGS_VALUES, HOSTILE_TEXT, FieldPath, hostile, put
 
 pytestmark = pytest.mark.kernel

@@ -1,4 +1,4 @@
-# ruff: noqa: F811  (pytest fixtures imported from test_bridge_support)
+# ruff: noqa: F811  (pytest fixtures imported from tests/plugins/bridge/support.py)
 """bridge: rollback of every ADD step, DEL idempotence, bad configs, the version matrix."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests import harness
-from tests.integration.test_bridge_support import (  # noqa: F401
+from tests.plugins.bridge.support import (  # noqa: F401
     bridge_dir,
     conf,
     host_veths,

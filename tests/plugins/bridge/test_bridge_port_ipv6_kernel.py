@@ -1,4 +1,4 @@
-# ruff: noqa: F811  (pytest fixtures imported from test_bridge_support)
+# ruff: noqa: F811  (pytest fixtures imported from tests/plugins/bridge/support.py)
 """bridge ports without IPv6 (the default): IPv6 and dual-stack pods still reach each other and
 the gateway across the bridge, CHECK passes, and the node keeps no IPv6 state per pod: no address
 on a host veth, no entry of the node's IPv6 tables on one; with ``hostVethIPv6`` the reference's.
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests import harness
-from tests.integration.test_bridge_support import (  # noqa: F401
+from tests.plugins.bridge.support import (  # noqa: F401
     bridge_dir,
     conf,
     host_veths,
@@ -22,7 +22,7 @@ from tests.integration.test_bridge_support import (  # noqa: F401
     sysctl_in,
     wait_ping,
 )
-from tests.integration.test_portmap_chain import (  # noqa: F401
+from tests.plugins.portmap.test_portmap_chain_kernel import (  # noqa: F401
     MAPPINGS,
     NODE_UP4,
     NODE_UP6,

@@ -1,4 +1,4 @@
-# ruff: noqa: F811  (pytest fixtures imported from test_bridge_support)
+# ruff: noqa: F811  (pytest fixtures imported from tests/plugins/bridge/support.py)
 """Differential tests: our bridge and the Go reference bridge, same configs, twin nodes."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 from tests import harness, node_view
 from tests import reference_differences as differences
-from tests.integration.test_bridge_support import (  # noqa: F401
+from tests.plugins.bridge.support import (  # noqa: F401
     bridge_dir,
     conf,
     go_dir,
