@@ -22,7 +22,7 @@ MARKS = [
     pytest.mark.kernel,
     pytest.mark.slow,
     # the cluster execs its own in-process entry points: a daemon-mode run would only repeat
-    # these minutes (the flannel plugin itself is covered in both modes by test_cluster_flannel)
+    # these minutes (the flannel plugin itself is covered in both modes by tests/plugins/flannel)
     pytest.mark.skipif(
         os.environ.get("PYCNI_TEST_MODE") == "daemon", reason="same test as in-process"
     ),

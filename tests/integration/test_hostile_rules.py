@@ -361,7 +361,7 @@ def test_portmap_numbers(portmap_node: Namespace, backend: str) -> None:
             or (key == "hostPort" and value == BASE_MAPPINGS[0]["hostPort"])
         ):
             # another mark bit adds node-wide masquerade objects for it, and the benign
-            # pod's port is taken: both tested elsewhere (test_portmap_chain)
+            # pod's port is taken: both tested elsewhere (test_portmap_chain_kernel)
             return
         if key == "markMasqBit":
             conf = portmap_conf(backend, markMasqBit=value)

@@ -1,7 +1,8 @@
 """ipvlan and vlan on any kernel: config errors before anything is created, and a kernel
 without the link type (this machine's) refused cleanly: the IPAM reservation is released and
 nothing is left in the node or the pod. Traffic and the comparison with the Go reference run
-in the full-kernel lane (tests/fullkernel/test_ipvlan.py, test_vlan.py)."""
+in the full-kernel lane (tests/plugins/ipvlan/test_ipvlan_fullkernel.py,
+tests/plugins/vlan/test_vlan_fullkernel.py)."""
 
 from __future__ import annotations
 
