@@ -1,9 +1,10 @@
 """Which lane runs a test file (docs/testing.md), decided by its path alone.
 
 tests/plugins/<plugin>/ holds a plugin's tests of every lane, told apart by the file name's
-suffix; the older trees are one lane each. tests/conftest.py's ``--lane`` collects only the
-files of the lanes named, and the full-kernel lane (tests/fullkernel/lane.py) boots its guest
-for the files this calls ``fullkernel``, wherever they are.
+suffix, as does any newer tree (tests/netfilter/); the four older trees are one lane each.
+tests/conftest.py's ``--lane`` collects only the files of the lanes named, and the full-kernel
+lane (tests/fullkernel/lane.py) boots its guest for the files this calls ``fullkernel``,
+wherever they are.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parent
 PLUGINS = TESTS / "plugins"
 LANES = ("unit", "kernel", "interop", "fullkernel")
-# tests/plugins: a file's lane is its name's suffix; no suffix is the rootless unit lane.
+# tests/plugins and any newer tree: a file's lane is its name's suffix; none: the unit lane.
 SUFFIXES = {"_kernel.py": "kernel", "_interop.py": "interop", "_fullkernel.py": "fullkernel"}
 # The trees from before tests/plugins: one lane each.
 TREES = {"unit": "unit", "integration": "kernel", "interop": "interop", "fullkernel": "fullkernel"}
@@ -21,17 +22,17 @@ TREES = {"unit": "unit", "integration": "kernel", "interop": "interop", "fullker
 
 def lane_of(path: Path | str) -> str | None:
     """The lane of a test file under tests/ ("unit", "kernel", "interop" or "fullkernel"),
-    or None for a path in no lane (a helper module, a file outside tests/)."""
+    or None for a path that is no test file (a helper module, a file outside tests/)."""
     path = Path(path).resolve()
     try:
         parts = path.relative_to(TESTS).parts
     except ValueError:
         return None
-    if len(parts) < 2 or not path.name.startswith("test_") or path.suffix != ".py":
+    if not path.name.startswith("test_") or path.suffix != ".py":
         return None
-    if parts[0] == "plugins":
-        return next((lane for end, lane in SUFFIXES.items() if path.name.endswith(end)), "unit")
-    return TREES.get(parts[0])
+    if len(parts) > 1 and parts[0] in TREES:
+        return TREES[parts[0]]
+    return next((lane for end, lane in SUFFIXES.items() if path.name.endswith(end)), "unit")
 
 
 def outside(path: Path | str, wanted: list[str]) -> bool:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -19,7 +18,7 @@ ROOT = lanes.TESTS.parent
 @pytest.mark.parametrize(
     ("path", "lane"),
     [
-        ("tests/plugins/macvlan/test_macvlan_logic.py", "unit"),
+        ("tests/plugins/macvlan/test_logic.py", "unit"),
         ("tests/plugins/macvlan/test_macvlan_kernel.py", "kernel"),
         ("tests/plugins/podman/test_podman_interop.py", "interop"),
         ("tests/plugins/vrf/test_vrf_fullkernel.py", "fullkernel"),
@@ -29,7 +28,9 @@ ROOT = lanes.TESTS.parent
         ("tests/fullkernel/test_lane.py", "fullkernel"),
         ("tests/plugins/macvlan/support.py", None),
         ("tests/harness.py", None),
-        ("tests/test_x.py", None),
+        ("tests/netfilter/test_nft_contract.py", "unit"),
+        ("tests/netfilter/test_nft_contract_kernel.py", "kernel"),
+        ("tests/integration/test_x_fullkernel.py", "kernel"),
         ("/elsewhere/test_x_kernel.py", None),
     ],
 )
@@ -45,7 +46,16 @@ def test_a_plugins_directory_is_named_after_a_registered_plugin_type() -> None:
         assert (lanes.PLUGINS / name / "__init__.py").is_file(), name
 
 
-def test_lane_option_collects_only_that_lanes_files() -> None:
+def test_lane_option_leaves_out_the_files_and_trees_of_other_lanes() -> None:
+    assert lanes.outside(ROOT / "tests/plugins/vrf/test_vrf_fullkernel.py", ["unit", "kernel"])
+    assert not lanes.outside(ROOT / "tests/plugins/vrf/test_vrf_fullkernel.py", ["fullkernel"])
+    assert lanes.outside(ROOT / "tests/unit", ["kernel"])  # its conftest is not even imported
+    assert not lanes.outside(ROOT / "tests/plugins", ["kernel"])
+    assert not lanes.outside(ROOT / "tests/plugins/bridge/support.py", ["kernel"])
+    assert not lanes.outside(ROOT / "tests/unit/test_cli.py", [])
+
+
+def test_lane_option_collects_exactly_that_lanes_files() -> None:
     def collected(*lane: str) -> set[str]:
         argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
         argv += ["--collect-only", "tests/plugins", "tests/fullkernel"]
@@ -58,13 +68,11 @@ def test_lane_option_collects_only_that_lanes_files() -> None:
         return {line.split("::")[0] for line in proc.stdout.splitlines() if "::" in line}
 
     everything = collected()
-    for lane in lanes.LANES:
-        files = collected(lane)
-        assert files == {f for f in everything if lanes.lane_of(ROOT / f) == lane}, lane
-    assert "tests/fullkernel/test_lane.py" in collected("fullkernel", "unit")
-    assert "tests/fullkernel/test_lane.py" not in collected("unit")
+    assert {lanes.lane_of(ROOT / f) for f in everything} == set(lanes.LANES) - {"interop"}
+    unit = collected("unit")
+    assert unit and unit == {f for f in everything if lanes.lane_of(ROOT / f) == "unit"}
 
 
-def test_every_test_file_of_the_plugins_tree_is_in_a_lane() -> None:
-    for path in Path(lanes.PLUGINS).rglob("test_*.py"):
+def test_every_test_file_is_in_a_lane() -> None:
+    for path in lanes.TESTS.rglob("test_*.py"):
         assert lanes.lane_of(path) in lanes.LANES, path
