@@ -1,7 +1,7 @@
 """Cases macvlan, ipvlan and vlan share on the fake host (tests/plugin_logic.py), and GC's
 delegation, which macvlan shares with host-device: no root, no netns.
 
-Each plugin's tests/plugins/<plugin>/test_<plugin>_logic.py imports the cases it runs and names
+Each plugin's tests/plugins/<plugin>/test_logic.py imports the cases it runs and names
 its plugin type in a ``plugin`` fixture. The node has one Ethernet-like link (``ens3``, a dummy
 in the fake) that the sub-interfaces hang off or that host-device moves into the pod.
 """
