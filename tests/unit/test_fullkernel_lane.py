@@ -1,5 +1,5 @@
 """The full-kernel lane's host side never passes by skipping: without a guest kernel every
-selected lane test is a failure that says why (tests/fullkernel/conftest.py)."""
+selected lane test is a failure that says why (tests/fullkernel/lane.py)."""
 
 from __future__ import annotations
 

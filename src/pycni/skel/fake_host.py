@@ -8,7 +8,7 @@ IPAM plugin runs in-process with the same host (no CNI_PATH lookup, no exec). Wh
 reaches outside these (nftables or iptables for ipMasq, files under /var/lib) is not faked: a
 unit test leaves those features out of its config or stands in for that transport itself.
 tap's /dev/net/tun device is made by the maker the plugin is built with; a test passes one
-over FakeKernel.add_tap (tests/plugins/tap/test_tap_logic.py). ``selinux()`` is a FakeSELinux
+over FakeKernel.add_tap (tests/plugins/tap/test_logic.py). ``selinux()`` is a FakeSELinux
 (off unless a test turns it on), which records tap's labelled helper runs.
 
 Nothing in pycni imports this module; like FakeKernel it lives in src/ to be type-checked
