@@ -1,7 +1,7 @@
 """FakeKernel: the ``Kernel`` Protocol in memory, for tests of plugin logic without root.
 
 Why here and not under tests/: it is an implementation of pycni.net.netlink.kernel.Kernel like the
-native client and the pyroute2 adapter, so it lives beside them, is type-checked with them
+native client, so it lives beside it, is type-checked with it
 (mypy --strict runs on src/ only; the ``_check`` line at the bottom makes mypy prove it
 satisfies the Protocol) and sits under the layer contract (it imports only pycni.net.netlink.kernel
 and pycni.record). Only pycni.plugin.fake_host (which nothing imports) imports it, so no
