@@ -10,9 +10,9 @@ import json
 import timeit
 from typing import Any
 
-from pycni.plugin.base import Request
 from pycni.plugins.ipam.host_local import config as host_local
-from pycni.plugins.main import bridge
+from pycni.plugins.main.bridge import plugin as bridge
+from pycni.skel.base import Request
 
 CONFIG: dict[str, Any] = {
     "cniVersion": "1.0.0",

@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from pycni.fast import install  # noqa: E402
+from pycni.entrypoints import install  # noqa: E402
 from pycni.playground import create_netns, delete_netns  # noqa: E402
 
 GO = Path("/usr/lib/cni")

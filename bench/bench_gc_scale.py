@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from pycni.fast import install as fast_install  # noqa: E402
+from pycni.entrypoints import install as fast_install  # noqa: E402
 from pycni.net.ns import NetNS  # noqa: E402
 from pycni.playground import create_netns, delete_netns, netns_path  # noqa: E402
 from pycni.runtime.api import CNIConfig  # noqa: E402
@@ -113,7 +113,7 @@ def main() -> int:
         host_local = [
             sys.executable,
             "-c",
-            "import sys; from pycni.plugin.main import main; sys.exit(main('host-local'))",
+            "import sys; from pycni.skel.main import main; sys.exit(main('host-local'))",
         ]
         rows = []
         for label, argv in (("gc --dry-run", [*gc, "--dry-run"]), ("gc", gc)):

@@ -31,8 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from pycni.fast import client  # noqa: E402
-from pycni.fast import install as fast_install  # noqa: E402
+from pycni.daemon import client  # noqa: E402
+from pycni.entrypoints import install as fast_install  # noqa: E402
 from pycni.playground import create_netns, delete_netns, netns_path  # noqa: E402
 
 PREFIX = f"pbmf{os.getpid() % 10000}-"

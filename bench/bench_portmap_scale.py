@@ -29,13 +29,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from pycni.fast import install as fast_install  # noqa: E402
+from pycni.entrypoints import install as fast_install  # noqa: E402
 from pycni.net.netfilter import iptables  # noqa: E402
 from pycni.net.ns import NetNS  # noqa: E402
 from pycni.playground import create_netns, delete_netns  # noqa: E402
-from pycni.plugin.base import Request  # noqa: E402
-from pycni.plugins.meta.portmap import PLUGIN, iptables_backend, nft_backend  # noqa: E402
+from pycni.plugins.meta.portmap import iptables_backend, nft_backend  # noqa: E402
 from pycni.plugins.meta.portmap.config import PortMapConfig, PortMapping  # noqa: E402
+from pycni.plugins.meta.portmap.plugin import PLUGIN  # noqa: E402
+from pycni.skel.base import Request  # noqa: E402
 
 GO_PORTMAP = Path("/usr/lib/cni/portmap")
 NET = "benchnet"

@@ -31,11 +31,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from pycni.fast import client  # noqa: E402
-from pycni.fast import install as fast_install  # noqa: E402
+from pycni.daemon import client  # noqa: E402
+from pycni.entrypoints import install as fast_install  # noqa: E402
 from pycni.net.ns import NetNS  # noqa: E402
 from pycni.playground import create_netns, delete_netns  # noqa: E402
-from pycni.plugin import registry  # noqa: E402
+from pycni.skel import registry  # noqa: E402
 
 GO_DIR = Path("/usr/lib/cni")
 PREFIX = f"pbst{os.getpid() % 10000}-"

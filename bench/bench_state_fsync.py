@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What crash-safe state costs per ADD: host-local ADD+DEL and one result-cache write.
 
-Runs host-local in-process (``pycni.plugin.skel.run``, no namespace needed: IPAM only touches
+Runs host-local in-process (``pycni.skel.run.run``, no namespace needed: IPAM only touches
 its store) with the store on a disk-backed directory and on tmpfs, then times the runtime's
 cache write (``pycni.runtime.cache.write_cache``) on both.  Prints p50/p90 in milliseconds.
 
@@ -21,9 +21,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from pycni.plugin import skel  # noqa: E402
 from pycni.runtime import cache  # noqa: E402
 from pycni.runtime.types import RuntimeConf  # noqa: E402
+from pycni.skel import run as skel  # noqa: E402
 from pycni.spec.result import Result  # noqa: E402
 
 

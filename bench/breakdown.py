@@ -9,7 +9,7 @@ gets ADD, CHECK and DEL (so the bridge keeps its pods). Implementations: the Go 
 /usr/lib/cni (v1.1.1) and v1.9.1 (tests/references.py; PYCNI_UPSTREAM or ../shared/upstream),
 pycni through the C entry points and its daemon, pycni in-process (no daemon).
 
-The daemon is started with pycni.fast.phases installed: per call it books the exclusive time
+The daemon is started with pycni.daemon.phases installed: per call it books the exclusive time
 of decode, each plugin, host-local's store, fsync, sysctl, setns, netlink (requests and reads
 counted), result encode. Together with the daemon's own record (recv incl. the HELLO round trip,
 queue, run, send) and the exec wall time seen here, every exec is split into parts. Interleaved
@@ -44,9 +44,9 @@ import scale_curve  # noqa: E402
 from run import Impl, confs, inside  # noqa: E402
 
 import references  # noqa: E402
-from pycni.fast import client as fast_client  # noqa: E402
-from pycni.fast import install as fast_install  # noqa: E402
-from pycni.fast import protocol  # noqa: E402
+from pycni.daemon import client as fast_client  # noqa: E402
+from pycni.daemon import protocol  # noqa: E402
+from pycni.entrypoints import install as fast_install  # noqa: E402
 from pycni.playground import create_netns, delete_netns  # noqa: E402
 
 PREFIX = f"pbrk{os.getpid() % 10000}-"
@@ -211,7 +211,7 @@ def import_costs(impl: Impl, cid: str, netns: str) -> list[tuple[str, float, flo
 
 def wrapper_overhead_us(n: int = 20000) -> dict[str, float]:
     """µs per call a wrapped function costs: bare, wrapped with no call booked, and booked."""
-    from pycni.fast import phases
+    from pycni.daemon import phases
 
     class Box:
         def f(self) -> None:
@@ -343,7 +343,7 @@ def main() -> int:
     fast_install.install(inproc_dir, form="inprocess")
     report = fast_install.install(daemon_dir, form="auto", socket_path=socket_path)
     launcher = (
-        "import sys; from pycni.fast import phases; phases.install(sys.argv[1]); "
+        "import sys; from pycni.daemon import phases; phases.install(sys.argv[1]); "
         "from pycni.cli.main import main; sys.exit(main(sys.argv[2:]))"
     )
     daemon = subprocess.Popen(

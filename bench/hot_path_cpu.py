@@ -21,9 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from pycni.fast import install as fast_install
+from pycni.entrypoints import install as fast_install
 from pycni.net.ns import NetNS
-from pycni.plugin import skel
+from pycni.skel import run as skel
 
 
 def main() -> int:

@@ -36,7 +36,9 @@ SUBNET = "10.213.95.0/24"
 
 
 def _install(python: str, directory: Path) -> None:
-    code = f"from pycni.fast import install; install.install({str(directory)!r}, form='inprocess')"
+    code = (
+        f"from pycni.daemon import install; install.install({str(directory)!r}, form='inprocess')"
+    )
     subprocess.run([python, "-c", code], check=True)
 
 

@@ -34,10 +34,10 @@ def _ip(*argv: str, netns: str = "") -> str:
 
 
 def kept_sysctl_dirs() -> None:
-    from pycni.net import sysctl
+    from pycni.net import thread_sysctl
 
-    sysctl.read("net/ipv4/conf/eth0/arp_ignore")
-    sysctl.read("net/ipv6/conf/eth0/accept_dad")
+    thread_sysctl.read("net/ipv4/conf/eth0/arp_ignore")
+    thread_sysctl.read("net/ipv6/conf/eth0/accept_dad")
 
 
 def closed_rtnetlink_client() -> None:

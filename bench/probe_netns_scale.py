@@ -37,7 +37,7 @@ import probe_proc_sys  # noqa: E402
 from kernel_perf import Perf, growth_table, kernel_time_by_syscall, report  # noqa: E402
 from scale_curve import KernelFloor, inside  # noqa: E402
 
-from pycni.net import link, sysctl  # noqa: E402
+from pycni.net import link, thread_sysctl  # noqa: E402
 from pycni.net.link import wait_oper_up  # noqa: E402
 from pycni.net.netlink.client import rtnl  # noqa: E402
 from pycni.net.netlink.kernel import AF_INET, IPV4_DEVCONF_ARP_NOTIFY, Route  # noqa: E402
@@ -98,7 +98,7 @@ class Node:
             path = self._ns(f"pod{self.pods}")
             self.floor.add(self.pods, path)
             with NetNS.open(path) as pod, pod.entered():  # as pycni's bridge does in a pod
-                sysctl.write("net/ipv6/conf/eth0/accept_dad", "0")
+                thread_sysctl.write("net/ipv6/conf/eth0/accept_dad", "0")
             self.pods += 1
 
     def cleanup(self) -> None:
@@ -151,7 +151,7 @@ def primitives(node: Node) -> dict[str, float]:
             _read_path("/proc/sys/net/ipv6/conf/cni0/accept_ra")
 
         def ipv6_node_kept() -> None:
-            sysctl.read("net/ipv6/conf/cni0/accept_ra")
+            thread_sysctl.read("net/ipv6/conf/cni0/accept_ra")
 
         with rtnl() as kernel:
 
@@ -175,7 +175,9 @@ def primitives(node: Node) -> dict[str, float]:
             out["pod: arp_notify over netlink (setns, socket, lookup, set)"] = _us(netlink_conf_pod)
             out["node: /proc/sys/net/ipv4/ip_forward read"] = _us(ipv4_node)
             out["node: /proc/sys/net/ipv6/conf/cni0/accept_ra read"] = _us(ipv6_node)
-            out["node: the same through pycni.net.sysctl (kept dir fd)"] = _us(ipv6_node_kept)
+            out["node: the same through pycni.net.thread_sysctl (kept dir fd)"] = _us(
+                ipv6_node_kept
+            )
             out["node: forwarding over netlink (RTM_GETNETCONF)"] = _us(
                 lambda: kernel.forwarding(AF_INET)
             )

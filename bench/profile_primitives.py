@@ -22,8 +22,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import profile_scale as ps
 
-from pycni.fast import install as fast_install
-from pycni.net import link, sysctl
+from pycni.entrypoints import install as fast_install
+from pycni.net import link, thread_sysctl
 from pycni.net.netfilter.ipmasq import nft_backend as masq_nft
 from pycni.net.netlink.client import rtnl
 from pycni.net.ns import NetNS
@@ -89,7 +89,7 @@ def primitives() -> dict[str, float]:
             "link lookup by name": median_ms(lambda: ipr.find_link("cni0")),
             "link by index": median_ms(lambda: ipr.link(bridge)),
             "sysctl write (bridge accept_ra)": median_ms(
-                lambda: sysctl.write("net/ipv6/conf/cni0/accept_ra", "0")
+                lambda: thread_sysctl.write("net/ipv6/conf/cni0/accept_ra", "0")
             ),
             "masquerade set: add": masq[0],
             "masquerade set: exact delete": masq[1],

@@ -32,10 +32,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from kernel_perf import Perf, growth_table, kernel_time_by_syscall, report  # noqa: E402
 
-from pycni.fast import install as fast_install  # noqa: E402
+from pycni.entrypoints import install as fast_install  # noqa: E402
 from pycni.net.ns import NetNS  # noqa: E402
 from pycni.playground import create_netns, delete_netns  # noqa: E402
-from pycni.plugin import skel  # noqa: E402
+from pycni.skel import run as skel  # noqa: E402
 
 PREFIX = f"pprof{os.getpid() % 10000}-"
 STEPS = os.environ.get("PYCNI_STEP_TIMINGS") == "1"  # print each plugin's step timings

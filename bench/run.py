@@ -34,8 +34,8 @@ sys.path.insert(0, str(ROOT / "src"))
 
 import scale_curve  # noqa: E402
 
-from pycni.fast import client as fast_client  # noqa: E402
-from pycni.fast import install as fast_install  # noqa: E402
+from pycni.daemon import client as fast_client  # noqa: E402
+from pycni.entrypoints import install as fast_install  # noqa: E402
 from pycni.net.ns import NetNS  # noqa: E402
 from pycni.playground import create_netns, delete_netns  # noqa: E402
 

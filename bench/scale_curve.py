@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from pycni.net import link, sysctl  # noqa: E402
+from pycni.net import link, thread_sysctl  # noqa: E402
 from pycni.net.link import wait_oper_up  # noqa: E402
 from pycni.net.netlink.client import rtnl  # noqa: E402
 from pycni.net.netlink.kernel import Route  # noqa: E402
@@ -91,7 +91,7 @@ class KernelFloor:
                 if self.pycni_port:
                     index = kernel.add_veth(host, "eth0", pod.fd, master=self.bridge_index)
                     index = index or link.index_of(kernel, host)
-                    sysctl.write(f"net/ipv6/conf/{host}/disable_ipv6", "1")
+                    thread_sysctl.write(f"net/ipv6/conf/{host}/disable_ipv6", "1")
                     kernel.set_link(index, up=True)
                 else:
                     kernel.add_veth(host, "eth0", pod.fd)

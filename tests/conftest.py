@@ -104,7 +104,7 @@ def plugin_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     fast forwarders pointed at it, so every plugin test runs through the daemon; the default is
     the in-process form.
     """
-    from pycni.fast import install
+    from pycni.entrypoints import install
 
     directory = tmp_path_factory.mktemp("pycni-plugins")
     if os.environ.get("PYCNI_TEST_MODE", "inprocess") != "daemon":

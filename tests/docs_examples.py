@@ -84,7 +84,7 @@ class Scenario:
             self.env.pop(key, None)
 
     def up(self) -> None:
-        from pycni.fast import install
+        from pycni.entrypoints import install
         from pycni.playground import create_netns
 
         self.down()

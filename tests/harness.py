@@ -205,12 +205,12 @@ class State:
 
 
 def write_python_entry_points(directory: Path, names: Sequence[str], python: str) -> None:
-    """Plain in-process entry points (used until pycni.fast.install is available)."""
+    """Plain in-process entry points (used until pycni.entrypoints.install is available)."""
     for name in names:
         path = directory / name
         path.write_text(
             f"#!{python}\n# pycni-entry-point:v1\n"
-            f"from pycni.plugin.main import main\nmain({name!r})\n"
+            f"from pycni.skel.main import main\nmain({name!r})\n"
         )
         path.chmod(0o755)
 

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pycni.net.netlink.fake_kernel import FakeHost, FakeKernel
+from pycni.net.netlink.fake_kernel import FakeKernel, FakeMachine
 from pycni.net.netlink.kernel import (
     AF_INET,
     AF_INET6,
@@ -34,7 +34,7 @@ from pycni.net.netlink.kernel import (
     Rule,
 )
 from pycni.net.ns import entered_fd
-from pycni.net.procsys import THREAD, Sysctl
+from pycni.net.sysctl import THREAD, Sysctl
 from pycni.plugins.main.tap import tun
 
 IP = ipaddress.ip_address
@@ -51,15 +51,15 @@ class Side:
     pod: Kernel
     node_fd: int
     pod_fd: int
-    node_sysctl: Sysctl | None = None  # the namespaces' /proc/sys/net (pycni.net.procsys)
+    node_sysctl: Sysctl | None = None  # the namespaces' /proc/sys/net (pycni.net.sysctl)
     pod_sysctl: Sysctl | None = None
     # a tap in the pod as pycni.plugins.main.tap.tun.create_tap makes it: (name, multi_queue)
     pod_tap: Callable[[str, bool], None] | None = None
 
 
 def on_fake(case: Callable[[Side], Any]) -> Any:
-    """What the fake answers ``case``: a node and a pod namespace of a new FakeHost."""
-    host = FakeHost()
+    """What the fake answers ``case``: a node and a pod namespace of a new FakeMachine."""
+    host = FakeMachine()
     node, pod = host.namespace(), host.namespace()
     side = Side(FakeKernel(node), FakeKernel(pod), node.fd, pod.fd, node.sysctl, pod.sysctl)
     side.pod_tap = FakeKernel(pod).add_tap

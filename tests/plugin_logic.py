@@ -1,4 +1,4 @@
-"""Helpers of the plugin-logic unit tests: run a plugin through skel on a FakePluginHost.
+"""Helpers of the plugin-logic unit tests: run a plugin through skel on a FakeHost.
 
 No root and no namespaces: the plugin's kernels are FakeKernels (pycni.net.netlink.fake_kernel,
 held to the real kernel by tests/kernel_contract.py), its sysctls FakeSysctls, its IPAM runs
@@ -17,10 +17,10 @@ import pytest
 
 from pycni.net.netlink.fake_kernel import IPV4_CONF_IDS, IPV6_CONF_DEFAULTS, FakeKernel
 from pycni.net.netlink.kernel import AF_INET, AF_INET6
-from pycni.plugin import skel
-from pycni.plugin.base import Plugin
-from pycni.plugin.fake_host import FakePluginHost
-from pycni.plugin.rollback import FAIL_AT_ENV, Rollback
+from pycni.skel import run as skel
+from pycni.skel.base import Plugin
+from pycni.skel.fake_host import FakeHost
+from pycni.skel.rollback import FAIL_AT_ENV, Rollback
 from tests.kernel_contract import addresses, links, routes, rules
 
 POD = "/run/netns/fakepod"
@@ -39,7 +39,7 @@ def env(command: str, pod: str = POD, ifname: str = "eth0", **extra: str) -> dic
 
 
 def call(
-    host: FakePluginHost,
+    host: FakeHost,
     plugin_type: str | Plugin,
     command: str,
     config: dict[str, Any],
@@ -62,7 +62,7 @@ def call(
 
 
 def ok(
-    host: FakePluginHost, plugin_type: str | Plugin, command: str, config: dict[str, Any], **kw: Any
+    host: FakeHost, plugin_type: str | Plugin, command: str, config: dict[str, Any], **kw: Any
 ) -> Any:
     code, reply = call(host, plugin_type, command, config, **kw)
     assert code == 0, reply
@@ -70,7 +70,7 @@ def ok(
 
 
 def failed(
-    host: FakePluginHost, plugin_type: str | Plugin, command: str, config: dict[str, Any], **kw: Any
+    host: FakeHost, plugin_type: str | Plugin, command: str, config: dict[str, Any], **kw: Any
 ) -> str:
     """The error message of a call that must fail."""
     code, reply = call(host, plugin_type, command, config, **kw)
@@ -107,7 +107,7 @@ def _namespace(k: FakeKernel) -> dict[str, Any]:
     }
 
 
-def picture(host: FakePluginHost) -> dict[str, Any]:
+def picture(host: FakeHost) -> dict[str, Any]:
     """Every namespace of the host, normalized for comparison."""
     out = {"node": _namespace(host.kernel())}
     for path in sorted(host.pods):
@@ -132,7 +132,7 @@ def recording_steps() -> Iterator[list[str]]:
 
 
 def assert_each_step_rolls_back(
-    host: FakePluginHost, plugin_type: str | Plugin, config: dict[str, Any], minimum: int = 2
+    host: FakeHost, plugin_type: str | Plugin, config: dict[str, Any], minimum: int = 2
 ) -> list[str]:
     """ADD with a failure injected at each of its steps leaves the host as it was."""
     with recording_steps() as steps:

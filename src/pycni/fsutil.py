@@ -4,16 +4,6 @@ from __future__ import annotations
 
 import os
 
-__all__ = [
-    "DIR_NOFOLLOW",
-    "UnsafePathError",
-    "create_exclusive",
-    "fsync_dir",
-    "open_dir_nofollow",
-    "remove_tree_nofollow",
-    "write_atomic",
-]
-
 
 def write_atomic(
     path: str | os.PathLike[str],

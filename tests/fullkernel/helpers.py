@@ -24,7 +24,7 @@ VOLATILE = {"ifindex", "address", "broadcast", "perm_address", "link_index", "li
 @pytest.fixture(scope="session")
 def daemon_plugin_dir() -> Iterator[Path]:
     """pycni's entry points forwarding to one warm daemon for the session (the fast path)."""
-    from pycni.fast import install
+    from pycni.entrypoints import install
 
     directory = Path(tempfile.mkdtemp(prefix="pycni-fk-"))
     sock = str(directory / "d.sock")

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 
 from pycni.net.netlink.client import rtnl
 from pycni.net.netlink.kernel import AF_INET, AF_INET6
-from pycni.plugin import skel
+from pycni.skel import run as skel
 from tests import harness
 from tests.fullkernel.helpers import daemon_plugin_dir  # noqa: F401
 from tests.unit.test_hostile_config import FieldPath, hostile, put

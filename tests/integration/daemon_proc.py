@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pycni.fast import client
+from pycni.daemon import client
 
 
 @dataclass

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from pycni.fast import install
+from pycni.entrypoints import install
 from tests import harness
 
 pytestmark = pytest.mark.kernel
@@ -33,7 +33,7 @@ def hook(frame, event, arg):
     if event != "call" or not code.co_flags & 1 or code.co_name.startswith("<"):
         return  # only functions (CO_OPTIMIZED): no module or class bodies, no lambdas
     name = frame.f_globals.get("__name__", "")
-    if not order and (name, code.co_name) != ("pycni.plugin.main", "main"):
+    if not order and (name, code.co_name) != ("pycni.skel.main", "main"):
         return  # what runs while modules are imported, before the call, is not the walk
     if name.startswith("pycni") and name not in seen:
         seen.add(name)

@@ -25,7 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from pycni.fast import autostart, client, install
+from pycni.daemon import autostart, client
+from pycni.entrypoints import install
 from pycni.inspect.daemon import read_daemon
 from tests import harness
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from pycni.net import sysctl
+from pycni.net import thread_sysctl
 from pycni.net.netfilter import ipmasq
 from pycni.net.netfilter.ipmasq import nft_backend as masq_nft
 
@@ -36,10 +36,10 @@ def test_masquerade_script_layout() -> None:
 
 
 def test_sysctl_dotted_and_slashed_names() -> None:
-    assert sysctl.path_of("net.ipv4.ip_forward") == "/proc/sys/net/ipv4/ip_forward"
-    assert sysctl.path_of("net/ipv4/conf/eth0.100/arp_notify") == (
+    assert thread_sysctl.path_of("net.ipv4.ip_forward") == "/proc/sys/net/ipv4/ip_forward"
+    assert thread_sysctl.path_of("net/ipv4/conf/eth0.100/arp_notify") == (
         "/proc/sys/net/ipv4/conf/eth0.100/arp_notify"
     )
-    assert sysctl.path_of("net.ipv4.conf.eth0/100.arp_notify") == (
+    assert thread_sysctl.path_of("net.ipv4.conf.eth0/100.arp_notify") == (
         "/proc/sys/net/ipv4/conf/eth0.100/arp_notify"
     )

@@ -22,7 +22,7 @@ GO_DIR = Path("/usr/lib/cni")
 
 def _pycni_host_local_works() -> bool:
     try:
-        from pycni.plugin import registry
+        from pycni.skel import registry
 
         registry.load("host-local")
     except Exception:

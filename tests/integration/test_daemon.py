@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from pycni.fast import client, install, protocol
+from pycni.daemon import client, protocol
+from pycni.entrypoints import install
 from pycni.spec.errors import DECODING_FAILURE, INVALID_NETNS, IO_FAILURE, TRY_AGAIN_LATER
 from tests.integration.daemon_proc import DaemonProc, start_daemon
 

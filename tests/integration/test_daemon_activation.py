@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from pycni.fast import client, install
+from pycni.daemon import client
+from pycni.entrypoints import install
 
 pytestmark = pytest.mark.kernel
 

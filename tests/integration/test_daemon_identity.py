@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pycni.fast import install
+from pycni.entrypoints import install
 from pycni.spec.errors import IO_FAILURE
 from tests.integration.daemon_proc import DaemonProc
 
@@ -186,7 +186,7 @@ def test_ping_and_doctor_from_another_mount_namespace_say_calls_run_in_process(
     but runs none of its calls, and the tools say so instead of calling the daemon dead."""
     sys_path = os.pathsep.join(p for p in sys.path if p)
     probe = (
-        "from pycni.fast import client\n"
+        "from pycni.daemon import client\n"
         "try:\n"
         f"    client.ping({daemon.socket_path!r})\n"
         "except client.RunLocally as exc:\n"

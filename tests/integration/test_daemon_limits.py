@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from pycni.fast import client, protocol
-from pycni.fast.server import Daemon
+from pycni.daemon import client, protocol
+from pycni.daemon.server import Daemon
 from pycni.spec.errors import INTERNAL, TRY_AGAIN_LATER
 
 pytestmark = pytest.mark.kernel

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from pycni.fast import client, install, protocol
+from pycni.daemon import client, protocol
+from pycni.entrypoints import install
 from tests import harness
 from tests.integration.daemon_proc import start_daemon
 from tests.integration.test_daemon_pods import work  # noqa: F401

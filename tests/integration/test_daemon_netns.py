@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from pycni.fast import client
-from pycni.fast.server import Daemon
+from pycni.daemon import client
+from pycni.daemon.server import Daemon
 from pycni.net import ns as netns
 from pycni.spec.errors import INVALID_NETNS
 from tests import harness

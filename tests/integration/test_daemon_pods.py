@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from pycni.fast import client, install
+from pycni.daemon import client
+from pycni.entrypoints import install
 from tests import harness
 from tests.integration.daemon_proc import start_daemon
 

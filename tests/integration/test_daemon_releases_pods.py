@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from pycni.fast import client, install
+from pycni.daemon import client
+from pycni.entrypoints import install
 from pycni.net import nsscan
 from pycni.runtime.api import CNIConfig
 from pycni.runtime.types import RuntimeConf

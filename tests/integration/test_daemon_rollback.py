@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pycni.fast import client, install, protocol
+from pycni.daemon import client, protocol
+from pycni.entrypoints import install
 from tests import harness
 from tests.integration.daemon_proc import start_daemon
 from tests.integration.test_daemon_pods import work  # noqa: F401

@@ -25,7 +25,8 @@ from typing import Any
 
 import pytest
 
-from pycni.fast import client, install, metrics_http, protocol
+from pycni.daemon import client, metrics_http, protocol
+from pycni.entrypoints import install
 from tests import harness
 from tests.integration.daemon_proc import DaemonProc, start_daemon
 

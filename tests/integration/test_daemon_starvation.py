@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from pycni.fast import client, install
+from pycni.daemon import client
+from pycni.entrypoints import install
 from tests import harness
 from tests.integration.daemon_proc import start_daemon
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from pycni.fast import build, install, protocol
+from pycni.daemon import protocol
+from pycni.entrypoints import build, install
 from pycni.spec.errors import CNIError
 from tests.integration.daemon_proc import DaemonProc
 

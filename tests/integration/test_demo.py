@@ -101,7 +101,7 @@ def _processes(marker: str) -> list[int]:
 
 
 def test_demo_fast_path_runs_a_daemon_for_the_run_and_compares(tmp_path: Path) -> None:
-    from pycni.fast import client, protocol
+    from pycni.daemon import client, protocol
 
     try:
         client.ping(protocol.DEFAULT_SOCKET, timeout=1.0)

@@ -366,7 +366,7 @@ def entry_dirs(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Path
 def _entry_dir(dirs: tuple[dict[str, Path], Path], form: str) -> Path:
     """pycni's entry points in the given form, pointed at a warm-daemon socket nobody serves
     (a `dhcp daemon` never goes to the warm daemon anyway)."""
-    from pycni.fast import build, install
+    from pycni.entrypoints import build, install
 
     if form == "c" and build.find_compiler() is None:
         pytest.skip("no C compiler: the c form cannot be built")

@@ -39,7 +39,7 @@ pytestmark = [pytest.mark.kernel, pytest.mark.slow]
 @pytest.fixture(scope="module")
 def forwarders(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """Entry points that forward to a private daemon socket (which nobody serves yet)."""
-    from pycni.fast import install
+    from pycni.entrypoints import install
 
     directory = tmp_path_factory.mktemp("doctor-plugins")
     sock = str(tmp_path_factory.mktemp("doctor-daemon") / "pycni.sock")

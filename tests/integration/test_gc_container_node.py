@@ -49,7 +49,7 @@ tmp_dir = "{tmp_dir}"
 # Runs inside the node: one step of the scenario per call, state in /var/lib/cni.
 NODE_SCRIPT = """
 import json, os, subprocess, sys
-from pycni.fast import install
+from pycni.entrypoints import install
 from pycni.runtime.api import CNIConfig
 from pycni.runtime.types import GCArgs, GCAttachment, RuntimeConf
 from pycni.spec.conf import conf_list_from_bytes

@@ -1,7 +1,7 @@
 # ruff: noqa: F811  (pytest fixtures imported from test_bridge_support)
 """Hostile configs against the real bridge and host-local, in a node namespace.
 
-Each hypothesis example runs ADD through ``pycni.plugin.skel.run`` (what the entry point and
+Each hypothesis example runs ADD through ``pycni.skel.run.run`` (what the entry point and
 the daemon run) in the node namespace, with bridge delegating to pycni's host-local. A failed
 ADD must be a CNI error JSON (never code 999, never a traceback) and leave the node, the pod and
 the dataDir exactly as they were; a successful one is deleted again and must leave no veth, no
@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pycni.plugin import skel
+from pycni.skel import run as skel
 from tests import harness
 from tests.integration.test_bridge_support import bridge_dir  # noqa: F401
 from tests.unit.test_hostile_config import CNI_ARGS_VALUES, HOSTILE_TEXT, FieldPath, hostile, put

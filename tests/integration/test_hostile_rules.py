@@ -20,10 +20,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pycni.plugin import skel
 from pycni.plugins.meta.firewall.nft_backend import iso_names
 from pycni.plugins.meta.portmap.iptables_backend import dnat_chain
 from pycni.plugins.meta.portmap.nft_chains import chain_name
+from pycni.skel import run as skel
 from tests.harness import Namespace
 
 pytestmark = pytest.mark.kernel

@@ -238,7 +238,7 @@ def test_the_daemon_is_found_from_the_entry_points(
     """No --socket: the daemon asked is the one the entry points forward to, wherever its
     socket is; from another mount namespace the report says calls from there run in-process,
     and why."""
-    from pycni.fast import install
+    from pycni.entrypoints import install
 
     sock = str(tmp_path / "d" / "pycni.sock")
     os.makedirs(os.path.dirname(sock))

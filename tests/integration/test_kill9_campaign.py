@@ -44,7 +44,7 @@ from pathlib import Path
 
 import pytest
 
-from pycni.fast import install
+from pycni.entrypoints import install
 from pycni.net.netfilter.ipmasq import nft_backend as masq_nft
 from pycni.net.netlink.client import rtnl
 from pycni.net.ns import NetNS

@@ -5,7 +5,7 @@
   COLD_PATH_DEBT below allows it today. The allowance is a ratchet: a module a type stops
   importing must leave its entry, so the debt only shrinks.
 - Rollback: each main plugin's ADD, with a failure injected at each of its steps in turn
-  (pycni.plugin.rollback's PYCNI_TEST_FAIL_AT), leaves the node and pod namespaces as they
+  (pycni.skel.rollback's PYCNI_TEST_FAIL_AT), leaves the node and pod namespaces as they
   were after one pod's ADD and DEL (the node's shared part of the network, such as a bridge,
   stays then, as with the reference): links, addresses, routes, rules, the nft ruleset and
   the IPAM reservations. The steps
@@ -26,9 +26,10 @@ from typing import Any
 
 import pytest
 
-from pycni.fast import install
-from pycni.plugin import registry, skel
-from pycni.plugin.rollback import FAIL_AT_ENV, Rollback
+from pycni.entrypoints import install
+from pycni.skel import registry
+from pycni.skel import run as skel
+from pycni.skel.rollback import FAIL_AT_ENV, Rollback
 from tests import harness
 from tests.integration.test_cold_path_imports import NOT_ON_THE_PATH, run_traced
 

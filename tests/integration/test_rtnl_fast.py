@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from pycni.net import procsys
+from pycni.net import sysctl
 from pycni.net.netlink.kernel import (
     AF_INET,
     AF_INET6,
@@ -219,7 +219,7 @@ def test_forwarding_read_over_netlink(node: harness.Namespace, kernel: Kernel) -
             node.run("sh", "-c", f"echo {value} > /proc/sys/{name}")
             assert kernel.forwarding(family) == int(value) == int(_sysctl(node, name))
         with node.entered():
-            procsys.enable_forwarding(kernel, procsys.THREAD, 4 if family == AF_INET else 6)
+            sysctl.enable_forwarding(kernel, sysctl.THREAD, 4 if family == AF_INET else 6)
         assert _sysctl(node, name) == "1" and kernel.forwarding(family) == 1
 
 
@@ -487,7 +487,7 @@ def test_plugin_adds_do_not_import_pyroute2(node: harness.Namespace, pod_factory
     pod = pod_factory()
     code = (
         "import json, sys\n"
-        "from pycni.plugin import skel\n"
+        "from pycni.skel import run as skel\n"
         f"env = dict(CNI_CONTAINERID='c1', CNI_NETNS='{pod.path}', CNI_PATH='/nonexistent')\n"
         "lo = json.dumps({'cniVersion': '1.0.0', 'name': 'n', 'type': 'loopback'}).encode()\n"
         "br = json.dumps({'cniVersion': '1.0.0', 'name': 'n', 'type': 'bridge',\n"

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from pycni.fast import install
+from pycni.entrypoints import install
 from pycni.runtime.api import CNIConfig
 from pycni.runtime.types import RuntimeConf
 from pycni.spec.conf import conf_list_from_bytes

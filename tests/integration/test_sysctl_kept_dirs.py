@@ -1,4 +1,4 @@
-"""pycni.net.sysctl opens net/ipv4 and net/ipv6 entries relative to a kept directory fd of the
+"""pycni.net.thread_sysctl opens net/ipv4 and net/ipv6 entries relative to a kept directory fd of the
 thread's namespace: every read and write must still land in the calling thread's namespace,
 also when threads switch namespaces, when a kept namespace is deleted, and for names that
 must not take the short way."""
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pycni.net import sysctl
+from pycni.net import thread_sysctl
 from tests import harness
 from tests.integration.netns_holders import holders, namespace_key, nsid_of, wait_destroyed
 
@@ -27,13 +27,13 @@ def test_writes_land_in_the_calling_namespace(node: harness.Namespace, pod_facto
         for i, ns in enumerate([node, *pods]):
             value = str((i + round_) % 3)
             with ns.entered():
-                sysctl.write(key, value)
-                assert sysctl.read(key) == value
+                thread_sysctl.write(key, value)
+                assert thread_sysctl.read(key) == value
             assert _shown(ns, key) == value
     for i, ns in enumerate([node, *pods]):
         assert _shown(ns, key) == str((i + 2) % 3)
     with node.entered():
-        sysctl.write("net.ipv4.conf.lo.arp_notify", "1")  # the dotted form too
+        thread_sysctl.write("net.ipv4.conf.lo.arp_notify", "1")  # the dotted form too
     assert _shown(node, "net/ipv4/conf/lo/arp_notify") == "1"
     assert all(_shown(p, "net/ipv4/conf/lo/arp_notify") == "0" for p in pods)
 
@@ -47,9 +47,9 @@ def test_a_deleted_namespace_never_answers_for_a_new_one(node: harness.Namespace
         ns = harness.create_namespace(f"sk{i}")
         try:
             with ns.entered():
-                assert sysctl.read(key) != "2"
-                sysctl.write(key, "2")
-                assert sysctl.read(key) == "2"
+                assert thread_sysctl.read(key) != "2"
+                thread_sysctl.write(key, "2")
+                assert thread_sysctl.read(key) == "2"
             assert _shown(ns, key) == "2"
         finally:
             ns.delete()
@@ -60,18 +60,20 @@ def test_a_deleted_namespace_never_answers_for_a_new_one(node: harness.Namespace
 def test_missing_entries_and_other_names_behave_as_paths(node: harness.Namespace) -> None:
     with node.entered():
         with pytest.raises(FileNotFoundError):
-            sysctl.write("net/ipv4/conf/nosuch0/arp_notify", "1")
+            thread_sysctl.write("net/ipv4/conf/nosuch0/arp_notify", "1")
         with pytest.raises(FileNotFoundError):
-            sysctl.read("net/ipv6/conf/nosuch0/accept_ra")
-        sysctl.try_write("net/ipv6/conf/nosuch0/accept_ra", "0")  # best effort: no error
-        assert sysctl.read("kernel/ostype") == "Linux"  # outside net/ipv4, net/ipv6
+            thread_sysctl.read("net/ipv6/conf/nosuch0/accept_ra")
+        thread_sysctl.try_write("net/ipv6/conf/nosuch0/accept_ra", "0")  # best effort: no error
+        assert thread_sysctl.read("kernel/ostype") == "Linux"  # outside net/ipv4, net/ipv6
         # a name that climbs out of the family directory takes the full path, never the fd
-        assert sysctl.read("net/ipv4/../core/somaxconn") == _shown(node, "net/core/somaxconn")
+        assert thread_sysctl.read("net/ipv4/../core/somaxconn") == _shown(
+            node, "net/core/somaxconn"
+        )
         # an absolute rest would ignore the directory fd: it must stay below /proc/sys
         with pytest.raises(FileNotFoundError):
-            sysctl.read("net/ipv4//etc/hostname")
+            thread_sysctl.read("net/ipv4//etc/hostname")
         with pytest.raises(FileNotFoundError):
-            sysctl.read("net/ipv6/./../../../etc/hostname/x")
+            thread_sysctl.read("net/ipv6/./../../../etc/hostname/x")
 
 
 @pytest.mark.kernel
@@ -88,8 +90,8 @@ def test_a_kept_directory_does_not_keep_its_namespace_alive(
     with pod.entered():
         for _ in range(2):  # twice: a first open may meet (and drop) the kept fd of a gone
             # namespace whose inode number this pod got; the second keeps this pod's own
-            sysctl.read("net/ipv4/conf/eth0/arp_ignore")
-            sysctl.read("net/ipv6/conf/eth0/accept_dad")
+            thread_sysctl.read("net/ipv4/conf/eth0/arp_ignore")
+            thread_sysctl.read("net/ipv6/conf/eth0/accept_dad")
     kept = [k for k in sysctl._kept if k[:2] == key]
     assert len(kept) == 2, sysctl._kept
     assert holders(os.getpid(), key) == []

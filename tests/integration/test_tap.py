@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from pycni.plugin import selinux, skel
-from pycni.plugin.host import ThisHost
+from pycni.skel import run as skel
+from pycni.skel import selinux
+from pycni.skel.host import RealHost
 from tests import harness, references
 
 pytestmark = pytest.mark.kernel
@@ -278,7 +279,7 @@ class _RecordingSELinux(selinux.LinuxSELinux):
         return True
 
 
-class _Host(ThisHost):
+class _Host(RealHost):
     __slots__ = ()
 
     def selinux(self) -> selinux.SELinux:

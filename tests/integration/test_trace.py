@@ -83,7 +83,7 @@ def receiver() -> Iterator[Receiver]:
 @pytest.fixture
 def traced_daemon(tmp_path: Path, receiver: Receiver) -> Iterator[Path]:
     """Entry points forwarding to a daemon that exports to the receiver."""
-    from pycni.fast import install
+    from pycni.entrypoints import install
 
     sock = str(tmp_path / "run" / "pycni.sock")
     os.makedirs(os.path.dirname(sock))

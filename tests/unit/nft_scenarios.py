@@ -14,9 +14,9 @@ from collections.abc import Callable
 from typing import Any
 
 from pycni.net.netfilter import ipmasq, nft
-from pycni.plugin.base import Request
 from pycni.plugins.meta.portmap.config import PortMapConfig, PortMapping
 from pycni.record import asdict
+from pycni.skel.base import Request
 from pycni.spec.errors import CNIError
 from pycni.spec.result import IPInterface
 from tests.unit.nft_transport import EEXIST, ENOENT, Recorder, element, packed, rule
@@ -505,7 +505,7 @@ def fw_request(command: str, tmp: str, prev: Any = FW_PREV, **conf: Any) -> Requ
 
 
 def _fw(method: str, req: Request) -> Any:
-    from pycni.plugins.meta.firewall import PLUGIN
+    from pycni.plugins.meta.firewall.plugin import PLUGIN
 
     def run() -> Any:
         out = getattr(PLUGIN, method)(req)

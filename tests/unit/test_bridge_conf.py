@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from pycni.plugin.base import Request
-from pycni.plugins.main.bridge import DEFAULT_BRIDGE, IF_CONTAINER, calc_gateways, load_conf
+from pycni.plugins.main.bridge.plugin import DEFAULT_BRIDGE, IF_CONTAINER, calc_gateways, load_conf
+from pycni.skel.base import Request
 from pycni.spec.errors import CNIError
 from pycni.spec.result import IPConfig, Result, Route
 

@@ -284,7 +284,7 @@ def test_add_imports_no_other_command() -> None:
         "import sys; from pycni.cli import main as m; "
         "m.build_parser(m.modules_for(['add', 'n', '/x'], m.COMMAND_MODULES)); "
         "print(sorted(n for n in sys.modules if n.startswith(('pycni.cli.', 'pycni.plugins', "
-        "'pycni.fast', 'pyroute2', 'logging'))))"
+        "'pycni.daemon', 'pyroute2', 'logging'))))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code],

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from pycni.cluster.subnet import SubnetEnv
-from pycni.plugin.base import Request
-from pycni.plugins.meta.flannel import delegate_config
+from pycni.plugins.meta.flannel.plugin import delegate_config
+from pycni.skel.base import Request
 from pycni.spec.errors import CNIError
 
 ENV = SubnetEnv(

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pycni.plugin import skel
 from pycni.plugins.meta.dnsname import files, names
 from pycni.plugins.meta.dnsname.files import NetworkFiles
+from pycni.skel import run as skel
 from pycni.spec.errors import CNIError
 
 # The reference's template (dnsname 1.3.1, config.go) filled in, with the newline it appends.

@@ -45,7 +45,7 @@ def test_terminal_escapes_from_names_are_not_printed() -> None:
 
 
 def test_entry_points_are_read_by_form_and_socket(tmp_path: Path) -> None:
-    from pycni.fast import install
+    from pycni.entrypoints import install
 
     install.install(tmp_path / "py", form="python", socket_path="/run/x/d.sock", names=["bridge"])
     install.install(tmp_path / "inproc", form="inprocess", names=["bridge"])

@@ -9,7 +9,7 @@ import pytest
 
 from pycni.doctor import node as doctor_node
 from pycni.doctor.report import FAIL, WARN
-from pycni.fast import install
+from pycni.entrypoints import install
 from pycni.inspect import daemon, render_text
 from pycni.inspect.model import NodeState
 

@@ -12,7 +12,7 @@ import ipaddress
 
 import pytest
 
-from pycni.net.netlink.fake_kernel import FakeHost, FakeKernel
+from pycni.net.netlink.fake_kernel import FakeKernel, FakeMachine
 from pycni.net.netlink.kernel import AF_INET, IFF_UP, Kernel, NetlinkError, Route, Tbf
 from tests.kernel_contract import CASES, EXPECTED, VRF_CASES, VRF_EXPECTED, Side
 
@@ -22,7 +22,7 @@ IFACE = ipaddress.ip_interface
 
 
 def fake_side() -> Side:
-    host = FakeHost()
+    host = FakeMachine()
     node, pod = host.namespace(), host.namespace()
     side = Side(FakeKernel(node), FakeKernel(pod), node.fd, pod.fd, node.sysctl, pod.sysctl)
     side.pod_tap = FakeKernel(pod).add_tap
@@ -152,7 +152,7 @@ def test_vxlan_fdb_and_vlans() -> None:
     k.add_port_vlan(un0.index, 10)
     k.delete_port_vlan(un0.index, 1)
     assert k.port_vlans(un0.index) == [10]
-    strict = FakeKernel(FakeHost(bridge_vlan_filtering=False).namespace())
+    strict = FakeKernel(FakeMachine(bridge_vlan_filtering=False).namespace())
     with pytest.raises(NetlinkError) as unsupported:
         strict.add_bridge("brv", vlan_filtering=True)
     assert unsupported.value.not_supported

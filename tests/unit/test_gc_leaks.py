@@ -274,7 +274,7 @@ def test_writers_temp_files_go_after_the_grace_period(tmp_path: Path) -> None:
 
 
 def test_nsfs_mount_points_are_read_from_mountinfo() -> None:
-    from pycni.inspect.namespaces import nsfs_mount_points
+    from pycni.net.nsscan import nsfs_mount_points
 
     text = (
         "22 27 0:21 / /proc rw,relatime - proc proc rw\n"
@@ -286,7 +286,7 @@ def test_nsfs_mount_points_are_read_from_mountinfo() -> None:
 
 
 def test_proc_net_addresses_reads_fib_trie_and_if_inet6(tmp_path: Path) -> None:
-    from pycni.inspect.namespaces import proc_net_addresses
+    from pycni.net.nsscan import proc_net_addresses
 
     (tmp_path / "fib_trie").write_text(
         "Main:\n"

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from pycni.net.nsscan import LiveAddresses
-from pycni.plugin.base import Request
 from pycni.plugins.ipam.host_local.allocator import Allocator, candidates, free_count
 from pycni.plugins.ipam.host_local.config import RangeSet, load
 from pycni.plugins.ipam.host_local.plugin import PLUGIN
 from pycni.plugins.ipam.host_local.store import Store
+from pycni.skel.base import Request
 from pycni.spec.errors import CNIError
 
 

@@ -19,15 +19,23 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pycni.cluster.subnet import SubnetEnv
-from pycni.plugin import skel
-from pycni.plugin.base import Plugin, Request
-from pycni.plugins.ipam import static
 from pycni.plugins.ipam.dhcp import config as dhcp_config
 from pycni.plugins.ipam.dhcp import daemon as dhcp_daemon
 from pycni.plugins.ipam.host_local import config as host_local
-from pycni.plugins.main import bridge, host_device, ipvlan, macvlan, ptp, tap, vlan
-from pycni.plugins.meta import bandwidth, flannel, sbr
+from pycni.plugins.ipam.static import plugin as static
+from pycni.plugins.main.bridge import plugin as bridge
+from pycni.plugins.main.host_device import plugin as host_device
+from pycni.plugins.main.ipvlan import plugin as ipvlan
+from pycni.plugins.main.macvlan import plugin as macvlan
+from pycni.plugins.main.ptp import plugin as ptp
+from pycni.plugins.main.tap import plugin as tap
+from pycni.plugins.main.vlan import plugin as vlan
+from pycni.plugins.meta.bandwidth import plugin as bandwidth
+from pycni.plugins.meta.flannel import plugin as flannel
+from pycni.plugins.meta.sbr import plugin as sbr
 from pycni.plugins.meta.tuning import conf as tuning
+from pycni.skel import run as skel
+from pycni.skel.base import Plugin, Request
 from pycni.spec.errors import CNIError
 from pycni.spec.result import IPConfig, Result
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from pycni.fast.marker import ENTRY_MARKER
 from pycni.image import install_cni
 from pycni.image.layout import Paths, release_of
+from pycni.skel.entry_point import ENTRY_MARKER
 
 ENTRY = b"\x7fELF fake forwarder " + ENTRY_MARKER + b" pycni-entry-config:form=c;autostart=no"
 CONF = {"name": "cbr0", "cniVersion": "0.3.1", "plugins": [{"type": "flannel"}]}

@@ -34,7 +34,7 @@ def test_started_by_names_a_unit_or_the_parent() -> None:
 
 
 def test_the_socket_is_read_from_the_entry_points(tmp_path: Path) -> None:
-    from pycni.fast import install
+    from pycni.entrypoints import install
 
     install.install(tmp_path / "a", form="python", socket_path="/run/x/a.sock", names=["ptp"])
     install.install(

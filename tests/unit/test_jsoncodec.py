@@ -126,7 +126,7 @@ def test_hostile_10mb_strings_through_skel_are_config_errors(field: str) -> None
     """The plugin path parses stdin with jsoncodec: 10 MB of newlines, quotes, ';', '#', NUL
     (as JSON escapes) and a lone surrogate in a field give a CNI error JSON naming the
     problem, exit 1, never a traceback, and the error text is itself valid JSON."""
-    from pycni.plugin import skel
+    from pycni.skel import run as skel
 
     hostile = ("\n\"';#\x00\\" * (10_000_000 // 7))[:10_000_000]
     config = {"cniVersion": "1.0.0", "name": "net", "type": "bridge", field: hostile}

@@ -10,8 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from pycni.fast.metrics import SharedRender
-from pycni.fast.metrics_http import MAX_REQUEST, MetricsHTTPServer
+from pycni.daemon.metrics import SharedRender
+from pycni.daemon.metrics_http import MAX_REQUEST, MetricsHTTPServer
 
 
 @pytest.fixture

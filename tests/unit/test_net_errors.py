@@ -97,8 +97,8 @@ def test_to_cni_keeps_an_error_that_already_has_a_cni_code() -> None:
 def test_a_net_error_escaping_a_plugin_becomes_that_cni_error_on_stdout() -> None:
     """skel maps it once: the plugin need not catch and re-wrap."""
     from pycni.net.link import LinkNotFound
-    from pycni.plugin import skel
-    from pycni.plugin.base import Plugin, Request
+    from pycni.skel import run as skel
+    from pycni.skel.base import Plugin, Request
     from pycni.spec.result import Result
 
     class Failing(Plugin):

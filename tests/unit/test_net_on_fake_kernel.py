@@ -3,7 +3,7 @@
 No root, no namespaces: what these helpers decide (conflicts, no-ops, who owns a route, which
 priority a rule gets) runs against pycni.net.netlink.fake_kernel, whose answers are held to the real
 kernel's by tests/kernel_contract.py. The helpers that write sysctls are handed the fake
-namespace's FakeSysctl (pycni.net.procsys), never the machine's /proc/sys.
+namespace's FakeSysctl (pycni.net.sysctl), never the machine's /proc/sys.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 
 from pycni.net import bridge, owned_routes, route
 from pycni.net.addr import AddressError, configure_iface
-from pycni.net.netlink.fake_kernel import FakeHost, FakeKernel
+from pycni.net.netlink.fake_kernel import FakeKernel, FakeMachine
 from pycni.net.netlink.kernel import AF_INET, MAIN_TABLE, Route
 from pycni.plugins.meta.sbr import policy as rules
 from pycni.spec.result import Interface, IPConfig, Result
@@ -27,7 +27,7 @@ IFACE = ipaddress.ip_interface
 
 
 def node_with_veth() -> tuple[FakeKernel, int]:
-    host = FakeHost()
+    host = FakeMachine()
     ns = host.namespace()
     kernel = FakeKernel(ns)
     kernel.add_veth("eth0", "peer0", ns.fd)
@@ -40,7 +40,7 @@ def test_veth_pair_host_end_has_txqlen_0_and_pod_end_the_default() -> None:
     """As v1.9.1's pkg/ip leaves them (docs/differences-from-reference.md)."""
     from pycni.net import veth
 
-    host = FakeHost()
+    host = FakeMachine()
     node, pod = host.namespace(), host.namespace()
     kernel = FakeKernel(node)
     pair = veth.create_pair(kernel, node.sysctl, pod.fd, "eth0")
@@ -50,7 +50,7 @@ def test_veth_pair_host_end_has_txqlen_0_and_pod_end_the_default() -> None:
 
 
 def test_bridge_address_is_added_once_and_pins_the_mac() -> None:
-    host = FakeHost()
+    host = FakeMachine()
     ns = host.namespace()
     k = FakeKernel(ns)
     k.add_bridge("cni0")
@@ -73,7 +73,7 @@ def test_bridge_address_is_added_once_and_pins_the_mac() -> None:
 
 
 def test_an_unused_bridge_is_removed_and_a_used_one_kept() -> None:
-    host = FakeHost()
+    host = FakeMachine()
     ns = host.namespace()
     k = FakeKernel(ns)
     k.add_bridge("cni0")

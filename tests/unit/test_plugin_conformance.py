@@ -1,6 +1,6 @@
 """Conformance of every registered plugin type (issue 26, item 6), the parts without a kernel.
 
-The types come from pycni.plugin.registry.PLUGIN_TYPES, so a plugin added there is checked
+The types come from pycni.skel.registry.PLUGIN_TYPES, so a plugin added there is checked
 here without editing this file: it has a docs page listed in docs/plugins/README.md, an entry
 in a hostile-config suite, and answers VERSION (run through skel in-process, as an entry point
 does) with the versions it declares. What differs per type is data (DOC_ELSEWHERE below).
@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from pycni.plugin import registry, skel
+from pycni.skel import registry
+from pycni.skel import run as skel
 from pycni.spec import version
 from tests.unit import test_hostile_config
 

@@ -1,4 +1,4 @@
-"""The plugin seam (pycni.plugin.host): the real host and the fake one offer the same calls,
+"""The plugin seam (pycni.skel.host): the real host and the fake one offer the same calls,
 skel hands requests the real one unless told otherwise, and the fake refuses what it does not
 hold."""
 
@@ -8,27 +8,27 @@ import pytest
 
 from pycni.net.netlink.fake_kernel import FakeKernel
 from pycni.net.ns import NetNSNotFound
-from pycni.net.procsys import THREAD
-from pycni.plugin.base import Request
-from pycni.plugin.fake_host import FakePluginHost
-from pycni.plugin.host import THIS_HOST, Host, ThisHost
+from pycni.net.sysctl import THREAD
+from pycni.skel.base import Request
+from pycni.skel.fake_host import FakeHost
+from pycni.skel.host import REAL_HOST, Host, RealHost
 from tests.plugin_logic import POD, failed
 
 
 def test_both_hosts_offer_every_call_of_the_protocol() -> None:
     protocol = {n for n in vars(Host) if not n.startswith("_")}
     assert {"node", "pod", "open_netns", "sysctl", "delegate", "locked"} <= protocol
-    assert protocol <= set(dir(ThisHost)) and protocol <= set(dir(FakePluginHost))
+    assert protocol <= set(dir(RealHost)) and protocol <= set(dir(FakeHost))
 
 
 def test_a_request_works_on_this_machine_unless_told_otherwise() -> None:
     req = Request("ADD", "c", "/run/netns/x", "eth0", "", [], {}, b"", {})
-    assert req.host is THIS_HOST
-    assert THIS_HOST.sysctl(FakeKernel(FakePluginHost().node_ns)) is THREAD
+    assert req.host is REAL_HOST
+    assert REAL_HOST.sysctl(FakeKernel(FakeHost().node_ns)) is THREAD
 
 
 def test_the_fake_knows_only_the_pods_it_was_given() -> None:
-    host = FakePluginHost()
+    host = FakeHost()
     with pytest.raises(NetNSNotFound):
         host.open_netns("/run/netns/nosuch")
     pod = host.add_pod(POD)
@@ -43,7 +43,7 @@ def test_the_fake_knows_only_the_pods_it_was_given() -> None:
 
 
 def test_a_failed_call_closes_what_it_was_handed() -> None:
-    host = FakePluginHost()
+    host = FakeHost()
     host.add_pod(POD)
     conf = {"cniVersion": "1.0.0", "name": "n", "type": "dummy", "ipam": {"type": "static"}}
     before = [x.name for x in host.kernel(POD).links()]
@@ -55,7 +55,7 @@ def test_a_failed_call_closes_what_it_was_handed() -> None:
 
 
 def test_the_pod_lock_is_not_taken_twice() -> None:
-    host = FakePluginHost()
+    host = FakeHost()
     host.add_pod(POD)
     with (
         host.open_netns(POD) as netns,

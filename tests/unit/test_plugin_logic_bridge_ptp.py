@@ -11,7 +11,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from pycni.plugin.fake_host import FakePluginHost
+from pycni.skel.fake_host import FakeHost
 from tests.plugin_logic import (
     POD,
     assert_each_step_rolls_back,
@@ -39,8 +39,8 @@ def bridge_conf(**extra: Any) -> dict[str, Any]:
     }
 
 
-def new_host() -> FakePluginHost:
-    host = FakePluginHost()
+def new_host() -> FakeHost:
+    host = FakeHost()
     host.add_pod(POD)
     return host
 

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from pycni.net.netfilter import iptables
-from pycni.plugin.fake_host import FakePluginHost
 from pycni.plugins.meta.dnsname import dnsmasq
 from pycni.plugins.meta.dnsname.files import NetworkFiles
+from pycni.skel.fake_host import FakeHost
 from tests.plugin_logic import POD, call, picture, recording_steps, with_prev
 
 PREV = {
@@ -99,8 +99,8 @@ def chain(monkeypatch: pytest.MonkeyPatch) -> InputChain:
 
 
 @pytest.fixture
-def host() -> Iterator[FakePluginHost]:
-    fake = FakePluginHost()
+def host() -> Iterator[FakeHost]:
+    fake = FakeHost()
     fake.add_pod(POD)
     node = fake.kernel()
     node.add_bridge("cni0")
@@ -126,7 +126,7 @@ def conf(**extra: Any) -> dict[str, Any]:
 
 
 def run(
-    host: FakePluginHost,
+    host: FakeHost,
     tmp_path: Path,
     command: str,
     config: dict[str, Any],
@@ -159,7 +159,7 @@ def hosts_names(tmp_path: Path) -> list[tuple[str, ...]]:
 
 
 def test_add_publishes_the_name_starts_dnsmasq_and_opens_dns_on_the_bridge(
-    host: FakePluginHost, tmp_path: Path, daemon: Dnsmasq, chain: InputChain
+    host: FakeHost, tmp_path: Path, daemon: Dnsmasq, chain: InputChain
 ) -> None:
     before = picture(host)
     code, result = run(host, tmp_path, "ADD", conf())
@@ -178,7 +178,7 @@ def test_add_publishes_the_name_starts_dnsmasq_and_opens_dns_on_the_bridge(
 
 
 def test_a_second_container_reloads_and_adds_no_second_rule(
-    host: FakePluginHost, tmp_path: Path, daemon: Dnsmasq, chain: InputChain
+    host: FakeHost, tmp_path: Path, daemon: Dnsmasq, chain: InputChain
 ) -> None:
     assert run(host, tmp_path, "ADD", conf())[0] == 0
     db = {**PREV, "ips": [{"address": "10.88.0.6/16", "interface": 1}]}
@@ -193,7 +193,7 @@ def test_a_second_container_reloads_and_adds_no_second_rule(
 
 
 def test_check_sees_a_stopped_dnsmasq_and_a_missing_name(
-    host: FakePluginHost, tmp_path: Path, daemon: Dnsmasq, chain: InputChain
+    host: FakeHost, tmp_path: Path, daemon: Dnsmasq, chain: InputChain
 ) -> None:
     assert run(host, tmp_path, "ADD", conf())[0] == 0
     (net_dir(tmp_path) / "addnhosts").write_text("")
@@ -205,7 +205,7 @@ def test_check_sees_a_stopped_dnsmasq_and_a_missing_name(
 
 
 def test_del_of_the_last_name_stops_dnsmasq_removes_the_rule_and_the_files(
-    host: FakePluginHost, tmp_path: Path, daemon: Dnsmasq, chain: InputChain
+    host: FakeHost, tmp_path: Path, daemon: Dnsmasq, chain: InputChain
 ) -> None:
     assert run(host, tmp_path, "ADD", conf())[0] == 0
     db = {**PREV, "ips": [{"address": "10.88.0.6/16", "interface": 1}]}
@@ -223,7 +223,7 @@ def test_del_of_the_last_name_stops_dnsmasq_removes_the_rule_and_the_files(
 
 
 def test_gc_drops_the_names_of_attachments_no_longer_valid(
-    host: FakePluginHost, tmp_path: Path, daemon: Dnsmasq, chain: InputChain
+    host: FakeHost, tmp_path: Path, daemon: Dnsmasq, chain: InputChain
 ) -> None:
     assert run(host, tmp_path, "ADD", conf())[0] == 0
     db = {**PREV, "ips": [{"address": "10.88.0.6/16", "interface": 1}]}
@@ -238,7 +238,7 @@ def test_gc_drops_the_names_of_attachments_no_longer_valid(
 
 
 def test_a_missing_bridge_fails_before_any_file_is_written(
-    host: FakePluginHost, tmp_path: Path, daemon: Dnsmasq, chain: InputChain
+    host: FakeHost, tmp_path: Path, daemon: Dnsmasq, chain: InputChain
 ) -> None:
     node = host.kernel()
     cni0 = node.find_link("cni0")
@@ -250,7 +250,7 @@ def test_a_missing_bridge_fails_before_any_file_is_written(
 
 
 def test_a_failure_at_each_step_of_a_first_add_leaves_nothing(
-    host: FakePluginHost, tmp_path: Path, daemon: Dnsmasq, chain: InputChain
+    host: FakeHost, tmp_path: Path, daemon: Dnsmasq, chain: InputChain
 ) -> None:
     with recording_steps() as steps:
         assert run(host, tmp_path, "ADD", conf())[0] == 0
@@ -265,7 +265,7 @@ def test_a_failure_at_each_step_of_a_first_add_leaves_nothing(
 
 
 def test_a_failure_at_each_step_of_a_later_add_keeps_the_first_containers_name(
-    host: FakePluginHost, tmp_path: Path, daemon: Dnsmasq, chain: InputChain
+    host: FakeHost, tmp_path: Path, daemon: Dnsmasq, chain: InputChain
 ) -> None:
     assert run(host, tmp_path, "ADD", conf())[0] == 0
     before = tree(tmp_path)
@@ -282,7 +282,7 @@ def records_dir(tmp_path: Path) -> Path:
 
 
 def test_attachments_whose_old_record_names_collide_stay_apart(
-    host: FakePluginHost, tmp_path: Path, daemon: Dnsmasq, chain: InputChain
+    host: FakeHost, tmp_path: Path, daemon: Dnsmasq, chain: InputChain
 ) -> None:
     """(a-x, eth0) and (a, x-eth0) were both recorded as a-x-eth0: the second ADD took the
     first one's record for its own and removed its name; a DEL removed the other's record."""
@@ -312,7 +312,7 @@ def test_record_names_escape_what_would_make_them_ambiguous() -> None:
 
 
 def test_records_an_older_pycni_wrote_are_still_found_and_removed(
-    host: FakePluginHost, tmp_path: Path, daemon: Dnsmasq, chain: InputChain
+    host: FakeHost, tmp_path: Path, daemon: Dnsmasq, chain: InputChain
 ) -> None:
     """A node upgraded in place: records named <containerID>-<ifname> by the old naming."""
     db = {**PREV, "ips": [{"address": "10.88.0.6/16", "interface": 1}]}

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from pycni.net.netfilter import iptables
-from pycni.plugin.fake_host import FakePluginHost
+from pycni.skel.fake_host import FakeHost
 from tests.plugin_logic import POD, call, recording_steps, with_prev
 from tests.unit.nft_transport import Recorder
 
@@ -117,14 +117,14 @@ def files(tmp_path: Path) -> list[str]:
 
 
 def run(
-    host: FakePluginHost, command: str, config: dict[str, Any], cid: str = "", fail_at: str = ""
+    host: FakeHost, command: str, config: dict[str, Any], cid: str = "", fail_at: str = ""
 ) -> tuple[int, Any]:
     extra = {"CNI_CONTAINERID": cid} if cid else {}
     return call(host, "firewall", command, config, fail_at=fail_at, extra_env=extra)
 
 
-def host() -> FakePluginHost:
-    fake = FakePluginHost()
+def host() -> FakeHost:
+    fake = FakeHost()
     fake.add_pod(POD)
     return fake
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pycni.plugin.fake_host import FakePluginHost
+from pycni.skel.fake_host import FakeHost
 from tests.plugin_logic import (
     POD,
     assert_each_step_rolls_back,
@@ -17,8 +17,8 @@ from tests.plugin_logic import (
 LOOPBACK = {"cniVersion": "1.0.0", "name": "lo-net", "type": "loopback"}
 
 
-def pod_host(lo_up: bool = False) -> FakePluginHost:
-    host = FakePluginHost()
+def pod_host(lo_up: bool = False) -> FakeHost:
+    host = FakeHost()
     host.add_pod(POD)
     if not lo_up:
         kernel = host.kernel(POD)

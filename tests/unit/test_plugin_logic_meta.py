@@ -15,7 +15,7 @@ import pytest
 
 from pycni.net.netlink.fake_kernel import FakeKernel
 from pycni.net.netlink.kernel import AF_INET6, NetlinkError, Route, Rule
-from pycni.plugin.fake_host import FakePluginHost
+from pycni.skel.fake_host import FakeHost
 from tests.plugin_logic import (
     POD,
     assert_each_step_rolls_back,
@@ -36,8 +36,8 @@ PREV = {
 }
 
 
-def pod_with_eth0() -> FakePluginHost:
-    host = FakePluginHost()
+def pod_with_eth0() -> FakeHost:
+    host = FakeHost()
     host.add_pod(POD)
     pod = host.kernel(POD)
     pod.add_dummy("eth0")
@@ -99,7 +99,7 @@ def test_sbr_a_failure_at_each_step_leaves_the_pod_as_it_was() -> None:
 
 
 def test_sbr_without_the_interface_is_an_error() -> None:
-    host = FakePluginHost()
+    host = FakeHost()
     host.add_pod(POD)
     assert failed(host, "sbr", "ADD", SBR) == "Cannot find network interface eth0"
 
@@ -165,9 +165,9 @@ def test_tuning_a_failure_at_each_step_leaves_the_pod_as_it_was(tmp_path: Path) 
     assert list(tmp_path.iterdir()) == []
 
 
-def pod_behind_a_veth() -> tuple[FakePluginHost, dict[str, Any]]:
+def pod_behind_a_veth() -> tuple[FakeHost, dict[str, Any]]:
     """A pod whose eth0 is the peer of the node's ``vethhost0``, and the prevResult naming it."""
-    host = FakePluginHost()
+    host = FakeHost()
     pod_ns = host.add_pod(POD)
     node = host.kernel()
     node.add_veth("vethhost0", "eth0", pod_ns.fd)
@@ -316,7 +316,7 @@ SBR_TABLE = with_prev(
 )
 
 
-def dual_pod() -> FakePluginHost:
+def dual_pod() -> FakeHost:
     host = pod_with_eth0()
     pod = host.kernel(POD)
     eth0 = pod.find_link("eth0")

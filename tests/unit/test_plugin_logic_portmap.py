@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from pycni.net.netfilter import conntrack, nft
-from pycni.plugin.fake_host import FakePluginHost
 from pycni.plugins.meta.portmap import reference_state
+from pycni.skel.fake_host import FakeHost
 from tests.plugin_logic import POD, call, failed, ok, picture, recording_steps, with_prev
 from tests.unit.nft_transport import Recorder
 
@@ -44,10 +44,10 @@ def conf(mappings: list[dict[str, Any]] | None = TCP, **extra: Any) -> dict[str,
     return with_prev(config, PREV)
 
 
-def node_with_bridge(route: bool = True) -> FakePluginHost:
+def node_with_bridge(route: bool = True) -> FakeHost:
     """The node as bridge leaves it: cni0 up with the pod network's gateway addresses, and a
     second link whose route_localnet must stay as it is."""
-    host = FakePluginHost()
+    host = FakeHost()
     host.add_pod(POD)
     node = host.kernel()
     node.add_bridge("cni0")

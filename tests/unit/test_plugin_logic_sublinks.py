@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pycni.plugin.fake_host import FakePluginHost
+from pycni.skel.fake_host import FakeHost
 from tests.plugin_logic import (
     POD,
     assert_each_step_rolls_back,
@@ -25,8 +25,8 @@ from tests.plugin_logic import (
 STATIC = {"type": "static", "addresses": [{"address": "10.44.0.5/24", "gateway": "10.44.0.1"}]}
 
 
-def new_host() -> FakePluginHost:
-    host = FakePluginHost()
+def new_host() -> FakeHost:
+    host = FakeHost()
     host.add_pod(POD)
     node = host.kernel()
     node.add_dummy("ens3", mtu=9000)

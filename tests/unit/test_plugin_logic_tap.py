@@ -16,9 +16,10 @@ from typing import Any
 
 from pycni.net.netlink.fake_kernel import FakeKernel
 from pycni.net.netlink.kernel import IFF_UP, Kernel, NetlinkError
-from pycni.plugin.fake_host import FakePluginHost, FakeSELinux
-from pycni.plugin.selinux import SELinuxError
-from pycni.plugins.main.tap import Tap, tun
+from pycni.plugins.main.tap import tun
+from pycni.plugins.main.tap.plugin import Tap
+from pycni.skel.fake_host import FakeHost, FakeSELinux
+from pycni.skel.selinux import SELinuxError
 from tests.plugin_logic import (
     POD,
     assert_each_step_rolls_back,
@@ -56,8 +57,8 @@ def plugin() -> tuple[Tap, FakeTun]:
     return Tap(create_tap=maker), maker
 
 
-def pod_host() -> FakePluginHost:
-    host = FakePluginHost()
+def pod_host() -> FakeHost:
+    host = FakeHost()
     host.add_pod(POD)
     return host
 
@@ -231,7 +232,7 @@ def test_gc_goes_on_to_the_ipam_plugin() -> None:
 LABEL = "system_u:system_r:svirt_t:s0:c1,c2"
 
 
-def _labelled_host(**kw: Any) -> tuple[FakePluginHost, FakeSELinux]:
+def _labelled_host(**kw: Any) -> tuple[FakeHost, FakeSELinux]:
     """A host with SELinux on whose "helper" makes the tap in the fake pod, as the real helper
     (tun.helper_argv) does in the real one: it reads the name, flags and ids from argv."""
     host = pod_host()

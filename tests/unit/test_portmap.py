@@ -16,9 +16,9 @@ from pycni.net.netfilter.chain_names import (
     must_format_chain_name_with_prefix,
     must_format_hash_with_prefix,
 )
-from pycni.plugin.base import Request
 from pycni.plugins.meta.portmap import iptables_backend, nft_backend, nft_chains, nft_maps
 from pycni.plugins.meta.portmap.config import PortMapConfig, PortMapping, parse
+from pycni.skel.base import Request
 from pycni.spec.errors import CNIError
 
 LONG_ID = (

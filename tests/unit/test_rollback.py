@@ -8,9 +8,9 @@ import logging
 
 import pytest
 
-from pycni.plugin import skel
-from pycni.plugin.base import Plugin, Request
-from pycni.plugin.rollback import Rollback
+from pycni.skel import run as skel
+from pycni.skel.base import Plugin, Request
+from pycni.skel.rollback import Rollback
 from pycni.spec.errors import CNIError, InvalidConfig
 from pycni.spec.result import IPConfig, Result
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from pycni.plugin import skel
-from pycni.plugin.base import Plugin, Request
+from pycni.skel import run as skel
+from pycni.skel.base import Plugin, Request
 from pycni.spec.errors import CNIError
 from pycni.spec.result import IPConfig, Result
 

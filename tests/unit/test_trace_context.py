@@ -1,5 +1,5 @@
 """W3C trace context in the runtime (libcni's TRACEPARENT/TRACESTATE/BAGGAGE) and the
-daemon's spans of a call (pycni.fast.otlp), without a kernel."""
+daemon's spans of a call (pycni.daemon.otlp), without a kernel."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pycni.fast import otlp
-from pycni.fast.stats import CallRecord
+from pycni.daemon import otlp
+from pycni.daemon.stats import CallRecord
 from pycni.runtime import CNIConfig, RuntimeConf, TraceContext, conf_list_from_bytes
 from tests.unit.test_runtime_support import FakePlugins, conflist
 

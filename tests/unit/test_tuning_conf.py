@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from pycni.plugin.base import Request
 from pycni.plugins.meta.tuning.backup import Backup
 from pycni.plugins.meta.tuning.conf import (
     check_allowlist,
@@ -16,6 +15,7 @@ from pycni.plugins.meta.tuning.conf import (
     parse,
     sysctl_path,
 )
+from pycni.skel.base import Request
 from pycni.spec.errors import CNIError
 
 

@@ -19,8 +19,6 @@ import signal
 import sys
 from typing import Any
 
-__all__ = ["UsageError", "network_settings", "register", "resolve"]
-
 DEFAULT_ENDPOINT = "http://127.0.0.1:2379"
 DEFAULT_SUBNET_FILE = "/run/flannel/subnet.env"
 DEFAULT_ETCD_PREFIX = "/pycni.dev/network"

@@ -9,8 +9,6 @@ import sys
 import time
 from typing import Any
 
-__all__ = ["register"]
-
 DEFAULT_STATE_DIR = "/run/pycni-cluster"
 
 

@@ -19,16 +19,6 @@ if TYPE_CHECKING:
 
     from pycni.runtime import NetworkConfigList, RuntimeConf
 
-__all__ = [
-    "DEFAULT_NET_DIR",
-    "USAGE",
-    "cni_paths",
-    "container_id_for",
-    "exact",
-    "load_conf",
-    "register",
-]
-
 DEFAULT_NET_DIR = "/etc/cni/net.d"
 DEFAULT_IFNAME = "eth0"
 DEFAULT_CACHE_DIR = "/var/lib/cni"

@@ -10,9 +10,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from pycni.fast import protocol
-
-__all__ = ["main", "register"]
+from pycni.daemon import protocol
 
 
 def register(subparsers: Any) -> None:
@@ -68,7 +66,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--autostart-lock-fd", type=int, default=None, help=argparse.SUPPRESS
-    )  # set by the entry points that start a daemon (fast/autostart.py)
+    )  # set by the entry points that start a daemon (daemon/autostart.py)
     parser.add_argument(
         "--metrics",
         metavar="ADDRESS",
@@ -96,7 +94,7 @@ def _print(data: dict[str, Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pycni.fast import client
+    from pycni.daemon import client
 
     if args.stats or args.ping:
         try:
@@ -121,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     autostarted = args.autostart_lock_fd is not None
     if autostarted:
-        from pycni.fast import autostart
+        from pycni.daemon import autostart
 
         autostart.trim_log()
         try:
@@ -136,14 +134,15 @@ def run(args: argparse.Namespace) -> int:
     )
     otlp_url = None
     if args.otlp_endpoint or any(k.startswith("OTEL_EXPORTER_OTLP") for k in os.environ):
-        from pycni.fast.otlp import EndpointError, endpoint_from
+        from pycni.daemon.otlp import EndpointError, endpoint_from
 
         try:
             otlp_url = endpoint_from(args.otlp_endpoint, os.environ)
         except EndpointError as exc:
             sys.stderr.write(f"pycni daemon: {exc}\n")
             return 2
-    from pycni.fast.server import Daemon, SocketSetupError
+    from pycni.daemon.server import Daemon
+    from pycni.daemon.transport import SocketSetupError
 
     daemon = Daemon(
         args.socket,
@@ -158,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
         autostarted=autostarted,
     )
     if args.metrics:  # a malformed address is refused before anything is bound
-        from pycni.fast.metrics import MetricsAddressError, check_address
+        from pycni.daemon.metrics import MetricsAddressError, check_address
 
         try:
             check_address(args.metrics)
@@ -173,8 +172,8 @@ def run(args: argparse.Namespace) -> int:
         return 1
     metrics = None
     if args.metrics:
-        from pycni.fast import policy
-        from pycni.fast.metrics import DaemonMetrics
+        from pycni.daemon import policy
+        from pycni.daemon.metrics import DaemonMetrics
 
         daemon.plugins = policy.preload_plugins()
         metrics = DaemonMetrics(daemon.load, daemon.plugins)
@@ -187,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
         observers.append(metrics.observe)
     exporter = None
     if otlp_url is not None:
-        from pycni.fast.otlp import Exporter
+        from pycni.daemon.otlp import Exporter
 
         exporter = Exporter(otlp_url)
         observers.append(exporter.observe)

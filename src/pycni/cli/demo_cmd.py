@@ -7,8 +7,6 @@ import os
 import sys
 from typing import Any, TextIO
 
-__all__ = ["register"]
-
 
 def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
@@ -114,8 +112,8 @@ def _report(outcome: Any, topology: str, out: TextIO) -> None:
 
 
 def _topology(state: Any, svg: str | None = None) -> str:
+    from pycni.daemon.protocol import DEFAULT_SOCKET
     from pycni.demo import topology
-    from pycni.fast.protocol import DEFAULT_SOCKET
     from pycni.inspect import leaks, render_svg
     from pycni.inspect.collect import Paths, collect
     from pycni.inspect.daemon import read_daemon

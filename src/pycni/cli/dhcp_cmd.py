@@ -9,8 +9,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-__all__ = ["register"]
-
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(

@@ -8,8 +8,6 @@ import os
 import sys
 from typing import Any
 
-__all__ = ["register"]
-
 # Repeated here (not imported) so that registering stays import-free.
 DEFAULT_CNI_PATH = "/opt/cni/bin"
 DEFAULT_CONF_DIR = "/etc/cni/net.d"

@@ -10,8 +10,6 @@ from typing import Any
 
 from pycni.cli.cnitool import DEFAULT_NET_DIR, cni_paths
 
-__all__ = ["register"]
-
 
 def register(subparsers: Any) -> None:
     version = subparsers.add_parser(

@@ -8,22 +8,13 @@ import os
 import sys
 from typing import Any
 
-__all__ = [
-    "DEFAULT_DATA_DIR",
-    "DEFAULT_GRACE_PERIOD",
-    "DEFAULT_NETNS_DIR",
-    "add_gc_options",
-    "register",
-    "run_cleanup",
-]
-
 DEFAULT_CNI_PATH = "/opt/cni/bin"
 # Same defaults as pycni.inspect.collect, repeated so that registering stays import-free.
 DEFAULT_CONF_DIR = "/etc/cni/net.d"
 DEFAULT_CACHE_DIR = "/var/lib/cni"
 DEFAULT_DATA_DIR = "/var/lib/cni/networks"
 DEFAULT_NETNS_DIR = "/run/netns"
-DEFAULT_DAEMON_SOCKET = "/run/pycni/pycni.sock"  # pycni.fast.protocol.DEFAULT_SOCKET
+DEFAULT_DAEMON_SOCKET = "/run/pycni/pycni.sock"  # pycni.daemon.protocol.DEFAULT_SOCKET
 DEFAULT_GRACE_PERIOD = 600.0  # = pycni.inspect.leaks.DEFAULT_GRACE_PERIOD (import-free here)
 EXIT_LEFT = 1  # `cleanup` / `gc`: some leak could not be removed
 EXIT_REFUSED = 4  # `cleanup` / `gc`: the scan cannot see the whole node, nothing was freed

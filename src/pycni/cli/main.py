@@ -16,16 +16,6 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable
 
-__all__ = [
-    "COMMAND_MODULES",
-    "COMMAND_OWNERS",
-    "NEEDS_ROOT",
-    "build_parser",
-    "main",
-    "modules_for",
-    "refuse_without_root",
-]
-
 COMMAND_MODULES: tuple[str, ...] = (
     "pycni.cli.cnitool",
     "pycni.cli.info_cmd",

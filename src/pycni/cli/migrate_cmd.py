@@ -6,8 +6,6 @@ import argparse
 import sys
 from typing import Any
 
-__all__ = ["register"]
-
 DEFAULT_CACHE_DIR = "/var/lib/cni"  # repeated here (not imported): registering stays import-free
 
 

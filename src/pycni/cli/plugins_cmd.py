@@ -6,12 +6,10 @@ import argparse
 import sys
 from typing import Any
 
-from pycni.fast import protocol
+from pycni.daemon import protocol
 
-__all__ = ["FORMS", "register"]
-
-FORMS = ("auto", "c", "python", "inprocess")  # pycni.fast.install.FORMS, kept import-free
-IDLE_EXIT_DEFAULT = 300.0  # pycni.fast.autostart.IDLE_EXIT_DEFAULT
+FORMS = ("auto", "c", "python", "inprocess")  # pycni.entrypoints.install.FORMS, kept import-free
+IDLE_EXIT_DEFAULT = 300.0  # pycni.daemon.autostart.IDLE_EXIT_DEFAULT
 
 
 def register(subparsers: Any) -> None:
@@ -57,9 +55,9 @@ def register(subparsers: Any) -> None:
 
 
 def run_install(args: argparse.Namespace) -> int:
-    from pycni.fast import build
-    from pycni.fast.install import install
-    from pycni.plugin import registry
+    from pycni.entrypoints import build
+    from pycni.entrypoints.install import install
+    from pycni.skel import registry
 
     unknown = sorted(set(args.only or ()) - set(registry.PLUGIN_TYPES))
     if unknown:
@@ -91,7 +89,7 @@ def run_install(args: argparse.Namespace) -> int:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from pycni.plugin import registry
+    from pycni.skel import registry
 
     available = set(registry.names())
     for name in sorted(registry.PLUGIN_TYPES):

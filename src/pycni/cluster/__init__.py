@@ -4,5 +4,3 @@
 node's subnet; ``pycni.playground.cluster`` builds a whole cluster on one machine
 (``pycni cluster up``).
 """
-
-__all__: list[str] = []

@@ -45,12 +45,10 @@ from pycni.cluster.lease import (
     Listing,
 )
 from pycni.cluster.tenure import Tenures, Verdict
-from pycni.net import link, owned_routes, procsys
+from pycni.net import link, owned_routes, sysctl
 from pycni.net.netlink.client import rtnl
 from pycni.net.netlink.kernel_changes import KernelChanges
 from pycni.record import field, record, replace
-
-__all__ = ["Agent", "AgentConfig", "AgentError", "make_backend"]
 
 BACKENDS = ("host-gw", "vxlan", "wireguard", "ipip")
 DEFAULT_SUBNET_FILE = "/run/flannel/subnet.env"
@@ -421,7 +419,7 @@ class Agent:
             lease = path.lease
             self.log(f"leased {lease.subnet} (lease {lease.lease_id:x}, ttl {lease.ttl}s)")
             with rtnl() as kernel:
-                procsys.enable_forwarding(kernel, procsys.THREAD, path.version)
+                sysctl.enable_forwarding(kernel, sysctl.THREAD, path.version)
             path.backend.configure(lease.subnet)
             if cfg.ipmasq:
                 masq.ensure(path.network.network)

@@ -14,8 +14,6 @@ from pycni.net import owned_routes
 from pycni.net.netlink.kernel import Kernel
 from pycni.record import field, record
 
-__all__ = ["Applied", "Backend", "Underlay", "guarded", "sync_routes", "update_routes"]
-
 
 @record(frozen=True)
 class Underlay:

@@ -32,21 +32,6 @@ from typing import Any
 from pycni.net.ns import NetNS
 from pycni.record import record
 
-__all__ = [
-    "MAX_RESPONSE",
-    "PAGE_KEYS",
-    "Endpoint",
-    "Etcd",
-    "EtcdCredentials",
-    "EtcdError",
-    "EtcdResponseTooLarge",
-    "KeyValue",
-    "Watch",
-    "WatchEvent",
-    "parse_endpoints",
-    "prefix_end",
-]
-
 MAX_RESPONSE = 8 << 20  # one answer (a whole lease list included)
 SMALL_RESPONSE = 64 << 10  # one key, a token, a health answer
 MAX_WATCH_MESSAGE = 1 << 20  # one watch message; longer ones only wake the watcher

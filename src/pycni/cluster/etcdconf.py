@@ -20,18 +20,6 @@ from pycni.cluster import netconf
 from pycni.cluster import subnet as sn
 from pycni.cluster.etcd import Etcd, EtcdResponseTooLarge
 
-__all__ = [
-    "MAX_ANSWER",
-    "MAX_VALUE",
-    "ConfigError",
-    "ConfigMissing",
-    "decode",
-    "differences",
-    "encode",
-    "ensure",
-    "read",
-]
-
 MAX_VALUE = netconf.MAX_FILE_BYTES  # what a net-conf file may hold, the key may hold
 MAX_ANSWER = 2 * MAX_VALUE + 4096  # etcd's JSON answer: the value in base64, and the rest
 

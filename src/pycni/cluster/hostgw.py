@@ -14,8 +14,6 @@ from pycni.cluster.subnet import Net
 from pycni.net import owned_routes
 from pycni.net.netlink.client import rtnl
 
-__all__ = ["HostGateway"]
-
 TYPE = "host-gw"
 
 

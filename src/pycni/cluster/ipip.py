@@ -22,8 +22,6 @@ from pycni.net.netlink.client import rtnl
 from pycni.net.netlink.kernel import Kernel
 from pycni.net.netlink.rtnl import wire
 
-__all__ = ["Ipip"]
-
 TYPE = "ipip"
 DEVICE = "pycni.ipip"
 OVERHEAD = 20

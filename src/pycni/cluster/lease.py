@@ -26,18 +26,6 @@ from pycni.cluster import subnet as sn
 from pycni.cluster.etcd import PAGE_KEYS, Etcd, EtcdError, EtcdResponseTooLarge, KeyValue
 from pycni.record import field, record
 
-__all__ = [
-    "DEFAULT_PREFIX",
-    "DEFAULT_TTL",
-    "MAX_LEASE_VALUE",
-    "BadLease",
-    "Lease",
-    "LeaseError",
-    "LeaseInfo",
-    "LeaseStore",
-    "Listing",
-]
-
 DEFAULT_PREFIX = "/pycni.dev/network"
 DEFAULT_TTL = 60
 MAX_ATTEMPTS = 64

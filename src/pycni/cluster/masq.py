@@ -11,8 +11,6 @@ from __future__ import annotations
 from pycni.cluster.subnet import Net
 from pycni.net.netfilter import nft
 
-__all__ = ["ensure"]
-
 TABLE = "pycni-cluster"
 
 

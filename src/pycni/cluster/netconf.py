@@ -21,17 +21,6 @@ from typing import Any
 from pycni.cluster import subnet as sn
 from pycni.record import record
 
-__all__ = [
-    "BACKENDS",
-    "MAX_FILE_BYTES",
-    "MAX_VNI",
-    "NetConf",
-    "NetConfError",
-    "load",
-    "parse",
-    "show",
-]
-
 MAX_FILE_BYTES = 64 << 10
 BACKENDS = ("vxlan", "host-gw", "wireguard", "ipip")
 # flannel's other backends (current and removed ones): refused by name

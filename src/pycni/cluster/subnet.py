@@ -19,22 +19,6 @@ from collections.abc import Iterable, Iterator
 from pycni.fsutil import write_atomic
 from pycni.record import record
 
-__all__ = [
-    "ClusterConfig",
-    "Interface",
-    "Net",
-    "NetworkConfig",
-    "Readiness",
-    "SubnetEnv",
-    "SubnetError",
-    "choose_free",
-    "key_of",
-    "read_subnet_env",
-    "readiness",
-    "subnet_of_key",
-    "write_subnet_env",
-]
-
 Net = ipaddress.IPv4Network | ipaddress.IPv6Network
 Interface = ipaddress.IPv4Interface | ipaddress.IPv6Interface
 

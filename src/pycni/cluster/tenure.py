@@ -38,8 +38,6 @@ from pycni.cluster.etcd import KeyValue
 from pycni.cluster.lease import LeaseInfo
 from pycni.record import record
 
-__all__ = ["GRACE", "Tenures", "Verdict"]
-
 # How long (in TTLs) a deleted key's tenure may hold it: the owner writes it back within
 # TTL/3, and a full pass (at most every TTL/3 by default) may come that much later, so the
 # route never outlives the key by a whole TTL.

@@ -10,8 +10,6 @@ from pycni.net import link
 from pycni.net.netlink.kernel import IFF_UP, Kernel, Link
 from pycni.net.netlink.rtnl import codec, wire
 
-__all__ = ["ensure", "own_address"]
-
 _CREATE = wire.NLM_F_CREATE | wire.NLM_F_EXCL | wire.NLM_F_ACK
 
 

@@ -24,16 +24,6 @@ from pycni.cluster import wgkey
 from pycni.cluster.lease import LeaseInfo
 from pycni.record import field, record
 
-__all__ = [
-    "MAX_REPORTS_PER_PASS",
-    "IPNet",
-    "NodeView",
-    "Rejections",
-    "exclusive",
-    "lease_problem",
-    "safe_key",
-]
-
 MAC_RE = re.compile(r"[0-9a-f]{2}(:[0-9a-f]{2}){5}")  # canonical: lower case, fullmatch
 MAX_REPORTS_PER_PASS = 20  # log lines about bad leases per pass (a flood is summarised)
 

@@ -25,8 +25,6 @@ from pycni.net import vxlan as vxdev
 from pycni.net.netlink.client import rtnl
 from pycni.net.netlink.kernel import Kernel
 
-__all__ = ["Vxlan"]
-
 TYPE = "vxlan"
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 DEFAULT_VNI = 1

@@ -22,18 +22,6 @@ import contextlib
 import os
 import stat
 
-__all__ = [
-    "DEFAULT_KEY_FILE",
-    "WgKeyError",
-    "decode",
-    "decode_canonical",
-    "encode",
-    "generate",
-    "load_or_create",
-    "public_key",
-    "x25519",
-]
-
 P = 2**255 - 19
 A24 = 121665
 KEY_LEN = 32

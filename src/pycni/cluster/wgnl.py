@@ -19,27 +19,6 @@ from pycni.net.netlink.kernel import NetlinkError
 from pycni.net.netlink.rtnl import wire
 from pycni.record import field, record
 
-__all__ = [
-    "CMD_SET_DEVICE",
-    "DEV_IFINDEX",
-    "DEV_LISTEN_PORT",
-    "DEV_PEERS",
-    "GENLMSGHDR",
-    "PEER_ALLOWEDIPS",
-    "PEER_FLAGS",
-    "PEER_F_REMOVE_ME",
-    "Address",
-    "Client",
-    "Device",
-    "Network",
-    "Peer",
-    "WireGuardError",
-    "decode_device",
-    "peer_attr",
-    "set_device_body",
-    "sockaddr",
-]
-
 NETLINK_GENERIC = 16
 GENL_ID_CTRL = 0x10
 CTRL_CMD_GETFAMILY = 3

@@ -27,8 +27,6 @@ from pycni.net import vxlan as vxdev
 from pycni.net.netlink.client import rtnl
 from pycni.net.netlink.kernel import Kernel
 
-__all__ = ["WireGuard", "keyed"]
-
 TYPE = "wireguard"
 DEFAULT_PORT = 51820
 DEFAULT_PORT_V6 = 51821

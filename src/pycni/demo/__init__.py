@@ -4,5 +4,3 @@
 ``pycni.runtime.CNIConfig``), ``checks`` proves it works, ``topology`` shows it, and
 ``run.down`` removes it all, also later from the state file of a ``--keep`` run.
 """
-
-__all__: list[str] = []

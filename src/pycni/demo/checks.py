@@ -14,8 +14,6 @@ from typing import TypeVar
 from pycni.net.ns import NetNS
 from pycni.record import record
 
-__all__ = ["Check", "http_get", "ping_matrix", "wait_listening"]
-
 T = TypeVar("T")
 
 

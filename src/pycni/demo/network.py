@@ -9,20 +9,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = [
-    "CLIENT_ADDRESS",
-    "CONTAINER_PORT",
-    "GATEWAY",
-    "HOST_PORT",
-    "POD_IFNAME",
-    "UPLINK",
-    "UPLINK_ADDRESS",
-    "as_bytes",
-    "bridge_conflist",
-    "loopback_conflist",
-    "port_mappings",
-]
-
 CNI_VERSION = "1.1.0"
 NETWORK = "pycni-demo"
 LOOPBACK_NETWORK = "pycni-demo-lo"

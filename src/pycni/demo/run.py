@@ -36,20 +36,6 @@ from pycni.net.ns import NetNS
 from pycni.playground import add_namespace, alive, cmdline, netns_path, remove_namespaces, run_ip
 from pycni.record import asdict, field, record
 
-__all__ = [
-    "KEEP_DIR",
-    "STATE_FILE",
-    "Comparison",
-    "DemoError",
-    "DemoState",
-    "Outcome",
-    "PodInfo",
-    "Progress",
-    "down",
-    "new_state",
-    "up",
-]
-
 KEEP_DIR = "/run/pycni-demo"
 STATE_FILE = "demo.json"
 POD_COUNT = 3
@@ -162,7 +148,7 @@ class Progress:
 
 def _daemon_answers() -> bool:
     try:
-        from pycni.fast import client, protocol
+        from pycni.daemon import client, protocol
 
         client.ping(protocol.DEFAULT_SOCKET, timeout=1.0)
     except Exception:
@@ -174,7 +160,8 @@ def _install_plugins(state: DemoState, mode: str, plugin_dir: str | None) -> Non
     if plugin_dir:
         state.plugin_dir, state.mode = plugin_dir, "external"
         return
-    from pycni.fast import install, protocol
+    from pycni.daemon import protocol
+    from pycni.entrypoints import install
 
     if mode == "auto":
         mode = "daemon"
@@ -192,7 +179,7 @@ def _install_plugins(state: DemoState, mode: str, plugin_dir: str | None) -> Non
 
 def _start_daemon(state: DemoState) -> None:
     """A daemon for this run, in the node's network namespace (where a node's daemon runs)."""
-    from pycni.fast import client
+    from pycni.daemon import client
 
     log = open(state.path("daemon.log"), "ab")  # noqa: SIM115 - handed to the child
     proc = subprocess.Popen(
@@ -348,7 +335,7 @@ def _detach(state: DemoState) -> tuple[list[float], list[str]]:
 
 def _compare_inprocess(state: DemoState, lo: bytes, br: bytes, progress: Progress) -> Comparison:
     """ADD (then DEL) one more pod with entry points that never use a daemon: the slow path."""
-    from pycni.fast import install
+    from pycni.entrypoints import install
     from pycni.runtime.api import CNIConfig
     from pycni.spec.conf import conf_list_from_bytes
     from pycni.spec.errors import CNIError

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pycni.inspect.model import NodeState
 
-__all__ = ["render"]
-
 
 def render(state: NodeState, client: str) -> str:
     lines = [f"node {state.netns}"]

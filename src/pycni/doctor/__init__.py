@@ -6,5 +6,3 @@ the others; ``kernel`` tries each kernel feature in a scratch namespace; ``node`
 what a runtime on this node would use (plugin and conf dirs, conflists, the daemon) and at
 leftovers (``pycni.inspect.leaks``).
 """
-
-__all__: list[str] = []

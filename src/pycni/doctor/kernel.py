@@ -17,8 +17,6 @@ from collections.abc import Callable, Iterator
 from pycni.doctor.report import FAIL, OK, WARN, Check
 from pycni.playground import netns_path
 
-__all__ = ["check_kernel"]
-
 SCRATCH_PREFIX = "pycni-doctor-"
 UNSUPPORTED_DOC = "docs/plugins/unsupported.md"
 

@@ -17,17 +17,6 @@ from pycni.inspect.runtimes import RuntimeView
 from pycni.record import record
 from pycni.spec.conf import NetworkConfigList
 
-__all__ = [
-    "EntryPoint",
-    "Setting",
-    "check_conf_dir",
-    "check_daemon",
-    "check_leaks",
-    "check_plugin_dirs",
-    "check_runtimes",
-    "read_entry_point",
-]
-
 _SCAN_LIMIT = 4 << 20
 _PY_SOCKET = re.compile(rb"^SOCKET_PATH = '([^'\n]*)'$", re.M)
 _PY_MODE = re.compile(rb"^MODE = '([^'\n]*)'$", re.M)
@@ -51,7 +40,7 @@ class EntryPoint:
 
 def read_entry_point(path: str) -> EntryPoint | None:
     """A pycni entry point's form and daemon socket; None for any other file."""
-    from pycni.fast.marker import ENTRY_MARKER
+    from pycni.skel.entry_point import ENTRY_MARKER
 
     try:
         with open(path, "rb") as f:
@@ -60,7 +49,7 @@ def read_entry_point(path: str) -> EntryPoint | None:
         return None
     if ENTRY_MARKER not in data:
         return None
-    from pycni.fast.install import entry_config
+    from pycni.entrypoints.install import entry_config
 
     config = entry_config(path) or {}
     if config.get("form") in ("c", "python"):  # entry points that carry their mode line

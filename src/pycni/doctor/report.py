@@ -7,8 +7,6 @@ from typing import Any
 
 from pycni.record import field, record
 
-__all__ = ["FAIL", "OK", "WARN", "Check", "CheckFn", "as_text", "run_all", "summary"]
-
 OK, WARN, FAIL = "ok", "warn", "fail"
 STATUSES = (OK, WARN, FAIL)
 

@@ -4,5 +4,3 @@ docs/kubernetes.md: the DaemonSet in deploy/kubernetes/pycni.yaml runs them; ins
 lays the image's self-contained runtime and entry points onto the host, the daemon enters
 the host's mount namespace to serve those entry points, the agent is `pycni agent`.
 """
-
-__all__: list[str] = []

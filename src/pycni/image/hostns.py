@@ -1,6 +1,6 @@
 """The daemon container's way onto the host: join the host's mount namespace, then exec.
 
-The daemon serves only callers in its own mount namespace (pycni.fast.peer): a call's
+The daemon serves only callers in its own mount namespace (pycni.daemon.peer): a call's
 CNI_PATH, netns and dataDir are paths, and must name the caller's files. The entry points
 on the host are exec'd by the runtime in the host's mount namespace, so the daemon runs
 there too: with hostPID the host's init is pid 1, and ``setns`` into its mount namespace
@@ -17,8 +17,6 @@ import socket
 import struct
 
 from pycni.image.layout import IMAGE_RUNTIME, release_of
-
-__all__ = ["CLONE_NEWNS", "HostError", "enter_mount_ns", "exec_on_host", "serving_mount_ns"]
 
 CLONE_NEWNS = 0x00020000
 SO_PEERPIDFD = getattr(socket, "SO_PEERPIDFD", 77)

@@ -15,11 +15,9 @@ import json
 import os
 import shutil
 
-from pycni.fast.install import entry_config
+from pycni.entrypoints.install import entry_config
 from pycni.fsutil import write_atomic
 from pycni.image.layout import RUNTIME_LINK, Paths, release_of
-
-__all__ = ["InstallError", "install", "uninstall"]
 
 SAVED_DIR = ".pycni-saved"
 KEEP_RELEASES = 2  # the current one and the one before (a daemon may still run from it)

@@ -9,16 +9,6 @@ from __future__ import annotations
 
 import os
 
-__all__ = [
-    "CONF_NAME",
-    "HOST_MOUNT_NS",
-    "IMAGE_RUNTIME",
-    "RUNTIME_LINK",
-    "SOCKET",
-    "Paths",
-    "release_of",
-]
-
 IMAGE_RUNTIME = "/opt/pycni/current"  # in the image; on the host a link into releases/
 RUNTIME_LINK = "current"
 SOCKET = "/run/pycni/pycni.sock"

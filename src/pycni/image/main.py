@@ -9,8 +9,6 @@ import sys
 from pycni.image import hostns, install_cni
 from pycni.image.layout import HOST_MOUNT_NS, IMAGE_RUNTIME, SOCKET, Paths
 
-__all__ = ["main"]
-
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(

@@ -4,5 +4,3 @@
 ``leaks.find_leaks(state)`` says what looks left behind; ``render_text``, ``render_svg`` and
 ``model.to_json`` present it; ``cleanup.clean(...)`` removes the leaks.
 """
-
-__all__: list[str] = []

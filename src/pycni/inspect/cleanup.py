@@ -37,12 +37,10 @@ from pycni.inspect import nftmap
 from pycni.inspect.collect import Paths, collect
 from pycni.inspect.leaks import DEFAULT_GRACE_PERIOD, Leak, find_leaks
 from pycni.inspect.model import NodeState, PortMapping
-from pycni.inspect.namespaces import view_problems
 from pycni.net.netlink.client import rtnl
+from pycni.net.nsscan import view_problems
 from pycni.record import field, record
 from pycni.spec.errors import INVALID_NETWORK_CONFIG, CNIError
-
-__all__ = ["CleanupReport", "clean"]
 
 DEL_TIMEOUT = 120.0  # seconds one chain DEL may take before its plugin is killed
 

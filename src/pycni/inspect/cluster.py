@@ -21,8 +21,6 @@ from pycni.inspect.model import (
 )
 from pycni.net.netlink.kernel import Kernel
 
-__all__ = ["read_agent_state", "read_lease", "subnet_files"]
-
 DEFAULT_SUBNET_FILE = "/run/flannel/subnet.env"
 MASQ_TABLE = "pycni-cluster"
 

@@ -31,7 +31,10 @@ from pycni.inspect.model import (
     Route,
     Veth,
 )
-from pycni.inspect.namespaces import (
+from pycni.net.netlink.client import rtnl
+from pycni.net.netlink.kernel import Kernel
+from pycni.net.ns import THREAD_NETNS, NetNS, NetNSNotFound
+from pycni.net.nsscan import (
     NamespaceScan,
     linked_addresses,
     namespace_key,
@@ -39,14 +42,9 @@ from pycni.inspect.namespaces import (
     opaque_note,
     open_namespace,
 )
-from pycni.inspect.namespaces import scan as scan_namespaces
-from pycni.net.netlink.client import rtnl
-from pycni.net.netlink.kernel import Kernel
-from pycni.net.ns import THREAD_NETNS, NetNS, NetNSNotFound
+from pycni.net.nsscan import scan as scan_namespaces
 from pycni.record import record
 from pycni.spec.errors import CNIError
-
-__all__ = ["Paths", "collect", "read_networks"]
 
 DEFAULT_CONF_DIR = "/etc/cni/net.d"
 DEFAULT_CACHE_DIR = "/var/lib/cni"
@@ -352,7 +350,7 @@ def _candidate_namespaces(
     """(name, path) of every live namespace but our own, and the scan that found them.
 
     Named ones (``netns_dir`` entries, cached netns paths) come first and keep their names;
-    the rest are found through /proc (see :mod:`pycni.inspect.namespaces`).
+    the rest are found through /proc (see :mod:`pycni.net.nsscan`).
     """
     named: list[tuple[str, str]] = []
     with contextlib.suppress(OSError):

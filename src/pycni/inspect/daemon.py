@@ -12,16 +12,6 @@ from collections.abc import Iterable
 
 from pycni.inspect.model import DaemonStatus, EntryPointDir
 
-__all__ = [
-    "KEPT_DEMO_PLUGIN_DIR",
-    "LAUNCHER_ENV",
-    "choose_socket",
-    "entry_point_dirs",
-    "forwarded_sockets",
-    "read_daemon",
-    "started_by",
-]
-
 # Set in a daemon's environment by the tool that started it (`pycni demo`), in words: a daemon
 # whose parent has exited is otherwise only "by hand, parent pid 1".
 LAUNCHER_ENV = "PYCNI_LAUNCHER"
@@ -73,7 +63,7 @@ def started_by(pid: int) -> str:
 
 
 def describe_entry_point(config: dict[str, str], socket_path: str) -> str:
-    """One entry point's mode in words (config: pycni.fast.install.entry_config)."""
+    """One entry point's mode in words (config: pycni.entrypoints.install.entry_config)."""
     form = config.get("form", "unknown")
     if form == "inprocess":
         return "inprocess form (never uses a daemon)"
@@ -95,7 +85,7 @@ def describe_entry_point(config: dict[str, str], socket_path: str) -> str:
 
 def entry_point_dirs(dirs: Iterable[str], socket_path: str) -> list[EntryPointDir]:
     """How the pycni entry points in each plugin directory were installed (reads files only)."""
-    from pycni.fast.install import entry_config
+    from pycni.entrypoints.install import entry_config
 
     out = []
     for directory in dirs:
@@ -132,7 +122,7 @@ def entry_point_dirs(dirs: Iterable[str], socket_path: str) -> list[EntryPointDi
 def forwarded_sockets(dirs: Iterable[str]) -> list[tuple[str, int]]:
     """The daemon sockets the pycni entry points in ``dirs`` forward to, with how many entry
     points forward to each, most first: the daemon a runtime's calls reach, wherever it is."""
-    from pycni.fast.install import entry_config
+    from pycni.entrypoints.install import entry_config
 
     counts: dict[str, int] = {}
     for directory in dict.fromkeys(dirs):
@@ -170,7 +160,7 @@ def read_daemon(
     socket_path: str, timeout: float = 2.0, plugin_dirs: Iterable[str] = ()
 ) -> DaemonStatus:
     """PING the daemon on ``socket_path``, and read the entry points' modes; never raises."""
-    from pycni.fast import client
+    from pycni.daemon import client
 
     status = DaemonStatus(socket=socket_path)
     status.entry_points = entry_point_dirs(plugin_dirs, socket_path)

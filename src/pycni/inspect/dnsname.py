@@ -18,8 +18,6 @@ from pycni.inspect.leaks import Leak
 from pycni.inspect.model import DnsServer, NodeState
 from pycni.net.ns import THREAD_NETNS
 
-__all__ = ["addresses", "find_leaks", "read_servers", "remove"]
-
 KIND = "dnsmasq"
 
 

@@ -40,8 +40,6 @@ from pycni.inspect.model import Attachment, NodeState, Reservation
 from pycni.inspect.nftmap import owner_chain
 from pycni.record import record
 
-__all__ = ["DEFAULT_GRACE_PERIOD", "Leak", "find_leaks"]
-
 DEFAULT_GRACE_PERIOD = 600.0  # seconds; an ADD (even a slow DHCP one) is over long before
 
 _CACHE_TEMP_PREFIX = ".pycni-tmp-"  # = pycni.runtime.cache._TEMP_PREFIX; libcni makes none

@@ -33,8 +33,6 @@ from typing import Any
 
 from pycni.record import record
 
-__all__ = ["Step", "to_reference"]
-
 
 @record(frozen=True)
 class Step:
@@ -72,7 +70,7 @@ def _entries(cache_dir: str) -> Iterator[tuple[str, Any]]:
 def _plugin_requests(info: Any) -> Iterator[tuple[str, Any]]:
     """Each plugin of the cached conflist as the Request its DEL would get (libcni's
     injected name, cniVersion, prevResult and runtimeConfig)."""
-    from pycni.plugin.base import Request
+    from pycni.skel.base import Request
     from pycni.spec.conf import conf_list_from_bytes
     from pycni.spec.validate import container_id, interface_name, network_name
 
@@ -175,7 +173,7 @@ def _ipmasq(req: Any, dry_run: bool) -> str | None:
 def _firewall(req: Any, dry_run: bool) -> str | None:
     """Drop the attachment's IP record (pycni's own bookkeeping for its iptables GC, which the
     reference neither reads nor removes); None when there is none."""
-    from pycni.plugins.meta.firewall import parse
+    from pycni.plugins.meta.firewall.plugin import parse
     from pycni.plugins.meta.firewall.records import Records
 
     conf = parse(req)

@@ -6,29 +6,6 @@ from typing import Any
 
 from pycni.record import asdict, field, record
 
-__all__ = [
-    "Attachment",
-    "Bridge",
-    "ClusterAgentState",
-    "ClusterLease",
-    "DaemonStatus",
-    "DnsServer",
-    "EntryPointDir",
-    "HostInterface",
-    "Masquerade",
-    "Namespace",
-    "Network",
-    "NodeState",
-    "OwnedRoute",
-    "PodLink",
-    "PortMapping",
-    "Reservation",
-    "Route",
-    "Veth",
-    "VxlanDevice",
-    "to_dict",
-]
-
 
 @record
 class Network:
@@ -286,7 +263,7 @@ class NodeState:
     cluster: ClusterAgentState | None = None
     daemon: DaemonStatus | None = None
     dns_servers: list[DnsServer] = field(default_factory=list)
-    # Every live network namespace of the machine was scanned (see inspect/namespaces.py):
+    # Every live network namespace of the machine was scanned (see net/nsscan.py):
     # how many, each address found in one (ip -> namespace labels), and whether the scan
     # was complete enough to prove an address unused / a veth peer's namespace gone.
     live_namespaces: int = 0

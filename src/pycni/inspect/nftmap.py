@@ -15,15 +15,6 @@ from pycni.inspect.model import Masquerade, PortMapping
 from pycni.net.netfilter import model, nft
 from pycni.plugins.meta.portmap import nft_backend, nft_chains, nft_maps
 
-__all__ = [
-    "delete_mapping",
-    "owner_chain",
-    "portmap_tables",
-    "read_iptables_masquerades",
-    "read_mappings",
-    "read_masquerades",
-]
-
 REFERENCE_TABLE = "cni_hostport"
 PYCNI_TABLE_PREFIX = "pycni"
 

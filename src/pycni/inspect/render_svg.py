@@ -27,8 +27,6 @@ from pycni.record import field, record
 if TYPE_CHECKING:  # leaks imports the kernel readers; the renderer stays pure
     from pycni.inspect.leaks import Leak
 
-__all__ = ["MAX_ROW", "render"]
-
 FONT = "DejaVu Sans Mono, Menlo, Consolas, monospace"
 CHAR_EM = 0.65  # advance of one character in ems: DejaVu Sans Mono is 0.602, so this errs large
 WIDE_EM = 1.1  # characters outside Latin-1 (arrows, ellipsis) may come from a wider font

@@ -5,8 +5,6 @@ from __future__ import annotations
 from pycni.inspect.leaks import Leak
 from pycni.inspect.model import ClusterAgentState, DaemonStatus, NodeState
 
-__all__ = ["render"]
-
 
 def _short(cid: str) -> str:
     return cid if len(cid) <= 16 else cid[:12] + "…"

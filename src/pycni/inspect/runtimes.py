@@ -27,16 +27,6 @@ from typing import Any
 
 from pycni.record import record
 
-__all__ = [
-    "PODMAN_PLUGIN_DIRS",
-    "RuntimeView",
-    "containerd",
-    "crio",
-    "find",
-    "plugin_dirs",
-    "podman",
-]
-
 PODMAN_PLUGIN_DIRS = (
     "/usr/local/libexec/cni",
     "/usr/libexec/cni",

@@ -7,11 +7,9 @@ import time
 from pycni.net.errors import NetError
 from pycni.net.link import addresses
 from pycni.net.netlink.kernel import AF_INET6, Kernel, NetlinkError
-from pycni.net.procsys import Sysctl, try_write
 from pycni.net.route import add_routes, prefix_route_exists
+from pycni.net.sysctl import Sysctl, try_write
 from pycni.spec.result import IPAddress, Result
-
-__all__ = ["AddressError", "configure_iface", "validate_ips", "wait_dad"]
 
 IFA_F_TENTATIVE = 0x40
 IFA_F_DADFAILED = 0x08

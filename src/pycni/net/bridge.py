@@ -16,25 +16,9 @@ from pycni.net.netlink.kernel import (
     NetlinkError,
     family_of,
 )
-from pycni.net.procsys import Sysctl, try_write
+from pycni.net.sysctl import Sysctl, try_write
 from pycni.net.veth import create_pair
 from pycni.record import record
-
-__all__ = [
-    "AddressConflict",
-    "BridgeInfo",
-    "NotABridge",
-    "VlanFilteringUnsupported",
-    "VlanGateway",
-    "delete_if_unused",
-    "ensure_addr",
-    "ensure_bridge",
-    "ensure_vlan_gateway",
-    "port_vlans",
-    "remove_addr",
-    "set_port_flags",
-    "vlan_gateway_name",
-]
 
 # bridge VLAN flags (linux/if_bridge.h)
 BRIDGE_VLAN_INFO_PVID = 0x2

@@ -34,8 +34,6 @@ from __future__ import annotations
 
 from pycni.spec.errors import INTERNAL, CNIError
 
-__all__ = ["NetError", "NetfilterError", "to_cni"]
-
 
 class NetError(Exception):
     """Base of every error pycni.net raises on purpose (see the tree above)."""

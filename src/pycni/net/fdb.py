@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pycni.net.netlink.kernel import IPAddress, Kernel, NetlinkError
 
-__all__ = ["Address", "delete", "remote_entries", "set_remote"]
-
 Address = IPAddress
 
 

@@ -8,21 +8,6 @@ from __future__ import annotations
 
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network
 
-__all__ = [
-    "IPAddress",
-    "IPNetwork",
-    "bits",
-    "in_network",
-    "last_usable",
-    "network_of",
-    "next_ip",
-    "parse_cidr",
-    "parse_ip",
-    "parse_ip_or_cidr",
-    "prev_ip",
-    "span",
-]
-
 IPAddress = IPv4Address | IPv6Address
 IPNetwork = IPv4Network | IPv6Network
 

@@ -14,17 +14,6 @@ from pycni.net.netlink.kernel import (
     NetlinkError,
 )
 
-__all__ = [
-    "LinkNotFound",
-    "addresses",
-    "delete_by_name",
-    "get",
-    "index_of",
-    "is_global_unicast",
-    "set_arp_notify",
-    "wait_oper_up",
-]
-
 
 class LinkNotFound(NetError, LookupError):
     def __init__(self, name: str) -> None:

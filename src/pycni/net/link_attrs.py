@@ -8,17 +8,6 @@ from __future__ import annotations
 from pycni.net.netlink.kernel import IFF_ALLMULTI, IFF_PROMISC, Kernel
 from pycni.record import record
 
-__all__ = [
-    "LinkAttrs",
-    "read",
-    "set_alias",
-    "set_allmulti",
-    "set_mac",
-    "set_mtu",
-    "set_promisc",
-    "set_txqlen",
-]
-
 
 @record
 class LinkAttrs:

@@ -11,8 +11,6 @@ from pycni.net.errors import NetError
 from pycni.net.netlink.kernel import AF_INET, AF_INET6, MAIN_TABLE, Kernel, Link, NetlinkError
 from pycni.net.veth import random_host_name
 
-__all__ = ["create_in_netns", "default_route_interface", "mode_of", "parse_mode"]
-
 # IFLA_MACVLAN_MODE values, by the names the CNI config uses ("" means bridge).
 MODES: dict[str, int] = {"private": 1, "vepa": 2, "bridge": 4, "passthru": 8}
 _NAMES = {v: k for k, v in MODES.items()}

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pycni.net.netlink.kernel import AF_INET, NUD_PERMANENT, IPAddress, Kernel, NetlinkError
 
-__all__ = ["Address", "delete", "permanent", "set_permanent"]
-
 Address = IPAddress
 
 

@@ -16,18 +16,6 @@ from contextlib import contextmanager
 from pycni.net.errors import NetError
 from pycni.spec.errors import INVALID_NETNS, CNIError
 
-__all__ = [
-    "CLONE_NEWNET",
-    "PROC_SUPER_MAGIC",
-    "THREAD_NETNS",
-    "NetNS",
-    "NetNSNotFound",
-    "entered_fd",
-    "fs_type",
-    "same_as_current",
-    "setns",
-]
-
 CLONE_NEWNET = 0x40000000
 NSFS_MAGIC = 0x6E736673
 PROC_SUPER_MAGIC = 0x9FA0

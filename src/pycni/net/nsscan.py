@@ -48,25 +48,6 @@ from pycni.net.ns import CLONE_NEWNET, PROC_SUPER_MAGIC, fs_type
 from pycni.record import field, record
 from pycni.spec.errors import CNIError
 
-__all__ = [
-    "Key",
-    "LiveAddresses",
-    "LiveNamespace",
-    "NamespaceScan",
-    "linked_addresses",
-    "live_addresses",
-    "namespace_key",
-    "node_path_key",
-    "nsfs_device",
-    "nsfs_mount_points",
-    "opaque_note",
-    "open_namespace",
-    "proc_net_addresses",
-    "scan",
-    "view_notes",
-    "view_problems",
-]
-
 CLONE_NEWNS = 0x00020000
 NS_GET_USERNS = 0xB701  # _IO(0xb7, 0x1), Linux 4.9
 NS_GET_NSTYPE = 0xB703  # _IO(0xb7, 0x3), Linux 4.11

@@ -16,24 +16,6 @@ from pycni.net.netlink.kernel import MAIN_TABLE as MAIN_TABLE
 from pycni.net.netlink.kernel import Kernel, NetlinkError, Route
 from pycni.record import record
 
-__all__ = [
-    "AF_INET",
-    "AF_INET6",
-    "PROTO_PYCNI",
-    "Address",
-    "ForeignRoute",
-    "Network",
-    "OwnedRoute",
-    "add",
-    "current",
-    "default_oif",
-    "delete",
-    "family_of",
-    "foreign",
-    "replace",
-    "update",
-]
-
 PROTO_PYCNI = 157  # unused by iproute2's rt_protos; shows as "proto 157"
 RTNH_F_ONLINK = 0x4
 RT_SCOPE_LINK = 253

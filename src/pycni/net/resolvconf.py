@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pycni.spec.result import DNS
 
-__all__ = ["parse_file", "parse_text"]
-
 
 def parse_text(text: str) -> DNS:
     """``nameserver``/``domain``/``search``/``options`` lines; ``#`` and ``;`` start comments.

@@ -9,15 +9,6 @@ from pycni.net.netlink.kernel import Kernel, NetlinkError, family_of
 from pycni.net.netlink.kernel import Route as KernelRoute
 from pycni.spec.result import IPAddress, IPInterface, Route
 
-__all__ = [
-    "MAIN_TABLE",
-    "RTPROT_BOOT",
-    "RouteError",
-    "add_routes",
-    "prefix_route_exists",
-    "validate_routes",
-]
-
 MAIN_TABLE = 254
 RTPROT_BOOT = 3  # what Go's netlink library leaves routes with, so `ip route` reads the same
 

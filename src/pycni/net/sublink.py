@@ -14,16 +14,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = [
-    "add_ipvlan",
-    "add_vlan",
-    "create_in_netns",
-    "ipvlan_flag",
-    "ipvlan_flag_name",
-    "ipvlan_mode",
-    "ipvlan_mode_name",
-]
-
 # IFLA_IPVLAN_MODE and IFLA_IPVLAN_FLAGS values by the names configs and `ip link` use
 IPVLAN_MODES: dict[str, int] = {"l2": 0, "l3": 1, "l3s": 2}
 IPVLAN_FLAGS: dict[str, int] = {"bridge": 0, "private": 1, "vepa": 2}

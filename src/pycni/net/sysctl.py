@@ -1,121 +1,73 @@
-"""sysctls through /proc/sys. Entries under net/ are per network namespace and resolve to the
-namespace of the thread that opens them, so a thread inside a namespace can set its values.
+"""The /proc/sys/net entries of one network namespace, as a value a plugin is handed.
 
-Looking up ``net/ipv4`` or ``net/ipv6`` below the one /proc/sys/net of the machine passes one
-cached entry per namespace that ever opened it (a global lock taken for each), so on a node
-with many pods every such open costs O(pods): measured 7 -> 135 us idle, about 1 ms under
-load, from 10 to 1000 pods (docs/benchmarks.md). Opens under those two directories therefore
-go relative to a directory fd of this thread's namespace, kept for the few namespaces used
-last (the warm daemon's node). A kept fd cannot reach another namespace: it is found by the
-namespace's inode, which no other live namespace has, and once its namespace is gone the
-kernel answers ENOENT below it, on which the full path is tried. A kept fd holds the
-directory, not its namespace: a pod's namespace whose directories are kept is still destroyed
-when its last holder goes (tests/integration/test_sysctl_kept_dirs.py), so GC never sees it
-live because of them.
+sysctls under net/ belong to a network namespace, like links and routes: a plugin that writes
+``net/ipv6/conf/eth0/accept_ra`` means the namespace it is working on. ``Sysctl`` is that
+per-namespace view, so the plugins and the net/ helpers they call (addr, bridge, veth) take
+one beside their ``Kernel`` instead of reaching for /proc themselves: the real one,
+``THREAD``, is pycni.net.thread_sysctl (it acts on the calling thread's namespace, which the plugin
+seam, pycni.skel.host, keeps equal to the Kernel's namespace for the block it hands out);
+the fake one is each FakeNetns's ``sysctl`` (pycni.net.netlink.fake_kernel). Names are in
+slash form relative to /proc/sys (``net/ipv4/ip_forward``), as every caller writes them.
 """
 
 from __future__ import annotations
 
-import _thread  # threading.Lock is _thread.allocate_lock; threading costs an import
-import os
-from collections import OrderedDict
+from pycni.net import thread_sysctl as _proc
 
-__all__ = ["path_of", "read", "try_write", "write"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Protocol
 
-
-def path_of(name: str) -> str:
-    """``net.ipv4.ip_forward`` or ``net/ipv4/conf/eth0.100/x`` → the file under /proc/sys.
-
-    When a dot appears before the first slash the name is in dotted form: dots become
-    slashes and slashes dots (so interface names with dots survive), as pkg/utils/sysctl.
-    """
-    slash = name.find("/")
-    dot = name.find(".")
-    if dot != -1 and (slash == -1 or dot < slash):
-        name = name.translate(str.maketrans("./", "/."))
-    return "/proc/sys/" + name
+    from pycni.net.netlink.kernel import Kernel
+else:
+    Protocol = object  # typing is not imported at run time
 
 
-_PROC_SYS = "/proc/sys/"
-_FAMILY_DIRS = ("net/ipv4/", "net/ipv6/")
-_KEPT = 8  # directory fds kept: (namespace, family) pairs used last
-_kept: OrderedDict[tuple[int, int, str], int] = OrderedDict()
-_kept_lock = _thread.allocate_lock()  # held while a kept fd is used, so none is closed under a user
+class Sysctl(Protocol):
+    """The sysctls of one network namespace; refusals are OSError (ENOENT: no such entry)."""
+
+    def read(self, name: str) -> str: ...
+
+    def write(self, name: str, value: str) -> None: ...
 
 
-def _after_fork_in_child() -> None:
-    """A forked child starts with no kept fds and a free lock (the parent's other threads
-    are gone, one of them may have held it)."""
-    global _kept_lock
-    _kept_lock = _thread.allocate_lock()
-    for fd in _kept.values():
-        os.close(fd)
-    _kept.clear()
+class ThreadSysctl:
+    """The calling thread's namespace, through /proc/sys (pycni.net.thread_sysctl)."""
+
+    __slots__ = ()
+
+    def read(self, name: str) -> str:
+        return _proc.read(name)
+
+    def write(self, name: str, value: str) -> None:
+        _proc.write(name, value)
 
 
-os.register_at_fork(after_in_child=_after_fork_in_child)
+THREAD = ThreadSysctl()
 
 
-def _kept_dir(key: tuple[int, int, str], family_dir: str) -> int:
-    """The directory fd for ``key`` (opened now if not kept); caller holds _kept_lock."""
-    fd = _kept.get(key)
-    if fd is not None:
-        _kept.move_to_end(key)
-        return fd
-    fd = os.open(_PROC_SYS + family_dir, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    _kept[key] = fd
-    while len(_kept) > _KEPT:
-        _, old = _kept.popitem(last=False)
-        os.close(old)
-    return fd
-
-
-def _forget(key: tuple[int, int, str]) -> None:
-    fd = _kept.pop(key, None)
-    if fd is not None:
-        os.close(fd)
-
-
-def open_entry(name: str, flags: int) -> int:
-    """An fd of the entry ``name`` (path_of's forms) opened with ``flags``: below net/ipv4 and
-    net/ipv6 relative to this namespace's kept directory fd, anything else by its full path."""
-    path = path_of(name)
-    rel = path[len(_PROC_SYS) :]
-    family_dir = rel[: len(_FAMILY_DIRS[0])]
-    rest = rel[len(family_dir) :]
-    parts = rest.split("/")
-    # only plain relative names take the short way: "" (an absolute rest would ignore the
-    # directory fd), "." and ".." go by the full path, resolved as they always were
-    if family_dir not in _FAMILY_DIRS or any(p in ("", ".", "..") for p in parts):
-        return os.open(path, flags | os.O_CLOEXEC)
-    ns = os.stat("/proc/thread-self/ns/net")
-    key = (ns.st_dev, ns.st_ino, family_dir)
-    with _kept_lock:
-        try:
-            return os.open(rest, flags | os.O_CLOEXEC, dir_fd=_kept_dir(key, family_dir))
-        except FileNotFoundError:
-            _forget(key)  # its namespace may be gone; the full path decides
-    return os.open(path, flags | os.O_CLOEXEC)
-
-
-def read(name: str) -> str:
-    fd = open_entry(name, os.O_RDONLY)
-    with os.fdopen(fd, "rb") as fh:
-        data = fh.read()
-    return data[:-1].decode() if data.endswith(b"\n") else data.decode()
-
-
-def write(name: str, value: str) -> None:
-    fd = open_entry(name, os.O_WRONLY)
-    try:
-        os.write(fd, value.encode())
-    finally:
-        os.close(fd)
-
-
-def try_write(name: str, value: str) -> None:
+def try_write(sysctl: Sysctl, name: str, value: str) -> None:
     """Best effort (e.g. an IPv6 knob on a node with IPv6 disabled), as the reference."""
     try:
-        write(name, value)
+        sysctl.write(name, value)
     except OSError:
         return
+
+
+def enable_forwarding(kernel: Kernel, sysctl: Sysctl, version: int) -> None:
+    """ip_forward for IPv4, conf/all/forwarding for IPv6 (pkg/ip's EnableIP4/6Forward), in the
+    namespace of ``kernel`` and ``sysctl``.
+
+    The current value is read over netlink (RTM_GETNETCONF): a /proc/sys/net/ipv4 open walks
+    past an entry per namespace that ever looked at it (docs/benchmarks.md). Only a needed
+    write, or a kernel that does not answer, goes to the sysctl."""
+    from pycni.net.netlink.kernel import NetlinkError, family_of
+
+    name = "net/ipv4/ip_forward" if version == 4 else "net/ipv6/conf/all/forwarding"
+    try:
+        if kernel.forwarding(family_of(version)) == 1:
+            return
+    except NetlinkError:
+        pass  # e.g. IPv6 off: the sysctl answers as it always did
+    if sysctl.read(name) != "1":
+        sysctl.write(name, "1")

@@ -13,18 +13,6 @@ from functools import cache
 from pycni.net.netlink.kernel import TC_H_INGRESS, TC_H_ROOT, Kernel, Qdisc, Tbf
 from pycni.record import record
 
-__all__ = [
-    "TbfParams",
-    "add_ingress",
-    "add_tbf",
-    "create_ifb",
-    "delete_ingress",
-    "delete_root_qdisc",
-    "qdiscs",
-    "redirect_ingress_to",
-    "tbf_params_of",
-]
-
 TIME_UNITS_PER_SEC = 1_000_000
 LATENCY_USEC = 25_000.0  # the reference's latencyInMillis = 25
 TBF_HANDLE = 0x00010000  # 1:

@@ -11,8 +11,6 @@ import _thread
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["search_path", "which"]
-
 _local = _thread._local()  # threading.local, without importing threading
 
 

@@ -14,10 +14,8 @@ import os
 from pycni.net.errors import NetError
 from pycni.net.link import index_of
 from pycni.net.netlink.kernel import Kernel, NetlinkError
-from pycni.net.procsys import Sysctl, try_write
+from pycni.net.sysctl import Sysctl, try_write
 from pycni.record import record
-
-__all__ = ["VethNameTaken", "VethPair", "create_pair", "random_host_name"]
 
 HOST_NAME_RETRIES = 10
 # The host end's tx queue length: 0, as pkg/ip's SetupVeth leaves it (the pod end, created

@@ -23,18 +23,6 @@ from pycni.net.netlink.kernel import (
     Route,
 )
 
-__all__ = [
-    "VrfError",
-    "check_free",
-    "create",
-    "enslave",
-    "find",
-    "leave",
-    "members",
-    "movable_routes",
-    "release",
-]
-
 RT_SCOPE_UNIVERSE = 0
 RTNH_F_ONLINK = 0x4
 MAX_TABLE = 0xFFFFFFFF

@@ -13,8 +13,6 @@ from pycni.net import link
 from pycni.net.netlink.kernel import IFF_UP, Kernel, Link
 from pycni.record import record
 
-__all__ = ["DEFAULT_PORT", "VxlanSpec", "ensure", "ensure_address", "overhead"]
-
 DEFAULT_PORT = 8472  # the Linux default, also flannel's
 OVERHEAD = 50  # outer IPv4 (20) + UDP (8) + VXLAN (8) + inner Ethernet (14) headers
 OVERHEAD_V6 = 70  # the same over an IPv6 underlay (40-byte outer header)

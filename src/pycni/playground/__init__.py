@@ -12,17 +12,6 @@ import os
 import subprocess
 from collections.abc import Callable, Sequence
 
-__all__ = [
-    "add_namespace",
-    "alive",
-    "cmdline",
-    "create_netns",
-    "delete_netns",
-    "netns_path",
-    "remove_namespaces",
-    "run_ip",
-]
-
 NETNS_DIR = "/run/netns"
 
 

@@ -35,32 +35,6 @@ from pycni.net.ns import NetNS
 from pycni.playground import add_namespace, alive, cmdline, netns_path, remove_namespaces, run_ip
 from pycni.record import asdict, field, record
 
-__all__ = [
-    "AGENT_MARKER",
-    "DEFAULT_IPV6_NETWORK",
-    "ETCD_PREFIX",
-    "NODE_IFNAME",
-    "ClusterError",
-    "ClusterState",
-    "NodeState",
-    "PodState",
-    "Progress",
-    "UpOptions",
-    "add_node",
-    "agent_running",
-    "build_underlay",
-    "down",
-    "inside",
-    "new_state",
-    "node_routes",
-    "start_agent",
-    "start_etcd",
-    "stop_agent",
-    "stop_etcd",
-    "up",
-    "wait_converged",
-]
-
 DEFAULT_PREFIX = "pycni-cl-"
 DEFAULT_NETWORK = "10.244.0.0/16"
 DEFAULT_UNDERLAY = "10.99.0.0/24"
@@ -482,7 +456,7 @@ def conflist(state: ClusterState, node: NodeState) -> dict[str, Any]:
 
 
 def _install_plugins(state: ClusterState) -> None:
-    from pycni.fast import install
+    from pycni.entrypoints import install
 
     state.plugin_dir = state.path("bin")
     install.install(state.plugin_dir, form="inprocess")

@@ -12,8 +12,6 @@ from pycni.playground import netns_path
 from pycni.playground.cluster import ETCD_PREFIX, ClusterState, agent_running, node_routes
 from pycni.record import field, record
 
-__all__ = ["Report", "collect", "render"]
-
 
 @record
 class Report:

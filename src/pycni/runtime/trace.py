@@ -5,7 +5,7 @@ plugin's environment when the call's context carries a valid span context, follo
 OpenTelemetry proposal for context in environment variables (OTEP 0258). pycni's runtime does
 the same when a call is given a ``TraceContext``; the entry points and the daemon pass the
 environment through unchanged, and the daemon can export its timings of the call as spans of
-that trace (pycni.fast.otlp).
+that trace (pycni.daemon.otlp).
 
 The values come from a caller (or a parent process's environment) and end up in a plugin's
 environment and in exported spans, so they are checked: a traceparent that is not

@@ -14,9 +14,9 @@
  * Autostart (when installed with it): if connect() finds no socket or a stale one, we first
  * start a daemon in the background (fork twice, setsid, flock <socket>.lock or leave, wait
  * until this call is over, exec `pycni daemon`), then run this call in-process as above: the
- * call never waits for the daemon it started, nor shares the CPU with its start. See src/pycni/fast/autostart.py. Nothing of this runs on the fast path.
+ * call never waits for the daemon it started, nor shares the CPU with its start. See src/pycni/daemon/autostart.py. Nothing of this runs on the fast path.
  *
- * The wire protocol is described in docs/daemon.md and src/pycni/fast/protocol.py. The
+ * The wire protocol is described in docs/daemon.md and src/pycni/daemon/protocol.py. The
  * socket path, the fallback command and the protocol constants come from a header that
  * the installer generates (pycni_forwarder_config.h). Only libc is used.
  */
@@ -39,7 +39,7 @@
 
 #include "pycni_forwarder_config.h"
 
-/* Checked against pycni.fast.protocol by tests/unit/test_fast_wire_constants.py. */
+/* Checked against pycni.daemon.protocol by tests/unit/test_entrypoints_wire_constants.py. */
 #define PREFIX_SIZE 16
 #define REPLY_SIZE 20
 #define KIND_CALL 1

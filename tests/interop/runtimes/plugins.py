@@ -28,7 +28,7 @@ class PluginSet:
         """How many plugin calls the daemon has served (0 for the other kinds)."""
         if self.socket is None:
             return 0
-        from pycni.fast import client
+        from pycni.daemon import client
 
         return int(client.stats(str(self.socket))["counts"]["calls"])
 
@@ -40,7 +40,7 @@ def plugin_set(kind: str, scratch: Path) -> Iterator[PluginSet]:
         assert (GO_PLUGINS / "bridge").exists(), "containernetworking-plugins is not installed"
         yield PluginSet(kind, GO_PLUGINS)
         return
-    from pycni.fast import install
+    from pycni.entrypoints import install
 
     directory = scratch / f"plugins-{kind}"
     directory.mkdir(parents=True, exist_ok=True)

@@ -11,13 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 
-__all__ = [
-    "format_chain_name",
-    "format_comment",
-    "must_format_chain_name_with_prefix",
-    "must_format_hash_with_prefix",
-]
-
 MAX_CHAIN_LENGTH = 28
 CHAIN_PREFIX = "CNI-"
 

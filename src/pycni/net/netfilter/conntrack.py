@@ -26,8 +26,6 @@ from pycni.net.netlink.kernel import AF_INET, AF_INET6
 from pycni.net.netlink.nfnetlink import NFGENMSG
 from pycni.net.netlink.rtnl.wire import NLM_F_ACK, NLM_F_DUMP, attr, nested, parse_attrs
 
-__all__ = ["delete_by_address", "delete_by_dst_port"]
-
 NFNL_SUBSYS_CTNETLINK = 1
 IPCTNL_MSG_CT_NEW, IPCTNL_MSG_CT_GET, IPCTNL_MSG_CT_DELETE = 0, 1, 2
 CTA_TUPLE_ORIG, CTA_TUPLE_REPLY, CTA_ID, CTA_ZONE, CTA_FILTER = 1, 2, 12, 18, 25

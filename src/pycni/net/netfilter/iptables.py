@@ -20,20 +20,6 @@ from pycni.net.errors import NetfilterError
 from pycni.net.netfilter import rule_tokens
 from pycni.record import field, record
 
-__all__ = [
-    "IptablesError",
-    "SavedTable",
-    "available",
-    "delete_line",
-    "parse_save",
-    "quote",
-    "restore",
-    "rule_line",
-    "save",
-    "script",
-    "tool",
-]
-
 VARIANTS = ("legacy", "nft")
 
 

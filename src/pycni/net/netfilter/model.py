@@ -31,35 +31,6 @@ if TYPE_CHECKING:
 
     from pycni.net.netfilter import nftnl
 
-__all__ = [
-    "BitOr",
-    "Chain",
-    "Concat",
-    "Ct",
-    "Dnat",
-    "Element",
-    "Fib",
-    "Mangle",
-    "Masquerade",
-    "Match",
-    "Meta",
-    "Payload",
-    "Prefix",
-    "Rule",
-    "Ruleset",
-    "Set",
-    "SetRef",
-    "Table",
-    "Verdict",
-    "add",
-    "chain_removal",
-    "create",
-    "delete",
-    "flush",
-    "parse",
-    "removal",
-]
-
 
 class _Node:
     """A small immutable value: its fields are its ``__slots__``; equality, hash and repr go

@@ -25,8 +25,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["NftError", "apply", "apply_json", "available", "query", "run_document", "table_exists"]
-
 _MAX_CONTEXTS = 16
 _contexts: OrderedDict[tuple[int, int], tuple[Any, _thread.LockType]] = OrderedDict()
 _contexts_lock = _thread.allocate_lock()

@@ -43,27 +43,6 @@ from pycni.net.netlink.rtnl.wire import (
 )
 from pycni.record import record
 
-__all__ = [
-    "ChainRemoval",
-    "Element",
-    "ElementChange",
-    "IPAddress",
-    "NftnlError",
-    "Removal",
-    "Rule",
-    "batch_messages",
-    "chain_exists",
-    "chain_rules",
-    "change_elements",
-    "comment_of",
-    "concat_key",
-    "element_comment",
-    "get_element",
-    "set_elements",
-    "set_exists",
-    "set_is_empty",
-]
-
 
 def _nested(kind: int, payload: bytes) -> bytes:
     return nested(kind, [payload])

@@ -36,8 +36,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["Match", "iptables_args", "nft_exprs", "nft_statements", "parse"]
-
 ADDR_TYPES = (
     "unspec",
     "unicast",

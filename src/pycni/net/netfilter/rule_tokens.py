@@ -27,21 +27,6 @@ import ipaddress
 from pycni.spec import validate
 from pycni.spec.errors import INVALID_NETWORK_CONFIG, CNIError
 
-__all__ = [
-    "IPAddress",
-    "IPNetwork",
-    "address",
-    "chain_name",
-    "choice",
-    "control_character",
-    "interface_name",
-    "iptables_word",
-    "network",
-    "plain_text",
-    "refuse",
-    "shown",
-]
-
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 CHAIN_MAX = 28  # iptables: "chain name must be shorter than 29 characters"

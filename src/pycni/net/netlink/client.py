@@ -12,8 +12,6 @@ from contextlib import contextmanager
 
 from pycni.net.netlink.kernel import Kernel
 
-__all__ = ["open_kernel", "rtnl"]
-
 
 def open_kernel() -> Kernel:
     """A Kernel of the calling thread's namespace (the caller closes it)."""

@@ -4,11 +4,11 @@ Why here and not under tests/: it is an implementation of pycni.net.netlink.kern
 native client, so it lives beside it, is type-checked with it
 (mypy --strict runs on src/ only; the ``_check`` line at the bottom makes mypy prove it
 satisfies the Protocol) and sits under the layer contract (it imports only pycni.net.netlink.kernel
-and pycni.record). Only pycni.plugin.fake_host (which nothing imports) imports it, so no
+and pycni.record). Only pycni.skel.fake_host (which nothing imports) imports it, so no
 plugin's cold path pays for it; tests and downstream code import it as httpx's users import
 its MockTransport.
 
-A ``FakeHost`` holds namespaces (``FakeNetns``), each known by a fake file descriptor as the
+A ``FakeMachine`` holds namespaces (``FakeNetns``), each known by a fake file descriptor as the
 real ones are known by an fd of /run/netns/<name>; ``FakeKernel(ns)`` is a client bound to one
 of them, as a client opened in that namespace is. It answers like Linux 6.x does with default
 sysctls, and raises the same ``NetlinkError`` with the same errno; tests/kernel_contract.py runs
@@ -35,7 +35,7 @@ suite) so the two cannot drift apart. Modelled:
   routes in the VRF's table), gateways checked in the route's table then by a full lookup
   (main, or a port's VRF table), the l3mdev rules the first VRF adds (held to a kernel with
   the vrf module by the full-kernel lane);
-- sysctls: each namespace's ``sysctl`` (FakeSysctl, a pycni.net.procsys.Sysctl) holds the
+- sysctls: each namespace's ``sysctl`` (FakeSysctl, a pycni.net.sysctl.Sysctl) holds the
   forwarding switches and the per-device entries plugins write (arp_notify, accept_ra,
   disable_ipv6, keep_addr_on_down, ...), tied to the link state they govern.
 
@@ -87,8 +87,6 @@ if TYPE_CHECKING:
     from typing import Unpack
 
     from pycni.net.netlink.kernel import LinkChanges
-
-__all__ = ["IPV4_CONF_IDS", "IPV6_CONF_DEFAULTS", "FakeHost", "FakeKernel", "FakeNetns"]
 
 IFF_BROADCAST = 0x2
 IFF_LOOPBACK = 0x8
@@ -161,7 +159,7 @@ class _Link:
 class FakeNetns:
     """One network namespace: its links, addresses, routes, rules, neighbours and settings."""
 
-    def __init__(self, host: FakeHost, fd: int) -> None:
+    def __init__(self, host: FakeMachine, fd: int) -> None:
         self.host = host
         self.fd = fd
         self.links: dict[int, _Link] = {}
@@ -213,7 +211,7 @@ class FakeNetns:
         return self.nsids[other.fd]
 
 
-class FakeHost:
+class FakeMachine:
     """The machine: namespaces known by fake fds (``ns.fd``), which the calls that take a
     namespace fd (add_veth, add_macvlan, set_link(netns_fd=)) accept."""
 
@@ -1121,7 +1119,7 @@ def _ipv6_conf(link: _Link, knob: str) -> int:
 
 
 class FakeSysctl:
-    """The /proc/sys/net entries of one FakeNetns (pycni.net.procsys.Sysctl): the forwarding
+    """The /proc/sys/net entries of one FakeNetns (pycni.net.sysctl.Sysctl): the forwarding
     switches (the same state ``Kernel.forwarding`` reads) and the per-device entries named in
     IPV4_CONF_IDS and IPV6_CONF_DEFAULTS, which exist while their link does (ENOENT
     otherwise) and start again from the defaults when it changes namespace. Writing

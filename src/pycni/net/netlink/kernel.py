@@ -1,7 +1,7 @@
 """The typed kernel boundary: what pycni asks of rtnetlink, as one Protocol over records.
 
 Plugins and net/ helpers talk to the kernel only through a ``Kernel`` (opened by
-``pycni.net.netlink.client.rtnl()``; plugins are handed theirs by pycni.plugin.host): links,
+``pycni.net.netlink.client.rtnl()``; plugins are handed theirs by pycni.skel.host): links,
 addresses, routes, neighbours, FDB entries, policy rules and the few tc objects the bandwidth
 plugin makes. Replies are frozen records
 (pycni.record) with typed fields; every kernel refusal is one ``NetlinkError`` (an OSError
@@ -41,41 +41,6 @@ if TYPE_CHECKING:
         flag_mask: int
 else:
     Protocol = object  # typing is not imported at run time
-
-__all__ = [
-    "AF_INET",
-    "AF_INET6",
-    "CLASS_1_1",
-    "ETH_P_ALL",
-    "IFF_ALLMULTI",
-    "IFF_PROMISC",
-    "IFF_UP",
-    "INGRESS_HANDLE",
-    "IPV4_DEVCONF_ARP_NOTIFY",
-    "IPV4_DEVCONF_ROUTE_LOCALNET",
-    "MAIN_TABLE",
-    "NUD_PERMANENT",
-    "RTN_UNICAST",
-    "RTPROT_STATIC",
-    "TC_H_INGRESS",
-    "TC_H_ROOT",
-    "Address",
-    "FdbEntry",
-    "IPAddress",
-    "IPInterface",
-    "IPNetwork",
-    "Kernel",
-    "Link",
-    "Neighbour",
-    "NetlinkError",
-    "Qdisc",
-    "Route",
-    "Rule",
-    "Tbf",
-    "VxlanInfo",
-    "broadcast_of",
-    "family_of",
-]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network

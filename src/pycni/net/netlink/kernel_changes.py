@@ -17,8 +17,6 @@ import socket
 
 from pycni.net.netlink.rtnl.wire import NETLINK_ROUTE, NLMSGHDR, align
 
-__all__ = ["KernelChanges"]
-
 RTMGRP_IPV4_IFADDR, RTMGRP_IPV4_ROUTE = 0x10, 0x40
 RTMGRP_IPV6_IFADDR, RTMGRP_IPV6_ROUTE = 0x100, 0x400
 RTM_NEWADDR, RTM_DELADDR, RTM_NEWROUTE, RTM_DELROUTE = 20, 21, 24, 25

@@ -44,16 +44,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-__all__ = [
-    "NFGENMSG",
-    "RECV_SIZE",
-    "Connection",
-    "NfnetlinkError",
-    "connection",
-    "replies",
-    "request",
-]
-
 NETLINK_NETFILTER = 12
 NFGENMSG = struct.Struct("=BBH")  # family, version, resource id (big-endian)
 RECV_SIZE = 1 << 17

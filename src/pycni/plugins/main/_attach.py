@@ -12,32 +12,17 @@ from pycni.net.addr import configure_iface, validate_ips
 from pycni.net.link import LinkNotFound, delete_by_name, set_arp_notify
 from pycni.net.netlink.kernel import IPInterface, Kernel
 from pycni.net.ns import NetNS, NetNSNotFound
-from pycni.net.procsys import try_write
 from pycni.net.route import validate_routes
-from pycni.plugin.base import Request
-from pycni.plugin.config import DNSConf, IPAMRef, MacArg
-from pycni.plugin.rollback import Rollback
+from pycni.net.sysctl import try_write
 from pycni.record import record, replace
+from pycni.skel.base import Request
+from pycni.skel.config import DNSConf, IPAMRef, MacArg
+from pycni.skel.rollback import Rollback
 from pycni.spec.args import load_args
 from pycni.spec.decode import Obj, Str, decode, option
 from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig
 from pycni.spec.result import DNS, Interface, Result
 from pycni.spec.validate import is_mac
-
-__all__ = [
-    "check_ips_and_routes",
-    "configure_pod_iface",
-    "delete_in_pod",
-    "delete_pod_link",
-    "internal",
-    "ipam_add",
-    "ipam_passthrough",
-    "ipam_type",
-    "masquerade",
-    "pod_result",
-    "prev_interface",
-    "requested_mac",
-]
 
 
 def internal(msg: str) -> CNIError:

@@ -14,12 +14,10 @@ from contextlib import AbstractContextManager
 from pycni.net.link import LinkNotFound, get
 from pycni.net.netlink.kernel import Kernel, Link, NetlinkError
 from pycni.net.ns import NetNS
-from pycni.plugin.base import Request
-from pycni.plugin.rollback import Rollback
 from pycni.plugins.main._attach import delete_in_pod, internal
+from pycni.skel.base import Request
+from pycni.skel.rollback import Rollback
 from pycni.spec.result import Interface
-
-__all__ = ["add_in_pod", "check_mac", "master_kernel", "prev_link"]
 
 
 def master_kernel(req: Request, pod: NetNS, in_pod: bool) -> AbstractContextManager[Kernel]:

@@ -29,25 +29,6 @@ if TYPE_CHECKING:
 else:
     Protocol = object  # typing is not imported at run time
 
-__all__ = [
-    "BACKENDS",
-    "CHAIN",
-    "COMMENT_MAX",
-    "DEFAULT_BACKEND",
-    "TABLE",
-    "Backend",
-    "IPMasqError",
-    "backend",
-    "chain_name",
-    "comment_for_instance",
-    "gc",
-    "hash_for_instance",
-    "hash_for_network",
-    "hash_hex",
-    "iptables_comment",
-    "teardown",
-]
-
 TABLE = "cni_plugins_masquerade"
 CHAIN = "masq_checks"
 COMMENT_MAX = 128

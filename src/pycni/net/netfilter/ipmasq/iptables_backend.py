@@ -19,8 +19,6 @@ if TYPE_CHECKING:
 
     from pycni.net.netfilter.iptables import SavedTable
 
-__all__: list[str] = []
-
 
 def _ipt(version: int, *args: str) -> subprocess.CompletedProcess[str]:
     binary = "iptables" if version == 4 else "ip6tables"

@@ -59,18 +59,6 @@ if TYPE_CHECKING:
 
     from pycni.net.netfilter import nftnl
 
-__all__ = [
-    "RULE_PREFIX",
-    "IPNetwork",
-    "gc",
-    "net_chain",
-    "nft_setup_script",
-    "release_unused",
-    "set_name",
-    "setup",
-    "teardown",
-]
-
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 TABLE_COMMENT = "Masquerading for plugins from github.com/containernetworking/plugins"

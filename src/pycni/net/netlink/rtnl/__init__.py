@@ -6,5 +6,3 @@ Measured (see docs/architecture.md): pyroute2 0.9 runs an asyncio loop for every
 call, ~0.25-0.4 ms of CPU per request, and a bridge ADD makes ~35 of them; importing it costs
 ~180 ms, most of an in-process plugin run. Open one through pycni.net.netlink.client.rtnl().
 """
-
-__all__: list[str] = []

@@ -50,8 +50,6 @@ if TYPE_CHECKING:
 
     from pycni.net.netlink.kernel import LinkChanges
 
-__all__ = ["NativeKernel", "dump_addresses"]
-
 _CREATE = NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL
 _REPLACE = NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE
 

@@ -14,18 +14,6 @@ import struct
 from pycni.net.netlink.kernel import Qdisc, Tbf
 from pycni.net.netlink.rtnl.wire import attr, attr_str, attr_u32, parse_attrs
 
-__all__ = [
-    "RTM_DELQDISC",
-    "RTM_GETQDISC",
-    "RTM_NEWQDISC",
-    "RTM_NEWTFILTER",
-    "decode_qdisc",
-    "ingress",
-    "redirect_filter",
-    "tbf",
-    "tcmsg",
-]
-
 RTM_NEWQDISC, RTM_DELQDISC, RTM_GETQDISC, RTM_NEWTFILTER = 36, 37, 38, 44
 TCA_KIND, TCA_OPTIONS = 1, 2
 TCA_TBF_PARMS, TCA_TBF_RATE64 = 1, 4

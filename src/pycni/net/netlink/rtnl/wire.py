@@ -10,32 +10,6 @@ from collections.abc import Iterable, Iterator
 
 from pycni.net.netlink.kernel import NetlinkError
 
-__all__ = [
-    "DUMP_TRIES",
-    "NETLINK_ROUTE",
-    "NLA_TYPE_MASK",
-    "NLMSGHDR",
-    "NLMSG_DONE",
-    "NLMSG_ERROR",
-    "NLM_F_ACK",
-    "NLM_F_CREATE",
-    "NLM_F_DUMP",
-    "NLM_F_ECHO",
-    "NLM_F_EXCL",
-    "NLM_F_REPLACE",
-    "NLM_F_REQUEST",
-    "RTATTR",
-    "RtnlError",
-    "Socket",
-    "align",
-    "attr",
-    "attr_str",
-    "attr_u32",
-    "messages",
-    "nested",
-    "parse_attrs",
-]
-
 NETLINK_ROUTE = 0
 SOL_NETLINK = 270
 NETLINK_GET_STRICT_CHK = 12

@@ -14,8 +14,6 @@ import os
 import socket
 from collections.abc import MutableMapping
 
-__all__ = ["FIRST_FD", "ActivationError", "listener"]
-
 FIRST_FD = 3
 _VARIABLES = ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES")
 

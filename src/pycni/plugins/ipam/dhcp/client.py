@@ -45,18 +45,6 @@ from pycni.plugins.ipam.dhcp.message import (
 )
 from pycni.record import record
 
-__all__ = [
-    "Cancelled",
-    "ClientTuning",
-    "DhcpClient",
-    "DhcpError",
-    "PacketSocket",
-    "Reply",
-    "network_of",
-    "udp_packet",
-    "udp_payload",
-]
-
 ETH_P_IP = 0x0800
 PACKET_OUTGOING = 4
 BROADCAST_MAC = b"\xff" * 6

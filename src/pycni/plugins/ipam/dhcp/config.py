@@ -7,8 +7,6 @@ from typing import Any
 from pycni.record import record
 from pycni.spec.decode import UINT32_MAX, Bool, FilePath, Int, ListOf, Obj, Str, decode, option
 
-__all__ = ["DhcpIPAM", "ProvideOption", "RequestOption", "load"]
-
 SOCKET_PATH = FilePath(max_bytes=107)  # sun_path: 108 bytes with the NUL
 OPTION_NAME = Str(max_len=64, no_control=True, what="a DHCP option name or number")
 

@@ -37,8 +37,6 @@ from pycni.spec.decode import section
 from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig
 from pycni.spec.result import Result
 
-__all__ = ["DhcpDaemon", "DhcpServer", "client_id", "prepare_options"]
-
 log = logging.getLogger("pycni.dhcp")
 
 DEFAULT_REQUEST = (OPT_ROUTER, OPT_SUBNET_MASK)

@@ -18,8 +18,6 @@ from pycni.plugins.ipam.dhcp.protocol import DEFAULT_SOCKET
 from pycni.plugins.ipam.dhcp.store import DEFAULT_LEASE_DIR
 from pycni.record import record
 
-__all__ = ["USAGE", "DaemonOptions", "FlagError", "HelpRequested", "parse", "parse_duration"]
-
 
 @record(frozen=True)
 class DaemonOptions:

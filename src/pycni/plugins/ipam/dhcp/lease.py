@@ -49,8 +49,6 @@ from pycni.plugins.ipam.dhcp.message import (
 from pycni.record import record
 from pycni.spec.result import IPConfig, Route
 
-__all__ = ["BOUND", "REBINDING", "RENEWING", "Lease", "Times", "next_step"]
-
 log = logging.getLogger("pycni.dhcp")
 
 DEFAULT_LEASE_TIME = 3600.0

@@ -13,39 +13,6 @@ import struct
 
 from pycni.record import field, record
 
-__all__ = [
-    "ACK",
-    "BOOTREPLY",
-    "BOOTREQUEST",
-    "DISCOVER",
-    "FLAG_BROADCAST",
-    "NAK",
-    "OFFER",
-    "OPT_CLASSLESS_ROUTES",
-    "OPT_CLIENT_ID",
-    "OPT_LEASE_TIME",
-    "OPT_MESSAGE_TYPE",
-    "OPT_PARAM_REQUEST_LIST",
-    "OPT_REBINDING_TIME",
-    "OPT_RENEWAL_TIME",
-    "OPT_REQUESTED_IP",
-    "OPT_ROUTER",
-    "OPT_SERVER_ID",
-    "OPT_STATIC_ROUTES",
-    "OPT_SUBNET_MASK",
-    "RELEASE",
-    "REQUEST",
-    "TYPE_NAMES",
-    "IPv4",
-    "Message",
-    "MessageError",
-    "StaticRoute",
-    "classful_routes",
-    "classless_routes",
-    "new_xid",
-    "parse_option_name",
-]
-
 IPv4 = ipaddress.IPv4Address
 ZERO = IPv4(0)
 

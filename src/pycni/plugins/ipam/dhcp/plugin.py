@@ -11,14 +11,12 @@ from __future__ import annotations
 import errno
 import os
 
-from pycni.plugin.base import Plugin, Request
 from pycni.plugins.ipam.dhcp import config as dhcp_config
 from pycni.plugins.ipam.dhcp import protocol
+from pycni.skel.base import Plugin, Request
 from pycni.spec.decode import section
 from pycni.spec.errors import INTERNAL, LIMITED_CONNECTIVITY, PLUGIN_NOT_AVAILABLE, CNIError
 from pycni.spec.result import Result
-
-__all__ = ["PLUGIN"]
 
 # ADD may wait the daemon's whole retry schedule (208 s by default) before it answers.
 CALL_TIMEOUT = 300.0

@@ -14,8 +14,6 @@ import json
 import socket
 from typing import Any
 
-__all__ = ["DEFAULT_SOCKET", "DaemonUnreachable", "call", "receive", "reply"]
-
 DEFAULT_SOCKET = "/run/cni/dhcp.sock"
 MAX_MESSAGE = 1 << 20
 

@@ -25,8 +25,6 @@ from pycni.plugins.ipam.dhcp.client import ClientTuning
 from pycni.plugins.ipam.dhcp.daemon import DhcpDaemon, DhcpServer
 from pycni.plugins.ipam.dhcp.store import LeaseStore
 
-__all__ = ["command_line", "run"]
-
 log = logging.getLogger("pycni.dhcp")
 
 

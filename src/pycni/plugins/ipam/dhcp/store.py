@@ -10,8 +10,6 @@ from typing import Any
 
 from pycni.fsutil import write_atomic
 
-__all__ = ["DEFAULT_LEASE_DIR", "LeaseStore"]
-
 DEFAULT_LEASE_DIR = "/run/pycni/dhcp"
 
 

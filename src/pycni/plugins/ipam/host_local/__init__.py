@@ -1,5 +1,3 @@
-"""host-local IPAM (see docs/plugins/host-local.md)."""
+"""host-local: addresses from local ranges, one per range set, reserved as files on disk.
 
-from pycni.plugins.ipam.host_local.plugin import PLUGIN
-
-__all__ = ["PLUGIN"]
+The plugin is plugin.py (PLUGIN); the other modules are its parts."""

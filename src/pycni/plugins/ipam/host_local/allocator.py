@@ -18,8 +18,6 @@ from pycni.plugins.ipam.host_local.store import Store
 from pycni.spec.errors import INTERNAL, INVALID_NETWORK_CONFIG, TRY_AGAIN_LATER, CNIError
 from pycni.spec.result import IPConfig
 
-__all__ = ["Allocator", "candidates", "free_count"]
-
 
 class AllocationError(CNIError):
     """A failure of one set's allocation; the plugin prefixes the set index."""

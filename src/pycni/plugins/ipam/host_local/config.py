@@ -37,8 +37,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["DEFAULT_DATA_DIR", "IPAMConfig", "Range", "RangeSet", "load"]
-
 DEFAULT_DATA_DIR = "/var/lib/cni/networks"
 
 

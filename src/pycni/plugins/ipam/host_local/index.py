@@ -27,8 +27,6 @@ import stat
 import struct
 from collections.abc import Callable, Iterator
 
-__all__ = ["REGISTRY", "DirIndex", "Reader", "Registry"]
-
 IN_MODIFY = 0x2
 IN_ATTRIB = 0x4
 IN_CLOSE_WRITE = 0x8

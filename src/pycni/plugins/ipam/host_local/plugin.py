@@ -9,10 +9,10 @@ from __future__ import annotations
 import os
 
 from pycni.net import resolvconf
-from pycni.plugin.base import Plugin, Request
 from pycni.plugins.ipam.host_local.allocator import Allocator, free_count
 from pycni.plugins.ipam.host_local.config import IPAMConfig, load
 from pycni.plugins.ipam.host_local.store import Store, go_trim, is_reservation_name, read_owner
+from pycni.skel.base import Plugin, Request
 from pycni.spec.errors import (
     INTERNAL,
     INVALID_NETWORK_CONFIG,
@@ -25,8 +25,6 @@ from pycni.spec.result import DNS, IPConfig, Result
 TYPE_CHECKING = False  # not typing's: the cold path of a plugin call imports no typing
 if TYPE_CHECKING:
     from pycni.net.nsscan import LiveAddresses
-
-__all__ = ["PLUGIN", "live_addresses"]
 
 
 def _os_error(err: OSError) -> str:

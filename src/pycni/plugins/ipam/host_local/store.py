@@ -23,8 +23,6 @@ from pycni.net import ipmath
 from pycni.net.ipmath import IPAddress
 from pycni.plugins.ipam.host_local.index import REGISTRY, DirIndex
 
-__all__ = ["Store", "go_trim", "is_reservation_name", "read_owner", "warm_indexes"]
-
 LAST_IP_PREFIX = "last_reserved_ip."
 LOCK_NAME = "lock"
 LINE_BREAK = "\r\n"

@@ -7,8 +7,6 @@ from __future__ import annotations
 from pycni.net.netfilter import nft
 from pycni.net.netfilter.nft import NftError
 
-__all__ = ["exists", "ref_id", "setup", "teardown"]
-
 TABLE = "bridge nat"
 BASE_CHAIN = "PREROUTING"
 COMMENT_PREFIX = "macspoofchk-"

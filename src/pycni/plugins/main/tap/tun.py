@@ -20,17 +20,6 @@ import sys
 
 from pycni.net.errors import NetError
 
-__all__ = [
-    "IFF_MULTI_QUEUE",
-    "IFF_NO_PI",
-    "IFF_TAP",
-    "IFF_VNET_HDR",
-    "TunError",
-    "create_tap",
-    "helper_argv",
-    "tap_flags",
-]
-
 TUN_DEVICE = "/dev/net/tun"
 
 IFF_TAP = 0x0002

@@ -1,5 +1,3 @@
-"""dnsname meta plugin: per-network dnsmasq name resolution, a drop-in for dnsname 1.3.1."""
+"""dnsname: containers on a network find each other by name through one dnsmasq per network.
 
-from pycni.plugins.meta.dnsname.plugin import PLUGIN, Dnsname
-
-__all__ = ["PLUGIN", "Dnsname"]
+The plugin is plugin.py (PLUGIN); the other modules are its parts."""

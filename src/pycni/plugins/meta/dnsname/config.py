@@ -5,15 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from pycni.plugin.base import Request
 from pycni.plugins.meta.dnsname import names
 from pycni.record import field, record
+from pycni.skel.base import Request
 from pycni.spec.args import load_args
 from pycni.spec.decode import Raw, Str, decode, option
 from pycni.spec.errors import INTERNAL, INVALID_NETWORK_CONFIG, CNIError
 from pycni.spec.result import Result
-
-__all__ = ["DnsnameConfig", "bridge_name", "container_ips", "parse", "require_pod_name"]
 
 POD_NAME_ARG = "K8S_POD_NAME"
 

@@ -19,8 +19,6 @@ from pycni.net import tools
 from pycni.plugins.meta.dnsname.files import NetworkFiles
 from pycni.spec.errors import INTERNAL, CNIError
 
-__all__ = ["binary", "reload", "running_pid", "stop"]
-
 BINARY = "dnsmasq"
 START_TIMEOUT = 30.0
 STOP_WAIT = 2.0

@@ -35,36 +35,6 @@ from pycni.fsutil import write_atomic
 from pycni.record import record
 from pycni.spec.errors import INVALID_ENVIRONMENT_VARIABLES, CNIError
 
-__all__ = [
-    "RECORDS_DIR",
-    "Entry",
-    "NetworkFiles",
-    "all_records",
-    "append_lines",
-    "base_dir",
-    "conf_interface",
-    "host_lines",
-    "legacy_record_name",
-    "locked",
-    "make_directory",
-    "names_in",
-    "prune_records",
-    "read_legacy_record",
-    "read_lines",
-    "read_record",
-    "record_name",
-    "remove_legacy_record",
-    "remove_network",
-    "remove_record",
-    "render_conf",
-    "secure",
-    "without_entry",
-    "without_name",
-    "write_conf",
-    "write_lines",
-    "write_record",
-]
-
 CONF_FILE = "dnsmasq.conf"
 HOSTS_FILE = "addnhosts"
 PID_FILE = "pidfile"

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from pycni.net.netfilter import iptables
 
-__all__ = ["ensure", "remove"]
-
 TABLE = "filter"
 CHAIN = "INPUT"
 

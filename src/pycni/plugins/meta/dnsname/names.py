@@ -14,8 +14,6 @@ import re
 from pycni.spec.errors import INVALID_NETWORK_CONFIG, CNIError
 from pycni.spec.validate import MAX_IFNAME_BYTES, is_name
 
-__all__ = ["domain_name", "host_name", "interface_name", "network_name"]
-
 _LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
 _IFNAME = re.compile(r"[A-Za-z0-9_.@+-]+")
 MAX_HOST_NAME = 253

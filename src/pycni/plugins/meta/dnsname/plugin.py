@@ -14,14 +14,12 @@ no longer valid; STATUS reports whether dnsmasq is installed.
 from __future__ import annotations
 
 from pycni.net.link import LinkNotFound, addresses, index_of, is_global_unicast
-from pycni.plugin.base import Plugin, Request
-from pycni.plugin.rollback import Rollback
 from pycni.plugins.meta.dnsname import config, dnsmasq, files, firewall, names
 from pycni.plugins.meta.dnsname.files import NetworkFiles
+from pycni.skel.base import Plugin, Request
+from pycni.skel.rollback import Rollback
 from pycni.spec.errors import INTERNAL, INVALID_NETWORK_CONFIG, PLUGIN_NOT_AVAILABLE, CNIError
 from pycni.spec.result import Result
-
-__all__ = ["PLUGIN", "Dnsname", "teardown"]
 
 
 def _require_dnsmasq() -> None:

@@ -12,25 +12,14 @@ import ipaddress
 from collections.abc import Callable
 
 from pycni.net.errors import NetfilterError
-from pycni.plugin.rollback import Rollback
 from pycni.record import record
+from pycni.skel.rollback import Rollback
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Protocol
 else:
     Protocol = object  # typing is not imported at run time
-
-__all__ = [
-    "DEFAULT_ADMIN_CHAIN",
-    "ISOLATION_COMMENT",
-    "ISOLATION_PREFIX",
-    "POLICIES",
-    "Attachment",
-    "Backend",
-    "FirewallError",
-    "IPAddress",
-]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 

@@ -17,7 +17,6 @@ from functools import partial
 
 from pycni.net import tools
 from pycni.net.netfilter import iptables
-from pycni.plugin.rollback import Rollback
 from pycni.plugins.meta.firewall.backend import (
     DEFAULT_ADMIN_CHAIN,
     ISOLATION_PREFIX,
@@ -27,8 +26,7 @@ from pycni.plugins.meta.firewall.backend import (
 )
 from pycni.plugins.meta.firewall.records import Records
 from pycni.record import field, record
-
-__all__ = ["BACKEND", "add", "check", "delete", "tools_present", "undo"]
+from pycni.skel.rollback import Rollback
 
 FORWARD = "FORWARD"
 PRIV_CHAIN = "CNI-FORWARD"

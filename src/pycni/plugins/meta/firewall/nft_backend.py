@@ -25,7 +25,6 @@ from collections.abc import Iterable, Sequence
 
 from pycni.net.netfilter import model, nft, rule_tokens
 from pycni.net.netfilter.ipmasq import hash_for_instance, hash_for_network, hash_hex
-from pycni.plugin.rollback import Rollback
 from pycni.plugins.meta.firewall.backend import (
     DEFAULT_ADMIN_CHAIN,
     ISOLATION_COMMENT,
@@ -34,12 +33,11 @@ from pycni.plugins.meta.firewall.backend import (
     IPAddress,
 )
 from pycni.record import record
+from pycni.skel.rollback import Rollback
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
-
-__all__ = ["BACKEND", "CHAINS", "T", "add", "check", "delete", "gc", "iso_names", "net_names"]
 
 TABLE = "pycni_firewall"
 FAMILY = "inet"

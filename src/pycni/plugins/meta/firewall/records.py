@@ -14,8 +14,6 @@ from pycni.plugins.meta.firewall.backend import IPAddress
 from pycni.spec import validate
 from pycni.spec.errors import CNIError
 
-__all__ = ["Records"]
-
 
 class Records:
     """Which IPs each attachment got (iptables only): GC has no prevResult to go by."""

@@ -1,5 +1,3 @@
-"""portmap meta plugin (nftables by default, iptables compatible with the reference)."""
+"""portmap: forward host ports to a pod's ports (a chained plugin after bridge/ptp).
 
-from pycni.plugins.meta.portmap.plugin import PLUGIN, PortMap
-
-__all__ = ["PLUGIN", "PortMap"]
+The plugin is plugin.py (PLUGIN); the other modules are its parts."""

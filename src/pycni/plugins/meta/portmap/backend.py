@@ -13,8 +13,6 @@ if TYPE_CHECKING:
 else:
     Protocol = object  # typing is not imported at run time
 
-__all__ = ["Backend"]
-
 
 class Backend(Protocol):
     name: str

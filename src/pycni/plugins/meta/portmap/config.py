@@ -15,8 +15,8 @@ import ipaddress
 
 from pycni.net.netfilter import rule_matches, rule_tokens
 from pycni.net.netfilter.rule_matches import Match
-from pycni.plugin.base import Request
 from pycni.record import field, record
+from pycni.skel.base import Request
 from pycni.spec.decode import Bool, Int, ListOf, Obj, Raw, Str, decode, lookup, option
 from pycni.spec.errors import INVALID_NETWORK_CONFIG, CNIError
 from pycni.spec.result import Result
@@ -24,17 +24,6 @@ from pycni.spec.result import Result
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
-
-__all__ = [
-    "IPTABLES",
-    "NFTABLES",
-    "PROTOCOLS",
-    "IPAddress",
-    "IPInterface",
-    "PortMapConfig",
-    "PortMapping",
-    "parse",
-]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPInterface = ipaddress.IPv4Interface | ipaddress.IPv6Interface

@@ -27,21 +27,6 @@ from pycni.net.netfilter.iptables import IptablesError, SavedTable
 from pycni.plugins.meta.portmap.config import IPTABLES, IPInterface, PortMapConfig, PortMapping
 from pycni.spec.errors import INTERNAL, CNIError
 
-__all__ = [
-    "BACKEND",
-    "add",
-    "add_script",
-    "chain_rules",
-    "check",
-    "delete",
-    "dnat_chain",
-    "entry_comment",
-    "entry_rules",
-    "gc",
-    "has_chain",
-    "usable",
-]
-
 TABLE = "nat"
 DNAT_CHAIN = "CNI-HOSTPORT-DNAT"
 SETMARK_CHAIN = "CNI-HOSTPORT-SETMARK"

@@ -48,8 +48,6 @@ from pycni.plugins.meta.portmap import nft_chains, nft_maps
 from pycni.plugins.meta.portmap.config import NFTABLES, PortMapConfig
 from pycni.spec.errors import INTERNAL, CNIError
 
-__all__ = ["BACKEND", "HOSTPORTS_RULES", "TABLE", "T", "ensure_scaffold", "scaffold_script"]
-
 FAMILY = nft_chains.FAMILY
 TABLE = nft_chains.TABLE
 T = f"{FAMILY} {TABLE}"

@@ -28,23 +28,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = [
-    "FAMILY",
-    "TABLE",
-    "Element",
-    "T",
-    "add",
-    "chain_name",
-    "chain_rules",
-    "check",
-    "delete",
-    "delete_commands",
-    "gc",
-    "map_elements",
-    "network_prefix",
-    "pod_rules",
-]
-
 FAMILY = "inet"
 TABLE = "pycni_portmap"
 T = f"{FAMILY} {TABLE}"

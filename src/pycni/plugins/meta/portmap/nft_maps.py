@@ -33,25 +33,6 @@ from pycni.plugins.meta.portmap.config import IPInterface, PortMapConfig, PortMa
 from pycni.plugins.meta.portmap.nft_chains import FAMILY, TABLE, chain_name
 from pycni.record import field, record
 
-__all__ = [
-    "DNAT_MAPS",
-    "Entry",
-    "Group",
-    "Mapping",
-    "group_comment",
-    "group_of",
-    "groups_needed",
-    "holders",
-    "install",
-    "mappings",
-    "mark_groups",
-    "masq_set",
-    "missing",
-    "owner_name",
-    "remove_known",
-    "remove_owned",
-]
-
 DNAT_MAPS = ("dnat4", "dnat4h", "dnat6", "dnat6h")
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 

@@ -14,15 +14,13 @@ from __future__ import annotations
 
 import ipaddress
 
-from pycni.plugin.base import Plugin, Request
-from pycni.plugin.rollback import Rollback
 from pycni.plugins.meta.portmap import nft_backend, reference_state
 from pycni.plugins.meta.portmap.backend import Backend
 from pycni.plugins.meta.portmap.config import IPTABLES, NFTABLES, PortMapConfig, parse
+from pycni.skel.base import Plugin, Request
+from pycni.skel.rollback import Rollback
 from pycni.spec.errors import INTERNAL, PLUGIN_NOT_AVAILABLE, CNIError
 from pycni.spec.result import Result
-
-__all__ = ["PLUGIN", "PortMap"]
 
 
 def _route_device(req: Request, address: ipaddress.IPv4Address) -> str:

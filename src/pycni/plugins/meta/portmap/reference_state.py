@@ -22,18 +22,6 @@ from pycni.net.netfilter import nftnl
 from pycni.plugins.meta.portmap.config import PortMapConfig
 from pycni.spec.errors import INTERNAL, CNIError
 
-__all__ = [
-    "REFERENCE_NFT_CHAINS",
-    "REFERENCE_NFT_TABLE",
-    "check",
-    "delete",
-    "gc",
-    "install_nft",
-    "iptables_variants",
-    "legacy_nat",
-    "nft_rules",
-]
-
 REFERENCE_NFT_TABLE = "cni_hostport"
 REFERENCE_NFT_CHAINS = ("hostports", "hostip_hostports", "masquerading")
 _NFT_FAMILIES = ("ip", "ip6")

@@ -9,18 +9,6 @@ from pycni.net.netlink.kernel import AF_INET, AF_INET6, Kernel, Route, Rule
 from pycni.net.netlink.kernel import MAIN_TABLE as MAIN_TABLE
 from pycni.spec.result import IPInterface
 
-__all__ = [
-    "MAIN_TABLE",
-    "add_source_rule",
-    "delete_rule",
-    "main_routes_of",
-    "next_free_table",
-    "route_copy",
-    "rule_source",
-    "rules",
-    "table_of",
-]
-
 
 def rules(kernel: Kernel) -> list[Rule]:
     """Every policy rule of both families."""

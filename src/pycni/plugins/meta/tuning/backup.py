@@ -16,8 +16,6 @@ from typing import Any
 from pycni.fsutil import write_atomic
 from pycni.record import field, fields, record
 
-__all__ = ["Backup", "load", "remove", "save"]
-
 
 def _saved(default: Any, kind: type, key: str = "") -> Any:
     """A saved link value: its JSON type and, when not the attribute's name, its JSON key.

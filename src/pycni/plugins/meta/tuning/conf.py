@@ -10,23 +10,12 @@ import os
 import re
 from typing import Any
 
-from pycni.plugin.base import Request
-from pycni.plugin.config import MacArg
 from pycni.record import fields, record, replace
+from pycni.skel.base import Request
+from pycni.skel.config import MacArg
 from pycni.spec.args import load_args
 from pycni.spec.decode import UINT32_MAX, Bool, FilePath, Int, MapOf, Str, decode, option
 from pycni.spec.errors import InvalidConfig
-
-__all__ = [
-    "TuningConf",
-    "backup_path",
-    "check_allowlist",
-    "duplicate_sysctl_keys",
-    "normalize_mac",
-    "parse",
-    "read_allowlist",
-    "sysctl_path",
-]
 
 DEFAULT_DATA_DIR = "/run/cni/tuning"
 DATA_DIR_ENV = "PYCNI_TUNING_DATA_DIR"

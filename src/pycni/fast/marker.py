@@ -1,7 +1,0 @@
-"""The entry-point marker, for the installer and the forwarder build (owned by plugin/)."""
-
-from __future__ import annotations
-
-from pycni.plugin.entry_point import ENTRY_MARKER, is_entry_point
-
-__all__ = ["ENTRY_MARKER", "is_entry_point"]

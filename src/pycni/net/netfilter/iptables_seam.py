@@ -1,0 +1,71 @@
+"""iptables and conntrack as a plugin is handed them (pycni.net.netfilter.seam): save/restore of
+one namespace's tables and deletes from its conntrack table, as Protocols and the real
+transports (pycni.net.netfilter.iptables and .conntrack, on the calling thread's namespace)."""
+
+from __future__ import annotations
+
+from pycni.net.netfilter import conntrack, iptables
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    from pycni.net.netfilter.iptables import SavedTable
+else:
+    Protocol = object  # typing is not imported at run time
+
+
+class Iptables(Protocol):
+    """One namespace's iptables (``family`` 4 or 6; ``variant`` legacy, nft or None for the
+    system's alternative); failures are IptablesError (pycni.net.netfilter.iptables)."""
+
+    def available(self, family: int = 4, variant: str | None = None) -> bool: ...
+
+    def save(self, table: str, family: int = 4, variant: str | None = None) -> SavedTable: ...
+
+    def restore(self, script: str, family: int = 4, variant: str | None = None) -> None:
+        """One atomic ``iptables-restore --noflush`` of ``script``."""
+        ...
+
+
+class Conntrack(Protocol):
+    """One namespace's conntrack table; each method returns how many entries it deleted."""
+
+    def delete_by_address(self, address: bytes, protocol: str) -> int: ...
+
+    def delete_by_dst_port(self, ports: list[int], protocol: str, family: int) -> int: ...
+
+
+class ThreadIptables:
+    """The calling thread's namespace, through pycni.net.netfilter.iptables."""
+
+    __slots__ = ()
+
+    def available(self, family: int = 4, variant: str | None = None) -> bool:
+        return iptables.available(family, variant)
+
+    def save(self, table: str, family: int = 4, variant: str | None = None) -> SavedTable:
+        return iptables.save(table, family, variant)
+
+    def restore(self, script: str, family: int = 4, variant: str | None = None) -> None:
+        iptables.restore(script, family, variant)
+
+
+class ThreadConntrack:
+    """The calling thread's namespace, through pycni.net.netfilter.conntrack."""
+
+    __slots__ = ()
+
+    def delete_by_address(self, address: bytes, protocol: str) -> int:
+        return conntrack.delete_by_address(address, protocol)
+
+    def delete_by_dst_port(self, ports: list[int], protocol: str, family: int) -> int:
+        return conntrack.delete_by_dst_port(ports, protocol, family)
+
+
+THREAD_IPTABLES = ThreadIptables()
+THREAD_CONNTRACK = ThreadConntrack()
+
+if TYPE_CHECKING:
+    _i: type[Iptables] = ThreadIptables  # mypy proves each satisfies its Protocol
+    _c: type[Conntrack] = ThreadConntrack

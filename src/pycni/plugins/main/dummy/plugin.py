@@ -1,0 +1,107 @@
+"""dummy: a dummy link named CNI_IFNAME in the pod, with the IPAM plugin's addresses on it.
+
+As the reference: IPAM is required; the result is IPAM's (its routes and DNS included) with the
+one dummy interface; DEL runs IPAM DEL, then removes the link (a link or namespace already gone
+is fine).
+"""
+
+from __future__ import annotations
+
+from pycni.net.addr import configure_iface
+from pycni.net.link import LinkNotFound, index_of
+from pycni.net.netlink.kernel import NetlinkError
+from pycni.plugins.main._attach import (
+    check_ips_and_routes,
+    delete_in_pod,
+    delete_pod_link,
+    internal,
+    ipam_add,
+    ipam_passthrough,
+    ipam_type,
+    prev_interface,
+)
+from pycni.record import replace
+from pycni.skel.base import Plugin, Request
+from pycni.skel.rollback import Rollback
+from pycni.spec.errors import InvalidConfig
+from pycni.spec.result import Interface, Result
+
+IFF_UP = 0x1
+
+
+def required_ipam(req: Request) -> str:
+    kind = ipam_type(req)
+    if not kind:
+        raise InvalidConfig("dummy interface requires an IPAM configuration")
+    return kind
+
+
+class Dummy(Plugin):
+    about = "pycni dummy: a dummy interface in the pod carrying the IPAM addresses"
+
+    def add(self, req: Request) -> Result:
+        kind = required_ipam(req)
+        with req.open_netns() as pod, Rollback(req.env) as rb:
+            with req.host.pod(pod) as kernel:
+                rb.step("create")
+                try:
+                    kernel.add_dummy(req.ifname)
+                except NetlinkError as exc:
+                    raise internal(f"failed to create dummy: {exc}") from None
+                try:
+                    index = index_of(kernel, req.ifname)
+                except LinkNotFound:
+                    raise internal(f'failed to fetch dummy "{req.ifname}"') from None
+                rb.push("create", lambda: delete_in_pod(req, pod, index))
+                mac = kernel.link(index).mac
+            ipam = ipam_add(req, kind, rb)
+            result = replace(
+                ipam,
+                cni_version=req.cni_version,
+                interfaces=[Interface(name=req.ifname, mac=mac, sandbox=req.netns)],
+                ips=[replace(ip, interface=0) for ip in ipam.ips],
+            )
+            rb.step("configure")
+            with req.host.pod(pod) as kernel:
+                # as the reference's ipam.ConfigureIface: no arp_notify, unlike macvlan
+                configure_iface(kernel, req.host.sysctl(kernel), req.ifname, index, result)
+        return result
+
+    def delete(self, req: Request) -> None:
+        ipam_passthrough(req, "DEL")
+        delete_pod_link(req)
+
+    def check(self, req: Request) -> None:
+        required_ipam(req)
+        with req.open_netns() as pod:
+            ipam_passthrough(req, "CHECK")
+            prev, intf = prev_interface(req)
+            with req.host.pod(pod) as kernel:
+                if not intf.name:
+                    raise internal("Container interface name missing in prevResult: ")
+                try:
+                    index = index_of(kernel, intf.name)
+                except LinkNotFound:
+                    raise internal(
+                        f"Container Interface name in prevResult: {intf.name} not found"
+                    ) from None
+                found = kernel.link(index)
+                if found.kind != "dummy":
+                    raise internal(f"Error: Container interface {intf.name} not of type dummy")
+                if intf.mac and intf.mac != found.mac:
+                    raise internal(
+                        f"Interface {intf.name} Mac {intf.mac} doesn't match container Mac: "
+                        f"{found.mac}"
+                    )
+                if not found.flags & IFF_UP:
+                    raise internal(f"Interface {intf.name} is down")
+                check_ips_and_routes(kernel, req.ifname, index, replace(prev, routes=[]))
+
+    def gc(self, req: Request) -> None:
+        ipam_passthrough(req, "GC")
+
+    def status(self, req: Request) -> None:
+        ipam_passthrough(req, "STATUS")
+
+
+PLUGIN = Dummy()

@@ -1,0 +1,3 @@
+"""macvlan: give the pod a macvlan of a node interface (``master``), L2 or with IPAM.
+
+The plugin is plugin.py (PLUGIN)."""
