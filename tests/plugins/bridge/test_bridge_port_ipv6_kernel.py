@@ -6,6 +6,7 @@ on a host veth, no entry of the node's IPv6 tables on one; with ``hostVethIPv6``
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,21 @@ def _node_ipv6_routes(node: harness.Namespace) -> list[str]:
     )
 
 
+def _settled_ipv6_routes(node: harness.Namespace, bridge: str, timeout: float = 15) -> list[str]:
+    """The node's IPv6 routes once the bridge's own link-local address is configured: its local
+    and anycast routes appear when the kernel's DAD of that address ends, which may be after
+    the pods' pings, so a snapshot taken before would miss them."""
+    deadline = time.monotonic() + timeout
+    while True:
+        routes = _node_ipv6_routes(node)
+        if {"anycast", "local"} <= {
+            r.split()[0] for r in routes if r.split()[1].startswith("fe80:") and f" {bridge} " in r
+        }:
+            return routes
+        assert time.monotonic() < deadline, f"no link-local routes on {bridge}: {routes}"
+        time.sleep(0.05)
+
+
 def _ipv6_addrs(node: harness.Namespace, dev: str) -> list[str]:
     return [a for a in node.addresses(dev) if ":" in a]
 
@@ -86,7 +102,7 @@ def test_pods_reach_each_other_and_the_gateway_over_ports_without_ipv6(
                 for ip in _ips(other):
                     assert wait_ping(pod, ip), f"pod {i} cannot reach pod {j} at {ip}"
     # the node's IPv6 tables name no host veth and do not grow with the pods
-    routes = _node_ipv6_routes(node)
+    routes = _settled_ipv6_routes(node, "cnibr0")
     assert not [r for r in routes if " veth" in r], routes
     for i, (pod, result) in enumerate(zip(pods, results, strict=True)):
         chk = run(bridge_dir, node, "CHECK", dict(c, prevResult=result), pod, cid=f"c{i}")
