@@ -170,3 +170,20 @@ def locks(files: StateFiles, root: str) -> Any:
     third.acquire()
     third.close()
     return missing, current, gone, tree(files, root)
+
+
+@case
+def trees(files: StateFiles, root: str) -> Any:
+    made = files.unsafe_dir(root, ("containers", "cni", "dnsname", "net"), create=True)
+    files.make_dirs(f"{root}/containers/cni/dnsname-pycni/net", mode=0o700)
+    files.write(f"{root}/containers/cni/dnsname/net/addnhosts", b"10.0.0.2\tweb\n")
+    files.write(f"{root}/containers/cni/dnsname-pycni/net/a:eth0", b"web\n")
+    tail = ("containers", "cni")
+    busy = outcome(lambda: files.remove_empty_dirs(root, tail, ("dnsname-pycni", "net")))
+    files.remove_tree(root, (*tail, "dnsname"), "net")
+    files.remove_tree(root, (*tail, "dnsname"), "missing")
+    refused = outcome(lambda: files.remove_tree(root, (*tail, "dnsname-pycni", "net"), "a:eth0"))
+    files.remove(f"{root}/containers/cni/dnsname-pycni/net/a:eth0")
+    files.remove_empty_dirs(root, tail, ("dnsname-pycni", "net"))
+    files.remove_empty_dirs(root, tail, ("dnsname-pycni", "net"))  # gone: fine
+    return made, busy, refused, tree(files, root)

@@ -141,6 +141,38 @@ class DiskStateFiles:
         flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | (os.O_CREAT if create else 0)
         return DiskLock(path, os.open(path, flags, mode))
 
+    def unsafe_dir(self, root: str, tail: tuple[str, ...], *, create: bool) -> str:
+        try:
+            fd = fsutil.open_dir_nofollow(root, tail, create=create)
+        except fsutil.UnsafePathError as exc:
+            return str(exc)
+        if fd is not None:
+            os.close(fd)
+        return ""
+
+    def remove_tree(self, root: str, tail: tuple[str, ...], name: str) -> None:
+        fsutil.remove_tree_nofollow(root, tail, name)
+
+    def remove_empty_dirs(self, root: str, tail: tuple[str, ...], names: tuple[str, ...]) -> None:
+        parent = fsutil.open_dir_nofollow(root, tail)
+        if parent is None:
+            return
+        fds = [parent]
+        try:
+            for name in names[:-1]:
+                try:
+                    fds.append(os.open(name, fsutil.DIR_NOFOLLOW, dir_fd=fds[-1]))
+                except FileNotFoundError:
+                    return
+            for depth in range(len(names) - 1, -1, -1):
+                try:
+                    os.rmdir(names[depth], dir_fd=fds[depth])
+                except FileNotFoundError:
+                    continue
+        finally:
+            for fd in fds:
+                os.close(fd)
+
     def unwritable(self, path: str) -> str:
         found = path
         while not os.path.lexists(found):

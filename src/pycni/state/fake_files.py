@@ -66,6 +66,7 @@ class FakeStateFiles:
         self.synced: dict[str, bytes] = {}  # a file's bytes as last fsynced
         self.disk: dict[str, bytes] = {}  # the files a crash keeps
         self.readonly: set[str] = set()  # directories a test made unwritable
+        self.unsafe: dict[str, str] = {}  # runtime directories a test made untrusted: why
         self._next_inode = 1
 
     # ------------------------------------------------------------ a test's views
@@ -258,6 +259,35 @@ class FakeStateFiles:
         lock = FakeLock(self, path)
         self.open_locks.add(lock)
         return lock
+
+    def unsafe_dir(self, root: str, tail: tuple[str, ...], *, create: bool) -> str:
+        why = self.unsafe.get(posixpath.normpath(root))
+        if why:
+            return why
+        if create:
+            self.make_dirs(posixpath.join(root, *tail), mode=0o700)
+        return ""
+
+    def remove_tree(self, root: str, tail: tuple[str, ...], name: str) -> None:
+        path = posixpath.normpath(posixpath.join(root, *tail, name))
+        if path in self.files:
+            from pycni.fsutil import UnsafePathError  # what the disk raises
+
+            raise UnsafePathError(f"{path} is not a directory: kept")
+        if path not in self.dirs:
+            return
+        prefix = path + "/"
+        for each in [p for p in self.files if p.startswith(prefix)]:
+            self.remove(each)
+        for each in sorted((d for d in self.dirs if d.startswith(prefix)), reverse=True):
+            del self.dirs[each]
+        del self.dirs[path]
+
+    def remove_empty_dirs(self, root: str, tail: tuple[str, ...], names: tuple[str, ...]) -> None:
+        for depth in range(len(names), 0, -1):
+            path = posixpath.normpath(posixpath.join(root, *tail, *names[:depth]))
+            if path in self.dirs:
+                self.remove_dir(path)
 
     def unwritable(self, path: str) -> str:
         found = posixpath.normpath(path)

@@ -109,6 +109,23 @@ class StateFiles(Protocol):
         FileNotFoundError without ``create`` when it is missing."""
         ...
 
+    def unsafe_dir(self, root: str, tail: tuple[str, ...], *, create: bool) -> str:
+        """Why ``root/tail…`` may not be trusted ("" when it may): every directory from ``/``
+        owned by root (or a non-root caller itself), not writable by others unless sticky,
+        no symlink in ``tail`` nor one an untrusted user made in ``root``
+        (fsutil.open_dir_nofollow). With ``create`` missing directories are made (0700)."""
+        ...
+
+    def remove_tree(self, root: str, tail: tuple[str, ...], name: str) -> None:
+        """Remove ``root/tail…/name`` and everything in it without following any symlink
+        (missing is fine; a symlink or file at ``name`` is refused: OSError)."""
+        ...
+
+    def remove_empty_dirs(self, root: str, tail: tuple[str, ...], names: tuple[str, ...]) -> None:
+        """Remove the directories ``root/tail…/names[0]/names[1]…`` innermost first, each only
+        when empty (OSError at the first that is not), through directory fds."""
+        ...
+
     def unwritable(self, path: str) -> str:
         """Why files could not be created under ``path`` ("" when they could): checked on
         ``path`` or, when it is not there yet, the nearest directory above it."""
