@@ -3,7 +3,8 @@
 A test installs a program (``install(name, behaviour)``): when a plugin runs it, the behaviour
 is called with the fake and the argv and returns how the run ended; it may ``spawn`` the
 daemon the program leaves behind (a pid with that argv) and write its pid file in a
-FakeStateFiles. ``runs`` and ``signals`` record what the plugin did; SIGKILL and SIGTERM end a
+FakeStateFiles. ``runs`` and ``signals`` record what the plugin did (``history`` both, in
+order); SIGKILL and SIGTERM end a
 process, ``kill(pid)`` ends one as someone else would, ``zombie(pid)`` leaves it unreaped.
 Nothing in pycni imports this module; it lives in src/ to be type-checked with the Protocol.
 """
@@ -33,6 +34,7 @@ class FakeProcesses:
         self.zombies: set[int] = set()
         self.runs: list[list[str]] = []
         self.signals: list[tuple[int, int]] = []
+        self.history: list[tuple[str, list[str], int]] = []  # ("run"|"signal", argv, signum)
         self._next_pid = 4000
 
     def install(self, name: str, behaviour: Behaviour, path: str = "") -> str:
@@ -64,6 +66,7 @@ class FakeProcesses:
         self, argv: Sequence[str], *, env: Mapping[str, str], timeout: float
     ) -> Finished:
         self.runs.append(list(argv))
+        self.history.append(("run", list(argv), 0))
         for path, behaviour in self.programs.values():
             if argv[0] == path:
                 return behaviour(self, list(argv))
@@ -79,6 +82,7 @@ class FakeProcesses:
         if pid not in self.procs:
             raise ProcessLookupError(errno.ESRCH, os.strerror(errno.ESRCH))
         self.signals.append((pid, signum))
+        self.history.append(("signal", list(self.procs[pid]), signum))
         if signum in (_signal.SIGKILL, _signal.SIGTERM):
             self.kill(pid)
 
