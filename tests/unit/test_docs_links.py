@@ -109,6 +109,7 @@ def test_the_architecture_diagram_is_the_layers_contract() -> None:
 
 _CITED_PATH = re.compile(r"(?<![\w/.])((?:src|bench|tests|contrib|scripts|deploy)/[\w./-]*\w)")
 _CITED_MODULE = re.compile(r"`(pycni(?:\.\w+)+)")
+_CITED_PACKAGE = re.compile(r"(?<![\w/.-])([a-z_]+)/(?!\w)")  # "fast/": a package of pycni
 
 
 def test_what_benchmarks_md_cites_exists() -> None:
@@ -123,4 +124,7 @@ def test_what_benchmarks_md_cites_exists() -> None:
             for n in (len(parts), len(parts) - 1)
         ):
             missing.append(module)
+    for package in sorted(set(_CITED_PACKAGE.findall(text))):
+        if not (REPO / "src" / "pycni" / package).is_dir() and not (REPO / package).is_dir():
+            missing.append(f"{package}/")
     assert missing == []
