@@ -65,7 +65,7 @@ def warm_call_path() -> None:
     """Load before serving what a plugin call loads on first use (the cold path imports it
     lazily): the call runner, the netlink client, nftables' netlink and libnftables, whose
     shared library is opened once per process. Without it the first call after a daemon
-    (re)start paid ~5 ms of CPU more than the next ones (docs/benchmarks.md)."""
+    (re)start paid more CPU than the next ones (docs/benchmarks.md)."""
     import importlib
 
     for name in ("pycni.skel.run", "pycni.net.netlink.rtnl.native", "pycni.net.netfilter.nftnl"):
@@ -81,7 +81,7 @@ def warm_call_path() -> None:
 def warm_state(state_dir: str) -> None:
     """Rebuild, from a journal in the daemon's own directory, the host-local indexes its
     calls had built (on a node with many pods the first call would otherwise read every
-    reservation file of its network once: ~12-26 ms at 1000 pods)."""
+    reservation file of its network once: docs/benchmarks.md)."""
     import os
 
     try:

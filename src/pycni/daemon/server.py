@@ -123,8 +123,8 @@ class Daemon:
             self.bind()
         if not self.plugins:
             self.plugins = policy.preload_plugins()
-        # before accepting: a first call would wait for the same rebuild (~20 ms a network
-        # at 1000 pods); the socket is bound, so callers queue meanwhile
+        # before accepting: a first call would wait for the same rebuild (docs/benchmarks.md);
+        # the socket is bound, so callers queue meanwhile
         policy.warm_state(os.path.dirname(os.path.abspath(self.socket_path)))
         self._pool.maintain()
         if install_signals:
