@@ -64,7 +64,7 @@ def _forget_udp_flows(req: Request, cfg: PortMapConfig) -> None:
     if cfg.mappings_given and not any(m.protocol == "udp" for m in cfg.mappings):
         return
     if not cfg.container_ips or _conntrack_empty(req):
-        return  # a dump walks the kernel's whole conntrack hash: 10-30 ms
+        return  # a dump walks the kernel's whole conntrack hash (docs/benchmarks.md)
     for family, cip in sorted(cfg.container_ips.items()):
         try:
             from pycni.net.netfilter.conntrack import delete_by_address

@@ -62,7 +62,7 @@ def nft_rules(container_id: str) -> dict[str, list[tuple[str, int]]]:
     out: dict[str, list[tuple[str, int]]] = {}
     for family in _NFT_FAMILIES:
         # the reference makes ``hostports`` with its table: one cheap GET (a dump of a missing
-        # chain costs 0.5 ms) tells whether the family has anything to look at
+        # chain costs more: docs/benchmarks.md) tells whether the family has anything to look at
         if not nftnl.chain_exists(family, REFERENCE_NFT_TABLE, "hostports"):
             continue
         for chain in REFERENCE_NFT_CHAINS:
