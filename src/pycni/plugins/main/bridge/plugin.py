@@ -19,8 +19,9 @@ from pycni.net.netlink.kernel import IFF_PROMISC, IPAddress, IPInterface, Kernel
 from pycni.net.ns import NetNS
 from pycni.net.route import validate_routes
 from pycni.net.veth import VethNameTaken, create_pair
-from pycni.plugins.main._attach import delete_pod_link, masquerade
 from pycni.plugins.main.bridge import macspoofchk
+from pycni.plugins.main.shared.masquerade import masquerade
+from pycni.plugins.main.shared.pod_link import delete_pod_link
 from pycni.record import field, record
 from pycni.skel.base import Plugin, Request
 from pycni.skel.config import MTU, DNSConf, IPAMRef, MacArg

@@ -10,16 +10,15 @@ from __future__ import annotations
 from pycni.net.addr import configure_iface
 from pycni.net.link import LinkNotFound, index_of
 from pycni.net.netlink.kernel import NetlinkError
-from pycni.plugins.main._attach import (
+from pycni.plugins.main.shared.conf import ipam_type
+from pycni.plugins.main.shared.pod_iface import (
     check_ips_and_routes,
-    delete_in_pod,
-    delete_pod_link,
     internal,
     ipam_add,
     ipam_passthrough,
-    ipam_type,
     prev_interface,
 )
+from pycni.plugins.main.shared.pod_link import delete_in_pod, delete_pod_link
 from pycni.record import replace
 from pycni.skel.base import Plugin, Request
 from pycni.skel.rollback import Rollback

@@ -18,13 +18,13 @@ from pycni.fsutil import write_atomic
 from pycni.net.link import LinkNotFound, addresses, index_of
 from pycni.net.netlink.kernel import Kernel, NetlinkError
 from pycni.net.ns import NetNS, NetNSNotFound
-from pycni.plugins.main._attach import (
+from pycni.plugins.main.shared.conf import ipam_type
+from pycni.plugins.main.shared.pod_iface import (
     check_ips_and_routes,
     configure_pod_iface,
     internal,
     ipam_add,
     ipam_passthrough,
-    ipam_type,
     pod_result,
     prev_interface,
 )

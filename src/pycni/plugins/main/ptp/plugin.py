@@ -20,7 +20,8 @@ from pycni.net.netlink.kernel import IPAddress, IPInterface, Kernel, NetlinkErro
 from pycni.net.ns import NetNS
 from pycni.net.route import RTPROT_BOOT, RouteError, validate_routes
 from pycni.net.veth import create_pair
-from pycni.plugins.main._attach import delete_pod_link, masquerade
+from pycni.plugins.main.shared.masquerade import masquerade
+from pycni.plugins.main.shared.pod_link import delete_pod_link
 from pycni.record import record
 from pycni.skel.base import Plugin, Request
 from pycni.skel.config import MTU, DNSConf, IPAMRef

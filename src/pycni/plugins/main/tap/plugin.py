@@ -26,19 +26,17 @@ from pycni.net.link import LinkNotFound, index_of
 from pycni.net.netlink.kernel import Kernel, NetlinkError
 from pycni.net.ns import NetNS
 from pycni.net.veth import random_host_name
-from pycni.plugins.main._attach import (
+from pycni.plugins.main.shared.conf import ipam_type, requested_mac
+from pycni.plugins.main.shared.pod_iface import (
     check_ips_and_routes,
     configure_pod_iface,
-    delete_in_pod,
-    delete_pod_link,
     internal,
     ipam_add,
     ipam_passthrough,
-    ipam_type,
     pod_result,
     prev_interface,
-    requested_mac,
 )
+from pycni.plugins.main.shared.pod_link import delete_in_pod, delete_pod_link
 from pycni.plugins.main.tap import tun
 from pycni.record import record
 from pycni.skel.base import Plugin, Request

@@ -10,17 +10,17 @@ from pycni.net import sublink
 from pycni.net.addr import configure_iface
 from pycni.net.link import LinkNotFound, index_of
 from pycni.net.netlink.kernel import Kernel, NetlinkError
-from pycni.plugins.main._attach import (
+from pycni.plugins.main.shared.conf import ipam_type
+from pycni.plugins.main.shared.pod_iface import (
     check_ips_and_routes,
-    delete_pod_link,
     internal,
     ipam_add,
     ipam_passthrough,
-    ipam_type,
     pod_result,
     prev_interface,
 )
-from pycni.plugins.main._sublink import add_in_pod, check_mac, master_kernel, prev_link
+from pycni.plugins.main.shared.pod_link import delete_pod_link
+from pycni.plugins.main.shared.sublink import add_in_pod, check_mac, master_kernel, prev_link
 from pycni.record import record
 from pycni.skel.base import Plugin, Request
 from pycni.skel.config import MTU

@@ -14,7 +14,8 @@ from contextlib import AbstractContextManager
 from pycni.net.link import LinkNotFound, get
 from pycni.net.netlink.kernel import Kernel, Link, NetlinkError
 from pycni.net.ns import NetNS
-from pycni.plugins.main._attach import delete_in_pod, internal
+from pycni.plugins.main.shared.pod_iface import internal
+from pycni.plugins.main.shared.pod_link import delete_in_pod
 from pycni.skel.base import Request
 from pycni.skel.rollback import Rollback
 from pycni.spec.result import Interface
