@@ -214,21 +214,21 @@ class Bridge(Plugin):
         conf = load_conf(req)
         validate_for_add(conf)
         # the undos use the node socket, so the rollback must run before it closes
-        with req.host.node() as host, req.open_netns() as pod, Rollback(req.env) as rb:
-            result = self._add(req, conf, rb, host, pod)
+        with req.host.node() as node_kernel, req.open_netns() as pod, Rollback(req.env) as rb:
+            result = self._add(req, conf, rb, node_kernel, pod)
             if timings := rb.timings():
                 req.log(f"bridge ADD {req.container_id} steps(ms): {timings}")
             return result
 
     def _add(
-        self, req: Request, conf: BridgeConf, rb: Rollback, host: Kernel, pod: NetNS
+        self, req: Request, conf: BridgeConf, rb: Rollback, node_kernel: Kernel, pod: NetNS
     ) -> Result:
         ifname = req.ifname
         rb.step("bridge")
         try:
             info = br.ensure_bridge(
-                host,
-                req.host.sysctl(host),
+                node_kernel,
+                req.host.sysctl(node_kernel),
                 conf.bridge,
                 conf.mtu,
                 conf.promisc,
@@ -239,13 +239,13 @@ class Bridge(Plugin):
         except br.NotABridge as exc:
             raise InvalidConfig(f'failed to create bridge "{conf.bridge}": {exc}') from None
         if info.created:
-            rb.push("bridge", lambda: br.delete_if_unused(host, conf.bridge))
+            rb.push("bridge", lambda: br.delete_if_unused(node_kernel, conf.bridge))
 
         rb.step("veth")
         # enslaved at creation, IPv6 off before up unless asked (docs/plugins/bridge.md)
         pair = create_pair(
-            host,
-            req.host.sysctl(host),
+            node_kernel,
+            req.host.sysctl(node_kernel),
             pod.fd,
             ifname,
             conf.mtu,
@@ -253,14 +253,14 @@ class Bridge(Plugin):
             info.index,
             conf.host_veth_ipv6,
         )
-        rb.push("veth", lambda: _delete_index(host, pair.host_index))
+        rb.push("veth", lambda: _delete_index(node_kernel, pair.host_index))
 
         rb.step("port")
-        br.set_port_flags(host, pair.host_index, conf.hairpin, conf.port_isolation)
+        br.set_port_flags(node_kernel, pair.host_index, conf.hairpin, conf.port_isolation)
         if conf.vlan_filtering:
             try:
                 br.port_vlans(
-                    host, pair.host_index, conf.vlan, conf.vlans, conf.preserve_default_vlan
+                    node_kernel, pair.host_index, conf.vlan, conf.vlans, conf.preserve_default_vlan
                 )
             except br.VlanFilteringUnsupported:
                 raise _vlan_error(conf) from None
@@ -284,7 +284,7 @@ class Bridge(Plugin):
             rb.push("macspoofchk", lambda: macspoofchk.teardown(ref))
 
         if conf.layer3:
-            self._add_layer3(req, conf, rb, host, pod, cont_index, result, info.mac)
+            self._add_layer3(req, conf, rb, node_kernel, pod, cont_index, result, info.mac)
         elif not conf.disable_container_interface:
             rb.step("container-up")
             with req.host.pod(pod) as pod_kernel:
@@ -292,12 +292,12 @@ class Bridge(Plugin):
 
         if not conf.disable_container_interface:
             rb.step("port-up")
-            up, state = link.wait_oper_up(host, pair.host_index)
+            up, state = link.wait_oper_up(node_kernel, pair.host_index)
             if not up:
                 raise CNIError(INTERNAL, f"bridge port in error state: {state}")
 
-        result.interfaces[1].mac = host.link(pair.host_index).mac
-        result.interfaces[0].mac = link.get(host, conf.bridge).mac
+        result.interfaces[1].mac = node_kernel.link(pair.host_index).mac
+        result.interfaces[0].mac = link.get(node_kernel, conf.bridge).mac
         rb.step("done")
         if not conf.dns.is_empty():
             result.dns = conf.dns
@@ -308,7 +308,7 @@ class Bridge(Plugin):
         req: Request,
         conf: BridgeConf,
         rb: Rollback,
-        host: Kernel,
+        node_kernel: Kernel,
         pod: NetNS,
         cont_index: int,
         result: Result,
@@ -343,38 +343,40 @@ class Bridge(Plugin):
             target, target_mac = conf.bridge, bridge_mac
             if conf.vlan and (gateways[4] or gateways[6]):
                 # the reference pins the gateway veth's MAC to its own, read on creation
-                target, target_mac = self._vlan_gateway(req, conf, rb, host, result)
+                target, target_mac = self._vlan_gateway(req, conf, rb, node_kernel, result)
             for fam in (4, 6):
                 for gw in gateways[fam]:
                     try:
-                        added = br.ensure_addr(host, target, gw, conf.force_address, target_mac)
+                        added = br.ensure_addr(
+                            node_kernel, target, gw, conf.force_address, target_mac
+                        )
                     except br.AddressConflict as exc:
                         what = "vlan interface for bridge with" if conf.vlan else "bridge"
                         raise CNIError(INTERNAL, f"failed to set {what} addr: {exc}") from None
                     if added:
                         rb.push(
                             f"gateway {gw}",
-                            lambda gw=gw: br.remove_addr(host, target, gw),  # type: ignore[misc]
+                            lambda gw=gw: br.remove_addr(node_kernel, target, gw),  # type: ignore[misc]
                         )
                 if gateways[fam]:
                     rb.step("forwarding")
-                    sysctl.enable_forwarding(host, req.host.sysctl(host), fam)
+                    sysctl.enable_forwarding(node_kernel, req.host.sysctl(node_kernel), fam)
 
         if conf.ip_masq:
             masquerade(rb, conf.ip_masq_backend, result, conf.name, req)
 
     def _vlan_gateway(
-        self, req: Request, conf: BridgeConf, rb: Rollback, host: Kernel, result: Result
+        self, req: Request, conf: BridgeConf, rb: Rollback, node_kernel: Kernel, result: Result
     ) -> tuple[str, str]:
         """With ``vlan`` the gateway addresses go on ``<bridge>.<vlan>`` (a veth whose peer
         is a port of the bridge in that VLAN), listed after the pod interface in the result,
         as the reference does; the bridge itself gets none."""
-        bridge_index = link.get(host, conf.bridge).index
+        bridge_index = link.get(node_kernel, conf.bridge).index
         try:
             with req.host.node_netns() as here:
                 gateway = br.ensure_vlan_gateway(
-                    host,
-                    req.host.sysctl(host),
+                    node_kernel,
+                    req.host.sysctl(node_kernel),
                     here.fd,
                     bridge_index,
                     conf.bridge,
@@ -387,7 +389,7 @@ class Bridge(Plugin):
         except (NetlinkError, VethNameTaken, RuntimeError) as exc:
             raise CNIError(INTERNAL, f"failed to create vlan interface: {exc}") from None
         if gateway.created:
-            rb.push("vlan-gateway", lambda: _delete_index(host, gateway.index))
+            rb.push("vlan-gateway", lambda: _delete_index(node_kernel, gateway.index))
         result.interfaces.append(Interface(name=gateway.name, mac=gateway.mac))
         return gateway.name, gateway.mac
 
@@ -441,11 +443,11 @@ class Bridge(Plugin):
             (i for i in result.interfaces if i.name == req.ifname and i.sandbox == req.netns),
             None,
         )
-        with req.host.node() as host:
+        with req.host.node() as node_kernel:
             if br_if is None:
                 raise CNIError(INTERNAL, "Interface name missing ")
             try:
-                br_link = link.get(host, br_if.name)
+                br_link = link.get(node_kernel, br_if.name)
             except link.LinkNotFound:
                 raise CNIError(INTERNAL, f"Interface name {br_if.name} not found") from None
             if br_if.sandbox:
@@ -495,7 +497,7 @@ class Bridge(Plugin):
                 if intf.name in (br_if.name, cont_if.name):
                     continue
                 try:
-                    host_link = link.get(host, intf.name)
+                    host_link = link.get(node_kernel, intf.name)
                 except link.LinkNotFound:
                     raise CNIError(INTERNAL, f"Interface name {intf.name} not found") from None
                 if host_link.kind != "veth":

@@ -41,18 +41,18 @@ class Dummy(Plugin):
     def add(self, req: Request) -> Result:
         kind = required_ipam(req)
         with req.open_netns() as pod, Rollback(req.env) as rb:
-            with req.host.pod(pod) as kernel:
+            with req.host.pod(pod) as pod_kernel:
                 rb.step("create")
                 try:
-                    kernel.add_dummy(req.ifname)
+                    pod_kernel.add_dummy(req.ifname)
                 except NetlinkError as exc:
                     raise internal(f"failed to create dummy: {exc}") from None
                 try:
-                    index = index_of(kernel, req.ifname)
+                    index = index_of(pod_kernel, req.ifname)
                 except LinkNotFound:
                     raise internal(f'failed to fetch dummy "{req.ifname}"') from None
                 rb.push("create", lambda: delete_in_pod(req, pod, index))
-                mac = kernel.link(index).mac
+                mac = pod_kernel.link(index).mac
             ipam = ipam_add(req, kind, rb)
             result = replace(
                 ipam,
@@ -61,9 +61,9 @@ class Dummy(Plugin):
                 ips=[replace(ip, interface=0) for ip in ipam.ips],
             )
             rb.step("configure")
-            with req.host.pod(pod) as kernel:
+            with req.host.pod(pod) as pod_kernel:
                 # as the reference's ipam.ConfigureIface: no arp_notify, unlike macvlan
-                configure_iface(kernel, req.host.sysctl(kernel), req.ifname, index, result)
+                configure_iface(pod_kernel, req.host.sysctl(pod_kernel), req.ifname, index, result)
         return result
 
     def delete(self, req: Request) -> None:
@@ -75,16 +75,16 @@ class Dummy(Plugin):
         with req.open_netns() as pod:
             ipam_passthrough(req, "CHECK")
             prev, intf = prev_interface(req)
-            with req.host.pod(pod) as kernel:
+            with req.host.pod(pod) as pod_kernel:
                 if not intf.name:
                     raise internal("Container interface name missing in prevResult: ")
                 try:
-                    index = index_of(kernel, intf.name)
+                    index = index_of(pod_kernel, intf.name)
                 except LinkNotFound:
                     raise internal(
                         f"Container Interface name in prevResult: {intf.name} not found"
                     ) from None
-                found = kernel.link(index)
+                found = pod_kernel.link(index)
                 if found.kind != "dummy":
                     raise internal(f"Error: Container interface {intf.name} not of type dummy")
                 if intf.mac and intf.mac != found.mac:
@@ -94,7 +94,7 @@ class Dummy(Plugin):
                     )
                 if not found.flags & IFF_UP:
                     raise internal(f"Interface {intf.name} is down")
-                check_ips_and_routes(kernel, req.ifname, index, replace(prev, routes=[]))
+                check_ips_and_routes(pod_kernel, req.ifname, index, replace(prev, routes=[]))
 
     def gc(self, req: Request) -> None:
         ipam_passthrough(req, "GC")

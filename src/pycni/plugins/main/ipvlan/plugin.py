@@ -144,8 +144,8 @@ class Ipvlan(Plugin):
             found = _addresses(req, conf, rb)
             rb.step("configure")
             result = pod_result(req, iface, found)
-            with req.host.pod(pod) as kernel:
-                configure_pod_iface(req, kernel, index, result)
+            with req.host.pod(pod) as pod_kernel:
+                configure_pod_iface(req, pod_kernel, index, result)
         return result
 
     def delete(self, req: Request) -> None:
@@ -160,9 +160,9 @@ class Ipvlan(Plugin):
             if conf.master:
                 with master_kernel(req, pod, conf.link_in_container) as kernel:
                     resolve_master(kernel, conf)
-            with req.host.pod(pod) as kernel:
-                index = _check_link(kernel, intf, conf.mode_name)
-                check_ips_and_routes(kernel, req.ifname, index, prev)
+            with req.host.pod(pod) as pod_kernel:
+                index = _check_link(pod_kernel, intf, conf.mode_name)
+                check_ips_and_routes(pod_kernel, req.ifname, index, prev)
 
     def status(self, req: Request) -> None:
         ipam_passthrough(req, "STATUS")
@@ -171,8 +171,8 @@ class Ipvlan(Plugin):
         ipam_passthrough(req, "GC")
 
 
-def _check_link(kernel: Kernel, intf: Interface, mode: str) -> int:
-    found = prev_link(kernel, intf, "Container interface name missing in prevResult: ")
+def _check_link(pod_kernel: Kernel, intf: Interface, mode: str) -> int:
+    found = prev_link(pod_kernel, intf, "Container interface name missing in prevResult: ")
     current = sublink.ipvlan_mode_name(found)
     if not current:
         raise internal(f"Error: Container interface {intf.name} not of type ipvlan")

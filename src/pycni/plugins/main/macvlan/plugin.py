@@ -113,11 +113,11 @@ class Macvlan(Plugin):
             ipam = ipam_add(req, conf.ipam, rb) if conf.ipam else None
             result = pod_result(req, iface, ipam)
             rb.step("configure")
-            with req.host.pod(pod) as kernel:
+            with req.host.pod(pod) as pod_kernel:
                 if ipam is not None:
-                    configure_pod_iface(req, kernel, index, result)
+                    configure_pod_iface(req, pod_kernel, index, result)
                 else:
-                    kernel.set_link(index, up=True)
+                    pod_kernel.set_link(index, up=True)
         return result
 
     def delete(self, req: Request) -> None:
@@ -131,9 +131,9 @@ class Macvlan(Plugin):
                 _master_index(kernel, conf)
             ipam_passthrough(req, "CHECK")
             prev, intf = prev_interface(req)
-            with req.host.pod(pod) as kernel:
-                index = _check_link(kernel, intf, conf.mode)
-                check_ips_and_routes(kernel, req.ifname, index, prev)
+            with req.host.pod(pod) as pod_kernel:
+                index = _check_link(pod_kernel, intf, conf.mode)
+                check_ips_and_routes(pod_kernel, req.ifname, index, prev)
 
     def status(self, req: Request) -> None:
         ipam_passthrough(req, "STATUS")
@@ -144,8 +144,8 @@ class Macvlan(Plugin):
         ipam_passthrough(req, "GC")
 
 
-def _check_link(kernel: Kernel, intf: Interface, mode: str) -> int:
-    found = prev_link(kernel, intf, "Container interface name missing in prevResult")
+def _check_link(pod_kernel: Kernel, intf: Interface, mode: str) -> int:
+    found = prev_link(pod_kernel, intf, "Container interface name missing in prevResult")
     current = macvlan.mode_of(found)
     if not current:
         raise internal(f"Error: Container interface {intf.name} not of type macvlan")

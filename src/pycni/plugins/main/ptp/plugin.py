@@ -75,10 +75,12 @@ class Ptp(Plugin):
 
     def add(self, req: Request) -> Result:
         conf = load_conf(req)
-        with req.host.node() as host, req.open_netns() as pod, Rollback(req.env) as rb:
-            return self._add(req, conf, rb, host, pod)
+        with req.host.node() as node_kernel, req.open_netns() as pod, Rollback(req.env) as rb:
+            return self._add(req, conf, rb, node_kernel, pod)
 
-    def _add(self, req: Request, conf: PtpConf, rb: Rollback, host: Kernel, pod: NetNS) -> Result:
+    def _add(
+        self, req: Request, conf: PtpConf, rb: Rollback, node_kernel: Kernel, pod: NetNS
+    ) -> Result:
         ifname = req.ifname
         rb.step("ipam")
         ipam_result = req.delegate(conf.ipam_type, "ADD")
@@ -94,11 +96,11 @@ class Ptp(Plugin):
 
         rb.step("forwarding")
         for fam in sorted({ipc.address.version for ipc in ipam_result.ips}):
-            sysctl.enable_forwarding(host, req.host.sysctl(host), fam)
+            sysctl.enable_forwarding(node_kernel, req.host.sysctl(node_kernel), fam)
 
         rb.step("veth")
-        pair = create_pair(host, req.host.sysctl(host), pod.fd, ifname, conf.mtu)
-        rb.push("veth", lambda: _delete_index(host, pair.host_index))
+        pair = create_pair(node_kernel, req.host.sysctl(node_kernel), pod.fd, ifname, conf.mtu)
+        rb.push("veth", lambda: _delete_index(node_kernel, pair.host_index))
 
         with req.host.pod(pod) as pod_kernel:
             cont_link = link.get(pod_kernel, ifname)
@@ -106,7 +108,7 @@ class Ptp(Plugin):
         result = Result(
             cni_version=req.cni_version,
             interfaces=[
-                Interface(name=pair.host_name, mac=host.link(pair.host_index).mac),
+                Interface(name=pair.host_name, mac=node_kernel.link(pair.host_index).mac),
                 Interface(name=ifname, mac=cont_link.mac, sandbox=req.netns),
             ],
             ips=[IPConfig(ipc.address, ipc.gateway, interface=1) for ipc in ipam_result.ips],
@@ -121,7 +123,7 @@ class Ptp(Plugin):
 
         rb.step("host-config")
         try:
-            _host_side(host, pair.host_index, result)
+            _host_side(node_kernel, pair.host_index, result)
         except NetlinkError as exc:
             raise CNIError(INTERNAL, f"failed to configure the host veth: {exc}") from None
 
@@ -219,18 +221,18 @@ def _pod_routes(pod_kernel: Kernel, index: int, result: Result) -> None:
                     raise RouteError(f"failed to add route {route.dst}: {exc}") from None
 
 
-def _host_side(host: Kernel, host_index: int, result: Result) -> None:
+def _host_side(node_kernel: Kernel, host_index: int, result: Result) -> None:
     """The gateway address on the host end and a host route to each pod address."""
     for ipc in result.ips:
         gw = ipc.gateway
         assert gw is not None
         try:
-            host.add_address(host_index, ipaddress.ip_interface(gw))
+            node_kernel.add_address(host_index, ipaddress.ip_interface(gw))
         except NetlinkError as exc:
             if not exc.exists:
                 raise
         try:
-            host.add_route(
+            node_kernel.add_route(
                 Route(
                     dst=_host_net(ipc.address.ip),
                     oif=host_index,

@@ -44,20 +44,20 @@ def pod_result(req: Request, iface: Interface, ipam: Result | None) -> Result:
 
 
 def configure_pod_iface(
-    req: Request, kernel: Kernel, index: int, result: Result, ndisc_notify: bool = True
+    req: Request, pod_kernel: Kernel, index: int, result: Result, ndisc_notify: bool = True
 ) -> None:
-    """In the pod (``kernel``, inside ``req.host.pod``): announce the addresses (arp/ndisc
+    """In the pod (``pod_kernel``, inside ``req.host.pod``): announce the addresses (arp/ndisc
     notify), add them to CNI_IFNAME, up, routes."""
-    sysctl = req.host.sysctl(kernel)
-    set_arp_notify(kernel, index)
+    sysctl = req.host.sysctl(pod_kernel)
+    set_arp_notify(pod_kernel, index)
     if ndisc_notify:  # best effort: IPv6 may be disabled in the pod
         try_write(sysctl, f"net/ipv6/conf/{req.ifname}/ndisc_notify", "1")
-    configure_iface(kernel, sysctl, req.ifname, index, result)
+    configure_iface(pod_kernel, sysctl, req.ifname, index, result)
 
 
-def check_ips_and_routes(kernel: Kernel, ifname: str, index: int, prev: Result) -> None:
-    validate_ips(kernel, ifname, index, prev, 0)
-    validate_routes(kernel, ifname, prev.routes)
+def check_ips_and_routes(pod_kernel: Kernel, ifname: str, index: int, prev: Result) -> None:
+    validate_ips(pod_kernel, ifname, index, prev, 0)
+    validate_routes(pod_kernel, ifname, prev.routes)
 
 
 def prev_interface(req: Request) -> tuple[Result, Interface]:

@@ -10,8 +10,8 @@ from pycni.skel.base import Request
 
 def delete_in_pod(req: Request, pod: NetNS, index: int) -> None:
     """Rollback step: remove the link this ADD created in the pod."""
-    with req.host.pod(pod) as kernel:
-        kernel.delete_link(index)
+    with req.host.pod(pod) as pod_kernel:
+        pod_kernel.delete_link(index)
 
 
 def delete_pod_link(req: Request) -> list[IPInterface] | None:
@@ -23,9 +23,9 @@ def delete_pod_link(req: Request) -> list[IPInterface] | None:
     if not req.netns:
         return None
     try:
-        with req.open_netns() as pod, req.host.pod(pod) as kernel:
+        with req.open_netns() as pod, req.host.pod(pod) as pod_kernel:
             try:
-                return delete_by_name(kernel, req.ifname)
+                return delete_by_name(pod_kernel, req.ifname)
             except LinkNotFound:
                 return []
     except NetNSNotFound:

@@ -38,24 +38,24 @@ def add_in_pod(
     its temporary name; it is then renamed to CNI_IFNAME. (index, MAC) in the pod."""
     with master_kernel(req, pod, in_pod) as kernel:
         tmp = create(kernel)
-    with req.host.pod(pod) as kernel:
-        index = get(kernel, tmp).index
+    with req.host.pod(pod) as pod_kernel:
+        index = get(pod_kernel, tmp).index
         rb.push("create", lambda: delete_in_pod(req, pod, index))
         rb.step("rename")
         try:
-            kernel.set_link(index, name=req.ifname)
+            pod_kernel.set_link(index, name=req.ifname)
         except NetlinkError as exc:
             raise internal(f'failed to rename {what} to "{req.ifname}": {exc}') from None
-        return index, kernel.link(index).mac
+        return index, pod_kernel.link(index).mac
 
 
-def prev_link(kernel: Kernel, intf: Interface, missing: str, prefix: str = "") -> Link:
+def prev_link(pod_kernel: Kernel, intf: Interface, missing: str, prefix: str = "") -> Link:
     """CHECK: the pod link of prevResult's interface (``missing``: the error without a name;
     ``prefix``: what the reference puts before its messages)."""
     if not intf.name:
         raise internal(missing)
     try:
-        return get(kernel, intf.name)
+        return get(pod_kernel, intf.name)
     except LinkNotFound:
         raise internal(
             f"{prefix}Container Interface name in prevResult: {intf.name} not found"

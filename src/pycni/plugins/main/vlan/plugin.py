@@ -93,8 +93,8 @@ class Vlan(Plugin):
             iface = Interface(name=req.ifname, mac=mac, sandbox=req.netns)
             result = pod_result(req, iface, ipam_add(req, ipam, rb))
             rb.step("configure")
-            with req.host.pod(pod) as kernel:
-                configure_iface(kernel, req.host.sysctl(kernel), req.ifname, index, result)
+            with req.host.pod(pod) as pod_kernel:
+                configure_iface(pod_kernel, req.host.sysctl(pod_kernel), req.ifname, index, result)
         return result
 
     def delete(self, req: Request) -> None:
@@ -111,9 +111,9 @@ class Vlan(Plugin):
             prev, intf = prev_interface(req)
             with master_kernel(req, pod, conf.link_in_container) as kernel:
                 master_of(kernel, conf)
-            with req.host.pod(pod) as kernel:
-                index = _check_link(kernel, intf, conf)
-                check_ips_and_routes(kernel, req.ifname, index, prev)
+            with req.host.pod(pod) as pod_kernel:
+                index = _check_link(pod_kernel, intf, conf)
+                check_ips_and_routes(pod_kernel, req.ifname, index, prev)
 
     def status(self, req: Request) -> None:
         ipam_passthrough(req, "STATUS")
@@ -122,8 +122,10 @@ class Vlan(Plugin):
         ipam_passthrough(req, "GC")
 
 
-def _check_link(kernel: Kernel, intf: Interface, conf: VlanConf) -> int:
-    found = prev_link(kernel, intf, "Container interface name missing in prevResult: ", "vlan: ")
+def _check_link(pod_kernel: Kernel, intf: Interface, conf: VlanConf) -> int:
+    found = prev_link(
+        pod_kernel, intf, "Container interface name missing in prevResult: ", "vlan: "
+    )
     if found.kind != "vlan":
         raise internal(f"Error: Container interface {intf.name} not of type vlan")
     check_mac(intf, found, "vlan: ")

@@ -29,12 +29,12 @@ def _require_dnsmasq() -> None:
 
 def _nameservers(req: Request, bridge: str) -> list[str]:
     """The bridge's global unicast addresses, where dnsmasq answers."""
-    with req.host.node() as kernel:
+    with req.host.node() as node_kernel:
         try:
-            index = index_of(kernel, bridge)
+            index = index_of(node_kernel, bridge)
         except LinkNotFound:
             raise CNIError(INTERNAL, f"dnsname: no such network interface {bridge}") from None
-        return [str(a.ip) for a in addresses(kernel, index) if is_global_unicast(a.ip)]
+        return [str(a.ip) for a in addresses(node_kernel, index) if is_global_unicast(a.ip)]
 
 
 def teardown(net: NetworkFiles, log: list[str] | None = None) -> None:
