@@ -29,9 +29,9 @@ from pycni.skel.rollback import Rollback
 from pycni.spec.args import load_args
 from pycni.spec.decode import Bool, IfName, Int, ListOf, Obj, Str, decode, option
 from pycni.spec.errors import (
-    INTERNAL,
     UNSUPPORTED_FIELD,
     CNIError,
+    InternalError,
     InvalidConfig,
 )
 from pycni.spec.result import DNS, Interface, Result, Route
@@ -294,7 +294,7 @@ class Bridge(Plugin):
             rb.step("port-up")
             up, state = link.wait_oper_up(node_kernel, pair.host_index)
             if not up:
-                raise CNIError(INTERNAL, f"bridge port in error state: {state}")
+                raise InternalError(f"bridge port in error state: {state}")
 
         result.interfaces[1].mac = node_kernel.link(pair.host_index).mac
         result.interfaces[0].mac = link.get(node_kernel, conf.bridge).mac
@@ -321,7 +321,7 @@ class Bridge(Plugin):
         rb.step("post-ipam")
         assert ipam_result is not None
         if not ipam_result.ips:
-            raise CNIError(INTERNAL, "IPAM plugin returned missing IP config")
+            raise InternalError("IPAM plugin returned missing IP config")
         result.ips = ipam_result.ips
         result.routes = ipam_result.routes
         result.dns = ipam_result.dns
@@ -352,7 +352,7 @@ class Bridge(Plugin):
                         )
                     except br.AddressConflict as exc:
                         what = "vlan interface for bridge with" if conf.vlan else "bridge"
-                        raise CNIError(INTERNAL, f"failed to set {what} addr: {exc}") from None
+                        raise InternalError(f"failed to set {what} addr: {exc}") from None
                     if added:
                         rb.push(
                             f"gateway {gw}",
@@ -387,7 +387,7 @@ class Bridge(Plugin):
         except br.VlanFilteringUnsupported:
             raise _vlan_error(conf) from None
         except (NetlinkError, VethNameTaken, RuntimeError) as exc:
-            raise CNIError(INTERNAL, f"failed to create vlan interface: {exc}") from None
+            raise InternalError(f"failed to create vlan interface: {exc}") from None
         if gateway.created:
             rb.push("vlan-gateway", lambda: _delete_index(node_kernel, gateway.index))
         result.interfaces.append(Interface(name=gateway.name, mac=gateway.mac))
@@ -419,7 +419,7 @@ class Bridge(Plugin):
                 req.container_id,
             )
         if errors:
-            raise CNIError(INTERNAL, "; ".join(errors))
+            raise InternalError("; ".join(errors))
 
     def _ipam_del(self, req: Request, conf: BridgeConf) -> None:
         if conf.layer3:
@@ -433,7 +433,7 @@ class Bridge(Plugin):
             req.delegate(conf.ipam_type, "CHECK")
             prev = req.prev_result()
             if prev is None:
-                raise CNIError(INTERNAL, "Required prevResult missing")
+                raise InternalError("Required prevResult missing")
             result = prev.as_version("1.1.0")
             self._check(req, conf, pod, result)
 
@@ -445,25 +445,20 @@ class Bridge(Plugin):
         )
         with req.host.node() as node_kernel:
             if br_if is None:
-                raise CNIError(INTERNAL, "Interface name missing ")
+                raise InternalError("Interface name missing ")
             try:
                 br_link = link.get(node_kernel, br_if.name)
             except link.LinkNotFound:
-                raise CNIError(INTERNAL, f"Interface name {br_if.name} not found") from None
+                raise InternalError(f"Interface name {br_if.name} not found") from None
             if br_if.sandbox:
-                raise CNIError(INTERNAL, f"Interface {br_if.name} should not be in sandbox")
+                raise InternalError(f"Interface {br_if.name} should not be in sandbox")
             if br_link.kind != "bridge":
-                raise CNIError(
-                    INTERNAL, f"Interface {br_if.name} does not have link type of bridge"
-                )
+                raise InternalError(f"Interface {br_if.name} does not have link type of bridge")
             if br_if.mac and br_if.mac != br_link.mac:
-                raise CNIError(
-                    INTERNAL, f"Bridge interface {br_if.name} Mac doesn't match: {br_if.mac}"
-                )
+                raise InternalError(f"Bridge interface {br_if.name} Mac doesn't match: {br_if.mac}")
             promisc = bool(br_link.flags & IFF_PROMISC)
             if promisc != conf.promisc:
-                raise CNIError(
-                    INTERNAL,
+                raise InternalError(
                     f"Bridge interface {br_if.name} configured Promisc Mode "
                     f"{str(conf.promisc).lower()} doesn't match current state: "
                     f"{str(promisc).lower()} ",
@@ -471,22 +466,20 @@ class Bridge(Plugin):
             br_index = br_link.index
             if cont_if is None:
                 sandbox = ""
-                raise CNIError(
-                    INTERNAL,
+                raise InternalError(
                     f"Sandbox in prevResult {sandbox} doesn't match configured netns: {req.netns}",
                 )
             with req.host.pod(pod) as pod_kernel:
                 try:
                     cont_link = link.get(pod_kernel, cont_if.name)
                 except link.LinkNotFound:
-                    raise CNIError(INTERNAL, f"Interface name {cont_if.name} not found") from None
+                    raise InternalError(f"Interface name {cont_if.name} not found") from None
                 if cont_link.kind != "veth":
-                    raise CNIError(
-                        INTERNAL, f"Error: Container interface {cont_if.name} not of type veth"
+                    raise InternalError(
+                        f"Error: Container interface {cont_if.name} not of type veth"
                     )
                 if cont_if.mac and cont_if.mac != cont_link.mac:
-                    raise CNIError(
-                        INTERNAL,
+                    raise InternalError(
                         f"Interface {cont_if.name} Mac {cont_if.mac} doesn't match container "
                         f"Mac: {cont_link.mac}",
                     )
@@ -499,7 +492,7 @@ class Bridge(Plugin):
                 try:
                     host_link = link.get(node_kernel, intf.name)
                 except link.LinkNotFound:
-                    raise CNIError(INTERNAL, f"Interface name {intf.name} not found") from None
+                    raise InternalError(f"Interface name {intf.name} not found") from None
                 if host_link.kind != "veth":
                     continue
                 if host_link.index != peer or host_link.peer_index != cont_index:
@@ -507,13 +500,13 @@ class Bridge(Plugin):
                 if host_link.master != br_index:
                     continue
                 if intf.mac and intf.mac != host_link.mac:
-                    raise CNIError(
-                        INTERNAL, f"Interface {intf.name} Mac doesn't match: {intf.mac} not found"
+                    raise InternalError(
+                        f"Interface {intf.name} Mac doesn't match: {intf.mac} not found"
                     )
                 found_veth = True
                 break
             if not found_veth:
-                raise CNIError(INTERNAL, f"CNI veth created for bridge {conf.bridge} was not found")
+                raise InternalError(f"CNI veth created for bridge {conf.bridge} was not found")
         with req.host.pod(pod) as pod_kernel:
             validate_ips(pod_kernel, req.ifname, cont_index, result, IF_CONTAINER)
             validate_routes(pod_kernel, req.ifname, result.routes)
@@ -529,9 +522,7 @@ class Bridge(Plugin):
             ipmasq.gc(conf.name, valid)
         except (NftError, OSError) as exc:
             if nft_available():
-                raise CNIError(
-                    INTERNAL, f"failed to garbage-collect masquerade rules: {exc}"
-                ) from None
+                raise InternalError(f"failed to garbage-collect masquerade rules: {exc}") from None
 
     def status(self, req: Request) -> None:
         conf = load_conf(req)

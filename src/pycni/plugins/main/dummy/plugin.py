@@ -13,7 +13,6 @@ from pycni.net.netlink.kernel import NetlinkError
 from pycni.plugins.main.shared.conf import ipam_type
 from pycni.plugins.main.shared.pod_iface import (
     check_ips_and_routes,
-    internal,
     ipam_add,
     ipam_passthrough,
     prev_interface,
@@ -22,7 +21,7 @@ from pycni.plugins.main.shared.pod_link import delete_in_pod, delete_pod_link
 from pycni.record import replace
 from pycni.skel.base import Plugin, Request
 from pycni.skel.rollback import Rollback
-from pycni.spec.errors import InvalidConfig
+from pycni.spec.errors import InternalError, InvalidConfig
 from pycni.spec.result import Interface, Result
 
 IFF_UP = 0x1
@@ -46,11 +45,11 @@ class Dummy(Plugin):
                 try:
                     pod_kernel.add_dummy(req.ifname)
                 except NetlinkError as exc:
-                    raise internal(f"failed to create dummy: {exc}") from None
+                    raise InternalError(f"failed to create dummy: {exc}") from None
                 try:
                     index = index_of(pod_kernel, req.ifname)
                 except LinkNotFound:
-                    raise internal(f'failed to fetch dummy "{req.ifname}"') from None
+                    raise InternalError(f'failed to fetch dummy "{req.ifname}"') from None
                 rb.push("create", lambda: delete_in_pod(req, pod, index))
                 mac = pod_kernel.link(index).mac
             ipam = ipam_add(req, kind, rb)
@@ -77,23 +76,23 @@ class Dummy(Plugin):
             prev, intf = prev_interface(req)
             with req.host.pod(pod) as pod_kernel:
                 if not intf.name:
-                    raise internal("Container interface name missing in prevResult: ")
+                    raise InternalError("Container interface name missing in prevResult: ")
                 try:
                     index = index_of(pod_kernel, intf.name)
                 except LinkNotFound:
-                    raise internal(
+                    raise InternalError(
                         f"Container Interface name in prevResult: {intf.name} not found"
                     ) from None
                 found = pod_kernel.link(index)
                 if found.kind != "dummy":
-                    raise internal(f"Error: Container interface {intf.name} not of type dummy")
+                    raise InternalError(f"Error: Container interface {intf.name} not of type dummy")
                 if intf.mac and intf.mac != found.mac:
-                    raise internal(
+                    raise InternalError(
                         f"Interface {intf.name} Mac {intf.mac} doesn't match container Mac: "
                         f"{found.mac}"
                     )
                 if not found.flags & IFF_UP:
-                    raise internal(f"Interface {intf.name} is down")
+                    raise InternalError(f"Interface {intf.name} is down")
                 check_ips_and_routes(pod_kernel, req.ifname, index, replace(prev, routes=[]))
 
     def gc(self, req: Request) -> None:

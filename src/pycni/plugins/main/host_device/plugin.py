@@ -22,7 +22,6 @@ from pycni.plugins.main.shared.conf import ipam_type
 from pycni.plugins.main.shared.pod_iface import (
     check_ips_and_routes,
     configure_pod_iface,
-    internal,
     ipam_add,
     ipam_passthrough,
     pod_result,
@@ -32,7 +31,7 @@ from pycni.record import record
 from pycni.skel.base import Plugin, Request
 from pycni.skel.rollback import Rollback
 from pycni.spec.decode import FilePath, IfName, Str, decode, option
-from pycni.spec.errors import InvalidConfig
+from pycni.spec.errors import InternalError, InvalidConfig
 from pycni.spec.result import Interface, Result
 from pycni.spec.validate import is_mac, is_name
 
@@ -113,7 +112,7 @@ def has_userspace_driver(pci: str) -> bool:
     if not os.path.exists(os.path.join(SYS_BUS_PCI, pci)):
         if os.path.exists(os.path.join(SYS_BUS_AUX, pci)):
             return False
-        raise internal(f"error with host device: no PCI or auxiliary device {pci}")
+        raise InternalError(f"error with host device: no PCI or auxiliary device {pci}")
     try:
         return os.path.basename(os.path.realpath(driver, strict=True)) in USERSPACE_DRIVERS
     except OSError:
@@ -133,7 +132,9 @@ def find_host_link(node_kernel: Kernel, conf: HostDeviceConf) -> int:
         try:
             return index_of(node_kernel, conf.device)
         except LinkNotFound:
-            raise internal(f'failed to find host device: Link not found: "{conf.device}"') from None
+            raise InternalError(
+                f'failed to find host device: Link not found: "{conf.device}"'
+            ) from None
     links = node_kernel.links()
     if conf.hwaddr:
         want = conf.hwaddr.replace("-", ":").lower()
@@ -162,8 +163,8 @@ def find_host_link(node_kernel: Kernel, conf: HostDeviceConf) -> int:
                     return index_of(node_kernel, names[0])
                 except LinkNotFound:
                     break
-        raise internal(f"failed to find host device: no net directory under device {conf.pci}")
-    raise internal("failed to find host device: failed to find physical interface")
+        raise InternalError(f"failed to find host device: no net directory under device {conf.pci}")
+    raise InternalError("failed to find host device: failed to find physical interface")
 
 
 def _state_file(conf: HostDeviceConf, req: Request) -> str:
@@ -198,7 +199,7 @@ def move_out(req: Request, pod: NetNS, ifname: str, node_fd: int) -> str:
         index = index_of(pod_kernel, ifname)
         alias = pod_kernel.link(index).alias
         if not alias:
-            raise internal(f'failed to restore "{ifname}": alias is not set')
+            raise InternalError(f'failed to restore "{ifname}": alias is not set')
         pod_kernel.set_link(index, up=False)
         pod_kernel.set_link(index, netns_fd=node_fd, name=alias)
     return alias
@@ -254,7 +255,7 @@ class HostDevice(Plugin):
                     node_kernel.set_link(index, alias="")
                     if was_up:
                         node_kernel.set_link(index, up=True)
-                raise internal(f"failed to move link {exc}") from None
+                raise InternalError(f"failed to move link {exc}") from None
         rb.push("move", lambda: _restore(req, move_out(req, pod, req.ifname, node_fd), state_path))
         rb.step("up")
         with req.host.pod(pod) as pod_kernel:
@@ -300,16 +301,16 @@ class HostDevice(Plugin):
                 return
             with req.host.pod(pod) as pod_kernel:
                 if not intf.name:
-                    raise internal("Container interface name missing in prevResult")
+                    raise InternalError("Container interface name missing in prevResult")
                 try:
                     index = index_of(pod_kernel, intf.name)
                 except LinkNotFound:
-                    raise internal(
+                    raise InternalError(
                         f"Container Interface name in prevResult: {intf.name} not found"
                     ) from None
                 mac = pod_kernel.link(index).mac
                 if intf.mac and intf.mac != mac:
-                    raise internal(
+                    raise InternalError(
                         f"Interface {intf.name} Mac {intf.mac} doesn't match container Mac: {mac}"
                     )
                 check_ips_and_routes(pod_kernel, req.ifname, index, prev)

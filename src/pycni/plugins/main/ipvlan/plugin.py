@@ -15,7 +15,6 @@ from pycni.plugins.main.shared.conf import ipam_type
 from pycni.plugins.main.shared.pod_iface import (
     check_ips_and_routes,
     configure_pod_iface,
-    internal,
     ipam_add,
     ipam_passthrough,
     pod_result,
@@ -28,7 +27,7 @@ from pycni.skel.base import Plugin, Request
 from pycni.skel.config import MTU
 from pycni.skel.rollback import Rollback
 from pycni.spec.decode import Bool, IfName, Str, decode, option
-from pycni.spec.errors import InvalidConfig
+from pycni.spec.errors import InternalError, InvalidConfig
 from pycni.spec.result import Interface, Result
 
 _NO_MODULE = " (this kernel has no ipvlan: module ipvlan)"
@@ -103,7 +102,7 @@ def resolve_master(kernel: Kernel, conf: IpvlanConf) -> tuple[int, int]:
     try:
         index = index_of(kernel, conf.master)
     except LinkNotFound:
-        raise internal(f'failed to lookup master "{conf.master}": Link not found') from None
+        raise InternalError(f'failed to lookup master "{conf.master}": Link not found') from None
     return index, kernel.link(index).mtu
 
 
@@ -137,7 +136,7 @@ class Ipvlan(Plugin):
                     )
                 except NetlinkError as exc:
                     hint = _NO_MODULE if exc.not_supported else ""
-                    raise internal(f"failed to create ipvlan: {exc}{hint}") from None
+                    raise InternalError(f"failed to create ipvlan: {exc}{hint}") from None
 
             index, mac = add_in_pod(req, pod, rb, "ipvlan", conf.link_in_container, create)
             iface = Interface(name=req.ifname, mac=mac, sandbox=req.netns)
@@ -175,9 +174,11 @@ def _check_link(pod_kernel: Kernel, intf: Interface, mode: str) -> int:
     found = prev_link(pod_kernel, intf, "Container interface name missing in prevResult: ")
     current = sublink.ipvlan_mode_name(found)
     if not current:
-        raise internal(f"Error: Container interface {intf.name} not of type ipvlan")
+        raise InternalError(f"Error: Container interface {intf.name} not of type ipvlan")
     if current != mode:
-        raise internal(f"Container IPVlan mode {current} does not match expected value: {mode}")
+        raise InternalError(
+            f"Container IPVlan mode {current} does not match expected value: {mode}"
+        )
     check_mac(intf, found)
     return found.index
 

@@ -9,7 +9,6 @@ from pycni.plugins.main.shared.conf import ipam_type, requested_mac
 from pycni.plugins.main.shared.pod_iface import (
     check_ips_and_routes,
     configure_pod_iface,
-    internal,
     ipam_add,
     ipam_passthrough,
     pod_result,
@@ -22,7 +21,7 @@ from pycni.skel.base import Plugin, Request
 from pycni.skel.config import MTU
 from pycni.skel.rollback import Rollback
 from pycni.spec.decode import UINT32_MAX, Bool, IfName, Int, Str, decode, option
-from pycni.spec.errors import InvalidConfig
+from pycni.spec.errors import InternalError, InvalidConfig
 from pycni.spec.result import Interface, Result
 
 
@@ -73,7 +72,7 @@ def resolve_master(kernel: Kernel, conf: MacvlanConf) -> tuple[int, int]:
     try:
         index = index_of(kernel, conf.master)
     except LinkNotFound:
-        raise internal(f'failed to lookup master "{conf.master}": Link not found') from None
+        raise InternalError(f'failed to lookup master "{conf.master}": Link not found') from None
     return index, kernel.link(index).mtu
 
 
@@ -106,7 +105,7 @@ class Macvlan(Plugin):
                         conf.bcqueuelen,
                     )
                 except (NetlinkError, ValueError) as exc:
-                    raise internal(f"failed to create macvlan: {exc}") from None
+                    raise InternalError(f"failed to create macvlan: {exc}") from None
 
             index, mac = add_in_pod(req, pod, rb, "macvlan", conf.link_in_container, create)
             iface = Interface(name=req.ifname, mac=mac, sandbox=req.netns)
@@ -148,9 +147,11 @@ def _check_link(pod_kernel: Kernel, intf: Interface, mode: str) -> int:
     found = prev_link(pod_kernel, intf, "Container interface name missing in prevResult")
     current = macvlan.mode_of(found)
     if not current:
-        raise internal(f"Error: Container interface {intf.name} not of type macvlan")
+        raise InternalError(f"Error: Container interface {intf.name} not of type macvlan")
     if current != mode:
-        raise internal(f"Container macvlan mode {current} does not match expected value: {mode}")
+        raise InternalError(
+            f"Container macvlan mode {current} does not match expected value: {mode}"
+        )
     check_mac(intf, found)
     return found.index
 

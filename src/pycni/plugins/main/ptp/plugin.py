@@ -27,7 +27,7 @@ from pycni.skel.base import Plugin, Request
 from pycni.skel.config import MTU, DNSConf, IPAMRef
 from pycni.skel.rollback import Rollback
 from pycni.spec.decode import Bool, Obj, Str, decode, option
-from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig
+from pycni.spec.errors import InternalError, InvalidConfig
 from pycni.spec.result import DNS, Interface, IPConfig, Result
 
 SCOPE_LINK = 253
@@ -87,11 +87,11 @@ class Ptp(Plugin):
         rb.push("ipam", lambda: req.delegate(conf.ipam_type, "DEL"))
         assert ipam_result is not None
         if not ipam_result.ips:
-            raise CNIError(INTERNAL, "IPAM plugin returned missing IP config")
+            raise InternalError("IPAM plugin returned missing IP config")
         for ipc in ipam_result.ips:
             if ipc.gateway is None:
-                raise CNIError(
-                    INTERNAL, f"IPAM result for {ipc.address} has no gateway (ptp routes via it)"
+                raise InternalError(
+                    f"IPAM result for {ipc.address} has no gateway (ptp routes via it)"
                 )
 
         rb.step("forwarding")
@@ -125,7 +125,7 @@ class Ptp(Plugin):
         try:
             _host_side(node_kernel, pair.host_index, result)
         except NetlinkError as exc:
-            raise CNIError(INTERNAL, f"failed to configure the host veth: {exc}") from None
+            raise InternalError(f"failed to configure the host veth: {exc}") from None
 
         if conf.ip_masq:
             masquerade(rb, conf.ip_masq_backend, result, conf.name, req)
@@ -150,24 +150,22 @@ class Ptp(Plugin):
                 req.container_id,
             )
             if errors:
-                raise CNIError(INTERNAL, "; ".join(errors))
+                raise InternalError("; ".join(errors))
 
     def check(self, req: Request) -> None:
         conf = load_conf(req)
         req.delegate(conf.ipam_type, "CHECK")
         prev = req.prev_result()
         if prev is None:
-            raise CNIError(INTERNAL, "Required prevResult missing")
+            raise InternalError("Required prevResult missing")
         result = prev.as_version("1.1.0")
         with req.open_netns() as pod, req.host.pod(pod) as pod_kernel:
             try:
                 found = link.get(pod_kernel, req.ifname)
             except link.LinkNotFound:
-                raise CNIError(INTERNAL, f"Cannot find container link {req.ifname}") from None
+                raise InternalError(f"Cannot find container link {req.ifname}") from None
             if found.kind != "veth":
-                raise CNIError(
-                    INTERNAL, f"Error: Container interface {req.ifname} not of type veth"
-                )
+                raise InternalError(f"Error: Container interface {req.ifname} not of type veth")
             for intf in result.interfaces:
                 if (
                     intf.name == req.ifname
@@ -175,8 +173,7 @@ class Ptp(Plugin):
                     and intf.mac
                     and intf.mac.lower() != found.mac.lower()
                 ):
-                    raise CNIError(
-                        INTERNAL,
+                    raise InternalError(
                         f"Interface {req.ifname} Mac {intf.mac} doesn't match container "
                         f"Mac: {found.mac}",
                     )

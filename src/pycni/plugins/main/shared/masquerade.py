@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pycni.skel.base import Request
 from pycni.skel.rollback import Rollback
-from pycni.spec.errors import INTERNAL, CNIError
+from pycni.spec.errors import InternalError
 from pycni.spec.result import Result
 
 
@@ -21,4 +21,4 @@ def masquerade(rb: Rollback, backend: str, result: Result, network: str, req: Re
     try:
         masq.setup(ipns, network, ifname, cid)
     except (ipmasq.IPMasqError, NftError) as exc:
-        raise CNIError(INTERNAL, f"failed to set up IP masquerading: {exc}") from None
+        raise InternalError(f"failed to set up IP masquerading: {exc}") from None

@@ -16,12 +16,8 @@ from pycni.plugins.main.shared.conf import config_dns, ipam_type
 from pycni.record import replace
 from pycni.skel.base import Request
 from pycni.skel.rollback import Rollback
-from pycni.spec.errors import INTERNAL, CNIError
+from pycni.spec.errors import InternalError
 from pycni.spec.result import Interface, Result
-
-
-def internal(msg: str) -> CNIError:
-    return CNIError(INTERNAL, msg)
 
 
 def ipam_add(req: Request, kind: str, rollback: Rollback) -> Result:
@@ -30,7 +26,7 @@ def ipam_add(req: Request, kind: str, rollback: Rollback) -> Result:
     found = req.delegate(kind)
     rollback.push("ipam", lambda: req.delegate(kind, command="DEL"))
     if found is None or not found.ips:
-        raise internal("IPAM plugin returned missing IP config")
+        raise InternalError("IPAM plugin returned missing IP config")
     return found
 
 
@@ -64,13 +60,13 @@ def prev_interface(req: Request) -> tuple[Result, Interface]:
     """CHECK's prevResult and its entry for CNI_IFNAME in CNI_NETNS (as the reference finds it)."""
     prev = req.prev_result()
     if prev is None:
-        raise internal("Required prevResult missing")
+        raise InternalError("Required prevResult missing")
     match = Interface(name="")
     for intf in prev.interfaces:
         if intf.name == req.ifname and intf.sandbox == req.netns:
             match = intf
     if match.sandbox != req.netns:
-        raise internal(
+        raise InternalError(
             f"Sandbox in prevResult {match.sandbox} doesn't match configured netns: {req.netns}"
         )
     return prev, match

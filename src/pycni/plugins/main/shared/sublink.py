@@ -14,10 +14,10 @@ from contextlib import AbstractContextManager
 from pycni.net.link import LinkNotFound, get
 from pycni.net.netlink.kernel import Kernel, Link, NetlinkError
 from pycni.net.ns import NetNS
-from pycni.plugins.main.shared.pod_iface import internal
 from pycni.plugins.main.shared.pod_link import delete_in_pod
 from pycni.skel.base import Request
 from pycni.skel.rollback import Rollback
+from pycni.spec.errors import InternalError
 from pycni.spec.result import Interface
 
 
@@ -45,7 +45,7 @@ def add_in_pod(
         try:
             pod_kernel.set_link(index, name=req.ifname)
         except NetlinkError as exc:
-            raise internal(f'failed to rename {what} to "{req.ifname}": {exc}') from None
+            raise InternalError(f'failed to rename {what} to "{req.ifname}": {exc}') from None
         return index, pod_kernel.link(index).mac
 
 
@@ -53,17 +53,17 @@ def prev_link(pod_kernel: Kernel, intf: Interface, missing: str, prefix: str = "
     """CHECK: the pod link of prevResult's interface (``missing``: the error without a name;
     ``prefix``: what the reference puts before its messages)."""
     if not intf.name:
-        raise internal(missing)
+        raise InternalError(missing)
     try:
         return get(pod_kernel, intf.name)
     except LinkNotFound:
-        raise internal(
+        raise InternalError(
             f"{prefix}Container Interface name in prevResult: {intf.name} not found"
         ) from None
 
 
 def check_mac(intf: Interface, found: Link, prefix: str = "") -> None:
     if intf.mac and intf.mac != found.mac:
-        raise internal(
+        raise InternalError(
             f"{prefix}Interface {intf.name} Mac {intf.mac} doesn't match container Mac: {found.mac}"
         )

@@ -30,7 +30,6 @@ from pycni.plugins.main.shared.conf import ipam_type, requested_mac
 from pycni.plugins.main.shared.pod_iface import (
     check_ips_and_routes,
     configure_pod_iface,
-    internal,
     ipam_add,
     ipam_passthrough,
     pod_result,
@@ -44,6 +43,7 @@ from pycni.skel.config import MTU
 from pycni.skel.rollback import Rollback
 from pycni.skel.selinux import LabelRefused, SELinuxError
 from pycni.spec.decode import Bool, IfName, Int, Str, decode, option
+from pycni.spec.errors import InternalError
 from pycni.spec.result import Interface, Result
 
 TYPE_CHECKING = False
@@ -145,9 +145,9 @@ def _make_tap(
     try:
         create_tap(pod_kernel, tmp, flags, conf.owner, conf.group)
     except LabelRefused as exc:
-        raise internal(str(exc)) from None  # the reference's message, unwrapped
+        raise InternalError(str(exc)) from None  # the reference's message, unwrapped
     except (tun.TunError, SELinuxError) as exc:
-        raise internal(f"failed to create tap: {exc}") from None
+        raise InternalError(f"failed to create tap: {exc}") from None
     index = index_of(pod_kernel, tmp)
     rb.push("create", lambda: delete_in_pod(req, pod, index))
     rb.step("configure-link")
@@ -157,29 +157,29 @@ def _make_tap(
         if conf.mac:
             link_attrs.set_mac(pod_kernel, index, conf.mac)
     except (NetlinkError, ValueError) as exc:
-        raise internal(f"failed to configure tap {tmp}: {exc}") from None
+        raise InternalError(f"failed to configure tap {tmp}: {exc}") from None
     rb.step("rename")
     try:
         pod_kernel.set_link(index, name=ifname)
     except NetlinkError as exc:
-        raise internal(f'failed to rename tap to "{ifname}": {exc}') from None
+        raise InternalError(f'failed to rename tap to "{ifname}": {exc}') from None
     if conf.bridge:
         rb.step("bridge")
         try:
             bridge_index = index_of(pod_kernel, conf.bridge)
         except LinkNotFound:
-            raise internal(f"failed to get bridge {conf.bridge}: Link not found") from None
+            raise InternalError(f"failed to get bridge {conf.bridge}: Link not found") from None
         try:
             pod_kernel.set_link(index, master=bridge_index)
         except NetlinkError as exc:
-            raise internal(
+            raise InternalError(
                 f"failed to set tap {ifname} as a port of bridge {conf.bridge}: {exc}"
             ) from None
     rb.step("up")
     try:
         pod_kernel.set_link(index, up=True)
     except NetlinkError as exc:
-        raise internal(f"failed to set tap interface up: {exc}") from None
+        raise InternalError(f"failed to set tap interface up: {exc}") from None
     return index, pod_kernel.link(index).mac
 
 
@@ -223,7 +223,7 @@ class Tap(Plugin):
                 try:
                     index = index_of(pod_kernel, req.ifname)
                 except LinkNotFound:
-                    raise internal(f'failed to find interface "{req.ifname}"') from None
+                    raise InternalError(f'failed to find interface "{req.ifname}"') from None
                 check_ips_and_routes(pod_kernel, req.ifname, index, prev)
 
     def status(self, req: Request) -> None:

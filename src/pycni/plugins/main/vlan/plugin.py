@@ -13,7 +13,6 @@ from pycni.net.netlink.kernel import Kernel, NetlinkError
 from pycni.plugins.main.shared.conf import ipam_type
 from pycni.plugins.main.shared.pod_iface import (
     check_ips_and_routes,
-    internal,
     ipam_add,
     ipam_passthrough,
     pod_result,
@@ -26,7 +25,7 @@ from pycni.skel.base import Plugin, Request
 from pycni.skel.config import MTU
 from pycni.skel.rollback import Rollback
 from pycni.spec.decode import Bool, IfName, Int, decode, option
-from pycni.spec.errors import InvalidConfig
+from pycni.spec.errors import InternalError, InvalidConfig
 from pycni.spec.result import Interface, Result
 
 _VLAN_ID = "invalid VLAN ID {value} (must be between 0 and 4095 inclusive)"
@@ -61,7 +60,7 @@ def master_of(kernel: Kernel, conf: VlanConf) -> int:
     try:
         index = index_of(kernel, conf.master)
     except LinkNotFound:
-        raise internal(f'failed to lookup master "{conf.master}": Link not found') from None
+        raise InternalError(f'failed to lookup master "{conf.master}": Link not found') from None
     master_mtu = kernel.link(index).mtu
     if conf.mtu > master_mtu:
         raise InvalidConfig(f"invalid MTU {conf.mtu}, must be [0, master MTU({master_mtu})]")
@@ -87,7 +86,7 @@ class Vlan(Plugin):
                     return sublink.add_vlan(kernel, master, pod.fd, conf.vlan_id, conf.mtu)
                 except NetlinkError as exc:
                     hint = _NO_MODULE if exc.not_supported else ""
-                    raise internal(f"failed to create vlan: {exc}{hint}") from None
+                    raise InternalError(f"failed to create vlan: {exc}{hint}") from None
 
             index, mac = add_in_pod(req, pod, rb, "vlan", conf.link_in_container, create)
             iface = Interface(name=req.ifname, mac=mac, sandbox=req.netns)
@@ -107,7 +106,7 @@ class Vlan(Plugin):
         with req.open_netns() as pod:
             ipam_passthrough(req, "CHECK")
             if req.prev_result() is None:
-                raise internal("vlan: Required prevResult missing")
+                raise InternalError("vlan: Required prevResult missing")
             prev, intf = prev_interface(req)
             with master_kernel(req, pod, conf.link_in_container) as kernel:
                 master_of(kernel, conf)
@@ -127,15 +126,15 @@ def _check_link(pod_kernel: Kernel, intf: Interface, conf: VlanConf) -> int:
         pod_kernel, intf, "Container interface name missing in prevResult: ", "vlan: "
     )
     if found.kind != "vlan":
-        raise internal(f"Error: Container interface {intf.name} not of type vlan")
+        raise InternalError(f"Error: Container interface {intf.name} not of type vlan")
     check_mac(intf, found, "vlan: ")
     if found.vlan_id != conf.vlan_id:
-        raise internal(
+        raise InternalError(
             f"Error: link {intf.name} configured VLAN ID is {conf.vlan_id}, "
             f"current value is {found.vlan_id}"
         )
     if conf.mtu and conf.mtu != found.mtu:
-        raise internal(
+        raise InternalError(
             f"Error: Tuning configured MTU of {intf.name} is {conf.mtu}, "
             f"current value is {found.mtu}"
         )

@@ -19,7 +19,7 @@ from pycni.skel.base import Plugin, Request
 from pycni.skel.rollback import Rollback
 from pycni.spec import version
 from pycni.spec.decode import Int, decode, fail, lookup, option
-from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig
+from pycni.spec.errors import CNIError, InternalError, InvalidConfig
 from pycni.spec.result import Interface, Result
 
 IFB_PREFIX = "bwp"
@@ -92,24 +92,24 @@ def load_limits(req: Request) -> Limits | None:
 def _host_veth(req: Request, prev: Result) -> tuple[str, int]:
     """The node end of the pod's veth, which prevResult must list with an empty sandbox."""
     if not prev.interfaces:
-        raise CNIError(INTERNAL, "no interfaces provided")
+        raise InternalError("no interfaces provided")
     with req.open_netns() as pod, req.host.pod(pod) as pod_kernel:
         try:
             found = get(pod_kernel, req.ifname)
         except LinkNotFound:
-            raise CNIError(INTERNAL, f"container interface {req.ifname} not found") from None
+            raise InternalError(f"container interface {req.ifname} not found") from None
         peer = found.peer_index if found.kind == "veth" else 0
     if peer <= 0:
-        raise CNIError(INTERNAL, f"container interface {req.ifname} has no veth peer")
+        raise InternalError(f"container interface {req.ifname} has no veth peer")
     with req.host.node() as node_kernel:
         try:
             name = node_kernel.link(peer).name
         except NetlinkError:
-            raise CNIError(INTERNAL, f"veth peer with index {peer} is not in host ns") from None
+            raise InternalError(f"veth peer with index {peer} is not in host ns") from None
     for intf in prev.interfaces:
         if not intf.sandbox and intf.name == name:
             return name, peer
-    raise CNIError(INTERNAL, "no veth peer of container interface found in host ns")
+    raise InternalError("no veth peer of container interface found in host ns")
 
 
 def _prev(req: Request) -> Result | None:
@@ -186,7 +186,7 @@ class Bandwidth(Plugin):
                 try:
                     ifb = get(node_kernel, name).index
                 except LinkNotFound:
-                    raise CNIError(INTERNAL, f"get ifb device: Link not found: {name}") from None
+                    raise InternalError(f"get ifb device: Link not found: {name}") from None
                 want = tc.TbfParams.from_bits(limits.egress_rate, limits.egress_burst)
                 _check_tbf(node_kernel, ifb, want)
 
@@ -194,14 +194,14 @@ class Bandwidth(Plugin):
 def _check_tbf(node_kernel: Kernel, index: int, want: tc.TbfParams) -> None:
     found = tc.qdiscs(node_kernel, index)
     if not found:
-        raise CNIError(INTERNAL, "Failed to find qdisc")
+        raise InternalError("Failed to find qdisc")
     for qdisc in found:
         if qdisc.kind != "tbf":
             break
         have = tc.tbf_params_of(qdisc)
         for what in ("rate", "limit", "buffer"):
             if getattr(have, what) != getattr(want, what):
-                raise CNIError(INTERNAL, f"{what.capitalize()} doesn't match")
+                raise InternalError(f"{what.capitalize()} doesn't match")
 
 
 T = TypeVar("T")
@@ -212,7 +212,7 @@ def _kernel(action: Callable[[], T], what: str) -> T:
     try:
         return action()
     except (NetlinkError, LookupError) as exc:
-        raise CNIError(INTERNAL, f"{what}: {exc}") from None
+        raise InternalError(f"{what}: {exc}") from None
 
 
 PLUGIN = Bandwidth()

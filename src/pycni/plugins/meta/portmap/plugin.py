@@ -19,7 +19,7 @@ from pycni.plugins.meta.portmap.backend import Backend
 from pycni.plugins.meta.portmap.config import IPTABLES, NFTABLES, PortMapConfig, parse
 from pycni.skel.base import Plugin, Request
 from pycni.skel.rollback import Rollback
-from pycni.spec.errors import INTERNAL, PLUGIN_NOT_AVAILABLE, CNIError
+from pycni.spec.errors import PLUGIN_NOT_AVAILABLE, CNIError, InternalError
 from pycni.spec.result import Result
 
 
@@ -28,7 +28,7 @@ def _route_device(req: Request, address: ipaddress.IPv4Address) -> str:
     with req.host.node() as node_kernel:
         routes = node_kernel.route_to(address)
         if not routes:
-            raise CNIError(INTERNAL, f"portmap: no route to container IP {address}")
+            raise InternalError(f"portmap: no route to container IP {address}")
         return node_kernel.link(routes[0].oif).name
 
 

@@ -20,7 +20,7 @@ from pycni.record import record
 from pycni.skel.base import Plugin, Request
 from pycni.skel.rollback import Rollback
 from pycni.spec.decode import UINT32_MAX, Int, decode, option
-from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig
+from pycni.spec.errors import InternalError, InvalidConfig
 from pycni.spec.result import IPConfig, Result
 
 FIRST_TABLE = 100
@@ -42,7 +42,7 @@ def load_keys(req: Request) -> SbrKeys:
 def ip_configs(ifname: str, prev: Result) -> list[IPConfig]:
     """prevResult IPs of this interface, plus those that name no interface."""
     if not prev.ips:
-        raise CNIError(INTERNAL, f"No IP addresses supplied on interface: {ifname}")
+        raise InternalError(f"No IP addresses supplied on interface: {ifname}")
     out = []
     for ipc in prev.ips:
         idx = ipc.interface
@@ -87,7 +87,7 @@ class Sbr(Plugin):
         try:
             index = index_of(pod_kernel, ifname)
         except LinkNotFound:
-            raise CNIError(INTERNAL, f"Cannot find network interface {ifname}") from None
+            raise InternalError(f"Cannot find network interface {ifname}") from None
         link_routes = policy.main_routes_of(pod_kernel, index)
         for ipc in ipcs:
             rb.step("rule")
@@ -147,7 +147,7 @@ class Sbr(Plugin):
                     except NetlinkError as exc:
                         failed.append(str(exc))
             if failed:
-                raise CNIError(INTERNAL, f"Failed to delete rule {failed[0]}")
+                raise InternalError(f"Failed to delete rule {failed[0]}")
 
 
 def _rules_to(pod_kernel: Kernel, ipcs: list[IPConfig], table: int, rb: Rollback) -> None:
@@ -168,7 +168,7 @@ def _kernel(action: Callable[[], None], what: str) -> None:
     try:
         action()
     except (NetlinkError, ValueError) as exc:
-        raise CNIError(INTERNAL, f"{what}: {exc}") from None
+        raise InternalError(f"{what}: {exc}") from None
 
 
 PLUGIN = Sbr()

@@ -32,7 +32,7 @@ from pycni.plugins.meta.tuning.conf import (
 )
 from pycni.skel.base import Plugin, Request
 from pycni.skel.rollback import Rollback
-from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig
+from pycni.spec.errors import CNIError, InternalError, InvalidConfig
 from pycni.spec.result import Result
 
 # errnos with which the kernel refuses a link attribute's value (not the link, not the call)
@@ -102,19 +102,16 @@ class Tuning(Plugin):
                 try:
                     current = sysctl.read(proc_path)
                 except OSError as exc:
-                    raise CNIError(
-                        INTERNAL, f"failed to read sysctl {key}: {exc.strerror}"
-                    ) from None
+                    raise InternalError(f"failed to read sysctl {key}: {exc.strerror}") from None
                 if current.split() != conf.sysctl[key].split():
-                    raise CNIError(
-                        INTERNAL,
+                    raise InternalError(
                         f"Error: Tuning configured value of /proc/sys/{proc_path} is "
                         f"{conf.sysctl[key]}, current value is {current}",
                     )
             try:
                 index = index_of(pod_kernel, req.ifname)
             except LinkNotFound:
-                raise CNIError(INTERNAL, f"Cannot find container link {req.ifname}") from None
+                raise InternalError(f"Cannot find container link {req.ifname}") from None
             _check_link(link_attrs.read(pod_kernel, index), conf, req.ifname)
 
     # -- steps ---------------------------------------------------------------------------------
@@ -137,7 +134,7 @@ class Tuning(Plugin):
         try:
             return index_of(pod_kernel, ifname)
         except LinkNotFound:
-            raise CNIError(INTERNAL, f'failed to get "{ifname}": Link not found') from None
+            raise InternalError(f'failed to get "{ifname}": Link not found') from None
 
     @staticmethod
     def _snapshot(
@@ -151,7 +148,7 @@ class Tuning(Plugin):
             except FileNotFoundError:
                 raise InvalidConfig(f'sysctl "{key}" does not exist in the pod namespace') from None
             except OSError as exc:
-                raise CNIError(INTERNAL, f"failed to read sysctl {key}: {exc.strerror}") from None
+                raise InternalError(f"failed to read sysctl {key}: {exc.strerror}") from None
         if not conf.changes_link():
             return saved
         now = link_attrs.read(pod_kernel, index)
@@ -186,7 +183,7 @@ class Tuning(Plugin):
                         f"invalid config: {name} {value!r} refused by the kernel for the "
                         f"interface: {os.strerror(code)}"
                     ) from None
-                raise CNIError(INTERNAL, f"failed to set {name} of the interface: {exc}") from None
+                raise InternalError(f"failed to set {name} of the interface: {exc}") from None
             rb.push(name, undo)
 
 
@@ -266,9 +263,7 @@ def _write_sysctl(sysctl: Sysctl, key: str, proc_path: str, value: str) -> None:
     try:
         sysctl.write(proc_path, value)
     except OSError as exc:
-        raise CNIError(
-            INTERNAL, f'failed to set sysctl "{key}" to "{value}": {exc.strerror}'
-        ) from None
+        raise InternalError(f'failed to set sysctl "{key}" to "{value}": {exc.strerror}') from None
 
 
 def _restore(pod_kernel: Kernel, sysctl: Sysctl, ifname: str, path: str) -> list[str]:
@@ -317,35 +312,32 @@ def _restore(pod_kernel: Kernel, sysctl: Sysctl, ifname: str, path: str) -> list
 
 
 def _check_link(now: link_attrs.LinkAttrs, conf: TuningConf, ifname: str) -> None:
-    def fail(msg: str) -> CNIError:
-        return CNIError(INTERNAL, msg)
-
     if conf.mac and conf.mac != now.mac:
-        raise fail(
+        raise InternalError(
             f"Error: Tuning configured Ethernet of {ifname} is {conf.mac}, "
             f"current value is {now.mac}"
         )
     if conf.promisc != now.promisc:
-        raise fail(
+        raise InternalError(
             f"Error: Tuning link {ifname} configured promisc is {str(conf.promisc).lower()}, "
             f"current value is {int(now.promisc)}"
         )
     if conf.mtu and conf.mtu != now.mtu:
-        raise fail(
+        raise InternalError(
             f"Error: Tuning configured MTU of {ifname} is {conf.mtu}, current value is {now.mtu}"
         )
     if conf.allmulti is not None and conf.allmulti != now.allmulti:
-        raise fail(
+        raise InternalError(
             f"Error: Tuning configured all-multicast mode of {ifname} is "
             f"{str(conf.allmulti).lower()}, current value is {str(now.allmulti).lower()}"
         )
     if conf.txqlen is not None and conf.txqlen != now.txqlen:
-        raise fail(
+        raise InternalError(
             f"Error: Tuning configured transmit queue length of {ifname} is {conf.txqlen}, "
             f"current value is {now.txqlen}"
         )
     if conf.alias is not None and conf.alias != now.alias:
-        raise fail(
+        raise InternalError(
             f"Error: Tuning configured alias of {ifname} is {conf.alias!r}, "
             f"current value is {now.alias!r}"
         )

@@ -19,7 +19,7 @@ from pycni.skel.base import Plugin, Request
 from pycni.skel.rollback import Rollback
 from pycni.spec import version
 from pycni.spec.decode import UINT32_MAX, IfName, Int, decode, option
-from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig
+from pycni.spec.errors import InternalError, InvalidConfig
 from pycni.spec.result import Result
 
 
@@ -36,10 +36,6 @@ def load_conf(req: Request) -> VrfKeys:
     if not keys.vrfname:
         raise InvalidConfig("configuration is expected to have a valid vrf name")
     return keys
-
-
-def _internal(msg: str) -> CNIError:
-    return CNIError(INTERNAL, msg)
 
 
 def _find(pod_kernel: Kernel, name: str) -> Link | None:
@@ -74,7 +70,7 @@ class Vrf(Plugin):
         ):
             found = _find(pod_kernel, conf.vrfname)
             if found is not None and conf.table and found.vrf_table != conf.table:
-                raise _internal(
+                raise InternalError(
                     f"cmdAdd failed: VRF {conf.vrfname} already exist with different routing "
                     f"table {found.vrf_table}"
                 )
@@ -92,7 +88,7 @@ class Vrf(Plugin):
                 rb.push("enslave", partial(vrf.release, pod_kernel, link, saved))
                 vrf.enslave(pod_kernel, found, link)
             except vrf.VrfError as exc:
-                raise _internal(f"cmdAdd failed: {exc}") from None
+                raise InternalError(f"cmdAdd failed: {exc}") from None
         return prev
 
     def delete(self, req: Request) -> None:
@@ -114,7 +110,7 @@ class Vrf(Plugin):
                 if not vrf.members(pod_kernel, found):
                     pod_kernel.delete_link(found.index)
             except NetlinkError as exc:
-                raise _internal(f"cmdDel failed: {exc}") from None
+                raise InternalError(f"cmdDel failed: {exc}") from None
 
     def check(self, req: Request) -> None:
         conf = load_conf(req)
@@ -123,9 +119,9 @@ class Vrf(Plugin):
         with req.open_netns() as pod, req.host.pod(pod) as pod_kernel:
             found = _find(pod_kernel, conf.vrfname)
             if found is None:
-                raise _internal("Link not found")
+                raise InternalError("Link not found")
             if not any(link.name == req.ifname for link in vrf.members(pod_kernel, found)):
-                raise _internal(f"failed to find {req.ifname} associated to vrf {conf.vrfname}")
+                raise InternalError(f"failed to find {req.ifname} associated to vrf {conf.vrfname}")
 
 
 PLUGIN = Vrf()
