@@ -24,9 +24,9 @@ from pycni.plugins.main.shared.masquerade import masquerade
 from pycni.plugins.main.shared.pod_link import delete_pod_link
 from pycni.record import field, record
 from pycni.skel.base import Plugin, Request
-from pycni.skel.config import MTU, DNSConf, IPAMRef, MacArg
+from pycni.skel.config import MTU, DNSConf, IPAMRef
+from pycni.skel.mac import ARGS, CNI_ARGS, RUNTIME_CONFIG, requested_mac
 from pycni.skel.rollback import Rollback
-from pycni.spec.args import load_args
 from pycni.spec.decode import Bool, IfName, Int, ListOf, Obj, Str, decode, option
 from pycni.spec.errors import (
     UNSUPPORTED_FIELD,
@@ -131,6 +131,11 @@ def _vlan_trunk(entries: list[TrunkEntry]) -> list[int]:
     return sorted(found)
 
 
+# bridge.go loadNetConf: CNI_ARGS MAC, then args.cni.mac, then runtimeConfig.mac override; the
+# config's own "mac" key is never read (its Go field is unexported).
+MAC_ORDER = (RUNTIME_CONFIG, ARGS, CNI_ARGS)
+
+
 def load_conf(req: Request) -> BridgeConf:
     conf = decode(BridgeConf, req.config)
     conf.name = req.name
@@ -138,11 +143,7 @@ def load_conf(req: Request) -> BridgeConf:
     if conf.trunk is not None:
         conf.vlans = _vlan_trunk(conf.trunk)
     conf.dns = conf.dns_conf.to_dns()
-    # MAC precedence, lowest first: CNI_ARGS MAC, args.cni.mac, runtimeConfig.mac
-    env_mac = load_args(req.args, known=["MAC"]).get("MAC", "") if req.args else ""
-    conf.mac = env_mac
-    conf.mac = decode(MacArg, req.cni_args, "args.cni").mac or conf.mac
-    conf.mac = decode(MacArg, req.runtime_config, "runtimeConfig").mac or conf.mac
+    conf.mac = requested_mac(req, MAC_ORDER)
     if conf.mac and not is_mac(conf.mac, mixed_separators=True):
         raise InvalidConfig(f'invalid MAC address "{conf.mac}"')
     conf.mac = conf.mac.replace("-", ":").lower()

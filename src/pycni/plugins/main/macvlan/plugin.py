@@ -5,7 +5,7 @@ from __future__ import annotations
 from pycni.net import macvlan
 from pycni.net.link import LinkNotFound, index_of
 from pycni.net.netlink.kernel import Kernel, NetlinkError
-from pycni.plugins.main.shared.conf import ipam_type, requested_mac
+from pycni.plugins.main.shared.conf import checked_mac, ipam_type
 from pycni.plugins.main.shared.pod_iface import (
     check_ips_and_routes,
     configure_pod_iface,
@@ -19,10 +19,14 @@ from pycni.plugins.main.shared.sublink import add_in_pod, check_mac, master_kern
 from pycni.record import record
 from pycni.skel.base import Plugin, Request
 from pycni.skel.config import MTU
+from pycni.skel.mac import CNI_ARGS, CONFIG, RUNTIME_CONFIG
 from pycni.skel.rollback import Rollback
 from pycni.spec.decode import UINT32_MAX, Bool, IfName, Int, Str, decode, option
 from pycni.spec.errors import InternalError, InvalidConfig
 from pycni.spec.result import Interface, Result
+
+# macvlan.go loadConf: CNI_ARGS MAC, then runtimeConfig.mac override the config's "mac".
+MAC_ORDER = (RUNTIME_CONFIG, CNI_ARGS, CONFIG)
 
 
 @record(frozen=True)
@@ -58,7 +62,7 @@ def load_conf(req: Request) -> MacvlanConf:
         master=keys.master,
         mode=mode,
         mtu=keys.mtu,
-        mac=requested_mac(req),
+        mac=checked_mac(req, MAC_ORDER),
         link_in_container=keys.link_in_container,
         ipam=ipam_type(req),
         bcqueuelen=keys.bcqueuelen,

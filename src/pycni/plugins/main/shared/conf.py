@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pycni.record import record
 from pycni.skel.base import Request
-from pycni.skel.config import DNSConf, IPAMRef, MacArg
-from pycni.spec.args import load_args
+from pycni.skel.config import DNSConf, IPAMRef
+from pycni.skel.mac import MacSource, requested_mac
 from pycni.spec.decode import Obj, Str, decode, option
 from pycni.spec.errors import InvalidConfig
 from pycni.spec.result import DNS
@@ -30,15 +30,9 @@ def config_dns(req: Request) -> DNS:
     return decode(CommonConf, req.config).dns.to_dns()
 
 
-def requested_mac(req: Request) -> str:
-    """runtimeConfig.mac wins, then CNI_ARGS MAC, then the config's ``mac``; validated."""
-    mac = decode(CommonConf, req.config).mac
-    env_mac = load_args(req.args, known=["MAC"]).get("MAC", "")
-    if env_mac:
-        mac = env_mac
-    rt_mac = decode(MacArg, req.runtime_config, "runtimeConfig").mac
-    if rt_mac:
-        mac = rt_mac
+def checked_mac(req: Request, order: tuple[MacSource, ...]) -> str:
+    """The MAC asked for (``order``: the plugin's precedence), checked as macvlan and tap do."""
+    mac = requested_mac(req, order, decode(CommonConf, req.config).mac)
     if mac and not is_mac(mac):
         raise InvalidConfig(
             f"invalid args {mac} for MAC addr: want six hex bytes (02:aa:bb:cc:dd:ee)"

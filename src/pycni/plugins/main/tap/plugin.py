@@ -26,7 +26,7 @@ from pycni.net.link import LinkNotFound, index_of
 from pycni.net.netlink.kernel import Kernel, NetlinkError
 from pycni.net.ns import NetNS
 from pycni.net.veth import random_host_name
-from pycni.plugins.main.shared.conf import ipam_type, requested_mac
+from pycni.plugins.main.shared.conf import checked_mac, ipam_type
 from pycni.plugins.main.shared.pod_iface import (
     check_ips_and_routes,
     configure_pod_iface,
@@ -40,6 +40,7 @@ from pycni.plugins.main.tap import tun
 from pycni.record import record
 from pycni.skel.base import Plugin, Request
 from pycni.skel.config import MTU
+from pycni.skel.mac import CNI_ARGS, CONFIG, RUNTIME_CONFIG
 from pycni.skel.rollback import Rollback
 from pycni.skel.selinux import LabelRefused, SELinuxError
 from pycni.spec.decode import Bool, IfName, Int, Str, decode, option
@@ -57,6 +58,9 @@ if TYPE_CHECKING:
 
 _UINT32_MAX = 0xFFFFFFFF
 _ID_RANGE = "invalid config: {path} must be a uid/gid in [0, 4294967295], got {value}"
+
+# tap.go loadConf: CNI_ARGS MAC, then runtimeConfig.mac override the config's "mac".
+MAC_ORDER = (RUNTIME_CONFIG, CNI_ARGS, CONFIG)
 
 
 @record
@@ -89,7 +93,7 @@ def load_conf(req: Request) -> TapConf:
     conf = TapConf(
         multi_queue=keys.multi_queue,
         mtu=keys.mtu,
-        mac=requested_mac(req),
+        mac=checked_mac(req, MAC_ORDER),
         owner=keys.owner,
         group=keys.group,
         selinux_context=keys.selinux_context,
