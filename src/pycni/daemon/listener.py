@@ -8,7 +8,7 @@ import os
 import socket
 
 from pycni.daemon.acceptor import Acceptor
-from pycni.daemon.transport import bind_listener, socket_from_systemd
+from pycni.daemon.request_io import bind_listener, socket_from_systemd
 
 
 class Listener:
