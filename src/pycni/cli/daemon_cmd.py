@@ -141,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
         except EndpointError as exc:
             sys.stderr.write(f"pycni daemon: {exc}\n")
             return 2
-    from pycni.daemon.request_io import SocketSetupError
+    from pycni.daemon.listener import SocketSetupError
     from pycni.daemon.server import Daemon
 
     daemon = Daemon(
