@@ -27,8 +27,8 @@ from pycni.daemon.lanes import Lanes
 from pycni.daemon.listener import Listener
 from pycni.daemon.policy import Runner
 from pycni.daemon.pool import WorkerPool
+from pycni.daemon.request_io import Waker
 from pycni.daemon.stats import CallRecord, Stats
-from pycni.daemon.transport import Waker
 
 log = logging.getLogger("pycni.daemon")
 
