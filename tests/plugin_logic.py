@@ -111,12 +111,11 @@ def _namespace(k: FakeKernel) -> dict[str, Any]:
 
 def picture(host: FakeHost) -> dict[str, Any]:
     """Every namespace of the host, normalized for comparison, and the node's state files
-    (FakeStateFiles: bytes and mode of each file, every directory) and live processes."""
+    (FakeStateFiles: bytes and mode of each file) and live processes."""
     out: dict[str, Any] = {"node": _namespace(host.kernel())}
     for path in sorted(host.pods):
         out[path] = _namespace(host.kernel(path))
-    out["files"] = host.files.tree()
-    out["dirs"] = dict(sorted(host.files.dirs.items()))
+    out["files"] = host.files.tree()  # directories a plugin made may stay, as the reference's
     out["processes"] = sorted(
         argv for pid, argv in host.children.procs.items() if host.children.alive(pid)
     )
@@ -155,3 +154,8 @@ def assert_each_step_rolls_back(
         assert "rollback incomplete" not in str(reply.get("details", "")), reply
         assert picture(host) == before, step
     return steps
+
+
+def kernels(view: dict[str, Any]) -> dict[str, Any]:
+    """A picture's namespaces only (what a plugin that keeps state leaves on its links)."""
+    return {k: v for k, v in view.items() if k not in ("files", "processes")}
