@@ -23,6 +23,7 @@ import os
 import re
 import signal
 import subprocess
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,7 +141,11 @@ def _bridge(s: Scene) -> tuple[dict[str, Any], str, Callable[[str], None]]:
 
 
 def _ptp(s: Scene) -> tuple[dict[str, Any], str, Callable[[str], None]]:
-    return {"type": "ptp", "ipam": s.ipam("10.97.2.0/24")}, "eth0", lambda out: _addressed(s)
+    return (
+        {"type": "ptp", "ipMasq": True, "ipam": s.ipam("10.97.2.0/24")},
+        "eth0",
+        lambda out: _addressed(s),
+    )
 
 
 def _macvlan(s: Scene) -> tuple[dict[str, Any], str, Callable[[str], None]]:
@@ -306,7 +311,9 @@ def test_every_registered_type_has_a_call_here() -> None:
 
 
 def _literal(modules: set[str]) -> str:
-    return '_names(\n    """\n    ' + " ".join(sorted(modules - cold_path.ENTRY)) + '\n    """\n),'
+    names = " ".join(sorted(modules - cold_path.ENTRY))
+    body = textwrap.fill(names, 96, initial_indent=" " * 12, subsequent_indent=" " * 12)
+    return f'_names(\n        """\n{body}\n        """\n    ),'
 
 
 @pytest.mark.parametrize("plugin_type", sorted(registry.PLUGIN_TYPES))

@@ -74,15 +74,15 @@ STDLIB: frozenset[str] = _names(
         _contextvars _ctypes _functools _hashlib _json _locale _lzma _operator
         _posixsubprocess _random _sha512 _socket _sre _stat _struct _typing _weakrefset
         _winapi array bisect collections collections.abc contextlib contextvars copyreg
-        ctypes ctypes._endian errno fcntl fnmatch functools gc genericpath importlib
-        ipaddress itertools keyword locale math msvcrt nt ntpath operator os posixpath
-        random reprlib select selectors signal stat struct types urllib urllib.parse
-        warnings zlib
+        ctypes ctypes._endian errno fcntl fnmatch functools gc genericpath ipaddress
+        itertools keyword locale math msvcrt nt ntpath operator os posixpath random
+        reprlib select selectors signal stat struct types urllib urllib.parse warnings
+        zlib
     """
 )
 
 # Per type, the pycni modules its ADD and DEL import beyond ENTRY (a main plugin's include its
-# delegated host-local, which runs in its process).
+# delegated host-local, which runs in its process; ptp's its ipMasq masquerading).
 BY_TYPE: dict[str, frozenset[str]] = {
     "bandwidth": _names(
         """
@@ -168,7 +168,8 @@ BY_TYPE: dict[str, frozenset[str]] = {
         """
             pycni.cluster pycni.cluster.subnet pycni.fsutil pycni.net.addr
             pycni.net.bridge pycni.net.ipmath pycni.net.link pycni.net.netfilter
-            pycni.net.netfilter.ipmasq pycni.net.netfilter.model
+            pycni.net.netfilter.ipmasq pycni.net.netfilter.ipmasq.iptables_backend
+            pycni.net.netfilter.ipmasq.nft_backend pycni.net.netfilter.model
             pycni.net.netfilter.nft pycni.net.netfilter.nftnl pycni.net.netlink
             pycni.net.netlink.client pycni.net.netlink.kernel
             pycni.net.netlink.nfnetlink pycni.net.netlink.rtnl
@@ -284,14 +285,17 @@ BY_TYPE: dict[str, frozenset[str]] = {
     "ptp": _names(
         """
             pycni.fsutil pycni.net.addr pycni.net.ipmath pycni.net.link
-            pycni.net.netfilter pycni.net.netfilter.ipmasq pycni.net.netfilter.nft
-            pycni.net.netlink pycni.net.netlink.client pycni.net.netlink.kernel
-            pycni.net.netlink.rtnl pycni.net.netlink.rtnl.codec
-            pycni.net.netlink.rtnl.native pycni.net.netlink.rtnl.tc_codec
-            pycni.net.netlink.rtnl.wire pycni.net.resolvconf pycni.net.route
-            pycni.net.sysctl pycni.net.thread_sysctl pycni.net.veth
-            pycni.plugins.ipam pycni.plugins.ipam.host_local
-            pycni.plugins.ipam.host_local.allocator
+            pycni.net.netfilter pycni.net.netfilter.ipmasq
+            pycni.net.netfilter.ipmasq.iptables_backend
+            pycni.net.netfilter.ipmasq.nft_backend pycni.net.netfilter.model
+            pycni.net.netfilter.nft pycni.net.netfilter.nftnl pycni.net.netlink
+            pycni.net.netlink.client pycni.net.netlink.kernel
+            pycni.net.netlink.nfnetlink pycni.net.netlink.rtnl
+            pycni.net.netlink.rtnl.codec pycni.net.netlink.rtnl.native
+            pycni.net.netlink.rtnl.tc_codec pycni.net.netlink.rtnl.wire
+            pycni.net.resolvconf pycni.net.route pycni.net.sysctl
+            pycni.net.thread_sysctl pycni.net.veth pycni.plugins.ipam
+            pycni.plugins.ipam.host_local pycni.plugins.ipam.host_local.allocator
             pycni.plugins.ipam.host_local.config pycni.plugins.ipam.host_local.index
             pycni.plugins.ipam.host_local.plugin pycni.plugins.ipam.host_local.store
             pycni.plugins.main pycni.plugins.main._attach pycni.plugins.main.ptp
@@ -378,7 +382,7 @@ BY_TYPE: dict[str, frozenset[str]] = {
 }
 
 # The OFF_PATH modules a type's ADD or DEL still imports: a ratchet (an entry the type no longer
-# needs must go). nftables rules (portmap, firewall, flannel's masquerading bridge) need the
+# needs must go). nftables rules (masquerading, portmap, firewall) need nfnetlink or the
 # libnftables binding (json); dnsname starts dnsmasq (subprocess); the rest are config decoding
 # that still uses typing or re.
 DEBT: dict[str, frozenset[str]] = {
@@ -404,6 +408,7 @@ DEBT: dict[str, frozenset[str]] = {
             "threading",
         }
     ),
+    "ptp": frozenset({"enum", "hashlib", "json", "nftables", "pycni.net.netfilter.nftnl", "re"}),
     "static": frozenset({"enum", "re", "typing"}),
     "tuning": frozenset({"enum", "json", "re", "typing"}),
 }
