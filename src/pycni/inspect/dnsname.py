@@ -17,6 +17,8 @@ from pathlib import Path
 from pycni.inspect.leaks import Leak
 from pycni.inspect.model import DnsServer, NodeState
 from pycni.net.ns import THREAD_NETNS
+from pycni.plugins.meta.dnsname import dnsmasq, files
+from pycni.plugins.meta.dnsname.plugin import teardown
 
 KIND = "dnsmasq"
 
@@ -37,8 +39,6 @@ def _conf_value(text: str, key: str) -> str:
 
 
 def _read_server(directory: Path) -> DnsServer:
-    from pycni.plugins.meta.dnsname import dnsmasq, files
-
     net = files.NetworkFiles(directory.parent, directory.name)
     server = DnsServer(network=directory.name, directory=str(directory))
     try:
@@ -105,9 +105,6 @@ def find_leaks(state: NodeState, *, grace: float, now: float) -> list[Leak]:
 
 def remove(state: NodeState, leak: Leak) -> None:
     """Stop the leaked dnsmasq and remove its directory, as the plugin's last DEL would."""
-    from pycni.plugins.meta.dnsname import files
-    from pycni.plugins.meta.dnsname.plugin import teardown
-
     directory = Path(leak.subject)
     seen = next((s for s in state.dns_servers if s.directory == leak.subject), None)
     if seen is None:

@@ -1,25 +1,28 @@
 """The cold path: every module a plugin call may import on its in-process path.
 
-Without a daemon every plugin call is a new interpreter (entry point -> pycni.skel.main ->
-skel.run -> the registry -> the plugin -> what it imports), and what the call imports is most
-of its cost. This module names that path, per plugin type, so that it is a checked list and not
-a region of the tree: tests/integration/test_cold_path_imports.py runs every registered type's
-ADD and DEL in-process under ``python -X importtime`` and requires that the pycni modules it
-imports are exactly ``modules(type)``, its standard-library modules within STDLIB (less what the
-bare interpreter imports at start-up) and of OFF_PATH only the type's DEBT. When a call's path
-changes, that test fails with the entry to paste here. docs/cold-path.md explains the rules.
+Without a daemon every plugin call is a new interpreter (the entry point, whose source is
+pycni/entrypoints/forwarder.py -> pycni.skel.main -> skel.run -> the registry -> the plugin ->
+what it imports), and what the call imports is most of its cost. This module names that path
+per plugin type, so that it is a checked list and not a region of the tree:
+tests/integration/test_cold_path_imports.py runs every registered type's ADD and DEL in-process
+under ``python -X importtime`` and requires that the pycni modules it imports are exactly
+``modules(type)``, its standard-library modules within STDLIB (beyond what the bare interpreter
+imports at start-up) and of OFF_PATH only the type's DEBT. The one-shot cnitool verbs (`pycni
+add`, `pycni del`) are the other start-up that is measured; CLI names their modules. When a
+path changes, its test fails with the entry to paste here. docs/cold-path.md explains the rules.
 
-The rule, stated once for every module named below: a module on the cold path keeps the
-cold-path tricks (``TYPE_CHECKING = False`` for names used only in annotations, ``Protocol =
-object`` at run time, records instead of dataclasses, JSON through pycni.spec.jsoncodec, a
-function-local import for what only an error, a tool run or another plugin needs). Every other
-module is plain Python: ``from typing import TYPE_CHECKING, Protocol``, top-level imports,
-dataclasses or records. Nothing imports this module at run time.
+The rule, stated once for every module named here: a module on a cold path keeps the cold-path
+tricks (``TYPE_CHECKING`` assigned False for names used only in annotations, ``Protocol`` bound
+to ``object`` at run time, records or plain classes instead of dataclasses, JSON through
+pycni.spec.jsoncodec, a function-local import for what only an error, a tool run or another
+plugin needs). Every other module is plain Python: ``from typing import TYPE_CHECKING,
+Protocol``, top-level imports (a lazy one says why on its line), dataclasses or records. Nothing
+imports this module at run time.
 """
 
 from __future__ import annotations
 
-__all__ = ["BY_TYPE", "DEBT", "ENTRY", "OFF_PATH", "STDLIB", "modules"]
+__all__ = ["BY_TYPE", "CLI", "DEBT", "ENTRY", "OFF_PATH", "STDLIB", "modules"]
 
 
 def _names(text: str) -> frozenset[str]:
@@ -412,6 +415,19 @@ DEBT: dict[str, frozenset[str]] = {
     "static": frozenset({"enum", "re", "typing"}),
     "tuning": frozenset({"enum", "json", "re", "typing"}),
 }
+
+# The one-shot cnitool verbs: what `pycni add` and `pycni del` import (docs/cli.md, "Start-up";
+# tests/unit/test_cli.py checks it, and that none of argparse, typing, subprocess, json, re, ...
+# come with it).
+CLI: frozenset[str] = _names(
+    """
+    pycni pycni.cli pycni.cli.cnitool pycni.cli.main pycni.fsutil pycni.record pycni.runtime
+    pycni.runtime.api pycni.runtime.cache pycni.runtime.confdir pycni.runtime.exec
+    pycni.runtime.find pycni.runtime.trace pycni.runtime.types pycni.spec pycni.spec.args
+    pycni.spec.conf pycni.spec.errors pycni.spec.gojson pycni.spec.jsoncodec pycni.spec.result
+    pycni.spec.validate pycni.spec.version
+    """
+)
 
 
 def modules(plugin_type: str) -> frozenset[str]:

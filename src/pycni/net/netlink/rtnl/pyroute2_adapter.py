@@ -16,6 +16,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Protocol
 
+from pyroute2 import IPRoute
+from pyroute2.netlink import NLM_F_REQUEST, nla, nlmsg
+from pyroute2.netlink.exceptions import NetlinkError as Pyroute2Error
+from pyroute2.netlink.rtnl import (
+    RTM_DELQDISC,
+    RTM_GETNETCONF,
+    RTM_NEWLINK,
+    RTM_NEWNETCONF,
+    RTM_NEWQDISC,
+)
+from pyroute2.netlink.rtnl.tcmsg import tcmsg
+
 from pycni.net.netlink.kernel import (
     CLASS_1_1,
     ETH_P_ALL,
@@ -37,6 +49,10 @@ from pycni.net.netlink.kernel import (
     VxlanInfo,
     broadcast_of,
 )
+from pycni.net.netlink.rtnl import codec, tc_codec
+from pycni.net.netlink.rtnl.native import dump_addresses
+from pycni.net.netlink.rtnl.wire import NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, Socket
+from pycni.net.ns import entered_fd
 
 if TYPE_CHECKING:
     from typing import Unpack
@@ -98,8 +114,6 @@ def socket_in_current_netns(fd: int) -> bool:
 @contextmanager
 def _translated() -> Iterator[None]:
     """pyroute2's NetlinkError as ours."""
-    from pyroute2.netlink.exceptions import NetlinkError as Pyroute2Error
-
     try:
         yield
     except Pyroute2Error as exc:
@@ -255,8 +269,6 @@ class _Pyroute2Messages:
     (pyroute2 is imported only then) by :func:`_messages`."""
 
     def __init__(self) -> None:
-        from pyroute2.netlink import nla, nlmsg
-
         class inet_conf(nlmsg):  # type: ignore[misc]
             """RTM_NEWLINK with IFLA_AF_SPEC > AF_INET > IFLA_INET_CONF > {id: u32}."""
 
@@ -307,8 +319,6 @@ class Pyroute2Kernel:
     @classmethod
     def open(cls) -> Pyroute2Kernel:
         """An IPRoute in the calling thread's namespace (its socket made before returning)."""
-        from pyroute2 import IPRoute
-
         ipr = IPRoute()
         ipr.fileno()
         return cls(ipr)
@@ -326,8 +336,6 @@ class Pyroute2Kernel:
             return link_of(self._ipr.get_links(index)[0])
 
     def find_link(self, name: str) -> Link | None:
-        from pyroute2.netlink.exceptions import NetlinkError as Pyroute2Error
-
         try:
             found = list(self._ipr.link("get", ifname=name))
         except Pyroute2Error:
@@ -386,8 +394,6 @@ class Pyroute2Kernel:
         bc_queue_len: int = 0,
     ) -> None:
         if bc_queue_len:  # pyroute2 0.9 has no IFLA_MACVLAN_BC_QUEUE_LEN: our codec has
-            from pycni.net.netlink.rtnl import codec
-
             body = codec.new_macvlan(name, master, mode, netns_fd, mtu, mac, bc_queue_len)
             self._raw_create(codec.RTM_NEWLINK, body)
             return
@@ -491,8 +497,8 @@ class Pyroute2Kernel:
         self._link("del", index=index)
 
     def set_ipv4_conf(self, index: int, values: dict[int, int]) -> None:
+        # here: the module's own NLM_F_* flags (the native wire's) have the same names
         from pyroute2.netlink import NLM_F_ACK, NLM_F_REQUEST
-        from pyroute2.netlink.rtnl import RTM_NEWLINK
 
         conf = [[f"IPV4_DEVCONF_{key}", value] for key, value in values.items()]
         msg = _messages().inet_conf()
@@ -508,9 +514,6 @@ class Pyroute2Kernel:
             self._ipr.nlm_request(msg, msg_type=RTM_NEWLINK, msg_flags=NLM_F_REQUEST | NLM_F_ACK)
 
     def forwarding(self, family: int) -> int:
-        from pyroute2.netlink import NLM_F_REQUEST
-        from pyroute2.netlink.rtnl import RTM_GETNETCONF, RTM_NEWNETCONF
-
         netconf = _messages().netconf
         self._ipr.marshal.msg_map[RTM_NEWNETCONF] = netconf  # pyroute2 has no reader of its own
         msg = netconf()
@@ -558,9 +561,6 @@ class Pyroute2Kernel:
         with the pods; when this thread is in the client's namespace the kernel-filtered dump
         of the native client is used instead (as before the kernel boundary existed)."""
         if index and socket_in_current_netns(self.fileno()):
-            from pycni.net.netlink.rtnl.native import dump_addresses
-            from pycni.net.netlink.rtnl.wire import Socket
-
             sock = Socket()
             try:
                 return dump_addresses(sock, index, family)
@@ -719,7 +719,6 @@ class Pyroute2Kernel:
         if any(q.tbf is not None and q.tbf.rate == 0xFFFFFFFF for q in out):
             # ~0 is how the kernel says "see TCA_TBF_RATE64", which pyroute2 0.9 cannot read
             from pycni.net.netlink.rtnl import tc_codec
-            from pycni.net.netlink.rtnl.wire import NLM_F_DUMP
 
             replies = self._raw(tc_codec.RTM_GETQDISC, NLM_F_DUMP, tc_codec.tcmsg(index))
             found = [tc_codec.decode_qdisc(p) for t, p in replies if t == tc_codec.RTM_NEWQDISC]
@@ -727,8 +726,6 @@ class Pyroute2Kernel:
         return out
 
     def _qdisc_request(self, msg_type: int, flags: int, attrs: list[object], **fields: int) -> None:
-        from pyroute2.netlink.rtnl.tcmsg import tcmsg
-
         msg = tcmsg()
         for key, value in fields.items():
             msg[key] = value
@@ -740,12 +737,10 @@ class Pyroute2Kernel:
             self._ipr.nlm_request(msg, msg_type=msg_type, msg_flags=flags)
 
     def add_tbf(self, index: int, handle: int, tbf: Tbf) -> None:
+        # here: the module's own NLM_F_* flags (the native wire's) have the same names
         from pyroute2.netlink import NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST
-        from pyroute2.netlink.rtnl import RTM_NEWQDISC
 
         if tbf.rate > 0xFFFFFFFF:  # pyroute2 0.9 has no TCA_TBF_RATE64: our codec has
-            from pycni.net.netlink.rtnl import tc_codec
-
             self._raw_create(tc_codec.RTM_NEWQDISC, tc_codec.tbf(index, handle, TC_H_ROOT, tbf))
             return
         parms = {"rate": tbf.rate, "limit": tbf.limit, "buffer": tbf.buffer, "mtu": 0}
@@ -766,8 +761,6 @@ class Pyroute2Kernel:
         """The reference's filter has two mirred actions (see tc_codec.redirect_filter) and
         pyroute2's mirred always steals, so the filter is encoded by tc_codec and sent on a
         raw socket of this client's namespace."""
-        from pycni.net.netlink.rtnl import tc_codec
-
         body = tc_codec.redirect_filter(
             index, INGRESS_HANDLE, 1, ETH_P_ALL, CLASS_1_1, target_index
         )
@@ -775,15 +768,10 @@ class Pyroute2Kernel:
 
     def _raw_create(self, msg_type: int, body: bytes) -> None:
         """One create request our codecs encoded, for what pyroute2 cannot say."""
-        from pycni.net.netlink.rtnl.wire import NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL
-
         self._raw(msg_type, NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL, body)
 
     def _raw(self, msg_type: int, flags: int, body: bytes) -> list[tuple[int, bytes]]:
         """One request on a raw socket of this client's namespace; its replies."""
-        from pycni.net.netlink.rtnl.wire import Socket
-        from pycni.net.ns import entered_fd
-
         ns_fd = fcntl.ioctl(self.fileno(), SIOCGSKNS)
         try:
             with entered_fd(ns_fd):
@@ -796,8 +784,8 @@ class Pyroute2Kernel:
             sock.close()
 
     def delete_qdisc(self, index: int, parent: int) -> None:
+        # here: the module's own NLM_F_* flags (the native wire's) have the same names
         from pyroute2.netlink import NLM_F_ACK, NLM_F_REQUEST
-        from pyroute2.netlink.rtnl import RTM_DELQDISC
 
         self._qdisc_request(RTM_DELQDISC, NLM_F_REQUEST | NLM_F_ACK, [], index=index, parent=parent)
 
