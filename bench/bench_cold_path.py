@@ -8,6 +8,7 @@ entry points for loopback, bridge and host-local and its own node namespace; the
 over the trees so that a loaded machine slows them alike, each of ``--pods`` pods gets the
 loopback + bridge/host-local ADD and DEL, every plugin exec'd from inside the node as a runtime
 does (pod 0 warms the caches and is not counted). Printed: the p50 of the ADD and DEL chains
+(wall time, and the CPU time of the plugin processes, which the load moves least)
 per tree, then, for the last tree, the own (self) import time of every module a bridge ADD
 imports, the median of ``--import-rounds`` runs under ``python -X importtime`` (what
 docs/benchmarks.md's per-module table is made of).
@@ -19,6 +20,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -71,14 +73,22 @@ def configs(ipam_dir: Path) -> tuple[dict[str, object], dict[str, object]]:
     return {**base, "type": "loopback"}, bridge
 
 
-def chain(bindir: Path, verb: str, env: dict[str, str], ipam_dir: Path, trace: bool) -> float:
-    """One pod's loopback + bridge call of ``verb``: the wall time in ms."""
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def chain(
+    bindir: Path, verb: str, env: dict[str, str], ipam_dir: Path, trace: bool
+) -> tuple[float, float]:
+    """One pod's loopback + bridge call of ``verb``: its wall time and the CPU time (user +
+    system) of its processes, in ms. The CPU time is what a loaded machine moves least."""
     lo, bridge = configs(ipam_dir)
     order = [("loopback", lo, "lo"), ("bridge", bridge, "eth0")]
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _children_cpu()
     for plugin, config, ifname in order if verb == "ADD" else reversed(order):
         call(bindir / plugin, {**env, "CNI_COMMAND": verb, "CNI_IFNAME": ifname}, config, trace)
-    return (time.perf_counter() - start) * 1000
+    return (time.perf_counter() - start) * 1000, (_children_cpu() - cpu) * 1000
 
 
 def import_costs(bindir: Path, node: str, work: Path, rounds: int) -> dict[str, float]:
@@ -101,6 +111,46 @@ def import_costs(bindir: Path, node: str, work: Path, rounds: int) -> dict[str, 
             for us, module in _IMPORT_LINE.findall(report):
                 own.setdefault(module, []).append(int(us))
     return {module: statistics.median(us) for module, us in own.items()}
+
+
+# One fresh interpreter creates 19 frozen classes of one to three fields (the shape of
+# net/netfilter/model.py's nodes) one way; it prints the microseconds per class.
+_CLASSES = """
+import sys, time
+kind, shapes = sys.argv[1], [("a", "b"), ("a",), ("a", "b", "c")]
+if kind == "record":
+    from pycni.record import record as make
+    make = make(frozen=True)
+elif kind == "dataclass":
+    from dataclasses import dataclass
+    make = dataclass(frozen=True)
+start = time.perf_counter_ns()
+for i in range(19):
+    fields = shapes[i % 3]
+    if kind == "plain":
+        def init(self, *args, _fields=fields):
+            for name, value in zip(_fields, args):
+                object.__setattr__(self, name, value)
+        type(f"C{i}", (), {"__slots__": fields, "__init__": init, "_fields": fields})
+    else:
+        ns = {"__annotations__": dict.fromkeys(fields, "str"), "__module__": "__main__"}
+        make(type(f"C{i}", (), ns))
+print((time.perf_counter_ns() - start) / 1000 / 19)
+"""
+
+
+def class_costs(tree: Path, rounds: int) -> dict[str, float]:
+    """Microseconds to create one class: a record, a hand-written class, a dataclass (the
+    import of their module not counted), medians of ``rounds`` interleaved fresh processes."""
+    python = str(tree / ".venv/bin/python")
+    out: dict[str, list[float]] = {}
+    for _ in range(rounds):
+        for kind in ("record", "plain", "dataclass"):
+            proc = subprocess.run(
+                [python, "-c", _CLASSES, kind], capture_output=True, text=True, check=True
+            )
+            out.setdefault(kind, []).append(float(proc.stdout))
+    return {kind: statistics.median(us) for kind, us in out.items()}
 
 
 def main() -> None:
@@ -130,13 +180,15 @@ def main() -> None:
                     try:
                         with NetNS.open(nodes[label]) as ns, ns.entered():
                             ipam = work / f"ipam-{label}"
-                            add = chain(bindir, "ADD", env, ipam, False)
-                            delete = chain(bindir, "DEL", env, ipam, False)
+                            add, add_cpu = chain(bindir, "ADD", env, ipam, False)
+                            delete, del_cpu = chain(bindir, "DEL", env, ipam, False)
                     finally:
                         delete_netns(pod)
                     if i:
-                        times.setdefault(("ADD", label), []).append(add)
-                        times.setdefault(("DEL", label), []).append(delete)
+                        times.setdefault(("ADD wall", label), []).append(add)
+                        times.setdefault(("DEL wall", label), []).append(delete)
+                        times.setdefault(("ADD cpu", label), []).append(add_cpu)
+                        times.setdefault(("DEL cpu", label), []).append(del_cpu)
             last = list(trees)[-1]
             costs = import_costs(bindirs[last], nodes[last], work, args.import_rounds)
         finally:
@@ -155,6 +207,10 @@ def main() -> None:
           f"pycni's {len(pycni)} modules {sum(pycni.values()) / 1000:.1f} ms")  # fmt: skip
     for module, us in sorted(costs.items(), key=lambda kv: -kv[1]):
         print(f"{us:8.0f}  {module}")
+    classes = class_costs(trees[last], args.import_rounds * 2)
+    print("\nclass creation, us per class (median): " + ", ".join(
+        f"{kind} {us:.1f}" for kind, us in classes.items()
+    ))  # fmt: skip
 
 
 if __name__ == "__main__":
