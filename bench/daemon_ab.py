@@ -47,7 +47,13 @@ def daemon_cpu_ns(pid: int) -> int:
 
 
 class Tree:
-    def __init__(self, label: str, root: Path, work: Path) -> None:
+    def __init__(
+        self,
+        label: str,
+        root: Path,
+        work: Path,
+        launcher: tuple[str, ...] = ("-m", "pycni.cli.main"),
+    ) -> None:
         self.label = label
         self.root = root.resolve()
         self.dir = work / label
@@ -67,7 +73,7 @@ class Tree:
             text=True,
         )
         self.form = out.stdout.strip()
-        argv = [sys.executable, "-m", "pycni.cli.main", "daemon", "--socket", self.socket]
+        argv = [sys.executable, *launcher, "daemon", "--socket", self.socket]
         self.proc = subprocess.Popen([*argv, "--log-level", "WARNING"], env=env)
         self.impl = Impl(label, plugins)
         self.chain = Chain(self.impl)
