@@ -58,7 +58,7 @@ class Recorder:
 
 
 @pytest.fixture
-def served() -> Iterator[tuple[str, Recorder]]:
+def served() -> Iterator[tuple[str, Recorder, Daemon]]:
     directory = Path(tempfile.mkdtemp(prefix="pycni-wr"))
     sock = str(directory / "d.sock")
     runner = Recorder()
@@ -68,7 +68,7 @@ def served() -> Iterator[tuple[str, Recorder]]:
     thread = threading.Thread(target=daemon.serve_forever, kwargs={"install_signals": False})
     thread.start()
     try:
-        yield sock, runner
+        yield sock, runner, daemon
     finally:
         daemon.stop()
         thread.join(timeout=30)
@@ -107,7 +107,7 @@ def wait_until(predicate: Any, timeout: float = 10.0) -> None:
 
 
 def test_a_reply_larger_than_the_socket_buffer_arrives_whole(served: Any) -> None:
-    sock, runner = served
+    sock, runner, _daemon = served
     conn = send(sock, "big", PAD=str(BIG))
     wait_until(lambda: runner.commands("big") == ["ADD"])  # not read yet: the buffer fills
     data = read_all(conn)
@@ -120,7 +120,7 @@ def test_a_reply_larger_than_the_socket_buffer_arrives_whole(served: Any) -> Non
 
 
 def test_a_caller_gone_in_the_middle_of_a_large_reply_has_its_add_undone(served: Any) -> None:
-    sock, runner = served
+    sock, runner, _daemon = served
     conn = send(sock, "cut", PAD=str(BIG))
     assert len(conn.recv(20)) > 0  # the first bytes came, then the caller leaves
     conn.close()
@@ -128,12 +128,37 @@ def test_a_caller_gone_in_the_middle_of_a_large_reply_has_its_add_undone(served:
     wait_until(lambda: client.stats(sock)["counts"]["rolled_back"] == 1)
 
 
-def test_delivered_adds_whose_callers_leave_at_once_are_not_undone(served: Any) -> None:
-    sock, runner = served
-    for k in range(30):  # the hang-up races the worker's "done": never an undo either way
-        data = read_all(send(sock, f"d{k}"))
-        assert protocol.parse_reply_header(data[:20]).exit_code == 0
+def read_reply_and_leave(conn: socket.socket) -> int:
+    """Read exactly one reply, then hang up (without waiting for the daemon to close)."""
+    data = b""
+    while len(data) < 20:
+        data += conn.recv(20 - len(data))
+    head = protocol.parse_reply_header(data[:20])
+    rest = head.stdout_len + head.stderr_len
+    while len(data) < 20 + rest:
+        data += conn.recv(20 + rest - len(data))
+    conn.close()
+    return head.exit_code
+
+
+def test_a_delivered_add_whose_caller_leaves_before_the_worker_is_done_is_not_undone(
+    served: Any,
+) -> None:
+    sock, runner, daemon = served
+    runner_side = daemon._table.runner
+    post = runner_side._post
+
+    def late_post(kind: str, call: Any) -> None:
+        """Post "done" only once the main thread has seen the caller hang up (bounded)."""
+        deadline = time.monotonic() + 5
+        while kind == "done" and call.sock is not None and time.monotonic() < deadline:
+            time.sleep(0.001)
+        post(kind, call)
+
+    runner_side._post = late_post
+    for k in range(10):
+        assert read_reply_and_leave(send(sock, f"d{k}")) == 0
     # a call is counted when it is finished, and one with an undo only after the undo ran
-    wait_until(lambda: client.stats(sock)["counts"]["calls"] >= 30)
-    assert all(runner.commands(f"d{k}") == ["ADD"] for k in range(30))
+    wait_until(lambda: client.stats(sock)["counts"]["calls"] >= 10)
+    assert all(runner.commands(f"d{k}") == ["ADD"] for k in range(10))
     assert client.stats(sock)["counts"]["rolled_back"] == 0
