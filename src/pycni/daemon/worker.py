@@ -20,8 +20,8 @@ from pycni.daemon.call import Call, Phase, is_successful_add
 from pycni.daemon.policy import Runner
 from pycni.daemon.pool import WorkerPool
 from pycni.daemon.protocol import Reply, Request
+from pycni.daemon.request_io import ReplyWriter
 from pycni.daemon.stats import Stats, error_code, ms
-from pycni.daemon.transport import ReplyWriter
 from pycni.runtime.exec import CallControl
 
 log = logging.getLogger("pycni.daemon")

@@ -1,13 +1,12 @@
 """NativeKernel: pycni.net.netlink.kernel.Kernel on a raw rtnetlink socket, the only one.
 
-Measured (see docs/architecture.md): pyroute2 0.9 runs an asyncio loop for every synchronous
-call, ~0.25-0.4 ms of CPU per request, and a bridge ADD makes ~35 of them; importing it costs
-~180 ms, most of an in-process plugin run. So every Kernel call is encoded and decoded here
-with ``struct``: links, bridge port flags and VLANs, IPv4 device settings and the forwarding
-switch, addresses, routes, policy rules and namespace ids (codec.py), neighbours and FDB
-entries (neigh_codec.py), the bandwidth plugin's tc objects (tc_codec.py). Every request goes
-on the one socket made when the client was opened, so it acts on that namespace whichever
-namespace the calling thread is in by then.
+Measured (docs/benchmarks.md): pyroute2 0.9 runs an asyncio loop for every synchronous call, a
+bridge ADD makes dozens of them, and importing it was most of an in-process plugin run. So every
+Kernel call is encoded and decoded here with ``struct``: links, bridge port flags and VLANs,
+IPv4 device settings and the forwarding switch, addresses, routes, policy rules and namespace
+ids (codec.py), neighbours and FDB entries (neigh_codec.py), the bandwidth plugin's tc objects
+(tc_codec.py). Every request goes on the one socket made when the client was opened, so it acts
+on that namespace whichever namespace the calling thread is in by then.
 """
 
 from __future__ import annotations
@@ -59,8 +58,8 @@ def dump_addresses(sock: Socket, index: int = 0, family: int = 0) -> list[Addres
     NETLINK_GET_STRICT_CHK) and again here for kernels that do not filter.
 
     Without the kernel's filter every address of the namespace comes back: on a node with
-    hundreds of pods (each host veth has an IPv6 link-local address) that dump cost ~36 ms
-    at 500 pods, on every ADD's gateway check (measured)."""
+    hundreds of pods (each host veth has an IPv6 link-local address) that dump grows with
+    the pods, on every ADD's gateway check (docs/benchmarks.md)."""
     out = []
     for kind, payload in sock.request(c.RTM_GETADDR, NLM_F_DUMP, c.dump_addresses(index, family)):
         if kind != c.RTM_NEWADDR:
