@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -165,6 +166,7 @@ def main() -> int:
             tree.stop()
         for name in names:
             delete_netns(name)
+        shutil.rmtree(work, ignore_errors=True)
     print(
         f"{args.n} pods per tree, {args.pods} resident, load {load[0]:.1f} -> "
         f"{os.getloadavg()[0]:.1f}; forms {', '.join(t.form for t in trees)}"
