@@ -8,6 +8,7 @@ prevResult, as the caller would have.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import logging
@@ -133,6 +134,15 @@ def execute(runner: Runner, req: Request, control: CallControl, home_fd: int) ->
             netns.setns(home_fd)
         except OSError:
             log.error("setns back to the daemon's namespace failed")
+
+
+def release_netns(req: Request) -> None:
+    """Close the namespace fds the entry point sent (the caller's, the pod's), once."""
+    for fd in (req.caller_netns_fd, req.target_netns_fd):
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    req.caller_netns_fd = req.target_netns_fd = None
 
 
 def undo_request(req: Request, add_reply: Reply) -> Request:
