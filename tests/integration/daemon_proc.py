@@ -1,5 +1,5 @@
 """A real ``pycni daemon`` process on a tmp socket, for the daemon's end-to-end tests
-(the fixtures ``short_dir`` and ``daemon`` in conftest.py start one per test)."""
+(the fixtures ``short_dir`` and ``daemon`` in tests/conftest.py start one per test)."""
 
 from __future__ import annotations
 

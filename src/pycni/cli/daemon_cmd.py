@@ -1,4 +1,8 @@
-"""`pycni daemon`: run the warm daemon in the foreground, or query a running one."""
+"""`pycni daemon`: run the warm daemon in the foreground, or query a running one.
+
+A command's work imports what it needs in its handler, on purpose: every command module is
+imported to build the parser, and registering must stay cheap (tests/unit/test_cli.py).
+"""
 
 from __future__ import annotations
 
@@ -141,8 +145,8 @@ def run(args: argparse.Namespace) -> int:
         except EndpointError as exc:
             sys.stderr.write(f"pycni daemon: {exc}\n")
             return 2
+    from pycni.daemon.listener import SocketSetupError
     from pycni.daemon.server import Daemon
-    from pycni.daemon.transport import SocketSetupError
 
     daemon = Daemon(
         args.socket,

@@ -3,7 +3,8 @@
 This module is the wiring: lifecycle, the one selector loop of the main thread, idle exit,
 health and stats. The main thread owns every socket: it accepts and checks callers
 (acceptor.py, peer.py) and drives the calls in flight (calls.py) and their deadlines
-(deadlines.py); worker threads in the daemon's home netns (pool.py) run them (worker.py).
+(deadlines.py); worker threads in the daemon's home netns (pool.py) run them and write
+their replies (worker.py).
 What a call does is policy.py; the counters are stats.py; the socket is listener.py.
 """
 
@@ -27,8 +28,8 @@ from pycni.daemon.lanes import Lanes
 from pycni.daemon.listener import Listener
 from pycni.daemon.policy import Runner
 from pycni.daemon.pool import WorkerPool
+from pycni.daemon.request_io import Waker
 from pycni.daemon.stats import CallRecord, Stats
-from pycni.daemon.transport import Waker
 
 log = logging.getLogger("pycni.daemon")
 
@@ -123,8 +124,8 @@ class Daemon:
             self.bind()
         if not self.plugins:
             self.plugins = policy.preload_plugins()
-        # before accepting: a first call would wait for the same rebuild (~20 ms a network
-        # at 1000 pods); the socket is bound, so callers queue meanwhile
+        # before accepting: a first call would wait for the same rebuild (docs/benchmarks.md);
+        # the socket is bound, so callers queue meanwhile
         policy.warm_state(os.path.dirname(os.path.abspath(self.socket_path)))
         self._pool.maintain()
         if install_signals:

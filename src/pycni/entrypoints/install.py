@@ -10,6 +10,7 @@ daemon themselves when none answers unless installed with ``autostart=False`` (a
 
 from __future__ import annotations
 
+import compileall
 import os
 import re
 import sys
@@ -140,7 +141,7 @@ def search_paths() -> tuple[list[str], bool]:
 
 
 # An in-process call is one short process that exits when the call is done: the cyclic
-# garbage collector would only run during its imports (~4% of the call) and free nothing
+# garbage collector would only run during its imports (docs/benchmarks.md) and free nothing
 # that matters before exit.
 ONE_SHOT = "import gc\ngc.disable()\n"
 
@@ -240,8 +241,6 @@ def precompile() -> str | None:
     somewhere the plugins' user cannot write, or never imported yet) every call compiles
     them all again, several times the cost of the call itself.
     """
-    import compileall
-
     root = Path(pycni.__file__).resolve().parent
     try:
         done = compileall.compile_dir(str(root), quiet=2)

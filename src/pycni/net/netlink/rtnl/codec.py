@@ -7,7 +7,7 @@ of one request; the caller frames and sends it (wire.Socket.request).
 
 from __future__ import annotations
 
-import _socket as socket  # the C module: socket.py builds its enums at import (~2 ms a call)
+import _socket as socket  # the C module: socket.py builds its enums at import (benchmarks.md)
 import ipaddress
 import struct
 

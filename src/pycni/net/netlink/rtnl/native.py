@@ -1,13 +1,12 @@
 """NativeKernel: pycni.net.netlink.kernel.Kernel on a raw rtnetlink socket, the only one.
 
-Measured (see docs/architecture.md): pyroute2 0.9 runs an asyncio loop for every synchronous
-call, ~0.25-0.4 ms of CPU per request, and a bridge ADD makes ~35 of them; importing it costs
-~180 ms, most of an in-process plugin run. So every Kernel call is encoded and decoded here
-with ``struct``: links, bridge port flags and VLANs, IPv4 device settings and the forwarding
-switch, addresses, routes, policy rules and namespace ids (codec.py), neighbours and FDB
-entries (neigh_codec.py), the bandwidth plugin's tc objects (tc_codec.py). Every request goes
-on the one socket made when the client was opened, so it acts on that namespace whichever
-namespace the calling thread is in by then.
+Measured (docs/benchmarks.md): pyroute2 0.9 runs an asyncio loop for every synchronous call, a
+bridge ADD makes dozens of them, and importing it was most of an in-process plugin run. So every
+Kernel call is encoded and decoded here with ``struct``: links, bridge port flags and VLANs,
+IPv4 device settings and the forwarding switch, addresses, routes, policy rules and namespace
+ids (codec.py), neighbours and FDB entries (neigh_codec.py), the bandwidth plugin's tc objects
+(tc_codec.py). Every request goes on the one socket made when the client was opened, so it acts
+on that namespace whichever namespace the calling thread is in by then.
 """
 
 from __future__ import annotations
@@ -32,7 +31,6 @@ from pycni.net.netlink.kernel import (
     broadcast_of,
 )
 from pycni.net.netlink.rtnl import codec as c
-from pycni.net.netlink.rtnl import neigh_codec as nd
 from pycni.net.netlink.rtnl import tc_codec as tc
 from pycni.net.netlink.rtnl.wire import (
     NLM_F_ACK,
@@ -59,8 +57,8 @@ def dump_addresses(sock: Socket, index: int = 0, family: int = 0) -> list[Addres
     NETLINK_GET_STRICT_CHK) and again here for kernels that do not filter.
 
     Without the kernel's filter every address of the namespace comes back: on a node with
-    hundreds of pods (each host veth has an IPv6 link-local address) that dump cost ~36 ms
-    at 500 pods, on every ADD's gateway check (measured)."""
+    hundreds of pods (each host veth has an IPv6 link-local address) that dump grows with
+    the pods, on every ADD's gateway check (docs/benchmarks.md)."""
     out = []
     for kind, payload in sock.request(c.RTM_GETADDR, NLM_F_DUMP, c.dump_addresses(index, family)):
         if kind != c.RTM_NEWADDR:
@@ -265,25 +263,37 @@ class NativeKernel:
     # ------------------------------------------------------------ neighbours and FDB entries
 
     def neighbours(self, index: int, family: int) -> list[Neighbour]:
+        from pycni.net.netlink.rtnl import neigh_codec as nd  # cold path: only the cluster's calls
+
         replies = self._do(nd.RTM_GETNEIGH, NLM_F_DUMP, nd.dump_neighbours(index, family))
         found = (nd.decode_neighbour(p) for t, p in replies if t == nd.RTM_NEWNEIGH)
         return [n for n in found if n is not None and n.index == index]  # older kernels: all
 
     def set_neighbour(self, index: int, address: IPAddress, mac: str) -> None:
+        from pycni.net.netlink.rtnl import neigh_codec as nd  # cold path: only the cluster's calls
+
         self._do(nd.RTM_NEWNEIGH, _REPLACE, nd.neighbour(index, address, mac))
 
     def delete_neighbour(self, index: int, address: IPAddress) -> None:
+        from pycni.net.netlink.rtnl import neigh_codec as nd  # cold path: only the cluster's calls
+
         self._do(nd.RTM_DELNEIGH, NLM_F_ACK, nd.neighbour(index, address))
 
     def fdb_entries(self, index: int) -> list[FdbEntry]:
+        from pycni.net.netlink.rtnl import neigh_codec as nd  # cold path: only the cluster's calls
+
         replies = self._do(nd.RTM_GETNEIGH, NLM_F_DUMP, nd.dump_fdb(index))
         found = (nd.decode_fdb(p) for t, p in replies if t == nd.RTM_NEWNEIGH)
         return [e for e in found if e is not None and e.index == index]
 
     def set_fdb(self, index: int, mac: str, remote: IPAddress) -> None:
+        from pycni.net.netlink.rtnl import neigh_codec as nd  # cold path: only the cluster's calls
+
         self._do(nd.RTM_NEWNEIGH, _REPLACE, nd.fdb(index, mac, remote))
 
     def delete_fdb(self, index: int, mac: str, remote: IPAddress) -> None:
+        from pycni.net.netlink.rtnl import neigh_codec as nd  # cold path: only the cluster's calls
+
         self._do(nd.RTM_DELNEIGH, NLM_F_ACK, nd.fdb(index, mac, remote, deleting=True))
 
     # ------------------------------------------------------------ policy rules and tc

@@ -18,6 +18,8 @@ from pycni.skel.rollback import Rollback
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Protocol
+
+    from pycni.plugins.meta.firewall.records import Records
 else:
     Protocol = object  # typing is not imported at run time
 
@@ -47,7 +49,7 @@ class Attachment:
     admin_chain: str = DEFAULT_ADMIN_CHAIN
     bridge: str = ""
     policy: str = "open"
-    data_dir: str = ""
+    records: Records | None = None  # the network's records (req.host.state()), iptables' GC
     log: Callable[[str], None] = print
     addresses: tuple[IPAddress, ...] = ()  # every IP in prevResult's order (the record's)
 
@@ -82,6 +84,6 @@ class Backend(Protocol):
         """Raise FirewallError when something of the attachment is missing."""
         ...
 
-    def gc(self, network: str, data_dir: str, valid: list[tuple[str, str]]) -> None:
+    def gc(self, network: str, records: Records, valid: list[tuple[str, str]]) -> None:
         """Remove the network's attachments not in ``valid``. Raises FirewallError."""
         ...

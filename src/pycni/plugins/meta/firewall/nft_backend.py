@@ -39,6 +39,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from pycni.plugins.meta.firewall.records import Records
+
 TABLE = "pycni_firewall"
 FAMILY = "inet"
 TABLE_COMMENT = "CNI firewall plugin rules (pycni)"
@@ -322,7 +324,7 @@ class NftablesBackend:
     def check(self, att: Attachment) -> None:
         check(att.ips, att.network, att.ifname, att.container_id)
 
-    def gc(self, network: str, data_dir: str, valid: list[tuple[str, str]]) -> None:
+    def gc(self, network: str, records: Records, valid: list[tuple[str, str]]) -> None:
         gc(network, valid)
 
 

@@ -24,22 +24,25 @@ import os
 from typing import Any
 
 from pycni.cluster import subnet as sn
-from pycni.fsutil import write_atomic
 from pycni.record import record
 from pycni.skel.base import Plugin, Request
 from pycni.skel.config import PLUGIN_TYPE
 from pycni.spec.decode import FilePath, Raw, decode, lookup, option
 from pycni.spec.errors import (
     DECODING_FAILURE,
-    INTERNAL,
     INVALID_NETWORK_CONFIG,
     LIMITED_CONNECTIVITY,
     PLUGIN_NOT_AVAILABLE,
     TRY_AGAIN_LATER,
     CNIError,
+    InternalError,
     InvalidConfig,
 )
 from pycni.spec.result import Result
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pycni.state.files import StateFiles
 
 DEFAULT_SUBNET_FILE = "/run/flannel/subnet.env"
 DEFAULT_DATA_DIR = "/var/lib/cni/flannel"
@@ -123,18 +126,17 @@ def _paths(req: Request) -> tuple[str, str]:
     return os.path.join(data_dir, req.container_id), subnet_file
 
 
-def _save(path: str, data: bytes) -> None:
-    write_atomic(path, data, mode=0o600, dir_mode=0o700, fsync=False, prefix=".flannel.")
+def _save(files: StateFiles, path: str, data: bytes) -> None:
+    files.write_atomic(path, data, mode=0o600, dir_mode=0o700, durable=False, prefix=".flannel.")
 
 
-def _load_saved(path: str) -> dict[str, Any] | None:
+def _load_saved(files: StateFiles, path: str) -> dict[str, Any] | None:
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
+        raw = files.read(path)
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise CNIError(INTERNAL, f"failed to read saved delegate config {path}: {exc}") from None
+        raise InternalError(f"failed to read saved delegate config {path}: {exc}") from None
     try:
         conf = json.loads(raw)
     except ValueError as exc:
@@ -152,25 +154,26 @@ class Flannel(Plugin):
         env = load_subnet_env(subnet_file)
         conf = delegate_config(req, env)
         data = json.dumps(conf).encode()
-        _save(saved, data)
+        files = req.host.state()
+        _save(files, saved, data)
         try:
             result = req.delegate(conf["type"], "ADD", data)
         except BaseException:
             with contextlib.suppress(OSError):
-                os.unlink(saved)
+                files.remove(saved)
             raise
         if result is None:
-            raise CNIError(INTERNAL, f"delegate {conf['type']} returned no result")
+            raise InternalError(f"delegate {conf['type']} returned no result")
         return result
 
     def delete(self, req: Request) -> None:
         saved, _subnet_file = _paths(req)
-        conf = _load_saved(saved)
+        conf = _load_saved(req.host.state(), saved)
         if conf is None:
             return  # never added, or already deleted: nothing to undo
         req.delegate(conf["type"], "DEL", json.dumps(conf).encode())
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(saved)
+            req.host.state().remove(saved)
 
     def status(self, req: Request) -> None:
         subnet_file = decode(FlannelConf, req.config).subnet_file or DEFAULT_SUBNET_FILE
@@ -184,9 +187,9 @@ class Flannel(Plugin):
 
     def check(self, req: Request) -> None:
         saved, _subnet_file = _paths(req)
-        conf = _load_saved(saved)
+        conf = _load_saved(req.host.state(), saved)
         if conf is None:
-            raise CNIError(INTERNAL, f"no saved delegate config for {req.container_id}")
+            raise InternalError(f"no saved delegate config for {req.container_id}")
         found, prev = lookup(req.config, "prevResult")
         if found:
             conf["prevResult"] = prev

@@ -18,9 +18,10 @@ and GC look here too, after the selected backend:
 
 from __future__ import annotations
 
-from pycni.net.netfilter import nftnl
+from pycni.net.netfilter import nft, nftnl
+from pycni.plugins.meta.portmap import iptables_backend
 from pycni.plugins.meta.portmap.config import PortMapConfig
-from pycni.spec.errors import INTERNAL, CNIError
+from pycni.spec.errors import InternalError
 
 REFERENCE_NFT_TABLE = "cni_hostport"
 REFERENCE_NFT_CHAINS = ("hostports", "hostip_hostports", "masquerading")
@@ -62,7 +63,7 @@ def nft_rules(container_id: str) -> dict[str, list[tuple[str, int]]]:
     out: dict[str, list[tuple[str, int]]] = {}
     for family in _NFT_FAMILIES:
         # the reference makes ``hostports`` with its table: one cheap GET (a dump of a missing
-        # chain costs 0.5 ms) tells whether the family has anything to look at
+        # chain costs more: docs/benchmarks.md) tells whether the family has anything to look at
         if not nftnl.chain_exists(family, REFERENCE_NFT_TABLE, "hostports"):
             continue
         for chain in REFERENCE_NFT_CHAINS:
@@ -79,8 +80,8 @@ def _delete_nft(container_id: str) -> bool:
         try:
             nftnl.change_elements(family, REFERENCE_NFT_TABLE, changes)
         except nftnl.NftnlError as exc:
-            raise CNIError(
-                INTERNAL, f"portmap: nftables DEL of {REFERENCE_NFT_TABLE} failed: {exc}"
+            raise InternalError(
+                f"portmap: nftables DEL of {REFERENCE_NFT_TABLE} failed: {exc}"
             ) from None
         removed = True
     return removed
@@ -91,7 +92,6 @@ def delete(cfg: PortMapConfig, skip_iptables: bool) -> bool:
     removed = _delete_nft(cfg.container_id)
     if skip_iptables:
         return removed
-    from pycni.plugins.meta.portmap import iptables_backend
 
     for variant in iptables_variants(cfg):
         removed = iptables_backend.delete(cfg.network, cfg.container_id, variant) or removed
@@ -109,13 +109,11 @@ def check(cfg: PortMapConfig) -> bool:
             dnat = [c for c, _ in rules[family] if c != "masquerading"]
             want = len(cfg.mappings_for(4 if family == "ip" else 6))
             if len(dnat) < want:
-                raise CNIError(
-                    INTERNAL,
+                raise InternalError(
                     f'portmap: missing hostport rules in "{family} '
                     f'{REFERENCE_NFT_TABLE}" for {cfg.container_id}',
                 )
         return True
-    from pycni.plugins.meta.portmap import iptables_backend
 
     chain = iptables_backend.dnat_chain(cfg.network, cfg.container_id)
     for variant in iptables_variants(cfg):
@@ -168,8 +166,6 @@ def install_nft(cfg: PortMapConfig) -> None:
     rules in ``masquerading``, each commented with the container ID (given as JSON: the ID
     is never nft text). Used by ``pycni migrate --to-reference``; conditions are refused
     before (the reference puts them in its shared hook chains)."""
-    from pycni.net.netfilter import nft
-
     for version, family in ((4, "ip"), (6, "ip6")):
         cip = cfg.container_ips.get(version)
         if cip is None:
@@ -198,7 +194,6 @@ def gc(cfg: PortMapConfig, valid_ids: set[str], skip_iptables: bool) -> list[str
     ``valid_ids``."""
     if skip_iptables:
         return []
-    from pycni.plugins.meta.portmap import iptables_backend
 
     removed: list[str] = []
     for variant in iptables_variants(cfg):
