@@ -68,7 +68,7 @@ def test_lane_option_collects_exactly_that_lanes_files() -> None:
         return {line.split("::")[0] for line in proc.stdout.splitlines() if "::" in line}
 
     everything = collected()
-    assert {lanes.lane_of(ROOT / f) for f in everything} == set(lanes.LANES) - {"interop"}
+    assert {"unit", "kernel", "fullkernel"} <= {lanes.lane_of(ROOT / f) for f in everything}
     unit = collected("unit")
     assert unit and unit == {f for f in everything if lanes.lane_of(ROOT / f) == "unit"}
 
