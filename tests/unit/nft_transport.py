@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from pycni.net import tools
-from pycni.net.netfilter import iptables, nft, nftnl
+from pycni.net.netfilter import iptables, nft, nft_records, nftnl
 from pycni.spec import jsoncodec
 
 Answer = Any  # a scripted answer: a value, or an exception to raise
@@ -95,7 +95,7 @@ class Recorder:
             return
         messages = [
             [kind, flags, body.hex()]
-            for kind, flags, body in nftnl.batch_messages(family, table, changes)
+            for kind, flags, body in nft_records.batch_messages(family, table, changes)
         ]
         self._write("nftnl.batch", family, table, messages)
 
@@ -116,9 +116,9 @@ class Recorder:
 
     def _get_element(
         self, family: str, table: str, set_name: str, key: bytes, key_end: bytes = b""
-    ) -> nftnl.Element | None:
+    ) -> nft_records.Element | None:
         self.calls.append(["nftnl.get_element", family, table, set_name, key.hex(), key_end.hex()])
-        found: nftnl.Element | None = self._answer(
+        found: nft_records.Element | None = self._answer(
             "nftnl.get_element", f"{set_name} {key.hex()}", None
         )
         return found
@@ -138,17 +138,19 @@ class Recorder:
         return subprocess.CompletedProcess(argv, rc, "", "")
 
 
-def rule(handle: int, comment: str) -> nftnl.Rule:
-    return nftnl.Rule(handle, comment)
+def rule(handle: int, comment: str) -> nft_records.Rule:
+    return nft_records.Rule(handle, comment)
 
 
-def element(comment: str, key: bytes = b"", data: bytes = b"", chain: str = "") -> nftnl.Element:
-    return nftnl.Element(key, b"", data, comment, chain)
+def element(
+    comment: str, key: bytes = b"", data: bytes = b"", chain: str = ""
+) -> nft_records.Element:
+    return nft_records.Element(key, b"", data, comment, chain)
 
 
 def packed(address: str) -> str:
     return ipaddress.ip_address(address).packed.hex()
 
 
-ENOENT = nftnl.NftnlError(errno.ENOENT, "No such file or directory")
-EEXIST = nftnl.NftnlError(errno.EEXIST, "File exists")
+ENOENT = nft_records.NftnlError(errno.ENOENT, "No such file or directory")
+EEXIST = nft_records.NftnlError(errno.EEXIST, "File exists")

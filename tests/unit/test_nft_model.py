@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pycni.net.netfilter import model, nftnl
+from pycni.net.netfilter import model, nft_records
 from pycni.spec import jsoncodec
 from tests.unit.nft_scenarios import SCENARIOS
 from tests.unit.nft_transport import Recorder
@@ -146,7 +146,7 @@ def test_elements_render_to_the_kernel_form() -> None:
         model.Concat(("192.0.2.1", "tcp", "8080")), model.Concat(("fd00::2", "80"))
     )
     change = element.change("dnat4h", True, "owner", exclusive=True)
-    assert change.key == nftnl.concat_key(["192.0.2.1", "tcp", "8080"])
+    assert change.key == nft_records.concat_key(["192.0.2.1", "tcp", "8080"])
     assert change.data == ipaddress.ip_address("fd00::2").packed + b"\x00\x50\x00\x00"
     assert (change.comment, change.exclusive, change.add) == ("owner", True, True)
     gone = element.change("dnat4h", False, "owner")
@@ -155,8 +155,10 @@ def test_elements_render_to_the_kernel_form() -> None:
     assert read_back.change("dnat4h", False).key == change.key
     with pytest.raises(ValueError):
         read_back.json()
-    assert model.removal(model.Set(T, "s"), True) == nftnl.Removal("set", "s", only_if_unused=True)
-    assert model.removal(T) == nftnl.Removal("table", "t")
+    assert model.removal(model.Set(T, "s"), True) == nft_records.Removal(
+        "set", "s", only_if_unused=True
+    )
+    assert model.removal(T) == nft_records.Removal("table", "t")
 
 
 @given(st.text())

@@ -39,7 +39,7 @@ import ipaddress
 import os
 from collections.abc import Iterable, Sequence
 
-from pycni.net.netfilter import model, nft
+from pycni.net.netfilter import model, nft, nft_records
 from pycni.net.netfilter.ipmasq import (
     CHAIN,
     COMMENT_MAX,
@@ -57,7 +57,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from pycni.net.netfilter import nftnl
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -131,11 +130,11 @@ def nft_setup_script(
 
 def element_changes(
     ipns: Sequence[IPInterface], network: str, comment: str
-) -> list[nftnl.ElementChange]:
+) -> list[nft_records.ElementChange]:
     """Add each address to its subnet's set with this attachment's comment, replacing an
     element left by an earlier attachment (add, delete, add: a no-op add makes the delete
     safe, and the last add carries the comment)."""
-    out: list[nftnl.ElementChange] = []
+    out: list[nft_records.ElementChange] = []
     for ipn in ipns:
         name, element = set_name(network, ipn.network), model.Element(str(ipn.ip))
         out.append(element.change(name, True))
@@ -327,7 +326,7 @@ def release_unused(network: str, sets: Sequence[str] = ()) -> bool:
         )
 
 
-def _try_removal(batch: Sequence[nftnl.Removal]) -> bool:
+def _try_removal(batch: Sequence[nft_records.Removal]) -> bool:
     """Apply a batch of removals; False when the kernel refused it as in use (EBUSY) or
     something of it is gone already (ENOENT: a concurrent removal or change)."""
     from pycni.net.netfilter import nftnl  # netlink to nftables: only masquerading calls load it
@@ -358,7 +357,7 @@ def teardown(network: str, ifname: str, cid: str, ipns: Sequence[IPInterface] = 
     from pycni.net.netfilter import nftnl  # netlink to nftables: only masquerading calls load it
 
     comment = comment_for_instance(network, ifname, cid)
-    ours: list[nftnl.ElementChange] = []
+    ours: list[nft_records.ElementChange] = []
     doomed: list[Any] = []
     if ipns:
         for ipn in ipns:

@@ -43,7 +43,7 @@ import ipaddress
 from collections.abc import Callable, Iterable
 from functools import partial
 
-from pycni.net.netfilter import nft, nftnl
+from pycni.net.netfilter import nft, nft_records, nftnl
 from pycni.plugins.meta.portmap import nft_chains, nft_maps
 from pycni.plugins.meta.portmap.config import NFTABLES, PortMapConfig
 from pycni.spec.errors import INTERNAL, CNIError
@@ -222,7 +222,7 @@ def _add_elements(cfg: PortMapConfig, wanted: list[nft_maps.Mapping]) -> None:
     try:
         nft_maps.install(owner, wanted)
         return
-    except nftnl.NftnlError as exc:
+    except nft_records.NftnlError as exc:
         if exc.errno not in (errno.EEXIST, errno.EBUSY):
             raise CNIError(INTERNAL, f"portmap: nftables ADD failed: {exc}") from None
     # A key is present: another attachment's (a conflict), or this one's from an earlier
@@ -233,7 +233,7 @@ def _add_elements(cfg: PortMapConfig, wanted: list[nft_maps.Mapping]) -> None:
     nft_maps.remove_owned(lambda comment: comment == owner)
     try:
         nft_maps.install(owner, wanted)
-    except nftnl.NftnlError as exc:
+    except nft_records.NftnlError as exc:
         raise CNIError(INTERNAL, f"portmap: nftables ADD failed: {exc}") from None
 
 
@@ -276,7 +276,7 @@ class NftablesBackend:
                 return known or removed
         try:
             return bool(nft_maps.remove_owned(lambda comment: comment == owner)) or removed
-        except nftnl.NftnlError as exc:
+        except nft_records.NftnlError as exc:
             raise CNIError(INTERNAL, f"portmap: nftables DEL failed: {exc}") from None
 
     def check(self, cfg: PortMapConfig) -> None:
@@ -296,7 +296,7 @@ class NftablesBackend:
         prefix = nft_chains.network_prefix(cfg.network)
         try:
             owners = nft_maps.remove_owned(lambda c: c.startswith(prefix) and c not in keep)
-        except nftnl.NftnlError as exc:
+        except nft_records.NftnlError as exc:
             raise CNIError(INTERNAL, f"portmap: nftables GC failed: {exc}") from None
         return sorted(set(removed) | owners)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from pycni.net.netfilter import model, nft, nftnl, rule_matches
+from pycni.net.netfilter import model, nft, nft_records, nftnl, rule_matches
 from pycni.plugins.meta.portmap.config import PROTOCOLS, IPInterface, PortMapConfig, PortMapping
 from pycni.record import record
 from pycni.spec.errors import INTERNAL, CNIError
@@ -269,7 +269,7 @@ def _delete_fast(chain: str, comments: list[str]) -> bool:
     if not elements:
         return False
     try:
-        changes: list[nftnl.ElementChange | nftnl.ChainRemoval] = [
+        changes: list[nft_records.ElementChange | nft_records.ChainRemoval] = [
             model.Element(model.Concat(tuple(e.key.split(" . ")))).change(e.map, False)
             for e in dict.fromkeys(elements)
         ]

@@ -28,7 +28,7 @@ import errno
 import ipaddress
 from collections.abc import Callable, Iterable
 
-from pycni.net.netfilter import model, nftnl
+from pycni.net.netfilter import model, nft_records, nftnl
 from pycni.plugins.meta.portmap.config import IPInterface, PortMapConfig, PortMapping
 from pycni.plugins.meta.portmap.nft_chains import FAMILY, TABLE, chain_name
 from pycni.record import field, record
@@ -89,7 +89,7 @@ class Entry:
     def data(self) -> bytes:
         return self.element.value_bytes()
 
-    def change(self, add: bool, owner: str = "") -> nftnl.ElementChange:
+    def change(self, add: bool, owner: str = "") -> nft_records.ElementChange:
         return self.element.change(self.set_name, add, owner, exclusive=add)
 
 
@@ -167,7 +167,7 @@ def mappings(cfg: PortMapConfig) -> list[Mapping]:
 def install(owner: str, wanted: list[Mapping]) -> None:
     """Add the elements in one batch; every add is exclusive, so a key already present
     (another attachment's, or this one's from an earlier ADD) makes the batch fail with
-    EEXIST/EBUSY and nothing changes. Raises nftnl.NftnlError."""
+    EEXIST/EBUSY and nothing changes. Raises nft_records.NftnlError."""
     nftnl.change_elements(FAMILY, TABLE, [e.change(True, owner) for m in wanted for e in m.entries])
 
 
@@ -191,7 +191,7 @@ def remove_known(owner: str, known: list[Mapping]) -> bool | None:
         return False
     try:
         nftnl.change_elements(FAMILY, TABLE, [e.change(False) for m in ours for e in m.entries])
-    except nftnl.NftnlError:
+    except nft_records.NftnlError:
         return None
     return True
 
@@ -200,7 +200,7 @@ def groups_needed(wanted: Iterable[Mapping]) -> set[Group]:
     return {e.group for m in wanted for e in m.masq if e.group is not None}
 
 
-def mark_groups(rules: list[nftnl.Rule] | None = None) -> dict[Group, int]:
+def mark_groups(rules: list[nft_records.Rule] | None = None) -> dict[Group, int]:
     """The masquerade set groups whose rules are in ``marks`` (or ``rules``, that chain's
     rules already read), with their rule counts."""
     out: dict[Group, int] = {}
@@ -222,7 +222,7 @@ def remove_owned(owned: Callable[[str], bool]) -> set[str]:
     """Delete every element whose owner ``owned`` accepts, found by dumping the layout's maps
     and sets (O(elements): for GC, and for a DEL that cannot compute its keys). Returns the
     owners removed."""
-    changes: list[nftnl.ElementChange | nftnl.ChainRemoval] = []
+    changes: list[nft_records.ElementChange | nft_records.ChainRemoval] = []
     owners: set[str] = set()
     for name in _all_sets():
         for element in nftnl.set_elements(FAMILY, TABLE, name) or []:
@@ -233,13 +233,13 @@ def remove_owned(owned: Callable[[str], bool]) -> set[str]:
         return set()
     try:
         nftnl.change_elements(FAMILY, TABLE, changes)
-    except nftnl.NftnlError as exc:
+    except nft_records.NftnlError as exc:
         if exc.errno != errno.ENOENT:  # ENOENT: a concurrent DEL removed one first
             raise
         for change in changes:  # one by one, skipping what is gone
             try:
                 nftnl.change_elements(FAMILY, TABLE, [change])
-            except nftnl.NftnlError as one:
+            except nft_records.NftnlError as one:
                 if one.errno != errno.ENOENT:
                     raise
     return owners

@@ -18,7 +18,7 @@ and GC look here too, after the selected backend:
 
 from __future__ import annotations
 
-from pycni.net.netfilter import nftnl
+from pycni.net.netfilter import nft_records, nftnl
 from pycni.plugins.meta.portmap.config import PortMapConfig
 from pycni.spec.errors import INTERNAL, CNIError
 
@@ -49,7 +49,7 @@ def iptables_variants(cfg: PortMapConfig) -> list[str | None]:
     try:
         if any(nftnl.chain_exists(f, "nat", _DNAT_CHAIN) for f in _NFT_FAMILIES):
             found.append("nft")  # only iptables-nft (or pycni's backend) names a chain so
-    except nftnl.NftnlError:
+    except nft_records.NftnlError:
         pass
     if legacy_nat():
         found.append("legacy")
@@ -75,10 +75,10 @@ def nft_rules(container_id: str) -> dict[str, list[tuple[str, int]]]:
 def _delete_nft(container_id: str) -> bool:
     removed = False
     for family, rules in nft_rules(container_id).items():
-        changes = [nftnl.Removal("rule", chain, handle) for chain, handle in rules]
+        changes = [nft_records.Removal("rule", chain, handle) for chain, handle in rules]
         try:
             nftnl.change_elements(family, REFERENCE_NFT_TABLE, changes)
-        except nftnl.NftnlError as exc:
+        except nft_records.NftnlError as exc:
             raise CNIError(
                 INTERNAL, f"portmap: nftables DEL of {REFERENCE_NFT_TABLE} failed: {exc}"
             ) from None
