@@ -25,6 +25,8 @@ from pycni.net.ns import NetNS, NetNSNotFound
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from pycni.net.netfilter.seam import Netfilter
     from pycni.net.netlink.kernel import Kernel
     from pycni.net.sysctl import Sysctl
@@ -149,7 +151,9 @@ class FakeHost:
             from pycni.net.netfilter.fake_nft import FakeNftables
             from pycni.net.netfilter.seam import Netfilter
 
-            found = Netfilter(FakeNftables(), FakeIptables(), FakeConntrack())  # type: ignore[arg-type]  # fakes being filled in
+            iptables: Any = FakeIptables()  # being filled in (s8-ipt): not yet its Protocol
+            conntrack: Any = FakeConntrack()
+            found = Netfilter(FakeNftables(), iptables, conntrack)
             self.netfilters[kernel.ns.fd] = found
         return found
 

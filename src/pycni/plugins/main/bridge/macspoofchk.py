@@ -20,12 +20,14 @@ def iface_chain(ref: str) -> str:
     return f"cni-br-iface-{ref}"
 
 
-def setup(host_ifname: str, mac: str, ref: str) -> None:
-    """Declare table and chains, then flush our chains and add the rules: one transaction."""
+def setup_script(host_ifname: str, mac: str, ref: str) -> str:
+    """Declare table and chains, then flush our chains and add the rules: one transaction.
+    ``host_ifname`` and ``mac`` come from the kernel (the veth made, the pod link's address),
+    ``ref`` is checked by the bridge plugin (container ID and ifname)."""
     ic = iface_chain(ref)
     mc = ic + "-mac"
     comment = COMMENT_PREFIX + ref
-    script = f"""add table {TABLE}
+    return f"""add table {TABLE}
 add chain {TABLE} {BASE_CHAIN} {{ type filter hook prerouting priority -300 ; policy accept ; }}
 add chain {TABLE} {ic}
 add chain {TABLE} {mc}
@@ -36,7 +38,10 @@ add rule {TABLE} {ic} jump {mc} comment "{comment}"
 add rule {TABLE} {mc} ether saddr {mac} return comment "{comment}"
 add rule {TABLE} {mc} drop comment "{comment}"
 """
-    nft.apply(script)
+
+
+def setup(host_ifname: str, mac: str, ref: str) -> None:
+    nft.apply(setup_script(host_ifname, mac, ref))
 
 
 def teardown(ref: str) -> None:
