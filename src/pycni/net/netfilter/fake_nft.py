@@ -475,9 +475,10 @@ class FakeNftables:
 
     # --- views for tests ----------------------------------------------------------------------
 
-    def picture(self) -> dict[str, Any]:
-        """The whole ruleset as plain data, for a test to compare (``nft -j list ruleset``)."""
-        return {"nftables": _list(self.ruleset, ["list", "ruleset"])}
+    def picture(self) -> list[dict[str, Any]]:
+        """The whole ruleset as plain data, for a test to compare (``nft -j list ruleset``;
+        empty when there is none)."""
+        return _list(self.ruleset, ["list", "ruleset"])
 
 
 def _run(work: _Ruleset, command: dict[str, Any]) -> None:
