@@ -47,7 +47,7 @@ from pycni.net.netfilter import nft_records
 from pycni.net.netfilter.nft_records import NftError
 from pycni.plugins.meta.portmap import nft_chains, nft_maps
 from pycni.plugins.meta.portmap.config import NFTABLES, PortMapConfig
-from pycni.spec.errors import INTERNAL, CNIError
+from pycni.spec.errors import CNIError, InternalError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -189,12 +189,12 @@ def ensure_scaffold(nft: Nftables, cfg: PortMapConfig, groups: set[nft_maps.Grou
     try:
         nft.apply(script)
     except NftError as exc:
-        raise CNIError(INTERNAL, f"portmap: cannot set up the nftables table: {exc}") from None
+        raise InternalError(f"portmap: cannot set up the nftables table: {exc}") from None
 
 
 def _conflict(taken: list[nft_maps.Entry]) -> CNIError:
     shown = ", ".join(f"{e.shown} ({e.set_name})" for e in taken)
-    return CNIError(INTERNAL, f"portmap: host port already mapped by another attachment: {shown}")
+    return InternalError(f"portmap: host port already mapped by another attachment: {shown}")
 
 
 def _vmap_of(entry: nft_maps.Entry) -> str:
@@ -232,7 +232,7 @@ def _add_elements(nft: Nftables, cfg: PortMapConfig, wanted: list[nft_maps.Mappi
         return
     except nft_records.NftnlError as exc:
         if exc.errno not in (errno.EEXIST, errno.EBUSY):
-            raise CNIError(INTERNAL, f"portmap: nftables ADD failed: {exc}") from None
+            raise InternalError(f"portmap: nftables ADD failed: {exc}") from None
     # A key is present: another attachment's (a conflict), or this one's from an earlier
     # ADD (replaced: its elements are removed, then the batch is sent again).
     taken = [e for e, held in nft_maps.holders(nft, wanted).items() if held != owner]
@@ -242,7 +242,7 @@ def _add_elements(nft: Nftables, cfg: PortMapConfig, wanted: list[nft_maps.Mappi
     try:
         nft_maps.install(nft, owner, wanted)
     except nft_records.NftnlError as exc:
-        raise CNIError(INTERNAL, f"portmap: nftables ADD failed: {exc}") from None
+        raise InternalError(f"portmap: nftables ADD failed: {exc}") from None
 
 
 def _add_chain(nft: Nftables, cfg: PortMapConfig) -> None:
@@ -291,7 +291,7 @@ class NftablesBackend:
         try:
             return bool(nft_maps.remove_owned(nft, lambda comment: comment == owner)) or removed
         except nft_records.NftnlError as exc:
-            raise CNIError(INTERNAL, f"portmap: nftables DEL failed: {exc}") from None
+            raise InternalError(f"portmap: nftables DEL failed: {exc}") from None
 
     def check(self, nf: Netfilter, cfg: PortMapConfig) -> None:
         nft = nf.nft
@@ -301,7 +301,7 @@ class NftablesBackend:
         owner = nft_maps.owner_name(cfg.network, cfg.container_id, cfg.ifname)
         problems = nft_maps.missing(nft, owner, nft_maps.mappings(cfg))
         if problems:
-            raise CNIError(INTERNAL, f"portmap: {problems[0]} (owner {owner})")
+            raise InternalError(f"portmap: {problems[0]} (owner {owner})")
 
     def gc(self, nf: Netfilter, cfg: PortMapConfig, valid: list[tuple[str, str]]) -> list[str]:
         """Remove this network's attachments that are not in ``valid``, in both layouts;
@@ -313,7 +313,7 @@ class NftablesBackend:
         try:
             owners = nft_maps.remove_owned(nft, lambda c: c.startswith(prefix) and c not in keep)
         except nft_records.NftnlError as exc:
-            raise CNIError(INTERNAL, f"portmap: nftables GC failed: {exc}") from None
+            raise InternalError(f"portmap: nftables GC failed: {exc}") from None
         return sorted(set(removed) | owners)
 
     def usable(self, nf: Netfilter, cfg: PortMapConfig) -> bool:

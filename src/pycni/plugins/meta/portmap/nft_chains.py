@@ -23,7 +23,7 @@ from pycni.net.netfilter import model, nft_records, rule_matches
 from pycni.net.netfilter.nft_records import NftError
 from pycni.plugins.meta.portmap.config import PROTOCOLS, IPInterface, PortMapConfig, PortMapping
 from pycni.record import record
-from pycni.spec.errors import INTERNAL, CNIError
+from pycni.spec.errors import InternalError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -254,7 +254,7 @@ def add(nft: Nftables, cfg: PortMapConfig) -> None:
         nft.apply_json(add_commands(cfg))
     except NftError as exc:
         if "File exists" not in str(exc):
-            raise CNIError(INTERNAL, f"portmap: nftables ADD failed: {exc}") from None
+            raise InternalError(f"portmap: nftables ADD failed: {exc}") from None
         chain = chain_name(cfg.network, cfg.container_id, cfg.ifname)
         taken = [
             e
@@ -262,8 +262,8 @@ def add(nft: Nftables, cfg: PortMapConfig) -> None:
             if target != chain and e in pod_rules(cfg)[1]
         ]
         shown = ", ".join(f"{e.key} ({e.map})" for e in taken) or str(exc)
-        raise CNIError(
-            INTERNAL, f"portmap: host port already mapped by another attachment: {shown}"
+        raise InternalError(
+            f"portmap: host port already mapped by another attachment: {shown}"
         ) from None
 
 
@@ -312,7 +312,7 @@ def delete(nft: Nftables, network: str, container_id: str, ifname: str) -> bool:
         try:
             nft.apply_json(delete_commands(chain, pointing))
         except NftError as exc:
-            raise CNIError(INTERNAL, f"portmap: nftables DEL failed: {exc}") from None
+            raise InternalError(f"portmap: nftables DEL failed: {exc}") from None
     return True
 
 
@@ -323,20 +323,19 @@ def check(nft: Nftables, cfg: PortMapConfig) -> None:
         return
     rules = chain_rules(nft, chain)
     if rules is None:
-        raise CNIError(INTERNAL, f"portmap: nftables chain {chain} of this attachment is missing")
+        raise InternalError(f"portmap: nftables chain {chain} of this attachment is missing")
     if len(rules) < len(expected_rules):
-        raise CNIError(
-            INTERNAL,
+        raise InternalError(
             f"portmap: chain {chain} has {len(rules)} rules, expected {len(expected_rules)}",
         )
     comments = set(_comments(rules))
     elements = _all_elements(nft)
     for element in expected_elements:
         if element.comment not in comments:
-            raise CNIError(INTERNAL, f"portmap: no DNAT rule for {element.key} in {chain}")
+            raise InternalError(f"portmap: no DNAT rule for {element.key} in {chain}")
         if elements.get(element) != chain:
-            raise CNIError(
-                INTERNAL, f"portmap: map {element.map} does not send {element.key} to {chain}"
+            raise InternalError(
+                f"portmap: map {element.map} does not send {element.key} to {chain}"
             )
 
 
@@ -363,5 +362,5 @@ def gc(nft: Nftables, network: str, valid: list[tuple[str, str]]) -> list[str]:
     try:
         nft.apply_json(cmds)
     except NftError as exc:
-        raise CNIError(INTERNAL, f"portmap: nftables GC failed: {exc}") from None
+        raise InternalError(f"portmap: nftables GC failed: {exc}") from None
     return stale

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from pycni.net.netfilter import nft_records
 from pycni.plugins.meta.portmap.config import PortMapConfig
-from pycni.spec.errors import INTERNAL, CNIError
+from pycni.spec.errors import InternalError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -84,8 +84,8 @@ def _delete_nft(nft: Nftables, container_id: str) -> bool:
         try:
             nft.change_elements(family, REFERENCE_NFT_TABLE, changes)
         except nft_records.NftnlError as exc:
-            raise CNIError(
-                INTERNAL, f"portmap: nftables DEL of {REFERENCE_NFT_TABLE} failed: {exc}"
+            raise InternalError(
+                f"portmap: nftables DEL of {REFERENCE_NFT_TABLE} failed: {exc}"
             ) from None
         removed = True
     return removed
@@ -114,8 +114,7 @@ def check(nf: Netfilter, cfg: PortMapConfig) -> bool:
             dnat = [c for c, _ in rules[family] if c != "masquerading"]
             want = len(cfg.mappings_for(4 if family == "ip" else 6))
             if len(dnat) < want:
-                raise CNIError(
-                    INTERNAL,
+                raise InternalError(
                     f'portmap: missing hostport rules in "{family} '
                     f'{REFERENCE_NFT_TABLE}" for {cfg.container_id}',
                 )
