@@ -23,7 +23,7 @@ from pycni.net.netfilter.seam import Netfilter
 from pycni.plugins.meta.portmap import reference_state
 from pycni.skel.fake_host import FakeHost
 from tests.plugin_logic import POD, call, failed, ok, picture, recording_steps, with_prev
-from tests.unit.nft_transport import Recorder
+from tests.unit.nft_transport import Recorder, until_iptables_on_the_seam
 
 PREV = {
     "cniVersion": "1.0.0",
@@ -79,8 +79,10 @@ class Flushes:
 
 
 @pytest.fixture
-def rec() -> Iterator[Recorder]:
-    yield Recorder()
+def rec(monkeypatch: pytest.MonkeyPatch) -> Iterator[Recorder]:
+    recorder = Recorder()
+    until_iptables_on_the_seam(recorder, monkeypatch)  # TEMPORARY: see its docstring
+    yield recorder
 
 
 class AddressFlushes:

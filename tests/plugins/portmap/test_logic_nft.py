@@ -28,7 +28,13 @@ PREV = {
         {"address": "fd22::5/64", "gateway": "fd22::1", "interface": 1},
     ],
 }
-OTHER = {**PREV, "ips": [{"address": "10.22.0.6/16", "gateway": "10.22.0.1", "interface": 1}]}
+OTHER = {
+    **PREV,
+    "ips": [
+        {"address": "10.22.0.6/16", "gateway": "10.22.0.1", "interface": 1},
+        {"address": "fd22::6/64", "gateway": "fd22::1", "interface": 1},
+    ],
+}
 TCP = [
     {"hostPort": 8080, "containerPort": 80, "protocol": "tcp"},
     {"hostPort": 8443, "containerPort": 443, "protocol": "tcp", "hostIP": "192.0.2.1"},
