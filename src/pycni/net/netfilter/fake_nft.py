@@ -44,12 +44,10 @@ _PROTOCOL_NAMES = {number: name for name, number in PROTOCOLS.items()}
 _WIDTHS = {"ipv4_addr": 4, "ipv6_addr": 16, "inet_proto": 1, "inet_service": 2, "mark": 4}
 
 
-class _Refused(Exception):
-    """One command of a transaction failed with ``code`` (the whole transaction is undone)."""
-
-    def __init__(self, code: int) -> None:
-        super().__init__(code)
-        self.code = code
+def _refused(code: int) -> NftnlError:
+    """One command of a transaction failed with ``code`` (the whole transaction is undone):
+    netlink's error; apply_json turns it into libnftables' message."""
+    return NftnlError(code, os.strerror(code))
 
 
 def _types(raw: Any) -> tuple[str, ...]:
@@ -63,7 +61,7 @@ def _field_bytes(kind: str, value: Any) -> bytes:
     if kind in ("ipv4_addr", "ipv6_addr"):
         address = ipaddress.ip_address(str(value).strip("[]"))
         if (address.version == 4) != (kind == "ipv4_addr"):
-            raise _Refused(errno.EINVAL)
+            raise _refused(errno.EINVAL)
         return address.packed
     if kind == "inet_proto":
         number = PROTOCOLS.get(str(value), value)
@@ -72,7 +70,7 @@ def _field_bytes(kind: str, value: Any) -> bytes:
         return int(value).to_bytes(2, "big")
     if kind == "mark":
         return int(value).to_bytes(4, "big")
-    raise _Refused(errno.EINVAL)
+    raise _refused(errno.EINVAL)
 
 
 def _field_value(kind: str, raw: bytes) -> Any:
@@ -89,7 +87,7 @@ def encode(types: tuple[str, ...], value: Any) -> bytes:
     concat = isinstance(value, dict) and "concat" in value
     parts = list(value["concat"]) if concat else [value]
     if len(parts) != len(types):
-        raise _Refused(errno.EINVAL)
+        raise _refused(errno.EINVAL)
     if len(types) == 1:
         return _field_bytes(types[0], parts[0])
     out = b""
@@ -205,19 +203,19 @@ class _Ruleset:
     def table(self, family: str, name: str) -> _Table:
         found = self.tables.get((family, name))
         if found is None:
-            raise _Refused(errno.ENOENT)
+            raise _refused(errno.ENOENT)
         return found
 
     def chain(self, family: str, table: str, name: str) -> _Chain:
         found = self.table(family, table).chains.get(name)
         if found is None:
-            raise _Refused(errno.ENOENT)
+            raise _refused(errno.ENOENT)
         return found
 
     def set(self, family: str, table: str, name: str) -> _Set:
         found = self.table(family, table).sets.get(name)
         if found is None:
-            raise _Refused(errno.ENOENT)
+            raise _refused(errno.ENOENT)
         return found
 
     def chain_in_use(self, table: _Table, name: str) -> bool:
@@ -234,7 +232,7 @@ class _Ruleset:
     def add_table(self, family: str, name: str, create: bool) -> None:
         if (family, name) in self.tables:
             if create:
-                raise _Refused(errno.EEXIST)
+                raise _refused(errno.EEXIST)
             return
         self.tables[(family, name)] = _Table(family, name, self.next_table)
         self.next_table += 1
@@ -243,7 +241,7 @@ class _Ruleset:
         table = self.table(raw["family"], raw["table"])
         if raw["name"] in table.chains:
             if create:
-                raise _Refused(errno.EEXIST)
+                raise _refused(errno.EEXIST)
             return
         base = None
         if raw.get("type"):
@@ -260,11 +258,11 @@ class _Ruleset:
         table = self.table(raw["family"], raw["table"])
         if raw["name"] in table.sets:
             if create:
-                raise _Refused(errno.EEXIST)
+                raise _refused(errno.EEXIST)
             return
         data = _types(raw.get("map", "")) if is_map else ()
         if is_map and not data:
-            raise _Refused(errno.EINVAL)
+            raise _refused(errno.EINVAL)
         found = _Set(raw["name"], table.new_handle(), _types(raw["type"]), data)
         found.flags = list(raw.get("flags") or [])
         table.sets[raw["name"]] = found
@@ -274,9 +272,9 @@ class _Ruleset:
         chain = self.chain(raw["family"], raw["table"], raw["chain"])
         expr = list(raw.get("expr") or [])
         if any(t not in table.chains for t in _targets(expr)):
-            raise _Refused(errno.ENOENT)
+            raise _refused(errno.ENOENT)
         if any(s not in table.sets for s in _set_refs(expr)):
-            raise _Refused(errno.ENOENT)
+            raise _refused(errno.ENOENT)
         chain.rules.append(_Rule(table.new_handle(), expr, str(raw.get("comment", ""))))
 
     def delete_rule(self, family: str, table: str, chain: str, handle: int) -> None:
@@ -285,7 +283,7 @@ class _Ruleset:
             if rule.handle == handle:
                 del found.rules[index]
                 return
-        raise _Refused(errno.ENOENT)
+        raise _refused(errno.ENOENT)
 
     def flush_chain(self, family: str, table: str, chain: str) -> None:
         self.chain(family, table, chain).rules.clear()
@@ -294,7 +292,7 @@ class _Ruleset:
         found = self.table(family, table)
         chain = self.chain(family, table, name)
         if self.chain_in_use(found, name) or (only_if_unused and chain.rules):
-            raise _Refused(errno.EBUSY)
+            raise _refused(errno.EBUSY)
         del found.chains[name]
 
     def delete_set(self, family: str, table: str, name: str, only_if_unused: bool) -> None:
@@ -302,36 +300,36 @@ class _Ruleset:
         named = self.set(family, table, name)
         held = len(named.elements) + named.deleted
         if self.set_in_use(found, name) or (only_if_unused and held):
-            raise _Refused(errno.EBUSY)
+            raise _refused(errno.EBUSY)
         del found.sets[name]
 
     def delete_table(self, family: str, name: str, only_if_unused: bool) -> None:
         found = self.table(family, name)
         if only_if_unused and (found.chains or found.sets):
-            raise _Refused(errno.EBUSY)
+            raise _refused(errno.EBUSY)
         del self.tables[(family, name)]
 
     # --- elements -----------------------------------------------------------------------------
 
     def add_element(self, named: _Set, new: _Elem, exclusive: bool) -> None:
         if named.is_map and not new.data and new.verdict is None:
-            raise _Refused(errno.EINVAL)
+            raise _refused(errno.EINVAL)
         if new.verdict is not None:
             table = next(t for t in self.tables.values() if named in t.sets.values())
             if new.target() and new.target() not in table.chains:
-                raise _Refused(errno.ENOENT)
+                raise _refused(errno.ENOENT)
         old = named.elements.get(new.key)
         if old is None:
             named.elements[new.key] = new
             return
         if exclusive:
-            raise _Refused(errno.EEXIST)
+            raise _refused(errno.EEXIST)
         if (old.data, old.verdict) != (new.data, new.verdict):
-            raise _Refused(errno.EBUSY)
+            raise _refused(errno.EBUSY)
 
     def delete_element(self, named: _Set, key: bytes) -> None:
         if named.elements.pop(key, None) is None:
-            raise _Refused(errno.ENOENT)
+            raise _refused(errno.ENOENT)
         named.deleted += 1
 
 
@@ -349,7 +347,7 @@ def _elem_from_json(named: _Set, raw: Any) -> _Elem:
         return _Elem(key, b"", comment, None)
     if named.data == ("verdict",):
         if not isinstance(data_raw, dict):
-            raise _Refused(errno.EINVAL)
+            raise _refused(errno.EINVAL)
         return _Elem(key, b"", comment, copy.deepcopy(data_raw))
     return _Elem(key, encode(named.data, data_raw), comment, None)
 
@@ -396,8 +394,8 @@ class FakeNftables:
         for command in commands:
             try:
                 _run(work, command)
-            except _Refused as exc:
-                raise _message(exc.code, str(command)) from None
+            except NftnlError as exc:
+                raise _message(exc.errno or errno.EINVAL, str(command)) from None
             except (KeyError, TypeError, ValueError) as exc:
                 raise NftError(f"Error: invalid command {command!r}: {exc}") from None
         self.ruleset = work
@@ -406,8 +404,8 @@ class FakeNftables:
         words = command.split()
         try:
             return _list(self.ruleset, words)
-        except _Refused as exc:
-            raise NftError(f"Error: {os.strerror(exc.code)}\n{command}") from None
+        except NftnlError as exc:
+            raise NftError(f"Error: {os.strerror(exc.errno or 0)}\n{command}") from None
 
     def table_exists(self, family: str, name: str) -> bool:
         return (family, name) in self.ruleset.tables
@@ -417,7 +415,7 @@ class FakeNftables:
     def chain_rules(self, family: str, table: str, chain: str) -> list[Rule]:
         try:
             found = self.ruleset.chain(family, table, chain)
-        except _Refused:
+        except NftnlError:
             return []
         return [Rule(r.handle, r.comment) for r in found.rules]
 
@@ -432,7 +430,7 @@ class FakeNftables:
     def _named(self, family: str, table: str, set_name: str) -> _Set | None:
         try:
             return self.ruleset.set(family, table, set_name)
-        except _Refused:
+        except NftnlError:
             return None
 
     def get_element(
@@ -469,8 +467,8 @@ class FakeNftables:
         try:
             for change in changes:
                 _change(work, family, table, change)
-        except _Refused as exc:
-            raise NftnlError(exc.code, os.strerror(exc.code)) from None
+        except NftnlError as exc:
+            raise NftnlError(exc.errno, os.strerror(exc.errno or 0)) from None
         self.ruleset = work
 
     # --- views for tests ----------------------------------------------------------------------
@@ -619,13 +617,13 @@ def _list(work: _Ruleset, words: list[str]) -> list[dict[str, Any]]:
     if words == ["list", "ruleset"]:
         return [item for t in work.tables.values() for item in _whole(t)]
     if len(words) < 4 or words[0] != "list":
-        raise _Refused(errno.EINVAL)
+        raise _refused(errno.EINVAL)
     kind, family, table = words[1:4]
     found = work.table(family, table)
     if kind == "table" and len(words) == 4:
         return _whole(found)
     if len(words) != 5:
-        raise _Refused(errno.EINVAL)
+        raise _refused(errno.EINVAL)
     name = words[4]
     if kind == "chain":
         chain = work.chain(family, table, name)
@@ -633,9 +631,9 @@ def _list(work: _Ruleset, words: list[str]) -> list[dict[str, Any]]:
     if kind in ("set", "map"):
         named = found.sets.get(name)
         if named is None or named.is_map != (kind == "map"):
-            raise _Refused(errno.ENOENT)
+            raise _refused(errno.ENOENT)
         return [_set_json(found, named)]
-    raise _Refused(errno.EINVAL)
+    raise _refused(errno.EINVAL)
 
 
 if TYPE_CHECKING:
