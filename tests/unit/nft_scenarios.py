@@ -675,14 +675,15 @@ def firewall_ipt_gc(rec: Recorder, tmp: str) -> Any:
     import json
     import os
 
-    os.makedirs(os.path.join(tmp, "fwnet"))
+    files = rec.host().files  # the plugin's state files, on the fake host it runs on
+    files.make_dirs(os.path.join(tmp, "fwnet"), mode=0o755)
     for cid, ips in (("ctr1", ["10.22.0.5"]), ("ctr2", ["10.22.0.5", "10.22.0.6", "fd22::6"])):
-        with open(os.path.join(tmp, "fwnet", f"{cid}_eth0"), "w") as fh:
-            json.dump({"containerID": cid, "ifname": "eth0", "ips": ips}, fh)
+        record = {"containerID": cid, "ifname": "eth0", "ips": ips}
+        files.write(os.path.join(tmp, "fwnet", f"{cid}_eth0"), json.dumps(record).encode())
     req = fw_request(rec, "GC", tmp, prev=None, backend="iptables")
     req.config["cni.dev/valid-attachments"] = [{"containerID": "ctr1", "ifname": "eth0"}]
     out = _fw("gc", req)
-    return [out, sorted(os.listdir(os.path.join(tmp, "fwnet")))]
+    return [out, sorted(files.list_dir(os.path.join(tmp, "fwnet")))]
 
 
 @scenario

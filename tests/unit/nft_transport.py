@@ -47,15 +47,18 @@ class Recorder:
         self.answers: dict[tuple[str, str], Answer] = {}
         self.failures: dict[str, list[BaseException | None]] = {}
         self.exec_rc: dict[str, int] = {}
+        self._host: FakeHost | None = None
         self.nf = Netfilter(
             RecordingNftables(self), RecordingIptables(self), RecordingConntrack(self)
         )
 
     def host(self) -> FakeHost:
-        """A fake host whose node namespace has this netfilter (a plugin run through it)."""
-        found = FakeHost()
-        found.netfilters[found.node_ns.fd] = self.nf
-        return found
+        """The fake host whose node namespace has this netfilter (a plugin run through it); one
+        per recorder, so the state files one call writes are there for the next."""
+        if self._host is None:
+            self._host = FakeHost()
+        self._host.netfilters[self._host.node_ns.fd] = self.nf
+        return self._host
 
     # --- scripting ----------------------------------------------------------------------
 

@@ -180,7 +180,7 @@ def _firewall(req: Any, dry_run: bool) -> str | None:
     from pycni.plugins.meta.firewall.records import Records
 
     conf = parse(req)
-    records = Records(conf.data_dir, req.name)
+    records = Records(req.host.state(), conf.data_dir, req.name)
     if not records.load(req.container_id, req.ifname):
         return None
     if not dry_run:

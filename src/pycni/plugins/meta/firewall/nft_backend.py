@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
     from pycni.net.netfilter.nft_seam import Nftables
     from pycni.net.netfilter.seam import Netfilter
+    from pycni.plugins.meta.firewall.records import Records
 
 TABLE = "pycni_firewall"
 FAMILY = "inet"
@@ -330,7 +331,9 @@ class NftablesBackend:
     def check(self, nf: Netfilter, att: Attachment) -> None:
         check(nf.nft, att.ips, att.network, att.ifname, att.container_id)
 
-    def gc(self, nf: Netfilter, network: str, data_dir: str, valid: list[tuple[str, str]]) -> None:
+    def gc(
+        self, nf: Netfilter, network: str, records: Records, valid: list[tuple[str, str]]
+    ) -> None:
         gc(nf.nft, network, valid)
 
 
