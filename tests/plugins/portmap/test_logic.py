@@ -48,7 +48,8 @@ def conf(mappings: list[dict[str, Any]] | None = TCP, **extra: Any) -> dict[str,
 def node_with_bridge(rec: Recorder, route: bool = True) -> FakeHost:
     """The node as bridge leaves it: cni0 up with the pod network's gateway addresses, and a
     second link whose route_localnet must stay as it is; its netfilter is ``rec``'s."""
-    host = rec.host()
+    host = FakeHost()
+    host.netfilters[host.node_ns.fd] = rec.nf
     host.add_pod(POD)
     node = host.kernel()
     node.add_bridge("cni0")
