@@ -17,6 +17,9 @@ from pathlib import Path
 from pycni.inspect.leaks import Leak
 from pycni.inspect.model import DnsServer, NodeState
 from pycni.net.ns import THREAD_NETNS
+from pycni.plugins.meta.dnsname import dnsmasq, files
+from pycni.plugins.meta.dnsname.plugin import teardown
+from pycni.skel.host import REAL_HOST
 
 KIND = "dnsmasq"
 
@@ -37,9 +40,6 @@ def _conf_value(text: str, key: str) -> str:
 
 
 def _read_server(directory: Path) -> DnsServer:
-    from pycni.plugins.meta.dnsname import dnsmasq, files
-    from pycni.skel.host import REAL_HOST
-
     fs = REAL_HOST.state()
     net = files.NetworkFiles(directory.parent, directory.name)
     server = DnsServer(network=directory.name, directory=str(directory))
@@ -107,10 +107,6 @@ def find_leaks(state: NodeState, *, grace: float, now: float) -> list[Leak]:
 
 def remove(state: NodeState, leak: Leak) -> None:
     """Stop the leaked dnsmasq and remove its directory, as the plugin's last DEL would."""
-    from pycni.plugins.meta.dnsname import dnsmasq, files
-    from pycni.plugins.meta.dnsname.plugin import teardown
-    from pycni.skel.host import REAL_HOST
-
     directory = Path(leak.subject)
     seen = next((s for s in state.dns_servers if s.directory == leak.subject), None)
     if seen is None:

@@ -31,7 +31,19 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+from pycni.net.errors import NetfilterError
+from pycni.net.netfilter import iptables
+from pycni.net.netfilter.ipmasq import nft_backend as masq_nft
+from pycni.net.netfilter.nft_seam import THREAD_NFTABLES
+from pycni.net.netfilter.seam import THREAD
+from pycni.plugins.meta.firewall.records import Records
 from pycni.record import record
+from pycni.runtime import cache
+from pycni.skel.base import Request
+from pycni.spec.conf import conf_list_from_bytes
+from pycni.spec.errors import CNIError, InvalidConfig
+from pycni.spec.result import IPInterface
+from pycni.spec.validate import container_id, interface_name, network_name
 
 
 @record(frozen=True)
@@ -52,8 +64,6 @@ class Step:
 
 
 def _entries(cache_dir: str) -> Iterator[tuple[str, Any]]:
-    from pycni.runtime import cache
-
     directory = os.path.join(cache_dir, "results")
     try:
         names = sorted(n for n in os.listdir(directory) if not n.startswith("."))
@@ -70,10 +80,6 @@ def _entries(cache_dir: str) -> Iterator[tuple[str, Any]]:
 def _plugin_requests(info: Any) -> Iterator[tuple[str, Any]]:
     """Each plugin of the cached conflist as the Request its DEL would get (libcni's
     injected name, cniVersion, prevResult and runtimeConfig)."""
-    from pycni.skel.base import Request
-    from pycni.spec.conf import conf_list_from_bytes
-    from pycni.spec.validate import container_id, interface_name, network_name
-
     container_id(info.container_id)
     interface_name(info.ifname)
     conflist = conf_list_from_bytes(info.config or b"")
@@ -100,10 +106,9 @@ def _plugin_requests(info: Any) -> Iterator[tuple[str, Any]]:
 def _portmap(req: Any, dry_run: bool) -> str | None:
     """Re-write one attachment's portmap state in the reference's layout; None when pycni
     holds none of it in its own layout."""
-    from pycni.net.netfilter.seam import THREAD
+    # here: portmap's and ipmasq's iptables_backend, portmap's and firewall's parse share names
     from pycni.plugins.meta.portmap import iptables_backend, nft_backend, reference_state
     from pycni.plugins.meta.portmap.config import NFTABLES, parse
-    from pycni.spec.errors import CNIError, InvalidConfig
 
     cfg = parse(req, need_prev=True)
     if cfg.backend != NFTABLES or not cfg.mappings or not cfg.container_ips:
@@ -132,10 +137,8 @@ def _portmap(req: Any, dry_run: bool) -> str | None:
 def _ipmasq(req: Any, dry_run: bool) -> str | None:
     """Re-write one attachment's ``ipMasq`` set elements as the reference's per-pod chain or
     rule; None when pycni's sets hold none of its addresses."""
+    # here: ipmasq's iptables_backend is not portmap's (above)
     from pycni.net.netfilter.ipmasq import TABLE, comment_for_instance, iptables_backend
-    from pycni.net.netfilter.ipmasq import nft_backend as masq_nft
-    from pycni.net.netfilter.nft_seam import THREAD_NFTABLES
-    from pycni.spec.result import IPInterface
 
     if req.config.get("ipMasq") is not True:
         return None
@@ -154,7 +157,6 @@ def _ipmasq(req: Any, dry_run: bool) -> str | None:
     ]
     if not held:
         return None
-    from pycni.net.netfilter import iptables
 
     # the reference's default: iptables wherever it can run (pkg/ip SetupIPMasqForNetworks)
     explicit = req.config.get("ipMasqBackend") == "nftables"
@@ -176,8 +178,7 @@ def _ipmasq(req: Any, dry_run: bool) -> str | None:
 def _firewall(req: Any, dry_run: bool) -> str | None:
     """Drop the attachment's IP record (pycni's own bookkeeping for its iptables GC, which the
     reference neither reads nor removes); None when there is none."""
-    from pycni.plugins.meta.firewall.plugin import parse
-    from pycni.plugins.meta.firewall.records import Records
+    from pycni.plugins.meta.firewall.plugin import parse  # here: portmap's parse is another
 
     conf = parse(req)
     records = Records(req.host.state(), conf.data_dir, req.name)
@@ -191,9 +192,6 @@ def _firewall(req: Any, dry_run: bool) -> str | None:
 def to_reference(cache_dir: str, *, dry_run: bool = False) -> list[Step]:
     """Hand every cached attachment back to the reference's layouts (see the module
     docstring); the steps taken, one per plugin that needed one."""
-    from pycni.net.errors import NetfilterError
-    from pycni.spec.errors import CNIError
-
     steps: list[Step] = []
     for path, info in _entries(cache_dir):
         try:

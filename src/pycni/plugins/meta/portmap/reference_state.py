@@ -19,6 +19,7 @@ and GC look here too, after the selected backend:
 from __future__ import annotations
 
 from pycni.net.netfilter import nft_records
+from pycni.plugins.meta.portmap import iptables_backend
 from pycni.plugins.meta.portmap.config import PortMapConfig
 from pycni.spec.errors import InternalError
 
@@ -96,7 +97,6 @@ def delete(nf: Netfilter, cfg: PortMapConfig, skip_iptables: bool) -> bool:
     removed = _delete_nft(nf.nft, cfg.container_id)
     if skip_iptables:
         return removed
-    from pycni.plugins.meta.portmap import iptables_backend
 
     for variant in iptables_variants(nf, cfg):
         removed = iptables_backend.delete(cfg.network, cfg.container_id, variant) or removed
@@ -119,7 +119,6 @@ def check(nf: Netfilter, cfg: PortMapConfig) -> bool:
                     f'{REFERENCE_NFT_TABLE}" for {cfg.container_id}',
                 )
         return True
-    from pycni.plugins.meta.portmap import iptables_backend
 
     chain = iptables_backend.dnat_chain(cfg.network, cfg.container_id)
     for variant in iptables_variants(nf, cfg):
@@ -200,7 +199,6 @@ def gc(nf: Netfilter, cfg: PortMapConfig, valid_ids: set[str], skip_iptables: bo
     ``valid_ids``."""
     if skip_iptables:
         return []
-    from pycni.plugins.meta.portmap import iptables_backend
 
     removed: list[str] = []
     for variant in iptables_variants(nf, cfg):
