@@ -5,7 +5,8 @@ held to the real kernel by tests/kernel_contract.py), its sysctls FakeSysctls, i
 a FakeStateFiles and its child processes a FakeProcesses (held to the disk and the machine's
 processes by tests/state_contract.py and tests/unit/test_process_contract.py), its IPAM runs
 in-process on the same host. ``picture`` is what a test compares: every namespace's links,
-addresses, routes, rules, sysctls and tc objects, by name (no indexes, no random MACs).
+addresses, routes, rules, sysctls and tc objects, by name (no indexes, no random MACs), and
+its fake netfilter (FakeNftables' ruleset).
 """
 
 from __future__ import annotations
@@ -109,12 +110,25 @@ def _namespace(k: FakeKernel) -> dict[str, Any]:
     }
 
 
+def _netfilter(host: FakeHost, k: FakeKernel) -> dict[str, Any]:
+    """The namespace's fake netfilter, each part that holds something by its ``picture()``
+    (FakeNftables: the ruleset as ``nft -j list ruleset``); nothing before a plugin asked."""
+    nf = host.netfilters.get(k.ns.fd)
+    if nf is None:
+        return {}
+    parts = (("nft", nf.nft), ("iptables", nf.iptables), ("conntrack", nf.conntrack))
+    shown = {name: part.picture() for name, part in parts if hasattr(part, "picture")}
+    return {name: view for name, view in shown.items() if view}
+
+
 def picture(host: FakeHost) -> dict[str, Any]:
-    """Every namespace of the host, normalized for comparison, and the node's state files
-    (FakeStateFiles: bytes and mode of each file) and live processes."""
-    out: dict[str, Any] = {"node": _namespace(host.kernel())}
+    """Every namespace of the host (its fake netfilter too), normalized for comparison, and the
+    node's state files (FakeStateFiles: bytes and mode of each file) and live processes."""
+    node = host.kernel()
+    out: dict[str, Any] = {"node": {**_namespace(node), "netfilter": _netfilter(host, node)}}
     for path in sorted(host.pods):
-        out[path] = _namespace(host.kernel(path))
+        pod = host.kernel(path)
+        out[path] = {**_namespace(pod), "netfilter": _netfilter(host, pod)}
     out["files"] = host.files.tree()  # directories a plugin made may stay, as the reference's
     out["processes"] = sorted(
         argv for pid, argv in host.children.procs.items() if host.children.alive(pid)

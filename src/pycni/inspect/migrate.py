@@ -32,8 +32,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from pycni.net.errors import NetfilterError
-from pycni.net.netfilter import iptables, nft, nftnl
+from pycni.net.netfilter import iptables
 from pycni.net.netfilter.ipmasq import nft_backend as masq_nft
+from pycni.net.netfilter.nft_seam import THREAD_NFTABLES
+from pycni.net.netfilter.seam import THREAD
 from pycni.plugins.meta.firewall.records import Records
 from pycni.record import record
 from pycni.runtime import cache
@@ -112,7 +114,7 @@ def _portmap(req: Any, dry_run: bool) -> str | None:
     if cfg.backend != NFTABLES or not cfg.mappings or not cfg.container_ips:
         return None  # pycni's iptables backend writes the reference's chains already
     try:
-        nft_backend.BACKEND.check(cfg)
+        nft_backend.BACKEND.check(THREAD, cfg)
     except CNIError:
         return None
     explicit = req.config.get("backend") == NFTABLES
@@ -125,10 +127,10 @@ def _portmap(req: Any, dry_run: bool) -> str | None:
     target = f"{reference_state.REFERENCE_NFT_TABLE} rules" if to_nft else "iptables CNI-DN chain"
     if not dry_run:
         if to_nft:
-            reference_state.install_nft(cfg)
+            reference_state.install_nft(THREAD.nft, cfg)
         else:
             iptables_backend.add(cfg)
-        nft_backend.BACKEND.delete(cfg)
+        nft_backend.BACKEND.delete(THREAD, cfg)
     return f"nftables maps -> reference {target}"
 
 
@@ -148,7 +150,9 @@ def _ipmasq(req: Any, dry_run: bool) -> str | None:
     held = [
         ipn
         for ipn in ipns
-        if nftnl.element_comment("inet", TABLE, masq_nft.set_name(req.name, ipn.network), ipn.ip)
+        if THREAD_NFTABLES.element_comment(
+            "inet", TABLE, masq_nft.set_name(req.name, ipn.network), ipn.ip
+        )
         == comment
     ]
     if not held:
@@ -159,11 +163,13 @@ def _ipmasq(req: Any, dry_run: bool) -> str | None:
     to_nft = explicit or not iptables.available(4)
     if not dry_run:
         if to_nft:
-            masq_nft.teardown(req.name, req.ifname, req.container_id, ipns)
-            nft.apply(masq_nft.nft_setup_script(ipns, req.name, req.ifname, req.container_id, []))
+            masq_nft.teardown(THREAD_NFTABLES, req.name, req.ifname, req.container_id, ipns)
+            THREAD_NFTABLES.apply(
+                masq_nft.nft_setup_script(ipns, req.name, req.ifname, req.container_id, [])
+            )
         else:
             iptables_backend.setup(ipns, req.name, req.container_id)
-            masq_nft.teardown(req.name, req.ifname, req.container_id, ipns)
+            masq_nft.teardown(THREAD_NFTABLES, req.name, req.ifname, req.container_id, ipns)
     return "nftables set elements -> reference " + (
         "masq_checks rule" if to_nft else "iptables CNI chain"
     )

@@ -4,7 +4,7 @@ transports (pycni.net.netfilter.iptables and .conntrack, on the calling thread's
 
 from __future__ import annotations
 
-from pycni.net.netfilter import conntrack, iptables
+from pycni.net.netfilter import conntrack
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -37,17 +37,24 @@ class Conntrack(Protocol):
 
 
 class ThreadIptables:
-    """The calling thread's namespace, through pycni.net.netfilter.iptables."""
+    """The calling thread's namespace, through pycni.net.netfilter.iptables, imported by the
+    first call: it imports subprocess, and an nftables-only plugin call is handed this too."""
 
     __slots__ = ()
 
     def available(self, family: int = 4, variant: str | None = None) -> bool:
+        from pycni.net.netfilter import iptables
+
         return iptables.available(family, variant)
 
     def save(self, table: str, family: int = 4, variant: str | None = None) -> SavedTable:
+        from pycni.net.netfilter import iptables
+
         return iptables.save(table, family, variant)
 
     def restore(self, script: str, family: int = 4, variant: str | None = None) -> None:
+        from pycni.net.netfilter import iptables
+
         iptables.restore(script, family, variant)
 
 

@@ -7,14 +7,14 @@ real one calls them, on the calling thread's namespace.
 
 from __future__ import annotations
 
-from pycni.net.netfilter import nft, nftnl
+from pycni.net.netfilter import nft
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any, Protocol
 
-    from pycni.net.netfilter.nftnl import ChainRemoval, Element, ElementChange, Removal, Rule
+    from pycni.net.netfilter.nft_records import ChainRemoval, Element, ElementChange, Removal, Rule
     from pycni.spec.result import IPAddress
 else:
     Protocol = object  # typing is not imported at run time
@@ -67,7 +67,8 @@ class Nftables(Protocol):
 
 
 class ThreadNftables:
-    """The calling thread's namespace, through pycni.net.netfilter.nft and .nftnl."""
+    """The calling thread's namespace, through pycni.net.netfilter.nft and .nftnl (imported by
+    the first netlink call: a plugin that only sends JSON, the firewall, never loads it)."""
 
     __slots__ = ()
 
@@ -87,33 +88,49 @@ class ThreadNftables:
         return nft.table_exists(family, name)
 
     def chain_rules(self, family: str, table: str, chain: str) -> list[Rule]:
+        from pycni.net.netfilter import nftnl
+
         return nftnl.chain_rules(family, table, chain)
 
     def chain_exists(self, family: str, table: str, chain: str) -> bool:
+        from pycni.net.netfilter import nftnl
+
         return nftnl.chain_exists(family, table, chain)
 
     def set_exists(self, family: str, table: str, set_name: str) -> bool:
+        from pycni.net.netfilter import nftnl
+
         return nftnl.set_exists(family, table, set_name)
 
     def get_element(
         self, family: str, table: str, set_name: str, key: bytes, key_end: bytes = b""
     ) -> Element | None:
+        from pycni.net.netfilter import nftnl
+
         return nftnl.get_element(family, table, set_name, key, key_end)
 
     def set_elements(self, family: str, table: str, set_name: str) -> list[Element] | None:
+        from pycni.net.netfilter import nftnl
+
         return nftnl.set_elements(family, table, set_name)
 
     def set_is_empty(self, family: str, table: str, set_name: str) -> bool | None:
+        from pycni.net.netfilter import nftnl
+
         return nftnl.set_is_empty(family, table, set_name)
 
     def element_comment(
         self, family: str, table: str, set_name: str, address: IPAddress
     ) -> str | None:
+        from pycni.net.netfilter import nftnl
+
         return nftnl.element_comment(family, table, set_name, address)
 
     def change_elements(
         self, family: str, table: str, changes: Sequence[ElementChange | ChainRemoval | Removal]
     ) -> None:
+        from pycni.net.netfilter import nftnl
+
         nftnl.change_elements(family, table, changes)
 
 

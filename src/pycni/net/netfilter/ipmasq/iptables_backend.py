@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     import subprocess
 
     from pycni.net.netfilter.iptables import SavedTable
+    from pycni.net.netfilter.seam import Netfilter
 
 
 def _ipt(version: int, *args: str) -> subprocess.CompletedProcess[str]:
@@ -111,10 +112,14 @@ class Iptables:
 
     name = "iptables"
 
-    def setup(self, ipns: Sequence[IPInterface], network: str, ifname: str, cid: str) -> None:
+    def setup(
+        self, nf: Netfilter, ipns: Sequence[IPInterface], network: str, ifname: str, cid: str
+    ) -> None:
         setup(ipns, network, cid)
 
-    def teardown(self, ipns: Sequence[IPInterface], network: str, ifname: str, cid: str) -> None:
+    def teardown(
+        self, nf: Netfilter, ipns: Sequence[IPInterface], network: str, ifname: str, cid: str
+    ) -> None:
         if not ipns:
             # no IPs known (the namespace is gone): the POSTROUTING jumps are found by their
             # target, so the chain can go too (the reference leaves both behind then)
@@ -124,11 +129,11 @@ class Iptables:
                     _remove_chains(v, [chain])
         teardown(ipns, network, cid)
 
-    def may_hold(self, network: str, cid: str) -> bool:
+    def may_hold(self, nf: Netfilter, network: str, cid: str) -> bool:
         chain = chain_name(network, cid)
         return any(chain_exists(v, chain) for v in (4, 6))
 
-    def gc(self, network: str, valid: Iterable[tuple[str, str]]) -> int:
+    def gc(self, nf: Netfilter, network: str, valid: Iterable[tuple[str, str]]) -> int:
         """Remove the chains of this network's attachments not in ``valid``: their
         POSTROUTING jumps carry the reference's comment, naming network and container ID
         (the reference's own GC leaves iptables alone)."""

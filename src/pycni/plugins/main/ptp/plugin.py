@@ -15,7 +15,7 @@ import ipaddress
 from pycni.net import link, sysctl
 from pycni.net.addr import configure_iface, validate_ips
 from pycni.net.netfilter import ipmasq
-from pycni.net.netfilter.nft import NftError
+from pycni.net.netfilter.nft_records import NftError
 from pycni.net.netlink.kernel import IPAddress, IPInterface, Kernel, NetlinkError, Route
 from pycni.net.ns import NetNS
 from pycni.net.route import RTPROT_BOOT, RouteError, validate_routes
@@ -128,7 +128,8 @@ class Ptp(Plugin):
             raise InternalError(f"failed to configure the host veth: {exc}") from None
 
         if conf.ip_masq:
-            masquerade(rb, conf.ip_masq_backend, result, conf.name, req)
+            nf = req.host.netfilter(node_kernel)
+            masquerade(nf, rb, conf.ip_masq_backend, result, conf.name, req)
 
         rb.step("done")
         if not conf.dns.is_empty():
@@ -142,13 +143,15 @@ class Ptp(Plugin):
         if conf.ip_masq:
             # unlike the reference, also when the link was already gone (no IPs known): the
             # nftables rules are found by their comment, so they do not leak
-            errors = ipmasq.teardown(
-                ipmasq.backend(conf.ip_masq_backend),
-                ipnets,
-                conf.name,
-                req.ifname,
-                req.container_id,
-            )
+            with req.host.node() as node_kernel:
+                errors = ipmasq.teardown(
+                    req.host.netfilter(node_kernel),
+                    ipmasq.backend(conf.ip_masq_backend),
+                    ipnets,
+                    conf.name,
+                    req.ifname,
+                    req.container_id,
+                )
             if errors:
                 raise InternalError("; ".join(errors))
 
@@ -188,8 +191,8 @@ class Ptp(Plugin):
         conf = load_conf(req)
         req.delegate(conf.ipam_type, "GC")
         if conf.ip_masq:
-            with contextlib.suppress(NftError, OSError):
-                ipmasq.gc(conf.name, req.valid_attachments() or [])
+            with contextlib.suppress(NftError, OSError), req.host.node() as node_kernel:
+                ipmasq.gc(req.host.netfilter(node_kernel), conf.name, req.valid_attachments() or [])
 
     def status(self, req: Request) -> None:
         conf = load_conf(req)

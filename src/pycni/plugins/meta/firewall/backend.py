@@ -19,6 +19,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Protocol
 
+    from pycni.net.netfilter.seam import Netfilter
     from pycni.plugins.meta.firewall.records import Records
 else:
     Protocol = object  # typing is not imported at run time
@@ -59,11 +60,14 @@ class Attachment:
 
 
 class Backend(Protocol):
+    """A firewall backend; every verb works on the node's netfilter ``nf``
+    (``req.host.netfilter(kernel)``)."""
+
     name: str
     unavailable: str  # STATUS's message when the backend cannot be used here
     cleans_others: bool  # DEL runs it whatever backend the config names
 
-    def usable(self) -> bool:
+    def usable(self, nf: Netfilter) -> bool:
         """Whether the backend's tools work on this node."""
         ...
 
@@ -71,19 +75,21 @@ class Backend(Protocol):
         """Refuse (code 7) an ``iptablesAdminChainName`` this backend cannot use."""
         ...
 
-    def add(self, att: Attachment, rb: Rollback) -> None:
+    def add(self, nf: Netfilter, att: Attachment, rb: Rollback) -> None:
         """Allow the attachment's traffic, pushing onto ``rb`` what undoes each step.
         Raises FirewallError."""
         ...
 
-    def delete(self, att: Attachment) -> None:
+    def delete(self, nf: Netfilter, att: Attachment) -> None:
         """Remove the attachment's rules or elements. Raises FirewallError."""
         ...
 
-    def check(self, att: Attachment) -> None:
+    def check(self, nf: Netfilter, att: Attachment) -> None:
         """Raise FirewallError when something of the attachment is missing."""
         ...
 
-    def gc(self, network: str, records: Records, valid: list[tuple[str, str]]) -> None:
+    def gc(
+        self, nf: Netfilter, network: str, records: Records, valid: list[tuple[str, str]]
+    ) -> None:
         """Remove the network's attachments not in ``valid``. Raises FirewallError."""
         ...

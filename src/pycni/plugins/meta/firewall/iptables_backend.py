@@ -29,6 +29,7 @@ from pycni.skel.rollback import Rollback
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from pycni.net.netfilter.seam import Netfilter
     from pycni.plugins.meta.firewall.records import Records
 
 FORWARD = "FORWARD"
@@ -253,13 +254,13 @@ class IptablesBackend:
     unavailable = "iptables-restore / ip6tables-restore not found"
     cleans_others = False
 
-    def usable(self) -> bool:
+    def usable(self, nf: Netfilter) -> bool:
         return tools_present()
 
     def check_admin_chain(self, admin: str) -> None:
         return None  # rule_tokens.chain_name (in the plugin's parse) is iptables' own rule
 
-    def add(self, att: Attachment, rb: Rollback) -> None:
+    def add(self, nf: Netfilter, att: Attachment, rb: Rollback) -> None:
         for family, ips in sorted(att.families.items()):
             rb.step(f"iptables{family}")
             lines = add(family, ips, att.admin_chain, att.bridge, att.policy)
@@ -271,18 +272,20 @@ class IptablesBackend:
         records.save(att.container_id, att.ifname, list(att.addresses))
         rb.push("record", partial(records.remove, att.container_id, att.ifname))
 
-    def delete(self, att: Attachment) -> None:
+    def delete(self, nf: Netfilter, att: Attachment) -> None:
         for family, ips in sorted(att.families.items()):
             try:
                 delete(family, ips)
             except FirewallError as exc:
                 att.log(f"firewall DEL: {exc}")  # the reference ignores these too
 
-    def check(self, att: Attachment) -> None:
+    def check(self, nf: Netfilter, att: Attachment) -> None:
         for family, ips in sorted(att.families.items()):
             check(family, ips, att.admin_chain)
 
-    def gc(self, network: str, records: Records, valid: list[tuple[str, str]]) -> None:
+    def gc(
+        self, nf: Netfilter, network: str, records: Records, valid: list[tuple[str, str]]
+    ) -> None:
         """Remove the per-IP rules of recorded attachments not in ``valid`` (keeping an IP a
         valid attachment still holds), and their records."""
         stale = records.stale(valid)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 
-from pycni.net.netfilter import nft, rule_tokens
+from pycni.net.netfilter import rule_tokens
+from pycni.net.netfilter.nft_records import NftError
 from pycni.plugins.meta.firewall import iptables_backend, nft_backend
 from pycni.plugins.meta.firewall.backend import (
     DEFAULT_ADMIN_CHAIN,
@@ -185,10 +186,10 @@ class Firewall(Plugin):
     def add(self, req: Request) -> Result:
         conf, prev = _conf_and_prev(req)
         att = _attachment(req, conf, prev, _bridge_of(prev, conf.ingress_policy))
-        with Rollback(req.env) as rb:
+        with req.host.node() as node_kernel, Rollback(req.env) as rb:
             try:
-                _backend(conf).add(att, rb)
-            except (FirewallError, nft.NftError, OSError) as exc:
+                _backend(conf).add(req.host.netfilter(node_kernel), att, rb)
+            except (FirewallError, NftError, OSError) as exc:
                 raise _fail(exc) from None
         return prev
 
@@ -200,37 +201,46 @@ class Firewall(Plugin):
             return  # nothing can have been added
         att = _attachment(req, conf, req.prev_result(), "")
         chosen = _backend(conf)
-        for each in (chosen, *[b for b in ALL if b is not chosen and b.cleans_others]):
-            if each.usable():
-                try:
-                    each.delete(att)
-                except FirewallError as exc:
-                    raise _fail(exc) from None
+        with req.host.node() as node_kernel:
+            nf = req.host.netfilter(node_kernel)
+            for each in (chosen, *[b for b in ALL if b is not chosen and b.cleans_others]):
+                if each.usable(nf):
+                    try:
+                        each.delete(nf, att)
+                    except FirewallError as exc:
+                        raise _fail(exc) from None
         _records(req, conf).remove(req.container_id, req.ifname)
 
     def check(self, req: Request) -> None:
         conf, prev = _conf_and_prev(req)
-        try:
-            _backend(conf).check(_attachment(req, conf, prev, ""))
-        except FirewallError as exc:
-            raise _fail(exc) from None
+        with req.host.node() as node_kernel:
+            try:
+                _backend(conf).check(
+                    req.host.netfilter(node_kernel), _attachment(req, conf, prev, "")
+                )
+            except FirewallError as exc:
+                raise _fail(exc) from None
 
     def gc(self, req: Request) -> None:
         conf = parse(req)
         valid = req.valid_attachments() or []
-        try:
-            for each in ALL:
-                if each.usable():
-                    each.gc(req.name, _records(req, conf), valid)
-        except (FirewallError, OSError) as exc:
-            raise _fail(exc) from None
+        with req.host.node() as node_kernel:
+            nf = req.host.netfilter(node_kernel)
+            try:
+                for each in ALL:
+                    if each.usable(nf):
+                        each.gc(nf, req.name, _records(req, conf), valid)
+            except (FirewallError, OSError) as exc:
+                raise _fail(exc) from None
 
     def status(self, req: Request) -> None:
         conf = parse(req)
         if conf.backend == "firewalld":
             raise PluginNotAvailable('firewall backend "firewalld" is not supported')
         chosen = _backend(conf)
-        if not chosen.usable():
+        with req.host.node() as node_kernel:
+            usable = chosen.usable(req.host.netfilter(node_kernel))
+        if not usable:
             raise PluginNotAvailable(chosen.unavailable)
 
 

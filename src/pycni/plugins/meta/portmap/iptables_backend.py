@@ -27,6 +27,10 @@ from pycni.net.netfilter.iptables import IptablesError, SavedTable
 from pycni.plugins.meta.portmap.config import IPTABLES, IPInterface, PortMapConfig, PortMapping
 from pycni.spec.errors import CNIError, InternalError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pycni.net.netfilter.seam import Netfilter
+
 TABLE = "nat"
 DNAT_CHAIN = "CNI-HOSTPORT-DNAT"
 SETMARK_CHAIN = "CNI-HOSTPORT-SETMARK"
@@ -338,19 +342,21 @@ class IptablesBackend:
 
     name = IPTABLES
 
-    def add(self, cfg: PortMapConfig, step: Callable[[str], None]) -> Callable[[], object]:
+    def add(
+        self, nf: Netfilter, cfg: PortMapConfig, step: Callable[[str], None]
+    ) -> Callable[[], object]:
         return add(cfg, step)
 
-    def delete(self, cfg: PortMapConfig) -> bool:
+    def delete(self, nf: Netfilter, cfg: PortMapConfig) -> bool:
         return delete(cfg.network, cfg.container_id, cfg.iptables_variant)
 
-    def check(self, cfg: PortMapConfig) -> None:
+    def check(self, nf: Netfilter, cfg: PortMapConfig) -> None:
         check(cfg)
 
-    def gc(self, cfg: PortMapConfig, valid: list[tuple[str, str]]) -> list[str]:
+    def gc(self, nf: Netfilter, cfg: PortMapConfig, valid: list[tuple[str, str]]) -> list[str]:
         return gc(cfg.network, {cid for cid, _ in valid}, cfg.iptables_variant)
 
-    def usable(self, cfg: PortMapConfig) -> bool:
+    def usable(self, nf: Netfilter, cfg: PortMapConfig) -> bool:
         return usable(cfg.iptables_variant)
 
 
