@@ -183,7 +183,7 @@ def _system_iptables_variant() -> str:
 
 
 def _iptables(ns: str, variant: str, default: str) -> Check:
-    from pycni.net.netfilter import iptables
+    from pycni.net.netfilter import iptables, iptables_script
 
     name = f"iptables-{variant}"
     script = (
@@ -195,7 +195,7 @@ def _iptables(ns: str, variant: str, default: str) -> Check:
         iptables.restore(script, 4, variant)
         saved = iptables.save("nat", 4, variant)
         if "PYCNI-DOCTOR" not in saved.chains:
-            raise iptables.IptablesError("the chain written is not read back")
+            raise iptables_script.IptablesError("the chain written is not read back")
         note = " (the system's iptables)" if variant == default else ""
         return Check(name, OK, f"a nat chain with a DNAT rule works{note}")
 

@@ -10,7 +10,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Protocol
 
-    from pycni.net.netfilter.iptables import SavedTable
+    from pycni.net.netfilter.iptables_script import SavedTable
 else:
     Protocol = object  # typing is not imported at run time
 

@@ -17,7 +17,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import subprocess
 
-    from pycni.net.netfilter.iptables import SavedTable
+    from pycni.net.netfilter.iptables_script import SavedTable
 
 
 def _ipt(version: int, *args: str) -> subprocess.CompletedProcess[str]:
@@ -157,17 +157,17 @@ class Iptables:
 
 
 def _save(version: int) -> SavedTable | None:
-    from pycni.net.netfilter import iptables
+    from pycni.net.netfilter import iptables, iptables_script
 
     try:
         return iptables.save("nat", version)
-    except iptables.IptablesError:
+    except iptables_script.IptablesError:
         return None
 
 
 def _remove_chains(version: int, chains: list[str], saved: SavedTable | None = None) -> None:
     """Remove ``chains`` and every POSTROUTING jump to them, in one restore."""
-    from pycni.net.netfilter import iptables
+    from pycni.net.netfilter import iptables, iptables_script
 
     saved = saved or _save(version)
     if saved is None:
@@ -176,13 +176,13 @@ def _remove_chains(version: int, chains: list[str], saved: SavedTable | None = N
     for chain in chains:
         if chain not in saved.chains:
             continue
-        lines += [iptables.delete_line(r) for r in saved.jumps_to("POSTROUTING", chain)]
+        lines += [iptables_script.delete_line(r) for r in saved.jumps_to("POSTROUTING", chain)]
         lines += [f"-F {chain}", f"-X {chain}"]
     if not lines:
         return
     try:
-        iptables.restore(iptables.script("nat", [], lines), version)
-    except iptables.IptablesError as exc:
+        iptables.restore(iptables_script.script("nat", [], lines), version)
+    except iptables_script.IptablesError as exc:
         raise IPMasqError(f"iptables: removing {', '.join(chains)} failed: {exc}") from None
 
 

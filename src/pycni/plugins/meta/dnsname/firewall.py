@@ -7,7 +7,7 @@ removes it when the network's dnsmasq is stopped (see docs/plugins/dnsname.md).
 
 from __future__ import annotations
 
-from pycni.net.netfilter import iptables
+from pycni.net.netfilter import iptables, iptables_script
 
 TABLE = "filter"
 CHAIN = "INPUT"
@@ -18,7 +18,7 @@ def rule_args(interface: str) -> list[str]:
 
 
 def _saved_line(interface: str) -> str:
-    return iptables.rule_line("-A", CHAIN, rule_args(interface))
+    return iptables_script.rule_line("-A", CHAIN, rule_args(interface))
 
 
 def present(interface: str) -> bool:
@@ -29,14 +29,16 @@ def ensure(interface: str) -> bool:
     """Insert the rule unless it is there; True when this call inserted it."""
     if present(interface):
         return False
-    line = iptables.rule_line("-I", CHAIN, ["1", *rule_args(interface)])
-    iptables.restore(iptables.script(TABLE, [], [line]))
+    line = iptables_script.rule_line("-I", CHAIN, ["1", *rule_args(interface)])
+    iptables.restore(iptables_script.script(TABLE, [], [line]))
     return True
 
 
 def remove(interface: str) -> None:
     """Delete every copy of the rule (nothing when there is none)."""
     saved = _saved_line(interface)
-    lines = [iptables.delete_line(r) for r in iptables.save(TABLE).rules_of(CHAIN) if r == saved]
+    lines = [
+        iptables_script.delete_line(r) for r in iptables.save(TABLE).rules_of(CHAIN) if r == saved
+    ]
     if lines:
-        iptables.restore(iptables.script(TABLE, [], lines))
+        iptables.restore(iptables_script.script(TABLE, [], lines))

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from functools import partial
 
 from pycni.net import tools
-from pycni.net.netfilter import iptables
+from pycni.net.netfilter import iptables, iptables_script
 from pycni.plugins.meta.firewall.backend import (
     DEFAULT_ADMIN_CHAIN,
     ISOLATION_PREFIX,
@@ -43,7 +43,7 @@ def host_cidr(ip: IPAddress) -> str:
 
 def _line(chain: str, args: Sequence[str]) -> str:
     """A rule as iptables-save prints it (``-A CHAIN …``)."""
-    return iptables.rule_line("-A", chain, args)
+    return iptables_script.rule_line("-A", chain, args)
 
 
 def forward_jump() -> list[str]:
@@ -92,7 +92,7 @@ def _return_rule() -> list[str]:
 class _Plan:
     """Lines of one restore script, built against one saved table."""
 
-    saved: iptables.SavedTable
+    saved: iptables_script.SavedTable
     lines: list[str]
     undo_rules: list[str] = field(default_factory=list)
     undo_chains: list[str] = field(default_factory=list)
@@ -108,15 +108,15 @@ class _Plan:
 
     def insert_first(self, chain: str, args: Sequence[str]) -> None:
         if not self.has(chain, args):
-            self.lines.append(iptables.rule_line("-I", chain, ["1", *args]))
+            self.lines.append(iptables_script.rule_line("-I", chain, ["1", *args]))
             self.saved.rules.setdefault(chain, []).insert(0, _line(chain, args))
-            self.undo_rules.insert(0, iptables.rule_line("-D", chain, args))
+            self.undo_rules.insert(0, iptables_script.rule_line("-D", chain, args))
 
     def append(self, chain: str, args: Sequence[str]) -> None:
         if not self.has(chain, args):
-            self.lines.append(iptables.rule_line("-A", chain, args))
+            self.lines.append(iptables_script.rule_line("-A", chain, args))
             self.saved.rules.setdefault(chain, []).append(_line(chain, args))
-            self.undo_rules.insert(0, iptables.rule_line("-D", chain, args))
+            self.undo_rules.insert(0, iptables_script.rule_line("-D", chain, args))
 
     @property
     def undo(self) -> list[str]:
@@ -128,7 +128,7 @@ class _Plan:
         wanted = _line(chain, args)
         for saved in self.saved.rules_of(chain):
             if saved == wanted:
-                self.lines.append(iptables.delete_line(saved))
+                self.lines.append(iptables_script.delete_line(saved))
 
 
 def _apply(family: int, build: _Builder) -> list[str]:
@@ -138,15 +138,15 @@ def _apply(family: int, build: _Builder) -> list[str]:
     for _ in range(RETRIES):
         try:
             plan = _Plan(iptables.save("filter", family), [])
-        except iptables.IptablesError as exc:
+        except iptables_script.IptablesError as exc:
             raise FirewallError(str(exc)) from None
         build(plan)
         if not plan.lines:
             return []
         try:
-            iptables.restore(iptables.script("filter", [], plan.lines), family)
+            iptables.restore(iptables_script.script("filter", [], plan.lines), family)
             return plan.undo
-        except iptables.IptablesError as exc:
+        except iptables_script.IptablesError as exc:
             last = exc
     raise FirewallError(str(last))
 
@@ -156,9 +156,9 @@ def undo(family: int, undo: list[str], ips: Sequence[IPAddress]) -> None:
     that fails because the shared chains are in use by now, only its per-IP rules."""
     try:
         if undo:
-            iptables.restore(iptables.script("filter", [], undo), family)
+            iptables.restore(iptables_script.script("filter", [], undo), family)
             return
-    except iptables.IptablesError:
+    except iptables_script.IptablesError:
         pass
     delete(family, ips)
 
@@ -227,7 +227,7 @@ def check(family: int, ips: Sequence[IPAddress], admin_chain: str) -> None:
     """The reference's CHECK: both jumps and every per-IP rule exist."""
     try:
         saved = iptables.save("filter", family)
-    except iptables.IptablesError as exc:
+    except iptables_script.IptablesError as exc:
         raise FirewallError(str(exc)) from None
     expected = [
         (FORWARD, forward_jump()),

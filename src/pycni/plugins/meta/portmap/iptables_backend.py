@@ -21,9 +21,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 
-from pycni.net.netfilter import iptables, rule_matches, rule_tokens
+from pycni.net.netfilter import iptables, iptables_script, rule_matches, rule_tokens
 from pycni.net.netfilter.chain_names import format_comment, must_format_chain_name_with_prefix
-from pycni.net.netfilter.iptables import IptablesError, SavedTable
+from pycni.net.netfilter.iptables_script import IptablesError, SavedTable
 from pycni.plugins.meta.portmap.config import IPTABLES, IPInterface, PortMapConfig, PortMapping
 from pycni.spec.errors import INTERNAL, CNIError
 
@@ -78,7 +78,7 @@ def entry_rules(cfg: PortMapConfig, family: int, chain: str) -> list[str]:
             args = ["-p", proto, "-m", "comment", "--comment", comment]
             args += ["-m", "multiport", "--dports", chunk]
             args += [*rule_matches.iptables_args(cfg.conditions(family)), "-j", chain]
-            lines.append(iptables.rule_line("-A", DNAT_CHAIN, args))
+            lines.append(iptables_script.rule_line("-A", DNAT_CHAIN, args))
     return lines
 
 
@@ -98,7 +98,7 @@ def chain_rules(cfg: PortMapConfig, family: int, cip: IPInterface, chain: str) -
     lines: list[str] = []
 
     def rule(m: PortMapping, source: str | None, target: str) -> str:
-        return iptables.rule_line("-A", chain, [*_match(m, family, source), "-j", target])
+        return iptables_script.rule_line("-A", chain, [*_match(m, family, source), "-j", target])
 
     for m in cfg.mappings_for(family):
         if cfg.snat:
@@ -109,18 +109,18 @@ def chain_rules(cfg: PortMapConfig, family: int, cip: IPInterface, chain: str) -
                 lines.append(rule(m, "127.0.0.1/32", setmark))  # localhost (route_localnet)
         ip = str(cip.ip) if family == 4 else f"[{cip.ip}]"
         dnat = ["-j", "DNAT", "--to-destination", f"{ip}:{m.container_port}"]
-        lines.append(iptables.rule_line("-A", chain, [*_match(m, family, None), *dnat]))
+        lines.append(iptables_script.rule_line("-A", chain, [*_match(m, family, None), *dnat]))
     return lines
 
 
 def _setmark_rule(mark: int) -> str:
     args = ["-m", "comment", "--comment", SETMARK_COMMENT, "-j", "MARK", "--set-xmark"]
-    return iptables.rule_line("-A", SETMARK_CHAIN, [*args, _mark_text(mark)])
+    return iptables_script.rule_line("-A", SETMARK_CHAIN, [*args, _mark_text(mark)])
 
 
 def _masq_rule(mark: int) -> str:
     args = ["-m", "mark", "--mark", _mark_text(mark), "-j", "MASQUERADE"]
-    return iptables.rule_line("-A", MASQ_CHAIN, args)
+    return iptables_script.rule_line("-A", MASQ_CHAIN, args)
 
 
 def add_script(cfg: PortMapConfig, family: int, saved: SavedTable) -> str:
@@ -140,18 +140,18 @@ def add_script(cfg: PortMapConfig, family: int, saved: SavedTable) -> str:
             lines.append(_masq_rule(cfg.mark))
         if not saved.jumps_to("POSTROUTING", MASQ_CHAIN):
             args = ["1", "-m", "comment", "--comment", MASQ_COMMENT, "-j", MASQ_CHAIN]
-            lines.append(iptables.rule_line("-I", "POSTROUTING", args))
+            lines.append(iptables_script.rule_line("-I", "POSTROUTING", args))
     if DNAT_CHAIN not in saved.chains:
         declare.append(DNAT_CHAIN)
     for hook in ("PREROUTING", "OUTPUT"):
         if not saved.jumps_to(hook, DNAT_CHAIN):
             args = ["-m", "addrtype", "--dst-type", "LOCAL", "-j", DNAT_CHAIN]
-            lines.append(iptables.rule_line("-A", hook, args))
+            lines.append(iptables_script.rule_line("-A", hook, args))
     declare.append(chain)  # created, or flushed when it exists: rebuilt from scratch
-    lines += [iptables.delete_line(r) for r in saved.jumps_to(DNAT_CHAIN, chain)]
+    lines += [iptables_script.delete_line(r) for r in saved.jumps_to(DNAT_CHAIN, chain)]
     lines += entry_rules(cfg, family, chain)
     lines += chain_rules(cfg, family, cip, chain)
-    return iptables.script(TABLE, declare, lines)
+    return iptables_script.script(TABLE, declare, lines)
 
 
 def teardown_lines(network: str, container_id: str, saved: SavedTable) -> list[str]:
@@ -163,7 +163,7 @@ def teardown_lines(network: str, container_id: str, saved: SavedTable) -> list[s
     ):
         if chain not in saved.chains:
             continue
-        lines += [iptables.delete_line(r) for r in saved.jumps_to(parent, chain)]
+        lines += [iptables_script.delete_line(r) for r in saved.jumps_to(parent, chain)]
         lines += [f"-F {chain}", f"-X {chain}"]
     return lines
 
@@ -189,14 +189,14 @@ def scaffold_undo(cfg: PortMapConfig, saved: SavedTable) -> list[str]:
             if chain not in saved.chains:
                 chains += [f"-F {chain}", f"-X {chain}"]
             elif rule(cfg.mark) not in saved.rules_of(chain):
-                jumps.append(iptables.delete_line(rule(cfg.mark)))
+                jumps.append(iptables_script.delete_line(rule(cfg.mark)))
         if not saved.jumps_to("POSTROUTING", MASQ_CHAIN):
             args = ["-m", "comment", "--comment", MASQ_COMMENT, "-j", MASQ_CHAIN]
-            jumps.append(iptables.rule_line("-D", "POSTROUTING", args))
+            jumps.append(iptables_script.rule_line("-D", "POSTROUTING", args))
     for hook in ("PREROUTING", "OUTPUT"):
         if not saved.jumps_to(hook, DNAT_CHAIN):
             args = ["-m", "addrtype", "--dst-type", "LOCAL", "-j", DNAT_CHAIN]
-            jumps.append(iptables.rule_line("-D", hook, args))
+            jumps.append(iptables_script.rule_line("-D", hook, args))
     if DNAT_CHAIN not in saved.chains:
         chains.append(f"-X {DNAT_CHAIN}")
     return jumps + chains
@@ -237,10 +237,14 @@ def _undo(cfg: PortMapConfig, done: list[tuple[int, list[str]]]) -> None:
             saved = iptables.save(TABLE, family, cfg.iptables_variant)
             lines = teardown_lines(cfg.network, cfg.container_id, saved)
             if lines:
-                iptables.restore(iptables.script(TABLE, [], lines), family, cfg.iptables_variant)
+                iptables.restore(
+                    iptables_script.script(TABLE, [], lines), family, cfg.iptables_variant
+                )
         if undo:
             with contextlib.suppress(IptablesError):
-                iptables.restore(iptables.script(TABLE, [], undo), family, cfg.iptables_variant)
+                iptables.restore(
+                    iptables_script.script(TABLE, [], undo), family, cfg.iptables_variant
+                )
 
 
 def delete(network: str, container_id: str, variant: str | None = None) -> bool:
@@ -259,7 +263,7 @@ def delete(network: str, container_id: str, variant: str | None = None) -> bool:
         if not lines:
             continue
         try:
-            iptables.restore(iptables.script(TABLE, [], lines), family, variant)
+            iptables.restore(iptables_script.script(TABLE, [], lines), family, variant)
             removed = True
         except IptablesError as exc:
             raise _fail("DEL", exc) from None
@@ -322,7 +326,7 @@ def gc(network: str, valid_ids: set[str], variant: str | None = None) -> list[st
         if not lines:
             continue
         try:
-            iptables.restore(iptables.script(TABLE, [], lines), family, variant)
+            iptables.restore(iptables_script.script(TABLE, [], lines), family, variant)
         except IptablesError as exc:
             raise _fail("GC", exc) from None
         removed |= done
