@@ -4,9 +4,12 @@ A unit test builds one, adds pod namespaces by path, and runs a plugin through s
 (``skel.run(plugin_type, env, stdin, host=fake)``): every Kernel the plugin is handed is a
 FakeKernel of pycni.net.netlink.fake_kernel (held to the real kernel by
 tests/kernel_contract.py), every sysctl the FakeSysctl of that namespace, and a delegated
-IPAM plugin runs in-process with the same host (no CNI_PATH lookup, no exec). What a plugin
-reaches outside these (nftables or iptables for ipMasq, files under /var/lib) is not faked: a
-unit test leaves those features out of its config or stands in for that transport itself.
+IPAM plugin runs in-process with the same host (no CNI_PATH lookup, no exec). Each
+namespace's ``netfilter`` holds a FakeIptables and a FakeConntrack
+(pycni.net.netfilter.fake_iptables, held to the real tools by
+tests/netfilter_contract_iptables.py) and the nftables fake. What a plugin reaches outside
+these (files under /var/lib) is not faked: a unit test leaves those features out of its
+config or stands in for them itself.
 tap's /dev/net/tun device is made by the maker the plugin is built with; a test passes one
 over FakeKernel.add_tap (tests/unit/test_plugin_logic_tap.py). ``selinux()`` is a FakeSELinux
 (off unless a test turns it on), which records tap's labelled helper runs.
@@ -149,7 +152,11 @@ class FakeHost:
             from pycni.net.netfilter.fake_nft import FakeNftables
             from pycni.net.netfilter.seam import Netfilter
 
-            found = Netfilter(FakeNftables(), FakeIptables(), FakeConntrack())  # type: ignore[arg-type]  # fakes being filled in
+            found = Netfilter(
+                FakeNftables(),  # type: ignore[arg-type]  # being filled in
+                FakeIptables(),
+                FakeConntrack(),
+            )
             self.netfilters[kernel.ns.fd] = found
         return found
 

@@ -65,3 +65,26 @@ def available(family: int = 4, variant: str | None = None) -> bool:
     except IptablesError:
         return False
     return True
+
+
+def command(args: Sequence[str], family: int = 4) -> tuple[int, str]:
+    """One ``iptables -w`` run (``ip6tables`` for family 6, the system's variant), as the
+    reference runs one per rule: (exit status, stderr). IptablesError when not installed."""
+    binary = "iptables" if family == 4 else "ip6tables"
+    path = tools.which(binary)
+    if path is None:
+        raise IptablesError(f"{binary} not found")
+    proc = subprocess.run([path, "-w", *args], capture_output=True, text=True, check=False)
+    return proc.returncode, proc.stderr.strip()
+
+
+def nft_chain_exists(table: str, chain: str, family: int = 4) -> bool:
+    """Whether iptables-nft holds ``chain`` in ``table`` (one nf_tables netlink get: no
+    process, and a libnftables ``list`` would load every set element of the namespace).
+    iptables-nft makes a built-in chain only when a rule first goes into it."""
+    from pycni.net.netfilter import nftnl
+
+    try:
+        return nftnl.chain_exists("ip" if family == 4 else "ip6", table, chain)
+    except OSError:  # no nf_tables here: then no iptables-nft chain either
+        return False
