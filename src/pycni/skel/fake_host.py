@@ -7,7 +7,7 @@ tests/kernel_contract.py), every sysctl the FakeSysctl of that namespace, and a 
 IPAM plugin runs in-process with the same host (no CNI_PATH lookup, no exec). Each
 namespace's ``netfilter`` holds a FakeIptables and a FakeConntrack
 (pycni.net.netfilter.fake_iptables, held to the real tools by
-tests/netfilter_contract_iptables.py) and the nftables fake. What a plugin reaches outside
+tests/netfilter/iptables_contract.py) and the nftables fake. What a plugin reaches outside
 these (files under /var/lib) is not faked: a unit test leaves those features out of its
 config or stands in for them itself.
 tap's /dev/net/tun device is made by the maker the plugin is built with; a test passes one

@@ -5,8 +5,8 @@ Each case drives one ``Side`` (an Iptables and a Conntrack of one fresh namespac
 iptables variant under test) and returns plain values: what saves answered, which writes were
 refused ("IptablesError") and what the table held after a refused one. ``EXPECTED`` holds what
 the real tools answered when the case was written, the same for the legacy and the nft
-variant. tests/unit/test_iptables_contract.py checks the fakes against it without root;
-tests/integration/test_iptables_contract.py checks the real transports in private
+variant. tests/netfilter/test_iptables_contract.py checks the fakes against it without root;
+tests/netfilter/test_iptables_contract_kernel.py checks the real transports in private
 namespaces against the same values and against the fakes, so neither side drifts alone.
 
 The rules are the shapes the plugins write (portmap, firewall, dnsname, ipMasq), built with

@@ -1,9 +1,9 @@
 """The iptables and conntrack fakes' contract, real side: ThreadIptables and ThreadConntrack in
-a private namespace answer every case of tests/netfilter_contract_iptables.py as recorded
+a private namespace answer every case of tests/netfilter/iptables_contract.py as recorded
 there, and as the fakes do, with the legacy and the nft variant (the process-per-rule cases
 with the system's variant, the conntrack cases once).
 
-tests/unit/test_iptables_contract.py checks the fakes against the same answers without root.
+tests/netfilter/test_iptables_contract.py checks the fakes against the same answers without root.
 When an iptables or kernel upgrade changes an answer, this module fails first: fix EXPECTED,
 then the fake.
 """
@@ -18,7 +18,7 @@ import pytest
 from pycni.net.netfilter.iptables_script import SavedTable
 from pycni.net.netfilter.iptables_seam import THREAD_CONNTRACK, THREAD_IPTABLES
 from tests import harness
-from tests.netfilter_contract_iptables import ALL, Entry, Side, expected, on_fake, params
+from tests.netfilter.iptables_contract import ALL, Entry, Side, expected, on_fake, params
 
 pytestmark = pytest.mark.kernel
 

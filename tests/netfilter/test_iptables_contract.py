@@ -1,12 +1,12 @@
 """The iptables and conntrack fakes' contract, fake side: FakeIptables and FakeConntrack answer
-every case of tests/netfilter_contract_iptables.py as the real tools did (EXPECTED), without
-root. tests/integration/test_iptables_contract.py holds the real transports to the same."""
+every case of tests/netfilter/iptables_contract.py as the real tools did (EXPECTED), without
+root. tests/netfilter/test_iptables_contract_kernel.py holds the real transports to the same."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.netfilter_contract_iptables import ALL, expected, on_fake, params
+from tests.netfilter.iptables_contract import ALL, expected, on_fake, params
 
 
 @pytest.mark.parametrize(("name", "variant"), params())
