@@ -38,7 +38,7 @@ FORCE:
 $(STAMPS)/venv: pyproject.toml
 	@mkdir -p $(STAMPS)
 	@test -x $(PY) || { echo "setup: virtualenv $(VENV) (~3 s)"; $(PYTHON) -m venv $(VENV); }
-	@echo "setup: pycni and its runtime dependencies: pyroute2, pip-nftables, prometheus-client (~5 s)"
+	@echo "setup: pycni and its runtime dependencies: pip-nftables, prometheus-client (~5 s)"
 	@$(PY) -m pip install -q --disable-pip-version-check -e .
 	@touch $@
 

@@ -257,8 +257,6 @@ def exec_plugin(
         "CNI_PATH": cni_path,
         "CNI_ARGS": cni_args,
     }
-    if "PYCNI_NETLINK" in os.environ:  # the suites run on either netlink backend
-        env["PYCNI_NETLINK"] = os.environ["PYCNI_NETLINK"]
     env.update(extra_env or {})
     stdin = config if isinstance(config, bytes) else json.dumps(config).encode()
     proc = subprocess.run(

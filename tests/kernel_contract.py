@@ -576,6 +576,56 @@ def neighbours(s: Side) -> Any:
     return {"calls": calls, "seen": seen, "after": len(s.node.neighbours(nb0, AF_INET))}
 
 
+def vxlan_and_fdb(s: Side) -> Any:
+    """Vxlans on an underlay link (a second one with the same VNI and port refused, an MTU
+    above what the underlay leaves clamped, one below 68 refused) and forwarding entries of
+    one: replaced in place, deleted, a second delete refused."""
+    s.node.add_veth("ul0", "ul1", s.node_fd)
+    ul0 = index(s.node, "ul0")
+    calls = [
+        outcome(s.node.add_vxlan, "vx0", 74, IP("10.74.0.1"), ul0, 8472, 1400),
+        outcome(s.node.add_vxlan, "vx1", 74, IP("10.74.0.1"), ul0, 8472, 1400),
+        outcome(s.node.add_vxlan, "vx2", 75, IP("fd74::1"), ul0, 4789, 1450, True),
+        outcome(s.node.add_vxlan, "vx3", 76, IP("10.74.0.1"), ul0, 4789, 9000),
+        outcome(s.node.add_vxlan, "vx4", 77, IP("10.74.0.1"), ul0, 4789, 60),
+    ]
+    made = [s.node.find_link(name) for name in ("vx0", "vx2", "vx3")]
+    view = [
+        (x.name, x.mtu, x.vxlan.vni, str(x.vxlan.local), x.vxlan.underlay_index == ul0,
+         x.vxlan.port, x.vxlan.learning)
+        for x in made if x is not None and x.vxlan is not None
+    ]  # fmt: skip
+    vx0 = index(s.node, "vx0")
+    mac = "02:00:00:00:00:74"
+    calls += [
+        outcome(s.node.set_fdb, vx0, mac, IP("10.74.0.2")),
+        outcome(s.node.set_fdb, vx0, mac, IP("10.74.0.3")),
+        outcome(s.node.set_fdb, vx0, "02:00:00:00:00:75", IP("10.74.0.5")),
+    ]
+    seen = sorted((e.mac, str(e.remote)) for e in s.node.fdb_entries(vx0))
+    calls += [
+        outcome(s.node.delete_fdb, vx0, mac, IP("10.74.0.3")),
+        outcome(s.node.delete_fdb, vx0, mac, IP("10.74.0.3")),
+        outcome(s.node.delete_fdb, 4242, mac, IP("10.74.0.3")),
+    ]
+    after = [(e.mac, str(e.remote)) for e in s.node.fdb_entries(vx0)]
+    return {"calls": calls, "vxlans": view, "fdb": seen, "after": after}
+
+
+def netns_ids(s: Side) -> Any:
+    """The id a namespace gives another: none until a link between them is made and listed
+    (the kernel gives one when it reports the link's peer namespace), then the same both ways."""
+    before = answer(s.node.netns_id, s.pod_fd)
+    s.node.add_veth("ni0", "eth0", s.pod_fd)
+    pairs = (links(s.node, s.pod), links(s.pod, s.node))
+    return {
+        "before": before,
+        "node's id of the pod": answer(s.node.netns_id, s.pod_fd),
+        "pod's id of the node": answer(s.pod.netns_id, s.node_fd),
+        "peers": [[x[-1] for x in side if x[1] == "veth"] for side in pairs],
+    }
+
+
 def macvlan_in_pod(s: Side) -> Any:
     """A macvlan made in the pod of a node link; its master gone, it goes too."""
     s.node.add_veth("up0", "up1", s.node_fd)
@@ -892,6 +942,8 @@ CASES: dict[str, Callable[[Side], Any]] = {
         ipv6_routes,
         policy_rules,
         neighbours,
+        vxlan_and_fdb,
+        netns_ids,
         macvlan_in_pod,
         ipv4_conf_and_forwarding,
         bridge_port_flags,
@@ -1156,6 +1208,22 @@ EXPECTED: dict[str, Any] = {
         "calls": ["ok", "ok", "ENODEV", "ok", "ENOENT"],
         "seen": [("10.72.0.9", "02:00:00:00:00:0a", 128)],
         "after": 0,
+    },
+    "vxlan_and_fdb": {
+        "calls": ["ok", "EEXIST", "ok", "ok", "EINVAL", "ok", "ok", "ok", "ok", "ENOENT", "ENODEV"],
+        "vxlans": [
+            ("vx0", 1400, 74, "10.74.0.1", True, 8472, False),
+            ("vx2", 1430, 75, "fd74::1", True, 4789, True),  # 1450 asked: IPv6 headroom is 70
+            ("vx3", 1450, 76, "10.74.0.1", True, 4789, False),  # 9000 asked
+        ],
+        "fdb": [("02:00:00:00:00:74", "10.74.0.3"), ("02:00:00:00:00:75", "10.74.0.5")],
+        "after": [("02:00:00:00:00:75", "10.74.0.5")],
+    },
+    "netns_ids": {
+        "before": None,
+        "node's id of the pod": 0,
+        "pod's id of the node": 0,
+        "peers": [["other:eth0"], ["other:ni0"]],
     },
     "macvlan_in_pod": {
         "calls": ["ok", "EEXIST", "ENODEV", "EINVAL", "EINVAL"],

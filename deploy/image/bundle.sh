@@ -34,4 +34,4 @@ python3 -m pip --python "$R/venv/bin/python" install -q --no-index --no-cache-di
 "$R/venv/bin/pycni" plugins install "$R/cni-bin" --socket /run/pycni/pycni.sock --no-autostart
 "$R/venv/bin/pycni" --version > "$R/RELEASE"
 find "$R" -type f | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16 >> "$R/RELEASE"
-"$R/venv/bin/python" -c 'import nftables, pyroute2, pycni; nftables.Nftables()'
+"$R/venv/bin/python" -c 'import nftables, pycni; nftables.Nftables()'

@@ -7,4 +7,5 @@ callers need.
 
 from pycni.spec.errors import CNIError
 
+__all__ = ["CNIError", "__version__"]
 __version__ = "0.1.0"

@@ -1,13 +1,13 @@
 """Record classes: what ``dataclasses.dataclass`` gives pycni, at a fraction of its start-up cost.
 
 Why not ``dataclasses``: a plugin run in-process is a one-shot interpreter, and the stdlib
-decorator compiles six methods from source per class (about 450 µs each on this kind of machine)
-after importing ``inspect`` (with ``ast``, ``dis`` and ``tokenize``: a few ms). The bridge's ADD
-declares over thirty records, so that alone was about a fifth of the call. ``record`` builds the
-same methods from closures over the field list instead (a few µs per class); mypy checks it as a
-dataclass (``dataclass_transform``). A long-lived process (the daemon) creates some records many
-times per call: after ``COMPILE_AFTER`` calls of a class's generic ``__init__`` it compiles one of
-the usual shape, so only its warm-up pays the generic version.
+decorator compiles six methods from source per class after importing ``inspect`` (with ``ast``,
+``dis`` and ``tokenize``). The bridge's ADD declares over thirty records, so that alone was a
+large part of the call (docs/benchmarks.md). ``record`` builds the same methods from closures
+over the field list instead; mypy checks it as a dataclass (``dataclass_transform``). A
+long-lived process (the daemon) creates some records many times per call: after
+``COMPILE_AFTER`` calls of a class's generic ``__init__`` it compiles one of the usual shape, so
+only its warm-up pays the generic version.
 
 Supported, as in ``dataclasses``: defaults, ``field(default_factory=, init=, repr=, metadata=,
 compare=)``, ``frozen``, ``eq``, ``__post_init__``, inheritance from records, ``ClassVar``

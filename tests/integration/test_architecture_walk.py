@@ -1,9 +1,9 @@
-"""docs/architecture.md's list of the modules a bridge ADD passes through is the code's.
+"""docs/walk.md's list of the modules a bridge ADD passes through is the code's.
 
 A bridge ADD (isGateway, ipMasq, host-local IPAM) runs through its installed in-process entry
 point under a ``sys.setprofile`` hook that notes, from the entry point's ``main`` on, each
 pycni module the first time one of its functions runs (class bodies left out); the list between the
-``add-walk`` markers of docs/architecture.md must name the same modules in the same order.
+``add-walk`` markers of docs/walk.md must name the same modules in the same order.
 When the ADD path changes, this fails with the traced list to put in the docs.
 """
 
@@ -22,7 +22,7 @@ from tests import harness
 
 pytestmark = pytest.mark.kernel
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "architecture.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "walk.md"
 
 HOOK = r"""
 import os, sys
@@ -90,7 +90,7 @@ def test_the_documented_add_walk_is_the_traced_one(
     finally:
         node.run(str(bindir / "bridge"), input=stdin, env={**env, "CNI_COMMAND": "DEL"})
     listed = documented()
-    assert len(listed) > 20, "the add-walk list of docs/architecture.md is missing"
-    assert traced == listed, "docs/architecture.md's ADD walk should read:\n" + "\n".join(
+    assert len(listed) > 20, "the add-walk list of docs/walk.md is missing"
+    assert traced == listed, "docs/walk.md's ADD walk should read:\n" + "\n".join(
         f"{i}. `{name}`" for i, name in enumerate(traced, 1)
     )

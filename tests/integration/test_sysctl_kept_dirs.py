@@ -1,5 +1,5 @@
-"""pycni.net.thread_sysctl opens net/ipv4 and net/ipv6 entries relative to a kept directory fd of the
-thread's namespace: every read and write must still land in the calling thread's namespace,
+"""pycni.net.thread_sysctl opens net/ipv4 and net/ipv6 entries relative to a kept directory fd of
+the thread's namespace: every read and write must still land in the calling thread's namespace,
 also when threads switch namespaces, when a kept namespace is deleted, and for names that
 must not take the short way."""
 
@@ -43,7 +43,7 @@ def test_a_deleted_namespace_never_answers_for_a_new_one(node: harness.Namespace
     """More namespaces than fds are kept, each deleted after use: the next namespace (which
     may reuse a deleted one's inode number) still gets its own entries."""
     key = "net/ipv6/conf/lo/accept_ra"
-    for i in range(sysctl._KEPT + 4):
+    for i in range(thread_sysctl._KEPT + 4):
         ns = harness.create_namespace(f"sk{i}")
         try:
             with ns.entered():
@@ -92,10 +92,10 @@ def test_a_kept_directory_does_not_keep_its_namespace_alive(
             # namespace whose inode number this pod got; the second keeps this pod's own
             thread_sysctl.read("net/ipv4/conf/eth0/arp_ignore")
             thread_sysctl.read("net/ipv6/conf/eth0/accept_dad")
-    kept = [k for k in sysctl._kept if k[:2] == key]
-    assert len(kept) == 2, sysctl._kept
+    kept = [k for k in thread_sysctl._kept if k[:2] == key]
+    assert len(kept) == 2, thread_sysctl._kept
     assert holders(os.getpid(), key) == []
     nsid = nsid_of(node, pod)
     pod.delete()
     wait_destroyed(node, nsid, "a pod whose sysctl directories are kept")
-    assert all(k in sysctl._kept for k in kept)  # still kept, holding nothing
+    assert all(k in thread_sysctl._kept for k in kept)  # still kept, holding nothing

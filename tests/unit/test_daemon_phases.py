@@ -116,7 +116,8 @@ def test_nothing_is_wrapped_until_installed() -> None:
 def test_the_daemon_never_imports_it() -> None:
     """Off means not even imported: the daemon's and the CLI's modules leave it out."""
     code = (
-        "import sys, pycni.cli.main, pycni.cli.daemon_cmd, pycni.daemon.server, pycni.daemon.worker; "
+        "import sys, pycni.cli.main, pycni.cli.daemon_cmd, pycni.daemon.server, "
+        "pycni.daemon.worker; "
         "print('pycni.daemon.phases' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

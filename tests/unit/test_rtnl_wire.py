@@ -279,7 +279,6 @@ def _client(*replies: list[tuple[int, bytes]]) -> tuple[NativeKernel, _Recorder]
     client = NativeKernel.__new__(NativeKernel)
     recorder = _Recorder(*replies)
     client._sock = recorder  # type: ignore[assignment]
-    client._fallback = None
     return client, recorder
 
 

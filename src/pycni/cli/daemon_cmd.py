@@ -141,8 +141,8 @@ def run(args: argparse.Namespace) -> int:
         except EndpointError as exc:
             sys.stderr.write(f"pycni daemon: {exc}\n")
             return 2
+    from pycni.daemon.listener import SocketSetupError
     from pycni.daemon.server import Daemon
-    from pycni.daemon.transport import SocketSetupError
 
     daemon = Daemon(
         args.socket,

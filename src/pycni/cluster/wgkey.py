@@ -1,6 +1,6 @@
 """WireGuard keys: X25519 (RFC 7748) in pure Python, and the node's private key file.
 
-Why pure Python: pycni's dependencies are pyroute2, pip-nftables and prometheus-client;
+Why pure Python: pycni's dependencies are pip-nftables and prometheus-client;
 ``cryptography`` or PyNaCl would be a compiled dependency for one scalar multiplication
 that runs once per agent start (to derive the public key from the private one; WireGuard
 itself does all other crypto in the kernel). The Montgomery ladder below is the RFC's

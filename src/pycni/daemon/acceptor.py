@@ -24,8 +24,8 @@ from collections.abc import Callable
 from pycni.daemon import protocol
 from pycni.daemon.peer import OUT_OF_FDS, REFUSE, RUN_LOCALLY, PeerChecker
 from pycni.daemon.protocol import Reply
+from pycni.daemon.request_io import ReplyWriter
 from pycni.daemon.stats import Stats, new_record
-from pycni.daemon.transport import ReplyWriter
 from pycni.spec.errors import IO_FAILURE, TRY_AGAIN_LATER, CNIError
 
 log = logging.getLogger("pycni.daemon")

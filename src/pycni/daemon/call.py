@@ -8,8 +8,8 @@ import threading
 from enum import Enum
 
 from pycni.daemon.protocol import Reply, Request
+from pycni.daemon.request_io import ReplyWriter, RequestReader
 from pycni.daemon.stats import CallRecord
-from pycni.daemon.transport import ReplyWriter, RequestReader
 from pycni.record import field, record
 
 

@@ -1,6 +1,6 @@
 """The calls in flight, from accept to the last byte of the reply (main thread only).
 
-A checked connection is admitted, its request read without blocking (transport.py), ping
+A checked connection is admitted, its request read without blocking (request_io.py), ping
 and stats answered at once, a call admitted into its container's lane (lanes.py) and handed
 to a worker (worker.py); when the worker posts its end, the reply is written, and finishing
 the call releases its lane to the next call of that container. Deadlines are deadlines.py.
@@ -24,9 +24,9 @@ from pycni.daemon.call import Call, Phase, is_successful_add
 from pycni.daemon.lanes import Admission, Lanes
 from pycni.daemon.pool import WorkerPool
 from pycni.daemon.protocol import Reply, Request
+from pycni.daemon.request_io import ReplyWriter, peer_hung_up
 from pycni.daemon.stats import Stats, error_code, ms, new_record
 from pycni.daemon.timer_heap import Timers
-from pycni.daemon.transport import ReplyWriter, peer_hung_up
 from pycni.daemon.worker import CallRunner
 from pycni.spec.errors import CNIError, TryAgainLater
 

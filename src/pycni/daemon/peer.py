@@ -94,7 +94,7 @@ def missing_caps(cap_eff: int) -> list[str]:
 
 
 class PeerChecker:
-    """Decides what to do with a fresh connection; cheap (~0.1 ms), main thread only."""
+    """Decides what to do with a fresh connection; cheap, main thread only."""
 
     def __init__(self) -> None:
         self.home_mnt = _mount_ns("self")

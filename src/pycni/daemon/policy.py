@@ -19,7 +19,7 @@ from pycni.daemon.protocol import Reply, Request
 from pycni.net import ns as netns
 from pycni.runtime.exec import CallControl
 from pycni.skel.delegate import call_control
-from pycni.spec.errors import INTERNAL, INVALID_NETNS, PLUGIN_NOT_AVAILABLE, CNIError
+from pycni.spec.errors import INVALID_NETNS, PLUGIN_NOT_AVAILABLE, CNIError, InternalError
 
 log = logging.getLogger("pycni.daemon")
 
@@ -65,7 +65,7 @@ def warm_call_path() -> None:
     """Load before serving what a plugin call loads on first use (the cold path imports it
     lazily): the call runner, the netlink client, nftables' netlink and libnftables, whose
     shared library is opened once per process. Without it the first call after a daemon
-    (re)start paid ~5 ms of CPU more than the next ones (docs/benchmarks.md)."""
+    (re)start paid more CPU than the next ones (docs/benchmarks.md)."""
     import importlib
 
     for name in ("pycni.skel.run", "pycni.net.netlink.rtnl.native", "pycni.net.netfilter.nftnl"):
@@ -81,7 +81,7 @@ def warm_call_path() -> None:
 def warm_state(state_dir: str) -> None:
     """Rebuild, from a journal in the daemon's own directory, the host-local indexes its
     calls had built (on a node with many pods the first call would otherwise read every
-    reservation file of its network once: ~12-26 ms at 1000 pods)."""
+    reservation file of its network once: docs/benchmarks.md)."""
     import os
 
     try:
@@ -132,7 +132,7 @@ def execute(runner: Runner, req: Request, control: CallControl, home_fd: int) ->
         return Reply(out.exit_code, out.stdout, out.stderr)
     except Exception as exc:  # skel.run does not raise; a bug must still not kill the daemon
         log.exception("plugin %s raised", req.plugin_type)
-        return protocol.error_reply(CNIError(INTERNAL, f"{type(exc).__name__}: {exc}"))
+        return protocol.error_reply(InternalError(f"{type(exc).__name__}: {exc}"))
     finally:
         try:
             netns.setns(home_fd)
@@ -169,8 +169,7 @@ def deadline_error(timeout: float, started: bool, plugin_reply: Reply | None) ->
         details = f"the plugin ended with: {details}; what it had done was rolled back"
     else:
         details = "the plugin is still running; its ADD is rolled back when it returns"
-    err = CNIError(
-        INTERNAL,
+    err = InternalError(
         f"pycni daemon: the call exceeded its deadline of {timeout:g}s and was cancelled",
         details,
     )

@@ -27,8 +27,8 @@ from pycni.daemon.lanes import Lanes
 from pycni.daemon.listener import Listener
 from pycni.daemon.policy import Runner
 from pycni.daemon.pool import WorkerPool
+from pycni.daemon.request_io import Waker
 from pycni.daemon.stats import CallRecord, Stats
-from pycni.daemon.transport import Waker
 
 log = logging.getLogger("pycni.daemon")
 
@@ -123,8 +123,8 @@ class Daemon:
             self.bind()
         if not self.plugins:
             self.plugins = policy.preload_plugins()
-        # before accepting: a first call would wait for the same rebuild (~20 ms a network
-        # at 1000 pods); the socket is bound, so callers queue meanwhile
+        # before accepting: a first call would wait for the same rebuild (docs/benchmarks.md);
+        # the socket is bound, so callers queue meanwhile
         policy.warm_state(os.path.dirname(os.path.abspath(self.socket_path)))
         self._pool.maintain()
         if install_signals:

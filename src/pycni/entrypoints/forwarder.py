@@ -3,7 +3,7 @@
 pycni-entry-point:v1
 
 Installed by `pycni plugins install DIR` under each plugin's type name, with a shebang
-running the venv's interpreter as ``-IS`` so it starts in ~11 ms. It imports only the
+running the venv's interpreter as ``-IS`` so it starts fast. It imports only the
 standard library's built-in modules: the plugin type is argv[0]'s basename, the call goes
 to the daemon over its unix socket (wire protocol: docs/daemon.md) with this process's
 network namespace and the target one passed as fds, and the daemon's stdout, stderr and

@@ -140,7 +140,7 @@ def search_paths() -> tuple[list[str], bool]:
 
 
 # An in-process call is one short process that exits when the call is done: the cyclic
-# garbage collector would only run during its imports (~4% of the call) and free nothing
+# garbage collector would only run during its imports (docs/benchmarks.md) and free nothing
 # that matters before exit.
 ONE_SHOT = "import gc\ngc.disable()\n"
 

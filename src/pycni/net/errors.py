@@ -32,7 +32,7 @@ define, with the parents drawn here.
 
 from __future__ import annotations
 
-from pycni.spec.errors import INTERNAL, CNIError
+from pycni.spec.errors import CNIError, InternalError
 
 
 class NetError(Exception):
@@ -50,4 +50,4 @@ def to_cni(exc: Exception) -> CNIError:
     if isinstance(exc, CNIError):
         return exc
     notes = "; ".join(str(n) for n in getattr(exc, "__notes__", ()))
-    return CNIError(INTERNAL, str(exc) or type(exc).__name__, notes)
+    return InternalError(str(exc) or type(exc).__name__, notes)

@@ -2,16 +2,15 @@
 namespace of the thread that opens them, so a thread inside a namespace can set its values.
 
 Looking up ``net/ipv4`` or ``net/ipv6`` below the one /proc/sys/net of the machine passes one
-cached entry per namespace that ever opened it (a global lock taken for each), so on a node
-with many pods every such open costs O(pods): measured 7 -> 135 us idle, about 1 ms under
-load, from 10 to 1000 pods (docs/benchmarks.md). Opens under those two directories therefore
-go relative to a directory fd of this thread's namespace, kept for the few namespaces used
-last (the warm daemon's node). A kept fd cannot reach another namespace: it is found by the
-namespace's inode, which no other live namespace has, and once its namespace is gone the
-kernel answers ENOENT below it, on which the full path is tried. A kept fd holds the
+cached entry per namespace that ever opened it (a global lock taken for each), so on a node with
+many pods every such open costs O(pods) (measured: docs/benchmarks.md). Opens under those two
+directories therefore go relative to a directory fd of this thread's namespace, kept for the few
+namespaces used last (the warm daemon's node). A kept fd cannot reach another namespace: it is
+found by the namespace's inode, which no other live namespace has, and once its namespace is
+gone the kernel answers ENOENT below it, on which the full path is tried. A kept fd holds the
 directory, not its namespace: a pod's namespace whose directories are kept is still destroyed
-when its last holder goes (tests/integration/test_sysctl_kept_dirs.py), so GC never sees it
-live because of them.
+when its last holder goes (tests/integration/test_sysctl_kept_dirs.py), so GC never sees it live
+because of them.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import os
 from pycni.spec import validate
 from pycni.spec import version as spec_version
 from pycni.spec.conf import NetworkConfigList, PluginConfig, inject_conf
-from pycni.spec.errors import INCOMPATIBLE_CNI_VERSION, INTERNAL, CNIError
+from pycni.spec.errors import INCOMPATIBLE_CNI_VERSION, CNIError, InternalError
 from pycni.spec.result import Result
 
 from . import cache
@@ -201,9 +201,7 @@ class CNIConfig:
             cache.write_cache(self.cache_dir, result, raw, name, rt)
         except (OSError, CNIError) as err:
             text = err.msg if isinstance(err, CNIError) else str(err)
-            raise CNIError(
-                INTERNAL, f'failed to set network "{name}" cached result: {text}'
-            ) from err
+            raise InternalError(f'failed to set network "{name}" cached result: {text}') from err
 
     def _read_cache(self, name: str, cni_version: str, rt: RuntimeConf) -> Result | None:
         """The cached ADD result for CHECK/DEL; an unreadable cache fails the call."""
@@ -238,7 +236,7 @@ class CNIConfig:
                 except CNIError as err:
                     raise _wrap(f"plugin {plugin.description()} failed (add)", err) from err
             if result is None:
-                raise CNIError(INTERNAL, f'network "{conf.name}" has no plugins')
+                raise InternalError(f'network "{conf.name}" has no plugins')
             self._write_cache(conf.name, conf.raw, result, rt)
             return result
 

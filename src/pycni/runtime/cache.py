@@ -19,7 +19,7 @@ import os
 from pycni.fsutil import write_atomic
 from pycni.record import field, record, replace
 from pycni.spec.conf import go_field, go_marshal, go_unmarshal
-from pycni.spec.errors import DECODING_FAILURE, INTERNAL, UNKNOWN, CNIError
+from pycni.spec.errors import DECODING_FAILURE, UNKNOWN, CNIError, InternalError
 from pycni.spec.result import Result
 
 from .types import NetworkAttachment, RuntimeConf
@@ -74,8 +74,7 @@ def _results_dir(cache_dir: str) -> str:
 
 def cache_file_path(cache_dir: str, net_name: str, rt: RuntimeConf) -> str:
     if net_name == "" or rt.container_id == "" or rt.ifname == "":
-        raise CNIError(
-            INTERNAL,
+        raise InternalError(
             f'cache file path requires network name ("{net_name}"), container ID '
             f'("{rt.container_id}"), and interface name ("{rt.ifname}")',
         )

@@ -6,7 +6,7 @@ import os
 import stat
 from collections.abc import Sequence
 
-from pycni.spec.errors import INTERNAL, INVALID_NETWORK_CONFIG, CNIError
+from pycni.spec.errors import INVALID_NETWORK_CONFIG, CNIError, InternalError
 
 __all__ = ["find_in_path"]
 
@@ -21,7 +21,7 @@ def find_in_path(plugin: str, paths: Sequence[str]) -> str:
     if os.sep in plugin or (os.altsep and os.altsep in plugin) or "\\" in plugin:
         raise CNIError(INVALID_NETWORK_CONFIG, f"invalid plugin name: {plugin}")
     if not paths:
-        raise CNIError(INTERNAL, "no paths provided")
+        raise InternalError("no paths provided")
     for directory in paths:
         candidate = os.path.join(directory, plugin)
         try:
@@ -30,4 +30,4 @@ def find_in_path(plugin: str, paths: Sequence[str]) -> str:
         except OSError:
             continue
     listed = " ".join(paths)
-    raise CNIError(INTERNAL, f'failed to find plugin "{plugin}" in path [{listed}]')
+    raise InternalError(f'failed to find plugin "{plugin}" in path [{listed}]')

@@ -16,7 +16,7 @@ from contextvars import ContextVar
 from pycni.runtime.find import find_in_path
 from pycni.skel.entry_point import is_pycni_entry_point
 from pycni.spec import jsoncodec
-from pycni.spec.errors import INTERNAL, CNIError
+from pycni.spec.errors import InternalError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -103,7 +103,7 @@ def parse_result(req: Request, plugin_type: str, stdout: bytes) -> Result:
     try:
         raw = jsoncodec.loads(stdout)
     except ValueError as exc:
-        raise CNIError(INTERNAL, f"{plugin_type} printed an unparsable result: {exc}") from None
+        raise InternalError(f"{plugin_type} printed an unparsable result: {exc}") from None
     if not isinstance(raw, dict):
-        raise CNIError(INTERNAL, f"{plugin_type} printed a result that is not an object")
+        raise InternalError(f"{plugin_type} printed a result that is not an object")
     return Result.from_dict(raw, default_version=req.cni_version)

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Mapping
 from types import TracebackType
 
-from pycni.spec.errors import INTERNAL, CNIError
+from pycni.spec.errors import CNIError, InternalError
 
 __all__ = ["FAIL_AT_ENV", "Rollback"]
 
@@ -44,7 +44,7 @@ class Rollback:
         if self._timed:
             self._marks.append((name, time.perf_counter()))
         if self._fail_at and self._fail_at == name:
-            raise CNIError(INTERNAL, f"injected failure at step {name!r} ({FAIL_AT_ENV})")
+            raise InternalError(f"injected failure at step {name!r} ({FAIL_AT_ENV})")
 
     def push(self, name: str, undo: Callable[[], object]) -> None:
         """Register how to undo something that was just done."""

@@ -116,8 +116,8 @@ class Kind(Protocol):
 class _Frozen:
     """An immutable value with ``__slots__``: what ``dataclass(frozen=True)`` gives the kinds
     below (init, repr, eq, hash, no assignment), without generating code when this module is
-    imported. Every plugin call imports it, and each frozen dataclass costs about as much to
-    create as a tenth of the interpreter's start-up."""
+    imported. Every plugin call imports it, and each frozen dataclass is costly to create
+    (docs/benchmarks.md)."""
 
     __slots__: tuple[str, ...] = ()
 

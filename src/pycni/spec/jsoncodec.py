@@ -1,8 +1,8 @@
 """JSON text in and out for the plugin path, on the interpreter's C codec (``_json``).
 
 Why not ``import json``: the package imports ``re`` (and with it ``enum``) for its pure-Python
-fallbacks; in a one-shot in-process plugin call that was ~34M instructions, more than the
-interpreter's own start-up. ``_json`` holds the same C scanner and encoder ``json`` uses, so
+fallbacks; in a one-shot in-process plugin call that cost more than the interpreter's own
+start-up (docs/benchmarks.md). ``_json`` holds the same C scanner and encoder ``json`` uses, so
 ``loads`` and ``dumps`` here return exactly what ``json.loads`` and ``json.dumps`` return (a
 property test checks it on generated documents). Rare inputs (bytes in UTF-16/32, errors) go to
 the ``json`` package itself, imported only then.

@@ -112,9 +112,9 @@ def delete_by_address(address: bytes, protocol: str) -> int:
 
     One dump per call, filtered by the kernel on family and protocol; the address is matched
     here. A dump walks the kernel's whole conntrack hash (shared by every namespace: 262144
-    buckets here, 10-20 ms), so one dump matching both directions costs half of two dumps
-    filtered on one address each (an either-or filter does not exist; and an IPv6 address
-    filter matched nothing on Linux 6.18)."""
+    buckets here; its cost: docs/benchmarks.md), so one dump matching both directions costs
+    half of two dumps filtered on one address each (an either-or filter does not exist; and an
+    IPv6 address filter matched nothing on Linux 6.18)."""
     af = AF_INET if len(address) == 4 else AF_INET6
     proto = PROTOCOLS[protocol]
     request = _protocol_request(af, proto)

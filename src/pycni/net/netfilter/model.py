@@ -34,8 +34,8 @@ if TYPE_CHECKING:
 
 class _Node:
     """A small immutable value: its fields are its ``__slots__``; equality, hash and repr go
-    over them. Plain classes, not ``pycni.record``: a record class costs ~35 µs to create, and
-    masquerading imports this module on an in-process bridge ADD."""
+    over them. Plain classes, not ``pycni.record``: creating a record class costs more
+    (docs/benchmarks.md), and masquerading imports this module on an in-process bridge ADD."""
 
     __slots__ = ()
     _fields: tuple[str, ...] = ()  # the fields in the order ``__init__`` takes them

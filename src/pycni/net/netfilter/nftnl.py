@@ -1,23 +1,23 @@
 """nf_tables over netlink, for the few per-pod operations that must not grow with the ruleset.
 
 Why not libnftables' ``list chain``: it first loads its cache, and for a chain whose table
-holds sets or maps that cache includes every element of every set. Measured with nft 1.0.6:
-listing a 2-rule chain costs 0.2 ms next to 10 set elements and 30 ms next to 3000, so any
-``list`` on a per-pod path grows with the pod count. This module sends one NFT_MSG_GETRULE
+holds sets or maps that cache includes every element of every set: with nft 1.0.6 listing a
+2-rule chain grows with the elements beside it (docs/benchmarks.md), so any ``list`` on a
+per-pod path grows with the pod count. This module sends one NFT_MSG_GETRULE
 dump filtered by table and chain (the kernel does the filtering) and decodes only the rule
 handle and the comment (rule user data), so it costs O(rules in that chain). Likewise one
 set element is fetched by its key (NFT_MSG_GETSETELEM, no dump), not by listing the set.
 
 Adding or deleting set elements through libnftables also loads its cache first: every chain
-and the elements of verdict maps of every table in the namespace (measured: ``add element``
-0.2 ms alone, 0.7 ms next to 1000 chains, 2 ms next to 1000 more vmap elements). So element
+and the elements of verdict maps of every table in the namespace (``add element`` grows with
+the chains and vmap elements beside it: docs/benchmarks.md). So element
 changes are sent here as one nf_tables batch (NEWSETELEM/DELSETELEM between BATCH_BEGIN and
 BATCH_END: atomic, as a libnftables transaction), whose cost does not depend on the rest.
 """
 
 from __future__ import annotations
 
-import _socket as socket  # the C module: socket.py builds its enums at import (~2 ms a call)
+import _socket as socket  # the C module: socket.py builds its enums at import (benchmarks.md)
 import contextlib
 import ipaddress
 import os
@@ -212,7 +212,7 @@ def chain_exists(family: str, table: str, chain: str) -> bool:
 def set_exists(family: str, table: str, set_name: str) -> bool:
     """Whether ``family table set_name`` exists (one NFT_MSG_GETSET for it): asking costs a
     round trip, while a batch that fails on a missing set costs the kernel an RCU grace
-    period (~10 ms measured)."""
+    period (docs/benchmarks.md)."""
     body = NFGENMSG.pack(FAMILIES[family], 0, 0)
     body += attr_str(NFTA_SET_TABLE, table) + attr_str(NFTA_SET_NAME, set_name)
     return _request(NFT_MSG_GETSET, NLM_F_ACK, body) is not None
@@ -288,8 +288,8 @@ def set_elements(family: str, table: str, set_name: str) -> list[Element] | None
 
 def set_is_empty(family: str, table: str, set_name: str) -> bool | None:
     """Whether a set holds no element; None when the table or the set does not exist. One
-    dump of the set, read but not decoded (measured: 0.15 ms at 1000 elements, 0.5 ms at
-    3000): the kernel has no element count to ask for."""
+    dump of the set, read but not decoded (its cost: docs/benchmarks.md): the kernel has no
+    element count to ask for."""
     replies = _request(NFT_MSG_GETSETELEM, NLM_F_DUMP, _list_head(family, table, set_name))
     if replies is None:
         return None

@@ -2,27 +2,19 @@
 
 A client belongs to the network namespace the thread was in when it was opened, so callers
 open it after entering the namespace they want to work on. It is a pycni.net.netlink.kernel.Kernel:
-the native client (pycni.net.netlink.rtnl.native, pyroute2 only behind it for calls it does not
-encode), or with PYCNI_NETLINK=pyroute2 the pyroute2 adapter.
+the native client (pycni.net.netlink.rtnl.native), the only implementation on a real kernel.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from pycni.net.netlink.kernel import Kernel
 
-BACKEND_ENV = "PYCNI_NETLINK"
-
 
 def open_kernel() -> Kernel:
     """A Kernel of the calling thread's namespace (the caller closes it)."""
-    if os.environ.get(BACKEND_ENV, "") == "pyroute2":
-        from pycni.net.netlink.rtnl.pyroute2_adapter import Pyroute2Kernel
-
-        return Pyroute2Kernel.open()
     from pycni.net.netlink.rtnl.native import NativeKernel
 
     return NativeKernel()

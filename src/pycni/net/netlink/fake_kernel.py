@@ -1,7 +1,7 @@
 """FakeKernel: the ``Kernel`` Protocol in memory, for tests of plugin logic without root.
 
 Why here and not under tests/: it is an implementation of pycni.net.netlink.kernel.Kernel like the
-native client and the pyroute2 adapter, so it lives beside them, is type-checked with them
+native client, so it lives beside it, is type-checked with it
 (mypy --strict runs on src/ only; the ``_check`` line at the bottom makes mypy prove it
 satisfies the Protocol) and sits under the layer contract (it imports only pycni.net.netlink.kernel
 and pycni.record). Only pycni.skel.fake_host (which nothing imports) imports it, so no
@@ -108,7 +108,8 @@ IPV6_PREFIX_METRIC = 256
 ETH_MIN_MTU = 68
 ETH_MAX_MTU = 65535
 DEFAULT_MTU = 1500
-VXLAN_HEADROOM = 50
+VXLAN_HEADROOM = 50  # outer IPv4, UDP, VXLAN and Ethernet headers
+VXLAN6_HEADROOM = 70  # the same over IPv6
 TAP_MAX_MTU = 65535 - 14  # tun's max_mtu: MAX_MTU less a tap's Ethernet header
 LOOPBACK_ADDRESSES = (ipaddress.ip_interface("127.0.0.1/8"), ipaddress.ip_interface("::1/128"))
 NETNS_LOCAL = ("", "bridge")  # lo and bridges refuse to change namespace (NETIF_F_NETNS_LOCAL)
@@ -506,9 +507,11 @@ class FakeKernel:
         for other in ns.links.values():
             if other.vxlan is not None and (other.vxlan.vni, other.vxlan.port) == (vni, port):
                 raise _refuse(errno.EEXIST)
+        # the kernel clamps a larger MTU to what the underlay leaves (vxlan_dev_configure)
+        room = underlay.mtu - (VXLAN6_HEADROOM if local.version == 6 else VXLAN_HEADROOM)
         if mtu:
-            _check_mtu(mtu, underlay.mtu - VXLAN_HEADROOM)
-        made.mtu = mtu or underlay.mtu - VXLAN_HEADROOM
+            _check_mtu(mtu)
+        made.mtu = min(mtu, room) if mtu else room
         made.vxlan = VxlanInfo(vni, local, underlay_index, port, learning)
         self._insert(ns, made)
 

@@ -6,9 +6,9 @@ addresses, routes, neighbours, FDB entries, policy rules and the few tc objects 
 plugin makes. Replies are frozen records
 (pycni.record) with typed fields; every kernel refusal is one ``NetlinkError`` (an OSError
 whose ``errno`` the callers test by name). Two implementations exist: the native client
-(``pycni.net.netlink.rtnl.native``, raw sockets, pyroute2 only behind it for the rare calls) and a
-pyroute2 adapter (``pycni.net.netlink.rtnl.pyroute2_adapter``, PYCNI_NETLINK=pyroute2). This module
-imports neither, so importing it costs nothing.
+(``pycni.net.netlink.rtnl.native``, raw sockets, every call encoded with ``struct``) on a real
+kernel, and FakeKernel (``pycni.net.netlink.fake_kernel``) in memory, held to the native client
+by tests/kernel_contract.py. This module imports neither, so importing it costs nothing.
 """
 
 from __future__ import annotations
@@ -87,8 +87,8 @@ def broadcast_of(interface: IPInterface) -> ipaddress.IPv4Address | None:
 class NetlinkError(NetError, OSError):
     """The kernel refused a netlink request (an error reply); ``errno`` says why.
 
-    Both implementations raise it (the pyroute2 adapter translates pyroute2's own error), so
-    callers catch this one type and tell cases apart by the named properties below."""
+    The native client and FakeKernel both raise it, so callers catch this one type and tell
+    cases apart by the named properties below."""
 
     def __init__(self, code: int, msg: str = "") -> None:
         super().__init__(code, msg or os.strerror(code))

@@ -2,14 +2,14 @@
 nfnetlink subsystem (nf_tables for netfilter/nftnl.py,
 conntrack for netfilter/conntrack.py).
 
-The socket stays open: closing one costs an RCU grace period in the kernel (measured 5-20 ms
-here), more than a request itself. It binds to the namespace of the thread that opened it,
+The socket stays open: closing one costs an RCU grace period in the kernel, more than a
+request itself (docs/benchmarks.md). It binds to the namespace of the thread that opened it,
 so sockets are kept per namespace (keyed by the namespace inode, the last 16 used).
 """
 
 from __future__ import annotations
 
-import _socket as socket  # the C module: socket.py builds its enums at import (~2 ms a call)
+import _socket as socket  # the C module: socket.py builds its enums at import (benchmarks.md)
 import _thread  # threading.Lock is _thread.allocate_lock; threading costs an import
 import contextlib
 import errno

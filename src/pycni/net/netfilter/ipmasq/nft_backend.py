@@ -220,8 +220,8 @@ def setup(ipns: Sequence[IPInterface], network: str, ifname: str, cid: str) -> N
         return
     changes = element_changes(ipns, network, comment_for_instance(network, ifname, cid))
     names = dict.fromkeys(set_name(network, ipn.network) for ipn in ipns)
-    # asked first: a batch refused for a missing set costs ~10 ms (the first ADD after the
-    # last DEL of a network finds none), a question 0.02 ms
+    # asked first: a batch refused for a missing set costs the kernel an RCU grace period
+    # (the first ADD after the last DEL of a network finds none), a question a round trip
     if all(nftnl.set_exists("inet", TABLE, name) for name in names):
         try:
             nftnl.change_elements("inet", TABLE, changes)
@@ -291,7 +291,7 @@ def release_unused(network: str, sets: Sequence[str] = ()) -> bool:
     batch is undone) when a set still holds an element, a chain holds a rule we did not name,
     or the table holds anything else, as checked in the kernel's commit of that batch: an
     address added meanwhile by anyone (our daemon's threads, another process, the reference)
-    keeps everything. Such a refusal costs the kernel an RCU grace period (~10 ms measured),
+    keeps everything. Such a refusal costs the kernel an RCU grace period (docs/benchmarks.md),
     hence the reads first."""
     from pycni.net.netfilter import nftnl  # netlink to nftables: only masquerading calls load it
 
@@ -317,7 +317,7 @@ def release_unused(network: str, sets: Sequence[str] = ()) -> bool:
         if len(checks) > len(jumps):
             return False  # other networks' jumps or the older layout's rules keep the table
         if not jumps and not nftnl.chain_exists("inet", TABLE, CHAIN):
-            return False  # no table (a refused batch costs ~10 ms: ask first)
+            return False  # no table (a refused batch costs a grace period: ask first)
         return _try_removal(
             [
                 model.removal(model.Chain(T, "postrouting")),  # ours alone: remade by a first ADD

@@ -1,7 +1,8 @@
-"""The implementations of the Kernel Protocol: ``native`` (raw rtnetlink with ``struct``:
-``wire`` frames requests, ``codec`` encodes and decodes them) and ``pyroute2_adapter``.
+"""The Kernel Protocol on a real kernel: ``native`` (raw rtnetlink with ``struct``: ``wire``
+frames requests; ``codec`` (links, addresses, routes, rules, namespace ids), ``neigh_codec``
+(neighbours, FDB entries) and ``tc_codec`` (qdiscs, filters) encode and decode them).
 
-Measured (see docs/architecture.md): pyroute2 0.9 runs an asyncio loop for every synchronous
-call, ~0.25-0.4 ms of CPU per request, and a bridge ADD makes ~35 of them; importing it costs
-~180 ms, most of an in-process plugin run. Open one through pycni.net.netlink.client.rtnl().
+Measured (docs/benchmarks.md): pyroute2 0.9 runs an asyncio loop for every synchronous call,
+a bridge ADD makes dozens of them, and importing it was most of an in-process plugin run.
+Open one through pycni.net.netlink.client.rtnl().
 """

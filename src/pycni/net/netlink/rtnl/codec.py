@@ -7,7 +7,7 @@ of one request; the caller frames and sends it (wire.Socket.request).
 
 from __future__ import annotations
 
-import _socket as socket  # the C module: socket.py builds its enums at import (~2 ms a call)
+import _socket as socket  # the C module: socket.py builds its enums at import (benchmarks.md)
 import ipaddress
 import struct
 
@@ -59,6 +59,9 @@ RTM_NEWRULE, RTM_DELRULE, RTM_GETRULE = 32, 33, 34
 FRA_SRC, FRA_PRIORITY, FRA_TABLE = 2, 6, 15
 FR_ACT_TO_TBL = 1
 RTM_NEWNETCONF, RTM_GETNETCONF = 80, 82
+RTM_NEWNSID, RTM_GETNSID = 88, 90
+NETNSA_NSID, NETNSA_FD = 1, 3
+RTGENMSG = struct.Struct("=Bxxx")  # struct rtgenmsg, padded to 4 as the kernel parses it
 
 IFLA_ADDRESS, IFLA_IFNAME, IFLA_MTU, IFLA_LINK, IFLA_MASTER = 1, 3, 4, 5, 10
 IFLA_TXQLEN, IFLA_OPERSTATE, IFLA_LINKINFO, IFLA_IFALIAS = 13, 16, 18, 20
@@ -319,6 +322,23 @@ def new_vrf(name: str, table: int) -> bytes:
     return new_link(
         "vrf", name, info_data=nested(IFLA_INFO_DATA, [attr_u32(IFLA_VRF_TABLE, table)])
     )
+
+
+def new_vxlan(
+    name: str, vni: int, local: IPAddress, underlay_index: int, port: int, mtu: int, learning: bool
+) -> bytes:
+    """RTM_NEWLINK (create) of a VXLAN device: its VNI, local VTEP address (IFLA_VXLAN_LOCAL
+    or, for IPv6, IFLA_VXLAN_LOCAL6), underlay link, UDP port (network order) and learning,
+    the attributes the cluster agent's flannel.N devices are compared on (VxlanInfo)."""
+    local_kind = IFLA_VXLAN_LOCAL6 if local.version == 6 else IFLA_VXLAN_LOCAL
+    data = [
+        attr_u32(IFLA_VXLAN_ID, vni),
+        attr(local_kind, local.packed),
+        attr_u32(IFLA_VXLAN_LINK, underlay_index),
+        attr(IFLA_VXLAN_PORT, _BE16.pack(port)),
+        attr(IFLA_VXLAN_LEARNING, bytes([int(learning)])),
+    ]
+    return new_link("vxlan", name, mtu, info_data=nested(IFLA_INFO_DATA, data))
 
 
 def new_macvlan(
@@ -600,3 +620,19 @@ def decode_rule(payload: bytes) -> Rule:
         src=ipaddress.ip_network(f"{src_ip}/{src_len}", strict=False) if src_ip else None,
         priority=None if priority is None else _u32(priority),
     )
+
+
+# --- namespace ids ---------------------------------------------------------------------------
+
+
+def get_nsid(netns_fd: int) -> bytes:
+    """RTM_GETNSID body: the id this namespace gives the one ``netns_fd`` refers to
+    (``ip netns list-id``; the kernel allocates none by answering)."""
+    return RTGENMSG.pack(socket.AF_UNSPEC) + attr_u32(NETNSA_FD, netns_fd)
+
+
+def decode_nsid(payload: bytes) -> int | None:
+    """NETNSA_NSID of an RTM_NEWNSID reply; None when absent or NETNSA_NSID_NOT_ASSIGNED
+    (-1): the namespace has no id here."""
+    value = _s32(parse_attrs(payload, RTGENMSG.size, len(payload)).get(NETNSA_NSID))
+    return value if value is not None and value >= 0 else None

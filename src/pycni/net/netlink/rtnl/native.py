@@ -1,21 +1,15 @@
-"""NativeKernel: pycni.net.netlink.kernel.Kernel on a raw rtnetlink socket, pyroute2 behind it.
+"""NativeKernel: pycni.net.netlink.kernel.Kernel on a raw rtnetlink socket, the only one.
 
-Measured (see docs/architecture.md): pyroute2 0.9 runs an asyncio loop for every synchronous
-call, ~0.25-0.4 ms of CPU per request, and a bridge ADD makes ~35 of them; importing it costs
-~180 ms, most of an in-process plugin run. So every call the plugins make is encoded and
-decoded here with ``struct`` (codec.py, tc_codec.py): links (get, list, create every kind but
-vxlan, set_link, delete), bridge port flags and VLANs, IPv4 device settings and the forwarding
-switch, addresses, routes, policy rules, and the bandwidth plugin's tc objects. Eight calls go
-to the pyroute2 adapter: ``add_vxlan``, ``neighbours``/``set_neighbour``/``delete_neighbour``,
-``fdb_entries``/``set_fdb``/``delete_fdb`` (the cluster agent's) and ``netns_id``. It is
-opened on first need inside the namespace of our own socket (found with SIOCGSKNS), whatever
-namespace the thread is in by then; pyroute2 is imported only then.
+Measured (docs/benchmarks.md): pyroute2 0.9 runs an asyncio loop for every synchronous call, a
+bridge ADD makes dozens of them, and importing it was most of an in-process plugin run. So every
+Kernel call is encoded and decoded here with ``struct``: links, bridge port flags and VLANs,
+IPv4 device settings and the forwarding switch, addresses, routes, policy rules and namespace
+ids (codec.py), neighbours and FDB entries (neigh_codec.py), the bandwidth plugin's tc objects
+(tc_codec.py). Every request goes on the one socket made when the client was opened, so it acts
+on that namespace whichever namespace the calling thread is in by then.
 """
 
 from __future__ import annotations
-
-import fcntl
-import os
 
 from pycni.net.netlink.kernel import (
     CLASS_1_1,
@@ -37,6 +31,7 @@ from pycni.net.netlink.kernel import (
     broadcast_of,
 )
 from pycni.net.netlink.rtnl import codec as c
+from pycni.net.netlink.rtnl import neigh_codec as nd
 from pycni.net.netlink.rtnl import tc_codec as tc
 from pycni.net.netlink.rtnl.wire import (
     NLM_F_ACK,
@@ -53,9 +48,7 @@ if TYPE_CHECKING:
     from typing import Unpack
 
     from pycni.net.netlink.kernel import LinkChanges
-    from pycni.net.netlink.rtnl.pyroute2_adapter import Pyroute2Kernel
 
-SIOCGSKNS = 0x894C
 _CREATE = NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL
 _REPLACE = NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE
 
@@ -65,8 +58,8 @@ def dump_addresses(sock: Socket, index: int = 0, family: int = 0) -> list[Addres
     NETLINK_GET_STRICT_CHK) and again here for kernels that do not filter.
 
     Without the kernel's filter every address of the namespace comes back: on a node with
-    hundreds of pods (each host veth has an IPv6 link-local address) that dump cost ~36 ms
-    at 500 pods, on every ADD's gateway check (measured)."""
+    hundreds of pods (each host veth has an IPv6 link-local address) that dump grows with
+    the pods, on every ADD's gateway check (docs/benchmarks.md)."""
     out = []
     for kind, payload in sock.request(c.RTM_GETADDR, NLM_F_DUMP, c.dump_addresses(index, family)):
         if kind != c.RTM_NEWADDR:
@@ -85,7 +78,6 @@ class NativeKernel:
 
     def __init__(self) -> None:
         self._sock = Socket()
-        self._fallback: Pyroute2Kernel | None = None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -94,23 +86,6 @@ class NativeKernel:
 
     def close(self) -> None:
         self._sock.close()
-        if self._fallback is not None:
-            self._fallback.close()
-            self._fallback = None
-
-    def pyroute2(self) -> Pyroute2Kernel:
-        """The pyroute2 adapter of our namespace, opened on first use."""
-        if self._fallback is None:
-            from pycni.net.netlink.rtnl.pyroute2_adapter import Pyroute2Kernel  # rare calls only
-            from pycni.net.ns import entered_fd
-
-            ns_fd = fcntl.ioctl(self._sock.fileno(), SIOCGSKNS)
-            try:
-                with entered_fd(ns_fd):
-                    self._fallback = Pyroute2Kernel.open()
-            finally:
-                os.close(ns_fd)
-        return self._fallback
 
     def _do(self, kind: int, flags: int, body: bytes) -> list[tuple[int, bytes]]:
         return self._sock.request(kind, flags, body)
@@ -202,7 +177,8 @@ class NativeKernel:
         mtu: int,
         learning: bool = False,
     ) -> None:
-        self.pyroute2().add_vxlan(name, vni, local, underlay_index, port, mtu, learning)
+        body = c.new_vxlan(name, vni, local, underlay_index, port, mtu, learning)
+        self._do(c.RTM_NEWLINK, _CREATE, body)
 
     def add_ifb(self, name: str, mtu: int, txqlen: int) -> None:
         self._do(c.RTM_NEWLINK, _CREATE, c.new_link("ifb", name, mtu, txqlen=txqlen))
@@ -285,26 +261,29 @@ class NativeKernel:
     def delete_route(self, route: Route) -> None:
         self._do(c.RTM_DELROUTE, NLM_F_ACK, c.route(route, deleting=True))
 
-    # ------------------------------------------------------------ through pyroute2 (with
-    # add_vxlan above and netns_id below)
+    # ------------------------------------------------------------ neighbours and FDB entries
 
     def neighbours(self, index: int, family: int) -> list[Neighbour]:
-        return self.pyroute2().neighbours(index, family)
+        replies = self._do(nd.RTM_GETNEIGH, NLM_F_DUMP, nd.dump_neighbours(index, family))
+        found = (nd.decode_neighbour(p) for t, p in replies if t == nd.RTM_NEWNEIGH)
+        return [n for n in found if n is not None and n.index == index]  # older kernels: all
 
     def set_neighbour(self, index: int, address: IPAddress, mac: str) -> None:
-        self.pyroute2().set_neighbour(index, address, mac)
+        self._do(nd.RTM_NEWNEIGH, _REPLACE, nd.neighbour(index, address, mac))
 
     def delete_neighbour(self, index: int, address: IPAddress) -> None:
-        self.pyroute2().delete_neighbour(index, address)
+        self._do(nd.RTM_DELNEIGH, NLM_F_ACK, nd.neighbour(index, address))
 
     def fdb_entries(self, index: int) -> list[FdbEntry]:
-        return self.pyroute2().fdb_entries(index)
+        replies = self._do(nd.RTM_GETNEIGH, NLM_F_DUMP, nd.dump_fdb(index))
+        found = (nd.decode_fdb(p) for t, p in replies if t == nd.RTM_NEWNEIGH)
+        return [e for e in found if e is not None and e.index == index]
 
     def set_fdb(self, index: int, mac: str, remote: IPAddress) -> None:
-        self.pyroute2().set_fdb(index, mac, remote)
+        self._do(nd.RTM_NEWNEIGH, _REPLACE, nd.fdb(index, mac, remote))
 
     def delete_fdb(self, index: int, mac: str, remote: IPAddress) -> None:
-        self.pyroute2().delete_fdb(index, mac, remote)
+        self._do(nd.RTM_DELNEIGH, NLM_F_ACK, nd.fdb(index, mac, remote, deleting=True))
 
     # ------------------------------------------------------------ policy rules and tc
 
@@ -337,7 +316,10 @@ class NativeKernel:
     def delete_qdisc(self, index: int, parent: int) -> None:
         self._do(tc.RTM_DELQDISC, NLM_F_ACK, tc.tcmsg(index, 0, parent))
 
-    # ------------------------------------------------------------ through pyroute2
+    # ------------------------------------------------------------ namespaces
 
     def netns_id(self, netns_fd: int) -> int | None:
-        return self.pyroute2().netns_id(netns_fd)
+        for kind, payload in self._do(c.RTM_GETNSID, 0, c.get_nsid(netns_fd)):
+            if kind == c.RTM_NEWNSID:
+                return c.decode_nsid(payload)
+        return None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import _socket as socket  # the C module: socket.py builds its enums at import (~2 ms a call)
+import _socket as socket  # the C module: socket.py builds its enums at import (benchmarks.md)
 import contextlib
 import errno
 import struct

@@ -34,7 +34,7 @@ from pycni.plugins.ipam.dhcp.message import (
 )
 from pycni.plugins.ipam.dhcp.store import LeaseStore
 from pycni.spec.decode import section
-from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig
+from pycni.spec.errors import INTERNAL, CNIError, InternalError, InvalidConfig
 from pycni.spec.result import Result
 
 log = logging.getLogger("pycni.dhcp")
@@ -124,7 +124,7 @@ class DhcpDaemon:
                 return {"result": {}}
             if method == "ping":
                 return {"result": {"leases": len(self.leases)}}
-            raise CNIError(INTERNAL, f"unknown method {method!r}")
+            raise InternalError(f"unknown method {method!r}")
         except CNIError as err:
             return {"error": {"code": err.code, "msg": err.msg, "details": err.details}}
         except Exception as exc:  # a message for the plugin, never a dead connection
@@ -165,7 +165,7 @@ class DhcpDaemon:
         try:
             result.routes = lease.routes(priority)
         except DhcpError as exc:
-            raise CNIError(INTERNAL, str(exc)) from None
+            raise InternalError(str(exc)) from None
         return result.to_dict("1.1.0")
 
     def _acquire(
@@ -189,7 +189,7 @@ class DhcpDaemon:
             lease.acquire()
         except (DhcpError, OSError) as exc:
             netns.close()
-            raise CNIError(INTERNAL, f"{cid}: {exc}") from None
+            raise InternalError(f"{cid}: {exc}") from None
         log.info("%s: lease acquired: %s", cid, lease.ip_config().address)
         with self._lock:
             self.leases[cid] = lease

@@ -124,14 +124,14 @@ class Lease:
 
     def _socket(self) -> tuple[PacketSocket, bytes]:
         """A packet socket on the pod interface (set up if down) and the interface's MAC."""
-        with self.netns.entered(), rtnl() as kernel:
+        with self.netns.entered(), rtnl() as pod_kernel:
             try:
-                found = link.get(kernel, self.ifname)
+                found = link.get(pod_kernel, self.ifname)
             except LinkNotFound:
                 raise DhcpError(f'error looking up "{self.ifname}": Link not found') from None
             if not found.up:
                 log.info("%s: link %s down, setting it up", self.client_id, self.ifname)
-                kernel.set_link(found.index, up=True)
+                pod_kernel.set_link(found.index, up=True)
             mac = bytes.fromhex(found.mac.replace(":", ""))
             return PacketSocket(self.ifname), mac
 
@@ -243,8 +243,8 @@ class Lease:
             except OSError:
                 return False
         try:
-            with self.netns.entered(), rtnl() as kernel:
-                return kernel.find_link(self.ifname) is not None
+            with self.netns.entered(), rtnl() as pod_kernel:
+                return pod_kernel.find_link(self.ifname) is not None
         except OSError:
             return False
 
@@ -278,8 +278,8 @@ class Lease:
 
     def _set_down(self) -> None:
         try:
-            with self.netns.entered(), rtnl() as kernel:
-                kernel.set_link(link.index_of(kernel, self.ifname), up=False)
+            with self.netns.entered(), rtnl() as pod_kernel:
+                pod_kernel.set_link(link.index_of(pod_kernel, self.ifname), up=False)
         except (OSError, LinkNotFound) as exc:
             log.warning("%s: failed to set %s down: %s", self.client_id, self.ifname, exc)
 

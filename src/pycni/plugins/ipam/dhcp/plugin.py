@@ -15,7 +15,13 @@ from pycni.plugins.ipam.dhcp import config as dhcp_config
 from pycni.plugins.ipam.dhcp import protocol
 from pycni.skel.base import Plugin, Request
 from pycni.spec.decode import section
-from pycni.spec.errors import INTERNAL, LIMITED_CONNECTIVITY, PLUGIN_NOT_AVAILABLE, CNIError
+from pycni.spec.errors import (
+    INTERNAL,
+    LIMITED_CONNECTIVITY,
+    PLUGIN_NOT_AVAILABLE,
+    CNIError,
+    InternalError,
+)
 from pycni.spec.result import Result
 
 # ADD may wait the daemon's whole retry schedule (208 s by default) before it answers.
@@ -48,9 +54,9 @@ def _send(path: str, request: dict[str, object], fd: int | None, method: str) ->
     try:
         reply = protocol.call(path, request, fd, CALL_TIMEOUT)
     except protocol.DaemonUnreachable as exc:
-        raise CNIError(INTERNAL, f"error dialing DHCP daemon: {exc}") from None
+        raise InternalError(f"error dialing DHCP daemon: {exc}") from None
     except (OSError, ValueError) as exc:
-        raise CNIError(INTERNAL, f"error calling {method}: {exc}") from None
+        raise InternalError(f"error calling {method}: {exc}") from None
     error = reply.get("error")
     if isinstance(error, dict):
         code = error.get("code")

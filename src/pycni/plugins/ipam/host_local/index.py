@@ -1,8 +1,8 @@
 """Who holds which address, without reading every reservation file on each ADD and DEL.
 
 The store's layout is the reference's (a file per address, named by it, holding the owner),
-so "which addresses does this attachment hold" has no answer on disk but a scan of every file:
-measured here that scan grew an ADD by ~9 ms and a DEL by ~9 ms from 10 to 300 pods. A
+so "which addresses does this attachment hold" has no answer on disk but a scan of every file,
+whose cost grows an ADD and a DEL with the pods (docs/benchmarks.md). A
 long-lived process (the daemon) therefore keeps, per network directory, the owner of every
 reservation in memory and keeps it exact with inotify: every create, write, delete or rename
 in the directory, by us, by another pycni process or by the Go binary, queues an event; the
@@ -11,7 +11,7 @@ under its lock. Writers take the same lock and the kernel queues an event before
 returns, so what the lock holder sees is complete. Any doubt (queue overflow, the directory
 replaced or gone, a subdirectory, no inotify) falls back to scanning the files, as before.
 
-Building an index reads every file once: ~12-26 ms next to 1000 pods. So that a restarted
+Building an index reads every file once (docs/benchmarks.md). So that a restarted
 daemon's first call does not pay it, the daemon keeps a journal of the directories it indexed
 (in its own root-only socket directory) and builds their indexes again when it starts
 (:meth:`Registry.warm`), before or while its first calls arrive.

@@ -14,11 +14,11 @@ from pycni.plugins.ipam.host_local.config import IPAMConfig, load
 from pycni.plugins.ipam.host_local.store import Store, go_trim, is_reservation_name, read_owner
 from pycni.skel.base import Plugin, Request
 from pycni.spec.errors import (
-    INTERNAL,
     INVALID_NETWORK_CONFIG,
     IO_FAILURE,
     PLUGIN_NOT_AVAILABLE,
     CNIError,
+    InternalError,
 )
 from pycni.spec.result import DNS, IPConfig, Result
 
@@ -116,8 +116,7 @@ class HostLocal(Plugin):
         with open_store(cfg) as store:
             found = store.find_by_id(req.container_id, req.ifname)
         if not found:
-            raise CNIError(
-                INTERNAL,
+            raise InternalError(
                 f"host-local: Failed to find address added by container {req.container_id}",
             )
 

@@ -17,7 +17,7 @@ from pycni.skel.base import Plugin, Request
 from pycni.spec import version
 from pycni.spec.args import load_args
 from pycni.spec.decode import ListOf, Obj, Raw, Str, decode, lookup, option, shown
-from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig
+from pycni.spec.errors import CNIError, InternalError, InvalidConfig
 from pycni.spec.result import DNS, IPConfig, Result
 
 IPInterface = ipaddress.IPv4Interface | ipaddress.IPv6Interface
@@ -172,15 +172,14 @@ class Static(Plugin):
         addresses = load_addresses(req, ipam)
         prev = req.prev_result()
         if prev is None:
-            raise CNIError(INTERNAL, "Required prevResult missing")
+            raise InternalError("Required prevResult missing")
         for addr in addresses:
             for ip in prev.ips:
                 if ip.address.ip != addr.address.ip:
                     continue
                 if addr.gateway is None or addr.gateway == ip.gateway:
                     break
-                raise CNIError(
-                    INTERNAL,
+                raise InternalError(
                     f"static: Failed to match addr {ip.address.ip} on interface {req.ifname}",
                 )
 

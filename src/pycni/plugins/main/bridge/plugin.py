@@ -19,18 +19,19 @@ from pycni.net.netlink.kernel import IFF_PROMISC, IPAddress, IPInterface, Kernel
 from pycni.net.ns import NetNS
 from pycni.net.route import validate_routes
 from pycni.net.veth import VethNameTaken, create_pair
-from pycni.plugins.main._attach import delete_pod_link, masquerade
 from pycni.plugins.main.bridge import macspoofchk
+from pycni.plugins.main.shared.masquerade import masquerade
+from pycni.plugins.main.shared.pod_link import delete_pod_link
 from pycni.record import field, record
 from pycni.skel.base import Plugin, Request
-from pycni.skel.config import MTU, DNSConf, IPAMRef, MacArg
+from pycni.skel.config import MTU, DNSConf, IPAMRef
+from pycni.skel.mac import ARGS, CNI_ARGS, RUNTIME_CONFIG, requested_mac
 from pycni.skel.rollback import Rollback
-from pycni.spec.args import load_args
 from pycni.spec.decode import Bool, IfName, Int, ListOf, Obj, Str, decode, option
 from pycni.spec.errors import (
-    INTERNAL,
     UNSUPPORTED_FIELD,
     CNIError,
+    InternalError,
     InvalidConfig,
 )
 from pycni.spec.result import DNS, Interface, Result, Route
@@ -130,6 +131,11 @@ def _vlan_trunk(entries: list[TrunkEntry]) -> list[int]:
     return sorted(found)
 
 
+# bridge.go loadNetConf: CNI_ARGS MAC, then args.cni.mac, then runtimeConfig.mac override; the
+# config's own "mac" key is never read (its Go field is unexported).
+MAC_ORDER = (RUNTIME_CONFIG, ARGS, CNI_ARGS)
+
+
 def load_conf(req: Request) -> BridgeConf:
     conf = decode(BridgeConf, req.config)
     conf.name = req.name
@@ -137,11 +143,7 @@ def load_conf(req: Request) -> BridgeConf:
     if conf.trunk is not None:
         conf.vlans = _vlan_trunk(conf.trunk)
     conf.dns = conf.dns_conf.to_dns()
-    # MAC precedence, lowest first: CNI_ARGS MAC, args.cni.mac, runtimeConfig.mac
-    env_mac = load_args(req.args, known=["MAC"]).get("MAC", "") if req.args else ""
-    conf.mac = env_mac
-    conf.mac = decode(MacArg, req.cni_args, "args.cni").mac or conf.mac
-    conf.mac = decode(MacArg, req.runtime_config, "runtimeConfig").mac or conf.mac
+    conf.mac = requested_mac(req, MAC_ORDER)
     if conf.mac and not is_mac(conf.mac, mixed_separators=True):
         raise InvalidConfig(f'invalid MAC address "{conf.mac}"')
     conf.mac = conf.mac.replace("-", ":").lower()
@@ -213,21 +215,21 @@ class Bridge(Plugin):
         conf = load_conf(req)
         validate_for_add(conf)
         # the undos use the node socket, so the rollback must run before it closes
-        with req.host.node() as host, req.open_netns() as pod, Rollback(req.env) as rb:
-            result = self._add(req, conf, rb, host, pod)
+        with req.host.node() as node_kernel, req.open_netns() as pod, Rollback(req.env) as rb:
+            result = self._add(req, conf, rb, node_kernel, pod)
             if timings := rb.timings():
                 req.log(f"bridge ADD {req.container_id} steps(ms): {timings}")
             return result
 
     def _add(
-        self, req: Request, conf: BridgeConf, rb: Rollback, host: Kernel, pod: NetNS
+        self, req: Request, conf: BridgeConf, rb: Rollback, node_kernel: Kernel, pod: NetNS
     ) -> Result:
         ifname = req.ifname
         rb.step("bridge")
         try:
             info = br.ensure_bridge(
-                host,
-                req.host.sysctl(host),
+                node_kernel,
+                req.host.sysctl(node_kernel),
                 conf.bridge,
                 conf.mtu,
                 conf.promisc,
@@ -238,13 +240,13 @@ class Bridge(Plugin):
         except br.NotABridge as exc:
             raise InvalidConfig(f'failed to create bridge "{conf.bridge}": {exc}') from None
         if info.created:
-            rb.push("bridge", lambda: br.delete_if_unused(host, conf.bridge))
+            rb.push("bridge", lambda: br.delete_if_unused(node_kernel, conf.bridge))
 
         rb.step("veth")
         # enslaved at creation, IPv6 off before up unless asked (docs/plugins/bridge.md)
         pair = create_pair(
-            host,
-            req.host.sysctl(host),
+            node_kernel,
+            req.host.sysctl(node_kernel),
             pod.fd,
             ifname,
             conf.mtu,
@@ -252,14 +254,14 @@ class Bridge(Plugin):
             info.index,
             conf.host_veth_ipv6,
         )
-        rb.push("veth", lambda: _delete_index(host, pair.host_index))
+        rb.push("veth", lambda: _delete_index(node_kernel, pair.host_index))
 
         rb.step("port")
-        br.set_port_flags(host, pair.host_index, conf.hairpin, conf.port_isolation)
+        br.set_port_flags(node_kernel, pair.host_index, conf.hairpin, conf.port_isolation)
         if conf.vlan_filtering:
             try:
                 br.port_vlans(
-                    host, pair.host_index, conf.vlan, conf.vlans, conf.preserve_default_vlan
+                    node_kernel, pair.host_index, conf.vlan, conf.vlans, conf.preserve_default_vlan
                 )
             except br.VlanFilteringUnsupported:
                 raise _vlan_error(conf) from None
@@ -283,7 +285,7 @@ class Bridge(Plugin):
             rb.push("macspoofchk", lambda: macspoofchk.teardown(ref))
 
         if conf.layer3:
-            self._add_layer3(req, conf, rb, host, pod, cont_index, result, info.mac)
+            self._add_layer3(req, conf, rb, node_kernel, pod, cont_index, result, info.mac)
         elif not conf.disable_container_interface:
             rb.step("container-up")
             with req.host.pod(pod) as pod_kernel:
@@ -291,12 +293,12 @@ class Bridge(Plugin):
 
         if not conf.disable_container_interface:
             rb.step("port-up")
-            up, state = link.wait_oper_up(host, pair.host_index)
+            up, state = link.wait_oper_up(node_kernel, pair.host_index)
             if not up:
-                raise CNIError(INTERNAL, f"bridge port in error state: {state}")
+                raise InternalError(f"bridge port in error state: {state}")
 
-        result.interfaces[1].mac = host.link(pair.host_index).mac
-        result.interfaces[0].mac = link.get(host, conf.bridge).mac
+        result.interfaces[1].mac = node_kernel.link(pair.host_index).mac
+        result.interfaces[0].mac = link.get(node_kernel, conf.bridge).mac
         rb.step("done")
         if not conf.dns.is_empty():
             result.dns = conf.dns
@@ -307,7 +309,7 @@ class Bridge(Plugin):
         req: Request,
         conf: BridgeConf,
         rb: Rollback,
-        host: Kernel,
+        node_kernel: Kernel,
         pod: NetNS,
         cont_index: int,
         result: Result,
@@ -320,7 +322,7 @@ class Bridge(Plugin):
         rb.step("post-ipam")
         assert ipam_result is not None
         if not ipam_result.ips:
-            raise CNIError(INTERNAL, "IPAM plugin returned missing IP config")
+            raise InternalError("IPAM plugin returned missing IP config")
         result.ips = ipam_result.ips
         result.routes = ipam_result.routes
         result.dns = ipam_result.dns
@@ -342,38 +344,40 @@ class Bridge(Plugin):
             target, target_mac = conf.bridge, bridge_mac
             if conf.vlan and (gateways[4] or gateways[6]):
                 # the reference pins the gateway veth's MAC to its own, read on creation
-                target, target_mac = self._vlan_gateway(req, conf, rb, host, result)
+                target, target_mac = self._vlan_gateway(req, conf, rb, node_kernel, result)
             for fam in (4, 6):
                 for gw in gateways[fam]:
                     try:
-                        added = br.ensure_addr(host, target, gw, conf.force_address, target_mac)
+                        added = br.ensure_addr(
+                            node_kernel, target, gw, conf.force_address, target_mac
+                        )
                     except br.AddressConflict as exc:
                         what = "vlan interface for bridge with" if conf.vlan else "bridge"
-                        raise CNIError(INTERNAL, f"failed to set {what} addr: {exc}") from None
+                        raise InternalError(f"failed to set {what} addr: {exc}") from None
                     if added:
                         rb.push(
                             f"gateway {gw}",
-                            lambda gw=gw: br.remove_addr(host, target, gw),  # type: ignore[misc]
+                            lambda gw=gw: br.remove_addr(node_kernel, target, gw),  # type: ignore[misc]
                         )
                 if gateways[fam]:
                     rb.step("forwarding")
-                    sysctl.enable_forwarding(host, req.host.sysctl(host), fam)
+                    sysctl.enable_forwarding(node_kernel, req.host.sysctl(node_kernel), fam)
 
         if conf.ip_masq:
             masquerade(rb, conf.ip_masq_backend, result, conf.name, req)
 
     def _vlan_gateway(
-        self, req: Request, conf: BridgeConf, rb: Rollback, host: Kernel, result: Result
+        self, req: Request, conf: BridgeConf, rb: Rollback, node_kernel: Kernel, result: Result
     ) -> tuple[str, str]:
         """With ``vlan`` the gateway addresses go on ``<bridge>.<vlan>`` (a veth whose peer
         is a port of the bridge in that VLAN), listed after the pod interface in the result,
         as the reference does; the bridge itself gets none."""
-        bridge_index = link.get(host, conf.bridge).index
+        bridge_index = link.get(node_kernel, conf.bridge).index
         try:
             with req.host.node_netns() as here:
                 gateway = br.ensure_vlan_gateway(
-                    host,
-                    req.host.sysctl(host),
+                    node_kernel,
+                    req.host.sysctl(node_kernel),
                     here.fd,
                     bridge_index,
                     conf.bridge,
@@ -384,9 +388,9 @@ class Bridge(Plugin):
         except br.VlanFilteringUnsupported:
             raise _vlan_error(conf) from None
         except (NetlinkError, VethNameTaken, RuntimeError) as exc:
-            raise CNIError(INTERNAL, f"failed to create vlan interface: {exc}") from None
+            raise InternalError(f"failed to create vlan interface: {exc}") from None
         if gateway.created:
-            rb.push("vlan-gateway", lambda: _delete_index(host, gateway.index))
+            rb.push("vlan-gateway", lambda: _delete_index(node_kernel, gateway.index))
         result.interfaces.append(Interface(name=gateway.name, mac=gateway.mac))
         return gateway.name, gateway.mac
 
@@ -416,7 +420,7 @@ class Bridge(Plugin):
                 req.container_id,
             )
         if errors:
-            raise CNIError(INTERNAL, "; ".join(errors))
+            raise InternalError("; ".join(errors))
 
     def _ipam_del(self, req: Request, conf: BridgeConf) -> None:
         if conf.layer3:
@@ -430,7 +434,7 @@ class Bridge(Plugin):
             req.delegate(conf.ipam_type, "CHECK")
             prev = req.prev_result()
             if prev is None:
-                raise CNIError(INTERNAL, "Required prevResult missing")
+                raise InternalError("Required prevResult missing")
             result = prev.as_version("1.1.0")
             self._check(req, conf, pod, result)
 
@@ -440,27 +444,22 @@ class Bridge(Plugin):
             (i for i in result.interfaces if i.name == req.ifname and i.sandbox == req.netns),
             None,
         )
-        with req.host.node() as host:
+        with req.host.node() as node_kernel:
             if br_if is None:
-                raise CNIError(INTERNAL, "Interface name missing ")
+                raise InternalError("Interface name missing ")
             try:
-                br_link = link.get(host, br_if.name)
+                br_link = link.get(node_kernel, br_if.name)
             except link.LinkNotFound:
-                raise CNIError(INTERNAL, f"Interface name {br_if.name} not found") from None
+                raise InternalError(f"Interface name {br_if.name} not found") from None
             if br_if.sandbox:
-                raise CNIError(INTERNAL, f"Interface {br_if.name} should not be in sandbox")
+                raise InternalError(f"Interface {br_if.name} should not be in sandbox")
             if br_link.kind != "bridge":
-                raise CNIError(
-                    INTERNAL, f"Interface {br_if.name} does not have link type of bridge"
-                )
+                raise InternalError(f"Interface {br_if.name} does not have link type of bridge")
             if br_if.mac and br_if.mac != br_link.mac:
-                raise CNIError(
-                    INTERNAL, f"Bridge interface {br_if.name} Mac doesn't match: {br_if.mac}"
-                )
+                raise InternalError(f"Bridge interface {br_if.name} Mac doesn't match: {br_if.mac}")
             promisc = bool(br_link.flags & IFF_PROMISC)
             if promisc != conf.promisc:
-                raise CNIError(
-                    INTERNAL,
+                raise InternalError(
                     f"Bridge interface {br_if.name} configured Promisc Mode "
                     f"{str(conf.promisc).lower()} doesn't match current state: "
                     f"{str(promisc).lower()} ",
@@ -468,22 +467,20 @@ class Bridge(Plugin):
             br_index = br_link.index
             if cont_if is None:
                 sandbox = ""
-                raise CNIError(
-                    INTERNAL,
+                raise InternalError(
                     f"Sandbox in prevResult {sandbox} doesn't match configured netns: {req.netns}",
                 )
             with req.host.pod(pod) as pod_kernel:
                 try:
                     cont_link = link.get(pod_kernel, cont_if.name)
                 except link.LinkNotFound:
-                    raise CNIError(INTERNAL, f"Interface name {cont_if.name} not found") from None
+                    raise InternalError(f"Interface name {cont_if.name} not found") from None
                 if cont_link.kind != "veth":
-                    raise CNIError(
-                        INTERNAL, f"Error: Container interface {cont_if.name} not of type veth"
+                    raise InternalError(
+                        f"Error: Container interface {cont_if.name} not of type veth"
                     )
                 if cont_if.mac and cont_if.mac != cont_link.mac:
-                    raise CNIError(
-                        INTERNAL,
+                    raise InternalError(
                         f"Interface {cont_if.name} Mac {cont_if.mac} doesn't match container "
                         f"Mac: {cont_link.mac}",
                     )
@@ -494,9 +491,9 @@ class Bridge(Plugin):
                 if intf.name in (br_if.name, cont_if.name):
                     continue
                 try:
-                    host_link = link.get(host, intf.name)
+                    host_link = link.get(node_kernel, intf.name)
                 except link.LinkNotFound:
-                    raise CNIError(INTERNAL, f"Interface name {intf.name} not found") from None
+                    raise InternalError(f"Interface name {intf.name} not found") from None
                 if host_link.kind != "veth":
                     continue
                 if host_link.index != peer or host_link.peer_index != cont_index:
@@ -504,13 +501,13 @@ class Bridge(Plugin):
                 if host_link.master != br_index:
                     continue
                 if intf.mac and intf.mac != host_link.mac:
-                    raise CNIError(
-                        INTERNAL, f"Interface {intf.name} Mac doesn't match: {intf.mac} not found"
+                    raise InternalError(
+                        f"Interface {intf.name} Mac doesn't match: {intf.mac} not found"
                     )
                 found_veth = True
                 break
             if not found_veth:
-                raise CNIError(INTERNAL, f"CNI veth created for bridge {conf.bridge} was not found")
+                raise InternalError(f"CNI veth created for bridge {conf.bridge} was not found")
         with req.host.pod(pod) as pod_kernel:
             validate_ips(pod_kernel, req.ifname, cont_index, result, IF_CONTAINER)
             validate_routes(pod_kernel, req.ifname, result.routes)
@@ -526,9 +523,7 @@ class Bridge(Plugin):
             ipmasq.gc(conf.name, valid)
         except (NftError, OSError) as exc:
             if nft_available():
-                raise CNIError(
-                    INTERNAL, f"failed to garbage-collect masquerade rules: {exc}"
-                ) from None
+                raise InternalError(f"failed to garbage-collect masquerade rules: {exc}") from None
 
     def status(self, req: Request) -> None:
         conf = load_conf(req)

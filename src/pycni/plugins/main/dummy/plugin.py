@@ -10,20 +10,18 @@ from __future__ import annotations
 from pycni.net.addr import configure_iface
 from pycni.net.link import LinkNotFound, index_of
 from pycni.net.netlink.kernel import NetlinkError
-from pycni.plugins.main._attach import (
+from pycni.plugins.main.shared.conf import ipam_type
+from pycni.plugins.main.shared.pod_iface import (
     check_ips_and_routes,
-    delete_in_pod,
-    delete_pod_link,
-    internal,
     ipam_add,
     ipam_passthrough,
-    ipam_type,
     prev_interface,
 )
+from pycni.plugins.main.shared.pod_link import delete_in_pod, delete_pod_link
 from pycni.record import replace
 from pycni.skel.base import Plugin, Request
 from pycni.skel.rollback import Rollback
-from pycni.spec.errors import InvalidConfig
+from pycni.spec.errors import InternalError, InvalidConfig
 from pycni.spec.result import Interface, Result
 
 IFF_UP = 0x1
@@ -42,18 +40,18 @@ class Dummy(Plugin):
     def add(self, req: Request) -> Result:
         kind = required_ipam(req)
         with req.open_netns() as pod, Rollback(req.env) as rb:
-            with req.host.pod(pod) as kernel:
+            with req.host.pod(pod) as pod_kernel:
                 rb.step("create")
                 try:
-                    kernel.add_dummy(req.ifname)
+                    pod_kernel.add_dummy(req.ifname)
                 except NetlinkError as exc:
-                    raise internal(f"failed to create dummy: {exc}") from None
+                    raise InternalError(f"failed to create dummy: {exc}") from None
                 try:
-                    index = index_of(kernel, req.ifname)
+                    index = index_of(pod_kernel, req.ifname)
                 except LinkNotFound:
-                    raise internal(f'failed to fetch dummy "{req.ifname}"') from None
+                    raise InternalError(f'failed to fetch dummy "{req.ifname}"') from None
                 rb.push("create", lambda: delete_in_pod(req, pod, index))
-                mac = kernel.link(index).mac
+                mac = pod_kernel.link(index).mac
             ipam = ipam_add(req, kind, rb)
             result = replace(
                 ipam,
@@ -62,9 +60,9 @@ class Dummy(Plugin):
                 ips=[replace(ip, interface=0) for ip in ipam.ips],
             )
             rb.step("configure")
-            with req.host.pod(pod) as kernel:
+            with req.host.pod(pod) as pod_kernel:
                 # as the reference's ipam.ConfigureIface: no arp_notify, unlike macvlan
-                configure_iface(kernel, req.host.sysctl(kernel), req.ifname, index, result)
+                configure_iface(pod_kernel, req.host.sysctl(pod_kernel), req.ifname, index, result)
         return result
 
     def delete(self, req: Request) -> None:
@@ -76,26 +74,26 @@ class Dummy(Plugin):
         with req.open_netns() as pod:
             ipam_passthrough(req, "CHECK")
             prev, intf = prev_interface(req)
-            with req.host.pod(pod) as kernel:
+            with req.host.pod(pod) as pod_kernel:
                 if not intf.name:
-                    raise internal("Container interface name missing in prevResult: ")
+                    raise InternalError("Container interface name missing in prevResult: ")
                 try:
-                    index = index_of(kernel, intf.name)
+                    index = index_of(pod_kernel, intf.name)
                 except LinkNotFound:
-                    raise internal(
+                    raise InternalError(
                         f"Container Interface name in prevResult: {intf.name} not found"
                     ) from None
-                found = kernel.link(index)
+                found = pod_kernel.link(index)
                 if found.kind != "dummy":
-                    raise internal(f"Error: Container interface {intf.name} not of type dummy")
+                    raise InternalError(f"Error: Container interface {intf.name} not of type dummy")
                 if intf.mac and intf.mac != found.mac:
-                    raise internal(
+                    raise InternalError(
                         f"Interface {intf.name} Mac {intf.mac} doesn't match container Mac: "
                         f"{found.mac}"
                     )
                 if not found.flags & IFF_UP:
-                    raise internal(f"Interface {intf.name} is down")
-                check_ips_and_routes(kernel, req.ifname, index, replace(prev, routes=[]))
+                    raise InternalError(f"Interface {intf.name} is down")
+                check_ips_and_routes(pod_kernel, req.ifname, index, replace(prev, routes=[]))
 
     def gc(self, req: Request) -> None:
         ipam_passthrough(req, "GC")

@@ -18,13 +18,12 @@ from pycni.fsutil import write_atomic
 from pycni.net.link import LinkNotFound, addresses, index_of
 from pycni.net.netlink.kernel import Kernel, NetlinkError
 from pycni.net.ns import NetNS, NetNSNotFound
-from pycni.plugins.main._attach import (
+from pycni.plugins.main.shared.conf import ipam_type
+from pycni.plugins.main.shared.pod_iface import (
     check_ips_and_routes,
     configure_pod_iface,
-    internal,
     ipam_add,
     ipam_passthrough,
-    ipam_type,
     pod_result,
     prev_interface,
 )
@@ -32,7 +31,7 @@ from pycni.record import record
 from pycni.skel.base import Plugin, Request
 from pycni.skel.rollback import Rollback
 from pycni.spec.decode import FilePath, IfName, Str, decode, option
-from pycni.spec.errors import InvalidConfig
+from pycni.spec.errors import InternalError, InvalidConfig
 from pycni.spec.result import Interface, Result
 from pycni.spec.validate import is_mac, is_name
 
@@ -113,7 +112,7 @@ def has_userspace_driver(pci: str) -> bool:
     if not os.path.exists(os.path.join(SYS_BUS_PCI, pci)):
         if os.path.exists(os.path.join(SYS_BUS_AUX, pci)):
             return False
-        raise internal(f"error with host device: no PCI or auxiliary device {pci}")
+        raise InternalError(f"error with host device: no PCI or auxiliary device {pci}")
     try:
         return os.path.basename(os.path.realpath(driver, strict=True)) in USERSPACE_DRIVERS
     except OSError:
@@ -127,14 +126,16 @@ def net_names_under(directory: str) -> list[str]:
         return []
 
 
-def find_host_link(kernel: Kernel, conf: HostDeviceConf) -> int:
+def find_host_link(node_kernel: Kernel, conf: HostDeviceConf) -> int:
     """The index of the node link the selectors name (device, hwaddr, kernelpath, PCI)."""
     if conf.device:
         try:
-            return index_of(kernel, conf.device)
+            return index_of(node_kernel, conf.device)
         except LinkNotFound:
-            raise internal(f'failed to find host device: Link not found: "{conf.device}"') from None
-    links = kernel.links()
+            raise InternalError(
+                f'failed to find host device: Link not found: "{conf.device}"'
+            ) from None
+    links = node_kernel.links()
     if conf.hwaddr:
         want = conf.hwaddr.replace("-", ":").lower()
         for found in links:
@@ -159,11 +160,11 @@ def find_host_link(kernel: Kernel, conf: HostDeviceConf) -> int:
             names = net_names_under(directory)
             if names:
                 try:
-                    return index_of(kernel, names[0])
+                    return index_of(node_kernel, names[0])
                 except LinkNotFound:
                     break
-        raise internal(f"failed to find host device: no net directory under device {conf.pci}")
-    raise internal("failed to find host device: failed to find physical interface")
+        raise InternalError(f"failed to find host device: no net directory under device {conf.pci}")
+    raise InternalError("failed to find host device: failed to find physical interface")
 
 
 def _state_file(conf: HostDeviceConf, req: Request) -> str:
@@ -184,23 +185,23 @@ def _load_node_state(path: str) -> dict[str, object] | None:
     return data if isinstance(data, dict) else None
 
 
-def move_in(kernel: Kernel, index: int, pod: NetNS, ifname: str) -> None:
+def move_in(node_kernel: Kernel, index: int, pod: NetNS, ifname: str) -> None:
     """Record the node name in the alias, then move and rename in one request."""
-    name = kernel.link(index).name
-    kernel.set_link(index, up=False)
-    kernel.set_link(index, alias=name)
-    kernel.set_link(index, netns_fd=pod.fd, name=ifname)
+    name = node_kernel.link(index).name
+    node_kernel.set_link(index, up=False)
+    node_kernel.set_link(index, alias=name)
+    node_kernel.set_link(index, netns_fd=pod.fd, name=ifname)
 
 
 def move_out(req: Request, pod: NetNS, ifname: str, node_fd: int) -> str:
     """From the pod back to the node under the name kept in the alias; returns that name."""
-    with req.host.pod(pod) as kernel:
-        index = index_of(kernel, ifname)
-        alias = kernel.link(index).alias
+    with req.host.pod(pod) as pod_kernel:
+        index = index_of(pod_kernel, ifname)
+        alias = pod_kernel.link(index).alias
         if not alias:
-            raise internal(f'failed to restore "{ifname}": alias is not set')
-        kernel.set_link(index, up=False)
-        kernel.set_link(index, netns_fd=node_fd, name=alias)
+            raise InternalError(f'failed to restore "{ifname}": alias is not set')
+        pod_kernel.set_link(index, up=False)
+        pod_kernel.set_link(index, netns_fd=node_fd, name=alias)
     return alias
 
 
@@ -223,11 +224,11 @@ class HostDevice(Plugin):
             result = pod_result(req, iface, ipam)
             if not conf.dpdk:
                 rb.step("configure")
-                with req.host.pod(pod) as kernel:
-                    index = index_of(kernel, req.ifname)
+                with req.host.pod(pod) as pod_kernel:
+                    index = index_of(pod_kernel, req.ifname)
                     configure_pod_iface(
                         req,
-                        kernel,
+                        pod_kernel,
                         index,
                         result,
                         ndisc_notify=False,
@@ -238,29 +239,29 @@ class HostDevice(Plugin):
         self, req: Request, conf: HostDeviceConf, pod: NetNS, node_fd: int, rb: Rollback
     ) -> str:
         state_path = _state_file(conf, req)
-        with req.host.node() as kernel:
-            index = find_host_link(kernel, conf)
-            found = kernel.link(index)
+        with req.host.node() as node_kernel:
+            index = find_host_link(node_kernel, conf)
+            found = node_kernel.link(index)
             name, was_up = found.name, found.up
-            node_addrs = [str(a) for a in addresses(kernel, index) if not a.ip.is_link_local]
+            node_addrs = [str(a) for a in addresses(node_kernel, index) if not a.ip.is_link_local]
             rb.step("save")
             _save_node_state(state_path, name, was_up, node_addrs)
             rb.push("save", lambda: os.unlink(state_path))
             rb.step("move")
             try:
-                move_in(kernel, index, pod, req.ifname)
+                move_in(node_kernel, index, pod, req.ifname)
             except NetlinkError as exc:
                 with contextlib.suppress(NetlinkError):
-                    kernel.set_link(index, alias="")
+                    node_kernel.set_link(index, alias="")
                     if was_up:
-                        kernel.set_link(index, up=True)
-                raise internal(f"failed to move link {exc}") from None
+                        node_kernel.set_link(index, up=True)
+                raise InternalError(f"failed to move link {exc}") from None
         rb.push("move", lambda: _restore(req, move_out(req, pod, req.ifname, node_fd), state_path))
         rb.step("up")
-        with req.host.pod(pod) as kernel:
-            index = index_of(kernel, req.ifname)
-            kernel.set_link(index, up=True)
-            return kernel.link(index).mac
+        with req.host.pod(pod) as pod_kernel:
+            index = index_of(pod_kernel, req.ifname)
+            pod_kernel.set_link(index, up=True)
+            return pod_kernel.link(index).mac
 
     def delete(self, req: Request) -> None:
         conf = load_conf(req)
@@ -298,21 +299,21 @@ class HostDevice(Plugin):
             prev, intf = prev_interface(req)
             if conf.dpdk:
                 return
-            with req.host.pod(pod) as kernel:
+            with req.host.pod(pod) as pod_kernel:
                 if not intf.name:
-                    raise internal("Container interface name missing in prevResult")
+                    raise InternalError("Container interface name missing in prevResult")
                 try:
-                    index = index_of(kernel, intf.name)
+                    index = index_of(pod_kernel, intf.name)
                 except LinkNotFound:
-                    raise internal(
+                    raise InternalError(
                         f"Container Interface name in prevResult: {intf.name} not found"
                     ) from None
-                mac = kernel.link(index).mac
+                mac = pod_kernel.link(index).mac
                 if intf.mac and intf.mac != mac:
-                    raise internal(
+                    raise InternalError(
                         f"Interface {intf.name} Mac {intf.mac} doesn't match container Mac: {mac}"
                     )
-                check_ips_and_routes(kernel, req.ifname, index, prev)
+                check_ips_and_routes(pod_kernel, req.ifname, index, prev)
 
     def status(self, req: Request) -> None:
         ipam_passthrough(req, "STATUS")
@@ -325,18 +326,18 @@ class HostDevice(Plugin):
 
 def _restore(req: Request, name: str, state_path: str) -> None:
     """Back on the node: drop the alias, re-add the saved addresses and up state."""
-    with req.host.node() as kernel:
-        index = index_of(kernel, name)
-        kernel.set_link(index, alias="")
+    with req.host.node() as node_kernel:
+        index = index_of(node_kernel, name)
+        node_kernel.set_link(index, alias="")
         state = _load_node_state(state_path)
         if state is not None and state.get("name") == name:
             saved = state.get("addresses", [])
             for text in saved if isinstance(saved, list) else []:
                 addr = ipaddress.ip_interface(str(text))
                 with contextlib.suppress(NetlinkError):  # already there
-                    kernel.add_address(index, addr)
+                    node_kernel.add_address(index, addr)
             if state.get("up"):
-                kernel.set_link(index, up=True)
+                node_kernel.set_link(index, up=True)
 
 
 def _forget(state_path: str) -> None:

@@ -11,24 +11,23 @@ from __future__ import annotations
 from pycni.net import macvlan, sublink
 from pycni.net.link import LinkNotFound, index_of
 from pycni.net.netlink.kernel import Kernel, NetlinkError
-from pycni.plugins.main._attach import (
+from pycni.plugins.main.shared.conf import ipam_type
+from pycni.plugins.main.shared.pod_iface import (
     check_ips_and_routes,
     configure_pod_iface,
-    delete_pod_link,
-    internal,
     ipam_add,
     ipam_passthrough,
-    ipam_type,
     pod_result,
     prev_interface,
 )
-from pycni.plugins.main._sublink import add_in_pod, check_mac, master_kernel, prev_link
+from pycni.plugins.main.shared.pod_link import delete_pod_link
+from pycni.plugins.main.shared.sublink import add_in_pod, check_mac, master_kernel, prev_link
 from pycni.record import record
 from pycni.skel.base import Plugin, Request
 from pycni.skel.config import MTU
 from pycni.skel.rollback import Rollback
 from pycni.spec.decode import Bool, IfName, Str, decode, option
-from pycni.spec.errors import InvalidConfig
+from pycni.spec.errors import InternalError, InvalidConfig
 from pycni.spec.result import Interface, Result
 
 _NO_MODULE = " (this kernel has no ipvlan: module ipvlan)"
@@ -103,7 +102,7 @@ def resolve_master(kernel: Kernel, conf: IpvlanConf) -> tuple[int, int]:
     try:
         index = index_of(kernel, conf.master)
     except LinkNotFound:
-        raise internal(f'failed to lookup master "{conf.master}": Link not found') from None
+        raise InternalError(f'failed to lookup master "{conf.master}": Link not found') from None
     return index, kernel.link(index).mtu
 
 
@@ -137,15 +136,15 @@ class Ipvlan(Plugin):
                     )
                 except NetlinkError as exc:
                     hint = _NO_MODULE if exc.not_supported else ""
-                    raise internal(f"failed to create ipvlan: {exc}{hint}") from None
+                    raise InternalError(f"failed to create ipvlan: {exc}{hint}") from None
 
             index, mac = add_in_pod(req, pod, rb, "ipvlan", conf.link_in_container, create)
             iface = Interface(name=req.ifname, mac=mac, sandbox=req.netns)
             found = _addresses(req, conf, rb)
             rb.step("configure")
             result = pod_result(req, iface, found)
-            with req.host.pod(pod) as kernel:
-                configure_pod_iface(req, kernel, index, result)
+            with req.host.pod(pod) as pod_kernel:
+                configure_pod_iface(req, pod_kernel, index, result)
         return result
 
     def delete(self, req: Request) -> None:
@@ -160,9 +159,9 @@ class Ipvlan(Plugin):
             if conf.master:
                 with master_kernel(req, pod, conf.link_in_container) as kernel:
                     resolve_master(kernel, conf)
-            with req.host.pod(pod) as kernel:
-                index = _check_link(kernel, intf, conf.mode_name)
-                check_ips_and_routes(kernel, req.ifname, index, prev)
+            with req.host.pod(pod) as pod_kernel:
+                index = _check_link(pod_kernel, intf, conf.mode_name)
+                check_ips_and_routes(pod_kernel, req.ifname, index, prev)
 
     def status(self, req: Request) -> None:
         ipam_passthrough(req, "STATUS")
@@ -171,13 +170,15 @@ class Ipvlan(Plugin):
         ipam_passthrough(req, "GC")
 
 
-def _check_link(kernel: Kernel, intf: Interface, mode: str) -> int:
-    found = prev_link(kernel, intf, "Container interface name missing in prevResult: ")
+def _check_link(pod_kernel: Kernel, intf: Interface, mode: str) -> int:
+    found = prev_link(pod_kernel, intf, "Container interface name missing in prevResult: ")
     current = sublink.ipvlan_mode_name(found)
     if not current:
-        raise internal(f"Error: Container interface {intf.name} not of type ipvlan")
+        raise InternalError(f"Error: Container interface {intf.name} not of type ipvlan")
     if current != mode:
-        raise internal(f"Container IPVlan mode {current} does not match expected value: {mode}")
+        raise InternalError(
+            f"Container IPVlan mode {current} does not match expected value: {mode}"
+        )
     check_mac(intf, found)
     return found.index
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pycni.net.link import LinkNotFound, addresses, get, index_of
 from pycni.net.ns import NetNSNotFound
 from pycni.skel.base import Plugin, Request
-from pycni.spec.errors import INTERNAL, CNIError
+from pycni.spec.errors import InternalError
 from pycni.spec.result import Interface, IPConfig, Result
 
 IFF_UP = 0x1
@@ -16,17 +16,17 @@ class Loopback(Plugin):
     about = "pycni loopback: brings up the loopback interface of a pod"
 
     def add(self, req: Request) -> Result:
-        with req.open_netns() as ns, req.host.pod(ns) as kernel:
+        with req.open_netns() as ns, req.host.pod(ns) as pod_kernel:
             try:
-                idx = index_of(kernel, LOOPBACK)
+                idx = index_of(pod_kernel, LOOPBACK)
             except LinkNotFound:
-                raise CNIError(INTERNAL, 'failed to find loopback interface "lo"') from None
-            kernel.set_link(idx, up=True)
-            found = addresses(kernel, idx)
+                raise InternalError('failed to find loopback interface "lo"') from None
+            pod_kernel.set_link(idx, up=True)
+            found = addresses(pod_kernel, idx)
         for addr in found:
             if not addr.ip.is_loopback:
-                raise CNIError(
-                    INTERNAL, f'loopback interface found with non-loopback address "{addr.ip}"'
+                raise InternalError(
+                    f'loopback interface found with non-loopback address "{addr.ip}"'
                 )
         prev = req.prev_result()
         if prev is not None:
@@ -46,15 +46,15 @@ class Loopback(Plugin):
         if not req.netns:
             return
         try:
-            with req.open_netns() as ns, req.host.pod(ns) as kernel:
-                kernel.set_link(index_of(kernel, LOOPBACK), up=False)
+            with req.open_netns() as ns, req.host.pod(ns) as pod_kernel:
+                pod_kernel.set_link(index_of(pod_kernel, LOOPBACK), up=False)
         except NetNSNotFound:
             return
 
     def check(self, req: Request) -> None:
-        with req.open_netns() as ns, req.host.pod(ns) as kernel:
-            if not get(kernel, LOOPBACK).flags & IFF_UP:
-                raise CNIError(INTERNAL, "loopback interface is down")
+        with req.open_netns() as ns, req.host.pod(ns) as pod_kernel:
+            if not get(pod_kernel, LOOPBACK).flags & IFF_UP:
+                raise InternalError("loopback interface is down")
 
 
 PLUGIN = Loopback()

@@ -5,26 +5,28 @@ from __future__ import annotations
 from pycni.net import macvlan
 from pycni.net.link import LinkNotFound, index_of
 from pycni.net.netlink.kernel import Kernel, NetlinkError
-from pycni.plugins.main._attach import (
+from pycni.plugins.main.shared.conf import checked_mac, ipam_type
+from pycni.plugins.main.shared.pod_iface import (
     check_ips_and_routes,
     configure_pod_iface,
-    delete_pod_link,
-    internal,
     ipam_add,
     ipam_passthrough,
-    ipam_type,
     pod_result,
     prev_interface,
-    requested_mac,
 )
-from pycni.plugins.main._sublink import add_in_pod, check_mac, master_kernel, prev_link
+from pycni.plugins.main.shared.pod_link import delete_pod_link
+from pycni.plugins.main.shared.sublink import add_in_pod, check_mac, master_kernel, prev_link
 from pycni.record import record
 from pycni.skel.base import Plugin, Request
 from pycni.skel.config import MTU
+from pycni.skel.mac import CNI_ARGS, CONFIG, RUNTIME_CONFIG
 from pycni.skel.rollback import Rollback
 from pycni.spec.decode import UINT32_MAX, Bool, IfName, Int, Str, decode, option
-from pycni.spec.errors import InvalidConfig
+from pycni.spec.errors import InternalError, InvalidConfig
 from pycni.spec.result import Interface, Result
+
+# macvlan.go loadConf: CNI_ARGS MAC, then runtimeConfig.mac override the config's "mac".
+MAC_ORDER = (RUNTIME_CONFIG, CNI_ARGS, CONFIG)
 
 
 @record(frozen=True)
@@ -60,7 +62,7 @@ def load_conf(req: Request) -> MacvlanConf:
         master=keys.master,
         mode=mode,
         mtu=keys.mtu,
-        mac=requested_mac(req),
+        mac=checked_mac(req, MAC_ORDER),
         link_in_container=keys.link_in_container,
         ipam=ipam_type(req),
         bcqueuelen=keys.bcqueuelen,
@@ -74,7 +76,7 @@ def resolve_master(kernel: Kernel, conf: MacvlanConf) -> tuple[int, int]:
     try:
         index = index_of(kernel, conf.master)
     except LinkNotFound:
-        raise internal(f'failed to lookup master "{conf.master}": Link not found') from None
+        raise InternalError(f'failed to lookup master "{conf.master}": Link not found') from None
     return index, kernel.link(index).mtu
 
 
@@ -107,18 +109,18 @@ class Macvlan(Plugin):
                         conf.bcqueuelen,
                     )
                 except (NetlinkError, ValueError) as exc:
-                    raise internal(f"failed to create macvlan: {exc}") from None
+                    raise InternalError(f"failed to create macvlan: {exc}") from None
 
             index, mac = add_in_pod(req, pod, rb, "macvlan", conf.link_in_container, create)
             iface = Interface(name=req.ifname, mac=mac, sandbox=req.netns)
             ipam = ipam_add(req, conf.ipam, rb) if conf.ipam else None
             result = pod_result(req, iface, ipam)
             rb.step("configure")
-            with req.host.pod(pod) as kernel:
+            with req.host.pod(pod) as pod_kernel:
                 if ipam is not None:
-                    configure_pod_iface(req, kernel, index, result)
+                    configure_pod_iface(req, pod_kernel, index, result)
                 else:
-                    kernel.set_link(index, up=True)
+                    pod_kernel.set_link(index, up=True)
         return result
 
     def delete(self, req: Request) -> None:
@@ -132,9 +134,9 @@ class Macvlan(Plugin):
                 _master_index(kernel, conf)
             ipam_passthrough(req, "CHECK")
             prev, intf = prev_interface(req)
-            with req.host.pod(pod) as kernel:
-                index = _check_link(kernel, intf, conf.mode)
-                check_ips_and_routes(kernel, req.ifname, index, prev)
+            with req.host.pod(pod) as pod_kernel:
+                index = _check_link(pod_kernel, intf, conf.mode)
+                check_ips_and_routes(pod_kernel, req.ifname, index, prev)
 
     def status(self, req: Request) -> None:
         ipam_passthrough(req, "STATUS")
@@ -145,13 +147,15 @@ class Macvlan(Plugin):
         ipam_passthrough(req, "GC")
 
 
-def _check_link(kernel: Kernel, intf: Interface, mode: str) -> int:
-    found = prev_link(kernel, intf, "Container interface name missing in prevResult")
+def _check_link(pod_kernel: Kernel, intf: Interface, mode: str) -> int:
+    found = prev_link(pod_kernel, intf, "Container interface name missing in prevResult")
     current = macvlan.mode_of(found)
     if not current:
-        raise internal(f"Error: Container interface {intf.name} not of type macvlan")
+        raise InternalError(f"Error: Container interface {intf.name} not of type macvlan")
     if current != mode:
-        raise internal(f"Container macvlan mode {current} does not match expected value: {mode}")
+        raise InternalError(
+            f"Container macvlan mode {current} does not match expected value: {mode}"
+        )
     check_mac(intf, found)
     return found.index
 

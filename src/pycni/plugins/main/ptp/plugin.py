@@ -20,13 +20,14 @@ from pycni.net.netlink.kernel import IPAddress, IPInterface, Kernel, NetlinkErro
 from pycni.net.ns import NetNS
 from pycni.net.route import RTPROT_BOOT, RouteError, validate_routes
 from pycni.net.veth import create_pair
-from pycni.plugins.main._attach import delete_pod_link, masquerade
+from pycni.plugins.main.shared.masquerade import masquerade
+from pycni.plugins.main.shared.pod_link import delete_pod_link
 from pycni.record import record
 from pycni.skel.base import Plugin, Request
 from pycni.skel.config import MTU, DNSConf, IPAMRef
 from pycni.skel.rollback import Rollback
 from pycni.spec.decode import Bool, Obj, Str, decode, option
-from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig
+from pycni.spec.errors import InternalError, InvalidConfig
 from pycni.spec.result import DNS, Interface, IPConfig, Result
 
 SCOPE_LINK = 253
@@ -74,30 +75,32 @@ class Ptp(Plugin):
 
     def add(self, req: Request) -> Result:
         conf = load_conf(req)
-        with req.host.node() as host, req.open_netns() as pod, Rollback(req.env) as rb:
-            return self._add(req, conf, rb, host, pod)
+        with req.host.node() as node_kernel, req.open_netns() as pod, Rollback(req.env) as rb:
+            return self._add(req, conf, rb, node_kernel, pod)
 
-    def _add(self, req: Request, conf: PtpConf, rb: Rollback, host: Kernel, pod: NetNS) -> Result:
+    def _add(
+        self, req: Request, conf: PtpConf, rb: Rollback, node_kernel: Kernel, pod: NetNS
+    ) -> Result:
         ifname = req.ifname
         rb.step("ipam")
         ipam_result = req.delegate(conf.ipam_type, "ADD")
         rb.push("ipam", lambda: req.delegate(conf.ipam_type, "DEL"))
         assert ipam_result is not None
         if not ipam_result.ips:
-            raise CNIError(INTERNAL, "IPAM plugin returned missing IP config")
+            raise InternalError("IPAM plugin returned missing IP config")
         for ipc in ipam_result.ips:
             if ipc.gateway is None:
-                raise CNIError(
-                    INTERNAL, f"IPAM result for {ipc.address} has no gateway (ptp routes via it)"
+                raise InternalError(
+                    f"IPAM result for {ipc.address} has no gateway (ptp routes via it)"
                 )
 
         rb.step("forwarding")
         for fam in sorted({ipc.address.version for ipc in ipam_result.ips}):
-            sysctl.enable_forwarding(host, req.host.sysctl(host), fam)
+            sysctl.enable_forwarding(node_kernel, req.host.sysctl(node_kernel), fam)
 
         rb.step("veth")
-        pair = create_pair(host, req.host.sysctl(host), pod.fd, ifname, conf.mtu)
-        rb.push("veth", lambda: _delete_index(host, pair.host_index))
+        pair = create_pair(node_kernel, req.host.sysctl(node_kernel), pod.fd, ifname, conf.mtu)
+        rb.push("veth", lambda: _delete_index(node_kernel, pair.host_index))
 
         with req.host.pod(pod) as pod_kernel:
             cont_link = link.get(pod_kernel, ifname)
@@ -105,7 +108,7 @@ class Ptp(Plugin):
         result = Result(
             cni_version=req.cni_version,
             interfaces=[
-                Interface(name=pair.host_name, mac=host.link(pair.host_index).mac),
+                Interface(name=pair.host_name, mac=node_kernel.link(pair.host_index).mac),
                 Interface(name=ifname, mac=cont_link.mac, sandbox=req.netns),
             ],
             ips=[IPConfig(ipc.address, ipc.gateway, interface=1) for ipc in ipam_result.ips],
@@ -120,9 +123,9 @@ class Ptp(Plugin):
 
         rb.step("host-config")
         try:
-            _host_side(host, pair.host_index, result)
+            _host_side(node_kernel, pair.host_index, result)
         except NetlinkError as exc:
-            raise CNIError(INTERNAL, f"failed to configure the host veth: {exc}") from None
+            raise InternalError(f"failed to configure the host veth: {exc}") from None
 
         if conf.ip_masq:
             masquerade(rb, conf.ip_masq_backend, result, conf.name, req)
@@ -147,24 +150,22 @@ class Ptp(Plugin):
                 req.container_id,
             )
             if errors:
-                raise CNIError(INTERNAL, "; ".join(errors))
+                raise InternalError("; ".join(errors))
 
     def check(self, req: Request) -> None:
         conf = load_conf(req)
         req.delegate(conf.ipam_type, "CHECK")
         prev = req.prev_result()
         if prev is None:
-            raise CNIError(INTERNAL, "Required prevResult missing")
+            raise InternalError("Required prevResult missing")
         result = prev.as_version("1.1.0")
         with req.open_netns() as pod, req.host.pod(pod) as pod_kernel:
             try:
                 found = link.get(pod_kernel, req.ifname)
             except link.LinkNotFound:
-                raise CNIError(INTERNAL, f"Cannot find container link {req.ifname}") from None
+                raise InternalError(f"Cannot find container link {req.ifname}") from None
             if found.kind != "veth":
-                raise CNIError(
-                    INTERNAL, f"Error: Container interface {req.ifname} not of type veth"
-                )
+                raise InternalError(f"Error: Container interface {req.ifname} not of type veth")
             for intf in result.interfaces:
                 if (
                     intf.name == req.ifname
@@ -172,8 +173,7 @@ class Ptp(Plugin):
                     and intf.mac
                     and intf.mac.lower() != found.mac.lower()
                 ):
-                    raise CNIError(
-                        INTERNAL,
+                    raise InternalError(
                         f"Interface {req.ifname} Mac {intf.mac} doesn't match container "
                         f"Mac: {found.mac}",
                     )
@@ -218,18 +218,18 @@ def _pod_routes(pod_kernel: Kernel, index: int, result: Result) -> None:
                     raise RouteError(f"failed to add route {route.dst}: {exc}") from None
 
 
-def _host_side(host: Kernel, host_index: int, result: Result) -> None:
+def _host_side(node_kernel: Kernel, host_index: int, result: Result) -> None:
     """The gateway address on the host end and a host route to each pod address."""
     for ipc in result.ips:
         gw = ipc.gateway
         assert gw is not None
         try:
-            host.add_address(host_index, ipaddress.ip_interface(gw))
+            node_kernel.add_address(host_index, ipaddress.ip_interface(gw))
         except NetlinkError as exc:
             if not exc.exists:
                 raise
         try:
-            host.add_route(
+            node_kernel.add_route(
                 Route(
                     dst=_host_net(ipc.address.ip),
                     oif=host_index,

@@ -26,26 +26,25 @@ from pycni.net.link import LinkNotFound, index_of
 from pycni.net.netlink.kernel import Kernel, NetlinkError
 from pycni.net.ns import NetNS
 from pycni.net.veth import random_host_name
-from pycni.plugins.main._attach import (
+from pycni.plugins.main.shared.conf import checked_mac, ipam_type
+from pycni.plugins.main.shared.pod_iface import (
     check_ips_and_routes,
     configure_pod_iface,
-    delete_in_pod,
-    delete_pod_link,
-    internal,
     ipam_add,
     ipam_passthrough,
-    ipam_type,
     pod_result,
     prev_interface,
-    requested_mac,
 )
+from pycni.plugins.main.shared.pod_link import delete_in_pod, delete_pod_link
 from pycni.plugins.main.tap import tun
 from pycni.record import record
 from pycni.skel.base import Plugin, Request
 from pycni.skel.config import MTU
+from pycni.skel.mac import CNI_ARGS, CONFIG, RUNTIME_CONFIG
 from pycni.skel.rollback import Rollback
 from pycni.skel.selinux import LabelRefused, SELinuxError
 from pycni.spec.decode import Bool, IfName, Int, Str, decode, option
+from pycni.spec.errors import InternalError
 from pycni.spec.result import Interface, Result
 
 TYPE_CHECKING = False
@@ -59,6 +58,9 @@ if TYPE_CHECKING:
 
 _UINT32_MAX = 0xFFFFFFFF
 _ID_RANGE = "invalid config: {path} must be a uid/gid in [0, 4294967295], got {value}"
+
+# tap.go loadConf: CNI_ARGS MAC, then runtimeConfig.mac override the config's "mac".
+MAC_ORDER = (RUNTIME_CONFIG, CNI_ARGS, CONFIG)
 
 
 @record
@@ -91,7 +93,7 @@ def load_conf(req: Request) -> TapConf:
     conf = TapConf(
         multi_queue=keys.multi_queue,
         mtu=keys.mtu,
-        mac=requested_mac(req),
+        mac=checked_mac(req, MAC_ORDER),
         owner=keys.owner,
         group=keys.group,
         selinux_context=keys.selinux_context,
@@ -101,9 +103,11 @@ def load_conf(req: Request) -> TapConf:
     return conf
 
 
-def tun_tap(kernel: Kernel, name: str, flags: int, owner: int | None, group: int | None) -> None:
+def tun_tap(
+    pod_kernel: Kernel, name: str, flags: int, owner: int | None, group: int | None
+) -> None:
     """The real maker: /dev/net/tun ioctls in this thread's namespace, the pod's while the
-    ``req.host.pod`` block that handed out ``kernel`` lasts."""
+    ``req.host.pod`` block that handed out ``pod_kernel`` lasts."""
     tun.create_tap(name, flags, owner, group)
 
 
@@ -112,7 +116,9 @@ def labelled_tap(selinux: SELinux, label: str) -> TapMaker:
     ``ip tuntap add``), a helper exec'd under ``label`` from this thread, in the pod, creates
     the tap, so the kernel labels it with that context."""
 
-    def make(kernel: Kernel, name: str, flags: int, owner: int | None, group: int | None) -> None:
+    def make(
+        pod_kernel: Kernel, name: str, flags: int, owner: int | None, group: int | None
+    ) -> None:
         argv = tun.helper_argv(sys.executable, name, flags, owner, group)
         selinux.run_labelled(label, argv, 30.0)  # one interpreter start and four ioctls
 
@@ -121,7 +127,7 @@ def labelled_tap(selinux: SELinux, label: str) -> TapMaker:
 
 def _make_tap(
     req: Request,
-    kernel: Kernel,
+    pod_kernel: Kernel,
     pod: NetNS,
     conf: TapConf,
     ifname: str,
@@ -137,48 +143,48 @@ def _make_tap(
         create_tap = labelled_tap(selinux, conf.selinux_context)
     for _ in range(10):
         tmp = random_host_name()
-        if kernel.find_link(tmp) is None:
+        if pod_kernel.find_link(tmp) is None:
             break
     rb.step("create")
     try:
-        create_tap(kernel, tmp, flags, conf.owner, conf.group)
+        create_tap(pod_kernel, tmp, flags, conf.owner, conf.group)
     except LabelRefused as exc:
-        raise internal(str(exc)) from None  # the reference's message, unwrapped
+        raise InternalError(str(exc)) from None  # the reference's message, unwrapped
     except (tun.TunError, SELinuxError) as exc:
-        raise internal(f"failed to create tap: {exc}") from None
-    index = index_of(kernel, tmp)
+        raise InternalError(f"failed to create tap: {exc}") from None
+    index = index_of(pod_kernel, tmp)
     rb.push("create", lambda: delete_in_pod(req, pod, index))
     rb.step("configure-link")
     try:
         if conf.mtu:
-            link_attrs.set_mtu(kernel, index, conf.mtu)
+            link_attrs.set_mtu(pod_kernel, index, conf.mtu)
         if conf.mac:
-            link_attrs.set_mac(kernel, index, conf.mac)
+            link_attrs.set_mac(pod_kernel, index, conf.mac)
     except (NetlinkError, ValueError) as exc:
-        raise internal(f"failed to configure tap {tmp}: {exc}") from None
+        raise InternalError(f"failed to configure tap {tmp}: {exc}") from None
     rb.step("rename")
     try:
-        kernel.set_link(index, name=ifname)
+        pod_kernel.set_link(index, name=ifname)
     except NetlinkError as exc:
-        raise internal(f'failed to rename tap to "{ifname}": {exc}') from None
+        raise InternalError(f'failed to rename tap to "{ifname}": {exc}') from None
     if conf.bridge:
         rb.step("bridge")
         try:
-            bridge_index = index_of(kernel, conf.bridge)
+            bridge_index = index_of(pod_kernel, conf.bridge)
         except LinkNotFound:
-            raise internal(f"failed to get bridge {conf.bridge}: Link not found") from None
+            raise InternalError(f"failed to get bridge {conf.bridge}: Link not found") from None
         try:
-            kernel.set_link(index, master=bridge_index)
+            pod_kernel.set_link(index, master=bridge_index)
         except NetlinkError as exc:
-            raise internal(
+            raise InternalError(
                 f"failed to set tap {ifname} as a port of bridge {conf.bridge}: {exc}"
             ) from None
     rb.step("up")
     try:
-        kernel.set_link(index, up=True)
+        pod_kernel.set_link(index, up=True)
     except NetlinkError as exc:
-        raise internal(f"failed to set tap interface up: {exc}") from None
-    return index, kernel.link(index).mac
+        raise InternalError(f"failed to set tap interface up: {exc}") from None
+    return index, pod_kernel.link(index).mac
 
 
 class Tap(Plugin):
@@ -190,17 +196,17 @@ class Tap(Plugin):
     def add(self, req: Request) -> Result:
         conf = load_conf(req)
         with req.open_netns() as pod, Rollback(req.env) as rb:
-            with req.host.pod(pod) as kernel:
-                index, mac = _make_tap(req, kernel, pod, conf, req.ifname, rb, self.create_tap)
+            with req.host.pod(pod) as pod_kernel:
+                index, mac = _make_tap(req, pod_kernel, pod, conf, req.ifname, rb, self.create_tap)
             iface = Interface(name=req.ifname, mac=mac, sandbox=req.netns)
             ipam = ipam_add(req, conf.ipam, rb) if conf.ipam else None
             result = pod_result(req, iface, ipam)
             if ipam is not None:
                 rb.step("configure")
-                with req.host.pod(pod) as kernel:
+                with req.host.pod(pod) as pod_kernel:
                     configure_pod_iface(
                         req,
-                        kernel,
+                        pod_kernel,
                         index,
                         result,
                         ndisc_notify=False,
@@ -217,12 +223,12 @@ class Tap(Plugin):
         with req.open_netns() as pod:
             ipam_passthrough(req, "CHECK")
             prev, _ = prev_interface(req)
-            with req.host.pod(pod) as kernel:
+            with req.host.pod(pod) as pod_kernel:
                 try:
-                    index = index_of(kernel, req.ifname)
+                    index = index_of(pod_kernel, req.ifname)
                 except LinkNotFound:
-                    raise internal(f'failed to find interface "{req.ifname}"') from None
-                check_ips_and_routes(kernel, req.ifname, index, prev)
+                    raise InternalError(f'failed to find interface "{req.ifname}"') from None
+                check_ips_and_routes(pod_kernel, req.ifname, index, prev)
 
     def status(self, req: Request) -> None:
         ipam_passthrough(req, "STATUS")

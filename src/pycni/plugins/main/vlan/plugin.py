@@ -10,23 +10,22 @@ from pycni.net import sublink
 from pycni.net.addr import configure_iface
 from pycni.net.link import LinkNotFound, index_of
 from pycni.net.netlink.kernel import Kernel, NetlinkError
-from pycni.plugins.main._attach import (
+from pycni.plugins.main.shared.conf import ipam_type
+from pycni.plugins.main.shared.pod_iface import (
     check_ips_and_routes,
-    delete_pod_link,
-    internal,
     ipam_add,
     ipam_passthrough,
-    ipam_type,
     pod_result,
     prev_interface,
 )
-from pycni.plugins.main._sublink import add_in_pod, check_mac, master_kernel, prev_link
+from pycni.plugins.main.shared.pod_link import delete_pod_link
+from pycni.plugins.main.shared.sublink import add_in_pod, check_mac, master_kernel, prev_link
 from pycni.record import record
 from pycni.skel.base import Plugin, Request
 from pycni.skel.config import MTU
 from pycni.skel.rollback import Rollback
 from pycni.spec.decode import Bool, IfName, Int, decode, option
-from pycni.spec.errors import InvalidConfig
+from pycni.spec.errors import InternalError, InvalidConfig
 from pycni.spec.result import Interface, Result
 
 _VLAN_ID = "invalid VLAN ID {value} (must be between 0 and 4095 inclusive)"
@@ -61,7 +60,7 @@ def master_of(kernel: Kernel, conf: VlanConf) -> int:
     try:
         index = index_of(kernel, conf.master)
     except LinkNotFound:
-        raise internal(f'failed to lookup master "{conf.master}": Link not found') from None
+        raise InternalError(f'failed to lookup master "{conf.master}": Link not found') from None
     master_mtu = kernel.link(index).mtu
     if conf.mtu > master_mtu:
         raise InvalidConfig(f"invalid MTU {conf.mtu}, must be [0, master MTU({master_mtu})]")
@@ -87,14 +86,14 @@ class Vlan(Plugin):
                     return sublink.add_vlan(kernel, master, pod.fd, conf.vlan_id, conf.mtu)
                 except NetlinkError as exc:
                     hint = _NO_MODULE if exc.not_supported else ""
-                    raise internal(f"failed to create vlan: {exc}{hint}") from None
+                    raise InternalError(f"failed to create vlan: {exc}{hint}") from None
 
             index, mac = add_in_pod(req, pod, rb, "vlan", conf.link_in_container, create)
             iface = Interface(name=req.ifname, mac=mac, sandbox=req.netns)
             result = pod_result(req, iface, ipam_add(req, ipam, rb))
             rb.step("configure")
-            with req.host.pod(pod) as kernel:
-                configure_iface(kernel, req.host.sysctl(kernel), req.ifname, index, result)
+            with req.host.pod(pod) as pod_kernel:
+                configure_iface(pod_kernel, req.host.sysctl(pod_kernel), req.ifname, index, result)
         return result
 
     def delete(self, req: Request) -> None:
@@ -107,13 +106,13 @@ class Vlan(Plugin):
         with req.open_netns() as pod:
             ipam_passthrough(req, "CHECK")
             if req.prev_result() is None:
-                raise internal("vlan: Required prevResult missing")
+                raise InternalError("vlan: Required prevResult missing")
             prev, intf = prev_interface(req)
             with master_kernel(req, pod, conf.link_in_container) as kernel:
                 master_of(kernel, conf)
-            with req.host.pod(pod) as kernel:
-                index = _check_link(kernel, intf, conf)
-                check_ips_and_routes(kernel, req.ifname, index, prev)
+            with req.host.pod(pod) as pod_kernel:
+                index = _check_link(pod_kernel, intf, conf)
+                check_ips_and_routes(pod_kernel, req.ifname, index, prev)
 
     def status(self, req: Request) -> None:
         ipam_passthrough(req, "STATUS")
@@ -122,18 +121,20 @@ class Vlan(Plugin):
         ipam_passthrough(req, "GC")
 
 
-def _check_link(kernel: Kernel, intf: Interface, conf: VlanConf) -> int:
-    found = prev_link(kernel, intf, "Container interface name missing in prevResult: ", "vlan: ")
+def _check_link(pod_kernel: Kernel, intf: Interface, conf: VlanConf) -> int:
+    found = prev_link(
+        pod_kernel, intf, "Container interface name missing in prevResult: ", "vlan: "
+    )
     if found.kind != "vlan":
-        raise internal(f"Error: Container interface {intf.name} not of type vlan")
+        raise InternalError(f"Error: Container interface {intf.name} not of type vlan")
     check_mac(intf, found, "vlan: ")
     if found.vlan_id != conf.vlan_id:
-        raise internal(
+        raise InternalError(
             f"Error: link {intf.name} configured VLAN ID is {conf.vlan_id}, "
             f"current value is {found.vlan_id}"
         )
     if conf.mtu and conf.mtu != found.mtu:
-        raise internal(
+        raise InternalError(
             f"Error: Tuning configured MTU of {intf.name} is {conf.mtu}, "
             f"current value is {found.mtu}"
         )

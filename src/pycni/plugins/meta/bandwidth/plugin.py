@@ -19,7 +19,7 @@ from pycni.skel.base import Plugin, Request
 from pycni.skel.rollback import Rollback
 from pycni.spec import version
 from pycni.spec.decode import Int, decode, fail, lookup, option
-from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig
+from pycni.spec.errors import CNIError, InternalError, InvalidConfig
 from pycni.spec.result import Interface, Result
 
 IFB_PREFIX = "bwp"
@@ -92,24 +92,24 @@ def load_limits(req: Request) -> Limits | None:
 def _host_veth(req: Request, prev: Result) -> tuple[str, int]:
     """The node end of the pod's veth, which prevResult must list with an empty sandbox."""
     if not prev.interfaces:
-        raise CNIError(INTERNAL, "no interfaces provided")
-    with req.open_netns() as pod, req.host.pod(pod) as kernel:
+        raise InternalError("no interfaces provided")
+    with req.open_netns() as pod, req.host.pod(pod) as pod_kernel:
         try:
-            found = get(kernel, req.ifname)
+            found = get(pod_kernel, req.ifname)
         except LinkNotFound:
-            raise CNIError(INTERNAL, f"container interface {req.ifname} not found") from None
+            raise InternalError(f"container interface {req.ifname} not found") from None
         peer = found.peer_index if found.kind == "veth" else 0
     if peer <= 0:
-        raise CNIError(INTERNAL, f"container interface {req.ifname} has no veth peer")
-    with req.host.node() as kernel:
+        raise InternalError(f"container interface {req.ifname} has no veth peer")
+    with req.host.node() as node_kernel:
         try:
-            name = kernel.link(peer).name
+            name = node_kernel.link(peer).name
         except NetlinkError:
-            raise CNIError(INTERNAL, f"veth peer with index {peer} is not in host ns") from None
+            raise InternalError(f"veth peer with index {peer} is not in host ns") from None
     for intf in prev.interfaces:
         if not intf.sandbox and intf.name == name:
             return name, peer
-    raise CNIError(INTERNAL, "no veth peer of container interface found in host ns")
+    raise InternalError("no veth peer of container interface found in host ns")
 
 
 def _prev(req: Request) -> Result | None:
@@ -138,34 +138,36 @@ class Bandwidth(Plugin):
             routes=prev.routes,
             dns=prev.dns,
         )
-        with req.host.node() as kernel, Rollback(req.env) as rb:
+        with req.host.node() as node_kernel, Rollback(req.env) as rb:
             if limits.ingress_rate:
                 rb.step("ingress-tbf")
                 params = tc.TbfParams.from_bits(limits.ingress_rate, limits.ingress_burst)
-                _kernel(lambda: tc.add_tbf(kernel, host_index, params), "create qdisc")
-                rb.push("ingress-tbf", lambda: tc.delete_root_qdisc(kernel, host_index))
+                _kernel(lambda: tc.add_tbf(node_kernel, host_index, params), "create qdisc")
+                rb.push("ingress-tbf", lambda: tc.delete_root_qdisc(node_kernel, host_index))
             if limits.egress_rate:
                 name = ifb_name(req.name, req.container_id)
-                mtu = kernel.link(host_index).mtu
+                mtu = node_kernel.link(host_index).mtu
                 rb.step("ifb")
-                ifb = _kernel(lambda: tc.create_ifb(kernel, name, mtu), "adding link")
-                rb.push("ifb", lambda: kernel.delete_link(ifb))
-                result.interfaces.append(Interface(name=name, mac=kernel.link(ifb).mac))
+                ifb = _kernel(lambda: tc.create_ifb(node_kernel, name, mtu), "adding link")
+                rb.push("ifb", lambda: node_kernel.delete_link(ifb))
+                result.interfaces.append(Interface(name=name, mac=node_kernel.link(ifb).mac))
                 rb.step("redirect")
-                _kernel(lambda: tc.add_ingress(kernel, host_index), "create ingress qdisc")
-                rb.push("redirect", lambda: tc.delete_ingress(kernel, host_index))
-                _kernel(lambda: tc.redirect_ingress_to(kernel, host_index, ifb), "add filter")
+                _kernel(lambda: tc.add_ingress(node_kernel, host_index), "create ingress qdisc")
+                rb.push("redirect", lambda: tc.delete_ingress(node_kernel, host_index))
+                _kernel(lambda: tc.redirect_ingress_to(node_kernel, host_index, ifb), "add filter")
                 rb.step("egress-tbf")
                 params = tc.TbfParams.from_bits(limits.egress_rate, limits.egress_burst)
-                _kernel(lambda: tc.add_tbf(kernel, ifb, params), "create ifb qdisc")
+                _kernel(lambda: tc.add_tbf(node_kernel, ifb, params), "create ifb qdisc")
         return result
 
     def delete(self, req: Request) -> None:
         load_limits(req)
         _prev(req)
-        with req.host.node() as kernel:
+        with req.host.node() as node_kernel:
             try:
-                kernel.delete_link(get(kernel, ifb_name(req.name, req.container_id)).index)
+                node_kernel.delete_link(
+                    get(node_kernel, ifb_name(req.name, req.container_id)).index
+                )
             except LinkNotFound:
                 return
 
@@ -175,31 +177,31 @@ class Bandwidth(Plugin):
         if prev is None:
             raise InvalidConfig("must be called as a chained plugin")
         _, host_index = _host_veth(req, prev)
-        with req.host.node() as kernel:
+        with req.host.node() as node_kernel:
             if limits.ingress_rate:
                 want = tc.TbfParams.from_bits(limits.ingress_rate, limits.ingress_burst)
-                _check_tbf(kernel, host_index, want)
+                _check_tbf(node_kernel, host_index, want)
             if limits.egress_rate:
                 name = ifb_name(req.name, req.container_id)
                 try:
-                    ifb = get(kernel, name).index
+                    ifb = get(node_kernel, name).index
                 except LinkNotFound:
-                    raise CNIError(INTERNAL, f"get ifb device: Link not found: {name}") from None
+                    raise InternalError(f"get ifb device: Link not found: {name}") from None
                 want = tc.TbfParams.from_bits(limits.egress_rate, limits.egress_burst)
-                _check_tbf(kernel, ifb, want)
+                _check_tbf(node_kernel, ifb, want)
 
 
-def _check_tbf(kernel: Kernel, index: int, want: tc.TbfParams) -> None:
-    found = tc.qdiscs(kernel, index)
+def _check_tbf(node_kernel: Kernel, index: int, want: tc.TbfParams) -> None:
+    found = tc.qdiscs(node_kernel, index)
     if not found:
-        raise CNIError(INTERNAL, "Failed to find qdisc")
+        raise InternalError("Failed to find qdisc")
     for qdisc in found:
         if qdisc.kind != "tbf":
             break
         have = tc.tbf_params_of(qdisc)
         for what in ("rate", "limit", "buffer"):
             if getattr(have, what) != getattr(want, what):
-                raise CNIError(INTERNAL, f"{what.capitalize()} doesn't match")
+                raise InternalError(f"{what.capitalize()} doesn't match")
 
 
 T = TypeVar("T")
@@ -210,7 +212,7 @@ def _kernel(action: Callable[[], T], what: str) -> T:
     try:
         return action()
     except (NetlinkError, LookupError) as exc:
-        raise CNIError(INTERNAL, f"{what}: {exc}") from None
+        raise InternalError(f"{what}: {exc}") from None
 
 
 PLUGIN = Bandwidth()

@@ -10,7 +10,7 @@ from pycni.record import field, record
 from pycni.skel.base import Request
 from pycni.spec.args import load_args
 from pycni.spec.decode import Raw, Str, decode, option
-from pycni.spec.errors import INTERNAL, INVALID_NETWORK_CONFIG, CNIError
+from pycni.spec.errors import INVALID_NETWORK_CONFIG, CNIError, InternalError
 from pycni.spec.result import Result
 
 POD_NAME_ARG = "K8S_POD_NAME"
@@ -97,7 +97,7 @@ def bridge_name(prev: Result) -> str:
 def container_ips(prev: Result) -> list[str]:
     """The reference's choice: the only IP, or every IP on an interface with a sandbox."""
     if not prev.ips:
-        raise CNIError(INTERNAL, "no ip address was found in the network")
+        raise InternalError("no ip address was found in the network")
     if len(prev.ips) == 1:
         return [str(prev.ips[0].address.ip)]
     out = []
@@ -106,11 +106,10 @@ def container_ips(prev: Result) -> list[str]:
             continue
         idx = ipc.interface
         if not (0 <= idx < len(prev.interfaces) and prev.interfaces[idx].sandbox):
-            raise CNIError(
-                INTERNAL,
+            raise InternalError(
                 "unable to check if interface has a sandbox due to index being out of range",
             )
         out.append(str(ipc.address.ip))
     if not out:
-        raise CNIError(INTERNAL, "no ip address was found in the network")
+        raise InternalError("no ip address was found in the network")
     return out

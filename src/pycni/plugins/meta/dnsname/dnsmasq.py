@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pycni.net import tools
 from pycni.plugins.meta.dnsname.files import NetworkFiles
-from pycni.spec.errors import INTERNAL, CNIError
+from pycni.spec.errors import InternalError
 
 BINARY = "dnsmasq"
 START_TIMEOUT = 30.0
@@ -85,7 +85,7 @@ def start(files: NetworkFiles) -> int:
     waiting for the pid file."""
     path = binary()
     if path is None:
-        raise CNIError(INTERNAL, "unable to locate dnsmasq in path")
+        raise InternalError("unable to locate dnsmasq in path")
     # A dnsmasq killed by someone else (another implementation's last DEL, the OOM killer) may
     # still hold port 53 while it exits: its address is free again within moments.
     deadline = time.monotonic() + ADDRESS_IN_USE_WAIT
@@ -104,7 +104,7 @@ def start(files: NetworkFiles) -> int:
                 start_new_session=True,
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
-            raise CNIError(INTERNAL, f"dnsname error: dnsmasq failed: {exc}") from None
+            raise InternalError(f"dnsname error: dnsmasq failed: {exc}") from None
         output = proc.stdout.decode(errors="replace").strip()
         if proc.returncode == 0 or "Address already in use" not in output:
             break
@@ -112,10 +112,10 @@ def start(files: NetworkFiles) -> int:
             break
         time.sleep(0.05)
     if proc.returncode != 0:
-        raise CNIError(INTERNAL, f'dnsname error: dnsmasq failed with "{output}"')
+        raise InternalError(f'dnsname error: dnsmasq failed with "{output}"')
     pid = running_pid(files)
     if pid is None:
-        raise CNIError(INTERNAL, f"dnsname error: dnsmasq did not start ({output or 'no pid'})")
+        raise InternalError(f"dnsname error: dnsmasq did not start ({output or 'no pid'})")
     return pid
 
 

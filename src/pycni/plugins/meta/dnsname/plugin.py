@@ -18,23 +18,28 @@ from pycni.plugins.meta.dnsname import config, dnsmasq, files, firewall, names
 from pycni.plugins.meta.dnsname.files import NetworkFiles
 from pycni.skel.base import Plugin, Request
 from pycni.skel.rollback import Rollback
-from pycni.spec.errors import INTERNAL, INVALID_NETWORK_CONFIG, PLUGIN_NOT_AVAILABLE, CNIError
+from pycni.spec.errors import (
+    INVALID_NETWORK_CONFIG,
+    PLUGIN_NOT_AVAILABLE,
+    CNIError,
+    InternalError,
+)
 from pycni.spec.result import Result
 
 
 def _require_dnsmasq() -> None:
     if dnsmasq.binary() is None:
-        raise CNIError(INTERNAL, "unable to locate dnsmasq in path")
+        raise InternalError("unable to locate dnsmasq in path")
 
 
 def _nameservers(req: Request, bridge: str) -> list[str]:
     """The bridge's global unicast addresses, where dnsmasq answers."""
-    with req.host.node() as kernel:
+    with req.host.node() as node_kernel:
         try:
-            index = index_of(kernel, bridge)
+            index = index_of(node_kernel, bridge)
         except LinkNotFound:
-            raise CNIError(INTERNAL, f"dnsname: no such network interface {bridge}") from None
-        return [str(a.ip) for a in addresses(kernel, index) if is_global_unicast(a.ip)]
+            raise InternalError(f"dnsname: no such network interface {bridge}") from None
+        return [str(a.ip) for a in addresses(node_kernel, index) if is_global_unicast(a.ip)]
 
 
 def teardown(net: NetworkFiles, log: list[str] | None = None) -> None:
@@ -196,17 +201,15 @@ class Dnsname(Plugin):
         ips = config.container_ips(prev)
         with files.locked(net, create=False) as held:
             if not held or dnsmasq.running_pid(net) is None:
-                raise CNIError(INTERNAL, "dnsmasq instance not running")
+                raise InternalError("dnsmasq instance not running")
             if not net.hosts.exists():
-                raise CNIError(INTERNAL, "addnhost file missing from configuration")
+                raise InternalError("addnhost file missing from configuration")
             if not net.conf.exists():
-                raise CNIError(INTERNAL, "dnsmasq.conf file missing from configuration")
+                raise InternalError("dnsmasq.conf file missing from configuration")
             published = files.names_in(files.read_lines(net.hosts)).get(name, [])
             missing = [ip for ip in ips if ip not in published]
             if missing:
-                raise CNIError(
-                    INTERNAL, f"dnsname: {name} is not published for {', '.join(missing)}"
-                )
+                raise InternalError(f"dnsname: {name} is not published for {', '.join(missing)}")
 
     def gc(self, req: Request) -> None:
         """Drop the names of recorded attachments that are not in the valid list."""

@@ -31,12 +31,12 @@ from pycni.skel.config import PLUGIN_TYPE
 from pycni.spec.decode import FilePath, Raw, decode, lookup, option
 from pycni.spec.errors import (
     DECODING_FAILURE,
-    INTERNAL,
     INVALID_NETWORK_CONFIG,
     LIMITED_CONNECTIVITY,
     PLUGIN_NOT_AVAILABLE,
     TRY_AGAIN_LATER,
     CNIError,
+    InternalError,
     InvalidConfig,
 )
 from pycni.spec.result import Result
@@ -134,7 +134,7 @@ def _load_saved(path: str) -> dict[str, Any] | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise CNIError(INTERNAL, f"failed to read saved delegate config {path}: {exc}") from None
+        raise InternalError(f"failed to read saved delegate config {path}: {exc}") from None
     try:
         conf = json.loads(raw)
     except ValueError as exc:
@@ -160,7 +160,7 @@ class Flannel(Plugin):
                 os.unlink(saved)
             raise
         if result is None:
-            raise CNIError(INTERNAL, f"delegate {conf['type']} returned no result")
+            raise InternalError(f"delegate {conf['type']} returned no result")
         return result
 
     def delete(self, req: Request) -> None:
@@ -186,7 +186,7 @@ class Flannel(Plugin):
         saved, _subnet_file = _paths(req)
         conf = _load_saved(saved)
         if conf is None:
-            raise CNIError(INTERNAL, f"no saved delegate config for {req.container_id}")
+            raise InternalError(f"no saved delegate config for {req.container_id}")
         found, prev = lookup(req.config, "prevResult")
         if found:
             conf["prevResult"] = prev

@@ -25,7 +25,7 @@ from pycni.net.netfilter import iptables, iptables_script, rule_matches, rule_to
 from pycni.net.netfilter.chain_names import format_comment, must_format_chain_name_with_prefix
 from pycni.net.netfilter.iptables_script import IptablesError, SavedTable
 from pycni.plugins.meta.portmap.config import IPTABLES, IPInterface, PortMapConfig, PortMapping
-from pycni.spec.errors import INTERNAL, CNIError
+from pycni.spec.errors import CNIError, InternalError
 
 TABLE = "nat"
 DNAT_CHAIN = "CNI-HOSTPORT-DNAT"
@@ -173,7 +173,7 @@ def _families(cfg: PortMapConfig) -> list[int]:
 
 
 def _fail(verb: str, exc: Exception) -> CNIError:
-    return CNIError(INTERNAL, f"portmap: iptables {verb} failed: {exc}")
+    return InternalError(f"portmap: iptables {verb} failed: {exc}")
 
 
 def scaffold_undo(cfg: PortMapConfig, saved: SavedTable) -> list[str]:
@@ -268,7 +268,7 @@ def delete(network: str, container_id: str, variant: str | None = None) -> bool:
         except IptablesError as exc:
             raise _fail("DEL", exc) from None
     if not usable:
-        raise CNIError(INTERNAL, f"portmap: neither iptables nor ip6tables usable: {errors}")
+        raise InternalError(f"portmap: neither iptables nor ip6tables usable: {errors}")
     return removed
 
 
@@ -292,14 +292,14 @@ def check(cfg: PortMapConfig, variant: str | None = None) -> None:
         except IptablesError as exc:
             raise _fail("CHECK", exc) from None
         if chain not in saved.chains:
-            raise CNIError(INTERNAL, f"portmap: chain {chain} is missing (IPv{family})")
+            raise InternalError(f"portmap: chain {chain} is missing (IPv{family})")
         have = saved.rules_of(chain)
         for rule in chain_rules(cfg, family, cfg.container_ips[family], chain):
             if rule not in have:
-                raise CNIError(INTERNAL, f"portmap: rule missing (IPv{family}): {rule}")
+                raise InternalError(f"portmap: rule missing (IPv{family}): {rule}")
         want = len(entry_rules(cfg, family, chain))
         if len(saved.jumps_to(DNAT_CHAIN, chain)) < want:
-            raise CNIError(INTERNAL, f"portmap: entry rules to {chain} missing (IPv{family})")
+            raise InternalError(f"portmap: entry rules to {chain} missing (IPv{family})")
 
 
 def gc(network: str, valid_ids: set[str], variant: str | None = None) -> list[str]:

@@ -46,7 +46,7 @@ from functools import partial
 from pycni.net.netfilter import nft, nftnl
 from pycni.plugins.meta.portmap import nft_chains, nft_maps
 from pycni.plugins.meta.portmap.config import NFTABLES, PortMapConfig
-from pycni.spec.errors import INTERNAL, CNIError
+from pycni.spec.errors import CNIError, InternalError
 
 FAMILY = nft_chains.FAMILY
 TABLE = nft_chains.TABLE
@@ -183,12 +183,12 @@ def ensure_scaffold(cfg: PortMapConfig, groups: set[nft_maps.Group]) -> None:
     try:
         nft.apply(script)
     except nft.NftError as exc:
-        raise CNIError(INTERNAL, f"portmap: cannot set up the nftables table: {exc}") from None
+        raise InternalError(f"portmap: cannot set up the nftables table: {exc}") from None
 
 
 def _conflict(taken: list[nft_maps.Entry]) -> CNIError:
     shown = ", ".join(f"{e.shown} ({e.set_name})" for e in taken)
-    return CNIError(INTERNAL, f"portmap: host port already mapped by another attachment: {shown}")
+    return InternalError(f"portmap: host port already mapped by another attachment: {shown}")
 
 
 def _vmap_of(entry: nft_maps.Entry) -> str:
@@ -224,7 +224,7 @@ def _add_elements(cfg: PortMapConfig, wanted: list[nft_maps.Mapping]) -> None:
         return
     except nftnl.NftnlError as exc:
         if exc.errno not in (errno.EEXIST, errno.EBUSY):
-            raise CNIError(INTERNAL, f"portmap: nftables ADD failed: {exc}") from None
+            raise InternalError(f"portmap: nftables ADD failed: {exc}") from None
     # A key is present: another attachment's (a conflict), or this one's from an earlier
     # ADD (replaced: its elements are removed, then the batch is sent again).
     taken = [e for e, held in nft_maps.holders(wanted).items() if held != owner]
@@ -234,7 +234,7 @@ def _add_elements(cfg: PortMapConfig, wanted: list[nft_maps.Mapping]) -> None:
     try:
         nft_maps.install(owner, wanted)
     except nftnl.NftnlError as exc:
-        raise CNIError(INTERNAL, f"portmap: nftables ADD failed: {exc}") from None
+        raise InternalError(f"portmap: nftables ADD failed: {exc}") from None
 
 
 def _add_chain(cfg: PortMapConfig) -> None:
@@ -277,7 +277,7 @@ class NftablesBackend:
         try:
             return bool(nft_maps.remove_owned(lambda comment: comment == owner)) or removed
         except nftnl.NftnlError as exc:
-            raise CNIError(INTERNAL, f"portmap: nftables DEL failed: {exc}") from None
+            raise InternalError(f"portmap: nftables DEL failed: {exc}") from None
 
     def check(self, cfg: PortMapConfig) -> None:
         if cfg.has_conditions:
@@ -286,7 +286,7 @@ class NftablesBackend:
         owner = nft_maps.owner_name(cfg.network, cfg.container_id, cfg.ifname)
         problems = nft_maps.missing(owner, nft_maps.mappings(cfg))
         if problems:
-            raise CNIError(INTERNAL, f"portmap: {problems[0]} (owner {owner})")
+            raise InternalError(f"portmap: {problems[0]} (owner {owner})")
 
     def gc(self, cfg: PortMapConfig, valid: list[tuple[str, str]]) -> list[str]:
         """Remove this network's attachments that are not in ``valid``, in both layouts;
@@ -297,7 +297,7 @@ class NftablesBackend:
         try:
             owners = nft_maps.remove_owned(lambda c: c.startswith(prefix) and c not in keep)
         except nftnl.NftnlError as exc:
-            raise CNIError(INTERNAL, f"portmap: nftables GC failed: {exc}") from None
+            raise InternalError(f"portmap: nftables GC failed: {exc}") from None
         return sorted(set(removed) | owners)
 
     def usable(self, cfg: PortMapConfig) -> bool:

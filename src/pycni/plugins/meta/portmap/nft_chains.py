@@ -22,7 +22,7 @@ import ipaddress
 from pycni.net.netfilter import model, nft, nftnl, rule_matches
 from pycni.plugins.meta.portmap.config import PROTOCOLS, IPInterface, PortMapConfig, PortMapping
 from pycni.record import record
-from pycni.spec.errors import INTERNAL, CNIError
+from pycni.spec.errors import InternalError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -249,14 +249,14 @@ def add(cfg: PortMapConfig) -> None:
         nft.apply_json(add_commands(cfg))
     except nft.NftError as exc:
         if "File exists" not in str(exc):
-            raise CNIError(INTERNAL, f"portmap: nftables ADD failed: {exc}") from None
+            raise InternalError(f"portmap: nftables ADD failed: {exc}") from None
         chain = chain_name(cfg.network, cfg.container_id, cfg.ifname)
         taken = [
             e for e, target in _all_elements().items() if target != chain and e in pod_rules(cfg)[1]
         ]
         shown = ", ".join(f"{e.key} ({e.map})" for e in taken) or str(exc)
-        raise CNIError(
-            INTERNAL, f"portmap: host port already mapped by another attachment: {shown}"
+        raise InternalError(
+            f"portmap: host port already mapped by another attachment: {shown}"
         ) from None
 
 
@@ -305,7 +305,7 @@ def delete(network: str, container_id: str, ifname: str) -> bool:
         try:
             nft.apply_json(delete_commands(chain, pointing))
         except nft.NftError as exc:
-            raise CNIError(INTERNAL, f"portmap: nftables DEL failed: {exc}") from None
+            raise InternalError(f"portmap: nftables DEL failed: {exc}") from None
     return True
 
 
@@ -316,20 +316,19 @@ def check(cfg: PortMapConfig) -> None:
         return
     rules = chain_rules(chain)
     if rules is None:
-        raise CNIError(INTERNAL, f"portmap: nftables chain {chain} of this attachment is missing")
+        raise InternalError(f"portmap: nftables chain {chain} of this attachment is missing")
     if len(rules) < len(expected_rules):
-        raise CNIError(
-            INTERNAL,
+        raise InternalError(
             f"portmap: chain {chain} has {len(rules)} rules, expected {len(expected_rules)}",
         )
     comments = set(_comments(rules))
     elements = _all_elements()
     for element in expected_elements:
         if element.comment not in comments:
-            raise CNIError(INTERNAL, f"portmap: no DNAT rule for {element.key} in {chain}")
+            raise InternalError(f"portmap: no DNAT rule for {element.key} in {chain}")
         if elements.get(element) != chain:
-            raise CNIError(
-                INTERNAL, f"portmap: map {element.map} does not send {element.key} to {chain}"
+            raise InternalError(
+                f"portmap: map {element.map} does not send {element.key} to {chain}"
             )
 
 
@@ -356,5 +355,5 @@ def gc(network: str, valid: list[tuple[str, str]]) -> list[str]:
     try:
         nft.apply_json(cmds)
     except nft.NftError as exc:
-        raise CNIError(INTERNAL, f"portmap: nftables GC failed: {exc}") from None
+        raise InternalError(f"portmap: nftables GC failed: {exc}") from None
     return stale

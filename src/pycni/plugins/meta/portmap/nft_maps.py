@@ -10,7 +10,7 @@ and, with ``snat``, the elements of the sets that request masquerading (with mar
 for hairpin traffic from the pod's subnet and for localhost (IPv4), or for every source with
 ``masqAll``. A source is a prefix of length P; the rule of set ``…-pP`` masks the packet's
 source to P bits, so each set is a plain hash (an interval set of concatenations, nft's
-``pipapo``, costs the kernel 25-60 ms per element deleted next to 1000 elements)::
+``pipapo``, makes the kernel's deletion of an element grow with the set: docs/benchmarks.md)::
 
     masq4-bN-pP / masq6-bN-pP     saddr & mask(P) . l4proto . dport
     masq4h-bN-pP / masq6h-bN-pP   saddr & mask(P) . daddr . l4proto . dport

@@ -19,17 +19,17 @@ from pycni.plugins.meta.portmap.backend import Backend
 from pycni.plugins.meta.portmap.config import IPTABLES, NFTABLES, PortMapConfig, parse
 from pycni.skel.base import Plugin, Request
 from pycni.skel.rollback import Rollback
-from pycni.spec.errors import INTERNAL, PLUGIN_NOT_AVAILABLE, CNIError
+from pycni.spec.errors import PLUGIN_NOT_AVAILABLE, CNIError, InternalError
 from pycni.spec.result import Result
 
 
 def _route_device(req: Request, address: ipaddress.IPv4Address) -> str:
     """The device this host routes ``address`` through (the bridge or the host veth)."""
-    with req.host.node() as kernel:
-        routes = kernel.route_to(address)
+    with req.host.node() as node_kernel:
+        routes = node_kernel.route_to(address)
         if not routes:
-            raise CNIError(INTERNAL, f"portmap: no route to container IP {address}")
-        return kernel.link(routes[0].oif).name
+            raise InternalError(f"portmap: no route to container IP {address}")
+        return node_kernel.link(routes[0].oif).name
 
 
 def _flush_udp_conntrack(req: Request, cfg: PortMapConfig) -> None:
@@ -49,8 +49,8 @@ def _flush_udp_conntrack(req: Request, cfg: PortMapConfig) -> None:
 def _conntrack_empty(req: Request) -> bool:
     """Whether the node's namespace tracks no connection (or conntrack is not loaded)."""
     try:
-        with req.host.node() as kernel:
-            return req.host.sysctl(kernel).read("net/netfilter/nf_conntrack_count") == "0"
+        with req.host.node() as node_kernel:
+            return req.host.sysctl(node_kernel).read("net/netfilter/nf_conntrack_count") == "0"
     except FileNotFoundError:
         return True
     except Exception:  # unreadable: look in the table
@@ -64,7 +64,7 @@ def _forget_udp_flows(req: Request, cfg: PortMapConfig) -> None:
     if cfg.mappings_given and not any(m.protocol == "udp" for m in cfg.mappings):
         return
     if not cfg.container_ips or _conntrack_empty(req):
-        return  # a dump walks the kernel's whole conntrack hash: 10-30 ms
+        return  # a dump walks the kernel's whole conntrack hash (docs/benchmarks.md)
     for family, cip in sorted(cfg.container_ips.items()):
         try:
             from pycni.net.netfilter.conntrack import delete_by_address
@@ -91,8 +91,8 @@ def _route_localnet(req: Request, device: str) -> None:
     """route_localnet on ``device``, so 127.0.0.1:<hostPort> reaches the pod (IPv4 snat);
     written only when it is not already on."""
     name = f"net/ipv4/conf/{device}/route_localnet"
-    with req.host.node() as kernel:
-        sysctl = req.host.sysctl(kernel)
+    with req.host.node() as node_kernel:
+        sysctl = req.host.sysctl(node_kernel)
         if sysctl.read(name) != "1":
             sysctl.write(name, "1")
 

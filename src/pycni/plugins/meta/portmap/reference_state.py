@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from pycni.net.netfilter import nftnl
 from pycni.plugins.meta.portmap.config import PortMapConfig
-from pycni.spec.errors import INTERNAL, CNIError
+from pycni.spec.errors import InternalError
 
 REFERENCE_NFT_TABLE = "cni_hostport"
 REFERENCE_NFT_CHAINS = ("hostports", "hostip_hostports", "masquerading")
@@ -62,7 +62,7 @@ def nft_rules(container_id: str) -> dict[str, list[tuple[str, int]]]:
     out: dict[str, list[tuple[str, int]]] = {}
     for family in _NFT_FAMILIES:
         # the reference makes ``hostports`` with its table: one cheap GET (a dump of a missing
-        # chain costs 0.5 ms) tells whether the family has anything to look at
+        # chain costs more: docs/benchmarks.md) tells whether the family has anything to look at
         if not nftnl.chain_exists(family, REFERENCE_NFT_TABLE, "hostports"):
             continue
         for chain in REFERENCE_NFT_CHAINS:
@@ -79,8 +79,8 @@ def _delete_nft(container_id: str) -> bool:
         try:
             nftnl.change_elements(family, REFERENCE_NFT_TABLE, changes)
         except nftnl.NftnlError as exc:
-            raise CNIError(
-                INTERNAL, f"portmap: nftables DEL of {REFERENCE_NFT_TABLE} failed: {exc}"
+            raise InternalError(
+                f"portmap: nftables DEL of {REFERENCE_NFT_TABLE} failed: {exc}"
             ) from None
         removed = True
     return removed
@@ -109,8 +109,7 @@ def check(cfg: PortMapConfig) -> bool:
             dnat = [c for c, _ in rules[family] if c != "masquerading"]
             want = len(cfg.mappings_for(4 if family == "ip" else 6))
             if len(dnat) < want:
-                raise CNIError(
-                    INTERNAL,
+                raise InternalError(
                     f'portmap: missing hostport rules in "{family} '
                     f'{REFERENCE_NFT_TABLE}" for {cfg.container_id}',
                 )

@@ -20,7 +20,7 @@ from pycni.record import record
 from pycni.skel.base import Plugin, Request
 from pycni.skel.rollback import Rollback
 from pycni.spec.decode import UINT32_MAX, Int, decode, option
-from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig
+from pycni.spec.errors import InternalError, InvalidConfig
 from pycni.spec.result import IPConfig, Result
 
 FIRST_TABLE = 100
@@ -42,7 +42,7 @@ def load_keys(req: Request) -> SbrKeys:
 def ip_configs(ifname: str, prev: Result) -> list[IPConfig]:
     """prevResult IPs of this interface, plus those that name no interface."""
     if not prev.ips:
-        raise CNIError(INTERNAL, f"No IP addresses supplied on interface: {ifname}")
+        raise InternalError(f"No IP addresses supplied on interface: {ifname}")
     out = []
     for ipc in prev.ips:
         idx = ipc.interface
@@ -72,37 +72,38 @@ class Sbr(Plugin):
         with (
             req.open_netns() as pod,
             req.host.locked(pod),  # one run at a time per pod
-            req.host.pod(pod) as kernel,
+            req.host.pod(pod) as pod_kernel,
             Rollback(req.env) as rb,
         ):
             if keys.table is not None:
-                _rules_to(kernel, ipcs, keys.table, rb)
+                _rules_to(pod_kernel, ipcs, keys.table, rb)
             else:
-                self._route(kernel, req.ifname, ipcs, rb)
+                self._route(pod_kernel, req.ifname, ipcs, rb)
         return prev
 
-    def _route(self, kernel: Kernel, ifname: str, ipcs: list[IPConfig], rb: Rollback) -> None:
-        used = {policy.table_of(r) for r in policy.rules(kernel)} | {policy.MAIN_TABLE}
+    def _route(self, pod_kernel: Kernel, ifname: str, ipcs: list[IPConfig], rb: Rollback) -> None:
+        used = {policy.table_of(r) for r in policy.rules(pod_kernel)} | {policy.MAIN_TABLE}
         table = policy.next_free_table(used, FIRST_TABLE)
         try:
-            index = index_of(kernel, ifname)
+            index = index_of(pod_kernel, ifname)
         except LinkNotFound:
-            raise CNIError(INTERNAL, f"Cannot find network interface {ifname}") from None
-        link_routes = policy.main_routes_of(kernel, index)
+            raise InternalError(f"Cannot find network interface {ifname}") from None
+        link_routes = policy.main_routes_of(pod_kernel, index)
         for ipc in ipcs:
             rb.step("rule")
             _kernel(
-                partial(policy.add_source_rule, kernel, ipc.address, table), "Failed to add rule"
+                partial(policy.add_source_rule, pod_kernel, ipc.address, table),
+                "Failed to add rule",
             )
-            for rule in [r for r in policy.rules(kernel) if policy.table_of(r) == table]:
-                rb.push("rule", partial(policy.delete_rule, kernel, rule))
+            for rule in [r for r in policy.rules(pod_kernel) if policy.table_of(r) == table]:
+                rb.push("rule", partial(policy.delete_rule, pod_kernel, rule))
             if ipc.gateway is not None:
                 dst = ipaddress.ip_network("0.0.0.0/0" if ipc.address.version == 4 else "::/0")
                 default = Route(dst=dst, gateway=ipc.gateway, table=table, oif=index)
                 rb.step("default-route")
                 what = f"Failed to add default route to {ipc.gateway}"
-                _kernel(partial(kernel.add_route, default), what)
-                rb.push("default-route", partial(kernel.delete_route, default))
+                _kernel(partial(pod_kernel.add_route, default), what)
+                rb.push("default-route", partial(pod_kernel.delete_route, default))
             for route in link_routes:
                 src, gw = route.prefsrc, route.gateway
                 if (
@@ -112,14 +113,14 @@ class Sbr(Plugin):
                 ):
                     copy = policy.route_copy(route, table)
                     rb.step("copy-route")
-                    _kernel(partial(kernel.replace_route, copy), "Failed to readd route")
-                    rb.push("copy-route", partial(kernel.delete_route, copy))
+                    _kernel(partial(pod_kernel.replace_route, copy), "Failed to readd route")
+                    rb.push("copy-route", partial(pod_kernel.delete_route, copy))
             table = policy.next_free_table(used, table + 1)
         for route in link_routes:
             original = policy.route_copy(route)
             rb.step("delete-route")
-            _kernel(partial(kernel.delete_route, original), "Failed to delete route")
-            rb.push("delete-route", partial(kernel.add_route, original))
+            _kernel(partial(pod_kernel.delete_route, original), "Failed to delete route")
+            rb.push("delete-route", partial(pod_kernel.add_route, original))
 
     def delete(self, req: Request) -> None:
         keys = load_keys(req)
@@ -129,43 +130,45 @@ class Sbr(Plugin):
             pod = req.open_netns()
         except NetNSNotFound:
             return
-        with pod, req.host.locked(pod), req.host.pod(pod) as kernel:
+        with pod, req.host.locked(pod), req.host.pod(pod) as pod_kernel:
             try:
-                index = index_of(kernel, req.ifname)
+                index = index_of(pod_kernel, req.ifname)
             except LinkNotFound:
                 return  # the interface is gone, and its addresses with it
-            mine = {a.ip for a in addresses(kernel, index)}
+            mine = {a.ip for a in addresses(pod_kernel, index)}
             failed = []
-            for rule in policy.rules(kernel):
+            for rule in policy.rules(pod_kernel):
                 if keys.table is not None and policy.table_of(rule) != keys.table:
                     continue
                 src = policy.rule_source(rule)
                 if src is not None and src in mine:
                     try:
-                        policy.delete_rule(kernel, rule)
+                        policy.delete_rule(pod_kernel, rule)
                     except NetlinkError as exc:
                         failed.append(str(exc))
             if failed:
-                raise CNIError(INTERNAL, f"Failed to delete rule {failed[0]}")
+                raise InternalError(f"Failed to delete rule {failed[0]}")
 
 
-def _rules_to(kernel: Kernel, ipcs: list[IPConfig], table: int, rb: Rollback) -> None:
+def _rules_to(pod_kernel: Kernel, ipcs: list[IPConfig], table: int, rb: Rollback) -> None:
     """``from <address> lookup <table>`` for each address, nothing else (the fixed-table mode);
     each rule is undone if a later one fails."""
     for ipc in ipcs:
-        before = policy.rules(kernel)
+        before = policy.rules(pod_kernel)
         rb.step("rule")
-        _kernel(partial(policy.add_source_rule, kernel, ipc.address, table), "failed to add rule")
-        for rule in policy.rules(kernel):
+        _kernel(
+            partial(policy.add_source_rule, pod_kernel, ipc.address, table), "failed to add rule"
+        )
+        for rule in policy.rules(pod_kernel):
             if policy.table_of(rule) == table and rule not in before:
-                rb.push("rule", partial(policy.delete_rule, kernel, rule))
+                rb.push("rule", partial(policy.delete_rule, pod_kernel, rule))
 
 
 def _kernel(action: Callable[[], None], what: str) -> None:
     try:
         action()
     except (NetlinkError, ValueError) as exc:
-        raise CNIError(INTERNAL, f"{what}: {exc}") from None
+        raise InternalError(f"{what}: {exc}") from None
 
 
 PLUGIN = Sbr()

@@ -12,8 +12,7 @@ from typing import Any
 
 from pycni.record import fields, record, replace
 from pycni.skel.base import Request
-from pycni.skel.config import MacArg
-from pycni.spec.args import load_args
+from pycni.skel.mac import ARGS_EVEN_EMPTY, CNI_ARGS, CONFIG, RUNTIME_CONFIG, requested_mac
 from pycni.spec.decode import UINT32_MAX, Bool, FilePath, Int, MapOf, Str, decode, option
 from pycni.spec.errors import InvalidConfig
 
@@ -101,18 +100,18 @@ class TuningArgs:
     txqlen: int | None = option("txQLen", _TXQLEN)
 
 
+# tuning.go loadTuningConf: CNI_ARGS MAC, then runtimeConfig.mac, then args.cni.mac override the
+# config's "mac"; args.cni.mac is a *string, so a given "" wins too.
+MAC_ORDER = (ARGS_EVEN_EMPTY, RUNTIME_CONFIG, CNI_ARGS, CONFIG)
+
+
 def parse(req: Request) -> TuningConf:
     """The effective settings: config, then CNI_ARGS MAC, runtimeConfig.mac, then args.cni."""
     conf = decode(TuningConf, req.config)
-    mac = (
-        decode(MacArg, req.runtime_config, "runtimeConfig").mac
-        or load_args(req.args, known=["MAC"]).get("MAC", "")
-        or conf.mac
-    )
     args = decode(TuningArgs, req.cni_args, "args.cni")
     given = {f.name: v for f in fields(TuningArgs) if (v := getattr(args, f.name)) is not None}
     given["sysctl"] = {**conf.sysctl, **given.get("sysctl", {})}
-    given["mac"] = given.get("mac", mac)
+    given["mac"] = requested_mac(req, MAC_ORDER, conf.mac)
     if given["mac"]:
         given["mac"] = normalize_mac(given["mac"])
     data_dir = conf.data_dir or req.env.get(DATA_DIR_ENV, "") or DEFAULT_DATA_DIR

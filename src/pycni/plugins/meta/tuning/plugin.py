@@ -32,7 +32,7 @@ from pycni.plugins.meta.tuning.conf import (
 )
 from pycni.skel.base import Plugin, Request
 from pycni.skel.rollback import Rollback
-from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig
+from pycni.spec.errors import CNIError, InternalError, InvalidConfig
 from pycni.spec.result import Result
 
 # errnos with which the kernel refuses a link attribute's value (not the link, not the call)
@@ -49,10 +49,10 @@ class Tuning(Plugin):
         if prev is None:
             raise InvalidConfig("Required prevResult missing")
         path = backup_path(conf.data_dir, req.container_id, req.ifname)
-        with req.open_netns() as ns, req.host.pod(ns) as kernel, Rollback(req.env) as rb:
-            index = self._link_index(kernel, req.ifname) if conf.changes_link() else 0
-            sysctl = req.host.sysctl(kernel)
-            saved = self._snapshot(kernel, sysctl, index, conf, paths)
+        with req.open_netns() as ns, req.host.pod(ns) as pod_kernel, Rollback(req.env) as rb:
+            index = self._link_index(pod_kernel, req.ifname) if conf.changes_link() else 0
+            sysctl = req.host.sysctl(pod_kernel)
+            saved = self._snapshot(pod_kernel, sysctl, index, conf, paths)
             if not saved.is_empty():
                 rb.step("backup")
                 older = backups.load(path)
@@ -64,7 +64,7 @@ class Tuning(Plugin):
                 old = saved.sysctl[proc_path]
                 _write_sysctl(sysctl, key, proc_path, conf.sysctl[key])
                 rb.push("sysctl", functools.partial(sysctl.write, proc_path, old))
-            self._apply_link(kernel, index, conf, saved, rb)
+            self._apply_link(pod_kernel, index, conf, saved, rb)
         if conf.mac:
             for intf in prev.interfaces:
                 if intf.name == req.ifname:
@@ -78,8 +78,8 @@ class Tuning(Plugin):
             backups.remove(path)  # the pod is gone: nothing left to restore
             return
         try:
-            with req.open_netns() as ns, req.host.pod(ns) as kernel:
-                errors = _restore(kernel, req.host.sysctl(kernel), req.ifname, path)
+            with req.open_netns() as ns, req.host.pod(ns) as pod_kernel:
+                errors = _restore(pod_kernel, req.host.sysctl(pod_kernel), req.ifname, path)
         except NetNSNotFound:
             backups.remove(path)
             return
@@ -96,26 +96,23 @@ class Tuning(Plugin):
         paths = self._sysctl_paths(req, conf)
         if req.prev_result() is None:
             raise InvalidConfig("Required prevResult missing")
-        with req.open_netns() as ns, req.host.pod(ns) as kernel:
-            sysctl = req.host.sysctl(kernel)
+        with req.open_netns() as ns, req.host.pod(ns) as pod_kernel:
+            sysctl = req.host.sysctl(pod_kernel)
             for key, proc_path in paths.items():
                 try:
                     current = sysctl.read(proc_path)
                 except OSError as exc:
-                    raise CNIError(
-                        INTERNAL, f"failed to read sysctl {key}: {exc.strerror}"
-                    ) from None
+                    raise InternalError(f"failed to read sysctl {key}: {exc.strerror}") from None
                 if current.split() != conf.sysctl[key].split():
-                    raise CNIError(
-                        INTERNAL,
+                    raise InternalError(
                         f"Error: Tuning configured value of /proc/sys/{proc_path} is "
                         f"{conf.sysctl[key]}, current value is {current}",
                     )
             try:
-                index = index_of(kernel, req.ifname)
+                index = index_of(pod_kernel, req.ifname)
             except LinkNotFound:
-                raise CNIError(INTERNAL, f"Cannot find container link {req.ifname}") from None
-            _check_link(link_attrs.read(kernel, index), conf, req.ifname)
+                raise InternalError(f"Cannot find container link {req.ifname}") from None
+            _check_link(link_attrs.read(pod_kernel, index), conf, req.ifname)
 
     # -- steps ---------------------------------------------------------------------------------
 
@@ -133,15 +130,15 @@ class Tuning(Plugin):
         return {key: sysctl_path(key, req.ifname) for key in conf.sysctl}
 
     @staticmethod
-    def _link_index(kernel: Kernel, ifname: str) -> int:
+    def _link_index(pod_kernel: Kernel, ifname: str) -> int:
         try:
-            return index_of(kernel, ifname)
+            return index_of(pod_kernel, ifname)
         except LinkNotFound:
-            raise CNIError(INTERNAL, f'failed to get "{ifname}": Link not found') from None
+            raise InternalError(f'failed to get "{ifname}": Link not found') from None
 
     @staticmethod
     def _snapshot(
-        kernel: Kernel, sysctl: Sysctl, index: int, conf: TuningConf, paths: dict[str, str]
+        pod_kernel: Kernel, sysctl: Sysctl, index: int, conf: TuningConf, paths: dict[str, str]
     ) -> Backup:
         """The current values of everything the config will change."""
         saved = Backup()
@@ -151,10 +148,10 @@ class Tuning(Plugin):
             except FileNotFoundError:
                 raise InvalidConfig(f'sysctl "{key}" does not exist in the pod namespace') from None
             except OSError as exc:
-                raise CNIError(INTERNAL, f"failed to read sysctl {key}: {exc.strerror}") from None
+                raise InternalError(f"failed to read sysctl {key}: {exc.strerror}") from None
         if not conf.changes_link():
             return saved
-        now = link_attrs.read(kernel, index)
+        now = link_attrs.read(pod_kernel, index)
         if conf.mac:
             saved.mac = now.mac
         if conf.promisc:
@@ -171,10 +168,10 @@ class Tuning(Plugin):
 
     @staticmethod
     def _apply_link(
-        kernel: Kernel, index: int, conf: TuningConf, saved: Backup, rb: Rollback
+        pod_kernel: Kernel, index: int, conf: TuningConf, saved: Backup, rb: Rollback
     ) -> None:
         """mac, promisc, mtu, allmulti, txqlen, alias: each undone if a later one fails."""
-        for name, value, apply, undo in _link_steps(kernel, index, conf, saved):
+        for name, value, apply, undo in _link_steps(pod_kernel, index, conf, saved):
             rb.step(name)
             try:
                 apply()
@@ -186,7 +183,7 @@ class Tuning(Plugin):
                         f"invalid config: {name} {value!r} refused by the kernel for the "
                         f"interface: {os.strerror(code)}"
                     ) from None
-                raise CNIError(INTERNAL, f"failed to set {name} of the interface: {exc}") from None
+                raise InternalError(f"failed to set {name} of the interface: {exc}") from None
             rb.push(name, undo)
 
 
@@ -194,10 +191,10 @@ Action = Callable[[], None]
 
 
 def _link_steps(
-    kernel: Kernel, index: int, conf: TuningConf, saved: Backup
+    pod_kernel: Kernel, index: int, conf: TuningConf, saved: Backup
 ) -> list[tuple[str, object, Action, Action]]:
     """(name, new value, set it, put the saved value back) for each link change asked."""
-    k, i = kernel, index
+    k, i = pod_kernel, index
     steps: list[tuple[str, object, Action, Action]] = []
     if conf.mac:
         mac, old_mac = conf.mac, saved.mac
@@ -266,22 +263,20 @@ def _write_sysctl(sysctl: Sysctl, key: str, proc_path: str, value: str) -> None:
     try:
         sysctl.write(proc_path, value)
     except OSError as exc:
-        raise CNIError(
-            INTERNAL, f'failed to set sysctl "{key}" to "{value}": {exc.strerror}'
-        ) from None
+        raise InternalError(f'failed to set sysctl "{key}" to "{value}": {exc.strerror}') from None
 
 
-def _restore(kernel: Kernel, sysctl: Sysctl, ifname: str, path: str) -> list[str]:
+def _restore(pod_kernel: Kernel, sysctl: Sysctl, ifname: str, path: str) -> list[str]:
     """Put back what the backup file holds, in the reference's order; returns the failures."""
     saved = backups.load(path)
     if saved is None:
         return []
     errors: list[str] = []
     try:
-        index = index_of(kernel, ifname)
+        index = index_of(pod_kernel, ifname)
     except LinkNotFound:
         return []  # the interface is gone with everything set on it
-    k, i = kernel, index
+    k, i = pod_kernel, index
     steps: list[tuple[str, Action]] = []
     if saved.mtu:
         mtu = saved.mtu
@@ -317,35 +312,32 @@ def _restore(kernel: Kernel, sysctl: Sysctl, ifname: str, path: str) -> list[str
 
 
 def _check_link(now: link_attrs.LinkAttrs, conf: TuningConf, ifname: str) -> None:
-    def fail(msg: str) -> CNIError:
-        return CNIError(INTERNAL, msg)
-
     if conf.mac and conf.mac != now.mac:
-        raise fail(
+        raise InternalError(
             f"Error: Tuning configured Ethernet of {ifname} is {conf.mac}, "
             f"current value is {now.mac}"
         )
     if conf.promisc != now.promisc:
-        raise fail(
+        raise InternalError(
             f"Error: Tuning link {ifname} configured promisc is {str(conf.promisc).lower()}, "
             f"current value is {int(now.promisc)}"
         )
     if conf.mtu and conf.mtu != now.mtu:
-        raise fail(
+        raise InternalError(
             f"Error: Tuning configured MTU of {ifname} is {conf.mtu}, current value is {now.mtu}"
         )
     if conf.allmulti is not None and conf.allmulti != now.allmulti:
-        raise fail(
+        raise InternalError(
             f"Error: Tuning configured all-multicast mode of {ifname} is "
             f"{str(conf.allmulti).lower()}, current value is {str(now.allmulti).lower()}"
         )
     if conf.txqlen is not None and conf.txqlen != now.txqlen:
-        raise fail(
+        raise InternalError(
             f"Error: Tuning configured transmit queue length of {ifname} is {conf.txqlen}, "
             f"current value is {now.txqlen}"
         )
     if conf.alias is not None and conf.alias != now.alias:
-        raise fail(
+        raise InternalError(
             f"Error: Tuning configured alias of {ifname} is {conf.alias!r}, "
             f"current value is {now.alias!r}"
         )

@@ -19,7 +19,7 @@ from pycni.skel.base import Plugin, Request
 from pycni.skel.rollback import Rollback
 from pycni.spec import version
 from pycni.spec.decode import UINT32_MAX, IfName, Int, decode, option
-from pycni.spec.errors import INTERNAL, CNIError, InvalidConfig
+from pycni.spec.errors import InternalError, InvalidConfig
 from pycni.spec.result import Result
 
 
@@ -38,13 +38,9 @@ def load_conf(req: Request) -> VrfKeys:
     return keys
 
 
-def _internal(msg: str) -> CNIError:
-    return CNIError(INTERNAL, msg)
-
-
-def _find(kernel: Kernel, name: str) -> Link | None:
+def _find(pod_kernel: Kernel, name: str) -> Link | None:
     try:
-        return vrf.find(kernel, name)
+        return vrf.find(pod_kernel, name)
     except vrf.VrfError:
         raise InvalidConfig(
             f"vrfname {name} names a link of the pod that is not a VRF (Netlink {name} is not "
@@ -52,9 +48,9 @@ def _find(kernel: Kernel, name: str) -> Link | None:
         ) from None
 
 
-def _delete_link(kernel: Kernel, index: int) -> None:
+def _delete_link(pod_kernel: Kernel, index: int) -> None:
     with contextlib.suppress(NetlinkError):
-        kernel.delete_link(index)
+        pod_kernel.delete_link(index)
 
 
 class Vrf(Plugin):
@@ -69,30 +65,30 @@ class Vrf(Plugin):
         with (
             req.open_netns() as pod,
             req.host.locked(pod),  # one run at a time per pod
-            req.host.pod(pod) as kernel,
+            req.host.pod(pod) as pod_kernel,
             Rollback(req.env) as rb,
         ):
-            found = _find(kernel, conf.vrfname)
+            found = _find(pod_kernel, conf.vrfname)
             if found is not None and conf.table and found.vrf_table != conf.table:
-                raise _internal(
+                raise InternalError(
                     f"cmdAdd failed: VRF {conf.vrfname} already exist with different routing "
                     f"table {found.vrf_table}"
                 )
             try:
                 if found is None:
                     rb.step("create")
-                    found = vrf.create(kernel, conf.vrfname, conf.table)
-                    rb.push("create", partial(_delete_link, kernel, found.index))
-                link = kernel.find_link(req.ifname)
+                    found = vrf.create(pod_kernel, conf.vrfname, conf.table)
+                    rb.push("create", partial(_delete_link, pod_kernel, found.index))
+                link = pod_kernel.find_link(req.ifname)
                 if link is None:
                     raise vrf.VrfError(f"could not get link by name {req.ifname}")
-                vrf.check_free(kernel, link)  # before an undo that would clear its master
+                vrf.check_free(pod_kernel, link)  # before an undo that would clear its master
                 rb.step("enslave")
-                saved = vrf.movable_routes(kernel, link.index)
-                rb.push("enslave", partial(vrf.release, kernel, link, saved))
-                vrf.enslave(kernel, found, link)
+                saved = vrf.movable_routes(pod_kernel, link.index)
+                rb.push("enslave", partial(vrf.release, pod_kernel, link, saved))
+                vrf.enslave(pod_kernel, found, link)
             except vrf.VrfError as exc:
-                raise _internal(f"cmdAdd failed: {exc}") from None
+                raise InternalError(f"cmdAdd failed: {exc}") from None
         return prev
 
     def delete(self, req: Request) -> None:
@@ -103,29 +99,29 @@ class Vrf(Plugin):
             pod = req.open_netns()
         except NetNSNotFound:
             return
-        with pod, req.host.locked(pod), req.host.pod(pod) as kernel:
-            found = _find(kernel, conf.vrfname)
+        with pod, req.host.locked(pod), req.host.pod(pod) as pod_kernel:
+            found = _find(pod_kernel, conf.vrfname)
             if found is None:
                 return
-            link = kernel.find_link(req.ifname)
+            link = pod_kernel.find_link(req.ifname)
             try:
                 if link is not None and link.master == found.index:
-                    vrf.leave(kernel, found, link)
-                if not vrf.members(kernel, found):
-                    kernel.delete_link(found.index)
+                    vrf.leave(pod_kernel, found, link)
+                if not vrf.members(pod_kernel, found):
+                    pod_kernel.delete_link(found.index)
             except NetlinkError as exc:
-                raise _internal(f"cmdDel failed: {exc}") from None
+                raise InternalError(f"cmdDel failed: {exc}") from None
 
     def check(self, req: Request) -> None:
         conf = load_conf(req)
         if req.prev_result() is None:
             raise InvalidConfig("missing prevResult from earlier plugin")
-        with req.open_netns() as pod, req.host.pod(pod) as kernel:
-            found = _find(kernel, conf.vrfname)
+        with req.open_netns() as pod, req.host.pod(pod) as pod_kernel:
+            found = _find(pod_kernel, conf.vrfname)
             if found is None:
-                raise _internal("Link not found")
-            if not any(link.name == req.ifname for link in vrf.members(kernel, found)):
-                raise _internal(f"failed to find {req.ifname} associated to vrf {conf.vrfname}")
+                raise InternalError("Link not found")
+            if not any(link.name == req.ifname for link in vrf.members(pod_kernel, found)):
+                raise InternalError(f"failed to find {req.ifname} associated to vrf {conf.vrfname}")
 
 
 PLUGIN = Vrf()

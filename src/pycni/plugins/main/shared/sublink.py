@@ -14,9 +14,10 @@ from contextlib import AbstractContextManager
 from pycni.net.link import LinkNotFound, get
 from pycni.net.netlink.kernel import Kernel, Link, NetlinkError
 from pycni.net.ns import NetNS
-from pycni.plugins.main._attach import delete_in_pod, internal
+from pycni.plugins.main.shared.pod_link import delete_in_pod
 from pycni.skel.base import Request
 from pycni.skel.rollback import Rollback
+from pycni.spec.errors import InternalError
 from pycni.spec.result import Interface
 
 
@@ -37,32 +38,32 @@ def add_in_pod(
     its temporary name; it is then renamed to CNI_IFNAME. (index, MAC) in the pod."""
     with master_kernel(req, pod, in_pod) as kernel:
         tmp = create(kernel)
-    with req.host.pod(pod) as kernel:
-        index = get(kernel, tmp).index
+    with req.host.pod(pod) as pod_kernel:
+        index = get(pod_kernel, tmp).index
         rb.push("create", lambda: delete_in_pod(req, pod, index))
         rb.step("rename")
         try:
-            kernel.set_link(index, name=req.ifname)
+            pod_kernel.set_link(index, name=req.ifname)
         except NetlinkError as exc:
-            raise internal(f'failed to rename {what} to "{req.ifname}": {exc}') from None
-        return index, kernel.link(index).mac
+            raise InternalError(f'failed to rename {what} to "{req.ifname}": {exc}') from None
+        return index, pod_kernel.link(index).mac
 
 
-def prev_link(kernel: Kernel, intf: Interface, missing: str, prefix: str = "") -> Link:
+def prev_link(pod_kernel: Kernel, intf: Interface, missing: str, prefix: str = "") -> Link:
     """CHECK: the pod link of prevResult's interface (``missing``: the error without a name;
     ``prefix``: what the reference puts before its messages)."""
     if not intf.name:
-        raise internal(missing)
+        raise InternalError(missing)
     try:
-        return get(kernel, intf.name)
+        return get(pod_kernel, intf.name)
     except LinkNotFound:
-        raise internal(
+        raise InternalError(
             f"{prefix}Container Interface name in prevResult: {intf.name} not found"
         ) from None
 
 
 def check_mac(intf: Interface, found: Link, prefix: str = "") -> None:
     if intf.mac and intf.mac != found.mac:
-        raise internal(
+        raise InternalError(
             f"{prefix}Interface {intf.name} Mac {intf.mac} doesn't match container Mac: {found.mac}"
         )
