@@ -1,11 +1,10 @@
 """dnsname's verbs (plugins/meta/dnsname/plugin.py) on the fake host: no root, no netns.
 
 The node's bridge and its addresses are the fake host's node Kernel; the network's files are
-written for real, under a temporary XDG_RUNTIME_DIR. Two things are stood in for, each by a
-small stateful fake: dnsmasq, because starting it binds port 53 on the bridge's address (root,
+written for real, under a temporary XDG_RUNTIME_DIR. dnsmasq is stood in for by a small
+stateful fake, because starting it binds port 53 on the bridge's address (root,
 and a bridge that exists only in the fake; tests/integration/test_dnsname.py runs the real
-one), and the iptables INPUT chain the DNS accept rule goes to (this machine's own filter
-table otherwise; the rule's text is iptables_save/restore's, kept as written here).
+one). The DNS accept rule goes to the node's filter table, the fake host's FakeIptables.
 """
 
 from __future__ import annotations
@@ -17,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from pycni.net.netfilter import iptables
 from pycni.plugins.meta.dnsname import dnsmasq
 from pycni.plugins.meta.dnsname.files import NetworkFiles
 from pycni.skel.fake_host import FakeHost
+from tests.iptables_logic import iptables_of
 from tests.plugin_logic import POD, call, picture, recording_steps, with_prev
 
 PREV = {
@@ -56,29 +55,14 @@ class Dnsmasq:
 
 
 class InputChain:
-    """The filter table's INPUT chain as iptables-save and iptables-restore see it."""
+    """The node's filter INPUT chain, as the fake host's FakeIptables holds it."""
 
-    def __init__(self) -> None:
-        self.rules: list[str] = []
+    def __init__(self, host: FakeHost) -> None:
+        self.host = host
 
-    def save(self, table: str, family: int = 4, variant: str | None = None) -> Any:
-        assert (table, family) == ("filter", 4)
-        text = "\n".join(["*filter", ":INPUT ACCEPT [0:0]", *self.rules, "COMMIT", ""])
-        return iptables.parse_save(text, table)
-
-    def restore(self, script: str, family: int = 4, variant: str | None = None) -> None:
-        lines = script.splitlines()
-        assert lines[0] == "*filter" and lines[-1] == "COMMIT", script
-        for line in lines[1:-1]:
-            op, chain, *args = line.split(" ")
-            assert chain == "INPUT", line
-            if op == "-I":
-                assert args[0] == "1", line
-                self.rules.insert(0, " ".join(["-A", chain, *args[1:]]))
-            elif op == "-D":
-                self.rules.remove(" ".join(["-A", chain, *args]))  # iptables: no such rule
-            else:
-                raise AssertionError(line)
+    @property
+    def rules(self) -> list[str]:
+        return iptables_of(self.host).save("filter").rules_of("INPUT")
 
 
 @pytest.fixture
@@ -91,11 +75,8 @@ def daemon(monkeypatch: pytest.MonkeyPatch) -> Dnsmasq:
 
 
 @pytest.fixture
-def chain(monkeypatch: pytest.MonkeyPatch) -> InputChain:
-    fake = InputChain()
-    monkeypatch.setattr(iptables, "save", fake.save)
-    monkeypatch.setattr(iptables, "restore", fake.restore)
-    return fake
+def chain(host: FakeHost) -> InputChain:
+    return InputChain(host)
 
 
 @pytest.fixture

@@ -105,6 +105,7 @@ def find_leaks(state: NodeState, *, grace: float, now: float) -> list[Leak]:
 
 def remove(state: NodeState, leak: Leak) -> None:
     """Stop the leaked dnsmasq and remove its directory, as the plugin's last DEL would."""
+    from pycni.net.netfilter.iptables_seam import THREAD_IPTABLES  # this node's, as the DEL's
     from pycni.plugins.meta.dnsname import files
     from pycni.plugins.meta.dnsname.plugin import teardown
 
@@ -119,4 +120,4 @@ def remove(state: NodeState, leak: Leak) -> None:
         now = [" ".join(line.split()) for line in files.read_lines(net.hosts) if line.split()]
         if now != seen.hosts:
             raise RuntimeError("its hosts file changed since it was inspected; left alone")
-        teardown(net)
+        teardown(THREAD_IPTABLES, net)

@@ -100,6 +100,7 @@ def _plugin_requests(info: Any) -> Iterator[tuple[str, Any]]:
 def _portmap(req: Any, dry_run: bool) -> str | None:
     """Re-write one attachment's portmap state in the reference's layout; None when pycni
     holds none of it in its own layout."""
+    from pycni.net.netfilter.seam import THREAD as nf  # this thread's namespace: the node's
     from pycni.plugins.meta.portmap import iptables_backend, nft_backend, reference_state
     from pycni.plugins.meta.portmap.config import NFTABLES, parse
     from pycni.spec.errors import CNIError, InvalidConfig
@@ -108,11 +109,11 @@ def _portmap(req: Any, dry_run: bool) -> str | None:
     if cfg.backend != NFTABLES or not cfg.mappings or not cfg.container_ips:
         return None  # pycni's iptables backend writes the reference's chains already
     try:
-        nft_backend.BACKEND.check(cfg)
+        nft_backend.BACKEND.check(nf, cfg)
     except CNIError:
         return None
     explicit = req.config.get("backend") == NFTABLES
-    to_nft = explicit or cfg.has_conditions or not iptables_backend.usable(None)
+    to_nft = explicit or cfg.has_conditions or not iptables_backend.usable(nf.iptables, None)
     if to_nft and cfg.has_conditions:
         raise InvalidConfig(
             "conditionsV4/conditionsV6 on the nftables backend: the reference puts them in "
@@ -123,8 +124,8 @@ def _portmap(req: Any, dry_run: bool) -> str | None:
         if to_nft:
             reference_state.install_nft(cfg)
         else:
-            iptables_backend.add(cfg)
-        nft_backend.BACKEND.delete(cfg)
+            iptables_backend.add(nf.iptables, cfg)
+        nft_backend.BACKEND.delete(nf, cfg)
     return f"nftables maps -> reference {target}"
 
 
@@ -134,6 +135,7 @@ def _ipmasq(req: Any, dry_run: bool) -> str | None:
     from pycni.net.netfilter import nftnl
     from pycni.net.netfilter.ipmasq import TABLE, comment_for_instance, iptables_backend
     from pycni.net.netfilter.ipmasq import nft_backend as masq_nft
+    from pycni.net.netfilter.iptables_seam import THREAD_IPTABLES
     from pycni.spec.result import IPInterface
 
     if req.config.get("ipMasq") is not True:
@@ -163,7 +165,7 @@ def _ipmasq(req: Any, dry_run: bool) -> str | None:
 
             nft.apply(masq_nft.nft_setup_script(ipns, req.name, req.ifname, req.container_id, []))
         else:
-            iptables_backend.setup(ipns, req.name, req.container_id)
+            iptables_backend.setup(THREAD_IPTABLES, ipns, req.name, req.container_id)
             masq_nft.teardown(req.name, req.ifname, req.container_id, ipns)
     return "nftables set elements -> reference " + (
         "masq_checks rule" if to_nft else "iptables CNI chain"

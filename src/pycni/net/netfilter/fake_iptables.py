@@ -42,7 +42,7 @@ TOP = frozenset({"-s", "-d", "-i", "-o", "-p", "-m", "-j", "-g"})  # a rule's pa
 ORDER = ("-s", "-d", "-i", "-o", "-p")  # how iptables-save orders the fixed parts
 
 
-class _Refused(Exception):
+class _Refused(IptablesError):
     """One line the real tool would refuse: the message, and the exit status ``iptables``
     gives (4 when the kernel refuses a chain in use, 1 otherwise)."""
 
@@ -225,13 +225,17 @@ class FakeIptables:
 
     ``variants`` are the installed variants (``available`` answers for them, the others
     fail as a missing binary does); ``default`` is the system's alternative (variant None,
-    and ``command``). ``restores`` records every script applied, with family and variant."""
+    and ``command``). ``restores`` records every script applied, with family and variant;
+    ``failures`` are the outcomes of the next restores, in turn (an IptablesError to raise
+    before the script is read, as when the tool is killed or loses the xtables lock; None:
+    applied)."""
 
     def __init__(self, variants: Sequence[str] = ("legacy", "nft"), default: str = "nft") -> None:
         self.variants = set(variants)
         self.default = default
         self.tables: dict[tuple[str, int, str], _Table] = {}
         self.restores: list[tuple[str, int, str]] = []
+        self.failures: list[IptablesError | None] = []
 
     # ------------------------------------------------------------ the Iptables protocol
 
@@ -254,6 +258,10 @@ class FakeIptables:
     def restore(self, script: str, family: int = 4, variant: str | None = None) -> None:
         chosen = self._variant(variant, "restore", family)
         self.restores.append((script, family, chosen))
+        if self.failures:
+            failure = self.failures.pop(0)
+            if failure is not None:
+                raise failure
         current: _Table | None = None
         for number, raw in enumerate(script.splitlines(), 1):
             line = raw.strip()
@@ -317,11 +325,12 @@ class FakeIptables:
 
     def picture(self) -> dict[str, dict[str, list[str]]]:
         """Every non-empty table as ``"variant ipv<family> table"``: its user chains and the
-        chains holding rules, each with its rules (what a test compares before and after)."""
+        chains holding rules, each with its rules as iptables-save prints them (what a test
+        compares before and after)."""
         out: dict[str, dict[str, list[str]]] = {}
         for (variant, family, name), table in sorted(self.tables.items()):
             chains = {
-                chain: list(rules)
+                chain: [f"-A {chain} {rule}" for rule in rules]
                 for chain, rules in table.chains.items()
                 if rules or not table.builtin(chain)
             }

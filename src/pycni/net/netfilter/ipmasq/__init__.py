@@ -9,7 +9,10 @@ pycni coexist and either can tear down what the other made; each is one module:
   addresses per network and subnet (the layout is in that module's docstring);
 * iptables_backend.py (``ipMasqBackend: "iptables"``): chain ``CNI-<hash>`` in ``nat`` per
   (network, containerID), reached from POSTROUTING by ``-s <ip>``. It runs the iptables
-  binaries, so it is slower; it exists for compatibility.
+  binaries (through the Iptables it is handed), so it is slower; it exists for compatibility.
+
+Every call takes the node's Netfilter (``req.host.netfilter(kernel)``, pycni.net.netfilter.seam):
+a backend never reaches a transport itself.
 
 A backend module is imported when a call first needs it: a bridge or ptp call without
 ``ipMasq`` pays for neither.
@@ -26,6 +29,8 @@ from pycni.spec.result import IPInterface
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Protocol
+
+    from pycni.net.netfilter.seam import Netfilter
 else:
     Protocol = object  # typing is not imported at run time
 
@@ -83,21 +88,25 @@ class Backend(Protocol):
 
     name: str
 
-    def setup(self, ipns: Sequence[IPInterface], network: str, ifname: str, cid: str) -> None:
+    def setup(
+        self, nf: Netfilter, ipns: Sequence[IPInterface], network: str, ifname: str, cid: str
+    ) -> None:
         """Masquerade traffic from ``ipns`` leaving their subnets, tagged with the attachment."""
         ...
 
-    def teardown(self, ipns: Sequence[IPInterface], network: str, ifname: str, cid: str) -> None:
+    def teardown(
+        self, nf: Netfilter, ipns: Sequence[IPInterface], network: str, ifname: str, cid: str
+    ) -> None:
         """Remove what ``setup`` made for the attachment (``ipns`` may be empty: the link is
         gone and its addresses unknown). Raises IPMasqError."""
         ...
 
-    def may_hold(self, network: str, cid: str) -> bool:
+    def may_hold(self, nf: Netfilter, network: str, cid: str) -> bool:
         """Whether this backend may hold something of the attachment, so a DEL under another
         backend cleans it too (a pod set up before the network's backend changed)."""
         ...
 
-    def gc(self, network: str, valid: Iterable[tuple[str, str]]) -> int:
+    def gc(self, nf: Netfilter, network: str, valid: Iterable[tuple[str, str]]) -> int:
         """Remove the network's entries whose (containerID, ifname) is not in ``valid``."""
         ...
 
@@ -125,20 +134,25 @@ def backend(name: str) -> Backend:
 
 
 def teardown(
-    chosen: Backend, ipns: Sequence[IPInterface], network: str, ifname: str, cid: str
+    nf: Netfilter,
+    chosen: Backend,
+    ipns: Sequence[IPInterface],
+    network: str,
+    ifname: str,
+    cid: str,
 ) -> list[str]:
     """Remove the attachment from the chosen backend and from any other that may hold it
     (nftables always, iptables when its chain exists). Returns the errors (not raised)."""
     errors: list[str] = []
     for each in _all():
-        if each is chosen or each.may_hold(network, cid):
+        if each is chosen or each.may_hold(nf, network, cid):
             try:
-                each.teardown(ipns, network, ifname, cid)
+                each.teardown(nf, ipns, network, ifname, cid)
             except IPMasqError as exc:
                 errors.append(str(exc))
     return errors
 
 
-def gc(network: str, valid: Iterable[tuple[str, str]]) -> int:
+def gc(nf: Netfilter, network: str, valid: Iterable[tuple[str, str]]) -> int:
     """Garbage-collect the network in every backend; returns how many entries went."""
-    return sum(each.gc(network, valid) for each in _all())
+    return sum(each.gc(nf, network, valid) for each in _all())

@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from pycni.net.netfilter import nftnl
+    from pycni.net.netfilter.seam import Netfilter
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -412,20 +413,24 @@ class Nftables:
 
     name = "nftables"
 
-    def setup(self, ipns: Sequence[IPInterface], network: str, ifname: str, cid: str) -> None:
+    def setup(
+        self, nf: Netfilter, ipns: Sequence[IPInterface], network: str, ifname: str, cid: str
+    ) -> None:
         setup(ipns, network, ifname, cid)
 
-    def teardown(self, ipns: Sequence[IPInterface], network: str, ifname: str, cid: str) -> None:
+    def teardown(
+        self, nf: Netfilter, ipns: Sequence[IPInterface], network: str, ifname: str, cid: str
+    ) -> None:
         try:
             teardown(network, ifname, cid, ipns)
         except (NftError, OSError) as exc:
             if nft.available():  # no nftables here: nothing of ours can be left in it
                 raise IPMasqError(str(exc)) from None
 
-    def may_hold(self, network: str, cid: str) -> bool:
+    def may_hold(self, nf: Netfilter, network: str, cid: str) -> bool:
         return True  # elements are found by key and comment: always worth a look
 
-    def gc(self, network: str, valid: Iterable[tuple[str, str]]) -> int:
+    def gc(self, nf: Netfilter, network: str, valid: Iterable[tuple[str, str]]) -> int:
         return gc(network, valid)
 
 

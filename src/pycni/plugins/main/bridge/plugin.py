@@ -412,13 +412,15 @@ class Bridge(Plugin):
             except (NftError, OSError) as exc:
                 req.log(f"macspoofchk teardown: {exc}")
         if conf.layer3 and conf.ip_masq:
-            errors += ipmasq.teardown(
-                ipmasq.backend(conf.ip_masq_backend),
-                ipnets,
-                conf.name,
-                req.ifname,
-                req.container_id,
-            )
+            with req.host.node() as node_kernel:
+                errors += ipmasq.teardown(
+                    req.host.netfilter(node_kernel),
+                    ipmasq.backend(conf.ip_masq_backend),
+                    ipnets,
+                    conf.name,
+                    req.ifname,
+                    req.container_id,
+                )
         if errors:
             raise InternalError("; ".join(errors))
 
@@ -520,7 +522,8 @@ class Bridge(Plugin):
             req.delegate(conf.ipam_type, "GC")
         valid = req.valid_attachments() or []
         try:
-            ipmasq.gc(conf.name, valid)
+            with req.host.node() as node_kernel:
+                ipmasq.gc(req.host.netfilter(node_kernel), conf.name, valid)
         except (NftError, OSError) as exc:
             if nft_available():
                 raise InternalError(f"failed to garbage-collect masquerade rules: {exc}") from None

@@ -142,13 +142,15 @@ class Ptp(Plugin):
         if conf.ip_masq:
             # unlike the reference, also when the link was already gone (no IPs known): the
             # nftables rules are found by their comment, so they do not leak
-            errors = ipmasq.teardown(
-                ipmasq.backend(conf.ip_masq_backend),
-                ipnets,
-                conf.name,
-                req.ifname,
-                req.container_id,
-            )
+            with req.host.node() as node_kernel:
+                errors = ipmasq.teardown(
+                    req.host.netfilter(node_kernel),
+                    ipmasq.backend(conf.ip_masq_backend),
+                    ipnets,
+                    conf.name,
+                    req.ifname,
+                    req.container_id,
+                )
             if errors:
                 raise InternalError("; ".join(errors))
 
@@ -188,8 +190,8 @@ class Ptp(Plugin):
         conf = load_conf(req)
         req.delegate(conf.ipam_type, "GC")
         if conf.ip_masq:
-            with contextlib.suppress(NftError, OSError):
-                ipmasq.gc(conf.name, req.valid_attachments() or [])
+            with contextlib.suppress(NftError, OSError), req.host.node() as node_kernel:
+                ipmasq.gc(req.host.netfilter(node_kernel), conf.name, req.valid_attachments() or [])
 
     def status(self, req: Request) -> None:
         conf = load_conf(req)

@@ -17,8 +17,15 @@ def masquerade(rb: Rollback, backend: str, result: Result, network: str, req: Re
     ipns = [ipc.address for ipc in result.ips]
     ifname, cid = req.ifname, req.container_id
     masq = ipmasq.backend(backend)
-    rb.push("ipmasq", lambda: ipmasq.teardown(masq, ipns, network, ifname, cid))
+
+    def undo() -> list[str]:
+        with req.host.node() as node_kernel:
+            nf = req.host.netfilter(node_kernel)
+            return ipmasq.teardown(nf, masq, ipns, network, ifname, cid)
+
+    rb.push("ipmasq", undo)
     try:
-        masq.setup(ipns, network, ifname, cid)
+        with req.host.node() as node_kernel:
+            masq.setup(req.host.netfilter(node_kernel), ipns, network, ifname, cid)
     except (ipmasq.IPMasqError, NftError) as exc:
         raise InternalError(f"failed to set up IP masquerading: {exc}") from None

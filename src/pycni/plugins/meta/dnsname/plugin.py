@@ -26,6 +26,10 @@ from pycni.spec.errors import (
 )
 from pycni.spec.result import Result
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pycni.net.netfilter.iptables_seam import Iptables
+
 
 def _require_dnsmasq() -> None:
     if dnsmasq.binary() is None:
@@ -42,8 +46,9 @@ def _nameservers(req: Request, bridge: str) -> list[str]:
         return [str(a.ip) for a in addresses(node_kernel, index) if is_global_unicast(a.ip)]
 
 
-def teardown(net: NetworkFiles, log: list[str] | None = None) -> None:
-    """Stop the network's dnsmasq, drop its firewall rule and remove its files (lock held)."""
+def teardown(ipt: Iptables, net: NetworkFiles, log: list[str] | None = None) -> None:
+    """Stop the network's dnsmasq, drop its firewall rule (from the node's ``ipt``) and remove
+    its files (lock held)."""
     try:
         interface = files.conf_interface(net.conf.read_text())
     except OSError:
@@ -51,7 +56,7 @@ def teardown(net: NetworkFiles, log: list[str] | None = None) -> None:
     dnsmasq.stop(net)
     if interface is not None:
         try:
-            firewall.remove(names.interface_name(interface, "interface"))
+            firewall.remove(ipt, names.interface_name(interface, "interface"))
         except Exception as exc:  # the reference never removes it; not worth failing DEL for
             if log is not None:
                 log.append(f"dnsname: could not remove the DNS accept rule for {interface}: {exc}")
@@ -59,6 +64,7 @@ def teardown(net: NetworkFiles, log: list[str] | None = None) -> None:
 
 
 def _publish(
+    ipt: Iptables,
     net: NetworkFiles,
     rb: Rollback,
     own: files.Entry | None,
@@ -76,7 +82,7 @@ def _publish(
     def undo() -> None:
         files.write_lines(net.hosts, before)
         if not files.names_in(before):
-            teardown(net)
+            teardown(ipt, net)
         elif dnsmasq.running_pid(net) is not None:
             dnsmasq.reload(net)
 
@@ -125,15 +131,20 @@ class Dnsname(Plugin):
         servers = _nameservers(req, bridge)
         net = _network(req, cfg.network, create=True)
         entry = files.Entry(name, tuple(ips))
-        with files.locked(net, create=True), Rollback(req.env) as rb:
+        with (
+            req.host.node() as node_kernel,
+            files.locked(net, create=True),
+            Rollback(req.env) as rb,
+        ):
+            ipt = req.host.netfilter(node_kernel).iptables
             if not net.conf.exists():
-                rb.push("conf", lambda: teardown(net))
+                rb.push("conf", lambda: teardown(ipt, net))
                 rb.step("conf")
                 files.write_conf(net, files.render_conf(net, cfg.domain, bridge))
                 rb.step("firewall")
-                firewall.ensure(bridge)
+                firewall.ensure(ipt, bridge)
             own, legacy = _recorded(net, req, name)
-            _publish(net, rb, own, entry, cfg.aliases)
+            _publish(ipt, net, rb, own, entry, cfg.aliases)
             rb.step("record")
             files.write_record(net, req.container_id, req.ifname, entry)
             rb.push("record", lambda: files.remove_record(net, req.container_id, req.ifname))
@@ -171,17 +182,19 @@ class Dnsname(Plugin):
             files.prune_records(net)
             return
         log: list[str] = []
-        with files.locked(net, create=False) as held:
+        with req.host.node() as node_kernel, files.locked(net, create=False) as held:
             forget()
             if held and entry is not None:
-                self._unpublish(net, entry, log)
+                self._unpublish(req.host.netfilter(node_kernel).iptables, net, entry, log)
         for line in log:
             req.log(line)
 
-    def _unpublish(self, net: NetworkFiles, entry: files.Entry, log: list[str]) -> None:
+    def _unpublish(
+        self, ipt: Iptables, net: NetworkFiles, entry: files.Entry, log: list[str]
+    ) -> None:
         remaining = files.without_entry(files.read_lines(net.hosts), entry)
         if not remaining:
-            teardown(net, log)
+            teardown(ipt, net, log)
             return
         files.write_lines(net.hosts, remaining)
         dnsmasq.reload(net)
@@ -225,13 +238,13 @@ class Dnsname(Plugin):
             files.remove_network(net)
             return
         log: list[str] = []
-        with files.locked(net, create=False) as held:
+        with req.host.node() as node_kernel, files.locked(net, create=False) as held:
             if held:
-                self._collect(net, valid, log)
+                self._collect(req.host.netfilter(node_kernel).iptables, net, valid, log)
         for line in log:
             req.log(line)
 
-    def _collect(self, net: NetworkFiles, valid: set[str], log: list[str]) -> None:
+    def _collect(self, ipt: Iptables, net: NetworkFiles, valid: set[str], log: list[str]) -> None:
         records = files.all_records(net)
         kept = {entry.name for key, entry in records.items() if key in valid}
         before = files.read_lines(net.hosts)
@@ -243,7 +256,7 @@ class Dnsname(Plugin):
             if entry.ips or entry.name not in kept:  # by name only when no live one has it
                 lines = files.without_entry(lines, entry)
         if not files.names_in(lines):
-            teardown(net, log)
+            teardown(ipt, net, log)
         elif lines != before:
             files.write_lines(net.hosts, lines)
             dnsmasq.reload(net)

@@ -18,6 +18,8 @@ from pycni.skel.rollback import Rollback
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Protocol
+
+    from pycni.net.netfilter.seam import Netfilter
 else:
     Protocol = object  # typing is not imported at run time
 
@@ -61,7 +63,7 @@ class Backend(Protocol):
     unavailable: str  # STATUS's message when the backend cannot be used here
     cleans_others: bool  # DEL runs it whatever backend the config names
 
-    def usable(self) -> bool:
+    def usable(self, nf: Netfilter) -> bool:
         """Whether the backend's tools work on this node."""
         ...
 
@@ -69,19 +71,19 @@ class Backend(Protocol):
         """Refuse (code 7) an ``iptablesAdminChainName`` this backend cannot use."""
         ...
 
-    def add(self, att: Attachment, rb: Rollback) -> None:
+    def add(self, nf: Netfilter, att: Attachment, rb: Rollback) -> None:
         """Allow the attachment's traffic, pushing onto ``rb`` what undoes each step.
         Raises FirewallError."""
         ...
 
-    def delete(self, att: Attachment) -> None:
+    def delete(self, nf: Netfilter, att: Attachment) -> None:
         """Remove the attachment's rules or elements. Raises FirewallError."""
         ...
 
-    def check(self, att: Attachment) -> None:
+    def check(self, nf: Netfilter, att: Attachment) -> None:
         """Raise FirewallError when something of the attachment is missing."""
         ...
 
-    def gc(self, network: str, data_dir: str, valid: list[tuple[str, str]]) -> None:
+    def gc(self, nf: Netfilter, network: str, data_dir: str, valid: list[tuple[str, str]]) -> None:
         """Remove the network's attachments not in ``valid``. Raises FirewallError."""
         ...

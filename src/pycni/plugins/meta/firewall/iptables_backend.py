@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from functools import partial
 
 from pycni.net import tools
-from pycni.net.netfilter import iptables, iptables_script
+from pycni.net.netfilter import iptables_script
 from pycni.plugins.meta.firewall.backend import (
     DEFAULT_ADMIN_CHAIN,
     ISOLATION_PREFIX,
@@ -27,6 +27,11 @@ from pycni.plugins.meta.firewall.backend import (
 from pycni.plugins.meta.firewall.records import Records
 from pycni.record import field, record
 from pycni.skel.rollback import Rollback
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pycni.net.netfilter.iptables_seam import Iptables
+    from pycni.net.netfilter.seam import Netfilter
 
 FORWARD = "FORWARD"
 PRIV_CHAIN = "CNI-FORWARD"
@@ -131,36 +136,36 @@ class _Plan:
                 self.lines.append(iptables_script.delete_line(saved))
 
 
-def _apply(family: int, build: _Builder) -> list[str]:
+def _apply(ipt: Iptables, family: int, build: _Builder) -> list[str]:
     """Read, plan, write; recompute when another writer changed the table meanwhile.
     Returns the lines that undo what was written."""
     last: Exception | None = None
     for _ in range(RETRIES):
         try:
-            plan = _Plan(iptables.save("filter", family), [])
+            plan = _Plan(ipt.save("filter", family), [])
         except iptables_script.IptablesError as exc:
             raise FirewallError(str(exc)) from None
         build(plan)
         if not plan.lines:
             return []
         try:
-            iptables.restore(iptables_script.script("filter", [], plan.lines), family)
+            ipt.restore(iptables_script.script("filter", [], plan.lines), family)
             return plan.undo
         except iptables_script.IptablesError as exc:
             last = exc
     raise FirewallError(str(last))
 
 
-def undo(family: int, undo: list[str], ips: Sequence[IPAddress]) -> None:
+def undo(ipt: Iptables, family: int, undo: list[str], ips: Sequence[IPAddress]) -> None:
     """Roll back one family of a failed ADD: everything it added in one restore, or, when
     that fails because the shared chains are in use by now, only its per-IP rules."""
     try:
         if undo:
-            iptables.restore(iptables_script.script("filter", [], undo), family)
+            ipt.restore(iptables_script.script("filter", [], undo), family)
             return
     except iptables_script.IptablesError:
         pass
-    delete(family, ips)
+    delete(ipt, family, ips)
 
 
 class _Builder:
@@ -207,6 +212,7 @@ class _DelBuilder(_Builder):
 
 
 def add(
+    ipt: Iptables,
     family: int,
     ips: Sequence[IPAddress],
     admin_chain: str = DEFAULT_ADMIN_CHAIN,
@@ -215,18 +221,18 @@ def add(
 ) -> list[str]:
     """Chains, jumps and per-IP rules of one family (and the isolation chains), one restore.
     Returns the lines that undo it (for :func:`undo`)."""
-    return _apply(family, _AddBuilder(ips, admin_chain, bridge, policy))
+    return _apply(ipt, family, _AddBuilder(ips, admin_chain, bridge, policy))
 
 
-def delete(family: int, ips: Sequence[IPAddress]) -> None:
+def delete(ipt: Iptables, family: int, ips: Sequence[IPAddress]) -> None:
     """Remove the per-IP rules (every copy); chains and jumps stay, as in the reference."""
-    _apply(family, _DelBuilder(ips))
+    _apply(ipt, family, _DelBuilder(ips))
 
 
-def check(family: int, ips: Sequence[IPAddress], admin_chain: str) -> None:
+def check(ipt: Iptables, family: int, ips: Sequence[IPAddress], admin_chain: str) -> None:
     """The reference's CHECK: both jumps and every per-IP rule exist."""
     try:
-        saved = iptables.save("filter", family)
+        saved = ipt.save("filter", family)
     except iptables_script.IptablesError as exc:
         raise FirewallError(str(exc)) from None
     expected = [
@@ -250,34 +256,34 @@ class IptablesBackend:
     unavailable = "iptables-restore / ip6tables-restore not found"
     cleans_others = False
 
-    def usable(self) -> bool:
+    def usable(self, nf: Netfilter) -> bool:
         return tools_present()
 
     def check_admin_chain(self, admin: str) -> None:
         return None  # rule_tokens.chain_name (in the plugin's parse) is iptables' own rule
 
-    def add(self, att: Attachment, rb: Rollback) -> None:
+    def add(self, nf: Netfilter, att: Attachment, rb: Rollback) -> None:
         for family, ips in sorted(att.families.items()):
             rb.step(f"iptables{family}")
-            lines = add(family, ips, att.admin_chain, att.bridge, att.policy)
-            rb.push(f"iptables{family}", partial(undo, family, lines, ips))
+            lines = add(nf.iptables, family, ips, att.admin_chain, att.bridge, att.policy)
+            rb.push(f"iptables{family}", partial(undo, nf.iptables, family, lines, ips))
         rb.step("record")
         records = Records(att.data_dir, att.network)
         records.save(att.container_id, att.ifname, list(att.addresses))
         rb.push("record", partial(records.remove, att.container_id, att.ifname))
 
-    def delete(self, att: Attachment) -> None:
+    def delete(self, nf: Netfilter, att: Attachment) -> None:
         for family, ips in sorted(att.families.items()):
             try:
-                delete(family, ips)
+                delete(nf.iptables, family, ips)
             except FirewallError as exc:
                 att.log(f"firewall DEL: {exc}")  # the reference ignores these too
 
-    def check(self, att: Attachment) -> None:
+    def check(self, nf: Netfilter, att: Attachment) -> None:
         for family, ips in sorted(att.families.items()):
-            check(family, ips, att.admin_chain)
+            check(nf.iptables, family, ips, att.admin_chain)
 
-    def gc(self, network: str, data_dir: str, valid: list[tuple[str, str]]) -> None:
+    def gc(self, nf: Netfilter, network: str, data_dir: str, valid: list[tuple[str, str]]) -> None:
         """Remove the per-IP rules of recorded attachments not in ``valid`` (keeping an IP a
         valid attachment still holds), and their records."""
         records = Records(data_dir, network)
@@ -292,7 +298,7 @@ class IptablesBackend:
             for family, ips in records.load(cid, ifname).items():
                 gone = [ip for ip in ips if ip not in kept.get(family, set())]
                 if gone:
-                    delete(family, gone)
+                    delete(nf.iptables, family, gone)
             records.remove(cid, ifname)
 
 

@@ -39,6 +39,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from pycni.net.netfilter.seam import Netfilter
+
 TABLE = "pycni_firewall"
 FAMILY = "inet"
 TABLE_COMMENT = "CNI firewall plugin rules (pycni)"
@@ -293,7 +295,7 @@ class NftablesBackend:
     unavailable = "nftables is not usable here"
     cleans_others = True
 
-    def usable(self) -> bool:
+    def usable(self, nf: Netfilter) -> bool:
         return nft.available()
 
     def check_admin_chain(self, admin: str) -> None:
@@ -304,7 +306,7 @@ class NftablesBackend:
                 "with the nftables backend the name must start with a letter",
             )
 
-    def add(self, att: Attachment, rb: Rollback) -> None:
+    def add(self, nf: Netfilter, att: Attachment, rb: Rollback) -> None:
         rb.step("nftables")
         add(
             att.ips,
@@ -316,13 +318,13 @@ class NftablesBackend:
             att.policy,
         )
 
-    def delete(self, att: Attachment) -> None:
+    def delete(self, nf: Netfilter, att: Attachment) -> None:
         delete(att.network, att.ifname, att.container_id)
 
-    def check(self, att: Attachment) -> None:
+    def check(self, nf: Netfilter, att: Attachment) -> None:
         check(att.ips, att.network, att.ifname, att.container_id)
 
-    def gc(self, network: str, data_dir: str, valid: list[tuple[str, str]]) -> None:
+    def gc(self, nf: Netfilter, network: str, data_dir: str, valid: list[tuple[str, str]]) -> None:
         gc(network, valid)
 
 

@@ -182,9 +182,10 @@ class Firewall(Plugin):
     def add(self, req: Request) -> Result:
         conf, prev = _conf_and_prev(req)
         att = _attachment(req, conf, prev, _bridge_of(prev, conf.ingress_policy))
-        with Rollback(req.env) as rb:
+        with req.host.node() as node_kernel, Rollback(req.env) as rb:
+            nf = req.host.netfilter(node_kernel)
             try:
-                _backend(conf).add(att, rb)
+                _backend(conf).add(nf, att, rb)
             except (FirewallError, nft.NftError, OSError) as exc:
                 raise _fail(exc) from None
         return prev
@@ -197,18 +198,23 @@ class Firewall(Plugin):
             return  # nothing can have been added
         att = _attachment(req, conf, req.prev_result(), "")
         chosen = _backend(conf)
-        for each in (chosen, *[b for b in ALL if b is not chosen and b.cleans_others]):
-            if each.usable():
-                try:
-                    each.delete(att)
-                except FirewallError as exc:
-                    raise _fail(exc) from None
+        with req.host.node() as node_kernel:
+            nf = req.host.netfilter(node_kernel)
+            for each in (chosen, *[b for b in ALL if b is not chosen and b.cleans_others]):
+                if each.usable(nf):
+                    try:
+                        each.delete(nf, att)
+                    except FirewallError as exc:
+                        raise _fail(exc) from None
         Records(conf.data_dir, req.name).remove(req.container_id, req.ifname)
 
     def check(self, req: Request) -> None:
         conf, prev = _conf_and_prev(req)
         try:
-            _backend(conf).check(_attachment(req, conf, prev, ""))
+            with req.host.node() as node_kernel:
+                _backend(conf).check(
+                    req.host.netfilter(node_kernel), _attachment(req, conf, prev, "")
+                )
         except FirewallError as exc:
             raise _fail(exc) from None
 
@@ -216,9 +222,11 @@ class Firewall(Plugin):
         conf = parse(req)
         valid = req.valid_attachments() or []
         try:
-            for each in ALL:
-                if each.usable():
-                    each.gc(req.name, conf.data_dir, valid)
+            with req.host.node() as node_kernel:
+                nf = req.host.netfilter(node_kernel)
+                for each in ALL:
+                    if each.usable(nf):
+                        each.gc(nf, req.name, conf.data_dir, valid)
         except (FirewallError, OSError) as exc:
             raise _fail(exc) from None
 
@@ -227,8 +235,9 @@ class Firewall(Plugin):
         if conf.backend == "firewalld":
             raise PluginNotAvailable('firewall backend "firewalld" is not supported')
         chosen = _backend(conf)
-        if not chosen.usable():
-            raise PluginNotAvailable(chosen.unavailable)
+        with req.host.node() as node_kernel:
+            if not chosen.usable(req.host.netfilter(node_kernel)):
+                raise PluginNotAvailable(chosen.unavailable)
 
 
 PLUGIN = Firewall()

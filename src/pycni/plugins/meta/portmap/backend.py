@@ -10,6 +10,8 @@ from pycni.plugins.meta.portmap.config import PortMapConfig
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Protocol
+
+    from pycni.net.netfilter.seam import Netfilter
 else:
     Protocol = object  # typing is not imported at run time
 
@@ -17,25 +19,27 @@ else:
 class Backend(Protocol):
     name: str
 
-    def add(self, cfg: PortMapConfig, step: Callable[[str], None]) -> Callable[[], object]:
+    def add(
+        self, nf: Netfilter, cfg: PortMapConfig, step: Callable[[str], None]
+    ) -> Callable[[], object]:
         """Install the attachment's mappings (whole or not at all); returns what removes
         them again when a later step of the ADD fails."""
         ...
 
-    def delete(self, cfg: PortMapConfig) -> bool:
+    def delete(self, nf: Netfilter, cfg: PortMapConfig) -> bool:
         """Remove the attachment's mappings (by network, container ID and ifname); False
         when there were none."""
         ...
 
-    def check(self, cfg: PortMapConfig) -> None:
+    def check(self, nf: Netfilter, cfg: PortMapConfig) -> None:
         """Raise a CNIError when the attachment's mappings are not in place."""
         ...
 
-    def gc(self, cfg: PortMapConfig, valid: list[tuple[str, str]]) -> list[str]:
+    def gc(self, nf: Netfilter, cfg: PortMapConfig, valid: list[tuple[str, str]]) -> list[str]:
         """Remove the network's attachments not in ``valid`` ((container ID, ifname) pairs);
         returns what was removed."""
         ...
 
-    def usable(self, cfg: PortMapConfig) -> bool:
+    def usable(self, nf: Netfilter, cfg: PortMapConfig) -> bool:
         """Whether the backend can be used on this node (STATUS)."""
         ...

@@ -21,11 +21,16 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 
-from pycni.net.netfilter import iptables, iptables_script, rule_matches, rule_tokens
+from pycni.net.netfilter import iptables_script, rule_matches, rule_tokens
 from pycni.net.netfilter.chain_names import format_comment, must_format_chain_name_with_prefix
 from pycni.net.netfilter.iptables_script import IptablesError, SavedTable
 from pycni.plugins.meta.portmap.config import IPTABLES, IPInterface, PortMapConfig, PortMapping
 from pycni.spec.errors import CNIError, InternalError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pycni.net.netfilter.iptables_seam import Iptables
+    from pycni.net.netfilter.seam import Netfilter
 
 TABLE = "nat"
 DNAT_CHAIN = "CNI-HOSTPORT-DNAT"
@@ -202,7 +207,9 @@ def scaffold_undo(cfg: PortMapConfig, saved: SavedTable) -> list[str]:
     return jumps + chains
 
 
-def add(cfg: PortMapConfig, step: Callable[[str], None] = lambda name: None) -> Callable[[], None]:
+def add(
+    ipt: Iptables, cfg: PortMapConfig, step: Callable[[str], None] = lambda name: None
+) -> Callable[[], None]:
     """One restore per family; when a later family (or ``step``) fails, the families done so
     far lose this attachment's chain and the scaffolding this ADD created. Returns what does
     the same when a later step of the ADD fails."""
@@ -210,7 +217,7 @@ def add(cfg: PortMapConfig, step: Callable[[str], None] = lambda name: None) -> 
     try:
         for family in _families(cfg):
             step(f"iptables{family}")
-            saved = iptables.save(TABLE, family, cfg.iptables_variant)
+            saved = ipt.save(TABLE, family, cfg.iptables_variant)
             external = cfg.external_mark_chain
             if cfg.snat and external and external not in saved.chains:
                 raise rule_tokens.refuse(
@@ -219,42 +226,38 @@ def add(cfg: PortMapConfig, step: Callable[[str], None] = lambda name: None) -> 
                     "create it first (e.g. KUBE-MARK-MASQ) or leave the field out",
                 )
             undo = scaffold_undo(cfg, saved)
-            iptables.restore(add_script(cfg, family, saved), family, cfg.iptables_variant)
+            ipt.restore(add_script(cfg, family, saved), family, cfg.iptables_variant)
             done.append((family, undo))
-        return lambda: _undo(cfg, done)
+        return lambda: _undo(ipt, cfg, done)
     except IptablesError as exc:
-        _undo(cfg, done)
+        _undo(ipt, cfg, done)
         raise _fail("ADD", exc) from None
     except BaseException:
-        _undo(cfg, done)
+        _undo(ipt, cfg, done)
         raise
 
 
-def _undo(cfg: PortMapConfig, done: list[tuple[int, list[str]]]) -> None:
+def _undo(ipt: Iptables, cfg: PortMapConfig, done: list[tuple[int, list[str]]]) -> None:
     """Best effort: the attachment's chain, then the scaffolding (which may be in use)."""
     for family, undo in reversed(done):
         with contextlib.suppress(IptablesError):
-            saved = iptables.save(TABLE, family, cfg.iptables_variant)
+            saved = ipt.save(TABLE, family, cfg.iptables_variant)
             lines = teardown_lines(cfg.network, cfg.container_id, saved)
             if lines:
-                iptables.restore(
-                    iptables_script.script(TABLE, [], lines), family, cfg.iptables_variant
-                )
+                ipt.restore(iptables_script.script(TABLE, [], lines), family, cfg.iptables_variant)
         if undo:
             with contextlib.suppress(IptablesError):
-                iptables.restore(
-                    iptables_script.script(TABLE, [], undo), family, cfg.iptables_variant
-                )
+                ipt.restore(iptables_script.script(TABLE, [], undo), family, cfg.iptables_variant)
 
 
-def delete(network: str, container_id: str, variant: str | None = None) -> bool:
+def delete(ipt: Iptables, network: str, container_id: str, variant: str | None = None) -> bool:
     """Tear down in every usable family; an error only when no family is usable."""
     usable = 0
     removed = False
     errors: list[str] = []
     for family in (4, 6):
         try:
-            saved = iptables.save(TABLE, family, variant)
+            saved = ipt.save(TABLE, family, variant)
         except IptablesError as exc:
             errors.append(str(exc))
             continue
@@ -263,7 +266,7 @@ def delete(network: str, container_id: str, variant: str | None = None) -> bool:
         if not lines:
             continue
         try:
-            iptables.restore(iptables_script.script(TABLE, [], lines), family, variant)
+            ipt.restore(iptables_script.script(TABLE, [], lines), family, variant)
             removed = True
         except IptablesError as exc:
             raise _fail("DEL", exc) from None
@@ -272,23 +275,23 @@ def delete(network: str, container_id: str, variant: str | None = None) -> bool:
     return removed
 
 
-def has_chain(chain: str, variant: str | None = None) -> bool:
+def has_chain(ipt: Iptables, chain: str, variant: str | None = None) -> bool:
     """Whether either family's nat table has ``chain``."""
     for family in (4, 6):
         with contextlib.suppress(IptablesError):
-            if chain in iptables.save(TABLE, family, variant).chains:
+            if chain in ipt.save(TABLE, family, variant).chains:
                 return True
     return False
 
 
-def check(cfg: PortMapConfig, variant: str | None = None) -> None:
+def check(ipt: Iptables, cfg: PortMapConfig, variant: str | None = None) -> None:
     """The attachment's chain, rules and entry jumps are in place (``variant``: the iptables
     variant to read, the config's when None)."""
     chain = dnat_chain(cfg.network, cfg.container_id)
     variant = variant or cfg.iptables_variant
     for family in _families(cfg):
         try:
-            saved = iptables.save(TABLE, family, variant)
+            saved = ipt.save(TABLE, family, variant)
         except IptablesError as exc:
             raise _fail("CHECK", exc) from None
         if chain not in saved.chains:
@@ -302,13 +305,13 @@ def check(cfg: PortMapConfig, variant: str | None = None) -> None:
             raise InternalError(f"portmap: entry rules to {chain} missing (IPv{family})")
 
 
-def gc(network: str, valid_ids: set[str], variant: str | None = None) -> list[str]:
+def gc(ipt: Iptables, network: str, valid_ids: set[str], variant: str | None = None) -> list[str]:
     """Delete DN chains of this network whose container is not in ``valid_ids``."""
     removed: set[str] = set()
     marker = f'--comment "dnat name: \\"{network}\\" id: \\"'
     for family in (4, 6):
         try:
-            saved = iptables.save(TABLE, family, variant)
+            saved = ipt.save(TABLE, family, variant)
         except IptablesError:
             continue
         lines: list[str] = []
@@ -326,15 +329,15 @@ def gc(network: str, valid_ids: set[str], variant: str | None = None) -> list[st
         if not lines:
             continue
         try:
-            iptables.restore(iptables_script.script(TABLE, [], lines), family, variant)
+            ipt.restore(iptables_script.script(TABLE, [], lines), family, variant)
         except IptablesError as exc:
             raise _fail("GC", exc) from None
         removed |= done
     return sorted(removed)
 
 
-def usable(variant: str | None = None) -> bool:
-    return iptables.available(4, variant) or iptables.available(6, variant)
+def usable(ipt: Iptables, variant: str | None = None) -> bool:
+    return ipt.available(4, variant) or ipt.available(6, variant)
 
 
 class IptablesBackend:
@@ -342,20 +345,22 @@ class IptablesBackend:
 
     name = IPTABLES
 
-    def add(self, cfg: PortMapConfig, step: Callable[[str], None]) -> Callable[[], object]:
-        return add(cfg, step)
+    def add(
+        self, nf: Netfilter, cfg: PortMapConfig, step: Callable[[str], None]
+    ) -> Callable[[], object]:
+        return add(nf.iptables, cfg, step)
 
-    def delete(self, cfg: PortMapConfig) -> bool:
-        return delete(cfg.network, cfg.container_id, cfg.iptables_variant)
+    def delete(self, nf: Netfilter, cfg: PortMapConfig) -> bool:
+        return delete(nf.iptables, cfg.network, cfg.container_id, cfg.iptables_variant)
 
-    def check(self, cfg: PortMapConfig) -> None:
-        check(cfg)
+    def check(self, nf: Netfilter, cfg: PortMapConfig) -> None:
+        check(nf.iptables, cfg)
 
-    def gc(self, cfg: PortMapConfig, valid: list[tuple[str, str]]) -> list[str]:
-        return gc(cfg.network, {cid for cid, _ in valid}, cfg.iptables_variant)
+    def gc(self, nf: Netfilter, cfg: PortMapConfig, valid: list[tuple[str, str]]) -> list[str]:
+        return gc(nf.iptables, cfg.network, {cid for cid, _ in valid}, cfg.iptables_variant)
 
-    def usable(self, cfg: PortMapConfig) -> bool:
-        return usable(cfg.iptables_variant)
+    def usable(self, nf: Netfilter, cfg: PortMapConfig) -> bool:
+        return usable(nf.iptables, cfg.iptables_variant)
 
 
 BACKEND = IptablesBackend()

@@ -48,6 +48,10 @@ from pycni.plugins.meta.portmap import nft_chains, nft_maps
 from pycni.plugins.meta.portmap.config import NFTABLES, PortMapConfig
 from pycni.spec.errors import CNIError, InternalError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pycni.net.netfilter.seam import Netfilter
+
 FAMILY = nft_chains.FAMILY
 TABLE = nft_chains.TABLE
 T = f"{FAMILY} {TABLE}"
@@ -251,7 +255,9 @@ class NftablesBackend:
 
     name = NFTABLES
 
-    def add(self, cfg: PortMapConfig, step: Callable[[str], None]) -> Callable[[], object]:
+    def add(
+        self, nf: Netfilter, cfg: PortMapConfig, step: Callable[[str], None]
+    ) -> Callable[[], object]:
         step("nftables")
         if cfg.has_conditions:
             ensure_scaffold(cfg, set())
@@ -260,9 +266,9 @@ class NftablesBackend:
             wanted = nft_maps.mappings(cfg)
             ensure_scaffold(cfg, nft_maps.groups_needed(wanted))
             _add_elements(cfg, wanted)
-        return partial(self.delete, cfg)
+        return partial(self.delete, nf, cfg)
 
-    def delete(self, cfg: PortMapConfig) -> bool:
+    def delete(self, nf: Netfilter, cfg: PortMapConfig) -> bool:
         """Remove this attachment's state in both layouts; False when there was none. With
         the mappings (``runtimeConfig``) and the pod's addresses (``prevResult``) the
         elements are found by keyed lookups; without them, by dumping the maps (O(pods))."""
@@ -279,7 +285,7 @@ class NftablesBackend:
         except nftnl.NftnlError as exc:
             raise InternalError(f"portmap: nftables DEL failed: {exc}") from None
 
-    def check(self, cfg: PortMapConfig) -> None:
+    def check(self, nf: Netfilter, cfg: PortMapConfig) -> None:
         if cfg.has_conditions:
             nft_chains.check(cfg)
             return
@@ -288,7 +294,7 @@ class NftablesBackend:
         if problems:
             raise InternalError(f"portmap: {problems[0]} (owner {owner})")
 
-    def gc(self, cfg: PortMapConfig, valid: list[tuple[str, str]]) -> list[str]:
+    def gc(self, nf: Netfilter, cfg: PortMapConfig, valid: list[tuple[str, str]]) -> list[str]:
         """Remove this network's attachments that are not in ``valid``, in both layouts;
         returns their owner names."""
         removed = nft_chains.gc(cfg.network, valid)
@@ -300,7 +306,7 @@ class NftablesBackend:
             raise InternalError(f"portmap: nftables GC failed: {exc}") from None
         return sorted(set(removed) | owners)
 
-    def usable(self, cfg: PortMapConfig) -> bool:
+    def usable(self, nf: Netfilter, cfg: PortMapConfig) -> bool:
         return nft.available()
 
 

@@ -22,6 +22,10 @@ from pycni.skel.rollback import Rollback
 from pycni.spec.errors import PLUGIN_NOT_AVAILABLE, CNIError, InternalError
 from pycni.spec.result import Result
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pycni.net.netfilter.seam import Netfilter
+
 
 def _route_device(req: Request, address: ipaddress.IPv4Address) -> str:
     """The device this host routes ``address`` through (the bridge or the host veth)."""
@@ -32,16 +36,14 @@ def _route_device(req: Request, address: ipaddress.IPv4Address) -> str:
         return node_kernel.link(routes[0].oif).name
 
 
-def _flush_udp_conntrack(req: Request, cfg: PortMapConfig) -> None:
+def _flush_udp_conntrack(req: Request, nf: Netfilter, cfg: PortMapConfig) -> None:
     """Drop UDP conntrack entries that would bypass the new DNAT rules (failures logged)."""
     for family in cfg.container_ips:
         ports = [m.host_port for m in cfg.mappings_for(family) if m.protocol == "udp"]
         if not ports:
             continue
         try:
-            from pycni.net.netfilter.conntrack import delete_by_dst_port
-
-            delete_by_dst_port(ports, "udp", family)
+            nf.conntrack.delete_by_dst_port(ports, "udp", family)
         except Exception as exc:  # the reference only logs this
             req.log(f"portmap: could not flush UDP conntrack entries (IPv{family}): {exc}")
 
@@ -57,7 +59,7 @@ def _conntrack_empty(req: Request) -> bool:
         return False
 
 
-def _forget_udp_flows(req: Request, cfg: PortMapConfig) -> None:
+def _forget_udp_flows(req: Request, nf: Netfilter, cfg: PortMapConfig) -> None:
     """DEL: drop the UDP conntrack entries of the pod's addresses (upstream #1190), so flows
     to its host ports do not stay pinned to an address a later pod may get. Skipped when
     the mappings are known and none is UDP; failures logged, as at ADD."""
@@ -67,9 +69,7 @@ def _forget_udp_flows(req: Request, cfg: PortMapConfig) -> None:
         return  # a dump walks the kernel's whole conntrack hash (docs/benchmarks.md)
     for family, cip in sorted(cfg.container_ips.items()):
         try:
-            from pycni.net.netfilter.conntrack import delete_by_address
-
-            delete_by_address(cip.ip.packed, "udp")
+            nf.conntrack.delete_by_address(cip.ip.packed, "udp")
         except Exception as exc:  # the pod is gone either way: never fail its DEL for this
             req.log(
                 f"portmap: could not flush UDP conntrack entries of {cip.ip} (IPv{family}): {exc}"
@@ -97,20 +97,20 @@ def _route_localnet(req: Request, device: str) -> None:
             sysctl.write(name, "1")
 
 
-def _install(cfg: PortMapConfig, rb: Rollback) -> None:
+def _install(nf: Netfilter, cfg: PortMapConfig, rb: Rollback) -> None:
     """Install the rules; register on ``rb`` what removes everything the install added."""
     backend = backend_of(cfg)
-    rb.push(backend.name, backend.add(cfg, rb.step))
+    rb.push(backend.name, backend.add(nf, cfg, rb.step))
 
 
-def _remove(cfg: PortMapConfig) -> None:
+def _remove(nf: Netfilter, cfg: PortMapConfig) -> None:
     """The attachment's state in every layout: the selected backend's, the nftables one of a
     config that changed backend, and what the reference plugin wrote for it."""
     backend = backend_of(cfg)
-    backend.delete(cfg)
+    backend.delete(nf, cfg)
     if backend is not nft_backend.BACKEND:  # nftables state of a config that changed backend
-        nft_backend.BACKEND.delete(cfg)
-    reference_state.delete(cfg, skip_iptables=backend is not nft_backend.BACKEND)
+        nft_backend.BACKEND.delete(nf, cfg)
+    reference_state.delete(nf, cfg, skip_iptables=backend is not nft_backend.BACKEND)
 
 
 class PortMap(Plugin):
@@ -129,11 +129,12 @@ class PortMap(Plugin):
         if cfg.snat and v4 is not None and cfg.mappings_for(4):
             assert isinstance(v4.ip, ipaddress.IPv4Address)
             device = _route_device(req, v4.ip)
-        with Rollback(req.env) as rb:
+        with req.host.node() as node_kernel, Rollback(req.env) as rb:
+            nf = req.host.netfilter(node_kernel)
             try:
-                _install(cfg, rb)
+                _install(nf, cfg, rb)
                 rb.step("conntrack")
-                _flush_udp_conntrack(req, cfg)
+                _flush_udp_conntrack(req, nf, cfg)
                 rb.step("route_localnet")
                 if device:
                     _route_localnet(req, device)
@@ -146,33 +147,41 @@ class PortMap(Plugin):
 
     def delete(self, req: Request) -> None:
         cfg = parse(req, need_prev=False)
-        _remove(cfg)
-        _forget_udp_flows(req, cfg)
+        with req.host.node() as node_kernel:
+            nf = req.host.netfilter(node_kernel)
+            _remove(nf, cfg)
+            _forget_udp_flows(req, nf, cfg)
 
     def check(self, req: Request) -> None:
         cfg = parse(req, need_prev=True)
         if not cfg.mappings:
             return
-        try:
-            backend_of(cfg).check(cfg)
-        except CNIError:
-            # a pod the reference plugin set up, in its own layout, before pycni took over
-            if not reference_state.check(cfg):
-                raise
+        with req.host.node() as node_kernel:
+            nf = req.host.netfilter(node_kernel)
+            try:
+                backend_of(cfg).check(nf, cfg)
+            except CNIError:
+                # a pod the reference plugin set up, in its own layout, before pycni took over
+                if not reference_state.check(nf, cfg):
+                    raise
 
     def gc(self, req: Request) -> None:
         cfg = parse(req, need_prev=False)
         valid = req.valid_attachments() or []
         backend = backend_of(cfg)
-        backend.gc(cfg, valid)
-        if backend is not nft_backend.BACKEND:
-            nft_backend.BACKEND.gc(cfg, valid)
-        skip = backend is not nft_backend.BACKEND
-        reference_state.gc(cfg, {cid for cid, _ in valid}, skip_iptables=skip)
+        with req.host.node() as node_kernel:
+            nf = req.host.netfilter(node_kernel)
+            backend.gc(nf, cfg, valid)
+            if backend is not nft_backend.BACKEND:
+                nft_backend.BACKEND.gc(nf, cfg, valid)
+            skip = backend is not nft_backend.BACKEND
+            reference_state.gc(nf, cfg, {cid for cid, _ in valid}, skip_iptables=skip)
 
     def status(self, req: Request) -> None:
         cfg = parse(req, need_prev=False)
-        if not backend_of(cfg).usable(cfg):
+        with req.host.node() as node_kernel:
+            usable = backend_of(cfg).usable(req.host.netfilter(node_kernel), cfg)
+        if not usable:
             raise CNIError(
                 PLUGIN_NOT_AVAILABLE, f"portmap: the {cfg.backend} backend is not usable here"
             )

@@ -22,6 +22,10 @@ from pycni.net.netfilter import nftnl
 from pycni.plugins.meta.portmap.config import PortMapConfig
 from pycni.spec.errors import InternalError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pycni.net.netfilter.seam import Netfilter
+
 REFERENCE_NFT_TABLE = "cni_hostport"
 REFERENCE_NFT_CHAINS = ("hostports", "hostip_hostports", "masquerading")
 _NFT_FAMILIES = ("ip", "ip6")
@@ -86,7 +90,7 @@ def _delete_nft(container_id: str) -> bool:
     return removed
 
 
-def delete(cfg: PortMapConfig, skip_iptables: bool) -> bool:
+def delete(nf: Netfilter, cfg: PortMapConfig, skip_iptables: bool) -> bool:
     """Remove the attachment's state in the reference's layouts; False when there was none."""
     removed = _delete_nft(cfg.container_id)
     if skip_iptables:
@@ -94,11 +98,13 @@ def delete(cfg: PortMapConfig, skip_iptables: bool) -> bool:
     from pycni.plugins.meta.portmap import iptables_backend
 
     for variant in iptables_variants(cfg):
-        removed = iptables_backend.delete(cfg.network, cfg.container_id, variant) or removed
+        removed = (
+            iptables_backend.delete(nf.iptables, cfg.network, cfg.container_id, variant) or removed
+        )
     return removed
 
 
-def check(cfg: PortMapConfig) -> bool:
+def check(nf: Netfilter, cfg: PortMapConfig) -> bool:
     """True when the attachment is complete in one of the reference's layouts (raises when it
     is there but incomplete); False when the reference holds nothing of it."""
     rules = nft_rules(cfg.container_id)
@@ -118,8 +124,8 @@ def check(cfg: PortMapConfig) -> bool:
 
     chain = iptables_backend.dnat_chain(cfg.network, cfg.container_id)
     for variant in iptables_variants(cfg):
-        if iptables_backend.has_chain(chain, variant):
-            iptables_backend.check(cfg, variant)
+        if iptables_backend.has_chain(nf.iptables, chain, variant):
+            iptables_backend.check(nf.iptables, cfg, variant)
             return True
     return False
 
@@ -192,7 +198,7 @@ def install_nft(cfg: PortMapConfig) -> None:
         nft.apply_json(rules)
 
 
-def gc(cfg: PortMapConfig, valid_ids: set[str], skip_iptables: bool) -> list[str]:
+def gc(nf: Netfilter, cfg: PortMapConfig, valid_ids: set[str], skip_iptables: bool) -> list[str]:
     """Remove the reference's iptables chains of this network's attachments not in
     ``valid_ids``."""
     if skip_iptables:
@@ -201,5 +207,5 @@ def gc(cfg: PortMapConfig, valid_ids: set[str], skip_iptables: bool) -> list[str
 
     removed: list[str] = []
     for variant in iptables_variants(cfg):
-        removed += iptables_backend.gc(cfg.network, valid_ids, variant)
+        removed += iptables_backend.gc(nf.iptables, cfg.network, valid_ids, variant)
     return removed
