@@ -42,13 +42,17 @@ TOP = frozenset({"-s", "-d", "-i", "-o", "-p", "-m", "-j", "-g"})  # a rule's pa
 ORDER = ("-s", "-d", "-i", "-o", "-p")  # how iptables-save orders the fixed parts
 
 
-class _Refused(IptablesError):
-    """One line the real tool would refuse: the message, and the exit status ``iptables``
-    gives (4 when the kernel refuses a chain in use, 1 otherwise)."""
+BUSY = ("Directory not empty", "Too many links")  # the kernel refuses a chain in use: status 4
 
-    def __init__(self, message: str, status: int = 1) -> None:
-        super().__init__(message)
-        self.status = status
+
+def _refused(message: str) -> IptablesError:
+    """One line the real tool would refuse (the message it gives); the caller says whose."""
+    return IptablesError(message)
+
+
+def _status(refusal: IptablesError) -> int:
+    """The exit status ``iptables`` gives for a refusal: 4 for a chain in use, else 1."""
+    return 4 if str(refusal).startswith(BUSY) else 1
 
 
 class _Table:
@@ -69,7 +73,7 @@ class _Table:
     def rules(self, chain: str) -> list[str]:
         found = self.chains.get(chain)
         if found is None:
-            raise _Refused(f"No chain/target/match by that name: {chain}")
+            raise _refused(f"No chain/target/match by that name: {chain}")
         return found
 
     def builtin(self, chain: str) -> bool:
@@ -89,9 +93,9 @@ class _Table:
             if token in ("-j", "-g"):
                 target = tokens[at + 1]
                 if target in FILTERING and self.name == "nat":
-                    raise _Refused(f'The "nat" table is not intended for filtering: {target}')
+                    raise _refused(f'The "nat" table is not intended for filtering: {target}')
                 if target not in TARGETS and target not in self.chains:
-                    raise _Refused(f"Couldn't load target `{target}'")
+                    raise _refused(f"Couldn't load target `{target}'")
 
     def put(self, chain: str, at: int | None, tokens: Sequence[str]) -> None:
         rules = self.rules(chain)
@@ -100,7 +104,7 @@ class _Table:
         if at is None:
             rules.append(text)
         elif not 1 <= at <= len(rules) + 1:
-            raise _Refused(f"Index of insertion too big: {at}")
+            raise _refused(f"Index of insertion too big: {at}")
         else:
             rules.insert(at - 1, text)
         if self.builtin(chain):
@@ -111,17 +115,17 @@ class _Table:
         if len(tokens) == 1 and tokens[0].isdigit():
             number = int(tokens[0])
             if not 1 <= number <= len(rules):
-                raise _Refused(f"Index of deletion too big: {number}")
+                raise _refused(f"Index of deletion too big: {number}")
             del rules[number - 1]
             return
         text = " ".join(quote(t) for t in tokens)
         if text not in rules:
-            raise _Refused("Bad rule (does a matching rule exist in that chain?)")
+            raise _refused("Bad rule (does a matching rule exist in that chain?)")
         rules.remove(text)
 
     def create(self, chain: str) -> None:
         if chain in self.chains:
-            raise _Refused("Chain already exists")
+            raise _refused("Chain already exists")
         self.chains[chain] = []
 
     def declare(self, chain: str) -> None:
@@ -138,11 +142,11 @@ class _Table:
     def delete(self, chain: str | None) -> None:
         for name in [chain] if chain else [c for c in self.chains if not self.builtin(c)]:
             if self.builtin(name):
-                raise _Refused(f"Can't delete built-in chain {name}")
+                raise _refused(f"Can't delete built-in chain {name}")
             if self.rules(name):
-                raise _Refused(f"Directory not empty: {name}", 4)
+                raise _refused(f"Directory not empty: {name}")
             if self.referenced(name):
-                raise _Refused(f"Too many links: {name}", 4)
+                raise _refused(f"Too many links: {name}")
             del self.chains[name]
 
 
@@ -170,7 +174,7 @@ def split_line(line: str) -> list[str]:
             started = True
         at += 1
     if quoted:
-        raise _Refused("unterminated quote")
+        raise _refused("unterminated quote")
     if started:
         words.append("".join(word))
     return words
@@ -214,9 +218,9 @@ def _network(text: str, family: int) -> str:
     try:
         net = ipaddress.ip_network(text, strict=False)
     except ValueError:
-        raise _Refused(f"host/network `{text}' not found") from None
+        raise _refused(f"host/network `{text}' not found") from None
     if net.version != family:
-        raise _Refused(f"host/network `{text}' not found")
+        raise _refused(f"host/network `{text}' not found")
     return str(net)
 
 
@@ -246,7 +250,7 @@ class FakeIptables:
         chosen = self._variant(variant, "save", family)
         try:
             found = self._table(chosen, family, table)
-        except _Refused as exc:
+        except IptablesError as exc:
             raise IptablesError(f"{_tool(family, chosen, 'save')} failed (1): {exc}") from None
         out = SavedTable()
         for chain, rules in found.chains.items():
@@ -270,10 +274,10 @@ class FakeIptables:
             try:
                 if line.startswith("*"):
                     if current is not None:
-                        raise _Refused("COMMIT expected")
+                        raise _refused("COMMIT expected")
                     current = self._table(chosen, family, line[1:]).copy()
                 elif current is None:
-                    raise _Refused("no table given")
+                    raise _refused("no table given")
                 elif line == "COMMIT":
                     self.tables[(chosen, family, current.name)] = current
                     current = None
@@ -281,7 +285,7 @@ class FakeIptables:
                     current.declare(line[1:].split()[0])
                 else:
                     self._apply(current, split_line(line))
-            except _Refused as exc:
+            except IptablesError as exc:
                 raise IptablesError(
                     f"{_tool(family, chosen, 'restore')} failed (1): line {number} failed: {exc}"
                 ) from None
@@ -298,7 +302,7 @@ class FakeIptables:
             table, words = words[1], words[2:]
         try:
             if len(words) < 2:
-                raise _Refused("a command and a chain are needed")
+                raise _refused("a command and a chain are needed")
             found = self._table(variant, family, table)
             op, chain, rest = words[0], words[1], words[2:]
             if op == "-S":
@@ -307,12 +311,12 @@ class FakeIptables:
             if op == "-C":
                 if " ".join(quote(t) for t in canonical(rest, family)) in found.rules(chain):
                     return 0, ""
-                raise _Refused("Bad rule (does a matching rule exist in that chain?)")
+                raise _refused("Bad rule (does a matching rule exist in that chain?)")
             work = found.copy()
             self._apply(work, [op, chain, *(canonical(rest, family) if rest else [])])
             self.tables[(variant, family, table)] = work
-        except _Refused as exc:
-            return exc.status, f"iptables: {exc}."
+        except IptablesError as exc:
+            return _status(exc), f"iptables: {exc}."
         return 0, ""
 
     def nft_chain_exists(self, table: str, chain: str, family: int = 4) -> bool:
@@ -352,7 +356,7 @@ class FakeIptables:
         found = self.tables.get((variant, family, name))
         if found is None:
             if name not in BUILTIN:
-                raise _Refused(f"can't initialize iptables table `{name}': Table does not exist")
+                raise _refused(f"can't initialize iptables table `{name}': Table does not exist")
             found = self.tables[(variant, family, name)] = _Table(name)
         return found
 
@@ -362,7 +366,7 @@ class FakeIptables:
         chain = words[1] if len(words) > 1 else None
         rest = words[2:]
         if op in ("-A", "-I", "-D", "-N", "-P") and chain is None:
-            raise _Refused(f"option {op} needs a chain")
+            raise _refused(f"option {op} needs a chain")
         assert chain is not None or op in ("-F", "-X")
         if op == "-A":
             table.put(chain or "", None, rest)
@@ -379,9 +383,9 @@ class FakeIptables:
             table.delete(chain)
         elif op == "-P":
             if not table.builtin(chain or ""):
-                raise _Refused(f"Bad built-in chain name {chain}")
+                raise _refused(f"Bad built-in chain name {chain}")
         else:
-            raise _Refused(f"unknown command {op!r}")
+            raise _refused(f"unknown command {op!r}")
 
 
 def _tool(family: int, variant: str, action: str) -> str:
