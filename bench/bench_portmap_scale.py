@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from pycni.entrypoints import install as fast_install  # noqa: E402
 from pycni.net.netfilter import iptables, iptables_script  # noqa: E402
+from pycni.net.netfilter.seam import THREAD  # noqa: E402
 from pycni.net.ns import NetNS  # noqa: E402
 from pycni.playground import create_netns, delete_netns  # noqa: E402
 from pycni.plugins.meta.portmap import iptables_backend, nft_backend  # noqa: E402
@@ -155,7 +156,7 @@ def main() -> None:
             have = 0
             for level in LEVELS:
                 for i in range(have, level):
-                    nft_backend.BACKEND.add(fake(i, "nftables"), lambda step: None)
+                    nft_backend.BACKEND.add(THREAD, fake(i, "nftables"), lambda step: None)
                 populate_iptables(have, level)
                 have = level
                 rows = {

@@ -25,6 +25,7 @@ import profile_scale as ps
 from pycni.entrypoints import install as fast_install
 from pycni.net import link, thread_sysctl
 from pycni.net.netfilter.ipmasq import nft_backend as masq_nft
+from pycni.net.netfilter.seam import THREAD
 from pycni.net.netlink.client import rtnl
 from pycni.net.ns import NetNS
 from pycni.playground import create_netns, delete_netns
@@ -67,8 +68,8 @@ def portmap_probe() -> dict[str, float]:
         container_ips={4: ipaddress.ip_interface("10.99.250.250/16")},
     )
     add, delete = paired_ms(
-        lambda: nft_backend.BACKEND.add(cfg, lambda step: None),
-        lambda: nft_backend.BACKEND.delete(cfg),
+        lambda: nft_backend.BACKEND.add(THREAD, cfg, lambda step: None),
+        lambda: nft_backend.BACKEND.delete(THREAD, cfg),
     )
     return {"portmap: add (nftables)": add, "portmap: exact delete": delete}
 
@@ -77,8 +78,8 @@ def primitives() -> dict[str, float]:
     ipn = [ipaddress.ip_interface("10.99.250.250/16")]
     pm = portmap_probe()
     masq = paired_ms(
-        lambda: masq_nft.setup(ipn, "profnet", "eth0", "probe"),
-        lambda: masq_nft.teardown("profnet", "eth0", "probe", ipn),
+        lambda: masq_nft.setup(THREAD.nft, ipn, "profnet", "eth0", "probe"),
+        lambda: masq_nft.teardown(THREAD.nft, "profnet", "eth0", "probe", ipn),
     )
     with rtnl() as ipr:
         bridge = link.index_of(ipr, "cni0")

@@ -3,7 +3,8 @@
 No root and no namespaces: the plugin's kernels are FakeKernels (pycni.net.netlink.fake_kernel,
 held to the real kernel by tests/kernel_contract.py), its sysctls FakeSysctls, its IPAM runs
 in-process on the same host. ``picture`` is what a test compares: every namespace's links,
-addresses, routes, rules, sysctls and tc objects, by name (no indexes, no random MACs).
+addresses, routes, rules, sysctls and tc objects, by name (no indexes, no random MACs), and
+its fake netfilter (FakeNftables' ruleset).
 """
 
 from __future__ import annotations
@@ -107,11 +108,24 @@ def _namespace(k: FakeKernel) -> dict[str, Any]:
     }
 
 
+def _netfilter(host: FakeHost, k: FakeKernel) -> dict[str, Any]:
+    """The namespace's fake netfilter, each part that holds something by its ``picture()``
+    (FakeNftables: the ruleset as ``nft -j list ruleset``); nothing before a plugin asked."""
+    nf = host.netfilters.get(k.ns.fd)
+    if nf is None:
+        return {}
+    parts = (("nft", nf.nft), ("iptables", nf.iptables), ("conntrack", nf.conntrack))
+    shown = {name: part.picture() for name, part in parts if hasattr(part, "picture")}
+    return {name: view for name, view in shown.items() if view}
+
+
 def picture(host: FakeHost) -> dict[str, Any]:
-    """Every namespace of the host, normalized for comparison."""
-    out = {"node": _namespace(host.kernel())}
+    """Every namespace of the host (its netfilter too), normalized for comparison."""
+    node = host.kernel()
+    out = {"node": {**_namespace(node), "netfilter": _netfilter(host, node)}}
     for path in sorted(host.pods):
-        out[path] = _namespace(host.kernel(path))
+        pod = host.kernel(path)
+        out[path] = {**_namespace(pod), "netfilter": _netfilter(host, pod)}
     return out
 
 

@@ -448,6 +448,7 @@ def test_nftables_rules_stay_constant_as_pods_grow(node: Namespace) -> None:
     and a DEL removes exactly its own elements."""
     import ipaddress
 
+    from pycni.net.netfilter.nft_seam import THREAD_NFTABLES
     from pycni.plugins.meta.firewall import nft_backend as firewall_nft
 
     def ips(i: int) -> list[Any]:
@@ -457,27 +458,27 @@ def test_nftables_rules_stay_constant_as_pods_grow(node: Namespace) -> None:
         ]
 
     with node.entered():
-        firewall_nft.add(ips(0), "fwscale", "eth0", "cid-0")
+        firewall_nft.add(THREAD_NFTABLES, ips(0), "fwscale", "eth0", "cid-0")
     one = nft_chain_rule_counts(node)
     with node.entered():
         for i in range(1, 40):
-            firewall_nft.add(ips(i), "fwscale", "eth0", f"cid-{i}")
-        firewall_nft.add(ips(7), "fwscale", "eth0", "cid-7")  # repeated ADD
+            firewall_nft.add(THREAD_NFTABLES, ips(i), "fwscale", "eth0", f"cid-{i}")
+        firewall_nft.add(THREAD_NFTABLES, ips(7), "fwscale", "eth0", "cid-7")  # repeated ADD
     assert nft_chain_rule_counts(node) == one
     assert len(nft_pod_elements(node, "fwscale")) == 40 * 2
     with node.entered():
-        firewall_nft.delete("fwscale", "eth0", "cid-7")
-        firewall_nft.check(ips(8), "fwscale", "eth0", "cid-8")
+        firewall_nft.delete(THREAD_NFTABLES, "fwscale", "eth0", "cid-7")
+        firewall_nft.check(THREAD_NFTABLES, ips(8), "fwscale", "eth0", "cid-8")
     left = nft_pod_elements(node, "fwscale")
     assert len(left) == 39 * 2 and not any(r.split(", ")[-1][:-1] == "id: cid-7" for r in left)
     assert not any(r.startswith(("10.87.0.9 ", "fd87::9 ")) for r in left)
     # another network's sets are separate: the same address can be in both
     with node.entered():
-        firewall_nft.add(ips(1), "fwscale2", "eth0", "cid-1")
-        firewall_nft.delete("fwscale2", "eth0", "cid-1")
-        firewall_nft.check(ips(1), "fwscale", "eth0", "cid-1")
+        firewall_nft.add(THREAD_NFTABLES, ips(1), "fwscale2", "eth0", "cid-1")
+        firewall_nft.delete(THREAD_NFTABLES, "fwscale2", "eth0", "cid-1")
+        firewall_nft.check(THREAD_NFTABLES, ips(1), "fwscale", "eth0", "cid-1")
         for i in range(40):
-            firewall_nft.delete("fwscale", "eth0", f"cid-{i}")
+            firewall_nft.delete(THREAD_NFTABLES, "fwscale", "eth0", f"cid-{i}")
     assert nft_pod_elements(node, "fwscale") == []
 
 

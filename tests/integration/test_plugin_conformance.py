@@ -47,7 +47,6 @@ COLD_PATH_DEBT: dict[str, set[str]] = {
     "firewall": {"enum", "json", "re", "subprocess", "threading"},
     "flannel": {"enum", "json", "re", "typing"},
     "host-device": {"enum", "json", "re"},
-    "portmap": {"pycni.net.netfilter.nftnl"},
     "static": {"enum", "re", "typing"},
     "tuning": {"enum", "json", "re", "typing"},
 }

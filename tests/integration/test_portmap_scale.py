@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from pycni.net.netfilter import rule_matches
+from pycni.net.netfilter.seam import THREAD
 from pycni.plugins.meta.portmap import iptables_backend, nft_backend, nft_chains, nft_maps
 from pycni.plugins.meta.portmap.config import PortMapConfig, PortMapping
 from pycni.spec.errors import CNIError
@@ -53,7 +54,7 @@ NFT = nft_backend.BACKEND
 
 
 def _add(cfg: PortMapConfig) -> None:
-    NFT.add(cfg, lambda step: None)
+    NFT.add(THREAD, cfg, lambda step: None)
 
 
 def test_nft_rules_constant_elements_grow_by_a_constant_per_pod(node: Namespace) -> None:
@@ -72,19 +73,19 @@ def test_nft_rules_constant_elements_grow_by_a_constant_per_pod(node: Namespace)
     # the netlink batch of pod 0 and pod 199 has the same size
     assert len(nft_maps.mappings(fake(0))) == len(nft_maps.mappings(fake(199)))
     with node.entered():
-        assert NFT.delete(fake(100))
-        assert not NFT.delete(fake(100))
-        NFT.check(fake(99))
-        NFT.check(fake(101))
+        assert NFT.delete(THREAD, fake(100))
+        assert not NFT.delete(THREAD, fake(100))
+        NFT.check(THREAD, fake(99))
+        NFT.check(THREAD, fake(101))
         with pytest.raises(CNIError, match="has no element"):
-            NFT.check(fake(100))
+            NFT.check(THREAD, fake(100))
         assert nft_counts(node) == (rules, counts[200][1] - elems_per_pod)
         blind = fake(101)  # DEL without runtimeConfig and prevResult: found by owner
         blind.mappings, blind.mappings_given, blind.container_ips = [], False, {}
-        assert NFT.delete(blind)
-        removed = NFT.gc(fake(0), [("cid-0007", "eth0")])
+        assert NFT.delete(THREAD, blind)
+        removed = NFT.gc(THREAD, fake(0), [("cid-0007", "eth0")])
         assert len(removed) == 197
-        NFT.check(fake(7))
+        NFT.check(THREAD, fake(7))
     assert nft_counts(node) == (rules, elems_per_pod)
 
 
@@ -96,13 +97,13 @@ def test_nft_conflicts_and_readd(node: Namespace) -> None:
         other.mappings = fake(1).mappings
         with pytest.raises(CNIError, match="already mapped by another attachment"):
             _add(other)
-        assert not NFT.delete(other)  # the loser's DEL leaves the winner's elements
-        NFT.check(fake(1))
+        assert not NFT.delete(THREAD, other)  # the loser's DEL leaves the winner's elements
+        NFT.check(THREAD, fake(1))
         moved = fake(1)
         moved.container_ips = fake(3).container_ips  # re-ADD with another address: replaced
         _add(moved)
-        NFT.check(moved)
-        assert NFT.delete(moved)
+        NFT.check(THREAD, moved)
+        assert NFT.delete(THREAD, moved)
     assert nft_counts(node)[1] == 0
 
 
@@ -117,7 +118,7 @@ def test_nft_scaffold_repairs_itself(node: Namespace) -> None:
         _add(fake(2))
         node.run("nft", "flush", "chain", "inet", "pycni_portmap", "hostports")
         _add(fake(3))
-        NFT.check(fake(1))
+        NFT.check(THREAD, fake(1))
     data: Any = json.loads(
         node.run("nft", "-j", "list", "chain", "inet", "pycni_portmap", "marks").stdout
     )
@@ -138,26 +139,28 @@ def test_nft_chain_layout_of_an_earlier_version_is_removed(node: Namespace) -> N
     GC, and an ADD in the map layout takes over the attachment's own old chain."""
     with node.entered():
         for i in range(4):
-            nft_backend.ensure_scaffold(fake(i), set())
-            nft_chains.add(fake(i))  # what an earlier version made
+            nft_backend.ensure_scaffold(THREAD.nft, fake(i), set())
+            nft_chains.add(THREAD.nft, fake(i))  # what an earlier version made
         chains = [nft_chains.chain_name("scalenet", f"cid-{i:04d}", "eth0") for i in range(4)]
-        assert NFT.delete(fake(0))
-        assert nft_chains.chain_rules(chains[0]) is None
+        assert NFT.delete(THREAD, fake(0))
+        assert nft_chains.chain_rules(THREAD.nft, chains[0]) is None
         with pytest.raises(CNIError, match="already mapped"):
             _add(_same_ports(fake(5), fake(1)))  # held by an old chain: a conflict
         _add(fake(1))  # its own chain: replaced by elements
-        assert nft_chains.chain_rules(chains[1]) is None
-        NFT.check(fake(1))
-        assert sorted(NFT.gc(fake(0), [("cid-0001", "eth0")])) == sorted(chains[2:])
+        assert nft_chains.chain_rules(THREAD.nft, chains[1]) is None
+        NFT.check(THREAD, fake(1))
+        assert sorted(NFT.gc(THREAD, fake(0), [("cid-0001", "eth0")])) == sorted(chains[2:])
         conditioned = fake(9)
         conditioned.conditions_v4 = rule_matches.parse("conditionsV4", ["iifname", '"eth9"'], 4)[0]
         _add(conditioned)
-        assert nft_chains.chain_rules(nft_chains.chain_name("scalenet", "cid-0009", "eth0"))
-        NFT.check(conditioned)
+        assert nft_chains.chain_rules(
+            THREAD.nft, nft_chains.chain_name("scalenet", "cid-0009", "eth0")
+        )
+        NFT.check(THREAD, conditioned)
         with pytest.raises(CNIError, match="already mapped"):
             _add(_same_ports(fake(8), conditioned))
-        assert NFT.delete(conditioned)
-        assert NFT.delete(fake(1))
+        assert NFT.delete(THREAD, conditioned)
+        assert NFT.delete(THREAD, fake(1))
     assert nft_counts(node)[1] == 0
 
 

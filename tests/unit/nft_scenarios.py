@@ -13,7 +13,8 @@ import ipaddress
 from collections.abc import Callable
 from typing import Any
 
-from pycni.net.netfilter import ipmasq, nft
+from pycni.net.netfilter import ipmasq
+from pycni.net.netfilter.nft_records import NftError
 from pycni.plugins.meta.portmap.config import PortMapConfig, PortMapping
 from pycni.record import asdict
 from pycni.skel.base import Request
@@ -102,14 +103,14 @@ def _scaffold_present(rec: Recorder, groups: list[str]) -> None:
 
 @scenario
 def portmap_add_maps_fresh(rec: Recorder, _tmp: str) -> Any:
-    return caught(lambda: _backend().add(portmap_cfg(), lambda step: None) and None)
+    return caught(lambda: _backend().add(rec.nf, portmap_cfg(), lambda step: None) and None)
 
 
 @scenario
 def portmap_add_maps_masq_all_existing(rec: Recorder, _tmp: str) -> Any:
     _scaffold_present(rec, ["b13 4/0", "b13 6/0"])
     cfg = portmap_cfg(masq_all=True)
-    return caught(lambda: _backend().add(cfg, lambda step: None) and None)
+    return caught(lambda: _backend().add(rec.nf, cfg, lambda step: None) and None)
 
 
 @scenario
@@ -117,7 +118,7 @@ def portmap_add_maps_marks_drifted(rec: Recorder, _tmp: str) -> Any:
     _scaffold_present(rec, ["b13 4/24"])
     rec.answer("nftnl.chain_rules", "marks", [rule(30, "b13 4/24"), rule(31, "b7 6/64")])
     cfg = portmap_cfg(mark_bit=7)
-    return caught(lambda: _backend().add(cfg, lambda step: None) and None)
+    return caught(lambda: _backend().add(rec.nf, cfg, lambda step: None) and None)
 
 
 @scenario
@@ -126,7 +127,7 @@ def portmap_add_maps_conflict(rec: Recorder, _tmp: str) -> Any:
     rec.fail_next("nftnl.batch", EEXIST)
     key = "06000000" + (8080).to_bytes(2, "big").hex() + "0000"
     rec.answer("nftnl.get_element", f"dnat4 {key}", element("pm-other"))
-    return caught(lambda: _backend().add(portmap_cfg(), lambda step: None))
+    return caught(lambda: _backend().add(rec.nf, portmap_cfg(), lambda step: None))
 
 
 @scenario
@@ -136,25 +137,25 @@ def portmap_add_maps_replaces_own(rec: Recorder, _tmp: str) -> Any:
     key = "06000000" + (8080).to_bytes(2, "big").hex() + "0000"
     rec.answer("nftnl.get_element", f"dnat4 {key}", element(pm_chain()))
     rec.answer("nftnl.set_elements", "dnat4", [element(pm_chain(), bytes.fromhex(key))])
-    return caught(lambda: _backend().add(portmap_cfg(), lambda step: None) and None)
+    return caught(lambda: _backend().add(rec.nf, portmap_cfg(), lambda step: None) and None)
 
 
 @scenario
 def portmap_add_chain_layout(rec: Recorder, _tmp: str) -> Any:
     cfg = portmap_cfg(**_conditions())
-    return caught(lambda: _backend().add(cfg, lambda step: None) and None)
+    return caught(lambda: _backend().add(rec.nf, cfg, lambda step: None) and None)
 
 
 @scenario
 def portmap_add_chain_layout_no_snat(rec: Recorder, _tmp: str) -> Any:
     cfg = portmap_cfg(snat=False, masq_all=True, **_conditions())
-    return caught(lambda: _backend().add(cfg, lambda step: None) and None)
+    return caught(lambda: _backend().add(rec.nf, cfg, lambda step: None) and None)
 
 
 @scenario
 def portmap_add_chain_layout_taken(rec: Recorder, _tmp: str) -> Any:
     cfg = portmap_cfg(**_conditions())
-    rec.fail_next("nft.json", nft.NftError("Could not process rule: File exists"))
+    rec.fail_next("nft.json", NftError("Could not process rule: File exists"))
     rec.answer(
         "nft.query",
         "list map inet pycni_portmap ports4",
@@ -167,14 +168,14 @@ def portmap_add_chain_layout_taken(rec: Recorder, _tmp: str) -> Any:
             }
         ],
     )
-    return caught(lambda: _backend().add(cfg, lambda step: None))
+    return caught(lambda: _backend().add(rec.nf, cfg, lambda step: None))
 
 
 @scenario
 def portmap_delete_known(rec: Recorder, _tmp: str) -> Any:
     key = "06000000" + (8080).to_bytes(2, "big").hex() + "0000"
     rec.answer("nftnl.get_element", f"dnat4 {key}", element(pm_chain()))
-    return caught(lambda: _backend().delete(portmap_cfg()))
+    return caught(lambda: _backend().delete(rec.nf, portmap_cfg()))
 
 
 @scenario
@@ -188,7 +189,7 @@ def portmap_delete_unknown_dumps(rec: Recorder, _tmp: str) -> Any:
     rec.answer("nftnl.set_elements", "masq4-b13-p24", [element(pm_chain(), b"\x0a\0\0\0")])
     rec.fail_next("nftnl.batch", ENOENT, None, ENOENT)
     cfg = portmap_cfg(mappings_given=False, container_ips={})
-    return caught(lambda: _backend().delete(cfg))
+    return caught(lambda: _backend().delete(rec.nf, cfg))
 
 
 @scenario
@@ -203,7 +204,7 @@ def portmap_delete_chain_fast(rec: Recorder, _tmp: str) -> Any:
             rule(8, "k bogus x"),
         ],
     )
-    return caught(lambda: _backend().delete(portmap_cfg()))
+    return caught(lambda: _backend().delete(rec.nf, portmap_cfg()))
 
 
 @scenario
@@ -230,8 +231,8 @@ def portmap_delete_chain_slow(rec: Recorder, _tmp: str) -> Any:
             }
         ],
     )
-    rec.fail_next("nft.json", nft.NftError("No such file or directory"))
-    return caught(lambda: _backend().delete(portmap_cfg()))
+    rec.fail_next("nft.json", NftError("No such file or directory"))
+    return caught(lambda: _backend().delete(rec.nf, portmap_cfg()))
 
 
 @scenario
@@ -260,7 +261,7 @@ def portmap_gc(rec: Recorder, _tmp: str) -> Any:
         ],
     )
     rec.answer("nftnl.set_elements", "dnat6", [element(pm_chain("net", "gone", "eth1"), b"\x11")])
-    return caught(lambda: _backend().gc(portmap_cfg(), [("cid", "eth0")]))
+    return caught(lambda: _backend().gc(rec.nf, portmap_cfg(), [("cid", "eth0")]))
 
 
 @scenario
@@ -297,7 +298,7 @@ def portmap_check_chain_layout(rec: Recorder, _tmp: str) -> Any:
             }
         ],
     )
-    return caught(lambda: _backend().check(cfg))
+    return caught(lambda: _backend().check(rec.nf, cfg))
 
 
 @scenario
@@ -305,7 +306,7 @@ def portmap_check_maps(rec: Recorder, _tmp: str) -> Any:
     key = "06000000" + (8080).to_bytes(2, "big").hex() + "0000"
     data = packed("10.0.0.2") + (80).to_bytes(2, "big").hex() + "0000"
     rec.answer("nftnl.get_element", f"dnat4 {key}", element(pm_chain(), data=bytes.fromhex(data)))
-    return caught(lambda: _backend().check(portmap_cfg()))
+    return caught(lambda: _backend().check(rec.nf, portmap_cfg()))
 
 
 @scenario
@@ -333,19 +334,19 @@ def masq_set(network: str, subnet: str) -> str:
 @scenario
 def masq_setup_new_network(rec: Recorder, _tmp: str) -> Any:
     rec.answer("nftnl.set_exists", masq_set("mnet", "10.88.0.0/16"), False)
-    rec.fail_next("nft.json", None, nft.NftError("Error: Could not process rule: File exists"))
-    return caught(lambda: ipmasq.backend("nftables").setup(IPNS, "mnet", "eth0", "c1"))
+    rec.fail_next("nft.json", None, NftError("Error: Could not process rule: File exists"))
+    return caught(lambda: ipmasq.backend("nftables").setup(rec.nf, IPNS, "mnet", "eth0", "c1"))
 
 
 @scenario
 def masq_setup_existing(rec: Recorder, _tmp: str) -> Any:
-    return caught(lambda: ipmasq.backend("nftables").setup(IPNS, 'm"net', "eth0", "c1"))
+    return caught(lambda: ipmasq.backend("nftables").setup(rec.nf, IPNS, 'm"net', "eth0", "c1"))
 
 
 @scenario
 def masq_setup_set_vanished(rec: Recorder, _tmp: str) -> Any:
     rec.fail_next("nftnl.batch", ENOENT)
-    return caught(lambda: ipmasq.backend("nftables").setup(IPNS[:1], "mnet", "eth0", "c1"))
+    return caught(lambda: ipmasq.backend("nftables").setup(rec.nf, IPNS[:1], "mnet", "eth0", "c1"))
 
 
 @scenario
@@ -356,7 +357,7 @@ def masq_teardown_known(rec: Recorder, _tmp: str) -> Any:
     rec.answer("nftnl.chain_rules", "masq_checks", [rule(3, comment), rule(4, "pycni net: mnet")])
     rec.answer("nftnl.set_is_empty", s4, False)
     nft_backend = ipmasq.backend("nftables")
-    return caught(lambda: ipmasq.teardown(nft_backend, IPNS, "mnet", "eth0", "c1"))
+    return caught(lambda: ipmasq.teardown(rec.nf, nft_backend, IPNS, "mnet", "eth0", "c1"))
 
 
 @scenario
@@ -375,7 +376,7 @@ def masq_teardown_last(rec: Recorder, _tmp: str) -> Any:
         [rule(8, "pycni 10.88.0.0/16 net: mnet"), rule(9, "pycni fd88::/64 net: mnet")],
     )
     rec.fail_next("nftnl.batch", ENOENT, None, None)
-    return caught(lambda: ipmasq.backend("nftables").teardown(IPNS, "mnet", "eth0", "c1"))
+    return caught(lambda: ipmasq.backend("nftables").teardown(rec.nf, IPNS, "mnet", "eth0", "c1"))
 
 
 @scenario
@@ -398,7 +399,7 @@ def masq_teardown_no_ips(rec: Recorder, _tmp: str) -> Any:
             }
         ],
     )
-    return caught(lambda: ipmasq.backend("nftables").teardown([], "mnet", "eth0", "c1"))
+    return caught(lambda: ipmasq.backend("nftables").teardown(rec.nf, [], "mnet", "eth0", "c1"))
 
 
 @scenario
@@ -428,13 +429,13 @@ def masq_gc(rec: Recorder, _tmp: str) -> Any:
             }
         ],
     )
-    return caught(lambda: ipmasq.gc("mnet", [("c1", "eth0")]))
+    return caught(lambda: ipmasq.gc(rec.nf, "mnet", [("c1", "eth0")]))
 
 
 @scenario
 def masq_iptables_setup(rec: Recorder, _tmp: str) -> Any:
     rec.exec_rc = {"-w -t nat -S": 1, "-w -t nat -C POSTROUTING": 0, "-w -t nat -C": 1}
-    return caught(lambda: ipmasq.backend("iptables").setup(IPNS, "mnet", "eth0", "c1"))
+    return caught(lambda: ipmasq.backend("iptables").setup(rec.nf, IPNS, "mnet", "eth0", "c1"))
 
 
 @scenario
@@ -450,7 +451,7 @@ def masq_iptables_teardown(rec: Recorder, _tmp: str) -> Any:
         f"-A {chain} -d 10.88.0.0/16 -j ACCEPT\nCOMMIT\n"
     )
     rec.answer("iptables.save", "nat 4", saved)
-    return caught(lambda: ipmasq.teardown(chosen, [], "mnet", "eth0", "c1"))
+    return caught(lambda: ipmasq.teardown(rec.nf, chosen, [], "mnet", "eth0", "c1"))
 
 
 @scenario
@@ -469,7 +470,7 @@ def masq_iptables_gc(rec: Recorder, _tmp: str) -> Any:
         lines.insert(2, f":{chain} - [0:0]")
         lines.append(f'-A POSTROUTING -s {ip}/32 -m comment --comment "{comment}" -j {chain}')
     rec.answer("iptables.save", "nat 4", "\n".join([*lines, "COMMIT", ""]))
-    return caught(lambda: ipmasq.backend("iptables").gc("mnet", [("c1", "eth0")]))
+    return caught(lambda: ipmasq.backend("iptables").gc(rec.nf, "mnet", [("c1", "eth0")]))
 
 
 @scenario
@@ -491,7 +492,7 @@ FW_PREV = {
 }
 
 
-def fw_request(command: str, tmp: str, prev: Any = FW_PREV, **conf: Any) -> Request:
+def fw_request(rec: Recorder, command: str, tmp: str, prev: Any = FW_PREV, **conf: Any) -> Request:
     config: dict[str, Any] = {
         "cniVersion": "1.0.0",
         "name": "fwnet",
@@ -501,7 +502,9 @@ def fw_request(command: str, tmp: str, prev: Any = FW_PREV, **conf: Any) -> Requ
     }
     if prev is not None:
         config["prevResult"] = prev
-    return Request(command, "ctr1", "/run/netns/p", "eth0", "", [], config, b"", {})
+    return Request(
+        command, "ctr1", "/run/netns/p", "eth0", "", [], config, b"", {}, host=rec.host()
+    )
 
 
 def _fw(method: str, req: Request) -> Any:
@@ -520,12 +523,12 @@ def fw_comment(network: str, ifname: str, cid: str) -> str:
 
 @scenario
 def firewall_nft_add_open(rec: Recorder, tmp: str) -> Any:
-    return _fw("add", fw_request("ADD", tmp, backend="nftables"))
+    return _fw("add", fw_request(rec, "ADD", tmp, backend="nftables"))
 
 
 @scenario
 def firewall_nft_add_isolated_first(rec: Recorder, tmp: str) -> Any:
-    rec.fail_next("nft.json", nft.NftError("Error: No such file or directory"))
+    rec.fail_next("nft.json", NftError("Error: No such file or directory"))
     rec.answer(
         "nft.query",
         "list chain inet pycni_firewall pods",
@@ -537,15 +540,20 @@ def firewall_nft_add_isolated_first(rec: Recorder, tmp: str) -> Any:
         [{"rule": {"handle": 4, "expr": [{"jump": {"target": f"iso1-{h('cni0', 16)}"}}]}}],
     )
     req = fw_request(
-        "ADD", tmp, backend="nftables", ingressPolicy="isolated", iptablesAdminChainName="MYADMIN"
+        rec,
+        "ADD",
+        tmp,
+        backend="nftables",
+        ingressPolicy="isolated",
+        iptablesAdminChainName="MYADMIN",
     )
     return _fw("add", req)
 
 
 @scenario
 def firewall_nft_add_refused(rec: Recorder, tmp: str) -> Any:
-    rec.fail_next("nft.json", nft.NftError("Error: Operation not permitted"))
-    return _fw("add", fw_request("ADD", tmp, backend="nftables", ingressPolicy="same-bridge"))
+    rec.fail_next("nft.json", NftError("Error: Operation not permitted"))
+    return _fw("add", fw_request(rec, "ADD", tmp, backend="nftables", ingressPolicy="same-bridge"))
 
 
 @scenario
@@ -571,7 +579,7 @@ def firewall_nft_del(rec: Recorder, tmp: str) -> Any:
             }
         ],
     )
-    return _fw("delete", fw_request("DEL", tmp, backend="nftables"))
+    return _fw("delete", fw_request(rec, "DEL", tmp, backend="nftables"))
 
 
 @scenario
@@ -598,7 +606,7 @@ def firewall_nft_gc(rec: Recorder, tmp: str) -> Any:
             }
         ],
     )
-    req = fw_request("GC", tmp, prev=None, backend="nftables")
+    req = fw_request(rec, "GC", tmp, prev=None, backend="nftables")
     req.config["cni.dev/valid-attachments"] = [{"containerID": "ctr1", "ifname": "eth0"}]
     return _fw("gc", req)
 
@@ -622,13 +630,13 @@ def firewall_nft_check(rec: Recorder, tmp: str) -> Any:
         "list chain inet pycni_firewall pods",
         [{"rule": {"expr": [{"jump": {"target": base}}]}}],
     )
-    first = _fw("check", fw_request("CHECK", tmp, backend="nftables"))
+    first = _fw("check", fw_request(rec, "CHECK", tmp, backend="nftables"))
     rec.answer(
         "nft.query",
         "list chain inet pycni_firewall forward",
         [{"rule": {"expr": [{"jump": {"target": "pods"}}]}}],
     )
-    return [first, _fw("check", fw_request("CHECK", tmp, backend="nftables"))]
+    return [first, _fw("check", fw_request(rec, "CHECK", tmp, backend="nftables"))]
 
 
 SAVED4 = """*filter
@@ -643,7 +651,7 @@ COMMIT
 @scenario
 def firewall_ipt_add(rec: Recorder, tmp: str) -> Any:
     rec.answer("iptables.save", "filter 4", SAVED4)
-    req = fw_request("ADD", tmp, backend="iptables", ingressPolicy="same-bridge")
+    req = fw_request(rec, "ADD", tmp, backend="iptables", ingressPolicy="same-bridge")
     return _fw("add", req)
 
 
@@ -652,14 +660,14 @@ def firewall_ipt_add_rolls_back(rec: Recorder, tmp: str) -> Any:
     from pycni.net.netfilter import iptables
 
     rec.fail_next("iptables.restore", None, *[iptables.IptablesError("busy")] * 3)
-    return _fw("add", fw_request("ADD", tmp, backend="iptables"))
+    return _fw("add", fw_request(rec, "ADD", tmp, backend="iptables"))
 
 
 @scenario
 def firewall_ipt_del_and_check(rec: Recorder, tmp: str) -> Any:
     rec.answer("iptables.save", "filter 4", SAVED4)
-    check = _fw("check", fw_request("CHECK", tmp, backend="iptables"))
-    return [check, _fw("delete", fw_request("DEL", tmp, backend="iptables"))]
+    check = _fw("check", fw_request(rec, "CHECK", tmp, backend="iptables"))
+    return [check, _fw("delete", fw_request(rec, "DEL", tmp, backend="iptables"))]
 
 
 @scenario
@@ -671,7 +679,7 @@ def firewall_ipt_gc(rec: Recorder, tmp: str) -> Any:
     for cid, ips in (("ctr1", ["10.22.0.5"]), ("ctr2", ["10.22.0.5", "10.22.0.6", "fd22::6"])):
         with open(os.path.join(tmp, "fwnet", f"{cid}_eth0"), "w") as fh:
             json.dump({"containerID": cid, "ifname": "eth0", "ips": ips}, fh)
-    req = fw_request("GC", tmp, prev=None, backend="iptables")
+    req = fw_request(rec, "GC", tmp, prev=None, backend="iptables")
     req.config["cni.dev/valid-attachments"] = [{"containerID": "ctr1", "ifname": "eth0"}]
     out = _fw("gc", req)
     return [out, sorted(os.listdir(os.path.join(tmp, "fwnet")))]
@@ -680,7 +688,7 @@ def firewall_ipt_gc(rec: Recorder, tmp: str) -> Any:
 @scenario
 def firewall_status(rec: Recorder, tmp: str) -> Any:
     return [
-        _fw("status", fw_request("STATUS", tmp, prev=None, backend=b))
+        _fw("status", fw_request(rec, "STATUS", tmp, prev=None, backend=b))
         for b in ("iptables", "nftables", "firewalld")
     ]
 
@@ -813,7 +821,7 @@ def inspect_read_mappings(rec: Recorder, _tmp: str) -> Any:
     from pycni.inspect import nftmap
 
     _inspect_tables(rec)
-    found, errors = nftmap.read_mappings()
+    found, errors = nftmap.read_mappings(rec.nf.nft)
     return [[asdict(m) for m in found], errors]
 
 
@@ -826,9 +834,9 @@ def inspect_delete_mappings(rec: Recorder, _tmp: str) -> Any:
     rec.answer(
         "nftnl.set_elements", "dnat4", [element(pm_chain(), b"\x06"), element("pm-z", b"\x11")]
     )
-    found, _errors = nftmap.read_mappings()
+    found, _errors = nftmap.read_mappings(rec.nf.nft)
     for mapping in found:
-        nftmap.delete_mapping(mapping)
+        nftmap.delete_mapping(mapping, rec.nf.nft)
     return len(found)
 
 
@@ -888,5 +896,5 @@ def inspect_read_masquerades(rec: Recorder, _tmp: str) -> Any:
             },
         ],
     )
-    found, errors = nftmap.read_masquerades()
+    found, errors = nftmap.read_masquerades(rec.nf.nft)
     return [[asdict(m) for m in found], errors]

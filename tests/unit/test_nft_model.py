@@ -18,10 +18,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pycni.net.netfilter import model, nftnl
+from pycni.net.netfilter import model, nft_records
 from pycni.spec import jsoncodec
 from tests.unit.nft_scenarios import SCENARIOS
-from tests.unit.nft_transport import Recorder
+from tests.unit.nft_transport import Recorder, until_iptables_on_the_seam
 
 GOLDEN = Path(__file__).parent / "golden" / "nft_transport.json"
 
@@ -29,7 +29,7 @@ GOLDEN = Path(__file__).parent / "golden" / "nft_transport.json"
 def _run(name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Any]:
     rec = Recorder()
     with monkeypatch.context() as patch:
-        rec.install(patch)
+        until_iptables_on_the_seam(rec, patch)
         result = SCENARIOS[name](rec, str(tmp_path))
     # through JSON, as stored: tuples become lists, keys strings
     return json.loads(json.dumps({"calls": rec.calls, "result": result}, default=str))
@@ -146,7 +146,7 @@ def test_elements_render_to_the_kernel_form() -> None:
         model.Concat(("192.0.2.1", "tcp", "8080")), model.Concat(("fd00::2", "80"))
     )
     change = element.change("dnat4h", True, "owner", exclusive=True)
-    assert change.key == nftnl.concat_key(["192.0.2.1", "tcp", "8080"])
+    assert change.key == nft_records.concat_key(["192.0.2.1", "tcp", "8080"])
     assert change.data == ipaddress.ip_address("fd00::2").packed + b"\x00\x50\x00\x00"
     assert (change.comment, change.exclusive, change.add) == ("owner", True, True)
     gone = element.change("dnat4h", False, "owner")
@@ -155,8 +155,10 @@ def test_elements_render_to_the_kernel_form() -> None:
     assert read_back.change("dnat4h", False).key == change.key
     with pytest.raises(ValueError):
         read_back.json()
-    assert model.removal(model.Set(T, "s"), True) == nftnl.Removal("set", "s", only_if_unused=True)
-    assert model.removal(T) == nftnl.Removal("table", "t")
+    assert model.removal(model.Set(T, "s"), True) == nft_records.Removal(
+        "set", "s", only_if_unused=True
+    )
+    assert model.removal(T) == nft_records.Removal("table", "t")
 
 
 @given(st.text())
@@ -194,11 +196,10 @@ def test_values_are_immutable_and_hashable_objects_are_not() -> None:
         hash(rule)
 
 
-def test_inspect_lists_only_plainly_named_portmap_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_inspect_lists_only_plainly_named_portmap_tables() -> None:
     """A table name read from the kernel goes into a ``list table`` command: one that could
     end it (``;``, a space) is not a portmap table, whatever its prefix."""
     from pycni.inspect import nftmap
-    from pycni.net.netfilter import nft
 
     listed = [
         {"table": {"family": "inet", "name": "pycni_portmap"}},
@@ -208,5 +209,6 @@ def test_inspect_lists_only_plainly_named_portmap_tables(monkeypatch: pytest.Mon
         {"table": {"family": "netdev", "name": "pycni_portmap"}},
         {"table": {"family": "inet", "name": "filter"}},
     ]
-    monkeypatch.setattr(nft, "query", lambda command: listed)
-    assert nftmap.portmap_tables() == [("inet", "pycni_portmap"), ("ip", "cni_hostport")]
+    rec = Recorder()
+    rec.answer("nft.query", "list tables", listed)
+    assert nftmap.portmap_tables(rec.nf.nft) == [("inet", "pycni_portmap"), ("ip", "cni_hostport")]

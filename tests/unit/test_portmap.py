@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pycni.net.netfilter import iptables, iptables_script, nftnl, rule_matches
+from pycni.net.netfilter import iptables, iptables_script, nft_records, rule_matches
 from pycni.net.netfilter.chain_names import (
     format_chain_name,
     format_comment,
@@ -313,13 +313,13 @@ def test_nft_map_layout_elements() -> None:
         ("dnat6h", "2001:db8::1 . sctp . 8082"),
     ]  # 0.0.0.0 is an IPv4 hostIP: skipped for IPv6, as the reference does
     first = found[0]
-    assert first.dnat.key == nftnl.concat_key(["tcp", "8080"])
-    assert first.dnat.data == nftnl.concat_key(["10.0.0.2", "80"])
+    assert first.dnat.key == nft_records.concat_key(["tcp", "8080"])
+    assert first.dnat.data == nft_records.concat_key(["10.0.0.2", "80"])
     assert [(e.set_name, e.shown) for e in first.masq] == [
         ("masq4-b13-p24", "10.0.0.0/24 . tcp . 8080"),
         ("masq4-b13-p32", "127.0.0.1/32 . tcp . 8080"),
     ]
-    assert first.masq[0].key == nftnl.concat_key(["10.0.0.0", "tcp", "8080"])
+    assert first.masq[0].key == nft_records.concat_key(["10.0.0.0", "tcp", "8080"])
     assert first.masq[0].group == (13, 4, 24) and not first.masq[0].change(True).key_end
     assert found[1].masq[0].set_name == "masq4h-b13-p24"
     assert found[1].masq[0].shown == "10.0.0.0/24 . 192.0.2.1 . udp . 8081"
@@ -341,7 +341,7 @@ def test_nft_map_layout_duplicate_keys_first_wins() -> None:
     ]
     found = nft_maps.mappings(cfg)
     assert [m.dnat.data for m in found if m.dnat.set_name == "dnat4"] == [
-        nftnl.concat_key(["10.0.0.2", "80"])
+        nft_records.concat_key(["10.0.0.2", "80"])
     ]
 
 

@@ -100,7 +100,7 @@ def _plugin_requests(info: Any) -> Iterator[tuple[str, Any]]:
 def _portmap(req: Any, dry_run: bool) -> str | None:
     """Re-write one attachment's portmap state in the reference's layout; None when pycni
     holds none of it in its own layout."""
-    from pycni.net.netfilter.seam import THREAD as nf  # this thread's namespace: the node's
+    from pycni.net.netfilter.seam import THREAD
     from pycni.plugins.meta.portmap import iptables_backend, nft_backend, reference_state
     from pycni.plugins.meta.portmap.config import NFTABLES, parse
     from pycni.spec.errors import CNIError, InvalidConfig
@@ -109,11 +109,11 @@ def _portmap(req: Any, dry_run: bool) -> str | None:
     if cfg.backend != NFTABLES or not cfg.mappings or not cfg.container_ips:
         return None  # pycni's iptables backend writes the reference's chains already
     try:
-        nft_backend.BACKEND.check(nf, cfg)
+        nft_backend.BACKEND.check(THREAD, cfg)
     except CNIError:
         return None
     explicit = req.config.get("backend") == NFTABLES
-    to_nft = explicit or cfg.has_conditions or not iptables_backend.usable(nf.iptables, None)
+    to_nft = explicit or cfg.has_conditions or not iptables_backend.usable(THREAD.iptables, None)
     if to_nft and cfg.has_conditions:
         raise InvalidConfig(
             "conditionsV4/conditionsV6 on the nftables backend: the reference puts them in "
@@ -122,20 +122,20 @@ def _portmap(req: Any, dry_run: bool) -> str | None:
     target = f"{reference_state.REFERENCE_NFT_TABLE} rules" if to_nft else "iptables CNI-DN chain"
     if not dry_run:
         if to_nft:
-            reference_state.install_nft(cfg)
+            reference_state.install_nft(THREAD.nft, cfg)
         else:
-            iptables_backend.add(nf.iptables, cfg)
-        nft_backend.BACKEND.delete(nf, cfg)
+            iptables_backend.add(THREAD.iptables, cfg)
+        nft_backend.BACKEND.delete(THREAD, cfg)
     return f"nftables maps -> reference {target}"
 
 
 def _ipmasq(req: Any, dry_run: bool) -> str | None:
     """Re-write one attachment's ``ipMasq`` set elements as the reference's per-pod chain or
     rule; None when pycni's sets hold none of its addresses."""
-    from pycni.net.netfilter import nftnl
     from pycni.net.netfilter.ipmasq import TABLE, comment_for_instance, iptables_backend
     from pycni.net.netfilter.ipmasq import nft_backend as masq_nft
     from pycni.net.netfilter.iptables_seam import THREAD_IPTABLES
+    from pycni.net.netfilter.nft_seam import THREAD_NFTABLES
     from pycni.spec.result import IPInterface
 
     if req.config.get("ipMasq") is not True:
@@ -148,7 +148,9 @@ def _ipmasq(req: Any, dry_run: bool) -> str | None:
     held = [
         ipn
         for ipn in ipns
-        if nftnl.element_comment("inet", TABLE, masq_nft.set_name(req.name, ipn.network), ipn.ip)
+        if THREAD_NFTABLES.element_comment(
+            "inet", TABLE, masq_nft.set_name(req.name, ipn.network), ipn.ip
+        )
         == comment
     ]
     if not held:
@@ -160,13 +162,13 @@ def _ipmasq(req: Any, dry_run: bool) -> str | None:
     to_nft = explicit or not iptables.available(4)
     if not dry_run:
         if to_nft:
-            masq_nft.teardown(req.name, req.ifname, req.container_id, ipns)
-            from pycni.net.netfilter import nft
-
-            nft.apply(masq_nft.nft_setup_script(ipns, req.name, req.ifname, req.container_id, []))
+            masq_nft.teardown(THREAD_NFTABLES, req.name, req.ifname, req.container_id, ipns)
+            THREAD_NFTABLES.apply(
+                masq_nft.nft_setup_script(ipns, req.name, req.ifname, req.container_id, [])
+            )
         else:
             iptables_backend.setup(THREAD_IPTABLES, ipns, req.name, req.container_id)
-            masq_nft.teardown(req.name, req.ifname, req.container_id, ipns)
+            masq_nft.teardown(THREAD_NFTABLES, req.name, req.ifname, req.container_id, ipns)
     return "nftables set elements -> reference " + (
         "masq_checks rule" if to_nft else "iptables CNI chain"
     )

@@ -12,7 +12,9 @@ element or DNAT rule becomes a ``PortMapping``.
 from __future__ import annotations
 
 from pycni.inspect.model import Masquerade, PortMapping
-from pycni.net.netfilter import model, nft
+from pycni.net.netfilter import model
+from pycni.net.netfilter.nft_records import NftError
+from pycni.net.netfilter.nft_seam import THREAD_NFTABLES, Nftables
 from pycni.plugins.meta.portmap import nft_backend, nft_chains, nft_maps
 
 REFERENCE_TABLE = "cni_hostport"
@@ -40,7 +42,7 @@ def is_portmap_table(name: str) -> bool:
 _FAMILIES = ("ip", "ip6", "inet")  # where a portmap table can be
 
 
-def portmap_tables() -> list[tuple[str, str]]:
+def portmap_tables(nft: Nftables = THREAD_NFTABLES) -> list[tuple[str, str]]:
     """(family, name) of every portmap table in this namespace."""
     tables = model.parse(nft.query("list tables")).tables
     return [
@@ -125,11 +127,11 @@ def parse_element(family: str, table: str, name: str, element: model.Element) ->
     )
 
 
-def read_mappings() -> tuple[list[PortMapping], list[str]]:
+def read_mappings(nft: Nftables = THREAD_NFTABLES) -> tuple[list[PortMapping], list[str]]:
     """Every DNAT mapping in the portmap tables, with the handles of its owner's other rules."""
     try:
-        tables = portmap_tables()
-    except (nft.NftError, OSError) as exc:
+        tables = portmap_tables(nft)
+    except (NftError, OSError) as exc:
         return [], [f"cannot read nftables: {exc}"]
     out: list[PortMapping] = []
     for family, name in tables:
@@ -157,7 +159,7 @@ def read_mappings() -> tuple[list[PortMapping], list[str]]:
     return out, []
 
 
-def delete_mapping(mapping: PortMapping) -> None:
+def delete_mapping(mapping: PortMapping, nft: Nftables = THREAD_NFTABLES) -> None:
     """Remove the mapping's owner: in pycni's table every element with the owner's comment,
     or the attachment chain and the map elements that jump to it; in the reference table
     every rule with the owner's comment (by handle, as JSON: no name read from the kernel
@@ -165,7 +167,7 @@ def delete_mapping(mapping: PortMapping) -> None:
     if is_pycni(mapping) and mapping.chain in nft_maps.DNAT_MAPS:
         owner = mapping.owner
         if owner:
-            nft_maps.remove_owned(lambda comment: comment == owner)
+            nft_maps.remove_owned(nft, lambda comment: comment == owner)
         return
     if is_pycni(mapping):
         items = nft.query(f"list table {mapping.family} {mapping.table}")
@@ -209,12 +211,12 @@ def _saddr(rule: model.Rule) -> str:
     return ""
 
 
-def read_masquerades() -> tuple[list[Masquerade], list[str]]:
+def read_masquerades(nft: Nftables = THREAD_NFTABLES) -> tuple[list[Masquerade], list[str]]:
     """Which pod addresses of which network are masqueraded, from the masquerade table (pycni's
     per-network sets and the reference's per-address rules); none when there is no table."""
     try:
         items = nft.query(f"list table inet {MASQ_TABLE}")
-    except nft.NftError:
+    except NftError:
         return [], []  # no such table: nothing is masqueraded by nftables here
     except OSError as exc:
         return [], [f"cannot read nftables: {exc}"]

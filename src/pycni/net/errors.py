@@ -21,7 +21,7 @@ class keeps the builtin base callers already test with (``except OSError``, ``Lo
     ├── VrfError                                net/vrf.py: a VRF step refused
     ├── TunError(OSError)                       plugins/main/tap/tun.py: /dev/net/tun refused
     └── NetfilterError                          a netfilter change refused
-        ├── NftError(RuntimeError)              net/netfilter/nft.py: libnftables' message
+        ├── NftError(RuntimeError)              net/netfilter/nft_records.py: libnftables' message
         ├── IptablesError(RuntimeError)         net/netfilter/iptables.py: the tool's stderr
         ├── IPMasqError                         net/netfilter/ipmasq/__init__.py: masquerade set-up
         └── FirewallError(RuntimeError)         plugins/meta/firewall/backend.py: the tool's message

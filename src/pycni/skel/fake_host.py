@@ -4,12 +4,12 @@ A unit test builds one, adds pod namespaces by path, and runs a plugin through s
 (``skel.run(plugin_type, env, stdin, host=fake)``): every Kernel the plugin is handed is a
 FakeKernel of pycni.net.netlink.fake_kernel (held to the real kernel by
 tests/kernel_contract.py), every sysctl the FakeSysctl of that namespace, and a delegated
-IPAM plugin runs in-process with the same host (no CNI_PATH lookup, no exec). Each
-namespace's ``netfilter`` holds a FakeIptables and a FakeConntrack
-(pycni.net.netfilter.fake_iptables, held to the real tools by
-tests/netfilter/iptables_contract.py) and the nftables fake. What a plugin reaches outside
-these (files under /var/lib) is not faked: a unit test leaves those features out of its
-config or stands in for them itself.
+IPAM plugin runs in-process with the same host (no CNI_PATH lookup, no exec). Its netfilter
+is that namespace's in-memory one: nftables a FakeNftables (pycni.net.netfilter.fake_nft, held
+to libnftables and nf_tables netlink by tests/netfilter/nft_contract.py), iptables and
+conntrack the fakes of fake_iptables.py; a test may put its own Netfilter in ``netfilters``.
+What a plugin reaches outside these (files under /var/lib) is not faked: a unit test leaves
+those features out of its config or stands in for them itself.
 tap's /dev/net/tun device is made by the maker the plugin is built with; a test passes one
 over FakeKernel.add_tap (tests/unit/test_plugin_logic_tap.py). ``selinux()`` is a FakeSELinux
 (off unless a test turns it on), which records tap's labelled helper runs.
@@ -28,6 +28,8 @@ from pycni.net.ns import NetNS, NetNSNotFound
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from pycni.net.netfilter.seam import Netfilter
     from pycni.net.netlink.kernel import Kernel
     from pycni.net.sysctl import Sysctl
@@ -152,11 +154,9 @@ class FakeHost:
             from pycni.net.netfilter.fake_nft import FakeNftables
             from pycni.net.netfilter.seam import Netfilter
 
-            found = Netfilter(
-                FakeNftables(),  # type: ignore[arg-type]  # being filled in
-                FakeIptables(),
-                FakeConntrack(),
-            )
+            iptables: Any = FakeIptables()  # being filled in (s8-ipt): not yet its Protocol
+            conntrack: Any = FakeConntrack()
+            found = Netfilter(FakeNftables(), iptables, conntrack)
             self.netfilters[kernel.ns.fd] = found
         return found
 

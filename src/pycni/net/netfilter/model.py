@@ -9,6 +9,7 @@ builds these objects and renders them for its transport:
   as nft rule text, so no value can end a string or a statement. Values still come checked by
   rule_tokens.py / rule_matches.py, which keeps errors early and both backends' rules alike;
 - :meth:`Element.change` and :func:`removal` give the nf_tables netlink changes nftnl.py sends
+  (records of nft_records.py)
   in one batch, for the per-pod paths whose cost must not grow with the ruleset (libnftables
   loads its cache first: see nftnl.py);
 - :func:`parse` reads ``nft -j list …`` output back into the same objects (for DEL, GC, CHECK
@@ -29,7 +30,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, TypeAlias
 
-    from pycni.net.netfilter import nftnl
+    from pycni.net.netfilter import nft_records
 
 
 class _Node:
@@ -453,7 +454,7 @@ class Element(_Node):
         return key if self.value is None else [key, render(self.value)]
 
     def key_bytes(self) -> bytes:
-        """The key in the kernel's form (nftnl.concat_key)."""
+        """The key in the kernel's form (nft_records.concat_key)."""
         return _kernel_value(self.key)
 
     def in_kernel_form(self) -> Element:
@@ -468,14 +469,16 @@ class Element(_Node):
 
     def change(
         self, set_name: str, add: bool, comment: str = "", exclusive: bool = False
-    ) -> nftnl.ElementChange:
+    ) -> nft_records.ElementChange:
         """This element's add or delete as one nf_tables netlink change (the map data as a
         value, never a verdict); ``comment`` overrides the element's own."""
-        from pycni.net.netfilter import nftnl  # only the netlink paths load it
+        from pycni.net.netfilter import nft_records  # only the netlink paths load it
 
         data = self.value_bytes() if add else b""
         text = (comment or self.comment) if add else ""
-        return nftnl.ElementChange(add, set_name, self.key_bytes(), text, data, b"", exclusive)
+        return nft_records.ElementChange(
+            add, set_name, self.key_bytes(), text, data, b"", exclusive
+        )
 
     def target(self) -> str:
         """A verdict map element's jump or goto target ("" for anything else)."""
@@ -489,10 +492,10 @@ def _kernel_value(value: Value | bytes) -> bytes:
     read back over netlink)."""
     if isinstance(value, bytes):
         return value
-    from pycni.net.netfilter import nftnl
+    from pycni.net.netfilter import nft_records
 
     parts = value.parts if isinstance(value, Concat) else (value,)
-    return nftnl.concat_key([str(p) for p in parts])
+    return nft_records.concat_key([str(p) for p in parts])
 
 
 class Set(_Mutable):
@@ -586,23 +589,23 @@ def flush(obj: Chain) -> Any:
     return {"flush": _object(obj, False)}
 
 
-def removal(obj: Object, only_if_unused: bool = False) -> nftnl.Removal:
-    """The nf_tables netlink removal of a rule (by handle), set, chain or table (nftnl.Removal:
-    ``only_if_unused`` lets the kernel refuse an object still in use)."""
-    from pycni.net.netfilter import nftnl
+def removal(obj: Object, only_if_unused: bool = False) -> nft_records.Removal:
+    """The nf_tables netlink removal of a rule (by handle), set, chain or table
+    (nft_records.Removal: ``only_if_unused`` lets the kernel refuse an object still in use)."""
+    from pycni.net.netfilter import nft_records
 
     if isinstance(obj, Rule):
-        return nftnl.Removal("rule", obj.chain, obj.handle)
+        return nft_records.Removal("rule", obj.chain, obj.handle)
     if isinstance(obj, Table):
-        return nftnl.Removal("table", obj.name, only_if_unused=only_if_unused)
-    return nftnl.Removal(obj.kind, obj.name, only_if_unused=only_if_unused)
+        return nft_records.Removal("table", obj.name, only_if_unused=only_if_unused)
+    return nft_records.Removal(obj.kind, obj.name, only_if_unused=only_if_unused)
 
 
-def chain_removal(chain: Chain) -> nftnl.ChainRemoval:
+def chain_removal(chain: Chain) -> nft_records.ChainRemoval:
     """The nf_tables netlink removal of a regular chain with every rule in it."""
-    from pycni.net.netfilter import nftnl
+    from pycni.net.netfilter import nft_records
 
-    return nftnl.ChainRemoval(chain.name)
+    return nft_records.ChainRemoval(chain.name)
 
 
 # --- reading back -------------------------------------------------------------------------------

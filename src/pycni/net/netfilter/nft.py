@@ -17,7 +17,7 @@ import os
 from collections import OrderedDict
 
 from pycni.net import tools
-from pycni.net.errors import NetfilterError
+from pycni.net.netfilter.nft_records import NftError as NftError  # what nft.* raises
 from pycni.net.ns import THREAD_NETNS
 from pycni.spec import jsoncodec
 
@@ -44,10 +44,6 @@ def _load_binding() -> Any:
             nftables = None
         _binding, _binding_tried = nftables, True
     return _binding
-
-
-class NftError(NetfilterError, RuntimeError):
-    """nft refused a command; the message is nft's own."""
 
 
 def _current_ns_key() -> tuple[int, int]:

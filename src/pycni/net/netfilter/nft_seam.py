@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any, Protocol
 
-    from pycni.net.netfilter.nftnl import ChainRemoval, Element, ElementChange, Removal, Rule
+    from pycni.net.netfilter.nft_records import ChainRemoval, Element, ElementChange, Removal, Rule
     from pycni.spec.result import IPAddress
 else:
     Protocol = object  # typing is not imported at run time

@@ -84,7 +84,8 @@ def iptables_comment(network: str, container_id: str) -> str:
 
 
 class Backend(Protocol):
-    """One way of masquerading an attachment's addresses (bridge's and ptp's ``ipMasq``)."""
+    """One way of masquerading an attachment's addresses (bridge's and ptp's ``ipMasq``), in
+    the namespace whose netfilter ``nf`` is (the node's: ``req.host.netfilter(kernel)``)."""
 
     name: str
 

@@ -39,7 +39,7 @@ import ipaddress
 import os
 from collections.abc import Iterable, Sequence
 
-from pycni.net.netfilter import model, nft
+from pycni.net.netfilter import model, nft_records
 from pycni.net.netfilter.ipmasq import (
     CHAIN,
     COMMENT_MAX,
@@ -50,15 +50,16 @@ from pycni.net.netfilter.ipmasq import (
     hash_for_network,
     hash_hex,
 )
-from pycni.net.netfilter.nft import NftError
+from pycni.net.netfilter.nft_records import NftError
 from pycni.spec.result import IPInterface
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from pycni.net.netfilter import nftnl
+    from pycni.net.netfilter.nft_seam import Nftables
     from pycni.net.netfilter.seam import Netfilter
+
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -132,11 +133,11 @@ def nft_setup_script(
 
 def element_changes(
     ipns: Sequence[IPInterface], network: str, comment: str
-) -> list[nftnl.ElementChange]:
+) -> list[nft_records.ElementChange]:
     """Add each address to its subnet's set with this attachment's comment, replacing an
     element left by an earlier attachment (add, delete, add: a no-op add makes the delete
     safe, and the last add carries the comment)."""
-    out: list[nftnl.ElementChange] = []
+    out: list[nft_records.ElementChange] = []
     for ipn in ipns:
         name, element = set_name(network, ipn.network), model.Element(str(ipn.ip))
         out.append(element.change(name, True))
@@ -150,14 +151,14 @@ def _jump_comment(network: str) -> str:
     return f"{RULE_PREFIX}net: {network.replace(chr(34), '')}"[:COMMENT_MAX]
 
 
-def _ensure_network(network: str, subnets: Iterable[IPNetwork]) -> None:
+def _ensure_network(nft: Nftables, network: str, subnets: Iterable[IPNetwork]) -> None:
     """Create what the fast path needs, once per network and subnet. ``create`` fails when
     the object exists, so the chain and its jump (and a set and its rule) appear together
     exactly once even when several ADDs race."""
     nft.apply(scaffold_script())
     chain = net_chain(network)
     jump = model.Rule(T, CHAIN, [model.Verdict("jump", chain)], _jump_comment(network))
-    _create_once([model.create(model.Chain(T, chain)), model.add(jump)])
+    _create_once(nft, [model.create(model.Chain(T, chain)), model.add(jump)])
     for subnet in subnets:
         fam = _fam(subnet.version)
         name = set_name(network, subnet)
@@ -176,10 +177,10 @@ def _ensure_network(network: str, subnets: Iterable[IPNetwork]) -> None:
             _subnet_comment(network, subnet),
         )
         set_type = "ipv4_addr" if subnet.version == 4 else "ipv6_addr"
-        _create_once([model.create(model.Set(T, name, set_type)), model.add(rule)])
+        _create_once(nft, [model.create(model.Set(T, name, set_type)), model.add(rule)])
 
 
-def _create_once(commands: list[Any]) -> None:
+def _create_once(nft: Nftables, commands: list[Any]) -> None:
     try:
         nft.apply_json(commands)
     except NftError as exc:
@@ -212,10 +213,9 @@ class _NamespaceLock:
         os.close(self._fd)  # drops the lock
 
 
-def setup(ipns: Sequence[IPInterface], network: str, ifname: str, cid: str) -> None:
+def setup(nft: Nftables, ipns: Sequence[IPInterface], network: str, ifname: str, cid: str) -> None:
     """Add the attachment's addresses to its network's sets: one small batch; the sets and
     their rules are made on the first ADD of a network (or subnet), under _NamespaceLock."""
-    from pycni.net.netfilter import nftnl  # netlink to nftables: only masquerading calls load it
 
     if not ipns:
         return
@@ -223,18 +223,18 @@ def setup(ipns: Sequence[IPInterface], network: str, ifname: str, cid: str) -> N
     names = dict.fromkeys(set_name(network, ipn.network) for ipn in ipns)
     # asked first: a batch refused for a missing set costs the kernel an RCU grace period
     # (the first ADD after the last DEL of a network finds none), a question a round trip
-    if all(nftnl.set_exists("inet", TABLE, name) for name in names):
+    if all(nft.set_exists("inet", TABLE, name) for name in names):
         try:
-            nftnl.change_elements("inet", TABLE, changes)
+            nft.change_elements("inet", TABLE, changes)
             return
         except OSError as exc:
             if exc.errno != errno.ENOENT:
                 raise NftError(f"adding the pod addresses to the masquerade sets: {exc}") from None
     # a set (or the table) is missing: make them, then add
     with _NamespaceLock():
-        _ensure_network(network, dict.fromkeys(ipn.network for ipn in ipns))
+        _ensure_network(nft, network, dict.fromkeys(ipn.network for ipn in ipns))
         try:
-            nftnl.change_elements("inet", TABLE, changes)
+            nft.change_elements("inet", TABLE, changes)
         except OSError as exc:
             raise NftError(f"adding the pod addresses to the masquerade sets: {exc}") from None
 
@@ -243,7 +243,7 @@ def _elements(items: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return [(str(e.key), e.comment) for s in model.parse(items).sets for e in s.elements]
 
 
-def _query(command: str) -> list[dict[str, Any]]:
+def _query(nft: Nftables, command: str) -> list[dict[str, Any]]:
     """A ``get``/``list`` command in nft text (only our hashed names and parsed addresses go
     into it); libnftables' JSON input has no ``get``."""
     return nft.query(command)
@@ -253,7 +253,7 @@ def _delete_element(name: str, ip: str) -> Any:
     return model.delete(model.Set(T, name), [model.Element(ip)])
 
 
-def _delete_changes(doomed: list[Any]) -> None:
+def _delete_changes(nft: Nftables, doomed: list[Any]) -> None:
     """Apply deletions (elements and rules) as one libnftables transaction."""
     nft.apply_json(doomed)
 
@@ -262,24 +262,23 @@ def _delete_rule(handle: int) -> Any:
     return model.delete(model.Rule(T, CHAIN, handle=handle))
 
 
-def _network_rules(network: str) -> list[tuple[int, str]]:
+def _network_rules(nft: Nftables, network: str) -> list[tuple[int, str]]:
     """(handle, set) of each rule of the network's chain, the set read from its comment
     ("" for a rule that is not one of ours)."""
-    from pycni.net.netfilter import nftnl  # netlink to nftables: only masquerading calls load it
 
     out = []
-    for rule in nftnl.chain_rules("inet", TABLE, net_chain(network)):
+    for rule in nft.chain_rules("inet", TABLE, net_chain(network)):
         subnet = _subnet_of_comment(rule.comment)
         out.append((rule.handle, "" if subnet is None else set_name(network, subnet)))
     return out
 
 
-def _network_sets(network: str) -> list[str]:
+def _network_sets(nft: Nftables, network: str) -> list[str]:
     """The sets of a network, read from the comments of its chain's rules."""
-    return [name for _handle, name in _network_rules(network) if name]
+    return [name for _handle, name in _network_rules(nft, network) if name]
 
 
-def release_unused(network: str, sets: Sequence[str] = ()) -> bool:
+def release_unused(nft: Nftables, network: str, sets: Sequence[str] = ()) -> bool:
     """After a DEL or GC: remove the network's chain, jump, rules and sets once its sets hold
     no address, then the table once nothing else is in it, so the last DEL leaves no trace
     (as the reference, whose iptables chains go with their pod). ``sets``: those the caller
@@ -294,15 +293,14 @@ def release_unused(network: str, sets: Sequence[str] = ()) -> bool:
     address added meanwhile by anyone (our daemon's threads, another process, the reference)
     keeps everything. Such a refusal costs the kernel an RCU grace period (docs/benchmarks.md),
     hence the reads first."""
-    from pycni.net.netfilter import nftnl  # netlink to nftables: only masquerading calls load it
 
-    for name in sets or _network_sets(network):
-        if nftnl.set_is_empty("inet", TABLE, name) is False:
+    for name in sets or _network_sets(nft, network):
+        if nft.set_is_empty("inet", TABLE, name) is False:
             return False  # addresses left (a missing set holds none: an older layout's pod)
     with _NamespaceLock():
-        checks = nftnl.chain_rules("inet", TABLE, CHAIN)
+        checks = nft.chain_rules("inet", TABLE, CHAIN)
         jumps = [rule.handle for rule in checks if rule.comment == _jump_comment(network)]
-        rules = _network_rules(network)
+        rules = _network_rules(nft, network)
         if len(jumps) > 1 or (rules and not jumps) or any(not name for _h, name in rules):
             return False  # not our layout as we made it (names cut to one comment): leave it
         if jumps:
@@ -313,28 +311,28 @@ def release_unused(network: str, sets: Sequence[str] = ()) -> bool:
             ]
             batch += [model.removal(model.Set(T, name), True) for _h, name in rules]
             batch.append(model.removal(model.Chain(T, net_chain(network)), True))
-            if not _try_removal(batch):
+            if not _try_removal(nft, batch):
                 return False  # an address came meanwhile: keep it all
         if len(checks) > len(jumps):
             return False  # other networks' jumps or the older layout's rules keep the table
-        if not jumps and not nftnl.chain_exists("inet", TABLE, CHAIN):
+        if not jumps and not nft.chain_exists("inet", TABLE, CHAIN):
             return False  # no table (a refused batch costs a grace period: ask first)
         return _try_removal(
+            nft,
             [
                 model.removal(model.Chain(T, "postrouting")),  # ours alone: remade by a first ADD
                 model.removal(model.Chain(T, CHAIN), True),
                 model.removal(T, True),
-            ]
+            ],
         )
 
 
-def _try_removal(batch: Sequence[nftnl.Removal]) -> bool:
+def _try_removal(nft: Nftables, batch: Sequence[nft_records.Removal]) -> bool:
     """Apply a batch of removals; False when the kernel refused it as in use (EBUSY) or
     something of it is gone already (ENOENT: a concurrent removal or change)."""
-    from pycni.net.netfilter import nftnl  # netlink to nftables: only masquerading calls load it
 
     try:
-        nftnl.change_elements("inet", TABLE, batch)
+        nft.change_elements("inet", TABLE, batch)
     except OSError as exc:
         if exc.errno in (errno.EBUSY, errno.ENOENT):
             return False
@@ -342,73 +340,75 @@ def _try_removal(batch: Sequence[nftnl.Removal]) -> bool:
     return True
 
 
-def _set_elements(name: str) -> list[tuple[str, str]]:
+def _set_elements(nft: Nftables, name: str) -> list[tuple[str, str]]:
     """Every (address, comment) of a set: O(elements), for GC and for a DEL without IPs."""
     try:
-        return _elements(_query(f"list set inet {TABLE} {name}"))
+        return _elements(_query(nft, f"list set inet {TABLE} {name}"))
     except NftError:
         return []
 
 
-def teardown(network: str, ifname: str, cid: str, ipns: Sequence[IPInterface] = ()) -> None:
+def teardown(
+    nft: Nftables, network: str, ifname: str, cid: str, ipns: Sequence[IPInterface] = ()
+) -> None:
     """Remove this attachment's set elements and any per-address rule of the older layout.
 
     With the pod's addresses known (the usual DEL) each element is looked up by key and
     removed only when its comment names this attachment; without them the network's sets
     are searched by comment."""
-    from pycni.net.netfilter import nftnl  # netlink to nftables: only masquerading calls load it
 
     comment = comment_for_instance(network, ifname, cid)
-    ours: list[nftnl.ElementChange] = []
+    ours: list[nft_records.ElementChange] = []
     doomed: list[Any] = []
     if ipns:
         for ipn in ipns:
             name = set_name(network, ipn.network)
-            if nftnl.element_comment("inet", TABLE, name, ipn.ip) == comment:
+            if nft.element_comment("inet", TABLE, name, ipn.ip) == comment:
                 ours.append(model.Element(str(ipn.ip)).change(name, False))
     else:
-        for name in _network_sets(network):
-            doomed += [_delete_element(name, ip) for ip, c in _set_elements(name) if c == comment]
+        for name in _network_sets(nft, network):
+            doomed += [
+                _delete_element(name, ip) for ip, c in _set_elements(nft, name) if c == comment
+            ]
     prefix = hash_for_instance(network, ifname, cid)
     doomed += [
         _delete_rule(rule.handle)
-        for rule in nftnl.chain_rules("inet", TABLE, CHAIN)
+        for rule in nft.chain_rules("inet", TABLE, CHAIN)
         if rule.comment.startswith(prefix)
     ]
     try:
-        nftnl.change_elements("inet", TABLE, ours)
+        nft.change_elements("inet", TABLE, ours)
     except OSError as exc:
         if exc.errno != errno.ENOENT:
             raise NftError(f"removing pod addresses from the masquerade sets: {exc}") from None
         for change in ours if len(ours) > 1 else []:  # one went meanwhile: the others alone
             try:
-                nftnl.change_elements("inet", TABLE, [change])
+                nft.change_elements("inet", TABLE, [change])
             except OSError as one:
                 if one.errno != errno.ENOENT:
                     raise NftError(f"removing a pod address from a masquerade set: {one}") from None
-    _delete_changes(doomed)
-    release_unused(network, [set_name(network, ipn.network) for ipn in ipns])
+    _delete_changes(nft, doomed)
+    release_unused(nft, network, [set_name(network, ipn.network) for ipn in ipns])
 
 
-def gc(network: str, valid: Iterable[tuple[str, str]]) -> int:
+def gc(nft: Nftables, network: str, valid: Iterable[tuple[str, str]]) -> int:
     """Delete this network's elements and older-layout rules whose attachment is not in
     ``valid`` (containerID, ifname). Returns how many were removed."""
-    from pycni.net.netfilter import nftnl  # netlink to nftables: only masquerading calls load it
 
     keep = {comment_for_instance(network, ifname, cid) for cid, ifname in valid}
     doomed = [
         _delete_rule(rule.handle)
-        for rule in nftnl.chain_rules("inet", TABLE, CHAIN)
+        for rule in nft.chain_rules("inet", TABLE, CHAIN)
         if rule.comment.startswith(hash_for_network(network)) and rule.comment not in keep
     ]
-    for name in _network_sets(network):
-        doomed += [_delete_element(name, ip) for ip, c in _set_elements(name) if c not in keep]
-    _delete_changes(doomed)
-    release_unused(network)
+    for name in _network_sets(nft, network):
+        doomed += [_delete_element(name, ip) for ip, c in _set_elements(nft, name) if c not in keep]
+    _delete_changes(nft, doomed)
+    release_unused(nft, network)
     return len(doomed)
 
 
-class Nftables:
+class NftablesBackend:
     """The reference's ``inet cni_plugins_masquerade`` table, sets per subnet (see above)."""
 
     name = "nftables"
@@ -416,22 +416,22 @@ class Nftables:
     def setup(
         self, nf: Netfilter, ipns: Sequence[IPInterface], network: str, ifname: str, cid: str
     ) -> None:
-        setup(ipns, network, ifname, cid)
+        setup(nf.nft, ipns, network, ifname, cid)
 
     def teardown(
         self, nf: Netfilter, ipns: Sequence[IPInterface], network: str, ifname: str, cid: str
     ) -> None:
         try:
-            teardown(network, ifname, cid, ipns)
+            teardown(nf.nft, network, ifname, cid, ipns)
         except (NftError, OSError) as exc:
-            if nft.available():  # no nftables here: nothing of ours can be left in it
+            if nf.nft.available():  # no nftables here: nothing of ours can be left in it
                 raise IPMasqError(str(exc)) from None
 
     def may_hold(self, nf: Netfilter, network: str, cid: str) -> bool:
         return True  # elements are found by key and comment: always worth a look
 
     def gc(self, nf: Netfilter, network: str, valid: Iterable[tuple[str, str]]) -> int:
-        return gc(network, valid)
+        return gc(nf.nft, network, valid)
 
 
-BACKEND = Nftables()
+BACKEND = NftablesBackend()

@@ -14,7 +14,7 @@ from pycni.net import bridge as br
 from pycni.net import link, sysctl
 from pycni.net.addr import configure_iface, validate_ips
 from pycni.net.netfilter import ipmasq
-from pycni.net.netfilter.nft import NftError
+from pycni.net.netfilter.nft_records import NftError
 from pycni.net.netlink.kernel import IFF_PROMISC, IPAddress, IPInterface, Kernel, NetlinkError
 from pycni.net.ns import NetNS
 from pycni.net.route import validate_routes
@@ -281,8 +281,9 @@ class Bridge(Plugin):
         if conf.macspoofchk:
             rb.step("macspoofchk")
             ref = macspoofchk.ref_id(req.container_id, ifname)
-            macspoofchk.setup(pair.host_name, cont_link.mac, ref)
-            rb.push("macspoofchk", lambda: macspoofchk.teardown(ref))
+            nft = req.host.netfilter(node_kernel).nft
+            macspoofchk.setup(nft, pair.host_name, cont_link.mac, ref)
+            rb.push("macspoofchk", lambda: macspoofchk.teardown(nft, ref))
 
         if conf.layer3:
             self._add_layer3(req, conf, rb, node_kernel, pod, cont_index, result, info.mac)
@@ -364,7 +365,8 @@ class Bridge(Plugin):
                     sysctl.enable_forwarding(node_kernel, req.host.sysctl(node_kernel), fam)
 
         if conf.ip_masq:
-            masquerade(rb, conf.ip_masq_backend, result, conf.name, req)
+            nf = req.host.netfilter(node_kernel)
+            masquerade(nf, rb, conf.ip_masq_backend, result, conf.name, req)
 
     def _vlan_gateway(
         self, req: Request, conf: BridgeConf, rb: Rollback, node_kernel: Kernel, result: Result
@@ -406,15 +408,19 @@ class Bridge(Plugin):
         ipnets: list[IPInterface] = found or []
         self._ipam_del(req, conf)
         errors: list[str] = []
-        if conf.macspoofchk or netns_gone:
-            try:
-                macspoofchk.teardown(macspoofchk.ref_id(req.container_id, req.ifname))
-            except (NftError, OSError) as exc:
-                req.log(f"macspoofchk teardown: {exc}")
-        if conf.layer3 and conf.ip_masq:
-            with req.host.node() as node_kernel:
+        masq = conf.layer3 and conf.ip_masq
+        if not (conf.macspoofchk or netns_gone or masq):
+            return
+        with req.host.node() as node_kernel:
+            nf = req.host.netfilter(node_kernel)
+            if conf.macspoofchk or netns_gone:
+                try:
+                    macspoofchk.teardown(nf.nft, macspoofchk.ref_id(req.container_id, req.ifname))
+                except (NftError, OSError) as exc:
+                    req.log(f"macspoofchk teardown: {exc}")
+            if masq:
                 errors += ipmasq.teardown(
-                    req.host.netfilter(node_kernel),
+                    nf,
                     ipmasq.backend(conf.ip_masq_backend),
                     ipnets,
                     conf.name,
@@ -521,23 +527,20 @@ class Bridge(Plugin):
         if conf.layer3:
             req.delegate(conf.ipam_type, "GC")
         valid = req.valid_attachments() or []
-        try:
-            with req.host.node() as node_kernel:
-                ipmasq.gc(req.host.netfilter(node_kernel), conf.name, valid)
-        except (NftError, OSError) as exc:
-            if nft_available():
-                raise InternalError(f"failed to garbage-collect masquerade rules: {exc}") from None
+        with req.host.node() as node_kernel:
+            nf = req.host.netfilter(node_kernel)
+            try:
+                ipmasq.gc(nf, conf.name, valid)
+            except (NftError, OSError) as exc:
+                if nf.nft.available():
+                    raise InternalError(
+                        f"failed to garbage-collect masquerade rules: {exc}"
+                    ) from None
 
     def status(self, req: Request) -> None:
         conf = load_conf(req)
         if conf.layer3:
             req.delegate(conf.ipam_type, "STATUS")
-
-
-def nft_available() -> bool:
-    from pycni.net.netfilter import nft
-
-    return nft.available()
 
 
 def _delete_index(kernel: Kernel, index: int) -> None:

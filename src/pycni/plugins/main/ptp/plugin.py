@@ -15,7 +15,7 @@ import ipaddress
 from pycni.net import link, sysctl
 from pycni.net.addr import configure_iface, validate_ips
 from pycni.net.netfilter import ipmasq
-from pycni.net.netfilter.nft import NftError
+from pycni.net.netfilter.nft_records import NftError
 from pycni.net.netlink.kernel import IPAddress, IPInterface, Kernel, NetlinkError, Route
 from pycni.net.ns import NetNS
 from pycni.net.route import RTPROT_BOOT, RouteError, validate_routes
@@ -128,7 +128,8 @@ class Ptp(Plugin):
             raise InternalError(f"failed to configure the host veth: {exc}") from None
 
         if conf.ip_masq:
-            masquerade(rb, conf.ip_masq_backend, result, conf.name, req)
+            nf = req.host.netfilter(node_kernel)
+            masquerade(nf, rb, conf.ip_masq_backend, result, conf.name, req)
 
         rb.step("done")
         if not conf.dns.is_empty():

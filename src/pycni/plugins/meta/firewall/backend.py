@@ -59,6 +59,9 @@ class Attachment:
 
 
 class Backend(Protocol):
+    """A firewall backend; every verb works on the node's netfilter ``nf``
+    (``req.host.netfilter(kernel)``)."""
+
     name: str
     unavailable: str  # STATUS's message when the backend cannot be used here
     cleans_others: bool  # DEL runs it whatever backend the config names

@@ -23,8 +23,9 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable, Sequence
 
-from pycni.net.netfilter import model, nft, rule_tokens
+from pycni.net.netfilter import model, rule_tokens
 from pycni.net.netfilter.ipmasq import hash_for_instance, hash_for_network, hash_hex
+from pycni.net.netfilter.nft_records import NftError
 from pycni.plugins.meta.firewall.backend import (
     DEFAULT_ADMIN_CHAIN,
     ISOLATION_COMMENT,
@@ -39,6 +40,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from pycni.net.netfilter.nft_seam import Nftables
     from pycni.net.netfilter.seam import Netfilter
 
 TABLE = "pycni_firewall"
@@ -86,11 +88,11 @@ def admin_chain(name: str) -> str:
     return "admin" if name in ("", DEFAULT_ADMIN_CHAIN) else name
 
 
-def _rules(chain: str) -> list[model.Rule]:
+def _rules(nft: Nftables, chain: str) -> list[model.Rule]:
     """The rules of one chain of our table ([] when the table does not exist)."""
     try:
         items = nft.query(f"list chain {FAMILY} {TABLE} {chain}")
-    except nft.NftError:
+    except NftError:
         return []
     return model.parse(items).rules
 
@@ -173,6 +175,7 @@ def _jumps_to(rules: list[model.Rule], target: str) -> bool:
 
 
 def add(
+    nft: Nftables,
     ips: Sequence[IPAddress],
     network: str,
     ifname: str,
@@ -206,27 +209,27 @@ def add(
     try:
         nft.apply_json(head + [c for sub in subs for c in sub.refill(False)] + elements)
         return
-    except nft.NftError as exc:
+    except NftError as exc:
         if "No such file or directory" not in str(exc):
             raise FirewallError(str(exc)) from None
     cmds = list(head)
     have: dict[str, list[model.Rule]] = {}
     for sub in subs:
         if sub.parent not in have:
-            have[sub.parent] = _rules(sub.parent)
+            have[sub.parent] = _rules(nft, sub.parent)
         cmds += sub.refill(True)
         if not _jumps_to(have[sub.parent], sub.name):
             cmds.append(_rule(sub.parent, [_jump(sub.name)]))
-    _apply(cmds + elements)
+    _apply(nft, cmds + elements)
 
 
-def _elements(network: str) -> list[tuple[str, str, str]]:
+def _elements(nft: Nftables, network: str) -> list[tuple[str, str, str]]:
     """(set, address, comment) of every element of the network's sets."""
     out: list[tuple[str, str, str]] = []
     for name in net_names(network)[1].values():
         try:
             items = nft.query(f"list set {FAMILY} {TABLE} {name}")
-        except nft.NftError:
+        except NftError:
             continue
         for found in model.parse(items).sets:
             out += [(name, str(e.key), e.comment) for e in found.elements]
@@ -240,16 +243,16 @@ def _delete_elements(elements: Iterable[tuple[str, str, str]]) -> list[Any]:
     ]
 
 
-def delete(network: str, ifname: str, container_id: str) -> None:
+def delete(nft: Nftables, network: str, ifname: str, container_id: str) -> None:
     """Remove the attachment's elements (and older per-pod rules), found by comment."""
     prefix = hash_for_instance(network, ifname, container_id)
-    cmds = _deletes("pods", _with_prefix(_rules("pods"), prefix))
-    cmds += _delete_elements(e for e in _elements(network) if e[2].startswith(prefix))
+    cmds = _deletes("pods", _with_prefix(_rules(nft, "pods"), prefix))
+    cmds += _delete_elements(e for e in _elements(nft, network) if e[2].startswith(prefix))
     if cmds:
-        _apply(cmds)
+        _apply(nft, cmds)
 
 
-def gc(network: str, valid: Iterable[tuple[str, str]]) -> int:
+def gc(nft: Nftables, network: str, valid: Iterable[tuple[str, str]]) -> int:
     """Remove the network's elements (and older per-pod rules) whose attachment is not in
     ``valid``; returns how many."""
     keep = {hash_for_instance(network, ifname, cid) for cid, ifname in valid}
@@ -259,32 +262,34 @@ def gc(network: str, valid: Iterable[tuple[str, str]]) -> int:
     def stale(note: str) -> bool:
         return note.startswith(net_prefix) and note[:width] not in keep
 
-    rules = [r for r in _rules("pods") if stale(r.comment)]
-    elements = [e for e in _elements(network) if stale(e[2])]
+    rules = [r for r in _rules(nft, "pods") if stale(r.comment)]
+    elements = [e for e in _elements(nft, network) if stale(e[2])]
     if rules or elements:
-        _apply(_deletes("pods", rules) + _delete_elements(elements))
+        _apply(nft, _deletes("pods", rules) + _delete_elements(elements))
     return len(rules) + len(elements)
 
 
-def check(ips: Sequence[IPAddress], network: str, ifname: str, container_id: str) -> None:
+def check(
+    nft: Nftables, ips: Sequence[IPAddress], network: str, ifname: str, container_id: str
+) -> None:
     prefix = hash_for_instance(network, ifname, container_id)
     chain, _sets = net_names(network)
-    mine = {addr for _s, addr, note in _elements(network) if note.startswith(prefix)}
+    mine = {addr for _s, addr, note in _elements(nft, network) if note.startswith(prefix)}
     missing = [str(ip) for ip in ips if str(ip) not in mine]
     if missing:
         raise FirewallError(
             f"nftables set elements of {container_id}/{ifname} missing: {', '.join(missing)}"
         )
-    if not _jumps_to(_rules("pods"), chain):
+    if not _jumps_to(_rules(nft, "pods"), chain):
         raise FirewallError(f"the pods chain of {FAMILY} {TABLE} does not jump to {chain}")
-    if not _jumps_to(_rules("forward"), "pods"):
+    if not _jumps_to(_rules(nft, "forward"), "pods"):
         raise FirewallError(f"the forward chain of {FAMILY} {TABLE} does not jump to pods")
 
 
-def _apply(cmds: list[Any]) -> None:
+def _apply(nft: Nftables, cmds: list[Any]) -> None:
     try:
         nft.apply_json(cmds)
-    except nft.NftError as exc:
+    except NftError as exc:
         raise FirewallError(str(exc)) from None
 
 
@@ -296,7 +301,7 @@ class NftablesBackend:
     cleans_others = True
 
     def usable(self, nf: Netfilter) -> bool:
-        return nft.available()
+        return nf.nft.available()
 
     def check_admin_chain(self, admin: str) -> None:
         if not admin[0].isalpha():
@@ -309,6 +314,7 @@ class NftablesBackend:
     def add(self, nf: Netfilter, att: Attachment, rb: Rollback) -> None:
         rb.step("nftables")
         add(
+            nf.nft,
             att.ips,
             att.network,
             att.ifname,
@@ -319,13 +325,13 @@ class NftablesBackend:
         )
 
     def delete(self, nf: Netfilter, att: Attachment) -> None:
-        delete(att.network, att.ifname, att.container_id)
+        delete(nf.nft, att.network, att.ifname, att.container_id)
 
     def check(self, nf: Netfilter, att: Attachment) -> None:
-        check(att.ips, att.network, att.ifname, att.container_id)
+        check(nf.nft, att.ips, att.network, att.ifname, att.container_id)
 
     def gc(self, nf: Netfilter, network: str, data_dir: str, valid: list[tuple[str, str]]) -> None:
-        gc(network, valid)
+        gc(nf.nft, network, valid)
 
 
 BACKEND = NftablesBackend()

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 
-from pycni.net.netfilter import nft, rule_tokens
+from pycni.net.netfilter import rule_tokens
+from pycni.net.netfilter.nft_records import NftError
 from pycni.plugins.meta.firewall import iptables_backend, nft_backend
 from pycni.plugins.meta.firewall.backend import (
     DEFAULT_ADMIN_CHAIN,
@@ -183,10 +184,9 @@ class Firewall(Plugin):
         conf, prev = _conf_and_prev(req)
         att = _attachment(req, conf, prev, _bridge_of(prev, conf.ingress_policy))
         with req.host.node() as node_kernel, Rollback(req.env) as rb:
-            nf = req.host.netfilter(node_kernel)
             try:
-                _backend(conf).add(nf, att, rb)
-            except (FirewallError, nft.NftError, OSError) as exc:
+                _backend(conf).add(req.host.netfilter(node_kernel), att, rb)
+            except (FirewallError, NftError, OSError) as exc:
                 raise _fail(exc) from None
         return prev
 
@@ -210,25 +210,25 @@ class Firewall(Plugin):
 
     def check(self, req: Request) -> None:
         conf, prev = _conf_and_prev(req)
-        try:
-            with req.host.node() as node_kernel:
+        with req.host.node() as node_kernel:
+            try:
                 _backend(conf).check(
                     req.host.netfilter(node_kernel), _attachment(req, conf, prev, "")
                 )
-        except FirewallError as exc:
-            raise _fail(exc) from None
+            except FirewallError as exc:
+                raise _fail(exc) from None
 
     def gc(self, req: Request) -> None:
         conf = parse(req)
         valid = req.valid_attachments() or []
-        try:
-            with req.host.node() as node_kernel:
-                nf = req.host.netfilter(node_kernel)
+        with req.host.node() as node_kernel:
+            nf = req.host.netfilter(node_kernel)
+            try:
                 for each in ALL:
                     if each.usable(nf):
                         each.gc(nf, req.name, conf.data_dir, valid)
-        except (FirewallError, OSError) as exc:
-            raise _fail(exc) from None
+            except (FirewallError, OSError) as exc:
+                raise _fail(exc) from None
 
     def status(self, req: Request) -> None:
         conf = parse(req)
@@ -236,8 +236,9 @@ class Firewall(Plugin):
             raise PluginNotAvailable('firewall backend "firewalld" is not supported')
         chosen = _backend(conf)
         with req.host.node() as node_kernel:
-            if not chosen.usable(req.host.netfilter(node_kernel)):
-                raise PluginNotAvailable(chosen.unavailable)
+            usable = chosen.usable(req.host.netfilter(node_kernel))
+        if not usable:
+            raise PluginNotAvailable(chosen.unavailable)
 
 
 PLUGIN = Firewall()

@@ -17,6 +17,9 @@ else:
 
 
 class Backend(Protocol):
+    """A portmap backend; every verb works on the node's netfilter ``nf``
+    (``req.host.netfilter(kernel)``)."""
+
     name: str
 
     def add(

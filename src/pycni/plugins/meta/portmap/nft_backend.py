@@ -43,13 +43,15 @@ import ipaddress
 from collections.abc import Callable, Iterable
 from functools import partial
 
-from pycni.net.netfilter import nft, nftnl
+from pycni.net.netfilter import nft_records
+from pycni.net.netfilter.nft_records import NftError
 from pycni.plugins.meta.portmap import nft_chains, nft_maps
 from pycni.plugins.meta.portmap.config import NFTABLES, PortMapConfig
 from pycni.spec.errors import CNIError, InternalError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from pycni.net.netfilter.nft_seam import Nftables
     from pycni.net.netfilter.seam import Netfilter
 
 FAMILY = nft_chains.FAMILY
@@ -161,17 +163,17 @@ def scaffold_script(
     return "\n".join(lines) + "\n"
 
 
-def ensure_scaffold(cfg: PortMapConfig, groups: set[nft_maps.Group]) -> None:
+def ensure_scaffold(nft: Nftables, cfg: PortMapConfig, groups: set[nft_maps.Group]) -> None:
     """Write the scaffolding again when the fixed chains do not hold their rules, or lack a
     masquerade set group (or chain) this ADD needs; checked by kernel-filtered dumps of the
     fixed chains (a libnftables listing would cost O(pods))."""
     bits = {cfg.mark_bit} if cfg.snat else set()
     try:
-        marks = nftnl.chain_rules(FAMILY, TABLE, "marks")
-        present = nft_maps.mark_groups(marks)
+        marks = nft.chain_rules(FAMILY, TABLE, "marks")
+        present = nft_maps.mark_groups(nft, marks)
         fixed = {"hostports": HOSTPORTS_RULES, "prerouting": 1, "output": 1}
         fixed.update({f"masq-b{bit}": 1 for bit in bits})
-        ok = all(len(nftnl.chain_rules(FAMILY, TABLE, c)) == n for c, n in fixed.items())
+        ok = all(len(nft.chain_rules(FAMILY, TABLE, c)) == n for c, n in fixed.items())
     except OSError:
         marks, present, ok = [], {}, False
     # marks drifted (a group without its two rules, a rule of no group): rewrite it whole
@@ -186,7 +188,7 @@ def ensure_scaffold(cfg: PortMapConfig, groups: set[nft_maps.Group]) -> None:
     )
     try:
         nft.apply(script)
-    except nft.NftError as exc:
+    except NftError as exc:
         raise InternalError(f"portmap: cannot set up the nftables table: {exc}") from None
 
 
@@ -201,14 +203,16 @@ def _vmap_of(entry: nft_maps.Entry) -> str:
     return f"hostip{family}" if host else f"ports{family}"
 
 
-def _refuse_chain_layout_keys(cfg: PortMapConfig, wanted: list[nft_maps.Mapping]) -> None:
+def _refuse_chain_layout_keys(
+    nft: Nftables, cfg: PortMapConfig, wanted: list[nft_maps.Mapping]
+) -> None:
     """A key the verdict maps already send to a chain is a conflict, unless the chain is this
     attachment's own from an earlier pycni version: that one is removed first."""
     owner = nft_maps.owner_name(cfg.network, cfg.container_id, cfg.ifname)
     taken = []
     own_chain = False
     for m in wanted:
-        found = nftnl.get_element(FAMILY, TABLE, _vmap_of(m.dnat), m.dnat.key)
+        found = nft.get_element(FAMILY, TABLE, _vmap_of(m.dnat), m.dnat.key)
         if found is not None:
             if found.chain == owner:
                 own_chain = True
@@ -217,37 +221,39 @@ def _refuse_chain_layout_keys(cfg: PortMapConfig, wanted: list[nft_maps.Mapping]
     if taken:
         raise _conflict(taken)
     if own_chain:
-        nft_chains.delete(cfg.network, cfg.container_id, cfg.ifname)
+        nft_chains.delete(nft, cfg.network, cfg.container_id, cfg.ifname)
 
 
-def _add_elements(cfg: PortMapConfig, wanted: list[nft_maps.Mapping]) -> None:
+def _add_elements(nft: Nftables, cfg: PortMapConfig, wanted: list[nft_maps.Mapping]) -> None:
     owner = nft_maps.owner_name(cfg.network, cfg.container_id, cfg.ifname)
-    _refuse_chain_layout_keys(cfg, wanted)
+    _refuse_chain_layout_keys(nft, cfg, wanted)
     try:
-        nft_maps.install(owner, wanted)
+        nft_maps.install(nft, owner, wanted)
         return
-    except nftnl.NftnlError as exc:
+    except nft_records.NftnlError as exc:
         if exc.errno not in (errno.EEXIST, errno.EBUSY):
             raise InternalError(f"portmap: nftables ADD failed: {exc}") from None
     # A key is present: another attachment's (a conflict), or this one's from an earlier
     # ADD (replaced: its elements are removed, then the batch is sent again).
-    taken = [e for e, held in nft_maps.holders(wanted).items() if held != owner]
+    taken = [e for e, held in nft_maps.holders(nft, wanted).items() if held != owner]
     if taken:
         raise _conflict(taken)
-    nft_maps.remove_owned(lambda comment: comment == owner)
+    nft_maps.remove_owned(nft, lambda comment: comment == owner)
     try:
-        nft_maps.install(owner, wanted)
-    except nftnl.NftnlError as exc:
+        nft_maps.install(nft, owner, wanted)
+    except nft_records.NftnlError as exc:
         raise InternalError(f"portmap: nftables ADD failed: {exc}") from None
 
 
-def _add_chain(cfg: PortMapConfig) -> None:
+def _add_chain(nft: Nftables, cfg: PortMapConfig) -> None:
     """The chain layout (conditions); a key the DNAT maps hold is a conflict."""
     owner = nft_maps.owner_name(cfg.network, cfg.container_id, cfg.ifname)
-    taken = [e for e, held in nft_maps.holders(nft_maps.mappings(cfg)).items() if held != owner]
+    taken = [
+        e for e, held in nft_maps.holders(nft, nft_maps.mappings(cfg)).items() if held != owner
+    ]
     if taken:
         raise _conflict(taken)
-    nft_chains.add(cfg)
+    nft_chains.add(nft, cfg)
 
 
 class NftablesBackend:
@@ -259,55 +265,59 @@ class NftablesBackend:
         self, nf: Netfilter, cfg: PortMapConfig, step: Callable[[str], None]
     ) -> Callable[[], object]:
         step("nftables")
+        nft = nf.nft
         if cfg.has_conditions:
-            ensure_scaffold(cfg, set())
-            _add_chain(cfg)
+            ensure_scaffold(nft, cfg, set())
+            _add_chain(nft, cfg)
         else:
             wanted = nft_maps.mappings(cfg)
-            ensure_scaffold(cfg, nft_maps.groups_needed(wanted))
-            _add_elements(cfg, wanted)
+            ensure_scaffold(nft, cfg, nft_maps.groups_needed(wanted))
+            _add_elements(nft, cfg, wanted)
         return partial(self.delete, nf, cfg)
 
     def delete(self, nf: Netfilter, cfg: PortMapConfig) -> bool:
         """Remove this attachment's state in both layouts; False when there was none. With
         the mappings (``runtimeConfig``) and the pod's addresses (``prevResult``) the
         elements are found by keyed lookups; without them, by dumping the maps (O(pods))."""
+        nft = nf.nft
         owner = nft_maps.owner_name(cfg.network, cfg.container_id, cfg.ifname)
-        removed = nft_chains.delete(cfg.network, cfg.container_id, cfg.ifname)
+        removed = nft_chains.delete(nft, cfg.network, cfg.container_id, cfg.ifname)
         if cfg.mappings_given and not cfg.mappings:
             return removed
         if cfg.mappings_given and cfg.container_ips:
-            known = nft_maps.remove_known(owner, nft_maps.mappings(cfg))
+            known = nft_maps.remove_known(nft, owner, nft_maps.mappings(cfg))
             if known is not None:
                 return known or removed
         try:
-            return bool(nft_maps.remove_owned(lambda comment: comment == owner)) or removed
-        except nftnl.NftnlError as exc:
+            return bool(nft_maps.remove_owned(nft, lambda comment: comment == owner)) or removed
+        except nft_records.NftnlError as exc:
             raise InternalError(f"portmap: nftables DEL failed: {exc}") from None
 
     def check(self, nf: Netfilter, cfg: PortMapConfig) -> None:
+        nft = nf.nft
         if cfg.has_conditions:
-            nft_chains.check(cfg)
+            nft_chains.check(nft, cfg)
             return
         owner = nft_maps.owner_name(cfg.network, cfg.container_id, cfg.ifname)
-        problems = nft_maps.missing(owner, nft_maps.mappings(cfg))
+        problems = nft_maps.missing(nft, owner, nft_maps.mappings(cfg))
         if problems:
             raise InternalError(f"portmap: {problems[0]} (owner {owner})")
 
     def gc(self, nf: Netfilter, cfg: PortMapConfig, valid: list[tuple[str, str]]) -> list[str]:
         """Remove this network's attachments that are not in ``valid``, in both layouts;
         returns their owner names."""
-        removed = nft_chains.gc(cfg.network, valid)
+        nft = nf.nft
+        removed = nft_chains.gc(nft, cfg.network, valid)
         keep = {nft_maps.owner_name(cfg.network, cid, ifname) for cid, ifname in valid}
         prefix = nft_chains.network_prefix(cfg.network)
         try:
-            owners = nft_maps.remove_owned(lambda c: c.startswith(prefix) and c not in keep)
-        except nftnl.NftnlError as exc:
+            owners = nft_maps.remove_owned(nft, lambda c: c.startswith(prefix) and c not in keep)
+        except nft_records.NftnlError as exc:
             raise InternalError(f"portmap: nftables GC failed: {exc}") from None
         return sorted(set(removed) | owners)
 
     def usable(self, nf: Netfilter, cfg: PortMapConfig) -> bool:
-        return nft.available()
+        return nf.nft.available()
 
 
 BACKEND = NftablesBackend()

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import ipaddress
 
-from pycni.net.netfilter import model, nft, nftnl, rule_matches
+from pycni.net.netfilter import model, nft_records, rule_matches
+from pycni.net.netfilter.nft_records import NftError
 from pycni.plugins.meta.portmap.config import PROTOCOLS, IPInterface, PortMapConfig, PortMapping
 from pycni.record import record
 from pycni.spec.errors import InternalError
@@ -27,6 +28,8 @@ from pycni.spec.errors import InternalError
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from pycni.net.netfilter.nft_seam import Nftables
 
 FAMILY = "inet"
 TABLE = "pycni_portmap"
@@ -216,11 +219,11 @@ def map_elements(items: list[dict[str, Any]]) -> dict[Element, str]:
     return out
 
 
-def chain_rules(chain: str) -> list[model.Rule] | None:
+def chain_rules(nft: Nftables, chain: str) -> list[model.Rule] | None:
     """The rules of one chain, None when it (or the table) does not exist."""
     try:
         items = nft.query(f"list chain {T} {chain}")
-    except nft.NftError:
+    except NftError:
         return None
     return model.parse(items).rules
 
@@ -229,12 +232,14 @@ def _comments(rules: list[model.Rule]) -> list[str]:
     return [r.comment for r in rules if r.comment]
 
 
-def _all_elements() -> dict[Element, str]:
+def _all_elements(
+    nft: Nftables,
+) -> dict[Element, str]:
     out: dict[Element, str] = {}
     for name in MAPS:
         try:
             out.update(map_elements(nft.query(f"list map {T} {name}")))
-        except nft.NftError:
+        except NftError:
             continue
     return out
 
@@ -243,16 +248,18 @@ def _all_elements() -> dict[Element, str]:
 # Verbs
 
 
-def add(cfg: PortMapConfig) -> None:
+def add(nft: Nftables, cfg: PortMapConfig) -> None:
     """One transaction: it happens whole or not at all (the scaffolding must exist)."""
     try:
         nft.apply_json(add_commands(cfg))
-    except nft.NftError as exc:
+    except NftError as exc:
         if "File exists" not in str(exc):
             raise InternalError(f"portmap: nftables ADD failed: {exc}") from None
         chain = chain_name(cfg.network, cfg.container_id, cfg.ifname)
         taken = [
-            e for e, target in _all_elements().items() if target != chain and e in pod_rules(cfg)[1]
+            e
+            for e, target in _all_elements(nft).items()
+            if target != chain and e in pod_rules(cfg)[1]
         ]
         shown = ", ".join(f"{e.key} ({e.map})" for e in taken) or str(exc)
         raise InternalError(
@@ -260,7 +267,7 @@ def add(cfg: PortMapConfig) -> None:
         ) from None
 
 
-def _delete_fast(chain: str, comments: list[str]) -> bool:
+def _delete_fast(nft: Nftables, chain: str, comments: list[str]) -> bool:
     """DEL without libnftables: the chain's map elements (recorded in its rule comments) and
     the chain in one netlink batch. libnftables would first load every chain and map element
     of the namespace (O(pods)). False when this cannot be done so (no element recorded, or
@@ -269,52 +276,52 @@ def _delete_fast(chain: str, comments: list[str]) -> bool:
     if not elements:
         return False
     try:
-        changes: list[nftnl.ElementChange | nftnl.ChainRemoval] = [
+        changes: list[nft_records.ElementChange | nft_records.ChainRemoval] = [
             model.Element(model.Concat(tuple(e.key.split(" . ")))).change(e.map, False)
             for e in dict.fromkeys(elements)
         ]
-        nftnl.change_elements(FAMILY, TABLE, [*changes, model.chain_removal(_chain(chain))])
+        nft.change_elements(FAMILY, TABLE, [*changes, model.chain_removal(_chain(chain))])
     except (OSError, ValueError):
         return False
     return True
 
 
-def delete(network: str, container_id: str, ifname: str) -> bool:
+def delete(nft: Nftables, network: str, container_id: str, ifname: str) -> bool:
     """Remove this attachment's chain and elements; False when there was nothing. The chain's
     rules are read by a kernel-filtered dump, so an attachment without a chain (every one
     in the map layout) costs one netlink round trip here."""
     chain = chain_name(network, container_id, ifname)
     try:
-        comments: list[str] | None = [r.comment for r in nftnl.chain_rules(FAMILY, TABLE, chain)]
+        comments: list[str] | None = [r.comment for r in nft.chain_rules(FAMILY, TABLE, chain)]
     except OSError:
         comments = None
     if comments == []:
         return False  # no such chain (an empty one is left to GC)
-    if comments is not None and _delete_fast(chain, comments):
+    if comments is not None and _delete_fast(nft, chain, comments):
         return True
-    rules = chain_rules(chain)
+    rules = chain_rules(nft, chain)
     if rules is None:
         return False
     elements = [e for c in _comments(rules) if (e := Element.from_comment(c)) is not None]
     try:
         nft.apply_json(delete_commands(chain, list(dict.fromkeys(elements))))
-    except nft.NftError:
+    except NftError:
         # Drifted state (an element already gone, or one we did not record): find the
         # elements that really jump to the chain and try once more.
-        pointing = [e for e, target in _all_elements().items() if target == chain]
+        pointing = [e for e, target in _all_elements(nft).items() if target == chain]
         try:
             nft.apply_json(delete_commands(chain, pointing))
-        except nft.NftError as exc:
+        except NftError as exc:
             raise InternalError(f"portmap: nftables DEL failed: {exc}") from None
     return True
 
 
-def check(cfg: PortMapConfig) -> None:
+def check(nft: Nftables, cfg: PortMapConfig) -> None:
     chain = chain_name(cfg.network, cfg.container_id, cfg.ifname)
     expected_rules, expected_elements = pod_rules(cfg)
     if not expected_rules:
         return
-    rules = chain_rules(chain)
+    rules = chain_rules(nft, chain)
     if rules is None:
         raise InternalError(f"portmap: nftables chain {chain} of this attachment is missing")
     if len(rules) < len(expected_rules):
@@ -322,7 +329,7 @@ def check(cfg: PortMapConfig) -> None:
             f"portmap: chain {chain} has {len(rules)} rules, expected {len(expected_rules)}",
         )
     comments = set(_comments(rules))
-    elements = _all_elements()
+    elements = _all_elements(nft)
     for element in expected_elements:
         if element.comment not in comments:
             raise InternalError(f"portmap: no DNAT rule for {element.key} in {chain}")
@@ -332,11 +339,11 @@ def check(cfg: PortMapConfig) -> None:
             )
 
 
-def gc(network: str, valid: list[tuple[str, str]]) -> list[str]:
+def gc(nft: Nftables, network: str, valid: list[tuple[str, str]]) -> list[str]:
     """Delete this network's attachment chains not in ``valid``; returns the chains removed."""
     try:
         items = nft.query(f"list table {T}")
-    except nft.NftError:
+    except NftError:
         return []
     keep = {chain_name(network, cid, ifname) for cid, ifname in valid}
     prefix = network_prefix(network)
@@ -354,6 +361,6 @@ def gc(network: str, valid: list[tuple[str, str]]) -> list[str]:
         cmds += delete_commands(chain, pointing)
     try:
         nft.apply_json(cmds)
-    except nft.NftError as exc:
+    except NftError as exc:
         raise InternalError(f"portmap: nftables GC failed: {exc}") from None
     return stale

@@ -28,10 +28,14 @@ import errno
 import ipaddress
 from collections.abc import Callable, Iterable
 
-from pycni.net.netfilter import model, nftnl
+from pycni.net.netfilter import model, nft_records
 from pycni.plugins.meta.portmap.config import IPInterface, PortMapConfig, PortMapping
 from pycni.plugins.meta.portmap.nft_chains import FAMILY, TABLE, chain_name
 from pycni.record import field, record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pycni.net.netfilter.nft_seam import Nftables
 
 DNAT_MAPS = ("dnat4", "dnat4h", "dnat6", "dnat6h")
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -89,7 +93,7 @@ class Entry:
     def data(self) -> bytes:
         return self.element.value_bytes()
 
-    def change(self, add: bool, owner: str = "") -> nftnl.ElementChange:
+    def change(self, add: bool, owner: str = "") -> nft_records.ElementChange:
         return self.element.change(self.set_name, add, owner, exclusive=add)
 
 
@@ -164,34 +168,34 @@ def mappings(cfg: PortMapConfig) -> list[Mapping]:
 # Kernel operations (one netlink batch, keyed lookups; dumps only for GC and repairs)
 
 
-def install(owner: str, wanted: list[Mapping]) -> None:
+def install(nft: Nftables, owner: str, wanted: list[Mapping]) -> None:
     """Add the elements in one batch; every add is exclusive, so a key already present
     (another attachment's, or this one's from an earlier ADD) makes the batch fail with
-    EEXIST/EBUSY and nothing changes. Raises nftnl.NftnlError."""
-    nftnl.change_elements(FAMILY, TABLE, [e.change(True, owner) for m in wanted for e in m.entries])
+    EEXIST/EBUSY and nothing changes. Raises nft_records.NftnlError."""
+    nft.change_elements(FAMILY, TABLE, [e.change(True, owner) for m in wanted for e in m.entries])
 
 
-def holders(wanted: list[Mapping]) -> dict[Entry, str]:
+def holders(nft: Nftables, wanted: list[Mapping]) -> dict[Entry, str]:
     """The owner (comment) of every DNAT key of ``wanted`` that is present (keyed lookups)."""
     out: dict[Entry, str] = {}
     for m in wanted:
-        found = nftnl.get_element(FAMILY, TABLE, m.dnat.set_name, m.dnat.key)
+        found = nft.get_element(FAMILY, TABLE, m.dnat.set_name, m.dnat.key)
         if found is not None:
             out[m.dnat] = found.comment
     return out
 
 
-def remove_known(owner: str, known: list[Mapping]) -> bool | None:
+def remove_known(nft: Nftables, owner: str, known: list[Mapping]) -> bool | None:
     """Delete the elements of ``known`` whose DNAT element ``owner`` holds (keyed lookups, one
     batch). True when some were deleted, False when none is held by ``owner``, None when the
     batch failed (an element is not as computed: the config changed since the ADD)."""
-    held = holders(known)
+    held = holders(nft, known)
     ours = [m for m in known if held.get(m.dnat) == owner]
     if not ours:
         return False
     try:
-        nftnl.change_elements(FAMILY, TABLE, [e.change(False) for m in ours for e in m.entries])
-    except nftnl.NftnlError:
+        nft.change_elements(FAMILY, TABLE, [e.change(False) for m in ours for e in m.entries])
+    except nft_records.NftnlError:
         return None
     return True
 
@@ -200,57 +204,59 @@ def groups_needed(wanted: Iterable[Mapping]) -> set[Group]:
     return {e.group for m in wanted for e in m.masq if e.group is not None}
 
 
-def mark_groups(rules: list[nftnl.Rule] | None = None) -> dict[Group, int]:
+def mark_groups(nft: Nftables, rules: list[nft_records.Rule] | None = None) -> dict[Group, int]:
     """The masquerade set groups whose rules are in ``marks`` (or ``rules``, that chain's
     rules already read), with their rule counts."""
     out: dict[Group, int] = {}
-    for rule in nftnl.chain_rules(FAMILY, TABLE, "marks") if rules is None else rules:
+    for rule in nft.chain_rules(FAMILY, TABLE, "marks") if rules is None else rules:
         group = group_of(rule.comment)
         if group is not None:
             out[group] = out.get(group, 0) + 1
     return out
 
 
-def _all_sets() -> list[str]:
+def _all_sets(
+    nft: Nftables,
+) -> list[str]:
     names = list(DNAT_MAPS)
-    for bit, family, plen in sorted(mark_groups()):
+    for bit, family, plen in sorted(mark_groups(nft)):
         names += [masq_set(family, host, bit, plen) for host in (False, True)]
     return names
 
 
-def remove_owned(owned: Callable[[str], bool]) -> set[str]:
+def remove_owned(nft: Nftables, owned: Callable[[str], bool]) -> set[str]:
     """Delete every element whose owner ``owned`` accepts, found by dumping the layout's maps
     and sets (O(elements): for GC, and for a DEL that cannot compute its keys). Returns the
     owners removed."""
-    changes: list[nftnl.ElementChange | nftnl.ChainRemoval] = []
+    changes: list[nft_records.ElementChange | nft_records.ChainRemoval] = []
     owners: set[str] = set()
-    for name in _all_sets():
-        for element in nftnl.set_elements(FAMILY, TABLE, name) or []:
+    for name in _all_sets(nft):
+        for element in nft.set_elements(FAMILY, TABLE, name) or []:
             if element.comment and owned(element.comment):
                 owners.add(element.comment)
                 changes.append(model.Element(element.key).change(name, False))
     if not changes:
         return set()
     try:
-        nftnl.change_elements(FAMILY, TABLE, changes)
-    except nftnl.NftnlError as exc:
+        nft.change_elements(FAMILY, TABLE, changes)
+    except nft_records.NftnlError as exc:
         if exc.errno != errno.ENOENT:  # ENOENT: a concurrent DEL removed one first
             raise
         for change in changes:  # one by one, skipping what is gone
             try:
-                nftnl.change_elements(FAMILY, TABLE, [change])
-            except nftnl.NftnlError as one:
+                nft.change_elements(FAMILY, TABLE, [change])
+            except nft_records.NftnlError as one:
                 if one.errno != errno.ENOENT:
                     raise
     return owners
 
 
-def missing(owner: str, wanted: Iterable[Mapping]) -> list[str]:
+def missing(nft: Nftables, owner: str, wanted: Iterable[Mapping]) -> list[str]:
     """What CHECK finds wrong: DNAT elements absent, held by another owner or pointing
     elsewhere, masquerade elements absent (keyed lookups)."""
     problems: list[str] = []
     for m in wanted:
-        found = nftnl.get_element(FAMILY, TABLE, m.dnat.set_name, m.dnat.key)
+        found = nft.get_element(FAMILY, TABLE, m.dnat.set_name, m.dnat.key)
         if found is None:
             problems.append(f"map {m.dnat.set_name} has no element {m.dnat.shown}")
         elif found.comment != owner:
@@ -258,6 +264,6 @@ def missing(owner: str, wanted: Iterable[Mapping]) -> list[str]:
         elif found.data != m.dnat.data:
             problems.append(f"map {m.dnat.set_name} sends {m.dnat.shown} to another target")
         for e in m.masq:
-            if nftnl.get_element(FAMILY, TABLE, e.set_name, e.key) is None:
+            if nft.get_element(FAMILY, TABLE, e.set_name, e.key) is None:
                 problems.append(f"set {e.set_name} has no element {e.shown}")
     return problems

@@ -18,12 +18,13 @@ and GC look here too, after the selected backend:
 
 from __future__ import annotations
 
-from pycni.net.netfilter import nftnl
+from pycni.net.netfilter import nft_records
 from pycni.plugins.meta.portmap.config import PortMapConfig
 from pycni.spec.errors import InternalError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from pycni.net.netfilter.nft_seam import Nftables
     from pycni.net.netfilter.seam import Netfilter
 
 REFERENCE_NFT_TABLE = "cni_hostport"
@@ -44,45 +45,45 @@ def legacy_nat() -> bool:
     return False
 
 
-def iptables_variants(cfg: PortMapConfig) -> list[str | None]:
+def iptables_variants(nf: Netfilter, cfg: PortMapConfig) -> list[str | None]:
     """The iptables variants whose nat table holds the reference's scaffolding (asked without
     running iptables); the configured variant only, when the config names one."""
     if cfg.iptables_variant is not None:
         return [cfg.iptables_variant]
     found: list[str | None] = []
     try:
-        if any(nftnl.chain_exists(f, "nat", _DNAT_CHAIN) for f in _NFT_FAMILIES):
+        if any(nf.nft.chain_exists(f, "nat", _DNAT_CHAIN) for f in _NFT_FAMILIES):
             found.append("nft")  # only iptables-nft (or pycni's backend) names a chain so
-    except nftnl.NftnlError:
+    except nft_records.NftnlError:
         pass
     if legacy_nat():
         found.append("legacy")
     return found
 
 
-def nft_rules(container_id: str) -> dict[str, list[tuple[str, int]]]:
+def nft_rules(nft: Nftables, container_id: str) -> dict[str, list[tuple[str, int]]]:
     """The reference's ``cni_hostport`` rules commented with ``container_id``: per family,
     (chain, handle) pairs."""
     out: dict[str, list[tuple[str, int]]] = {}
     for family in _NFT_FAMILIES:
         # the reference makes ``hostports`` with its table: one cheap GET (a dump of a missing
-        # chain costs more: docs/benchmarks.md) tells whether the family has anything to look at
-        if not nftnl.chain_exists(family, REFERENCE_NFT_TABLE, "hostports"):
+        # chain costs 0.5 ms) tells whether the family has anything to look at
+        if not nft.chain_exists(family, REFERENCE_NFT_TABLE, "hostports"):
             continue
         for chain in REFERENCE_NFT_CHAINS:
-            for rule in nftnl.chain_rules(family, REFERENCE_NFT_TABLE, chain):
+            for rule in nft.chain_rules(family, REFERENCE_NFT_TABLE, chain):
                 if rule.comment == container_id:
                     out.setdefault(family, []).append((chain, rule.handle))
     return out
 
 
-def _delete_nft(container_id: str) -> bool:
+def _delete_nft(nft: Nftables, container_id: str) -> bool:
     removed = False
-    for family, rules in nft_rules(container_id).items():
-        changes = [nftnl.Removal("rule", chain, handle) for chain, handle in rules]
+    for family, rules in nft_rules(nft, container_id).items():
+        changes = [nft_records.Removal("rule", chain, handle) for chain, handle in rules]
         try:
-            nftnl.change_elements(family, REFERENCE_NFT_TABLE, changes)
-        except nftnl.NftnlError as exc:
+            nft.change_elements(family, REFERENCE_NFT_TABLE, changes)
+        except nft_records.NftnlError as exc:
             raise InternalError(
                 f"portmap: nftables DEL of {REFERENCE_NFT_TABLE} failed: {exc}"
             ) from None
@@ -92,12 +93,12 @@ def _delete_nft(container_id: str) -> bool:
 
 def delete(nf: Netfilter, cfg: PortMapConfig, skip_iptables: bool) -> bool:
     """Remove the attachment's state in the reference's layouts; False when there was none."""
-    removed = _delete_nft(cfg.container_id)
+    removed = _delete_nft(nf.nft, cfg.container_id)
     if skip_iptables:
         return removed
     from pycni.plugins.meta.portmap import iptables_backend
 
-    for variant in iptables_variants(cfg):
+    for variant in iptables_variants(nf, cfg):
         removed = (
             iptables_backend.delete(nf.iptables, cfg.network, cfg.container_id, variant) or removed
         )
@@ -107,7 +108,7 @@ def delete(nf: Netfilter, cfg: PortMapConfig, skip_iptables: bool) -> bool:
 def check(nf: Netfilter, cfg: PortMapConfig) -> bool:
     """True when the attachment is complete in one of the reference's layouts (raises when it
     is there but incomplete); False when the reference holds nothing of it."""
-    rules = nft_rules(cfg.container_id)
+    rules = nft_rules(nf.nft, cfg.container_id)
     if rules:
         for family, ip in ((f, cfg.container_ips.get(4 if f == "ip" else 6)) for f in rules):
             if ip is None:
@@ -123,14 +124,14 @@ def check(nf: Netfilter, cfg: PortMapConfig) -> bool:
     from pycni.plugins.meta.portmap import iptables_backend
 
     chain = iptables_backend.dnat_chain(cfg.network, cfg.container_id)
-    for variant in iptables_variants(cfg):
+    for variant in iptables_variants(nf, cfg):
         if iptables_backend.has_chain(nf.iptables, chain, variant):
             iptables_backend.check(nf.iptables, cfg, variant)
             return True
     return False
 
 
-def _nft_scaffold(family: str) -> str:
+def _nft_scaffold(nft: Nftables, family: str) -> str:
     """The reference's table and chains in ``family`` (fixed names only: nft text, since
     libnftables' JSON input drops the table's comment). The hook chains are written only
     when the table has none: the reference rebuilds them on its next ADD anyway."""
@@ -138,7 +139,7 @@ def _nft_scaffold(family: str) -> str:
     lines = [f'add table {t} {{ comment "CNI portmap plugin" ; }}']
     lines += [f"add chain {t} {c}" for c in ("hostports", "hostip_hostports", "hostports_all")]
     lines.append(f"add chain {t} masquerading {{ type nat hook postrouting priority 100 ; }}")
-    if not nftnl.chain_exists(family, REFERENCE_NFT_TABLE, "prerouting"):
+    if not nft.chain_exists(family, REFERENCE_NFT_TABLE, "prerouting"):
         lines += [
             f"flush chain {t} hostports_all",
             f"add rule {t} hostports_all jump hostip_hostports",
@@ -167,19 +168,17 @@ def _rule(
     return {"add": {"rule": {**body, "expr": expr}}}
 
 
-def install_nft(cfg: PortMapConfig) -> None:
+def install_nft(nft: Nftables, cfg: PortMapConfig) -> None:
     """Write the attachment as the reference's nftables backend does: per family, a DNAT rule
     per mapping in ``hostports`` and, with snat, the hairpin (and IPv4 localhost) masquerade
     rules in ``masquerading``, each commented with the container ID (given as JSON: the ID
     is never nft text). Used by ``pycni migrate --to-reference``; conditions are refused
     before (the reference puts them in its shared hook chains)."""
-    from pycni.net.netfilter import nft
-
     for version, family in ((4, "ip"), (6, "ip6")):
         cip = cfg.container_ips.get(version)
         if cip is None:
             continue
-        nft.apply(_nft_scaffold(family))
+        nft.apply(_nft_scaffold(nft, family))
         cid = cfg.container_id
         rules: list[dict[str, object]] = []
         for m in cfg.mappings_for(version):
@@ -206,6 +205,6 @@ def gc(nf: Netfilter, cfg: PortMapConfig, valid_ids: set[str], skip_iptables: bo
     from pycni.plugins.meta.portmap import iptables_backend
 
     removed: list[str] = []
-    for variant in iptables_variants(cfg):
+    for variant in iptables_variants(nf, cfg):
         removed += iptables_backend.gc(nf.iptables, cfg.network, valid_ids, variant)
     return removed

@@ -5,7 +5,8 @@ verbs against a small in-memory iptables (``FilterTables``: iptables-restore's -
 applied all-or-nothing per script, iptables-save rendering them back) so what a sequence of
 calls *leaves* can be compared: ADD then CHECK, DEL then CHECK, GC, and a failure injected at
 each step (PYCNI_TEST_FAIL_AT) leaving the tables and the data directory as they were. The
-nftables transport is tests/unit/nft_transport.py's Recorder (DEL also cleans nftables).
+nftables a DEL also cleans is the fake host's FakeNftables; the nftables backend's own verbs
+are test_logic_nft.py's.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import pytest
 from pycni.net.netfilter import iptables
 from pycni.skel.fake_host import FakeHost
 from tests.plugin_logic import POD, call, recording_steps, with_prev
-from tests.unit.nft_transport import Recorder
 
 BUILTIN = ("INPUT", "FORWARD", "OUTPUT")
 
@@ -93,7 +93,6 @@ class FilterTables:
 
 @pytest.fixture
 def tables(monkeypatch: pytest.MonkeyPatch) -> Iterator[FilterTables]:
-    Recorder().install(monkeypatch)  # nftables (DEL cleans it too) and tool lookups
     fake = FilterTables()
     monkeypatch.setattr(iptables, "save", fake.save)
     monkeypatch.setattr(iptables, "restore", fake.restore)

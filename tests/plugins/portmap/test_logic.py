@@ -5,9 +5,9 @@ this module proves what the plugin around them does: which device gets route_loc
 node's route to the pod, on the fake host's node Kernel and FakeSysctl), when the conntrack
 flush runs, that nothing is written before the lookups that can fail, that a failed ADD runs
 the backend's removal, that DEL and GC also clear nftables state when iptables is chosen, and
-STATUS. The netfilter transports are tests/unit/nft_transport.py's Recorder (stateless: reads
-answer "nothing there"); the conntrack flush, which would reach this machine's own table, is
-replaced by a recorder.
+STATUS. The node's netfilter is tests/unit/nft_transport.py's Recorder (stateless: reads
+answer "nothing there"), its conntrack a recorder of the flushes. The stateful rollback tests on
+FakeNftables are test_logic_nft.py's.
 """
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ from typing import Any
 
 import pytest
 
-from pycni.net.netfilter import conntrack, nft
+from pycni.net.netfilter import conntrack
+from pycni.net.netfilter.seam import Netfilter
 from pycni.plugins.meta.portmap import reference_state
 from pycni.skel.fake_host import FakeHost
 from tests.plugin_logic import POD, call, failed, ok, picture, recording_steps, with_prev
-from tests.unit.nft_transport import Recorder
+from tests.unit.nft_transport import Recorder, until_iptables_on_the_seam
 
 PREV = {
     "cniVersion": "1.0.0",
@@ -44,10 +45,10 @@ def conf(mappings: list[dict[str, Any]] | None = TCP, **extra: Any) -> dict[str,
     return with_prev(config, PREV)
 
 
-def node_with_bridge(route: bool = True) -> FakeHost:
+def node_with_bridge(rec: Recorder, route: bool = True) -> FakeHost:
     """The node as bridge leaves it: cni0 up with the pod network's gateway addresses, and a
-    second link whose route_localnet must stay as it is."""
-    host = FakeHost()
+    second link whose route_localnet must stay as it is; its netfilter is ``rec``'s."""
+    host = rec.host()
     host.add_pod(POD)
     node = host.kernel()
     node.add_bridge("cni0")
@@ -80,7 +81,7 @@ class Flushes:
 @pytest.fixture
 def rec(monkeypatch: pytest.MonkeyPatch) -> Iterator[Recorder]:
     recorder = Recorder()
-    recorder.install(monkeypatch)
+    until_iptables_on_the_seam(recorder, monkeypatch)  # TEMPORARY: see its docstring
     yield recorder
 
 
@@ -98,21 +99,38 @@ class AddressFlushes:
         return 0
 
 
+class RecordedConntrack:
+    """The Conntrack Protocol over the two recorders."""
+
+    def __init__(self, ports: Flushes, addresses: AddressFlushes) -> None:
+        self.ports, self.addresses = ports, addresses
+
+    def delete_by_dst_port(self, ports: list[int], protocol: str, family: int) -> int:
+        return self.ports(ports, protocol, family)
+
+    def delete_by_address(self, address: bytes, protocol: str) -> int:
+        return self.addresses(address, protocol)
+
+
+_ADDRESS_FLUSHES: list[AddressFlushes] = []
+
+
 @pytest.fixture
-def flushes(monkeypatch: pytest.MonkeyPatch) -> Flushes:
-    """Both conntrack flushes replaced (they would reach this machine's own table), and the
+def flushes(rec: Recorder, monkeypatch: pytest.MonkeyPatch) -> Flushes:
+    """Both conntrack flushes recorded (the node's conntrack of ``rec``'s netfilter), and the
     legacy-iptables probe of reference_state answering "none" whatever this machine has."""
-    recorded = Flushes()
+    recorded, by_address = Flushes(), AddressFlushes()
+    rec.nf = Netfilter(rec.nf.nft, rec.nf.iptables, RecordedConntrack(recorded, by_address))
+    # TEMPORARY, until portmap's conntrack calls take nf.conntrack (branch s8-ipt)
     monkeypatch.setattr(conntrack, "delete_by_dst_port", recorded)
-    monkeypatch.setattr(conntrack, "delete_by_address", AddressFlushes())
+    monkeypatch.setattr(conntrack, "delete_by_address", by_address)
     monkeypatch.setattr(reference_state, "legacy_nat", lambda: False)
+    _ADDRESS_FLUSHES[:] = [by_address]
     return recorded
 
 
 def address_flushes() -> AddressFlushes:
-    found = conntrack.delete_by_address
-    assert isinstance(found, AddressFlushes)
-    return found
+    return _ADDRESS_FLUSHES[0]
 
 
 def writes(rec: Recorder) -> list[str]:
@@ -127,7 +145,7 @@ def writes(rec: Recorder) -> list[str]:
 def test_add_without_mappings_passes_prev_through_and_touches_nothing(
     rec: Recorder, flushes: Flushes
 ) -> None:
-    host = node_with_bridge(route=False)  # no route needed when there is nothing to map
+    host = node_with_bridge(rec, route=False)  # no route needed when there is nothing to map
     before = picture(host)
     assert ok(host, "portmap", "ADD", conf(None)) == PREV
     assert ok(host, "portmap", "ADD", conf([])) == PREV
@@ -138,7 +156,7 @@ def test_add_without_mappings_passes_prev_through_and_touches_nothing(
 def test_add_turns_route_localnet_on_the_device_that_routes_to_the_pod(
     rec: Recorder, flushes: Flushes
 ) -> None:
-    host = node_with_bridge()
+    host = node_with_bridge(rec)
     before = picture(host)
     assert ok(host, "portmap", "ADD", conf()) == PREV
     sysctl = host.kernel().ns.sysctl
@@ -154,7 +172,7 @@ def test_add_turns_route_localnet_on_the_device_that_routes_to_the_pod(
 def test_route_localnet_is_left_alone_without_snat_or_when_already_on(
     rec: Recorder, flushes: Flushes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    host = node_with_bridge()
+    host = node_with_bridge(rec)
     ok(host, "portmap", "ADD", conf(snat=False))
     sysctl = host.kernel().ns.sysctl
     assert sysctl.read(LOCALNET) == "0"
@@ -174,7 +192,7 @@ def test_route_localnet_is_left_alone_without_snat_or_when_already_on(
 def test_udp_mappings_flush_conntrack_per_family_and_a_failed_flush_is_only_logged(
     rec: Recorder, flushes: Flushes
 ) -> None:
-    host = node_with_bridge()
+    host = node_with_bridge(rec)
     ok(host, "portmap", "ADD", conf(UDP + TCP))
     assert flushes.calls == [([8053], "udp", 4), ([8053], "udp", 6)]
     flushes.error = OSError(1, "Operation not permitted")
@@ -186,7 +204,7 @@ def test_del_forgets_the_pods_udp_flows_and_a_failed_flush_is_only_logged(
 ) -> None:
     """upstream #1190: DEL drops the UDP conntrack entries of each of the pod's addresses;
     not when the mappings are known and none is UDP; without runtimeConfig it cannot know."""
-    host = node_with_bridge()
+    host = node_with_bridge(rec)
     ok(host, "portmap", "DEL", conf(UDP + TCP))
     assert address_flushes().calls == [("10.22.0.5", "udp"), ("fd22::5", "udp")]
     address_flushes().calls.clear()
@@ -201,7 +219,7 @@ def test_del_forgets_the_pods_udp_flows_and_a_failed_flush_is_only_logged(
 def test_del_and_check_look_at_the_references_layouts(rec: Recorder, flushes: Flushes) -> None:
     """A pod v1.9.1 set up: DEL asks for its cni_hostport rules and, with the nftables backend
     selected, for the iptables scaffolding (over netlink: no iptables-save without it)."""
-    host = node_with_bridge()
+    host = node_with_bridge(rec)
     rec.calls.clear()
     ok(host, "portmap", "DEL", conf())
     asked = [c for c in rec.calls if c[0] in ("nftnl.chain_rules", "nftnl.chain_exists")]
@@ -220,7 +238,7 @@ def test_no_route_to_the_pod_fails_before_anything_is_written(
     """The kernel refuses RTM_GETROUTE for an address no route covers (ENETUNREACH, as the
     contract's route cases hold the fake to), so that is the error, not the plugin's own
     "no route" wording (kept for an empty answer)."""
-    host = node_with_bridge(route=False)
+    host = node_with_bridge(rec, route=False)
     before = picture(host)
     assert failed(host, "portmap", "ADD", conf()) == "(101, 'Network is unreachable')"
     assert writes(rec) == []
@@ -230,10 +248,10 @@ def test_no_route_to_the_pod_fails_before_anything_is_written(
 def test_a_failure_at_each_step_runs_the_backends_removal(rec: Recorder, flushes: Flushes) -> None:
     """After the injected failure the plugin makes the same calls a DEL of the attachment
     makes (the backend's removal), and route_localnet is as it was."""
-    host = node_with_bridge()
+    host = node_with_bridge(rec)
     rec.calls.clear()
     with pytest.MonkeyPatch.context() as patch:  # a DEL also looks at the reference's layouts
-        patch.setattr(reference_state, "delete", lambda cfg, skip_iptables: False)
+        patch.setattr(reference_state, "delete", lambda nf, cfg, skip_iptables: False)
         ok(host, "portmap", "DEL", conf())
     removal = list(rec.calls)
     assert removal  # the removal looks this attachment's state up
@@ -241,7 +259,7 @@ def test_a_failure_at_each_step_runs_the_backends_removal(rec: Recorder, flushes
         ok(host, "portmap", "ADD", conf(UDP))
     assert steps == ["nftables", "conntrack", "route_localnet"]
     for step in steps:
-        host = node_with_bridge()
+        host = node_with_bridge(rec)
         before = picture(host)
         rec.calls.clear()
         code, reply = call(host, "portmap", "ADD", conf(), fail_at=step)
@@ -252,7 +270,7 @@ def test_a_failure_at_each_step_runs_the_backends_removal(rec: Recorder, flushes
 
 
 def test_check_looks_only_when_mappings_are_given(rec: Recorder, flushes: Flushes) -> None:
-    host = node_with_bridge()
+    host = node_with_bridge(rec)
     ok(host, "portmap", "CHECK", conf(None))
     assert rec.calls == []
     # the recorder's nftables holds nothing: the mapping is missing
@@ -262,7 +280,7 @@ def test_check_looks_only_when_mappings_are_given(rec: Recorder, flushes: Flushe
 def test_del_and_gc_with_iptables_also_clear_nftables_state(
     rec: Recorder, flushes: Flushes
 ) -> None:
-    host = node_with_bridge()
+    host = node_with_bridge(rec)
     ok(host, "portmap", "DEL", conf(backend="iptables"))
     kinds = {c[0].split(".")[0] for c in rec.calls}
     assert {"iptables", "nftnl"} <= kinds, rec.calls
@@ -281,10 +299,10 @@ def test_del_and_gc_with_iptables_also_clear_nftables_state(
 def test_status_reports_an_unusable_backend(
     rec: Recorder, flushes: Flushes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    host = node_with_bridge()
+    host = node_with_bridge(rec)
     status = {"cniVersion": "1.1.0", "name": "pmnet", "type": "portmap"}
     ok(host, "portmap", "STATUS", status)
-    monkeypatch.setattr(nft, "available", lambda: False)
+    rec.nf.nft.usable = False
     code, reply = call(host, "portmap", "STATUS", status)
     assert (code, reply["code"]) == (1, 50), reply
     assert reply["msg"] == "portmap: the nftables backend is not usable here"
