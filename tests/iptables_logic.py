@@ -38,8 +38,8 @@ def netfilter_picture(host: FakeHost) -> dict[str, Any]:
     entries."""
     out: dict[str, Any] = {}
     for path in ["", *sorted(host.pods)]:
-        entries = sorted(repr(e) for e in conntrack_of(host, path).entries)
-        out[path or "node"] = {"iptables": iptables_of(host, path).picture(), "ct": entries}
+        ct = conntrack_of(host, path).picture()
+        out[path or "node"] = {"iptables": iptables_of(host, path).picture(), "conntrack": ct}
     return out
 
 

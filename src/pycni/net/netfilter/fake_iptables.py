@@ -444,6 +444,14 @@ class FakeConntrack:
             lambda e: e.protocol == protocol and e.family == family and e.dport in wanted
         )
 
+    def picture(self) -> list[str]:
+        """The entries, each as one sorted line (what a test compares before and after)."""
+        return sorted(
+            f"{e.protocol} src={e.src} dst={e.dst} sport={e.sport} dport={e.dport} "
+            f"reply-src={e.answers}"
+            for e in self.entries
+        )
+
     def _usable(self, protocol: str) -> None:
         if self.broken is not None:
             raise self.broken
