@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from pycni.entrypoints import install as fast_install  # noqa: E402
-from pycni.net.netfilter import iptables  # noqa: E402
+from pycni.net.netfilter import iptables, iptables_script  # noqa: E402
 from pycni.net.netfilter.seam import THREAD  # noqa: E402
 from pycni.net.ns import NetNS  # noqa: E402
 from pycni.playground import create_netns, delete_netns  # noqa: E402
@@ -65,10 +65,12 @@ def populate_iptables(start: int, stop: int) -> None:
         text = iptables_backend.add_script(fake(i, "iptables"), 4, saved)
         for line in text.splitlines()[1:-1]:
             (declare if line.startswith(":") else lines).append(line)
-        saved = iptables.parse_save(text.replace("-I POSTROUTING 1", "-A POSTROUTING"), "nat")
+        saved = iptables_script.parse_save(
+            text.replace("-I POSTROUTING 1", "-A POSTROUTING"), "nat"
+        )
         saved.chains |= {"CNI-HOSTPORT-DNAT", "CNI-HOSTPORT-SETMARK", "CNI-HOSTPORT-MASQ"}
     body = [line[1:].split()[0] for line in dict.fromkeys(declare)]
-    iptables.restore(iptables.script("nat", body, lines), 4)
+    iptables.restore(iptables_script.script("nat", body, lines), 4)
 
 
 def conf(mapping: bool) -> dict[str, Any]:

@@ -14,14 +14,10 @@ from __future__ import annotations
 
 import errno
 import ipaddress
-import subprocess
 from collections.abc import Sequence
 from typing import Any
 
-import pytest
-
-from pycni.net import tools
-from pycni.net.netfilter import iptables, nft_records, nftnl
+from pycni.net.netfilter import iptables, nft_records
 from pycni.net.netfilter.nft_records import NftError
 from pycni.net.netfilter.seam import Netfilter
 from pycni.skel.fake_host import FakeHost
@@ -217,23 +213,6 @@ class RecordingConntrack:
     def delete_by_dst_port(self, ports: list[int], protocol: str, family: int) -> int:
         self.rec.calls.append(["conntrack.delete_by_dst_port", ports, protocol, family])
         return 0
-
-
-def until_iptables_on_the_seam(rec: Recorder, monkeypatch: pytest.MonkeyPatch) -> None:
-    """TEMPORARY, until the iptables backends take ``nf.iptables`` (branch s8-ipt): they still
-    call the iptables transport and binaries themselves, so those are routed to the same
-    recorder. Delete this function and its callers once they are on the seam."""
-    nf_ipt = RecordingIptables(rec)
-    monkeypatch.setattr(iptables, "save", nf_ipt.save)
-    monkeypatch.setattr(iptables, "restore", nf_ipt.restore)
-    monkeypatch.setattr(tools, "which", lambda name: f"/usr/sbin/{name}")
-
-    def run(argv: list[str], *args: Any, **kwargs: Any) -> subprocess.CompletedProcess[str]:
-        return subprocess.CompletedProcess(argv, rec.exec(argv), "", "")
-
-    monkeypatch.setattr(subprocess, "run", run)
-    reads = RecordingNftables(rec)
-    monkeypatch.setattr(nftnl, "chain_exists", reads.chain_exists)
 
 
 def rule(handle: int, comment: str) -> nft_records.Rule:

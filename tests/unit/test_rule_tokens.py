@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pycni.net.netfilter import iptables, rule_matches, rule_tokens
+from pycni.net.netfilter import iptables_script, rule_matches, rule_tokens
 from pycni.net.netfilter.rule_matches import Match
 from pycni.spec.errors import CNIError
 
@@ -97,8 +97,8 @@ def test_control_characters_are_refused_everywhere(head: str, bad: str, tail: st
         lambda: rule_tokens.chain_name("f", value),
         lambda: rule_tokens.interface_name("f", value),
         lambda: rule_tokens.iptables_word("f", value),
-        lambda: iptables.quote(value),
-        lambda: iptables.rule_line("-A", "X", ["-s", value]),
+        lambda: iptables_script.quote(value),
+        lambda: iptables_script.rule_line("-A", "X", ["-s", value]),
         lambda: rule_matches.parse("conditionsV4", ["-s", value], 4),
         lambda: rule_matches.parse("conditionsV4", ["ip", "saddr", value], 4),
         lambda: rule_matches.parse("conditionsV4", [value], 4),
@@ -112,7 +112,7 @@ def test_control_characters_are_refused_everywhere(head: str, bad: str, tail: st
 def test_quoted_iptables_arguments_stay_one_token(value: str) -> None:
     """Whatever quote() accepts is one shell-like token without a line break."""
     try:
-        quoted = iptables.quote(value)
+        quoted = iptables_script.quote(value)
     except CNIError as exc:
         assert exc.code == 7
         return

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 
 from pycni.doctor.report import FAIL, OK, WARN, Check
 from pycni.net import tc
-from pycni.net.netfilter import conntrack, iptables, nft
+from pycni.net.netfilter import conntrack, iptables, iptables_script, nft
 from pycni.net.netlink.client import rtnl
 from pycni.net.ns import NetNS
 from pycni.playground import netns_path
@@ -188,7 +188,7 @@ def _iptables(ns: str, variant: str, default: str) -> Check:
         iptables.restore(script, 4, variant)
         saved = iptables.save("nat", 4, variant)
         if "PYCNI-DOCTOR" not in saved.chains:
-            raise iptables.IptablesError("the chain written is not read back")
+            raise iptables_script.IptablesError("the chain written is not read back")
         note = " (the system's iptables)" if variant == default else ""
         return Check(name, OK, f"a nat chain with a DNAT rule works{note}")
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from pycni.inspect.leaks import Leak
 from pycni.inspect.model import DnsServer, NodeState
+from pycni.net.netfilter.iptables_seam import THREAD_IPTABLES  # this node's, as a DEL's
 from pycni.net.ns import THREAD_NETNS
 from pycni.plugins.meta.dnsname import dnsmasq, files
 from pycni.plugins.meta.dnsname.plugin import teardown
@@ -120,4 +121,4 @@ def remove(state: NodeState, leak: Leak) -> None:
         now = [" ".join(line.split()) for line in lines if line.split()]
         if now != seen.hosts:
             raise RuntimeError("its hosts file changed since it was inspected; left alone")
-        teardown(fs, dnsmasq.Dnsmasq(REAL_HOST.processes(), fs), net)
+        teardown(THREAD_IPTABLES, fs, dnsmasq.Dnsmasq(REAL_HOST.processes(), fs), net)

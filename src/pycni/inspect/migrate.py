@@ -34,6 +34,7 @@ from typing import Any
 from pycni.net.errors import NetfilterError
 from pycni.net.netfilter import iptables
 from pycni.net.netfilter.ipmasq import nft_backend as masq_nft
+from pycni.net.netfilter.iptables_seam import THREAD_IPTABLES
 from pycni.net.netfilter.nft_seam import THREAD_NFTABLES
 from pycni.net.netfilter.seam import THREAD
 from pycni.plugins.meta.firewall.records import Records
@@ -118,7 +119,7 @@ def _portmap(req: Any, dry_run: bool) -> str | None:
     except CNIError:
         return None
     explicit = req.config.get("backend") == NFTABLES
-    to_nft = explicit or cfg.has_conditions or not iptables_backend.usable(None)
+    to_nft = explicit or cfg.has_conditions or not iptables_backend.usable(THREAD.iptables, None)
     if to_nft and cfg.has_conditions:
         raise InvalidConfig(
             "conditionsV4/conditionsV6 on the nftables backend: the reference puts them in "
@@ -129,7 +130,7 @@ def _portmap(req: Any, dry_run: bool) -> str | None:
         if to_nft:
             reference_state.install_nft(THREAD.nft, cfg)
         else:
-            iptables_backend.add(cfg)
+            iptables_backend.add(THREAD.iptables, cfg)
         nft_backend.BACKEND.delete(THREAD, cfg)
     return f"nftables maps -> reference {target}"
 
@@ -168,7 +169,7 @@ def _ipmasq(req: Any, dry_run: bool) -> str | None:
                 masq_nft.nft_setup_script(ipns, req.name, req.ifname, req.container_id, [])
             )
         else:
-            iptables_backend.setup(ipns, req.name, req.container_id)
+            iptables_backend.setup(THREAD_IPTABLES, ipns, req.name, req.container_id)
             masq_nft.teardown(THREAD_NFTABLES, req.name, req.ifname, req.container_id, ipns)
     return "nftables set elements -> reference " + (
         "masq_checks rule" if to_nft else "iptables CNI chain"

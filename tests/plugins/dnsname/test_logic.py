@@ -5,8 +5,7 @@ the fake host's FakeStateFiles (under an XDG_RUNTIME_DIR that exists only there)
 is a program installed in its FakeProcesses: run, it leaves a process with its argv and
 writes the pid file its config names, as the real one does (starting the real one binds port
 53 on a bridge that exists only in the fake; tests/integration/test_dnsname.py runs it). The
-iptables INPUT chain the DNS accept rule goes to is still stood in for here (this machine's
-own filter table otherwise; the rule's text is iptables_save/restore's, kept as written).
+DNS accept rule goes to the node's filter table, the fake host's FakeIptables.
 """
 
 from __future__ import annotations
@@ -19,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from pycni.net.netfilter import iptables
 from pycni.process.fake_processes import FakeProcesses
 from pycni.process.processes import Finished
 from pycni.skel.fake_host import FakeHost
+from tests.iptables_logic import iptables_of
 from tests.plugin_logic import POD, call, kernels, picture, recording_steps, with_prev
 
 PREV = {
@@ -77,29 +76,14 @@ class Dnsmasq:
 
 
 class InputChain:
-    """The filter table's INPUT chain as iptables-save and iptables-restore see it."""
+    """The node's filter INPUT chain, as the fake host's FakeIptables holds it."""
 
-    def __init__(self) -> None:
-        self.rules: list[str] = []
+    def __init__(self, host: FakeHost) -> None:
+        self.host = host
 
-    def save(self, table: str, family: int = 4, variant: str | None = None) -> Any:
-        assert (table, family) == ("filter", 4)
-        text = "\n".join(["*filter", ":INPUT ACCEPT [0:0]", *self.rules, "COMMIT", ""])
-        return iptables.parse_save(text, table)
-
-    def restore(self, script: str, family: int = 4, variant: str | None = None) -> None:
-        lines = script.splitlines()
-        assert lines[0] == "*filter" and lines[-1] == "COMMIT", script
-        for line in lines[1:-1]:
-            op, chain, *args = line.split(" ")
-            assert chain == "INPUT", line
-            if op == "-I":
-                assert args[0] == "1", line
-                self.rules.insert(0, " ".join(["-A", chain, *args[1:]]))
-            elif op == "-D":
-                self.rules.remove(" ".join(["-A", chain, *args]))  # iptables: no such rule
-            else:
-                raise AssertionError(line)
+    @property
+    def rules(self) -> list[str]:
+        return iptables_of(self.host).save("filter").rules_of("INPUT")
 
 
 @pytest.fixture
@@ -108,11 +92,8 @@ def daemon(host: FakeHost) -> Dnsmasq:
 
 
 @pytest.fixture
-def chain(monkeypatch: pytest.MonkeyPatch) -> InputChain:
-    fake = InputChain()
-    monkeypatch.setattr(iptables, "save", fake.save)
-    monkeypatch.setattr(iptables, "restore", fake.restore)
-    return fake
+def chain(host: FakeHost) -> InputChain:
+    return InputChain(host)
 
 
 @pytest.fixture

@@ -18,12 +18,11 @@ from typing import Any
 
 import pytest
 
-from pycni.net.netfilter import conntrack
 from pycni.net.netfilter.seam import Netfilter
 from pycni.plugins.meta.portmap import reference_state
 from pycni.skel.fake_host import FakeHost
 from tests.plugin_logic import POD, call, failed, ok, picture, recording_steps, with_prev
-from tests.unit.nft_transport import Recorder, until_iptables_on_the_seam
+from tests.unit.nft_transport import Recorder
 
 PREV = {
     "cniVersion": "1.0.0",
@@ -82,7 +81,6 @@ class Flushes:
 @pytest.fixture
 def rec(monkeypatch: pytest.MonkeyPatch) -> Iterator[Recorder]:
     recorder = Recorder()
-    until_iptables_on_the_seam(recorder, monkeypatch)  # TEMPORARY: see its docstring
     yield recorder
 
 
@@ -122,9 +120,6 @@ def flushes(rec: Recorder, monkeypatch: pytest.MonkeyPatch) -> Flushes:
     legacy-iptables probe of reference_state answering "none" whatever this machine has."""
     recorded, by_address = Flushes(), AddressFlushes()
     rec.nf = Netfilter(rec.nf.nft, rec.nf.iptables, RecordedConntrack(recorded, by_address))
-    # TEMPORARY, until portmap's conntrack calls take nf.conntrack (branch s8-ipt)
-    monkeypatch.setattr(conntrack, "delete_by_dst_port", recorded)
-    monkeypatch.setattr(conntrack, "delete_by_address", by_address)
     monkeypatch.setattr(reference_state, "legacy_nat", lambda: False)
     _ADDRESS_FLUSHES[:] = [by_address]
     return recorded

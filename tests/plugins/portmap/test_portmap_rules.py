@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pycni.net.netfilter import iptables, nft_records, rule_matches
+from pycni.net.netfilter import iptables, iptables_script, nft_records, rule_matches
 from pycni.net.netfilter.chain_names import (
     format_chain_name,
     format_comment,
@@ -405,10 +405,10 @@ def test_iptables_entry_rules_split_at_15() -> None:
 def test_iptables_add_script_declares_only_missing_shared_chains() -> None:
     cfg = cfg_of(backend="iptables")
     chain = iptables_backend.dnat_chain("net", "cid")
-    fresh = iptables_backend.add_script(cfg, 4, iptables.SavedTable())
+    fresh = iptables_backend.add_script(cfg, 4, iptables_script.SavedTable())
     assert ":CNI-HOSTPORT-DNAT - [0:0]" in fresh and f":{chain} - [0:0]" in fresh
     assert "-I POSTROUTING 1 -m comment" in fresh
-    saved = iptables.parse_save(fresh.replace("-I POSTROUTING 1", "-A POSTROUTING"), "nat")
+    saved = iptables_script.parse_save(fresh.replace("-I POSTROUTING 1", "-A POSTROUTING"), "nat")
     again = iptables_backend.add_script(cfg, 4, saved)
     assert ":CNI-HOSTPORT-DNAT" not in again and ":CNI-HOSTPORT-SETMARK" not in again
     assert "POSTROUTING" not in again and "PREROUTING" not in again
@@ -419,15 +419,17 @@ def test_iptables_add_script_declares_only_missing_shared_chains() -> None:
 
 def test_external_mark_chain_replaces_setmark() -> None:
     cfg = cfg_of(backend="iptables", external_mark_chain="KUBE-MARK-MASQ")
-    script = iptables_backend.add_script(cfg, 4, iptables.SavedTable())
+    script = iptables_backend.add_script(cfg, 4, iptables_script.SavedTable())
     assert "-j KUBE-MARK-MASQ" in script and "CNI-HOSTPORT-SETMARK" not in script
 
 
 def test_iptables_quote_and_parse_roundtrip() -> None:
-    assert iptables.quote("plain") == "plain"
-    assert iptables.quote('a "b"') == '"a \\"b\\""'
-    saved = iptables.parse_save("*nat\n:X - [0:0]\n-A X -j Y\nCOMMIT\n*filter\n-A F -j Z\n", "nat")
+    assert iptables_script.quote("plain") == "plain"
+    assert iptables_script.quote('a "b"') == '"a \\"b\\""'
+    saved = iptables_script.parse_save(
+        "*nat\n:X - [0:0]\n-A X -j Y\nCOMMIT\n*filter\n-A F -j Z\n", "nat"
+    )
     assert saved.chains == {"X"} and saved.jumps_to("X", "Y") == ["-A X -j Y"]
     assert "F" not in saved.rules
-    assert iptables.delete_line("-A X -j Y") == "-D X -j Y"
+    assert iptables_script.delete_line("-A X -j Y") == "-D X -j Y"
     assert iptables.tool(6, "save", "legacy") == "ip6tables-legacy-save"

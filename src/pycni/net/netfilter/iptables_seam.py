@@ -8,16 +8,19 @@ from pycni.net.netfilter import conntrack
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Protocol
 
-    from pycni.net.netfilter.iptables import SavedTable
+    from pycni.net.netfilter.iptables_script import SavedTable
 else:
     Protocol = object  # typing is not imported at run time
 
 
 class Iptables(Protocol):
     """One namespace's iptables (``family`` 4 or 6; ``variant`` legacy, nft or None for the
-    system's alternative); failures are IptablesError (pycni.net.netfilter.iptables)."""
+    system's alternative); failures are IptablesError (pycni.net.netfilter.iptables_script).
+    Plugins read a table with ``save`` and write their whole change with one ``restore``;
+    ipMasq's iptables backend runs the reference's one ``iptables`` per rule (``command``)."""
 
     def available(self, family: int = 4, variant: str | None = None) -> bool: ...
 
@@ -25,6 +28,14 @@ class Iptables(Protocol):
 
     def restore(self, script: str, family: int = 4, variant: str | None = None) -> None:
         """One atomic ``iptables-restore --noflush`` of ``script``."""
+        ...
+
+    def command(self, args: Sequence[str], family: int = 4) -> tuple[int, str]:
+        """One ``iptables -w <args>`` of the system's variant: (exit status, stderr)."""
+        ...
+
+    def nft_chain_exists(self, table: str, chain: str, family: int = 4) -> bool:
+        """Whether iptables-nft holds ``chain`` in ``table`` (asked without a process)."""
         ...
 
 
@@ -56,6 +67,16 @@ class ThreadIptables:
         from pycni.net.netfilter import iptables
 
         iptables.restore(script, family, variant)
+
+    def command(self, args: Sequence[str], family: int = 4) -> tuple[int, str]:
+        from pycni.net.netfilter import iptables
+
+        return iptables.command(args, family)
+
+    def nft_chain_exists(self, table: str, chain: str, family: int = 4) -> bool:
+        from pycni.net.netfilter import iptables
+
+        return iptables.nft_chain_exists(table, chain, family)
 
 
 class ThreadConntrack:

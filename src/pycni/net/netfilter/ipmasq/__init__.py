@@ -9,7 +9,10 @@ pycni coexist and either can tear down what the other made; each is one module:
   addresses per network and subnet (the layout is in that module's docstring);
 * iptables_backend.py (``ipMasqBackend: "iptables"``): chain ``CNI-<hash>`` in ``nat`` per
   (network, containerID), reached from POSTROUTING by ``-s <ip>``. It runs the iptables
-  binaries, so it is slower; it exists for compatibility.
+  binaries (through the Iptables it is handed), so it is slower; it exists for compatibility.
+
+Every call takes the node's Netfilter (``req.host.netfilter(kernel)``, pycni.net.netfilter.seam):
+a backend never reaches a transport itself.
 
 A backend module is imported when a call first needs it: a bridge or ptp call without
 ``ipMasq`` pays for neither.

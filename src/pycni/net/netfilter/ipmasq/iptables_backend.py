@@ -9,52 +9,48 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from pycni.net import tools
+from pycni.net.netfilter import iptables_script
 from pycni.net.netfilter.ipmasq import IPMasqError, chain_name, iptables_comment
 from pycni.spec.result import IPInterface
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import subprocess
-
-    from pycni.net.netfilter.iptables import SavedTable
+    from pycni.net.netfilter.iptables_script import SavedTable
+    from pycni.net.netfilter.iptables_seam import Iptables
     from pycni.net.netfilter.seam import Netfilter
 
 
-def _ipt(version: int, *args: str) -> subprocess.CompletedProcess[str]:
-    binary = "iptables" if version == 4 else "ip6tables"
-    path = tools.which(binary)
-    if path is None:
-        raise IPMasqError(f"failed to locate iptables: {binary} not found")
-    import subprocess  # iptables only: the nftables backend never runs a command here
-
-    return subprocess.run(
-        [path, "-w", "-t", "nat", *args], capture_output=True, text=True, check=False
-    )
+def _ipt(ipt: Iptables, version: int, *args: str) -> tuple[int, str]:
+    """One ``iptables -w -t nat <args>``: (exit status, stderr)."""
+    try:
+        return ipt.command(["-t", "nat", *args], version)
+    except iptables_script.IptablesError as exc:
+        raise IPMasqError(f"failed to locate iptables: {exc}") from None
 
 
-def _append_unique(version: int, chain: str, *rule: str) -> None:
-    if _ipt(version, "-C", chain, *rule).returncode == 0:
+def _append_unique(ipt: Iptables, version: int, chain: str, *rule: str) -> None:
+    if _ipt(ipt, version, "-C", chain, *rule)[0] == 0:
         return
-    proc = _ipt(version, "-A", chain, *rule)
-    if proc.returncode != 0:
-        raise IPMasqError(proc.stderr.strip())
+    status, stderr = _ipt(ipt, version, "-A", chain, *rule)
+    if status != 0:
+        raise IPMasqError(stderr)
 
 
-def setup(ipns: Sequence[IPInterface], network: str, cid: str) -> None:
+def setup(ipt: Iptables, ipns: Sequence[IPInterface], network: str, cid: str) -> None:
     chain = chain_name(network, cid)
     comment = iptables_comment(network, cid)
     for ipn in ipns:
         v = ipn.version
         multicast = "224.0.0.0/4" if v == 4 else "ff00::/8"
-        if _ipt(v, "-S", chain).returncode != 0:
-            proc = _ipt(v, "-N", chain)
-            if proc.returncode not in (0, 1):
-                raise IPMasqError(proc.stderr.strip())
+        if _ipt(ipt, v, "-S", chain)[0] != 0:
+            status, stderr = _ipt(ipt, v, "-N", chain)
+            if status not in (0, 1):
+                raise IPMasqError(stderr)
         _append_unique(
-            v, chain, "-d", str(ipn), "-j", "ACCEPT", "-m", "comment", "--comment", comment
+            ipt, v, chain, "-d", str(ipn), "-j", "ACCEPT", "-m", "comment", "--comment", comment
         )
         _append_unique(
+            ipt,
             v,
             chain,
             "!",
@@ -68,17 +64,28 @@ def setup(ipns: Sequence[IPInterface], network: str, cid: str) -> None:
             comment,
         )
         _append_unique(
-            v, "POSTROUTING", "-s", str(ipn.ip), "-j", chain, "-m", "comment", "--comment", comment
+            ipt,
+            v,
+            "POSTROUTING",
+            "-s",
+            str(ipn.ip),
+            "-j",
+            chain,
+            "-m",
+            "comment",
+            "--comment",
+            comment,
         )
 
 
-def teardown(ipns: Sequence[IPInterface], network: str, cid: str) -> None:
+def teardown(ipt: Iptables, ipns: Sequence[IPInterface], network: str, cid: str) -> None:
     chain = chain_name(network, cid)
     comment = iptables_comment(network, cid)
     for ipn in ipns:
         v = ipn.version
         for src in (str(ipn.ip), str(ipn)):
             _ipt(
+                ipt,
                 v,
                 "-D",
                 "POSTROUTING",
@@ -91,23 +98,17 @@ def teardown(ipns: Sequence[IPInterface], network: str, cid: str) -> None:
                 "--comment",
                 comment,
             )
-        _ipt(v, "-F", chain)
-        _ipt(v, "-X", chain)
+        _ipt(ipt, v, "-F", chain)
+        _ipt(ipt, v, "-X", chain)
 
 
-def chain_exists(version: int, chain: str) -> bool:
+def chain_exists(ipt: Iptables, version: int, chain: str) -> bool:
     """Whether iptables-nft holds ``chain`` in its nat table (one netlink get: a libnftables
     ``list`` would load every set element of the namespace first)."""
-    from pycni.net.netfilter import nftnl
-
-    family = "ip" if version == 4 else "ip6"
-    try:
-        return nftnl.chain_exists(family, "nat", chain)
-    except OSError:  # no nf_tables here: then no iptables-nft chain either
-        return False
+    return ipt.nft_chain_exists("nat", chain, version)
 
 
-class Iptables:
+class IptablesMasq:
     """The reference's ``CNI-<hash>`` chain per (network, containerID) in ``nat``."""
 
     name = "iptables"
@@ -115,7 +116,7 @@ class Iptables:
     def setup(
         self, nf: Netfilter, ipns: Sequence[IPInterface], network: str, ifname: str, cid: str
     ) -> None:
-        setup(ipns, network, cid)
+        setup(nf.iptables, ipns, network, cid)
 
     def teardown(
         self, nf: Netfilter, ipns: Sequence[IPInterface], network: str, ifname: str, cid: str
@@ -125,13 +126,13 @@ class Iptables:
             # target, so the chain can go too (the reference leaves both behind then)
             chain = chain_name(network, cid)
             for v in (4, 6):
-                if chain_exists(v, chain):
-                    _remove_chains(v, [chain])
-        teardown(ipns, network, cid)
+                if chain_exists(nf.iptables, v, chain):
+                    _remove_chains(nf.iptables, v, [chain])
+        teardown(nf.iptables, ipns, network, cid)
 
     def may_hold(self, nf: Netfilter, network: str, cid: str) -> bool:
         chain = chain_name(network, cid)
-        return any(chain_exists(v, chain) for v in (4, 6))
+        return any(chain_exists(nf.iptables, v, chain) for v in (4, 6))
 
     def gc(self, nf: Netfilter, network: str, valid: Iterable[tuple[str, str]]) -> int:
         """Remove the chains of this network's attachments not in ``valid``: their
@@ -141,9 +142,9 @@ class Iptables:
         marker = f'--comment "name: \\"{network}\\" id: \\"'
         removed = 0
         for v in (4, 6):
-            if not chain_exists(v, "POSTROUTING"):
+            if not chain_exists(nf.iptables, v, "POSTROUTING"):
                 continue
-            saved = _save(v)
+            saved = _save(nf.iptables, v)
             if saved is None:
                 continue
             stale: list[str] = []
@@ -156,39 +157,37 @@ class Iptables:
                 if cid not in keep and rule.endswith(f" -j {chain}") and chain not in stale:
                     stale.append(chain)
             if stale:
-                _remove_chains(v, stale, saved)
+                _remove_chains(nf.iptables, v, stale, saved)
                 removed += len(stale)
         return removed
 
 
-def _save(version: int) -> SavedTable | None:
-    from pycni.net.netfilter import iptables
-
+def _save(ipt: Iptables, version: int) -> SavedTable | None:
     try:
-        return iptables.save("nat", version)
-    except iptables.IptablesError:
+        return ipt.save("nat", version)
+    except iptables_script.IptablesError:
         return None
 
 
-def _remove_chains(version: int, chains: list[str], saved: SavedTable | None = None) -> None:
+def _remove_chains(
+    ipt: Iptables, version: int, chains: list[str], saved: SavedTable | None = None
+) -> None:
     """Remove ``chains`` and every POSTROUTING jump to them, in one restore."""
-    from pycni.net.netfilter import iptables
-
-    saved = saved or _save(version)
+    saved = saved or _save(ipt, version)
     if saved is None:
         return
     lines: list[str] = []
     for chain in chains:
         if chain not in saved.chains:
             continue
-        lines += [iptables.delete_line(r) for r in saved.jumps_to("POSTROUTING", chain)]
+        lines += [iptables_script.delete_line(r) for r in saved.jumps_to("POSTROUTING", chain)]
         lines += [f"-F {chain}", f"-X {chain}"]
     if not lines:
         return
     try:
-        iptables.restore(iptables.script("nat", [], lines), version)
-    except iptables.IptablesError as exc:
+        ipt.restore(iptables_script.script("nat", [], lines), version)
+    except iptables_script.IptablesError as exc:
         raise IPMasqError(f"iptables: removing {', '.join(chains)} failed: {exc}") from None
 
 
-BACKEND = Iptables()
+BACKEND = IptablesMasq()

@@ -2,12 +2,17 @@
 
 ``-I INPUT 1 -i <bridge> -p udp -m udp --dport 53 -j ACCEPT`` in the filter table, inserted
 when the network's dnsmasq.conf is first written. The reference never removes it; pycni
-removes it when the network's dnsmasq is stopped (see docs/plugins/dnsname.md).
+removes it when the network's dnsmasq is stopped (see docs/plugins/dnsname.md). The rule goes
+to the node's iptables the plugin is handed (``req.host.netfilter(kernel).iptables``).
 """
 
 from __future__ import annotations
 
-from pycni.net.netfilter import iptables
+from pycni.net.netfilter import iptables_script
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pycni.net.netfilter.iptables_seam import Iptables
 
 TABLE = "filter"
 CHAIN = "INPUT"
@@ -18,25 +23,26 @@ def rule_args(interface: str) -> list[str]:
 
 
 def _saved_line(interface: str) -> str:
-    return iptables.rule_line("-A", CHAIN, rule_args(interface))
+    return iptables_script.rule_line("-A", CHAIN, rule_args(interface))
 
 
-def present(interface: str) -> bool:
-    return _saved_line(interface) in iptables.save(TABLE).rules_of(CHAIN)
+def present(ipt: Iptables, interface: str) -> bool:
+    return _saved_line(interface) in ipt.save(TABLE).rules_of(CHAIN)
 
 
-def ensure(interface: str) -> bool:
+def ensure(ipt: Iptables, interface: str) -> bool:
     """Insert the rule unless it is there; True when this call inserted it."""
-    if present(interface):
+    if present(ipt, interface):
         return False
-    line = iptables.rule_line("-I", CHAIN, ["1", *rule_args(interface)])
-    iptables.restore(iptables.script(TABLE, [], [line]))
+    line = iptables_script.rule_line("-I", CHAIN, ["1", *rule_args(interface)])
+    ipt.restore(iptables_script.script(TABLE, [], [line]))
     return True
 
 
-def remove(interface: str) -> None:
+def remove(ipt: Iptables, interface: str) -> None:
     """Delete every copy of the rule (nothing when there is none)."""
     saved = _saved_line(interface)
-    lines = [iptables.delete_line(r) for r in iptables.save(TABLE).rules_of(CHAIN) if r == saved]
+    rules = ipt.save(TABLE).rules_of(CHAIN)
+    lines = [iptables_script.delete_line(r) for r in rules if r == saved]
     if lines:
-        iptables.restore(iptables.script(TABLE, [], lines))
+        ipt.restore(iptables_script.script(TABLE, [], lines))

@@ -16,6 +16,7 @@ the request's host (``req.host.state()``, ``req.host.processes()``), bundled per
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 
 from pycni.net.link import LinkNotFound, addresses, index_of, is_global_unicast
 from pycni.plugins.meta.dnsname import config, dnsmasq, files, firewall, names
@@ -33,22 +34,32 @@ from pycni.spec.result import Result
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from pycni.net.netfilter.iptables_seam import Iptables
+    from pycni.skel.host import Host
     from pycni.state.files import StateFiles
 
 
 class Node:
-    """What dnsname touches on the node: its state files and its dnsmasq processes."""
+    """What dnsname touches on the node: its state files, its dnsmasq processes and (through
+    ``iptables()``) the filter table its DNS rule goes to."""
 
-    __slots__ = ("dnsmasq", "fs")
+    __slots__ = ("dnsmasq", "fs", "host")
 
-    def __init__(self, fs: StateFiles, daemon: Dnsmasq) -> None:
+    def __init__(self, fs: StateFiles, daemon: Dnsmasq, host: Host) -> None:
         self.fs = fs
         self.dnsmasq = daemon
+        self.host = host
 
     @classmethod
     def of(cls, req: Request) -> Node:
         fs = req.host.state()
-        return cls(fs, dnsmasq.Dnsmasq(req.host.processes(), fs))
+        return cls(fs, dnsmasq.Dnsmasq(req.host.processes(), fs), req.host)
+
+    @contextlib.contextmanager
+    def iptables(self) -> Iterator[Iptables]:
+        """The node's iptables, for the block (``req.host.netfilter`` of the node's Kernel)."""
+        with self.host.node() as node_kernel:
+            yield self.host.netfilter(node_kernel).iptables
 
 
 def _require_dnsmasq(node: Node) -> None:
@@ -67,9 +78,14 @@ def _nameservers(req: Request, bridge: str) -> list[str]:
 
 
 def teardown(
-    fs: StateFiles, daemon: Dnsmasq, net: NetworkFiles, log: list[str] | None = None
+    ipt: Iptables,
+    fs: StateFiles,
+    daemon: Dnsmasq,
+    net: NetworkFiles,
+    log: list[str] | None = None,
 ) -> None:
-    """Stop the network's dnsmasq, drop its firewall rule and remove its files (lock held)."""
+    """Stop the network's dnsmasq, drop its firewall rule (from the node's ``ipt``) and remove
+    its files (lock held)."""
     try:
         interface = files.conf_interface(files.read_conf(fs, net))
     except OSError:
@@ -77,7 +93,7 @@ def teardown(
     daemon.stop(net)
     if interface is not None:
         try:
-            firewall.remove(names.interface_name(interface, "interface"))
+            firewall.remove(ipt, names.interface_name(interface, "interface"))
         except Exception as exc:  # the reference never removes it; not worth failing DEL for
             if log is not None:
                 log.append(f"dnsname: could not remove the DNS accept rule for {interface}: {exc}")
@@ -85,7 +101,8 @@ def teardown(
 
 
 def _teardown(node: Node, net: NetworkFiles, log: list[str] | None = None) -> None:
-    teardown(node.fs, node.dnsmasq, net, log)
+    with node.iptables() as ipt:
+        teardown(ipt, node.fs, node.dnsmasq, net, log)
 
 
 def _publish(
@@ -167,7 +184,8 @@ class Dnsname(Plugin):
                 rb.step("conf")
                 files.write_conf(fs, net, files.render_conf(net, cfg.domain, bridge))
                 rb.step("firewall")
-                firewall.ensure(bridge)
+                with node.iptables() as ipt:
+                    firewall.ensure(ipt, bridge)
             own, legacy = _recorded(fs, net, req, name)
             _publish(node, net, rb, own, entry, cfg.aliases)
             rb.step("record")

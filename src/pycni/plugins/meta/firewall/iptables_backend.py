@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from functools import partial
 
 from pycni.net import tools
-from pycni.net.netfilter import iptables
+from pycni.net.netfilter import iptables_script
 from pycni.plugins.meta.firewall.backend import (
     DEFAULT_ADMIN_CHAIN,
     ISOLATION_PREFIX,
@@ -29,6 +29,7 @@ from pycni.skel.rollback import Rollback
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from pycni.net.netfilter.iptables_seam import Iptables
     from pycni.net.netfilter.seam import Netfilter
     from pycni.plugins.meta.firewall.records import Records
 
@@ -47,7 +48,7 @@ def host_cidr(ip: IPAddress) -> str:
 
 def _line(chain: str, args: Sequence[str]) -> str:
     """A rule as iptables-save prints it (``-A CHAIN …``)."""
-    return iptables.rule_line("-A", chain, args)
+    return iptables_script.rule_line("-A", chain, args)
 
 
 def forward_jump() -> list[str]:
@@ -96,7 +97,7 @@ def _return_rule() -> list[str]:
 class _Plan:
     """Lines of one restore script, built against one saved table."""
 
-    saved: iptables.SavedTable
+    saved: iptables_script.SavedTable
     lines: list[str]
     undo_rules: list[str] = field(default_factory=list)
     undo_chains: list[str] = field(default_factory=list)
@@ -112,15 +113,15 @@ class _Plan:
 
     def insert_first(self, chain: str, args: Sequence[str]) -> None:
         if not self.has(chain, args):
-            self.lines.append(iptables.rule_line("-I", chain, ["1", *args]))
+            self.lines.append(iptables_script.rule_line("-I", chain, ["1", *args]))
             self.saved.rules.setdefault(chain, []).insert(0, _line(chain, args))
-            self.undo_rules.insert(0, iptables.rule_line("-D", chain, args))
+            self.undo_rules.insert(0, iptables_script.rule_line("-D", chain, args))
 
     def append(self, chain: str, args: Sequence[str]) -> None:
         if not self.has(chain, args):
-            self.lines.append(iptables.rule_line("-A", chain, args))
+            self.lines.append(iptables_script.rule_line("-A", chain, args))
             self.saved.rules.setdefault(chain, []).append(_line(chain, args))
-            self.undo_rules.insert(0, iptables.rule_line("-D", chain, args))
+            self.undo_rules.insert(0, iptables_script.rule_line("-D", chain, args))
 
     @property
     def undo(self) -> list[str]:
@@ -132,39 +133,39 @@ class _Plan:
         wanted = _line(chain, args)
         for saved in self.saved.rules_of(chain):
             if saved == wanted:
-                self.lines.append(iptables.delete_line(saved))
+                self.lines.append(iptables_script.delete_line(saved))
 
 
-def _apply(family: int, build: _Builder) -> list[str]:
+def _apply(ipt: Iptables, family: int, build: _Builder) -> list[str]:
     """Read, plan, write; recompute when another writer changed the table meanwhile.
     Returns the lines that undo what was written."""
     last: Exception | None = None
     for _ in range(RETRIES):
         try:
-            plan = _Plan(iptables.save("filter", family), [])
-        except iptables.IptablesError as exc:
+            plan = _Plan(ipt.save("filter", family), [])
+        except iptables_script.IptablesError as exc:
             raise FirewallError(str(exc)) from None
         build(plan)
         if not plan.lines:
             return []
         try:
-            iptables.restore(iptables.script("filter", [], plan.lines), family)
+            ipt.restore(iptables_script.script("filter", [], plan.lines), family)
             return plan.undo
-        except iptables.IptablesError as exc:
+        except iptables_script.IptablesError as exc:
             last = exc
     raise FirewallError(str(last))
 
 
-def undo(family: int, undo: list[str], ips: Sequence[IPAddress]) -> None:
+def undo(ipt: Iptables, family: int, undo: list[str], ips: Sequence[IPAddress]) -> None:
     """Roll back one family of a failed ADD: everything it added in one restore, or, when
     that fails because the shared chains are in use by now, only its per-IP rules."""
     try:
         if undo:
-            iptables.restore(iptables.script("filter", [], undo), family)
+            ipt.restore(iptables_script.script("filter", [], undo), family)
             return
-    except iptables.IptablesError:
+    except iptables_script.IptablesError:
         pass
-    delete(family, ips)
+    delete(ipt, family, ips)
 
 
 class _Builder:
@@ -211,6 +212,7 @@ class _DelBuilder(_Builder):
 
 
 def add(
+    ipt: Iptables,
     family: int,
     ips: Sequence[IPAddress],
     admin_chain: str = DEFAULT_ADMIN_CHAIN,
@@ -219,19 +221,19 @@ def add(
 ) -> list[str]:
     """Chains, jumps and per-IP rules of one family (and the isolation chains), one restore.
     Returns the lines that undo it (for :func:`undo`)."""
-    return _apply(family, _AddBuilder(ips, admin_chain, bridge, policy))
+    return _apply(ipt, family, _AddBuilder(ips, admin_chain, bridge, policy))
 
 
-def delete(family: int, ips: Sequence[IPAddress]) -> None:
+def delete(ipt: Iptables, family: int, ips: Sequence[IPAddress]) -> None:
     """Remove the per-IP rules (every copy); chains and jumps stay, as in the reference."""
-    _apply(family, _DelBuilder(ips))
+    _apply(ipt, family, _DelBuilder(ips))
 
 
-def check(family: int, ips: Sequence[IPAddress], admin_chain: str) -> None:
+def check(ipt: Iptables, family: int, ips: Sequence[IPAddress], admin_chain: str) -> None:
     """The reference's CHECK: both jumps and every per-IP rule exist."""
     try:
-        saved = iptables.save("filter", family)
-    except iptables.IptablesError as exc:
+        saved = ipt.save("filter", family)
+    except iptables_script.IptablesError as exc:
         raise FirewallError(str(exc)) from None
     expected = [
         (FORWARD, forward_jump()),
@@ -263,8 +265,8 @@ class IptablesBackend:
     def add(self, nf: Netfilter, att: Attachment, rb: Rollback) -> None:
         for family, ips in sorted(att.families.items()):
             rb.step(f"iptables{family}")
-            lines = add(family, ips, att.admin_chain, att.bridge, att.policy)
-            rb.push(f"iptables{family}", partial(undo, family, lines, ips))
+            lines = add(nf.iptables, family, ips, att.admin_chain, att.bridge, att.policy)
+            rb.push(f"iptables{family}", partial(undo, nf.iptables, family, lines, ips))
         rb.step("record")
         records = att.records
         if records is None:
@@ -275,13 +277,13 @@ class IptablesBackend:
     def delete(self, nf: Netfilter, att: Attachment) -> None:
         for family, ips in sorted(att.families.items()):
             try:
-                delete(family, ips)
+                delete(nf.iptables, family, ips)
             except FirewallError as exc:
                 att.log(f"firewall DEL: {exc}")  # the reference ignores these too
 
     def check(self, nf: Netfilter, att: Attachment) -> None:
         for family, ips in sorted(att.families.items()):
-            check(family, ips, att.admin_chain)
+            check(nf.iptables, family, ips, att.admin_chain)
 
     def gc(
         self, nf: Netfilter, network: str, records: Records, valid: list[tuple[str, str]]
@@ -299,7 +301,7 @@ class IptablesBackend:
             for family, ips in records.load(cid, ifname).items():
                 gone = [ip for ip in ips if ip not in kept.get(family, set())]
                 if gone:
-                    delete(family, gone)
+                    delete(nf.iptables, family, gone)
             records.remove(cid, ifname)
 
 

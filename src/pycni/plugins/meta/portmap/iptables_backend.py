@@ -21,14 +21,15 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 
-from pycni.net.netfilter import iptables, rule_matches, rule_tokens
+from pycni.net.netfilter import iptables_script, rule_matches, rule_tokens
 from pycni.net.netfilter.chain_names import format_comment, must_format_chain_name_with_prefix
-from pycni.net.netfilter.iptables import IptablesError, SavedTable
+from pycni.net.netfilter.iptables_script import IptablesError, SavedTable
 from pycni.plugins.meta.portmap.config import IPTABLES, IPInterface, PortMapConfig, PortMapping
 from pycni.spec.errors import CNIError, InternalError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from pycni.net.netfilter.iptables_seam import Iptables
     from pycni.net.netfilter.seam import Netfilter
 
 TABLE = "nat"
@@ -82,7 +83,7 @@ def entry_rules(cfg: PortMapConfig, family: int, chain: str) -> list[str]:
             args = ["-p", proto, "-m", "comment", "--comment", comment]
             args += ["-m", "multiport", "--dports", chunk]
             args += [*rule_matches.iptables_args(cfg.conditions(family)), "-j", chain]
-            lines.append(iptables.rule_line("-A", DNAT_CHAIN, args))
+            lines.append(iptables_script.rule_line("-A", DNAT_CHAIN, args))
     return lines
 
 
@@ -102,7 +103,7 @@ def chain_rules(cfg: PortMapConfig, family: int, cip: IPInterface, chain: str) -
     lines: list[str] = []
 
     def rule(m: PortMapping, source: str | None, target: str) -> str:
-        return iptables.rule_line("-A", chain, [*_match(m, family, source), "-j", target])
+        return iptables_script.rule_line("-A", chain, [*_match(m, family, source), "-j", target])
 
     for m in cfg.mappings_for(family):
         if cfg.snat:
@@ -113,18 +114,18 @@ def chain_rules(cfg: PortMapConfig, family: int, cip: IPInterface, chain: str) -
                 lines.append(rule(m, "127.0.0.1/32", setmark))  # localhost (route_localnet)
         ip = str(cip.ip) if family == 4 else f"[{cip.ip}]"
         dnat = ["-j", "DNAT", "--to-destination", f"{ip}:{m.container_port}"]
-        lines.append(iptables.rule_line("-A", chain, [*_match(m, family, None), *dnat]))
+        lines.append(iptables_script.rule_line("-A", chain, [*_match(m, family, None), *dnat]))
     return lines
 
 
 def _setmark_rule(mark: int) -> str:
     args = ["-m", "comment", "--comment", SETMARK_COMMENT, "-j", "MARK", "--set-xmark"]
-    return iptables.rule_line("-A", SETMARK_CHAIN, [*args, _mark_text(mark)])
+    return iptables_script.rule_line("-A", SETMARK_CHAIN, [*args, _mark_text(mark)])
 
 
 def _masq_rule(mark: int) -> str:
     args = ["-m", "mark", "--mark", _mark_text(mark), "-j", "MASQUERADE"]
-    return iptables.rule_line("-A", MASQ_CHAIN, args)
+    return iptables_script.rule_line("-A", MASQ_CHAIN, args)
 
 
 def add_script(cfg: PortMapConfig, family: int, saved: SavedTable) -> str:
@@ -144,18 +145,18 @@ def add_script(cfg: PortMapConfig, family: int, saved: SavedTable) -> str:
             lines.append(_masq_rule(cfg.mark))
         if not saved.jumps_to("POSTROUTING", MASQ_CHAIN):
             args = ["1", "-m", "comment", "--comment", MASQ_COMMENT, "-j", MASQ_CHAIN]
-            lines.append(iptables.rule_line("-I", "POSTROUTING", args))
+            lines.append(iptables_script.rule_line("-I", "POSTROUTING", args))
     if DNAT_CHAIN not in saved.chains:
         declare.append(DNAT_CHAIN)
     for hook in ("PREROUTING", "OUTPUT"):
         if not saved.jumps_to(hook, DNAT_CHAIN):
             args = ["-m", "addrtype", "--dst-type", "LOCAL", "-j", DNAT_CHAIN]
-            lines.append(iptables.rule_line("-A", hook, args))
+            lines.append(iptables_script.rule_line("-A", hook, args))
     declare.append(chain)  # created, or flushed when it exists: rebuilt from scratch
-    lines += [iptables.delete_line(r) for r in saved.jumps_to(DNAT_CHAIN, chain)]
+    lines += [iptables_script.delete_line(r) for r in saved.jumps_to(DNAT_CHAIN, chain)]
     lines += entry_rules(cfg, family, chain)
     lines += chain_rules(cfg, family, cip, chain)
-    return iptables.script(TABLE, declare, lines)
+    return iptables_script.script(TABLE, declare, lines)
 
 
 def teardown_lines(network: str, container_id: str, saved: SavedTable) -> list[str]:
@@ -167,7 +168,7 @@ def teardown_lines(network: str, container_id: str, saved: SavedTable) -> list[s
     ):
         if chain not in saved.chains:
             continue
-        lines += [iptables.delete_line(r) for r in saved.jumps_to(parent, chain)]
+        lines += [iptables_script.delete_line(r) for r in saved.jumps_to(parent, chain)]
         lines += [f"-F {chain}", f"-X {chain}"]
     return lines
 
@@ -193,20 +194,22 @@ def scaffold_undo(cfg: PortMapConfig, saved: SavedTable) -> list[str]:
             if chain not in saved.chains:
                 chains += [f"-F {chain}", f"-X {chain}"]
             elif rule(cfg.mark) not in saved.rules_of(chain):
-                jumps.append(iptables.delete_line(rule(cfg.mark)))
+                jumps.append(iptables_script.delete_line(rule(cfg.mark)))
         if not saved.jumps_to("POSTROUTING", MASQ_CHAIN):
             args = ["-m", "comment", "--comment", MASQ_COMMENT, "-j", MASQ_CHAIN]
-            jumps.append(iptables.rule_line("-D", "POSTROUTING", args))
+            jumps.append(iptables_script.rule_line("-D", "POSTROUTING", args))
     for hook in ("PREROUTING", "OUTPUT"):
         if not saved.jumps_to(hook, DNAT_CHAIN):
             args = ["-m", "addrtype", "--dst-type", "LOCAL", "-j", DNAT_CHAIN]
-            jumps.append(iptables.rule_line("-D", hook, args))
+            jumps.append(iptables_script.rule_line("-D", hook, args))
     if DNAT_CHAIN not in saved.chains:
         chains.append(f"-X {DNAT_CHAIN}")
     return jumps + chains
 
 
-def add(cfg: PortMapConfig, step: Callable[[str], None] = lambda name: None) -> Callable[[], None]:
+def add(
+    ipt: Iptables, cfg: PortMapConfig, step: Callable[[str], None] = lambda name: None
+) -> Callable[[], None]:
     """One restore per family; when a later family (or ``step``) fails, the families done so
     far lose this attachment's chain and the scaffolding this ADD created. Returns what does
     the same when a later step of the ADD fails."""
@@ -214,7 +217,7 @@ def add(cfg: PortMapConfig, step: Callable[[str], None] = lambda name: None) -> 
     try:
         for family in _families(cfg):
             step(f"iptables{family}")
-            saved = iptables.save(TABLE, family, cfg.iptables_variant)
+            saved = ipt.save(TABLE, family, cfg.iptables_variant)
             external = cfg.external_mark_chain
             if cfg.snat and external and external not in saved.chains:
                 raise rule_tokens.refuse(
@@ -223,38 +226,38 @@ def add(cfg: PortMapConfig, step: Callable[[str], None] = lambda name: None) -> 
                     "create it first (e.g. KUBE-MARK-MASQ) or leave the field out",
                 )
             undo = scaffold_undo(cfg, saved)
-            iptables.restore(add_script(cfg, family, saved), family, cfg.iptables_variant)
+            ipt.restore(add_script(cfg, family, saved), family, cfg.iptables_variant)
             done.append((family, undo))
-        return lambda: _undo(cfg, done)
+        return lambda: _undo(ipt, cfg, done)
     except IptablesError as exc:
-        _undo(cfg, done)
+        _undo(ipt, cfg, done)
         raise _fail("ADD", exc) from None
     except BaseException:
-        _undo(cfg, done)
+        _undo(ipt, cfg, done)
         raise
 
 
-def _undo(cfg: PortMapConfig, done: list[tuple[int, list[str]]]) -> None:
+def _undo(ipt: Iptables, cfg: PortMapConfig, done: list[tuple[int, list[str]]]) -> None:
     """Best effort: the attachment's chain, then the scaffolding (which may be in use)."""
     for family, undo in reversed(done):
         with contextlib.suppress(IptablesError):
-            saved = iptables.save(TABLE, family, cfg.iptables_variant)
+            saved = ipt.save(TABLE, family, cfg.iptables_variant)
             lines = teardown_lines(cfg.network, cfg.container_id, saved)
             if lines:
-                iptables.restore(iptables.script(TABLE, [], lines), family, cfg.iptables_variant)
+                ipt.restore(iptables_script.script(TABLE, [], lines), family, cfg.iptables_variant)
         if undo:
             with contextlib.suppress(IptablesError):
-                iptables.restore(iptables.script(TABLE, [], undo), family, cfg.iptables_variant)
+                ipt.restore(iptables_script.script(TABLE, [], undo), family, cfg.iptables_variant)
 
 
-def delete(network: str, container_id: str, variant: str | None = None) -> bool:
+def delete(ipt: Iptables, network: str, container_id: str, variant: str | None = None) -> bool:
     """Tear down in every usable family; an error only when no family is usable."""
     usable = 0
     removed = False
     errors: list[str] = []
     for family in (4, 6):
         try:
-            saved = iptables.save(TABLE, family, variant)
+            saved = ipt.save(TABLE, family, variant)
         except IptablesError as exc:
             errors.append(str(exc))
             continue
@@ -263,7 +266,7 @@ def delete(network: str, container_id: str, variant: str | None = None) -> bool:
         if not lines:
             continue
         try:
-            iptables.restore(iptables.script(TABLE, [], lines), family, variant)
+            ipt.restore(iptables_script.script(TABLE, [], lines), family, variant)
             removed = True
         except IptablesError as exc:
             raise _fail("DEL", exc) from None
@@ -272,23 +275,23 @@ def delete(network: str, container_id: str, variant: str | None = None) -> bool:
     return removed
 
 
-def has_chain(chain: str, variant: str | None = None) -> bool:
+def has_chain(ipt: Iptables, chain: str, variant: str | None = None) -> bool:
     """Whether either family's nat table has ``chain``."""
     for family in (4, 6):
         with contextlib.suppress(IptablesError):
-            if chain in iptables.save(TABLE, family, variant).chains:
+            if chain in ipt.save(TABLE, family, variant).chains:
                 return True
     return False
 
 
-def check(cfg: PortMapConfig, variant: str | None = None) -> None:
+def check(ipt: Iptables, cfg: PortMapConfig, variant: str | None = None) -> None:
     """The attachment's chain, rules and entry jumps are in place (``variant``: the iptables
     variant to read, the config's when None)."""
     chain = dnat_chain(cfg.network, cfg.container_id)
     variant = variant or cfg.iptables_variant
     for family in _families(cfg):
         try:
-            saved = iptables.save(TABLE, family, variant)
+            saved = ipt.save(TABLE, family, variant)
         except IptablesError as exc:
             raise _fail("CHECK", exc) from None
         if chain not in saved.chains:
@@ -302,13 +305,13 @@ def check(cfg: PortMapConfig, variant: str | None = None) -> None:
             raise InternalError(f"portmap: entry rules to {chain} missing (IPv{family})")
 
 
-def gc(network: str, valid_ids: set[str], variant: str | None = None) -> list[str]:
+def gc(ipt: Iptables, network: str, valid_ids: set[str], variant: str | None = None) -> list[str]:
     """Delete DN chains of this network whose container is not in ``valid_ids``."""
     removed: set[str] = set()
     marker = f'--comment "dnat name: \\"{network}\\" id: \\"'
     for family in (4, 6):
         try:
-            saved = iptables.save(TABLE, family, variant)
+            saved = ipt.save(TABLE, family, variant)
         except IptablesError:
             continue
         lines: list[str] = []
@@ -326,15 +329,15 @@ def gc(network: str, valid_ids: set[str], variant: str | None = None) -> list[st
         if not lines:
             continue
         try:
-            iptables.restore(iptables.script(TABLE, [], lines), family, variant)
+            ipt.restore(iptables_script.script(TABLE, [], lines), family, variant)
         except IptablesError as exc:
             raise _fail("GC", exc) from None
         removed |= done
     return sorted(removed)
 
 
-def usable(variant: str | None = None) -> bool:
-    return iptables.available(4, variant) or iptables.available(6, variant)
+def usable(ipt: Iptables, variant: str | None = None) -> bool:
+    return ipt.available(4, variant) or ipt.available(6, variant)
 
 
 class IptablesBackend:
@@ -345,19 +348,19 @@ class IptablesBackend:
     def add(
         self, nf: Netfilter, cfg: PortMapConfig, step: Callable[[str], None]
     ) -> Callable[[], object]:
-        return add(cfg, step)
+        return add(nf.iptables, cfg, step)
 
     def delete(self, nf: Netfilter, cfg: PortMapConfig) -> bool:
-        return delete(cfg.network, cfg.container_id, cfg.iptables_variant)
+        return delete(nf.iptables, cfg.network, cfg.container_id, cfg.iptables_variant)
 
     def check(self, nf: Netfilter, cfg: PortMapConfig) -> None:
-        check(cfg)
+        check(nf.iptables, cfg)
 
     def gc(self, nf: Netfilter, cfg: PortMapConfig, valid: list[tuple[str, str]]) -> list[str]:
-        return gc(cfg.network, {cid for cid, _ in valid}, cfg.iptables_variant)
+        return gc(nf.iptables, cfg.network, {cid for cid, _ in valid}, cfg.iptables_variant)
 
     def usable(self, nf: Netfilter, cfg: PortMapConfig) -> bool:
-        return usable(cfg.iptables_variant)
+        return usable(nf.iptables, cfg.iptables_variant)
 
 
 BACKEND = IptablesBackend()

@@ -36,16 +36,14 @@ def _route_device(req: Request, address: ipaddress.IPv4Address) -> str:
         return node_kernel.link(routes[0].oif).name
 
 
-def _flush_udp_conntrack(req: Request, cfg: PortMapConfig) -> None:
+def _flush_udp_conntrack(req: Request, nf: Netfilter, cfg: PortMapConfig) -> None:
     """Drop UDP conntrack entries that would bypass the new DNAT rules (failures logged)."""
     for family in cfg.container_ips:
         ports = [m.host_port for m in cfg.mappings_for(family) if m.protocol == "udp"]
         if not ports:
             continue
         try:
-            from pycni.net.netfilter.conntrack import delete_by_dst_port
-
-            delete_by_dst_port(ports, "udp", family)
+            nf.conntrack.delete_by_dst_port(ports, "udp", family)
         except Exception as exc:  # the reference only logs this
             req.log(f"portmap: could not flush UDP conntrack entries (IPv{family}): {exc}")
 
@@ -61,7 +59,7 @@ def _conntrack_empty(req: Request) -> bool:
         return False
 
 
-def _forget_udp_flows(req: Request, cfg: PortMapConfig) -> None:
+def _forget_udp_flows(req: Request, nf: Netfilter, cfg: PortMapConfig) -> None:
     """DEL: drop the UDP conntrack entries of the pod's addresses (upstream #1190), so flows
     to its host ports do not stay pinned to an address a later pod may get. Skipped when
     the mappings are known and none is UDP; failures logged, as at ADD."""
@@ -71,9 +69,7 @@ def _forget_udp_flows(req: Request, cfg: PortMapConfig) -> None:
         return  # a dump walks the kernel's whole conntrack hash (docs/benchmarks.md)
     for family, cip in sorted(cfg.container_ips.items()):
         try:
-            from pycni.net.netfilter.conntrack import delete_by_address
-
-            delete_by_address(cip.ip.packed, "udp")
+            nf.conntrack.delete_by_address(cip.ip.packed, "udp")
         except Exception as exc:  # the pod is gone either way: never fail its DEL for this
             req.log(
                 f"portmap: could not flush UDP conntrack entries of {cip.ip} (IPv{family}): {exc}"
@@ -134,10 +130,11 @@ class PortMap(Plugin):
             assert isinstance(v4.ip, ipaddress.IPv4Address)
             device = _route_device(req, v4.ip)
         with req.host.node() as node_kernel, Rollback(req.env) as rb:
+            nf = req.host.netfilter(node_kernel)
             try:
-                _install(req.host.netfilter(node_kernel), cfg, rb)
+                _install(nf, cfg, rb)
                 rb.step("conntrack")
-                _flush_udp_conntrack(req, cfg)
+                _flush_udp_conntrack(req, nf, cfg)
                 rb.step("route_localnet")
                 if device:
                     _route_localnet(req, device)
@@ -151,8 +148,9 @@ class PortMap(Plugin):
     def delete(self, req: Request) -> None:
         cfg = parse(req, need_prev=False)
         with req.host.node() as node_kernel:
-            _remove(req.host.netfilter(node_kernel), cfg)
-        _forget_udp_flows(req, cfg)
+            nf = req.host.netfilter(node_kernel)
+            _remove(nf, cfg)
+            _forget_udp_flows(req, nf, cfg)
 
     def check(self, req: Request) -> None:
         cfg = parse(req, need_prev=True)

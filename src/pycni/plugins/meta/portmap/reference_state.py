@@ -99,7 +99,9 @@ def delete(nf: Netfilter, cfg: PortMapConfig, skip_iptables: bool) -> bool:
         return removed
 
     for variant in iptables_variants(nf, cfg):
-        removed = iptables_backend.delete(cfg.network, cfg.container_id, variant) or removed
+        removed = (
+            iptables_backend.delete(nf.iptables, cfg.network, cfg.container_id, variant) or removed
+        )
     return removed
 
 
@@ -122,8 +124,8 @@ def check(nf: Netfilter, cfg: PortMapConfig) -> bool:
 
     chain = iptables_backend.dnat_chain(cfg.network, cfg.container_id)
     for variant in iptables_variants(nf, cfg):
-        if iptables_backend.has_chain(chain, variant):
-            iptables_backend.check(cfg, variant)
+        if iptables_backend.has_chain(nf.iptables, chain, variant):
+            iptables_backend.check(nf.iptables, cfg, variant)
             return True
     return False
 
@@ -202,5 +204,5 @@ def gc(nf: Netfilter, cfg: PortMapConfig, valid_ids: set[str], skip_iptables: bo
 
     removed: list[str] = []
     for variant in iptables_variants(nf, cfg):
-        removed += iptables_backend.gc(cfg.network, valid_ids, variant)
+        removed += iptables_backend.gc(nf.iptables, cfg.network, valid_ids, variant)
     return removed
