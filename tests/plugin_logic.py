@@ -1,7 +1,9 @@
 """Helpers of the plugin-logic unit tests: run a plugin through skel on a FakeHost.
 
 No root and no namespaces: the plugin's kernels are FakeKernels (pycni.net.netlink.fake_kernel,
-held to the real kernel by tests/kernel_contract.py), its sysctls FakeSysctls, its IPAM runs
+held to the real kernel by tests/kernel_contract.py), its sysctls FakeSysctls, its state files
+a FakeStateFiles and its child processes a FakeProcesses (held to the disk and the machine's
+processes by tests/state_contract.py and tests/unit/test_process_contract.py), its IPAM runs
 in-process on the same host. ``picture`` is what a test compares: every namespace's links,
 addresses, routes, rules, sysctls and tc objects, by name (no indexes, no random MACs).
 """
@@ -108,10 +110,15 @@ def _namespace(k: FakeKernel) -> dict[str, Any]:
 
 
 def picture(host: FakeHost) -> dict[str, Any]:
-    """Every namespace of the host, normalized for comparison."""
-    out = {"node": _namespace(host.kernel())}
+    """Every namespace of the host, normalized for comparison, and the node's state files
+    (FakeStateFiles: bytes and mode of each file) and live processes."""
+    out: dict[str, Any] = {"node": _namespace(host.kernel())}
     for path in sorted(host.pods):
         out[path] = _namespace(host.kernel(path))
+    out["files"] = host.files.tree()  # directories a plugin made may stay, as the reference's
+    out["processes"] = sorted(
+        argv for pid, argv in host.children.procs.items() if host.children.alive(pid)
+    )
     return out
 
 
@@ -147,3 +154,8 @@ def assert_each_step_rolls_back(
         assert "rollback incomplete" not in str(reply.get("details", "")), reply
         assert picture(host) == before, step
     return steps
+
+
+def kernels(view: dict[str, Any]) -> dict[str, Any]:
+    """A picture's namespaces only (what a plugin that keeps state leaves on its links)."""
+    return {k: v for k, v in view.items() if k not in ("files", "processes")}

@@ -1,11 +1,11 @@
 """Record classes: what ``dataclasses.dataclass`` gives pycni, at a fraction of its start-up cost.
 
 Why not ``dataclasses``: a plugin run in-process is a one-shot interpreter, and the stdlib
-decorator compiles six methods from source per class after importing ``inspect`` (with ``ast``,
-``dis`` and ``tokenize``). The bridge's ADD declares over thirty records, so that alone was a
-large part of the call (docs/benchmarks.md). ``record`` builds the same methods from closures
-over the field list instead; mypy checks it as a dataclass (``dataclass_transform``). A
-long-lived process (the daemon) creates some records many times per call: after
+decorator compiles six methods from source per class after importing ``inspect`` (with
+``ast``, ``dis`` and ``tokenize``), and the bridge's ADD declares over thirty records. ``record``
+builds the same methods from closures over the field list instead (what each costs:
+docs/benchmarks.md, "Record classes"); mypy checks it as a dataclass (``dataclass_transform``).
+A long-lived process (the daemon) creates some records many times per call: after
 ``COMPILE_AFTER`` calls of a class's generic ``__init__`` it compiles one of the usual shape, so
 only its warm-up pays the generic version.
 

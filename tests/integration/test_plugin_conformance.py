@@ -1,9 +1,8 @@
 """Conformance of every registered plugin type (issue 26, item 6), the kernel side.
 
-- Cold path: every type's installed in-process entry point, run as a runtime runs it, imports
-  none of tests/integration/test_cold_path_imports.py's NOT_ON_THE_PATH modules beyond what
-  COLD_PATH_DEBT below allows it today. The allowance is a ratchet: a module a type stops
-  importing must leave its entry, so the debt only shrinks.
+- Cold path: every type's installed in-process entry point answers VERSION importing none of
+  pycni.skel.cold_path.OFF_PATH beyond the type's cold_path.DEBT (its ADD and DEL are checked
+  against the whole named list by tests/integration/test_cold_path_imports.py).
 - Rollback: each main plugin's ADD, with a failure injected at each of its steps in turn
   (pycni.skel.rollback's PYCNI_TEST_FAIL_AT), leaves the node and pod namespaces as they
   were after one pod's ADD and DEL (the node's shared part of the network, such as a bridge,
@@ -27,30 +26,15 @@ from typing import Any
 import pytest
 
 from pycni.entrypoints import install
-from pycni.skel import registry
+from pycni.skel import cold_path, registry
 from pycni.skel import run as skel
 from pycni.skel.rollback import FAIL_AT_ENV, Rollback
 from tests import harness
-from tests.integration.test_cold_path_imports import NOT_ON_THE_PATH, run_traced
+from tests.integration.test_cold_path_imports import run_traced
 
 pytestmark = pytest.mark.kernel
 
 TYPES = sorted(registry.PLUGIN_TYPES)
-
-# What each type's entry point imports today (VERSION: the entry point and the plugin's
-# modules) that the cold-path rule keeps off loopback's and bridge's path. Each is a few ms of
-# every in-process call of that type; fixing one means deleting it here (issue 26).
-COLD_PATH_DEBT: dict[str, set[str]] = {
-    "bandwidth": {"enum", "hashlib", "re", "typing"},
-    "dhcp": {"enum", "json", "re", "socket", "typing"},
-    "dnsname": {"enum", "pathlib", "re", "subprocess", "threading", "typing"},
-    "firewall": {"enum", "json", "re", "subprocess", "threading"},
-    "flannel": {"enum", "json", "re", "typing"},
-    "host-device": {"enum", "json", "re"},
-    "portmap": {"pycni.net.netfilter.nftnl"},
-    "static": {"enum", "re", "typing"},
-    "tuning": {"enum", "json", "re", "typing"},
-}
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +47,7 @@ def entry_points(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _heavy(modules: set[str]) -> set[str]:
     return {
-        heavy for name in modules for heavy in NOT_ON_THE_PATH
+        heavy for name in modules for heavy in cold_path.OFF_PATH
         if name == heavy or name.startswith(heavy + ".")
     }  # fmt: skip
 
@@ -71,16 +55,11 @@ def _heavy(modules: set[str]) -> set[str]:
 @pytest.mark.parametrize("plugin_type", TYPES)
 def test_entry_point_keeps_the_cold_path_rule(plugin_type: str, entry_points: Path) -> None:
     env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")}
-    modules = run_traced(entry_points / plugin_type, "VERSION", {"cniVersion": "1.0.0"}, env)
-    # (the plugin's own module is imported with importlib, which -X importtime does not name;
-    # every module it imports is named)
+    modules, reply = run_traced(entry_points / plugin_type, "VERSION", {"cniVersion": "1.0.0"}, env)
+    assert reply.exit_code == 0, reply.stdout
     heavy = _heavy(modules)
-    allowed = COLD_PATH_DEBT.get(plugin_type, set())
+    allowed = cold_path.DEBT.get(plugin_type, frozenset())
     assert heavy <= allowed, f"{plugin_type} now imports {sorted(heavy - allowed)} on its path"
-    assert allowed <= heavy, (
-        f"{plugin_type} no longer imports {sorted(allowed - heavy)}: "
-        "remove it from COLD_PATH_DEBT (the ratchet only tightens)"
-    )
 
 
 # ------------------------------------------------------------------ rollback at every step

@@ -14,6 +14,7 @@ import pytest
 
 from pycni.cli import cnitool
 from pycni.cli.main import COMMAND_MODULES, COMMAND_OWNERS, build_parser, main, modules_for
+from pycni.skel import cold_path
 from tests.unit.test_runtime_support import FakePlugins, conflist
 
 
@@ -307,7 +308,8 @@ def test_cnitool_verbs_load_no_heavy_stdlib(env: dict[str, Any]) -> None:
         "rc = [main(['add', 'net', '/ns/p']), main(['del', 'net', '/ns/p'])]; "
         "heavy = ('argparse', 'subprocess', 'typing', 'logging', 're', 'weakref', 'contextlib', "
         "'json', 'threading', 'pyroute2', 'selectors', 'enum', 'signal'); "
-        "print(rc, sorted(n for n in sys.modules if n.split('.')[0] in heavy))"
+        "print(rc, sorted(n for n in sys.modules if n.split('.')[0] in heavy)); "
+        "print(' '.join(sorted(n for n in sys.modules if n.split('.')[0] == 'pycni')))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code],
@@ -317,7 +319,14 @@ def test_cnitool_verbs_load_no_heavy_stdlib(env: dict[str, Any]) -> None:
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
         cwd=env["tmp"],
     )
-    assert out.stdout.endswith("}[0, 0] []\n"), out.stdout + out.stderr
+    verdict, ours = out.stdout.rsplit("\n", 2)[-3:-1]
+    assert verdict.endswith("}[0, 0] []"), out.stdout + out.stderr
+    named = cold_path.CLI
+    assert set(ours.split()) == named, (
+        f"`pycni add`/`del` import {sorted(set(ours.split()) - named)} beyond the named list "
+        f"and no longer {sorted(named - set(ours.split()))}: pycni.skel.cold_path.CLI would "
+        f"read:\n{ours}"
+    )
 
 
 @pytest.mark.parametrize(

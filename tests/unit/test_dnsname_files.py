@@ -1,4 +1,5 @@
-"""dnsname's validation, config and hosts-file writers (no kernel, no dnsmasq process)."""
+"""dnsname's validation, config and hosts-file writers (no kernel, no dnsmasq process), the
+file half on the disk (pycni.state.disk) in a temporary directory."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pycni.plugins.meta.dnsname import files, names
 from pycni.plugins.meta.dnsname.files import NetworkFiles
 from pycni.skel import run as skel
 from pycni.spec.errors import CNIError
+from pycni.state.disk import DISK
 
 # The reference's template (dnsname 1.3.1, config.go) filled in, with the newline it appends.
 GO_CONF = """\
@@ -92,40 +94,40 @@ def test_host_lines_and_removal_follow_the_reference() -> None:
 
 def test_write_and_read_lines(tmp_path: Path) -> None:
     path = tmp_path / "addnhosts"
-    assert files.read_lines(path) == []
-    files.write_lines(path, files.host_lines("a", [], ["10.1.1.1"]))
+    assert files.read_lines(DISK, path) == []
+    files.write_lines(DISK, path, files.host_lines("a", [], ["10.1.1.1"]))
     assert path.read_text() == "10.1.1.1\ta\n"
     assert path.stat().st_mode & 0o777 == 0o644
-    files.append_lines(path, files.host_lines("b", ["c"], ["10.1.1.2"]))
-    assert files.read_lines(path) == ["10.1.1.1\ta\n", "10.1.1.2\tb\tc\n"]
-    files.write_lines(path, files.without_name(files.read_lines(path), "a"))
+    files.append_lines(DISK, path, files.host_lines("b", ["c"], ["10.1.1.2"]))
+    assert files.read_lines(DISK, path) == ["10.1.1.1\ta\n", "10.1.1.2\tb\tc\n"]
+    files.write_lines(DISK, path, files.without_name(files.read_lines(DISK, path), "a"))
     assert path.read_text() == "10.1.1.2\tb\tc\n"
     assert [p.name for p in tmp_path.iterdir()] == ["addnhosts"]  # no .old left
     (tmp_path / "link").symlink_to(tmp_path / "elsewhere")
     with pytest.raises(OSError):
-        files.append_lines(tmp_path / "link", ["x\n"])  # O_NOFOLLOW
+        files.append_lines(DISK, tmp_path / "link", ["x\n"])  # O_NOFOLLOW
     assert not (tmp_path / "elsewhere").exists()
 
 
 def test_records(tmp_path: Path) -> None:
     net = NetworkFiles(tmp_path / "rt" / "dnsname", "n1")
-    files.make_directory(net)
+    files.make_directory(DISK, net)
     assert (tmp_path / "rt").stat().st_mode & 0o777 == 0o700
     web, db = files.Entry("web", ("10.0.0.2", "fd00::2")), files.Entry("db", ("10.0.0.3",))
-    files.write_record(net, "c1", "eth0", web)
-    files.write_record(net, "c2", "eth0", db)
-    assert files.read_record(net, "c1", "eth0") == web
-    assert files.all_records(net) == {"c1:eth0": web, "c2:eth0": db}
+    files.write_record(DISK, net, "c1", "eth0", web)
+    files.write_record(DISK, net, "c2", "eth0", db)
+    assert files.read_record(DISK, net, "c1", "eth0") == web
+    assert files.all_records(DISK, net) == {"c1:eth0": web, "c2:eth0": db}
     (net.records / "c3-eth0").write_text("old\n")  # written by an older pycni: no addresses
-    assert files.read_record(net, "c3", "eth0") is None
-    assert files.read_legacy_record(net, "c3", "eth0") == files.Entry("old")
-    assert files.all_records(net)["c3-eth0"] == files.Entry("old")
-    files.remove_legacy_record(net, "c3", "eth0")
-    assert files.read_legacy_record(net, "c3", "eth0") is None
-    files.remove_record(net, "c1", "eth0")
-    files.remove_record(net, "c1", "eth0")
-    assert files.read_record(net, "c1", "eth0") is None
-    files.remove_network(net)
+    assert files.read_record(DISK, net, "c3", "eth0") is None
+    assert files.read_legacy_record(DISK, net, "c3", "eth0") == files.Entry("old")
+    assert files.all_records(DISK, net)["c3-eth0"] == files.Entry("old")
+    files.remove_legacy_record(DISK, net, "c3", "eth0")
+    assert files.read_legacy_record(DISK, net, "c3", "eth0") is None
+    files.remove_record(DISK, net, "c1", "eth0")
+    files.remove_record(DISK, net, "c1", "eth0")
+    assert files.read_record(DISK, net, "c1", "eth0") is None
+    files.remove_network(DISK, net)
     assert sorted(p.name for p in (tmp_path / "rt").iterdir()) == ["dnsname"]
     assert list((tmp_path / "rt" / "dnsname").iterdir()) == []
 
@@ -139,16 +141,16 @@ def test_without_entry_drops_only_that_attachments_lines() -> None:
 
 def test_lock_is_the_reference_lock_file(tmp_path: Path) -> None:
     net = NetworkFiles(tmp_path / "dnsname", "n1")
-    with files.locked(net, create=False) as held:
+    with files.locked(DISK, net, create=False) as held:
         assert held is False
     assert not net.directory.exists()
-    with files.locked(net, create=True) as held:
+    with files.locked(DISK, net, create=True) as held:
         assert held is True
         assert (net.directory / "lock").exists()
     # a waiter whose lock file was removed with the directory (last DEL) does not proceed
-    with files.locked(net, create=True):
-        files.remove_network(net)
-    with files.locked(net, create=False) as held:
+    with files.locked(DISK, net, create=True):
+        files.remove_network(DISK, net)
+    with files.locked(DISK, net, create=False) as held:
         assert held is False
 
 

@@ -4,12 +4,14 @@ test_nft_model.py's goldens fix the text each backend sends; this module runs th
 verbs against a small in-memory iptables (``FilterTables``: iptables-restore's -N/-X/-A/-I/-D
 applied all-or-nothing per script, iptables-save rendering them back) so what a sequence of
 calls *leaves* can be compared: ADD then CHECK, DEL then CHECK, GC, and a failure injected at
-each step (PYCNI_TEST_FAIL_AT) leaving the tables and the data directory as they were. The
-nftables transport is tests/unit/nft_transport.py's Recorder (DEL also cleans nftables).
+each step (PYCNI_TEST_FAIL_AT) leaving the tables and the data directory (the fake host's
+FakeStateFiles) as they were. The nftables transport is tests/unit/nft_transport.py's
+Recorder (DEL also cleans nftables).
 """
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +21,7 @@ import pytest
 
 from pycni.net.netfilter import iptables
 from pycni.skel.fake_host import FakeHost
-from tests.plugin_logic import POD, call, recording_steps, with_prev
+from tests.plugin_logic import CONTAINER_ID, POD, call, recording_steps, with_prev
 from tests.unit.nft_transport import Recorder
 
 BUILTIN = ("INPUT", "FORWARD", "OUTPUT")
@@ -112,8 +114,10 @@ def conf(tmp_path: Path, result: dict[str, Any] | None = None, **extra: Any) -> 
     return with_prev(config, result) if result is not None else config
 
 
-def files(tmp_path: Path) -> list[str]:
-    return sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+def files(host: FakeHost, root: Path) -> list[str]:
+    """Every file and directory the plugin keeps under ``root`` (in the fake host's files)."""
+    state, prefix = host.files, f"{root}/"
+    return sorted(p[len(prefix) :] for p in (*state.files, *state.dirs) if p.startswith(prefix))
 
 
 def run(
@@ -135,14 +139,20 @@ def test_add_check_del_check(tables: FilterTables, tmp_path: Path) -> None:
     forward = tables.tables[4]["CNI-FORWARD"]
     assert "-s 10.22.0.5/32 -j ACCEPT" in forward
     assert "-s fd22::5/128 -j ACCEPT" in tables.tables[6]["CNI-FORWARD"]
-    assert files(tmp_path)  # the attachment's record, for GC
+    assert files(fake, tmp_path) == ["fwnet", f"fwnet/{CONTAINER_ID}_eth0"]  # a record, for GC
+    record = fake.files.read(f"{tmp_path}/fwnet/{CONTAINER_ID}_eth0")
+    assert json.loads(record) == {
+        "containerID": CONTAINER_ID,
+        "ifname": "eth0",
+        "ips": ["10.22.0.5", "fd22::5"],
+    }
     assert run(fake, "CHECK", conf(tmp_path, prev()))[0] == 0
     assert run(fake, "DEL", conf(tmp_path, prev()))[0] == 0
     assert not [r for t in tables.tables.values() for r in t["CNI-FORWARD"] if "10.22" in r]
     code, reply = run(fake, "CHECK", conf(tmp_path, prev()))
     assert code == 1 and "not found" in reply["msg"], reply
     assert run(fake, "DEL", conf(tmp_path, prev()))[0] == 0  # again: nothing to remove
-    assert [p for p in files(tmp_path) if not Path(tmp_path, p).is_dir()] == []
+    assert files(fake, tmp_path) == []  # the record and its emptied directory went
 
 
 def test_gc_removes_only_the_rules_of_invalid_attachments(
@@ -157,6 +167,7 @@ def test_gc_removes_only_the_rules_of_invalid_attachments(
     rules = [r for t in tables.tables.values() for r in t["CNI-FORWARD"]]
     assert any("10.22.0.5" in r for r in rules) and any("fd22::5" in r for r in rules)
     assert not any("10.22.0.6" in r or "fd22::6" in r for r in rules)
+    assert files(fake, tmp_path) == ["fwnet", "fwnet/keep_eth0"]  # gone's record went too
     assert run(fake, "CHECK", conf(tmp_path, prev()), cid="keep")[0] == 0
 
 
@@ -173,9 +184,9 @@ def test_a_failure_at_each_step_leaves_tables_and_records_as_they_were(
     assert run(fake, "DEL", conf(tmp_path, prev()))[0] == 0
     if first:  # DEL keeps the chains and jumps (as the reference): start from none
         tables.reset()
-    before, before_files = tables.snapshot(), files(tmp_path)
+    before, before_files = tables.snapshot(), files(fake, tmp_path)
     for step in steps:
         code, reply = run(fake, "ADD", conf(tmp_path, prev()), fail_at=step)
         assert code == 1 and f"injected failure at step {step!r}" in reply["msg"], reply
         assert tables.snapshot() == before, step
-        assert files(tmp_path) == before_files, step
+        assert files(fake, tmp_path) == before_files, step

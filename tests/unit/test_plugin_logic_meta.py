@@ -145,7 +145,7 @@ def test_tuning_sets_sysctls_and_link_attributes_and_del_puts_them_back(tmp_path
     assert after == before
     ok(host, "tuning", "DEL", conf)
     assert picture(host) == before
-    assert list(tmp_path.iterdir()) == []
+    assert host.files.tree(str(tmp_path)) == {}  # the backup went with DEL
 
 
 def test_tuning_refuses_a_sysctl_the_pod_does_not_have(tmp_path: Path) -> None:
@@ -162,7 +162,7 @@ def test_tuning_a_failure_at_each_step_leaves_the_pod_as_it_was(tmp_path: Path) 
     host = pod_with_eth0()
     steps = assert_each_step_rolls_back(host, "tuning", tuning_conf(tmp_path))
     assert steps[:2] == ["backup", "sysctl"]
-    assert list(tmp_path.iterdir()) == []
+    assert host.files.tree(str(tmp_path)) == {}  # the backup went with DEL
 
 
 def pod_behind_a_veth() -> tuple[FakeHost, dict[str, Any]]:

@@ -9,6 +9,9 @@ when neither gives it, from etcd's ``<prefix>/config`` key as flanneld's etcd mo
 never from two: a network flag next to ``--net-conf`` is refused, and an agent whose flags or
 file disagree with the key refuses to start. ``--check-config`` checks what the agent would
 start with (the key's config, read once, when no flags or file give it) and starts nothing.
+
+A command's work imports what it needs in its handler, on purpose: every command module is
+imported to build the parser, and registering must stay cheap (tests/unit/test_cli.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""`pycni cluster up|down|status`: a multi-node pod network (etcd, agents, pods) on one machine."""
+"""`pycni cluster up|down|status`: a multi-node pod network (etcd, agents, pods) on one machine.
+
+A command's work imports what it needs in its handler, on purpose: every command module is
+imported to build the parser, and registering must stay cheap (tests/unit/test_cli.py).
+"""
 
 from __future__ import annotations
 

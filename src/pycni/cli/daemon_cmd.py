@@ -1,4 +1,8 @@
-"""`pycni daemon`: run the warm daemon in the foreground, or query a running one."""
+"""`pycni daemon`: run the warm daemon in the foreground, or query a running one.
+
+A command's work imports what it needs in its handler, on purpose: every command module is
+imported to build the parser, and registering must stay cheap (tests/unit/test_cli.py).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""`pycni demo`: a throwaway node with three pods, networked, checked, shown and removed."""
+"""`pycni demo`: a throwaway node with three pods, networked, checked, shown and removed.
+
+A command's work imports what it needs in its handler, on purpose: every command module is
+imported to build the parser, and registering must stay cheap (tests/unit/test_cli.py).
+"""
 
 from __future__ import annotations
 

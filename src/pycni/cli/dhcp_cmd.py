@@ -2,6 +2,9 @@
 
 The same daemon as ``<bin dir>/dhcp daemon`` (the reference's command line, see
 pycni.plugins.ipam.dhcp.flags), with GNU-style options.
+
+A command's work imports what it needs in its handler, on purpose: every command module is
+imported to build the parser, and registering must stay cheap (tests/unit/test_cli.py).
 """
 
 from __future__ import annotations

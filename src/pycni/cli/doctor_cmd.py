@@ -1,4 +1,8 @@
-"""`pycni doctor`: can this node run pycni? One line per check: ok, warn or fail, and what to do."""
+"""`pycni doctor`: can this node run pycni? One line per check: ok, warn or fail, and what to do.
+
+A command's work imports what it needs in its handler, on purpose: every command module is
+imported to build the parser, and registering must stay cheap (tests/unit/test_cli.py).
+"""
 
 from __future__ import annotations
 

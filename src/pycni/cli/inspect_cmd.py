@@ -1,4 +1,8 @@
-"""`pycni inspect` (what CNI has done on this node) and `pycni cleanup` (remove its leaks)."""
+"""`pycni inspect` (what CNI has done on this node) and `pycni cleanup` (remove its leaks).
+
+A command's work imports what it needs in its handler, on purpose: every command module is
+imported to build the parser, and registering must stay cheap (tests/unit/test_cli.py).
+"""
 
 from __future__ import annotations
 

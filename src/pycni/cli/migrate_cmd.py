@@ -1,4 +1,8 @@
-"""`pycni migrate --to-reference`: hand this node's pods back to the Go reference plugins."""
+"""`pycni migrate --to-reference`: hand this node's pods back to the Go reference plugins.
+
+A command's work imports what it needs in its handler, on purpose: every command module is
+imported to build the parser, and registering must stay cheap (tests/unit/test_cli.py).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""`pycni plugins`: install the per-exec entry points, list the plugin types."""
+"""`pycni plugins`: install the per-exec entry points, list the plugin types.
+
+A command's work imports what it needs in its handler, on purpose: every command module is
+imported to build the parser, and registering must stay cheap (tests/unit/test_cli.py).
+"""
 
 from __future__ import annotations
 

@@ -31,10 +31,12 @@ import threading
 import time
 from typing import TextIO
 
-from pycni.cluster import etcdconf, masq, netconf, validate
+from pycni.cluster import etcdconf, masq, netconf, validate, wgkey
 from pycni.cluster import subnet as sn
 from pycni.cluster.backend import Applied, Backend, Underlay
 from pycni.cluster.etcd import Etcd, EtcdCredentials, EtcdError, KeyValue, WatchEvent
+from pycni.cluster.hostgw import HostGateway
+from pycni.cluster.ipip import Ipip
 from pycni.cluster.lease import (
     DEFAULT_PREFIX,
     DEFAULT_TTL,
@@ -45,6 +47,8 @@ from pycni.cluster.lease import (
     Listing,
 )
 from pycni.cluster.tenure import Tenures, Verdict
+from pycni.cluster.vxlan import Vxlan
+from pycni.cluster.wireguard import keyed
 from pycni.net import link, owned_routes, sysctl
 from pycni.net.netlink.client import rtnl
 from pycni.net.netlink.kernel_changes import KernelChanges
@@ -150,25 +154,16 @@ def make_backend(
     underlay carries after the backend's overhead)."""
     backend: Backend
     if kind == "host-gw":
-        from pycni.cluster.hostgw import HostGateway
-
         backend = HostGateway(underlay)
     elif kind == "vxlan":
-        from pycni.cluster.vxlan import Vxlan
-
         backend = Vxlan(underlay, vni, vxlan_port)
     elif kind == "wireguard":
-        from pycni.cluster import wgkey
-        from pycni.cluster.wireguard import keyed
-
         try:
             key_file = wg_key_file or wgkey.DEFAULT_KEY_FILE
             backend = keyed(underlay, key_file, wg_port, wg_keepalive)
         except wgkey.WgKeyError as exc:
             raise AgentError(str(exc)) from None
     elif kind == "ipip":
-        from pycni.cluster.ipip import Ipip
-
         if underlay.version != 4:
             raise AgentError("the ipip backend carries IPv4 only: use wireguard or vxlan for IPv6")
         backend = Ipip(underlay)

@@ -52,7 +52,10 @@ class Call:
     timed_out: bool = False
     answered: bool = False  # an error reply was already given (deadline)
     undone: bool = False  # the worker already rolled back an ADD nobody received
+    delivered: bool = False  # the worker wrote the whole reply itself (worker.py)
+    replied_ns: int = 0  # when the reply's last byte was sent (the record's total ends there)
     result: Reply | None = None
+    rest: ReplyWriter | None = None  # a reply the worker began and the main thread finishes
 
 
 def is_successful_add(req: Request, reply: Reply) -> bool:

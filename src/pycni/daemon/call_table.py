@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import queue
 import selectors
 import socket
@@ -205,8 +204,8 @@ class CallTable:
             call.phase = Phase.WAITING
 
     def _caller_gone(self, call: Call) -> None:
-        call.record.add_note("caller gone")
         if call.phase is Phase.WAITING:
+            call.record.add_note("caller gone")
             assert call.key is not None
             self.lanes.drop(call.key, call)
             call.admitted = False
@@ -216,12 +215,15 @@ class CallTable:
             self.finish(call)
             return
         with call.lock:
-            call.gone = True
-            call.cancel.set()
+            delivered = call.delivered
+            if not delivered:  # the worker writes a reply only while this is unset
+                call.gone = True
+                call.cancel.set()
+                call.record.add_note("caller gone")
             started = call.started
         if not started:
             self.stats.bump("dropped")
-        self.close_sock(call)
+        self.close_sock(call)  # after ``gone`` is set: the worker no longer writes to it
 
     # ---- what the workers post -----------------------------------------------------------
 
@@ -248,6 +250,13 @@ class CallTable:
             call.record.add_note("not run")
         if call.writer is not None:
             return  # our earlier answer is still being written; its end finishes the call
+        if call.delivered:  # the worker sent the whole reply (worker.py)
+            self.finish(call)
+            return
+        if call.rest is not None and not call.gone:
+            self._write_rest(call)
+            return
+        call.rest = None
         if call.skipped or call.answered or call.gone or call.sock is None:
             if not call.skipped and not call.undone and self._undo_late_add(call):
                 return  # "undone" finishes it
@@ -262,8 +271,17 @@ class CallTable:
         if not call.undo_if_undelivered:
             # nothing will enter the pod again for this call: let go of it before the caller
             # has the answer (an ADD's undo, should its reply not arrive, still needs them)
-            _close_netns_fds(call.request)
+            policy.release_netns(call.request)
         self.reply(call, reply)
+
+    def _write_rest(self, call: Call) -> None:
+        """The worker's send did not take the whole reply: write the rest here."""
+        assert call.rest is not None and call.request is not None and call.result is not None
+        call.writer, call.rest = call.rest, None
+        call.undo_if_undelivered = is_successful_add(call.request, call.result)
+        call.send_deadline = time.monotonic() + self.send_timeout
+        self.timers.set(call, call.send_deadline)
+        self.write(call)
 
     def _undo_late_add(self, call: Call) -> bool:
         """The caller left just as its ADD returned successfully: nobody will DEL it."""
@@ -295,7 +313,8 @@ class CallTable:
         except OSError as exc:
             self.reply_failed(call, f"client gone before the reply: {exc}")
             return
-        call.record.send += ms(start, time.perf_counter_ns())
+        end = time.perf_counter_ns()
+        call.record.send += ms(start, end)
         if not done:
             events = selectors.EVENT_WRITE
             if call.monitored:
@@ -305,6 +324,7 @@ class CallTable:
                 call.monitored = True
             return
         call.writer = None
+        call.replied_ns = end
         call.undo_if_undelivered = False
         self.close_sock(call)
         if call.phase is not Phase.SUBMITTED:  # else the worker's return finishes it
@@ -352,12 +372,12 @@ class CallTable:
             elif call.key is not None:
                 self.lanes.drop(call.key, call)
         if call.request is not None:
-            _close_netns_fds(call.request)
+            policy.release_netns(call.request)
         call.request = call.result = None  # stale timer entries may keep the call a while
         call.writer = None
         self.timers.compact(len(self.calls))
         rec = call.record
-        rec.total = ms(call.accepted_ns, time.perf_counter_ns())
+        rec.total = ms(call.accepted_ns, call.replied_ns or time.perf_counter_ns())
         self.stats.record(rec)
         if rec.kind == "call":
             self._idle.touch()
@@ -374,15 +394,6 @@ class CallTable:
                 rec.send,
                 f" ({rec.note})" if rec.note else "",
             )
-
-
-def _close_netns_fds(req: Request) -> None:
-    """Close the namespace fds the entry point sent (the caller's, the pod's), once."""
-    for fd in (req.caller_netns_fd, req.target_netns_fd):
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-    req.caller_netns_fd = req.target_netns_fd = None
 
 
 def _json(data: Mapping[str, Any]) -> bytes:

@@ -19,6 +19,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from pycni.daemon import policy
+from pycni.net import ns, thread_sysctl
+from pycni.net.netlink.rtnl import wire
+from pycni.plugins.ipam.host_local import store
+from pycni.skel import run as skel
+from pycni.spec import result
+
 Clock = Callable[[], int]
 Namer = Callable[[tuple[Any, ...]], str]
 
@@ -136,12 +143,6 @@ def _plugin_name(args: tuple[Any, ...]) -> str:
 def install(out_path: str) -> None:
     """Wrap the call path's functions; one line per call is appended to ``out_path``."""
     global _out_fd
-    from pycni.daemon import policy
-    from pycni.net import ns, thread_sysctl
-    from pycni.net.netlink.rtnl import wire
-    from pycni.plugins.ipam.host_local import store
-    from pycni.skel import run as skel
-    from pycni.spec import result
 
     _out_fd = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
     _book_call(policy, "execute")

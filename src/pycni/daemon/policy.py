@@ -8,8 +8,11 @@ prevResult, as the caller would have.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import json
 import logging
+import os
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
@@ -17,7 +20,11 @@ from pycni import record
 from pycni.daemon import protocol
 from pycni.daemon.protocol import Reply, Request
 from pycni.net import ns as netns
+from pycni.net.netfilter import nft
+from pycni.plugins.ipam.host_local import store
 from pycni.runtime.exec import CallControl
+from pycni.skel import registry
+from pycni.skel import run as skel
 from pycni.skel.delegate import call_control
 from pycni.spec.errors import INVALID_NETNS, PLUGIN_NOT_AVAILABLE, CNIError, InternalError
 
@@ -36,15 +43,11 @@ Runner = Callable[..., Outcome]
 def default_runner(
     plugin_type: str, env: Mapping[str, str], stdin: bytes, *, netns_fd: int | None
 ) -> Outcome:
-    from pycni.skel import run as skel
-
     return skel.run(plugin_type, env, stdin, netns_fd=netns_fd)
 
 
 def preload_plugins() -> dict[str, str]:
     """Import every available plugin module once; returns {type: "ok" | why it is unusable}."""
-    from pycni.skel import registry
-
     available = set(registry.names())
     state: dict[str, str] = {}
     for name in registry.PLUGIN_TYPES:
@@ -66,14 +69,11 @@ def warm_call_path() -> None:
     lazily): the call runner, the netlink client, nftables' netlink and libnftables, whose
     shared library is opened once per process. Without it the first call after a daemon
     (re)start paid more CPU than the next ones (docs/benchmarks.md)."""
-    import importlib
-
     for name in ("pycni.skel.run", "pycni.net.netlink.rtnl.native", "pycni.net.netfilter.nftnl"):
         try:
             importlib.import_module(name)
         except ImportError as exc:  # pragma: no cover - a broken install shows in the call
             log.warning("warm-up: cannot import %s: %s", name, exc)
-    from pycni.net.netfilter import nft
 
     nft.available()  # the library loaded and a context made (in the daemon's own namespace)
 
@@ -82,11 +82,7 @@ def warm_state(state_dir: str) -> None:
     """Rebuild, from a journal in the daemon's own directory, the host-local indexes its
     calls had built (on a node with many pods the first call would otherwise read every
     reservation file of its network once: docs/benchmarks.md)."""
-    import os
-
     try:
-        from pycni.plugins.ipam.host_local import store
-
         built = store.warm_indexes(os.path.join(state_dir, "host-local-dirs"))
     except Exception:  # warming is an optimisation: the first call scans, as before
         log.exception("warm-up of host-local indexes failed")
@@ -138,6 +134,15 @@ def execute(runner: Runner, req: Request, control: CallControl, home_fd: int) ->
             netns.setns(home_fd)
         except OSError:
             log.error("setns back to the daemon's namespace failed")
+
+
+def release_netns(req: Request) -> None:
+    """Close the namespace fds the entry point sent (the caller's, the pod's), once."""
+    for fd in (req.caller_netns_fd, req.target_netns_fd):
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    req.caller_netns_fd = req.target_netns_fd = None
 
 
 def undo_request(req: Request, add_reply: Reply) -> Request:

@@ -3,7 +3,8 @@
 This module is the wiring: lifecycle, the one selector loop of the main thread, idle exit,
 health and stats. The main thread owns every socket: it accepts and checks callers
 (acceptor.py, peer.py) and drives the calls in flight (calls.py) and their deadlines
-(deadlines.py); worker threads in the daemon's home netns (pool.py) run them (worker.py).
+(deadlines.py); worker threads in the daemon's home netns (pool.py) run them and write
+their replies (worker.py).
 What a call does is policy.py; the counters are stats.py; the socket is listener.py.
 """
 

@@ -28,13 +28,19 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from pycni.daemon import client, protocol
 from pycni.demo import checks, network
 from pycni.demo.checks import Check
+from pycni.entrypoints import install
 from pycni.fsutil import write_atomic
 from pycni.inspect.daemon import LAUNCHER_ENV
 from pycni.net.ns import NetNS
 from pycni.playground import add_namespace, alive, cmdline, netns_path, remove_namespaces, run_ip
 from pycni.record import asdict, field, record
+from pycni.runtime.api import CNIConfig
+from pycni.runtime.types import RuntimeConf
+from pycni.spec.conf import conf_list_from_bytes
+from pycni.spec.errors import CNIError
 
 KEEP_DIR = "/run/pycni-demo"
 STATE_FILE = "demo.json"
@@ -148,8 +154,6 @@ class Progress:
 
 def _daemon_answers() -> bool:
     try:
-        from pycni.daemon import client, protocol
-
         client.ping(protocol.DEFAULT_SOCKET, timeout=1.0)
     except Exception:
         return False
@@ -160,8 +164,6 @@ def _install_plugins(state: DemoState, mode: str, plugin_dir: str | None) -> Non
     if plugin_dir:
         state.plugin_dir, state.mode = plugin_dir, "external"
         return
-    from pycni.daemon import protocol
-    from pycni.entrypoints import install
 
     if mode == "auto":
         mode = "daemon"
@@ -179,8 +181,6 @@ def _install_plugins(state: DemoState, mode: str, plugin_dir: str | None) -> Non
 
 def _start_daemon(state: DemoState) -> None:
     """A daemon for this run, in the node's network namespace (where a node's daemon runs)."""
-    from pycni.daemon import client
-
     log = open(state.path("daemon.log"), "ab")  # noqa: SIM115 - handed to the child
     proc = subprocess.Popen(
         ["nsenter", f"--net={netns_path(state.node)}", "--", sys.executable, "-m",
@@ -261,14 +261,10 @@ def _write_confs(state: DemoState) -> tuple[bytes, bytes]:
 
 
 def _runtime(state: DemoState) -> Any:
-    from pycni.runtime.api import CNIConfig
-
     return CNIConfig([state.plugin_dir], cache_dir=state.cache_dir, timeout=60)
 
 
 def _rt(pod: str, ifname: str, mappings: list[dict[str, Any]] | None = None) -> Any:
-    from pycni.runtime.types import RuntimeConf
-
     return RuntimeConf(
         container_id=pod,
         netns=netns_path(pod),
@@ -278,9 +274,6 @@ def _rt(pod: str, ifname: str, mappings: list[dict[str, Any]] | None = None) -> 
 
 
 def _attach(state: DemoState, lo: bytes, br: bytes, progress: Progress) -> list[PodInfo]:
-    from pycni.spec.conf import conf_list_from_bytes
-    from pycni.spec.errors import CNIError
-
     cni = _runtime(state)
     lo_conf, br_conf = conf_list_from_bytes(lo), conf_list_from_bytes(br)
     pods = []
@@ -304,9 +297,6 @@ def _attach(state: DemoState, lo: bytes, br: bytes, progress: Progress) -> list[
 
 def _detach(state: DemoState) -> tuple[list[float], list[str]]:
     """DEL every pod through the runtime (reverse order of ADD); returns timings, errors."""
-    from pycni.spec.conf import conf_list_from_bytes
-    from pycni.spec.errors import CNIError
-
     lo_path = os.path.join(state.conf_dir, "99-pycni-demo-lo.conflist")
     br_path = os.path.join(state.conf_dir, "10-pycni-demo.conflist")
     if not (os.path.exists(lo_path) and os.path.exists(br_path) and state.plugin_dir):
@@ -335,11 +325,6 @@ def _detach(state: DemoState) -> tuple[list[float], list[str]]:
 
 def _compare_inprocess(state: DemoState, lo: bytes, br: bytes, progress: Progress) -> Comparison:
     """ADD (then DEL) one more pod with entry points that never use a daemon: the slow path."""
-    from pycni.entrypoints import install
-    from pycni.runtime.api import CNIConfig
-    from pycni.spec.conf import conf_list_from_bytes
-    from pycni.spec.errors import CNIError
-
     bindir = state.path("bin-inprocess")
     install.install(bindir, form="inprocess")
     cni = CNIConfig([bindir], cache_dir=state.cache_dir, timeout=60)

@@ -15,6 +15,10 @@ import subprocess
 from collections.abc import Callable, Iterator
 
 from pycni.doctor.report import FAIL, OK, WARN, Check
+from pycni.net import tc
+from pycni.net.netfilter import conntrack, iptables, iptables_script, nft
+from pycni.net.netlink.client import rtnl
+from pycni.net.ns import NetNS
 from pycni.playground import netns_path
 
 SCRATCH_PREFIX = "pycni-doctor-"
@@ -93,16 +97,11 @@ def _link_check(ns: str, feature: str, args: tuple[str, ...], user: str, require
 
 
 def _in_ns(ns: str, fn: Callable[[], Check]) -> Check:
-    from pycni.net.ns import NetNS
-
     with NetNS.open(netns_path(ns)) as handle, handle.entered():
         return fn()
 
 
 def _tc(ns: str) -> Check:
-    from pycni.net import tc
-    from pycni.net.netlink.client import rtnl
-
     def probe() -> Check:
         with rtnl() as kernel:
             found = kernel.find_link("pd-va")
@@ -126,8 +125,6 @@ def _tc(ns: str) -> Check:
 
 
 def _nftables(ns: str) -> Check:
-    from pycni.net.netfilter import nft
-
     script = (
         "add table inet pycni_doctor\n"
         "add chain inet pycni_doctor pre { type nat hook prerouting priority -100 ; }\n"
@@ -156,8 +153,6 @@ def _nftables(ns: str) -> Check:
 
 
 def _conntrack(ns: str) -> Check:
-    from pycni.net.netfilter import conntrack
-
     def probe() -> Check:
         conntrack.delete_by_dst_port([9], "udp", 4)
         return Check("kernel: conntrack", OK, "the conntrack table answers over netlink")
@@ -183,8 +178,6 @@ def _system_iptables_variant() -> str:
 
 
 def _iptables(ns: str, variant: str, default: str) -> Check:
-    from pycni.net.netfilter import iptables, iptables_script
-
     name = f"iptables-{variant}"
     script = (
         "*nat\n:PYCNI-DOCTOR - [0:0]\n"

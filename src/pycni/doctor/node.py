@@ -13,9 +13,20 @@ import os
 import re
 
 from pycni.doctor.report import FAIL, OK, WARN, Check
+from pycni.entrypoints.install import entry_config
+from pycni.inspect.collect import Paths, collect
+from pycni.inspect.daemon import KEPT_DEMO_PLUGIN_DIR, choose_socket, forwarded_sockets, read_daemon
+from pycni.inspect.leaks import find_leaks
 from pycni.inspect.runtimes import RuntimeView
+from pycni.inspect.runtimes import plugin_dirs as runtime_dirs
+from pycni.plugins import config_check
 from pycni.record import record
+from pycni.runtime.api import CNIConfig
+from pycni.runtime.confdir import list_network_confs
+from pycni.runtime.find import find_in_path
+from pycni.skel.entry_point import ENTRY_MARKER
 from pycni.spec.conf import NetworkConfigList
+from pycni.spec.errors import CNIError
 
 _SCAN_LIMIT = 4 << 20
 _PY_SOCKET = re.compile(rb"^SOCKET_PATH = '([^'\n]*)'$", re.M)
@@ -40,8 +51,6 @@ class EntryPoint:
 
 def read_entry_point(path: str) -> EntryPoint | None:
     """A pycni entry point's form and daemon socket; None for any other file."""
-    from pycni.skel.entry_point import ENTRY_MARKER
-
     try:
         with open(path, "rb") as f:
             data = f.read(_SCAN_LIMIT)
@@ -49,7 +58,6 @@ def read_entry_point(path: str) -> EntryPoint | None:
         return None
     if ENTRY_MARKER not in data:
         return None
-    from pycni.entrypoints.install import entry_config
 
     config = entry_config(path) or {}
     if config.get("form") in ("c", "python"):  # entry points that carry their mode line
@@ -215,11 +223,6 @@ def check_conf_dir(
 
 
 def _check_one_conf_dir(name: str, conf_dir: Setting, readers: list[Consumer]) -> list[Check]:
-    from pycni.runtime.api import CNIConfig
-    from pycni.runtime.confdir import list_network_confs
-    from pycni.runtime.find import find_in_path
-    from pycni.spec.errors import CNIError
-
     if not os.path.isdir(conf_dir.value):
         return [
             Check(
@@ -297,14 +300,6 @@ def check_daemon(
 ) -> list[Check]:
     """The daemon the installed entry points forward to (read from the entry points in the
     caller's and every runtime's plugin dirs), or the one given with --socket."""
-    from pycni.inspect.daemon import (
-        KEPT_DEMO_PLUGIN_DIR,
-        choose_socket,
-        forwarded_sockets,
-        read_daemon,
-    )
-    from pycni.inspect.runtimes import plugin_dirs as runtime_dirs
-
     dirs = [p for p in plugin_dirs.value.split(os.pathsep) if p]
     dirs = list(dict.fromkeys([*dirs, *runtime_dirs(views or [])]))
     if (
@@ -400,9 +395,6 @@ def check_daemon(
 
 
 def check_leaks(conf_dir: str, cache_dir: str, data_dir: str, netns_dir: str) -> list[Check]:
-    from pycni.inspect.collect import Paths, collect
-    from pycni.inspect.leaks import find_leaks
-
     state = collect(Paths(conf_dir, cache_dir, data_dir, netns_dir))
     leaks = find_leaks(state)
     flags = f"--netconf-dir {conf_dir} --cache-dir {cache_dir} --data-dir {data_dir}"
@@ -447,8 +439,6 @@ def check_leaks(conf_dir: str, cache_dir: str, data_dir: str, netns_dir: str) ->
 def _config_findings(check_name: str, path: str, conf: NetworkConfigList) -> list[Check]:
     """What `pycni validate` says of the config itself (typos, values ADD would refuse, chains
     that cannot work), as one check: nothing when it is clean."""
-    from pycni.plugins import config_check
-
     findings = config_check.check_network(conf, path, plugin_found=lambda _type: True)
     if not findings:
         return []

@@ -10,6 +10,7 @@ daemon themselves when none answers unless installed with ``autostart=False`` (a
 
 from __future__ import annotations
 
+import compileall
 import os
 import re
 import sys
@@ -240,8 +241,6 @@ def precompile() -> str | None:
     somewhere the plugins' user cannot write, or never imported yet) every call compiles
     them all again, several times the cost of the call itself.
     """
-    import compileall
-
     root = Path(pycni.__file__).resolve().parent
     try:
         done = compileall.compile_dir(str(root), quiet=2)

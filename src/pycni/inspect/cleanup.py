@@ -33,13 +33,23 @@ import fcntl
 import os
 from collections.abc import Callable, Iterator, Sequence
 
-from pycni.inspect import nftmap
+from pycni.inspect import dnsname, nftmap
 from pycni.inspect.collect import Paths, collect
 from pycni.inspect.leaks import DEFAULT_GRACE_PERIOD, Leak, find_leaks
 from pycni.inspect.model import NodeState, PortMapping
 from pycni.net.netlink.client import rtnl
 from pycni.net.nsscan import view_problems
 from pycni.record import field, record
+from pycni.runtime import cache
+from pycni.runtime.api import CNIConfig
+from pycni.runtime.confdir import list_network_confs
+from pycni.runtime.types import RuntimeConf
+from pycni.spec.conf import (
+    NetworkConfigList,
+    conf_list_from_bytes,
+    conf_list_from_conf,
+    plugin_conf_from_bytes,
+)
 from pycni.spec.errors import INVALID_NETWORK_CONFIG, CNIError
 
 DEL_TIMEOUT = 120.0  # seconds one chain DEL may take before its plugin is killed
@@ -55,8 +65,6 @@ class CleanupReport:
 
 
 def _configured(conf_dir: str, report: CleanupReport) -> dict[str, object]:
-    from pycni.runtime.confdir import list_network_confs
-
     confs: dict[str, object] = {}
     for path, conf in list_network_confs(conf_dir):
         if isinstance(conf, CNIError):
@@ -70,16 +78,6 @@ def _del_attachment(
     leak: Leak, configured: dict[str, object], cni_path: Sequence[str], cache_dir: str
 ) -> None:
     """DEL one dead attachment through its chain, as its ADD was configured."""
-    from pycni.runtime import cache
-    from pycni.runtime.api import CNIConfig
-    from pycni.runtime.types import RuntimeConf
-    from pycni.spec.conf import (
-        NetworkConfigList,
-        conf_list_from_bytes,
-        conf_list_from_conf,
-        plugin_conf_from_bytes,
-    )
-
     info = cache.read_entry(leak.subject)
     conf: object | None = None
     if info.config:
@@ -193,8 +191,6 @@ def _direct(
         elif leak.kind == "dnsmasq":
 
             def action(leak: Leak = leak) -> None:
-                from pycni.inspect import dnsname
-
                 dnsname.remove(state, leak)
         elif leak.kind == "temp" or (leak.kind == "attachment" and drop_attachments):
             path = leak.subject

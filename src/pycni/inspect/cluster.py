@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 
+from pycni.cluster import subnet as sn
 from pycni.inspect.model import (
     ClusterAgentState,
     ClusterLease,
@@ -19,6 +20,8 @@ from pycni.inspect.model import (
     OwnedRoute,
     VxlanDevice,
 )
+from pycni.net import fdb, owned_routes
+from pycni.net.netfilter import nft
 from pycni.net.netlink.kernel import Kernel
 
 DEFAULT_SUBNET_FILE = "/run/flannel/subnet.env"
@@ -46,8 +49,6 @@ def subnet_files(networks: list[Network]) -> list[str]:
 
 
 def read_lease(path: str) -> ClusterLease:
-    from pycni.cluster import subnet as sn
-
     try:
         env = sn.read_subnet_env(path)
     except FileNotFoundError:
@@ -65,8 +66,6 @@ def read_lease(path: str) -> ClusterLease:
 
 
 def _owned_routes(kernel: Kernel, names: dict[int, str]) -> list[OwnedRoute]:
-    from pycni.net import owned_routes
-
     return [
         OwnedRoute(str(dst), str(r.gateway or ""), names.get(r.oif, ""), r.onlink)
         for dst, r in sorted(owned_routes.current(kernel).items())
@@ -77,8 +76,6 @@ def _owned_routes(kernel: Kernel, names: dict[int, str]) -> list[OwnedRoute]:
 
 
 def _vxlan_devices(kernel: Kernel, addresses: dict[int, list[str]]) -> list[VxlanDevice]:
-    from pycni.net import fdb
-
     out = []
     for found in kernel.links():
         if found.kind != "vxlan":
@@ -104,8 +101,6 @@ def _vxlan_devices(kernel: Kernel, addresses: dict[int, list[str]]) -> list[Vxla
 
 
 def _masquerade_table() -> bool:
-    from pycni.net.netfilter import nft
-
     try:
         return nft.table_exists("ip", MASQ_TABLE)
     except Exception:  # no nftables here: nothing to report

@@ -18,7 +18,7 @@ import socket
 from typing import Any
 
 from pycni.inspect import cluster as agent_state
-from pycni.inspect import nftmap
+from pycni.inspect import dnsname, nftmap
 from pycni.inspect.model import (
     Attachment,
     Bridge,
@@ -591,8 +591,6 @@ def collect(paths: Paths) -> NodeState:
 
 
 def _collect_dns_servers(state: NodeState, dnsname_dir: str) -> None:
-    from pycni.inspect import dnsname
-
     try:
         state.dns_servers = dnsname.read_servers(dnsname_dir)
     except Exception as exc:  # a partial picture beats none

@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
+from pycni.daemon import client
+from pycni.entrypoints.install import entry_config
 from pycni.inspect.model import DaemonStatus, EntryPointDir
 
 # Set in a daemon's environment by the tool that started it (`pycni demo`), in words: a daemon
@@ -85,8 +87,6 @@ def describe_entry_point(config: dict[str, str], socket_path: str) -> str:
 
 def entry_point_dirs(dirs: Iterable[str], socket_path: str) -> list[EntryPointDir]:
     """How the pycni entry points in each plugin directory were installed (reads files only)."""
-    from pycni.entrypoints.install import entry_config
-
     out = []
     for directory in dirs:
         found = EntryPointDir(directory)
@@ -122,8 +122,6 @@ def entry_point_dirs(dirs: Iterable[str], socket_path: str) -> list[EntryPointDi
 def forwarded_sockets(dirs: Iterable[str]) -> list[tuple[str, int]]:
     """The daemon sockets the pycni entry points in ``dirs`` forward to, with how many entry
     points forward to each, most first: the daemon a runtime's calls reach, wherever it is."""
-    from pycni.entrypoints.install import entry_config
-
     counts: dict[str, int] = {}
     for directory in dict.fromkeys(dirs):
         try:
@@ -160,8 +158,6 @@ def read_daemon(
     socket_path: str, timeout: float = 2.0, plugin_dirs: Iterable[str] = ()
 ) -> DaemonStatus:
     """PING the daemon on ``socket_path``, and read the entry points' modes; never raises."""
-    from pycni.daemon import client
-
     status = DaemonStatus(socket=socket_path)
     status.entry_points = entry_point_dirs(plugin_dirs, socket_path)
     try:

@@ -16,7 +16,11 @@ from pathlib import Path
 
 from pycni.inspect.leaks import Leak
 from pycni.inspect.model import DnsServer, NodeState
+from pycni.net.netfilter.iptables_seam import THREAD_IPTABLES  # this node's, as a DEL's
 from pycni.net.ns import THREAD_NETNS
+from pycni.plugins.meta.dnsname import dnsmasq, files
+from pycni.plugins.meta.dnsname.plugin import teardown
+from pycni.skel.host import REAL_HOST
 
 KIND = "dnsmasq"
 
@@ -37,8 +41,7 @@ def _conf_value(text: str, key: str) -> str:
 
 
 def _read_server(directory: Path) -> DnsServer:
-    from pycni.plugins.meta.dnsname import dnsmasq, files
-
+    fs = REAL_HOST.state()
     net = files.NetworkFiles(directory.parent, directory.name)
     server = DnsServer(network=directory.name, directory=str(directory))
     try:
@@ -48,16 +51,16 @@ def _read_server(directory: Path) -> DnsServer:
         server.problems.append("no dnsmasq.conf")
     server.domain = _conf_value(conf, "domain")
     server.interface = _conf_value(conf, "interface")
-    server.pid = dnsmasq.running_pid(net)
+    server.pid = dnsmasq.Dnsmasq(REAL_HOST.processes(), fs).running_pid(net)
     if server.pid is not None:
         key = _ns_key(f"/proc/{server.pid}/ns/net")
         server.in_this_namespace = key is not None and key == _ns_key(THREAD_NETNS)
     for path in (directory, net.hosts):
         with contextlib.suppress(OSError):
             server.changed_at = max(server.changed_at, os.stat(path).st_mtime)
-    lines = files.read_lines(net.hosts)
+    lines = files.read_lines(fs, net.hosts)
     server.hosts = [" ".join(line.split()) for line in lines if line.split()]
-    server.records = len(files.all_records(net))
+    server.records = len(files.all_records(fs, net))
     return server
 
 
@@ -105,19 +108,17 @@ def find_leaks(state: NodeState, *, grace: float, now: float) -> list[Leak]:
 
 def remove(state: NodeState, leak: Leak) -> None:
     """Stop the leaked dnsmasq and remove its directory, as the plugin's last DEL would."""
-    from pycni.net.netfilter.iptables_seam import THREAD_IPTABLES  # this node's, as the DEL's
-    from pycni.plugins.meta.dnsname import files
-    from pycni.plugins.meta.dnsname.plugin import teardown
-
     directory = Path(leak.subject)
     seen = next((s for s in state.dns_servers if s.directory == leak.subject), None)
     if seen is None:
         return
     net = files.NetworkFiles(directory.parent, directory.name)
-    with files.locked(net, create=False) as held:
+    fs = REAL_HOST.state()
+    with files.locked(fs, net, create=False) as held:
         if not held:
             return  # removed meanwhile
-        now = [" ".join(line.split()) for line in files.read_lines(net.hosts) if line.split()]
+        lines = files.read_lines(fs, net.hosts)
+        now = [" ".join(line.split()) for line in lines if line.split()]
         if now != seen.hosts:
             raise RuntimeError("its hosts file changed since it was inspected; left alone")
-        teardown(THREAD_IPTABLES, net)
+        teardown(THREAD_IPTABLES, fs, dnsmasq.Dnsmasq(REAL_HOST.processes(), fs), net)

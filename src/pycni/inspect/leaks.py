@@ -237,7 +237,7 @@ def find_leaks(
                 )
             )
     leaks += _temp_files(state, judge)
-    from pycni.inspect import dnsname
+    from pycni.inspect import dnsname  # here: dnsname imports this module's Leak
 
     leaks += dnsname.find_leaks(state, grace=judge.grace, now=judge.now)
     return leaks

@@ -31,7 +31,19 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+from pycni.net.errors import NetfilterError
+from pycni.net.netfilter import iptables, nft, nftnl
+from pycni.net.netfilter.ipmasq import nft_backend as masq_nft
+from pycni.net.netfilter.iptables_seam import THREAD_IPTABLES
+from pycni.net.netfilter.seam import THREAD as NODE_NETFILTER  # this thread's: the node's
+from pycni.plugins.meta.firewall.records import Records
 from pycni.record import record
+from pycni.runtime import cache
+from pycni.skel.base import Request
+from pycni.spec.conf import conf_list_from_bytes
+from pycni.spec.errors import CNIError, InvalidConfig
+from pycni.spec.result import IPInterface
+from pycni.spec.validate import container_id, interface_name, network_name
 
 
 @record(frozen=True)
@@ -52,8 +64,6 @@ class Step:
 
 
 def _entries(cache_dir: str) -> Iterator[tuple[str, Any]]:
-    from pycni.runtime import cache
-
     directory = os.path.join(cache_dir, "results")
     try:
         names = sorted(n for n in os.listdir(directory) if not n.startswith("."))
@@ -70,10 +80,6 @@ def _entries(cache_dir: str) -> Iterator[tuple[str, Any]]:
 def _plugin_requests(info: Any) -> Iterator[tuple[str, Any]]:
     """Each plugin of the cached conflist as the Request its DEL would get (libcni's
     injected name, cniVersion, prevResult and runtimeConfig)."""
-    from pycni.skel.base import Request
-    from pycni.spec.conf import conf_list_from_bytes
-    from pycni.spec.validate import container_id, interface_name, network_name
-
     container_id(info.container_id)
     interface_name(info.ifname)
     conflist = conf_list_from_bytes(info.config or b"")
@@ -100,11 +106,11 @@ def _plugin_requests(info: Any) -> Iterator[tuple[str, Any]]:
 def _portmap(req: Any, dry_run: bool) -> str | None:
     """Re-write one attachment's portmap state in the reference's layout; None when pycni
     holds none of it in its own layout."""
-    from pycni.net.netfilter.seam import THREAD as nf  # this thread's namespace: the node's
+    # here: portmap's and ipmasq's iptables_backend, portmap's and firewall's parse share names
     from pycni.plugins.meta.portmap import iptables_backend, nft_backend, reference_state
     from pycni.plugins.meta.portmap.config import NFTABLES, parse
-    from pycni.spec.errors import CNIError, InvalidConfig
 
+    nf = NODE_NETFILTER
     cfg = parse(req, need_prev=True)
     if cfg.backend != NFTABLES or not cfg.mappings or not cfg.container_ips:
         return None  # pycni's iptables backend writes the reference's chains already
@@ -132,11 +138,8 @@ def _portmap(req: Any, dry_run: bool) -> str | None:
 def _ipmasq(req: Any, dry_run: bool) -> str | None:
     """Re-write one attachment's ``ipMasq`` set elements as the reference's per-pod chain or
     rule; None when pycni's sets hold none of its addresses."""
-    from pycni.net.netfilter import nftnl
+    # here: ipmasq's iptables_backend is not portmap's (above)
     from pycni.net.netfilter.ipmasq import TABLE, comment_for_instance, iptables_backend
-    from pycni.net.netfilter.ipmasq import nft_backend as masq_nft
-    from pycni.net.netfilter.iptables_seam import THREAD_IPTABLES
-    from pycni.spec.result import IPInterface
 
     if req.config.get("ipMasq") is not True:
         return None
@@ -153,7 +156,6 @@ def _ipmasq(req: Any, dry_run: bool) -> str | None:
     ]
     if not held:
         return None
-    from pycni.net.netfilter import iptables
 
     # the reference's default: iptables wherever it can run (pkg/ip SetupIPMasqForNetworks)
     explicit = req.config.get("ipMasqBackend") == "nftables"
@@ -161,8 +163,6 @@ def _ipmasq(req: Any, dry_run: bool) -> str | None:
     if not dry_run:
         if to_nft:
             masq_nft.teardown(req.name, req.ifname, req.container_id, ipns)
-            from pycni.net.netfilter import nft
-
             nft.apply(masq_nft.nft_setup_script(ipns, req.name, req.ifname, req.container_id, []))
         else:
             iptables_backend.setup(THREAD_IPTABLES, ipns, req.name, req.container_id)
@@ -175,11 +175,10 @@ def _ipmasq(req: Any, dry_run: bool) -> str | None:
 def _firewall(req: Any, dry_run: bool) -> str | None:
     """Drop the attachment's IP record (pycni's own bookkeeping for its iptables GC, which the
     reference neither reads nor removes); None when there is none."""
-    from pycni.plugins.meta.firewall.plugin import parse
-    from pycni.plugins.meta.firewall.records import Records
+    from pycni.plugins.meta.firewall.plugin import parse  # here: portmap's parse is another
 
     conf = parse(req)
-    records = Records(conf.data_dir, req.name)
+    records = Records(req.host.state(), conf.data_dir, req.name)
     if not records.load(req.container_id, req.ifname):
         return None
     if not dry_run:
@@ -190,9 +189,6 @@ def _firewall(req: Any, dry_run: bool) -> str | None:
 def to_reference(cache_dir: str, *, dry_run: bool = False) -> list[Step]:
     """Hand every cached attachment back to the reference's layouts (see the module
     docstring); the steps taken, one per plugin that needed one."""
-    from pycni.net.errors import NetfilterError
-    from pycni.spec.errors import CNIError
-
     steps: list[Step] = []
     for path, info in _entries(cache_dir):
         try:

@@ -11,6 +11,9 @@ element or DNAT rule becomes a ``PortMapping``.
 
 from __future__ import annotations
 
+import shlex
+import subprocess
+
 from pycni.inspect.model import Masquerade, PortMapping
 from pycni.net.netfilter import model, nft
 from pycni.plugins.meta.portmap import nft_backend, nft_chains, nft_maps
@@ -244,9 +247,6 @@ def read_iptables_masquerades() -> list[Masquerade]:
     """Masquerading by iptables: ``-A POSTROUTING -s ADDR -m comment --comment "name: \\"NET\\"
     id: …" -j CNI-…`` per attachment, the chain's ``-d SUBNET … -j ACCEPT`` giving the subnet.
     Nothing when the iptables tools are missing or fail (then nothing is shown, not an error)."""
-    import shlex
-    import subprocess
-
     found: dict[tuple[str, str], Masquerade] = {}
     for tool in ("iptables-save", "ip6tables-save"):
         try:

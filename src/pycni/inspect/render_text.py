@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pycni.inspect.dnsname import addresses
 from pycni.inspect.leaks import Leak
 from pycni.inspect.model import ClusterAgentState, DaemonStatus, NodeState
 
@@ -86,8 +87,6 @@ def _host_row(line: str) -> list[str]:
 
 def _dns_lines(state: NodeState) -> list[str]:
     """The dnsname plugin's servers: where each answers, for which domain, and the names."""
-    from pycni.inspect.dnsname import addresses
-
     out = [f"DNS servers (dnsname) ({len(state.dns_servers)})"]
     for s in state.dns_servers:
         where = ", ".join(addresses(s, state)) or "-"

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tomllib
 from typing import Any
 
 from pycni.record import record
@@ -52,8 +53,6 @@ class RuntimeView:
 
 def _toml(path: str) -> tuple[dict[str, Any] | None, str]:
     """The parsed file, None when it does not exist; a problem text when it is unusable."""
-    import tomllib
-
     try:
         with open(path, "rb") as f:
             data = f.read(_MAX_FILE)

@@ -44,7 +44,11 @@ import sys
 import weakref
 from collections.abc import Sequence
 
-from pycni.net.ns import CLONE_NEWNET, PROC_SUPER_MAGIC, fs_type
+from pycni.net.netlink.client import rtnl
+from pycni.net.netlink.kernel import NetlinkError
+from pycni.net.netlink.rtnl import codec
+from pycni.net.netlink.rtnl.wire import NLM_F_DUMP, Socket, attr, parse_attrs
+from pycni.net.ns import CLONE_NEWNET, PROC_SUPER_MAGIC, entered_fd, fs_type
 from pycni.record import field, record
 from pycni.spec.errors import CNIError
 
@@ -596,9 +600,6 @@ class LiveAddresses:
 
 
 def _addresses_in(fd: int) -> set[str]:
-    from pycni.net.netlink.client import rtnl
-    from pycni.net.ns import entered_fd
-
     with entered_fd(fd), rtnl() as kernel:
         return {str(found.interface.ip) for found in kernel.addresses()}
 
@@ -618,10 +619,6 @@ def linked_addresses() -> dict[int, set[str]]:
     whoever holds it: this covers what the /proc scan cannot see (an fd held by a process
     whose fds even root may not read).  {} on kernels that cannot do this (before 4.20).
     """
-    from pycni.net.netlink.kernel import NetlinkError
-    from pycni.net.netlink.rtnl import codec
-    from pycni.net.netlink.rtnl.wire import NLM_F_DUMP, Socket, attr, parse_attrs
-
     out: dict[int, set[str]] = {}
     sock = Socket()
     try:
@@ -665,8 +662,6 @@ def live_addresses() -> LiveAddresses:
 
 
 def _read_addresses(found: NamespaceScan) -> LiveAddresses:
-    from pycni.net.netlink.client import rtnl
-
     out = LiveAddresses(complete=found.complete, problems=list(found.problems))
     with rtnl() as kernel:
         out.addresses = {str(a.interface.ip) for a in kernel.addresses()}

@@ -30,10 +30,17 @@ from typing import Any
 
 from pycni.cluster import subnet as sn
 from pycni.cluster.etcd import Etcd
+from pycni.entrypoints import install
 from pycni.fsutil import write_atomic
+from pycni.net import addr, link, owned_routes
+from pycni.net.netlink.client import rtnl
 from pycni.net.ns import NetNS
 from pycni.playground import add_namespace, alive, cmdline, netns_path, remove_namespaces, run_ip
 from pycni.record import asdict, field, record
+from pycni.runtime.api import CNIConfig
+from pycni.runtime.types import RuntimeConf
+from pycni.spec.conf import conf_list_from_bytes
+from pycni.spec.errors import CNIError
 
 DEFAULT_PREFIX = "pycni-cl-"
 DEFAULT_NETWORK = "10.244.0.0/16"
@@ -409,9 +416,6 @@ def _wait_for_subnet(node: NodeState, timeout: float = 30.0) -> str:
 
 def node_routes(node: NodeState) -> dict[str, str]:
     """The agent's routes in ``node`` (both families): destination → gateway."""
-    from pycni.net import owned_routes
-    from pycni.net.netlink.client import rtnl
-
     with inside(node.name), rtnl() as kernel:
         routes = {**owned_routes.current(kernel)}
         routes.update(owned_routes.current(kernel, family=owned_routes.AF_INET6))
@@ -456,35 +460,25 @@ def conflist(state: ClusterState, node: NodeState) -> dict[str, Any]:
 
 
 def _install_plugins(state: ClusterState) -> None:
-    from pycni.entrypoints import install
-
     state.plugin_dir = state.path("bin")
     install.install(state.plugin_dir, form="inprocess")
     state.save()
 
 
 def _runtime(state: ClusterState, node: NodeState) -> Any:
-    from pycni.runtime.api import CNIConfig
-
     return CNIConfig([state.plugin_dir], cache_dir=node.cache_dir, timeout=state.plugin_timeout)
 
 
 def _rt(pod: PodState) -> Any:
-    from pycni.runtime.types import RuntimeConf
-
     return RuntimeConf(container_id=pod.name, netns=netns_path(pod.name), ifname=POD_IFNAME)
 
 
 def _load_conf(node: NodeState) -> Any:
-    from pycni.spec.conf import conf_list_from_bytes
-
     with open(node.conflist, "rb") as f:
         return conf_list_from_bytes(f.read())
 
 
 def _attach_node(state: ClusterState, node: NodeState, pods: list[PodState]) -> None:
-    from pycni.spec.errors import CNIError
-
     with open(node.conflist, "w", encoding="utf-8") as f:
         json.dump(conflist(state, node), f, indent=2)
     conf = _load_conf(node)
@@ -529,9 +523,6 @@ def _attach_pods(state: ClusterState, per_node: int, progress: Progress) -> None
 def _settle_bridges(state: ClusterState) -> None:
     """Wait until each node's bridge has finished DAD for its IPv6 gateway address: until
     then the node answers no neighbour solicitation for it and pods' IPv6 goes nowhere."""
-    from pycni.net import addr, link
-    from pycni.net.netlink.client import rtnl
-
     for node in state.nodes:
         with inside(node.name), rtnl() as kernel:
             try:
@@ -618,8 +609,6 @@ def up(state: ClusterState, opts: UpOptions, progress: Progress) -> ClusterState
 
 
 def _detach(state: ClusterState) -> list[str]:
-    from pycni.spec.errors import CNIError
-
     problems: list[str] = []
     if not state.plugin_dir or not os.path.isdir(state.plugin_dir):
         return problems

@@ -23,6 +23,23 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pycni.plugins.ipam.dhcp import config as dhcp_config
+from pycni.plugins.ipam.host_local import config as host_local_config
+from pycni.plugins.ipam.static import plugin as static
+from pycni.plugins.main.bridge import plugin as bridge
+from pycni.plugins.main.dummy import plugin as dummy
+from pycni.plugins.main.host_device import plugin as host_device
+from pycni.plugins.main.ipvlan import plugin as ipvlan
+from pycni.plugins.main.macvlan import plugin as macvlan
+from pycni.plugins.main.ptp import plugin as ptp
+from pycni.plugins.main.tap import plugin as tap
+from pycni.plugins.main.vlan import plugin as vlan
+from pycni.plugins.meta.bandwidth import plugin as bandwidth
+from pycni.plugins.meta.dnsname import config as dnsname_config
+from pycni.plugins.meta.firewall.plugin import parse as firewall_parse
+from pycni.plugins.meta.portmap import config as portmap_config
+from pycni.plugins.meta.tuning import conf as tuning_conf
+from pycni.plugins.meta.vrf import plugin as vrf
 from pycni.skel.base import Request
 from pycni.skel.registry import PLUGIN_TYPES
 from pycni.spec import decode as decoder
@@ -87,23 +104,6 @@ def exit_code(findings: list[Finding]) -> int:
 
 def _loaders() -> dict[str, Callable[[Request], object]]:
     """Per plugin type, the config loading ADD does before it touches anything."""
-    from pycni.plugins.ipam.dhcp import config as dhcp_config
-    from pycni.plugins.ipam.host_local import config as host_local_config
-    from pycni.plugins.ipam.static import plugin as static
-    from pycni.plugins.main.bridge import plugin as bridge
-    from pycni.plugins.main.dummy import plugin as dummy
-    from pycni.plugins.main.host_device import plugin as host_device
-    from pycni.plugins.main.ipvlan import plugin as ipvlan
-    from pycni.plugins.main.macvlan import plugin as macvlan
-    from pycni.plugins.main.ptp import plugin as ptp
-    from pycni.plugins.main.tap import plugin as tap
-    from pycni.plugins.main.vlan import plugin as vlan
-    from pycni.plugins.meta.bandwidth import plugin as bandwidth
-    from pycni.plugins.meta.dnsname import config as dnsname_config
-    from pycni.plugins.meta.firewall.plugin import parse as firewall_parse
-    from pycni.plugins.meta.portmap import config as portmap_config
-    from pycni.plugins.meta.tuning import conf as tuning_conf
-    from pycni.plugins.meta.vrf import plugin as vrf
 
     def bridge_check(req: Request) -> object:
         conf = bridge.load_conf(req)

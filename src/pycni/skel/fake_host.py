@@ -7,12 +7,13 @@ tests/kernel_contract.py), every sysctl the FakeSysctl of that namespace, and a 
 IPAM plugin runs in-process with the same host (no CNI_PATH lookup, no exec). Each
 namespace's ``netfilter`` holds a FakeIptables and a FakeConntrack
 (pycni.net.netfilter.fake_iptables, held to the real tools by
-tests/netfilter/iptables_contract.py) and the nftables fake. What a plugin reaches outside
-these (files under /var/lib) is not faked: a unit test leaves those features out of its
-config or stands in for them itself.
+tests/netfilter/iptables_contract.py) and the nftables fake.
 tap's /dev/net/tun device is made by the maker the plugin is built with; a test passes one
 over FakeKernel.add_tap (tests/unit/test_plugin_logic_tap.py). ``selinux()`` is a FakeSELinux
-(off unless a test turns it on), which records tap's labelled helper runs.
+(off unless a test turns it on), which records tap's labelled helper runs. ``state()`` is a
+FakeStateFiles (pycni.state.fake_files: the plugin's files in memory, ``files``) and
+``processes()`` a FakeProcesses (pycni.process.fake_processes: the programs a test installs,
+``children``).
 
 Nothing in pycni imports this module; like FakeKernel it lives in src/ to be type-checked
 with what it stands in for.
@@ -25,6 +26,8 @@ from contextlib import contextmanager
 
 from pycni.net.netlink.fake_kernel import FakeKernel, FakeMachine, FakeNetns
 from pycni.net.ns import NetNS, NetNSNotFound
+from pycni.process.fake_processes import FakeProcesses
+from pycni.state.fake_files import FakeStateFiles
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -80,6 +83,8 @@ class FakeHost:
         self.held: set[int] = set()  # pods whose lock is held
         self.selinux_state = FakeSELinux()  # disabled, as on most test machines
         self.netfilters: dict[int, Netfilter] = {}  # by namespace fd, made on first use
+        self.files = FakeStateFiles()  # the node's state files, in memory
+        self.children = FakeProcesses()  # the programs a test installs, and their processes
 
     # ------------------------------------------------------------ set-up and views
 
@@ -173,6 +178,12 @@ class FakeHost:
 
     def selinux(self) -> FakeSELinux:
         return self.selinux_state
+
+    def state(self) -> FakeStateFiles:
+        return self.files
+
+    def processes(self) -> FakeProcesses:
+        return self.children
 
     def delegate(
         self, req: Request, plugin_type: str, command: str | None = None, stdin: bytes | None = None

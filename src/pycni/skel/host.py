@@ -13,7 +13,11 @@ request's ``host`` (``req.host``, a ``Host``) for
   (pycni.net.netfilter.seam.Netfilter), valid inside the same block;
 - ``delegate(req, type, command, stdin)``: another plugin's verb (IPAM);
 - ``locked(netns)``: one run at a time on a pod (flock on its namespace file);
-- ``selinux()``: the machine's SELinux (tap's ``selinuxContext``, pycni.skel.selinux).
+- ``selinux()``: the machine's SELinux (tap's ``selinuxContext``, pycni.skel.selinux);
+- ``state()``: the files a plugin keeps between calls (pycni.state.files.StateFiles:
+  host-local's reservations, tuning's backups, firewall's records, dnsname's files);
+- ``processes()``: the child processes it starts and signals (pycni.process.processes
+  .Processes: dnsname's dnsmasq).
 
 ``REAL_HOST`` is the machine itself (what skel gives every request); tests hand
 pycni.skel.fake_host.FakeHost instead, an in-memory machine over
@@ -36,9 +40,11 @@ if TYPE_CHECKING:
     from pycni.net.netfilter.seam import Netfilter
     from pycni.net.netlink.kernel import Kernel
     from pycni.net.sysctl import Sysctl
+    from pycni.process.processes import Processes
     from pycni.skel.base import Request
     from pycni.skel.selinux import SELinux
     from pycni.spec.result import Result
+    from pycni.state.files import StateFiles
 else:
     Protocol = object  # typing is not imported at run time
 
@@ -90,6 +96,14 @@ class Host(Protocol):
         """The machine's SELinux (pycni.skel.selinux): tap's ``selinuxContext``."""
         ...
 
+    def state(self) -> StateFiles:
+        """The node's state files (reservations, backups, records: pycni.state.files)."""
+        ...
+
+    def processes(self) -> Processes:
+        """The node's processes, to start, look at and signal (pycni.process.processes)."""
+        ...
+
 
 class RealHost:
     """The machine pycni runs on: rtnetlink clients, setns, /proc/sys, CNI_PATH."""
@@ -136,6 +150,16 @@ class RealHost:
         from pycni.skel.selinux import LINUX
 
         return LINUX
+
+    def state(self) -> StateFiles:
+        from pycni.state.disk import DISK
+
+        return DISK
+
+    def processes(self) -> Processes:
+        from pycni.process.real import REAL
+
+        return REAL
 
 
 @contextmanager

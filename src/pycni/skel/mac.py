@@ -29,19 +29,15 @@ __all__ = [
 ]
 
 
-@record(frozen=True)
-class MacSource:
-    """One place a MAC request is read from; ``even_empty``: a present ``""`` still wins."""
+MacSource = str
+"""One place a MAC request is read from: one of the five constants below (plain strings, not
+records: they are compared and shown, nothing else, and bridge imports this on its cold path)."""
 
-    name: str
-    even_empty: bool = False
-
-
-CONFIG = MacSource("config mac")
-CNI_ARGS = MacSource("CNI_ARGS MAC")
-ARGS = MacSource("args.cni.mac")
-ARGS_EVEN_EMPTY = MacSource("args.cni.mac", even_empty=True)
-RUNTIME_CONFIG = MacSource("runtimeConfig.mac")
+CONFIG: MacSource = "config mac"
+CNI_ARGS: MacSource = "CNI_ARGS MAC"
+ARGS: MacSource = "args.cni.mac"
+ARGS_EVEN_EMPTY: MacSource = "args.cni.mac, even empty"  # a present "" still wins
+RUNTIME_CONFIG: MacSource = "runtimeConfig.mac"
 
 
 @record(frozen=True)
@@ -53,16 +49,18 @@ class _PresentMac:
 
 def _read(req: Request, source: MacSource, config: str) -> str | None:
     """The source's value; None when it does not set a MAC."""
-    if source is CONFIG:
+    if source == CONFIG:
         value: str | None = config
-    elif source is CNI_ARGS:
+    elif source == CNI_ARGS:
         value = load_args(req.args, known=["MAC"]).get("MAC", "") if req.args else ""
-    elif source is RUNTIME_CONFIG:
+    elif source == RUNTIME_CONFIG:
         value = decode(MacArg, req.runtime_config, "runtimeConfig").mac
-    elif source.even_empty:
+    elif source == ARGS_EVEN_EMPTY:
         return decode(_PresentMac, req.cni_args, "args.cni").mac
-    else:
+    elif source == ARGS:
         value = decode(MacArg, req.cni_args, "args.cni").mac
+    else:
+        raise ValueError(f"unknown MAC source {source!r}")  # a plugin's MAC_ORDER is wrong
     return value or None
 
 

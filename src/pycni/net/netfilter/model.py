@@ -19,7 +19,9 @@ What the model cannot give libnftables stays nft text in its caller, which says 
 data is a concatenation; the masquerade scaffolding: its JSON input drops table and chain
 comments). The objects are small ``__slots__`` classes (immutable values; rules and sets are
 filled in place): importing this module costs no json, typing, re or dataclasses, and no
-record class to build (it is on an in-process bridge ADD with ``ipMasq``).
+record class to build. It is on the cold path (pycni.skel.cold_path: masquerading, portmap,
+firewall), where a record class costs several times a plain one (docs/benchmarks.md, "Record
+classes").
 tests/unit/test_nft_model.py holds golden recordings of what every user sends.
 """
 
@@ -34,8 +36,7 @@ if TYPE_CHECKING:
 
 class _Node:
     """A small immutable value: its fields are its ``__slots__``; equality, hash and repr go
-    over them. Plain classes, not ``pycni.record``: creating a record class costs more
-    (docs/benchmarks.md), and masquerading imports this module on an in-process bridge ADD."""
+    over them. Plain classes, not ``pycni.record``: see the module docstring."""
 
     __slots__ = ()
     _fields: tuple[str, ...] = ()  # the fields in the order ``__init__`` takes them

@@ -52,6 +52,7 @@ import errno
 import ipaddress
 import itertools
 import os
+from typing import TYPE_CHECKING, Unpack
 
 from pycni.net.netlink.kernel import (
     AF_INET,
@@ -82,10 +83,7 @@ from pycni.net.netlink.kernel import (
 )
 from pycni.record import field, record, replace
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Unpack
-
     from pycni.net.netlink.kernel import LinkChanges
 
 IFF_BROADCAST = 0x2

@@ -115,9 +115,10 @@ _MODULES = {"nftables": "nft_backend", "iptables": "iptables_backend"}  # name: 
 
 
 def _load(name: str) -> Backend:
-    import importlib  # loaded at start-up already: this costs a dict lookup
-
-    found: Backend = importlib.import_module(f"{__name__}.{_MODULES[name]}").BACKEND
+    # __import__, the import statement's machinery: -X importtime names the backend, which the
+    # cold-path test (pycni.skel.cold_path) checks
+    module = __import__(f"{__name__}.{_MODULES[name]}", fromlist=("BACKEND",))
+    found: Backend = module.BACKEND
     return found
 
 

@@ -31,7 +31,6 @@ from pycni.net.netlink.kernel import (
     broadcast_of,
 )
 from pycni.net.netlink.rtnl import codec as c
-from pycni.net.netlink.rtnl import neigh_codec as nd
 from pycni.net.netlink.rtnl import tc_codec as tc
 from pycni.net.netlink.rtnl.wire import (
     NLM_F_ACK,
@@ -264,25 +263,37 @@ class NativeKernel:
     # ------------------------------------------------------------ neighbours and FDB entries
 
     def neighbours(self, index: int, family: int) -> list[Neighbour]:
+        from pycni.net.netlink.rtnl import neigh_codec as nd  # cold path: only the cluster's calls
+
         replies = self._do(nd.RTM_GETNEIGH, NLM_F_DUMP, nd.dump_neighbours(index, family))
         found = (nd.decode_neighbour(p) for t, p in replies if t == nd.RTM_NEWNEIGH)
         return [n for n in found if n is not None and n.index == index]  # older kernels: all
 
     def set_neighbour(self, index: int, address: IPAddress, mac: str) -> None:
+        from pycni.net.netlink.rtnl import neigh_codec as nd  # cold path: only the cluster's calls
+
         self._do(nd.RTM_NEWNEIGH, _REPLACE, nd.neighbour(index, address, mac))
 
     def delete_neighbour(self, index: int, address: IPAddress) -> None:
+        from pycni.net.netlink.rtnl import neigh_codec as nd  # cold path: only the cluster's calls
+
         self._do(nd.RTM_DELNEIGH, NLM_F_ACK, nd.neighbour(index, address))
 
     def fdb_entries(self, index: int) -> list[FdbEntry]:
+        from pycni.net.netlink.rtnl import neigh_codec as nd  # cold path: only the cluster's calls
+
         replies = self._do(nd.RTM_GETNEIGH, NLM_F_DUMP, nd.dump_fdb(index))
         found = (nd.decode_fdb(p) for t, p in replies if t == nd.RTM_NEWNEIGH)
         return [e for e in found if e is not None and e.index == index]
 
     def set_fdb(self, index: int, mac: str, remote: IPAddress) -> None:
+        from pycni.net.netlink.rtnl import neigh_codec as nd  # cold path: only the cluster's calls
+
         self._do(nd.RTM_NEWNEIGH, _REPLACE, nd.fdb(index, mac, remote))
 
     def delete_fdb(self, index: int, mac: str, remote: IPAddress) -> None:
+        from pycni.net.netlink.rtnl import neigh_codec as nd  # cold path: only the cluster's calls
+
         self._do(nd.RTM_DELNEIGH, NLM_F_ACK, nd.fdb(index, mac, remote, deleting=True))
 
     # ------------------------------------------------------------ policy rules and tc

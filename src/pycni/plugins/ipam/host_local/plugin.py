@@ -1,7 +1,8 @@
 """host-local: addresses from local ranges, one per range set, reserved as files on disk.
 
 A drop-in for the reference binary (same config, same results, same store), plus GC and
-STATUS. No netlink: this module only touches files.
+STATUS. No netlink: this module only touches files, the node's state files it is handed
+(``req.host.state()``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import os
 from pycni.net import resolvconf
 from pycni.plugins.ipam.host_local.allocator import Allocator, free_count
 from pycni.plugins.ipam.host_local.config import IPAMConfig, load
-from pycni.plugins.ipam.host_local.store import Store, go_trim, is_reservation_name, read_owner
+from pycni.plugins.ipam.host_local.store import Store, go_trim, is_reservation_name
 from pycni.skel.base import Plugin, Request
 from pycni.spec.errors import (
     INVALID_NETWORK_CONFIG,
@@ -34,9 +35,9 @@ def _os_error(err: OSError) -> str:
     return f"{op} {err.filename}: {reason}" if err.filename else reason
 
 
-def open_store(cfg: IPAMConfig, *, create: bool = True) -> Store:
+def open_store(req: Request, cfg: IPAMConfig, *, create: bool = True) -> Store:
     try:
-        return Store(cfg.name, cfg.data_dir, create=create)
+        return Store(cfg.name, cfg.data_dir, create=create, files=req.host.state())
     except OSError as err:
         raise CNIError(
             IO_FAILURE, f"failed to open the host-local store: {_os_error(err)}"
@@ -54,7 +55,7 @@ class HostLocal(Plugin):
                 dns = resolvconf.parse_file(cfg.resolv_conf)
             except OSError as err:
                 raise CNIError(IO_FAILURE, _os_error(err)) from None
-        with open_store(cfg) as store:
+        with open_store(req, cfg) as store:
             ips = self._allocate(req, cfg, store)
         return Result(cni_version="1.1.0", ips=ips, routes=list(cfg.routes), dns=dns)
 
@@ -100,7 +101,7 @@ class HostLocal(Plugin):
     def delete(self, req: Request) -> None:
         cfg = load(req.config, req.args)
         errors: list[str] = []
-        with open_store(cfg) as store:
+        with open_store(req, cfg) as store:
             # As the reference: one release per range set. Release is not range-scoped, so
             # a later round only finds legacy id-only files left by an old version.
             for idx, range_set in enumerate(cfg.range_sets):
@@ -113,7 +114,7 @@ class HostLocal(Plugin):
 
     def check(self, req: Request) -> None:
         cfg = load(req.config, req.args)
-        with open_store(cfg) as store:
+        with open_store(req, cfg) as store:
             found = store.find_by_id(req.container_id, req.ifname)
         if not found:
             raise InternalError(
@@ -138,10 +139,9 @@ class HostLocal(Plugin):
         valid = req.valid_attachments() or []
         pairs = {(go_trim(cid), ifname) for cid, ifname in valid}
         ids = {go_trim(cid) for cid, _ifname in valid}
-        network_dir = os.path.join(cfg.data_dir, cfg.name)
-        if not os.path.isdir(network_dir):
+        if not req.host.state().is_dir(os.path.join(cfg.data_dir, cfg.name)):
             return
-        with open_store(cfg) as store:
+        with open_store(req, cfg) as store:
             with store.locked():
                 stale = []
                 for path, name, content in list(store.files()):
@@ -160,10 +160,10 @@ class HostLocal(Plugin):
                     if _canonical(name) in live.addresses:
                         req.log(f"host-local GC: kept {name}: a live network namespace has it")
                         continue
-                    if read_owner(path) != content:
+                    if store.read_owner(path) != content:
                         continue  # released and reserved again meanwhile: not stale
                     try:
-                        os.unlink(path)
+                        store.remove(path)
                     except FileNotFoundError:
                         pass
                     except OSError as err:
@@ -173,8 +173,8 @@ class HostLocal(Plugin):
         """Code 50 when every ADD would fail: the store cannot be written (a read-only file
         system, a file where its directory goes), or some range set has no address left."""
         cfg = load(req.config, "")
-        store = Store(cfg.name, cfg.data_dir, create=False)
-        problem = _unwritable(store.dir)
+        store = Store(cfg.name, cfg.data_dir, create=False, files=req.host.state())
+        problem = store.unwritable()
         if problem:
             raise CNIError(PLUGIN_NOT_AVAILABLE, f"the host-local store {store.dir} {problem}")
         reserved = set(store.reserved_addresses())
@@ -197,23 +197,6 @@ def _canonical(name: str) -> str:
     from pycni.net.ipmath import parse_ip
 
     return str(parse_ip(name))
-
-
-def _unwritable(path: str) -> str:
-    """Why reservations could not be written under ``path`` ("" when they could): checked on
-    ``path`` or, when it is not there yet, the nearest directory above it, which an ADD
-    would create it in. STATUS creates nothing."""
-    found = path
-    while not os.path.lexists(found):
-        parent = os.path.dirname(found)
-        if parent == found:
-            break
-        found = parent
-    if not os.path.isdir(found):
-        return f"cannot be made: {found} is not a directory"
-    if not os.access(found, os.W_OK | os.X_OK):  # root too, on a read-only file system
-        return f"cannot be written: {found} is read-only"
-    return ""
 
 
 def _is_address(name: str) -> bool:

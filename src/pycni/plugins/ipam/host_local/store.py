@@ -9,19 +9,25 @@ Layout under ``<dataDir>/<network>/``:
 - ``last_reserved_ip.<setIndex>``: the last address reserved in that range set.
 - ``lock``: flock(LOCK_EX) on it serialises every allocator operation; the Go binary
   takes the same lock, so both can work on one directory at the same time.
+
+Every file operation goes through the StateFiles the store is given (``req.host.state()``:
+the node's disk, or FakeStateFiles in a rootless test); the in-memory owner index (index.py)
+is used only over the disk, which its inotify watches.
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from pycni.fsutil import create_exclusive, fsync_dir, write_atomic
 from pycni.net import ipmath
 from pycni.net.ipmath import IPAddress
 from pycni.plugins.ipam.host_local.index import REGISTRY, DirIndex
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pycni.state.files import FileLock, StateFiles
 
 LAST_IP_PREFIX = "last_reserved_ip."
 LOCK_NAME = "lock"
@@ -49,17 +55,20 @@ def is_reservation_name(name: str) -> bool:
     return name != LOCK_NAME and not name.startswith(LAST_IP_PREFIX)
 
 
-def read_owner(path: str) -> str | None:
+def _disk() -> StateFiles:
+    """The node's files, for callers outside a plugin call (the daemon's warm-up, tests)."""
+    from pycni.skel.host import REAL_HOST
+
+    return REAL_HOST.state()
+
+
+def read_owner(path: str, files: StateFiles | None = None) -> str | None:
     """The trimmed content of one reservation file; None when it cannot be read."""
-    try:  # os-level I/O: cheaper than open() when many files are read
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            raw = os.read(fd, _READ_MAX)
-        finally:
-            os.close(fd)
+    try:
+        raw = (files or _disk()).read(path)
     except OSError:
         return None
-    return go_trim(raw.decode("utf-8", errors="surrogateescape"))
+    return go_trim(raw[:_READ_MAX].decode("utf-8", errors="surrogateescape"))
 
 
 def warm_indexes(journal: str) -> list[str]:
@@ -68,22 +77,28 @@ def warm_indexes(journal: str) -> list[str]:
 
 
 class Store:
-    """One network's directory; open it for the duration of a call, then ``close``."""
+    """One network's directory in ``files`` (default: the node's disk); open it for the
+    duration of a call, then ``close``."""
 
-    def __init__(self, network: str, data_dir: str, *, create: bool = True) -> None:
+    def __init__(
+        self, network: str, data_dir: str, *, create: bool = True, files: StateFiles | None = None
+    ) -> None:
+        self.fs = files or _disk()
         self.dir = os.path.join(data_dir, network)
-        self._lock_fd = -1
+        self._lock: FileLock | None = None
         self._held = False
         if create:
-            os.makedirs(self.dir, mode=0o755, exist_ok=True)
-            self._lock_fd = os.open(
-                os.path.join(self.dir, LOCK_NAME), os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o750
-            )
+            self.fs.make_dirs(self.dir, mode=0o755)
+            self._lock = self.fs.open_lock(os.path.join(self.dir, LOCK_NAME), mode=0o750)
 
     def close(self) -> None:
-        if self._lock_fd >= 0:
-            os.close(self._lock_fd)
-            self._lock_fd = -1
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+    def read_owner(self, path: str) -> str | None:
+        """The trimmed content of one reservation file; None when it cannot be read."""
+        return read_owner(path, self.fs)
 
     def __enter__(self) -> Store:
         return self
@@ -94,25 +109,37 @@ class Store:
     @contextmanager
     def locked(self) -> Iterator[None]:
         """Hold the network's exclusive flock (the reference's per-range-set lock)."""
-        if self._lock_fd < 0:
+        lock = self._lock
+        if lock is None:
             yield
             return
-        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+        lock.acquire()
         self._held = True
         try:
             yield
         finally:
             self._held = False
-            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            lock.release()
 
     def _index(self) -> DirIndex | None:
         """The in-memory owner index of this directory (see index.py), only under the lock;
         None means: scan the files."""
-        if not self._held:
+        if not self._held or not self.fs.on_disk:
             return None
-        return REGISTRY.owners(self.dir, read_owner, is_reservation_name)
+        return REGISTRY.owners(self.dir, self.read_owner, is_reservation_name)
 
     # -- reservations --------------------------------------------------------------------
+
+    def remove(self, path: str) -> None:
+        """Unlink one reservation file (GC)."""
+        self.fs.remove(path)
+
+    def is_dir(self) -> bool:
+        return self.fs.is_dir(self.dir)
+
+    def unwritable(self) -> str:
+        """Why reservations could not be written here ("" when they could): STATUS."""
+        return self.fs.unwritable(self.dir)
 
     def path_of(self, address: IPAddress) -> str:
         return os.path.join(self.dir, str(address))
@@ -125,10 +152,10 @@ class Store:
         makes both names durable before the address is handed out.
         """
         data = owner_key(container_id, ifname).encode()
-        if not create_exclusive(self.path_of(address), data, mode=0o600):
+        if not self.fs.create_exclusive(self.path_of(address), data, mode=0o600):
             return False
         self.write_last_reserved(set_index, address)
-        fsync_dir(self.dir)
+        self.fs.sync_dir(self.dir)
         return True
 
     def write_last_reserved(self, set_index: int, address: IPAddress) -> None:
@@ -140,11 +167,11 @@ class Store:
         reservation even if a crash leaves it behind (GC removes it after the grace period).
         """
         path = os.path.join(self.dir, f"{LAST_IP_PREFIX}{set_index}")
-        write_atomic(
+        self.fs.write_atomic(
             path,
             str(address).encode(),
             mode=0o600,
-            fsync=False,
+            durable=False,
             make_dirs=False,
             prefix=f"{LAST_IP_PREFIX}tmp-",
         )
@@ -157,8 +184,7 @@ class Store:
         """
         path = os.path.join(self.dir, f"{LAST_IP_PREFIX}{set_index}")
         try:
-            with open(path, "rb") as handle:
-                raw = handle.read()
+            raw = self.fs.read(path)
         except FileNotFoundError:
             return None
         try:
@@ -168,14 +194,13 @@ class Store:
 
     def files(self) -> Iterator[tuple[str, str, str]]:
         """(path, name, trimmed content) of every reservation file, walking the whole tree."""
-        for base, _dirs, names in os.walk(self.dir):
-            for name in names:
-                if not is_reservation_name(name):
-                    continue
-                path = os.path.join(base, name)
-                content = read_owner(path)
-                if content is not None:
-                    yield path, name, content
+        for path in self.fs.walk_files(self.dir):
+            name = os.path.basename(path)
+            if not is_reservation_name(name):
+                continue
+            content = self.read_owner(path)
+            if content is not None:
+                yield path, name, content
 
     def _owned(self, key: str) -> Iterator[tuple[str, str]]:
         """(path, name) of every reservation file whose content is ``key``."""
@@ -215,7 +240,7 @@ class Store:
         found = False
         for path, _name in list(self._owned(key)):
             try:
-                os.unlink(path)
+                self.fs.remove(path)
             except OSError:
                 continue  # as the reference: tolerate and go on releasing
             found = True
@@ -225,7 +250,7 @@ class Store:
         """Every address with a reservation file (top level only, names that parse)."""
         out: list[IPAddress] = []
         try:
-            names = os.listdir(self.dir)
+            names = self.fs.list_dir(self.dir)
         except FileNotFoundError:
             return out
         for name in names:

@@ -14,7 +14,6 @@ import ipaddress
 import json
 import os
 
-from pycni.fsutil import write_atomic
 from pycni.net.link import LinkNotFound, addresses, index_of
 from pycni.net.netlink.kernel import Kernel, NetlinkError
 from pycni.net.ns import NetNS, NetNSNotFound
@@ -34,6 +33,10 @@ from pycni.spec.decode import FilePath, IfName, Str, decode, option
 from pycni.spec.errors import InternalError, InvalidConfig
 from pycni.spec.result import Interface, Result
 from pycni.spec.validate import is_mac, is_name
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pycni.state.files import StateFiles
 
 SYS_BUS_PCI = "/sys/bus/pci/devices"
 SYS_BUS_AUX = "/sys/bus/auxiliary/devices"
@@ -171,15 +174,14 @@ def _state_file(conf: HostDeviceConf, req: Request) -> str:
     return os.path.join(conf.data_dir, f"{req.container_id}-{req.ifname}.json")
 
 
-def _save_node_state(path: str, name: str, up: bool, addrs: list[str]) -> None:
+def _save_node_state(files: StateFiles, path: str, name: str, up: bool, addrs: list[str]) -> None:
     body = json.dumps({"name": name, "up": up, "addresses": addrs})
-    write_atomic(path, body, mode=0o644, dir_mode=0o700, fsync=False)
+    files.write_atomic(path, body.encode(), mode=0o644, dir_mode=0o700, durable=False)
 
 
-def _load_node_state(path: str) -> dict[str, object] | None:
+def _load_node_state(files: StateFiles, path: str) -> dict[str, object] | None:
     try:
-        with open(path) as fh:
-            data = json.load(fh)
+        data = json.loads(files.read(path))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
@@ -245,8 +247,8 @@ class HostDevice(Plugin):
             name, was_up = found.name, found.up
             node_addrs = [str(a) for a in addresses(node_kernel, index) if not a.ip.is_link_local]
             rb.step("save")
-            _save_node_state(state_path, name, was_up, node_addrs)
-            rb.push("save", lambda: os.unlink(state_path))
+            _save_node_state(req.host.state(), state_path, name, was_up, node_addrs)
+            rb.push("save", lambda: req.host.state().remove(state_path))
             rb.step("move")
             try:
                 move_in(node_kernel, index, pod, req.ifname)
@@ -276,7 +278,7 @@ class HostDevice(Plugin):
             # (the reference fails this DEL and keeps it: a GC's stale DEL must free it).
             if conf.ipam:
                 ipam_passthrough(req, "DEL")
-            _forget(state_path)
+            _forget(req.host.state(), state_path)
             return
         with pod:
             if conf.ipam:
@@ -289,7 +291,7 @@ class HostDevice(Plugin):
             except LinkNotFound:
                 return  # already moved back (DEL is idempotent)
         _restore(req, name, state_path)
-        _forget(state_path)
+        _forget(req.host.state(), state_path)
 
     def check(self, req: Request) -> None:
         conf = load_conf(req)
@@ -329,7 +331,7 @@ def _restore(req: Request, name: str, state_path: str) -> None:
     with req.host.node() as node_kernel:
         index = index_of(node_kernel, name)
         node_kernel.set_link(index, alias="")
-        state = _load_node_state(state_path)
+        state = _load_node_state(req.host.state(), state_path)
         if state is not None and state.get("name") == name:
             saved = state.get("addresses", [])
             for text in saved if isinstance(saved, list) else []:
@@ -340,9 +342,9 @@ def _restore(req: Request, name: str, state_path: str) -> None:
                 node_kernel.set_link(index, up=True)
 
 
-def _forget(state_path: str) -> None:
+def _forget(files: StateFiles, state_path: str) -> None:
     with contextlib.suppress(FileNotFoundError):
-        os.unlink(state_path)
+        files.remove(state_path)
 
 
 PLUGIN = HostDevice()

@@ -14,10 +14,12 @@ either), so one file name belongs to one attachment. Older pycni named records
 still removes them.
 
 The runtime directory comes from the environment (XDG_RUNTIME_DIR), so before any file is
-touched ``secure`` opens the path component by component (fsutil.open_dir_nofollow): every
-directory must be owned by root (or by a non-root caller itself) and not writable by others,
-and no symlink below the runtime directory is followed; the network's directory is removed
-through directory fds (fsutil.remove_tree_nofollow).
+touched ``secure`` has the state files check the path component by component
+(StateFiles.unsafe_dir, fsutil.open_dir_nofollow on the disk): every directory must be owned
+by root (or by a non-root caller itself) and not writable by others, and no symlink below the
+runtime directory is followed; the network's directory is removed through directory fds
+(StateFiles.remove_tree). Every file operation goes through the StateFiles the plugin is
+handed (``req.host.state()``, here ``fs``).
 
 Nothing here validates: callers pass names already checked by :mod:`.names`.
 """
@@ -25,15 +27,16 @@ Nothing here validates: callers pass names already checked by :mod:`.names`.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
-from pycni import fsutil
-from pycni.fsutil import write_atomic
 from pycni.record import record
 from pycni.spec.errors import INVALID_ENVIRONMENT_VARIABLES, CNIError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pycni.state.files import StateFiles
 
 CONF_FILE = "dnsmasq.conf"
 HOSTS_FILE = "addnhosts"
@@ -145,7 +148,7 @@ class Entry:
     ips: tuple[str, ...] = ()
 
 
-def secure(files: NetworkFiles, *, create: bool) -> None:
+def secure(fs: StateFiles, files: NetworkFiles, *, create: bool) -> None:
     """Refuse a runtime directory others control before any file in it is used (code 4).
 
     As root every directory from ``/`` to the network's must be root-owned and not writable
@@ -159,22 +162,20 @@ def secure(files: NetworkFiles, *, create: bool) -> None:
     steps = [(tails[0], False), (tails[1], False), *([(tails[0], True)] if create else [])]
     for tail, make in steps:
         try:
-            fd = fsutil.open_dir_nofollow(files.runtime_dir, tail, create=make)
-        except fsutil.UnsafePathError as exc:
-            raise CNIError(
-                INVALID_ENVIRONMENT_VARIABLES,
-                f"dnsname: refusing the runtime directory {files.runtime_dir}: {exc}",
-                "XDG_RUNTIME_DIR must name a directory owned by root (for a root caller; "
-                "e.g. /run/user/0) that nobody else can write, with no symlinks below it; "
-                "or leave it unset to use /run",
-            ) from None
+            unsafe = fs.unsafe_dir(files.runtime_dir, tail, create=make)
         except OSError as exc:
             raise CNIError(
                 INVALID_ENVIRONMENT_VARIABLES,
                 f"dnsname: cannot open the runtime directory {files.runtime_dir}: {exc}",
             ) from None
-        if fd is not None:
-            os.close(fd)
+        if unsafe:
+            raise CNIError(
+                INVALID_ENVIRONMENT_VARIABLES,
+                f"dnsname: refusing the runtime directory {files.runtime_dir}: {unsafe}",
+                "XDG_RUNTIME_DIR must name a directory owned by root (for a root caller; "
+                "e.g. /run/user/0) that nobody else can write, with no symlinks below it; "
+                "or leave it unset to use /run",
+            )
 
 
 def render_conf(files: NetworkFiles, domain: str, interface: str) -> str:
@@ -232,73 +233,61 @@ def names_in(lines: Iterable[str]) -> dict[str, list[str]]:
     return out
 
 
-def read_lines(path: Path) -> list[str]:
+def read_lines(fs: StateFiles, path: Path) -> list[str]:
     try:
-        return _read_nofollow(path).splitlines(keepends=True)
+        return _read_nofollow(fs, path).splitlines(keepends=True)
     except FileNotFoundError:
         return []
 
 
-def _write(path: Path, data: str, flags: int, mode: int = 0o644) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | flags, mode)
-    try:
-        payload = data.encode()
-        while payload:
-            payload = payload[os.write(fd, payload) :]
-    finally:
-        os.close(fd)
+def read_conf(fs: StateFiles, files: NetworkFiles) -> str:
+    return _read_nofollow(fs, files.conf)
 
 
-def write_lines(path: Path, lines: Iterable[str]) -> None:
+def write_lines(fs: StateFiles, path: Path, lines: Iterable[str]) -> None:
     """Rewrite the hosts file, under the network's lock, the reference's way: move it to
     ``<file>.old``, write a new file, remove the old one.
 
     Neither temp-file-and-rename-over nor truncate-in-place: on ext4 both make the kernel
     start writing the data out at once (auto_da_alloc), which took half of an ADD's and DEL's
     time. dnsmasq rereads the file on the SIGHUP that follows every change."""
-    old = path.with_name(path.name + ".old")
+    old: str | None = str(path) + ".old"
     try:
-        os.rename(path, old)
+        fs.rename(str(path), str(old))
     except FileNotFoundError:
-        old = None  # type: ignore[assignment]
+        old = None
     try:
-        _write(path, "".join(lines), os.O_EXCL)
+        if not fs.create_exclusive(str(path), "".join(lines).encode(), mode=0o644, durable=False):
+            raise FileExistsError(17, os.strerror(17), str(path))
     except BaseException:
         if old is not None:
-            os.replace(old, path)
+            fs.rename(old, str(path))
         raise
     if old is not None:
-        os.unlink(old)
+        fs.remove(old)
 
 
-def append_lines(path: Path, lines: Iterable[str]) -> None:
+def append_lines(fs: StateFiles, path: Path, lines: Iterable[str]) -> None:
     """Append to the hosts file (the reference's ADD)."""
-    _write(path, "".join(lines), os.O_APPEND)
+    fs.write(str(path), "".join(lines).encode(), mode=0o644, append=True)
 
 
-def write_conf(files: NetworkFiles, text: str) -> None:
+def write_conf(fs: StateFiles, files: NetworkFiles, text: str) -> None:
     """The reference writes dnsmasq.conf with mode 0700."""
-    write_atomic(files.conf, text, mode=0o700, fsync=False, make_dirs=False)
+    fs.write_atomic(str(files.conf), text.encode(), mode=0o700, durable=False, make_dirs=False)
 
 
-def makedirs_private(path: Path) -> None:
-    """Create ``path`` and any missing parent with mode 0700, as Go's MkdirAll(path, 0700)
-    (Python's makedirs gives only the last level the mode)."""
-    missing = []
-    while not path.is_dir():
-        missing.append(path)
-        path = path.parent
-    for directory in reversed(missing):
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(directory, 0o700)
+def makedirs_private(fs: StateFiles, path: Path) -> None:
+    """Create ``path`` and any missing parent with mode 0700, as Go's MkdirAll(path, 0700)."""
+    fs.make_dirs(str(path), mode=0o700)
 
 
-def make_directory(files: NetworkFiles) -> None:
-    makedirs_private(files.directory)
+def make_directory(fs: StateFiles, files: NetworkFiles) -> None:
+    makedirs_private(fs, files.directory)
 
 
 @contextlib.contextmanager
-def locked(files: NetworkFiles, *, create: bool) -> Iterator[bool]:
+def locked(fs: StateFiles, files: NetworkFiles, *, create: bool) -> Iterator[bool]:
     """The reference's lock: flock on ``<dir>/lock`` (host-local's disk lock on a directory).
 
     Yields True once the lock is held on the directory's current lock file. The last DEL of a
@@ -306,37 +295,35 @@ def locked(files: NetworkFiles, *, create: bool) -> Iterator[bool]:
     deleted file: it notices (the path's inode changed) and, with ``create``, makes the
     directory again and retries; without ``create`` it yields False (nothing is there).
     """
-    path = files.directory / LOCK_FILE
+    path = str(files.directory / LOCK_FILE)
     while True:
         if create:
-            make_directory(files)
-        flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | (os.O_CREAT if create else 0)
+            make_directory(fs, files)
         try:
-            fd = os.open(path, flags, 0o750)
+            lock = fs.open_lock(path, mode=0o750, create=create)
         except (FileNotFoundError, NotADirectoryError):
             if create:
                 continue
             yield False
             return
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            try:
-                current = os.stat(path).st_ino == os.fstat(fd).st_ino
-            except FileNotFoundError:
-                current = False
+            lock.acquire()
+            current = lock.is_current()
             if current or not create:
                 yield current
                 return
         finally:
-            os.close(fd)
+            lock.close()
 
 
-def write_record(files: NetworkFiles, container_id: str, ifname: str, entry: Entry) -> None:
+def write_record(
+    fs: StateFiles, files: NetworkFiles, container_id: str, ifname: str, entry: Entry
+) -> None:
     text = f"{entry.name}\n{' '.join(entry.ips)}\n"
     for attempt in (1, 2):
-        makedirs_private(files.records)
+        makedirs_private(fs, files.records)
         try:
-            _write(files.record(container_id, ifname), text, os.O_TRUNC, 0o600)
+            fs.write(str(files.record(container_id, ifname)), text.encode(), mode=0o600)
             return
         except FileNotFoundError:
             if attempt == 2:  # pruned by a DEL of the network's leftovers meanwhile
@@ -351,90 +338,71 @@ def _parse_record(text: str) -> Entry | None:
     return Entry(name, tuple(lines[1].split()) if len(lines) > 1 else ())
 
 
-def _read_nofollow(path: Path) -> str:
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        chunks = []
-        while chunk := os.read(fd, 1 << 16):
-            chunks.append(chunk)
-        return b"".join(chunks).decode(errors="replace")
-    finally:
-        os.close(fd)
+def _read_nofollow(fs: StateFiles, path: Path) -> str:
+    return fs.read(str(path), nofollow=True).decode(errors="replace")
 
 
-def _read_entry(path: Path) -> Entry | None:
+def _read_entry(fs: StateFiles, path: Path) -> Entry | None:
     try:
-        return _parse_record(_read_nofollow(path))
+        return _parse_record(_read_nofollow(fs, path))
     except (FileNotFoundError, NotADirectoryError):
         return None
 
 
-def read_record(files: NetworkFiles, container_id: str, ifname: str) -> Entry | None:
-    return _read_entry(files.record(container_id, ifname))
+def read_record(
+    fs: StateFiles, files: NetworkFiles, container_id: str, ifname: str
+) -> Entry | None:
+    return _read_entry(fs, files.record(container_id, ifname))
 
 
-def read_legacy_record(files: NetworkFiles, container_id: str, ifname: str) -> Entry | None:
+def read_legacy_record(
+    fs: StateFiles, files: NetworkFiles, container_id: str, ifname: str
+) -> Entry | None:
     """The record an older pycni wrote (it may be another attachment's: the name is shared)."""
-    return _read_entry(files.legacy_record(container_id, ifname))
+    return _read_entry(fs, files.legacy_record(container_id, ifname))
 
 
-def remove_record(files: NetworkFiles, container_id: str, ifname: str) -> None:
+def remove_record(fs: StateFiles, files: NetworkFiles, container_id: str, ifname: str) -> None:
     with contextlib.suppress(FileNotFoundError, NotADirectoryError):
-        files.record(container_id, ifname).unlink()
+        fs.remove(str(files.record(container_id, ifname)))
 
 
-def remove_legacy_record(files: NetworkFiles, container_id: str, ifname: str) -> None:
+def remove_legacy_record(
+    fs: StateFiles, files: NetworkFiles, container_id: str, ifname: str
+) -> None:
     with contextlib.suppress(FileNotFoundError, NotADirectoryError):
-        files.legacy_record(container_id, ifname).unlink()
+        fs.remove(str(files.legacy_record(container_id, ifname)))
 
 
-def prune_records(files: NetworkFiles) -> None:
+def prune_records(fs: StateFiles, files: NetworkFiles) -> None:
     """Remove the network's record directory, and its parent, when they are empty (through
     directory fds: never through a symlinked parent)."""
-    try:
-        parent = fsutil.open_dir_nofollow(files.runtime_dir, files.base_tail[:-1])
-    except OSError:
-        return
-    if parent is None:
-        return
-    try:
-        records = os.open(RECORDS_DIR, fsutil.DIR_NOFOLLOW, dir_fd=parent)
-    except OSError:
-        os.close(parent)
-        return
-    try:
-        with contextlib.suppress(FileNotFoundError):
-            os.rmdir(files.network, dir_fd=records)
-        os.rmdir(RECORDS_DIR, dir_fd=parent)
-    except OSError:
-        pass  # not empty: other networks' records
-    finally:
-        os.close(records)
-        os.close(parent)
+    with contextlib.suppress(OSError):  # not empty: other networks' records
+        fs.remove_empty_dirs(files.runtime_dir, files.base_tail[:-1], (RECORDS_DIR, files.network))
 
 
-def all_records(files: NetworkFiles) -> dict[str, Entry]:
+def all_records(fs: StateFiles, files: NetworkFiles) -> dict[str, Entry]:
     """File name (``record_name``, or an older pycni's ``legacy_record_name``) -> its entry,
     for every attachment recorded on this network."""
     out: dict[str, Entry] = {}
     try:
-        entries = list(files.records.iterdir())
+        names = fs.list_dir(str(files.records))
     except (FileNotFoundError, NotADirectoryError):
         return out
-    for path in entries:
-        if path.name.startswith("."):
+    for name in names:
+        if name.startswith("."):
             continue
         with contextlib.suppress(OSError):
-            entry = _parse_record(_read_nofollow(path))
+            entry = _parse_record(_read_nofollow(fs, files.records / name))
             if entry is not None:
-                out[path.name] = entry
+                out[name] = entry
     return out
 
 
-def remove_network(files: NetworkFiles) -> None:
+def remove_network(fs: StateFiles, files: NetworkFiles) -> None:
     """The whole per-network directory and pycni's records (the reference's RemoveAll),
     removed through directory fds: a symlink on the way is never followed."""
     for tail in (files.base_tail, files.records_tail):
         with contextlib.suppress(OSError):
-            fsutil.remove_tree_nofollow(files.runtime_dir, tail, files.network)
-    prune_records(files)
+            fs.remove_tree(files.runtime_dir, tail, files.network)
+    prune_records(fs, files)

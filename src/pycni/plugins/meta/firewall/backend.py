@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from typing import Protocol
 
     from pycni.net.netfilter.seam import Netfilter
+    from pycni.plugins.meta.firewall.records import Records
 else:
     Protocol = object  # typing is not imported at run time
 
@@ -49,7 +50,7 @@ class Attachment:
     admin_chain: str = DEFAULT_ADMIN_CHAIN
     bridge: str = ""
     policy: str = "open"
-    data_dir: str = ""
+    records: Records | None = None  # the network's records (req.host.state()), iptables' GC
     log: Callable[[str], None] = print
     addresses: tuple[IPAddress, ...] = ()  # every IP in prevResult's order (the record's)
 
@@ -84,6 +85,8 @@ class Backend(Protocol):
         """Raise FirewallError when something of the attachment is missing."""
         ...
 
-    def gc(self, nf: Netfilter, network: str, data_dir: str, valid: list[tuple[str, str]]) -> None:
+    def gc(
+        self, nf: Netfilter, network: str, records: Records, valid: list[tuple[str, str]]
+    ) -> None:
         """Remove the network's attachments not in ``valid``. Raises FirewallError."""
         ...

@@ -24,7 +24,6 @@ from pycni.plugins.meta.firewall.backend import (
     FirewallError,
     IPAddress,
 )
-from pycni.plugins.meta.firewall.records import Records
 from pycni.record import field, record
 from pycni.skel.rollback import Rollback
 
@@ -32,6 +31,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pycni.net.netfilter.iptables_seam import Iptables
     from pycni.net.netfilter.seam import Netfilter
+    from pycni.plugins.meta.firewall.records import Records
 
 FORWARD = "FORWARD"
 PRIV_CHAIN = "CNI-FORWARD"
@@ -268,7 +268,9 @@ class IptablesBackend:
             lines = add(nf.iptables, family, ips, att.admin_chain, att.bridge, att.policy)
             rb.push(f"iptables{family}", partial(undo, nf.iptables, family, lines, ips))
         rb.step("record")
-        records = Records(att.data_dir, att.network)
+        records = att.records
+        if records is None:
+            raise FirewallError("iptables: no records for the attachment (a plugin bug)")
         records.save(att.container_id, att.ifname, list(att.addresses))
         rb.push("record", partial(records.remove, att.container_id, att.ifname))
 
@@ -283,10 +285,11 @@ class IptablesBackend:
         for family, ips in sorted(att.families.items()):
             check(nf.iptables, family, ips, att.admin_chain)
 
-    def gc(self, nf: Netfilter, network: str, data_dir: str, valid: list[tuple[str, str]]) -> None:
+    def gc(
+        self, nf: Netfilter, network: str, records: Records, valid: list[tuple[str, str]]
+    ) -> None:
         """Remove the per-IP rules of recorded attachments not in ``valid`` (keeping an IP a
         valid attachment still holds), and their records."""
-        records = Records(data_dir, network)
         stale = records.stale(valid)
         if not stale:
             return

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from pycni.net.netfilter.seam import Netfilter
+    from pycni.plugins.meta.firewall.records import Records
 
 TABLE = "pycni_firewall"
 FAMILY = "inet"
@@ -324,7 +325,9 @@ class NftablesBackend:
     def check(self, nf: Netfilter, att: Attachment) -> None:
         check(att.ips, att.network, att.ifname, att.container_id)
 
-    def gc(self, nf: Netfilter, network: str, data_dir: str, valid: list[tuple[str, str]]) -> None:
+    def gc(
+        self, nf: Netfilter, network: str, records: Records, valid: list[tuple[str, str]]
+    ) -> None:
         gc(network, valid)
 
 

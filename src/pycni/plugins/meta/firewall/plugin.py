@@ -155,11 +155,14 @@ def _backend(conf: FirewallConf) -> Backend:
     return BACKENDS_BY_NAME[conf.backend]
 
 
+def _records(req: Request, conf: FirewallConf) -> Records:
+    return Records(req.host.state(), conf.data_dir, req.name)
+
+
 def _attachment(req: Request, conf: FirewallConf, result: Result | None, bridge: str) -> Attachment:
+    records = _records(req, conf)
     families = (
-        _by_family(result)
-        if result is not None
-        else Records(conf.data_dir, req.name).load(req.container_id, req.ifname)
+        _by_family(result) if result is not None else records.load(req.container_id, req.ifname)
     )
     return Attachment(
         req.name,
@@ -169,7 +172,7 @@ def _attachment(req: Request, conf: FirewallConf, result: Result | None, bridge:
         conf.admin_chain,
         bridge,
         conf.ingress_policy,
-        conf.data_dir,
+        records,
         req.log,
         tuple(ip.address.ip for ip in result.ips) if result is not None else (),
     )
@@ -206,7 +209,7 @@ class Firewall(Plugin):
                         each.delete(nf, att)
                     except FirewallError as exc:
                         raise _fail(exc) from None
-        Records(conf.data_dir, req.name).remove(req.container_id, req.ifname)
+        _records(req, conf).remove(req.container_id, req.ifname)
 
     def check(self, req: Request) -> None:
         conf, prev = _conf_and_prev(req)
@@ -226,7 +229,7 @@ class Firewall(Plugin):
                 nf = req.host.netfilter(node_kernel)
                 for each in ALL:
                     if each.usable(nf):
-                        each.gc(nf, req.name, conf.data_dir, valid)
+                        each.gc(nf, req.name, _records(req, conf), valid)
         except (FirewallError, OSError) as exc:
             raise _fail(exc) from None
 

@@ -1,6 +1,6 @@
 """Which IPs each attachment of a network got, one file per attachment under the plugin's data
 directory: iptables rules are per IP and GC has no prevResult to go by, and a DEL without
-prevResult finds them here."""
+prevResult finds them here. Through the StateFiles the plugin is handed (``req.host.state()``)."""
 
 from __future__ import annotations
 
@@ -9,16 +9,20 @@ import ipaddress
 import json
 import os
 
-from pycni.fsutil import write_atomic
 from pycni.plugins.meta.firewall.backend import IPAddress
 from pycni.spec import validate
 from pycni.spec.errors import CNIError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pycni.state.files import StateFiles
 
 
 class Records:
     """Which IPs each attachment got (iptables only): GC has no prevResult to go by."""
 
-    def __init__(self, data_dir: str, network: str) -> None:
+    def __init__(self, files: StateFiles, data_dir: str, network: str) -> None:
+        self.files = files
         self.directory = os.path.join(data_dir, network)
 
     def _path(self, cid: str, ifname: str) -> str:
@@ -33,12 +37,13 @@ class Records:
 
     def save(self, cid: str, ifname: str, ips: list[IPAddress]) -> None:
         body = json.dumps({"containerID": cid, "ifname": ifname, "ips": [str(ip) for ip in ips]})
-        write_atomic(self._path(cid, ifname), body, mode=0o600, dir_mode=0o700, fsync=False)
+        self.files.write_atomic(
+            self._path(cid, ifname), body.encode(), mode=0o600, dir_mode=0o700, durable=False
+        )
 
     def load(self, cid: str, ifname: str) -> dict[int, list[IPAddress]]:
         try:
-            with open(self._path(cid, ifname)) as fh:
-                data = json.load(fh)
+            data = json.loads(self.files.read(self._path(cid, ifname)))
         except (OSError, ValueError):
             return {}
         out: dict[int, list[IPAddress]] = {}
@@ -50,13 +55,13 @@ class Records:
 
     def remove(self, cid: str, ifname: str) -> None:
         with contextlib.suppress(FileNotFoundError, ValueError):
-            os.unlink(self._path(cid, ifname))
+            self.files.remove(self._path(cid, ifname))
         with contextlib.suppress(OSError):
-            os.rmdir(self.directory)  # only when empty
+            self.files.remove_dir(self.directory)  # only when empty
 
     def stale(self, valid: list[tuple[str, str]]) -> list[tuple[str, str]]:
         try:
-            names = os.listdir(self.directory)
+            names = self.files.list_dir(self.directory)
         except FileNotFoundError:
             return []
         keep = {f"{cid}_{ifname}" for cid, ifname in valid}
@@ -65,8 +70,7 @@ class Records:
             if name.startswith(".") or name in keep:
                 continue
             try:
-                with open(os.path.join(self.directory, name)) as fh:
-                    data = json.load(fh)
+                data = json.loads(self.files.read(os.path.join(self.directory, name)))
                 out.append((str(data["containerID"]), str(data["ifname"])))
             except (OSError, ValueError, KeyError, TypeError):
                 continue

@@ -24,7 +24,6 @@ import os
 from typing import Any
 
 from pycni.cluster import subnet as sn
-from pycni.fsutil import write_atomic
 from pycni.record import record
 from pycni.skel.base import Plugin, Request
 from pycni.skel.config import PLUGIN_TYPE
@@ -40,6 +39,10 @@ from pycni.spec.errors import (
     InvalidConfig,
 )
 from pycni.spec.result import Result
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pycni.state.files import StateFiles
 
 DEFAULT_SUBNET_FILE = "/run/flannel/subnet.env"
 DEFAULT_DATA_DIR = "/var/lib/cni/flannel"
@@ -123,14 +126,13 @@ def _paths(req: Request) -> tuple[str, str]:
     return os.path.join(data_dir, req.container_id), subnet_file
 
 
-def _save(path: str, data: bytes) -> None:
-    write_atomic(path, data, mode=0o600, dir_mode=0o700, fsync=False, prefix=".flannel.")
+def _save(files: StateFiles, path: str, data: bytes) -> None:
+    files.write_atomic(path, data, mode=0o600, dir_mode=0o700, durable=False, prefix=".flannel.")
 
 
-def _load_saved(path: str) -> dict[str, Any] | None:
+def _load_saved(files: StateFiles, path: str) -> dict[str, Any] | None:
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
+        raw = files.read(path)
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -152,12 +154,13 @@ class Flannel(Plugin):
         env = load_subnet_env(subnet_file)
         conf = delegate_config(req, env)
         data = json.dumps(conf).encode()
-        _save(saved, data)
+        files = req.host.state()
+        _save(files, saved, data)
         try:
             result = req.delegate(conf["type"], "ADD", data)
         except BaseException:
             with contextlib.suppress(OSError):
-                os.unlink(saved)
+                files.remove(saved)
             raise
         if result is None:
             raise InternalError(f"delegate {conf['type']} returned no result")
@@ -165,12 +168,12 @@ class Flannel(Plugin):
 
     def delete(self, req: Request) -> None:
         saved, _subnet_file = _paths(req)
-        conf = _load_saved(saved)
+        conf = _load_saved(req.host.state(), saved)
         if conf is None:
             return  # never added, or already deleted: nothing to undo
         req.delegate(conf["type"], "DEL", json.dumps(conf).encode())
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(saved)
+            req.host.state().remove(saved)
 
     def status(self, req: Request) -> None:
         subnet_file = decode(FlannelConf, req.config).subnet_file or DEFAULT_SUBNET_FILE
@@ -184,7 +187,7 @@ class Flannel(Plugin):
 
     def check(self, req: Request) -> None:
         saved, _subnet_file = _paths(req)
-        conf = _load_saved(saved)
+        conf = _load_saved(req.host.state(), saved)
         if conf is None:
             raise InternalError(f"no saved delegate config for {req.container_id}")
         found, prev = lookup(req.config, "prevResult")

@@ -18,7 +18,8 @@ and GC look here too, after the selected backend:
 
 from __future__ import annotations
 
-from pycni.net.netfilter import nftnl
+from pycni.net.netfilter import nft, nftnl
+from pycni.plugins.meta.portmap import iptables_backend
 from pycni.plugins.meta.portmap.config import PortMapConfig
 from pycni.spec.errors import InternalError
 
@@ -95,7 +96,6 @@ def delete(nf: Netfilter, cfg: PortMapConfig, skip_iptables: bool) -> bool:
     removed = _delete_nft(cfg.container_id)
     if skip_iptables:
         return removed
-    from pycni.plugins.meta.portmap import iptables_backend
 
     for variant in iptables_variants(cfg):
         removed = (
@@ -120,7 +120,6 @@ def check(nf: Netfilter, cfg: PortMapConfig) -> bool:
                     f'{REFERENCE_NFT_TABLE}" for {cfg.container_id}',
                 )
         return True
-    from pycni.plugins.meta.portmap import iptables_backend
 
     chain = iptables_backend.dnat_chain(cfg.network, cfg.container_id)
     for variant in iptables_variants(cfg):
@@ -173,8 +172,6 @@ def install_nft(cfg: PortMapConfig) -> None:
     rules in ``masquerading``, each commented with the container ID (given as JSON: the ID
     is never nft text). Used by ``pycni migrate --to-reference``; conditions are refused
     before (the reference puts them in its shared hook chains)."""
-    from pycni.net.netfilter import nft
-
     for version, family in ((4, "ip"), (6, "ip6")):
         cip = cfg.container_ips.get(version)
         if cip is None:
@@ -203,7 +200,6 @@ def gc(nf: Netfilter, cfg: PortMapConfig, valid_ids: set[str], skip_iptables: bo
     ``valid_ids``."""
     if skip_iptables:
         return []
-    from pycni.plugins.meta.portmap import iptables_backend
 
     removed: list[str] = []
     for variant in iptables_variants(cfg):

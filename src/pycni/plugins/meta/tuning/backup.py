@@ -3,18 +3,21 @@
 Same place and shape as the reference (``<dataDir>/<containerID>_<ifname>.json`` with keys
 ``mac``, ``promisc``, ``mtu``, ``allmulti``, ``txQLen``), so either implementation can restore
 what the other changed. pycni adds ``alias`` and ``sysctl`` (old values by /proc/sys path);
-the reference ignores keys it does not know.
+the reference ignores keys it does not know. The file goes through the StateFiles the plugin
+is handed (``req.host.state()``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
 from typing import Any
 
-from pycni.fsutil import write_atomic
 from pycni.record import field, fields, record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pycni.state.files import StateFiles
 
 
 def _saved(default: Any, kind: type, key: str = "") -> Any:
@@ -77,24 +80,23 @@ class Backup:
 _LINK_FIELDS = tuple(f for f in fields(Backup) if "kind" in f.metadata)
 
 
-def load(path: str) -> Backup | None:
+def load(files: StateFiles, path: str) -> Backup | None:
     """The saved values, or None when there is no file (nothing to restore)."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
+        raw = files.read(path)
     except FileNotFoundError:
         return None
     try:
-        return Backup.from_dict(json.loads(text))
-    except ValueError:
+        return Backup.from_dict(json.loads(raw.decode("utf-8")))
+    except ValueError:  # UnicodeDecodeError too
         return Backup()
 
 
-def save(path: str, backup: Backup) -> None:
+def save(files: StateFiles, path: str, backup: Backup) -> None:
     """Write atomically (temp file + rename), mode 0600."""
-    write_atomic(path, backup.to_json(), mode=0o600, dir_mode=0o700, fsync=False)
+    files.write_atomic(path, backup.to_json().encode(), mode=0o600, dir_mode=0o700, durable=False)
 
 
-def remove(path: str) -> None:
+def remove(files: StateFiles, path: str) -> None:
     with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
+        files.remove(path)

@@ -35,6 +35,10 @@ from pycni.skel.rollback import Rollback
 from pycni.spec.errors import CNIError, InternalError, InvalidConfig
 from pycni.spec.result import Result
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pycni.state.files import StateFiles
+
 # errnos with which the kernel refuses a link attribute's value (not the link, not the call)
 _REFUSED_VALUE = (errno.EINVAL, errno.ERANGE, errno.EADDRNOTAVAIL)
 
@@ -49,16 +53,17 @@ class Tuning(Plugin):
         if prev is None:
             raise InvalidConfig("Required prevResult missing")
         path = backup_path(conf.data_dir, req.container_id, req.ifname)
+        files = req.host.state()
         with req.open_netns() as ns, req.host.pod(ns) as pod_kernel, Rollback(req.env) as rb:
             index = self._link_index(pod_kernel, req.ifname) if conf.changes_link() else 0
             sysctl = req.host.sysctl(pod_kernel)
             saved = self._snapshot(pod_kernel, sysctl, index, conf, paths)
             if not saved.is_empty():
                 rb.step("backup")
-                older = backups.load(path)
-                backups.save(path, saved if older is None else saved.merged_over(older))
+                older = backups.load(files, path)
+                backups.save(files, path, saved if older is None else saved.merged_over(older))
                 if older is None:
-                    rb.push("backup", lambda: backups.remove(path))
+                    rb.push("backup", lambda: backups.remove(files, path))
             for key, proc_path in paths.items():
                 rb.step("sysctl")
                 old = saved.sysctl[proc_path]
@@ -74,14 +79,15 @@ class Tuning(Plugin):
     def delete(self, req: Request) -> None:
         conf = self._load(req)
         path = backup_path(conf.data_dir, req.container_id, req.ifname)
+        files = req.host.state()
         if not req.netns:
-            backups.remove(path)  # the pod is gone: nothing left to restore
+            backups.remove(files, path)  # the pod is gone: nothing left to restore
             return
         try:
             with req.open_netns() as ns, req.host.pod(ns) as pod_kernel:
-                errors = _restore(pod_kernel, req.host.sysctl(pod_kernel), req.ifname, path)
+                errors = _restore(pod_kernel, req.host.sysctl(pod_kernel), req.ifname, files, path)
         except NetNSNotFound:
-            backups.remove(path)
+            backups.remove(files, path)
             return
         except CNIError as exc:
             req.log(f"tuning DEL: cannot enter the pod namespace: {exc}")
@@ -89,7 +95,7 @@ class Tuning(Plugin):
         if errors:
             req.log("tuning DEL: " + "; ".join(errors))  # the reference also ignores these
         else:
-            backups.remove(path)
+            backups.remove(files, path)
 
     def check(self, req: Request) -> None:
         conf = self._load(req)
@@ -266,9 +272,11 @@ def _write_sysctl(sysctl: Sysctl, key: str, proc_path: str, value: str) -> None:
         raise InternalError(f'failed to set sysctl "{key}" to "{value}": {exc.strerror}') from None
 
 
-def _restore(pod_kernel: Kernel, sysctl: Sysctl, ifname: str, path: str) -> list[str]:
+def _restore(
+    pod_kernel: Kernel, sysctl: Sysctl, ifname: str, files: StateFiles, path: str
+) -> list[str]:
     """Put back what the backup file holds, in the reference's order; returns the failures."""
-    saved = backups.load(path)
+    saved = backups.load(files, path)
     if saved is None:
         return []
     errors: list[str] = []
