@@ -7,7 +7,8 @@ tests/kernel_contract.py), every sysctl the FakeSysctl of that namespace, and a 
 IPAM plugin runs in-process with the same host (no CNI_PATH lookup, no exec). Its netfilter
 is that namespace's in-memory one: nftables a FakeNftables (pycni.net.netfilter.fake_nft, held
 to libnftables and nf_tables netlink by tests/netfilter/nft_contract.py), iptables and
-conntrack the fakes of fake_iptables.py; a test may put its own Netfilter in ``netfilters``.
+conntrack the fakes of fake_iptables.py (held to the real tools by
+tests/netfilter/iptables_contract.py); a test may put its own Netfilter in ``netfilters``.
 tap's /dev/net/tun device is made by the maker the plugin is built with; a test passes one
 over FakeKernel.add_tap (tests/plugins/tap/test_logic.py). ``selinux()`` is a FakeSELinux
 (off unless a test turns it on), which records tap's labelled helper runs. ``state()`` is a

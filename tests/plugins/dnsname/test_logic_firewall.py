@@ -4,9 +4,9 @@ The rule goes to the node's filter table, here its FakeIptables (held to the rea
 tests/netfilter/iptables_contract.py): inserted first in INPUT when the network's first name
 is published, once, removed (every copy, nothing else) when the last one goes by DEL or GC,
 and a failure at each step of a first ADD leaving the table as it was. The network's files
-are written for real under a temporary XDG_RUNTIME_DIR and dnsmasq is stood in for as in
-tests/plugins/dnsname's other logic tests (starting it needs root and a real bridge); only the
-netfilter part is asserted here.
+are the fake host's FakeStateFiles and dnsmasq a program of its FakeProcesses, as in
+tests/plugins/dnsname/test_logic.py (whose stand-in this module uses); only the netfilter part
+is asserted here.
 """
 
 from __future__ import annotations
@@ -18,11 +18,10 @@ from typing import Any
 import pytest
 
 from pycni.net.netfilter.iptables_script import IptablesError
-from pycni.plugins.meta.dnsname import dnsmasq
-from pycni.plugins.meta.dnsname.files import NetworkFiles
 from pycni.skel.fake_host import FakeHost
 from tests.iptables_logic import iptables_of, netfilter_picture
 from tests.plugin_logic import POD, call, recording_steps, with_prev
+from tests.plugins.dnsname.test_logic import Dnsmasq
 
 PREV = {
     "cniVersion": "1.0.0",
@@ -33,36 +32,9 @@ RULE = "-A INPUT -i cni0 -p udp -m udp --dport 53 -j ACCEPT"
 OTHER = "-A INPUT -i eth9 -j ACCEPT"  # the node's own rule: never touched
 
 
-class Dnsmasq:
-    """dnsmasq per network directory, started and stopped in memory."""
-
-    def __init__(self) -> None:
-        self.running: set[Path] = set()
-
-    def running_pid(self, net: NetworkFiles) -> int | None:
-        return 4242 if net.directory in self.running else None
-
-    def reload(self, net: NetworkFiles) -> int:
-        self.running.add(net.directory)
-        return 4242
-
-    def stop(self, net: NetworkFiles) -> int | None:
-        found = net.directory in self.running
-        self.running.discard(net.directory)
-        return 4242 if found else None
-
-
-@pytest.fixture(autouse=True)
-def daemon(monkeypatch: pytest.MonkeyPatch) -> Dnsmasq:
-    fake = Dnsmasq()
-    monkeypatch.setattr(dnsmasq, "binary", lambda: "/usr/sbin/dnsmasq")
-    for name in ("running_pid", "reload", "stop"):
-        monkeypatch.setattr(dnsmasq, name, getattr(fake, name))
-    return fake
-
-
 def new_host(rules: tuple[str, ...] = (OTHER,)) -> FakeHost:
     fake = FakeHost()
+    Dnsmasq(fake)  # dnsmasq installed in the fake host's FakeProcesses
     fake.add_pod(POD)
     node = fake.kernel()
     node.add_bridge("cni0")

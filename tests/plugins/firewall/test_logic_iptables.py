@@ -47,8 +47,10 @@ def conf(tmp_path: Path, result: dict[str, Any] | None = None, **extra: Any) -> 
     return with_prev(config, result) if result is not None else config
 
 
-def files(tmp_path: Path) -> list[str]:
-    return sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+def files(host: FakeHost, tmp_path: Path) -> list[str]:
+    """The files under ``tmp_path`` in the fake host's state files (the records)."""
+    prefix = f"{tmp_path}/"
+    return sorted(p[len(prefix) :] for p in host.files.files if p.startswith(prefix))
 
 
 def run(
@@ -85,7 +87,7 @@ def test_add_writes_the_references_chains_per_family_and_check_finds_them(
         assert saved.rules_of("FORWARD") == [FORWARD_JUMP]
         assert saved.rules_of("CNI-FORWARD") == [ADMIN_JUMP, *rules]
     assert [script.count("\n") > 0 for script, _f, _v in ipt.restores] == [True, True]
-    assert files(tmp_path)  # the attachment's record, for GC
+    assert files(host, tmp_path)  # the attachment's record, for GC
     assert run(host, "CHECK", conf(tmp_path, prev()))[0] == 0
     iptables_of(host).restore(f"*filter\n-D {v4[1][3:]}\nCOMMIT\n", 4)  # someone removes one
     code, reply = run(host, "CHECK", conf(tmp_path, prev()))
@@ -126,18 +128,18 @@ def test_a_failure_at_each_step_of_a_first_add_leaves_nothing(tmp_path: Path) ->
         )
         assert code == 1 and f"injected failure at step {step!r}" in reply["msg"], reply
         assert whole_picture(host) == before, step  # chains, jumps and rules of both families
-        assert [f for f in files(data) if not (data / f).is_dir()] == [], step
+        assert files(host, data) == [], step
 
 
 def test_a_failure_at_each_step_beside_another_pod_keeps_that_pods_rules(tmp_path: Path) -> None:
     host = new_host()
     assert run(host, "ADD", conf(tmp_path, prev("10.22.0.9", "fd22::9")), cid="other")[0] == 0
-    before, before_files = whole_picture(host), files(tmp_path)
+    before, before_files = whole_picture(host), files(host, tmp_path)
     for step in ("iptables4", "iptables6", "record"):
         code, reply = run(host, "ADD", conf(tmp_path, prev()), fail_at=step)
         assert code == 1 and f"injected failure at step {step!r}" in reply["msg"], reply
         assert whole_picture(host) == before, step
-        assert files(tmp_path) == before_files, step
+        assert files(host, tmp_path) == before_files, step
 
 
 def test_a_refused_restore_is_a_cni_error_and_changes_nothing(tmp_path: Path) -> None:
@@ -162,7 +164,7 @@ def test_del_removes_the_pods_rules_and_keeps_the_chains(tmp_path: Path) -> None
     code, reply = run(host, "CHECK", conf(tmp_path, prev()))
     assert code == 1 and "not found" in reply["msg"], reply
     assert run(host, "DEL", conf(tmp_path, prev()))[0] == 0  # again: nothing to remove
-    assert [p for p in files(tmp_path) if not Path(tmp_path, p).is_dir()] == []
+    assert files(host, tmp_path) == []
 
 
 @needs_nft_half

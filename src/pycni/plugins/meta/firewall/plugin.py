@@ -224,14 +224,14 @@ class Firewall(Plugin):
     def gc(self, req: Request) -> None:
         conf = parse(req)
         valid = req.valid_attachments() or []
-        with req.host.node() as node_kernel:
-            nf = req.host.netfilter(node_kernel)
-            try:
+        try:
+            with req.host.node() as node_kernel:
+                nf = req.host.netfilter(node_kernel)
                 for each in ALL:
                     if each.usable(nf):
                         each.gc(nf, req.name, _records(req, conf), valid)
-            except (FirewallError, OSError) as exc:
-                raise _fail(exc) from None
+        except (FirewallError, OSError) as exc:
+            raise _fail(exc) from None
 
     def status(self, req: Request) -> None:
         conf = parse(req)
