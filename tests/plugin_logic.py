@@ -171,5 +171,10 @@ def assert_each_step_rolls_back(
 
 
 def kernels(view: dict[str, Any]) -> dict[str, Any]:
-    """A picture's namespaces only (what a plugin that keeps state leaves on its links)."""
-    return {k: v for k, v in view.items() if k not in ("files", "processes")}
+    """A picture's namespaces' links, addresses and routes only: without its state files,
+    processes and netfilter (what a plugin that keeps state or opens a port leaves alone)."""
+    return {
+        k: {part: seen for part, seen in v.items() if part != "netfilter"}
+        for k, v in view.items()
+        if k not in ("files", "processes")
+    }
