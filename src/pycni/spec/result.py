@@ -206,6 +206,10 @@ class Result:
     def to_dict(self, version: str | None = None) -> dict[str, Any]:
         """The JSON object Go marshals for this result converted to ``version``."""
         target = (self.cni_version or CURRENT) if version is None else version
+        if _FAMILY.get(self.cni_version or CURRENT) == _MODERN == _FAMILY.get(target):
+            # the plugin's own result to its config's version (every 1.x ADD): the encoder
+            # only reads, so as_version's deep copy of every record is not needed
+            return _encode_modern(replace(self, cni_version=target))
         converted = self.as_version(target)
         encoder = {_LEGACY: _encode_legacy, _LIST: _encode_list, _MODERN: _encode_modern}
         return encoder[_FAMILY[converted.cni_version]](converted)
