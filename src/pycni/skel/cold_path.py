@@ -126,11 +126,16 @@ BY_TYPE: dict[str, frozenset[str]] = {
     ),
     "dnsname": _names(
         """
-            pycni.fsutil pycni.net.link pycni.net.netfilter pycni.net.netfilter.iptables
-            pycni.net.netfilter.rule_tokens pycni.net.netlink pycni.net.netlink.client
-            pycni.net.netlink.kernel pycni.net.netlink.rtnl pycni.net.netlink.rtnl.codec
-            pycni.net.netlink.rtnl.native pycni.net.netlink.rtnl.tc_codec
-            pycni.net.netlink.rtnl.wire pycni.plugins.meta pycni.plugins.meta.dnsname
+            pycni.fsutil pycni.net.link pycni.net.netfilter
+            pycni.net.netfilter.conntrack pycni.net.netfilter.iptables
+            pycni.net.netfilter.iptables_script pycni.net.netfilter.iptables_seam
+            pycni.net.netfilter.nft pycni.net.netfilter.nft_records
+            pycni.net.netfilter.nft_seam pycni.net.netfilter.rule_tokens
+            pycni.net.netfilter.seam pycni.net.netlink pycni.net.netlink.client
+            pycni.net.netlink.kernel pycni.net.netlink.nfnetlink pycni.net.netlink.rtnl
+            pycni.net.netlink.rtnl.codec pycni.net.netlink.rtnl.native
+            pycni.net.netlink.rtnl.tc_codec pycni.net.netlink.rtnl.wire
+            pycni.plugins.meta pycni.plugins.meta.dnsname
             pycni.plugins.meta.dnsname.config pycni.plugins.meta.dnsname.dnsmasq
             pycni.plugins.meta.dnsname.files pycni.plugins.meta.dnsname.firewall
             pycni.plugins.meta.dnsname.names pycni.plugins.meta.dnsname.plugin
@@ -160,40 +165,48 @@ BY_TYPE: dict[str, frozenset[str]] = {
     "firewall": _names(
         """
             pycni.fsutil pycni.net.netfilter pycni.net.netfilter.conntrack
-            pycni.net.netfilter.ipmasq pycni.net.netfilter.iptables
-            pycni.net.netfilter.iptables_seam pycni.net.netfilter.model pycni.net.netfilter.nft
-            pycni.net.netfilter.nft_records pycni.net.netfilter.nft_seam
-            pycni.net.netfilter.rule_tokens pycni.net.netfilter.seam pycni.net.netlink
-            pycni.net.netlink.client pycni.net.netlink.kernel pycni.net.netlink.nfnetlink
-            pycni.net.netlink.rtnl pycni.net.netlink.rtnl.codec pycni.net.netlink.rtnl.native
-            pycni.net.netlink.rtnl.tc_codec pycni.net.netlink.rtnl.wire pycni.plugins.meta
-            pycni.plugins.meta.firewall pycni.plugins.meta.firewall.backend
-            pycni.plugins.meta.firewall.iptables_backend pycni.plugins.meta.firewall.nft_backend
-            pycni.plugins.meta.firewall.plugin pycni.plugins.meta.firewall.records
-            pycni.skel.rollback pycni.state pycni.state.disk
+            pycni.net.netfilter.ipmasq pycni.net.netfilter.iptables_script
+            pycni.net.netfilter.iptables_seam pycni.net.netfilter.model
+            pycni.net.netfilter.nft pycni.net.netfilter.nft_records
+            pycni.net.netfilter.nft_seam pycni.net.netfilter.rule_tokens
+            pycni.net.netfilter.seam pycni.net.netlink pycni.net.netlink.client
+            pycni.net.netlink.kernel pycni.net.netlink.nfnetlink pycni.net.netlink.rtnl
+            pycni.net.netlink.rtnl.codec pycni.net.netlink.rtnl.native
+            pycni.net.netlink.rtnl.tc_codec pycni.net.netlink.rtnl.wire
+            pycni.plugins.meta pycni.plugins.meta.firewall
+            pycni.plugins.meta.firewall.backend
+            pycni.plugins.meta.firewall.iptables_backend
+            pycni.plugins.meta.firewall.nft_backend pycni.plugins.meta.firewall.plugin
+            pycni.plugins.meta.firewall.records pycni.skel.rollback pycni.state
+            pycni.state.disk
         """
     ),
     "flannel": _names(
         """
-            pycni.cluster pycni.cluster.subnet pycni.fsutil pycni.net.addr pycni.net.bridge
-            pycni.net.ipmath pycni.net.link pycni.net.netfilter pycni.net.netfilter.conntrack
-            pycni.net.netfilter.ipmasq pycni.net.netfilter.ipmasq.iptables_backend
-            pycni.net.netfilter.ipmasq.nft_backend pycni.net.netfilter.iptables_seam
-            pycni.net.netfilter.model pycni.net.netfilter.nft pycni.net.netfilter.nft_records
-            pycni.net.netfilter.nft_seam pycni.net.netfilter.nftnl pycni.net.netfilter.seam
-            pycni.net.netlink pycni.net.netlink.client pycni.net.netlink.kernel
-            pycni.net.netlink.nfnetlink pycni.net.netlink.rtnl pycni.net.netlink.rtnl.codec
-            pycni.net.netlink.rtnl.native pycni.net.netlink.rtnl.tc_codec
-            pycni.net.netlink.rtnl.wire pycni.net.resolvconf pycni.net.route pycni.net.sysctl
+            pycni.cluster pycni.cluster.subnet pycni.fsutil pycni.net.addr
+            pycni.net.bridge pycni.net.ipmath pycni.net.link pycni.net.netfilter
+            pycni.net.netfilter.conntrack pycni.net.netfilter.ipmasq
+            pycni.net.netfilter.ipmasq.iptables_backend
+            pycni.net.netfilter.ipmasq.nft_backend pycni.net.netfilter.iptables_script
+            pycni.net.netfilter.iptables_seam pycni.net.netfilter.model
+            pycni.net.netfilter.nft pycni.net.netfilter.nft_records
+            pycni.net.netfilter.nft_seam pycni.net.netfilter.nftnl
+            pycni.net.netfilter.rule_tokens pycni.net.netfilter.seam pycni.net.netlink
+            pycni.net.netlink.client pycni.net.netlink.kernel
+            pycni.net.netlink.nfnetlink pycni.net.netlink.rtnl
+            pycni.net.netlink.rtnl.codec pycni.net.netlink.rtnl.native
+            pycni.net.netlink.rtnl.tc_codec pycni.net.netlink.rtnl.wire
+            pycni.net.resolvconf pycni.net.route pycni.net.sysctl
             pycni.net.thread_sysctl pycni.net.veth pycni.plugins.ipam
             pycni.plugins.ipam.host_local pycni.plugins.ipam.host_local.allocator
             pycni.plugins.ipam.host_local.config pycni.plugins.ipam.host_local.index
             pycni.plugins.ipam.host_local.plugin pycni.plugins.ipam.host_local.store
-            pycni.plugins.main pycni.plugins.main.bridge pycni.plugins.main.bridge.macspoofchk
-            pycni.plugins.main.bridge.plugin pycni.plugins.main.shared
-            pycni.plugins.main.shared.masquerade pycni.plugins.main.shared.pod_link
-            pycni.plugins.meta pycni.plugins.meta.flannel pycni.plugins.meta.flannel.plugin
-            pycni.runtime pycni.runtime.find pycni.skel.config pycni.skel.delegate
+            pycni.plugins.main pycni.plugins.main.bridge
+            pycni.plugins.main.bridge.macspoofchk pycni.plugins.main.bridge.plugin
+            pycni.plugins.main.shared pycni.plugins.main.shared.masquerade
+            pycni.plugins.main.shared.pod_link pycni.plugins.meta
+            pycni.plugins.meta.flannel pycni.plugins.meta.flannel.plugin pycni.runtime
+            pycni.runtime.find pycni.skel.config pycni.skel.delegate
             pycni.skel.entry_point pycni.skel.mac pycni.skel.rollback pycni.spec.args
             pycni.state pycni.state.disk
         """
@@ -278,9 +291,10 @@ BY_TYPE: dict[str, frozenset[str]] = {
     ),
     "portmap": _names(
         """
-            pycni.net.netfilter pycni.net.netfilter.chain_names pycni.net.netfilter.conntrack
-            pycni.net.netfilter.iptables pycni.net.netfilter.iptables_seam
-            pycni.net.netfilter.model pycni.net.netfilter.nft pycni.net.netfilter.nft_records
+            pycni.net.netfilter pycni.net.netfilter.chain_names
+            pycni.net.netfilter.conntrack pycni.net.netfilter.iptables_script
+            pycni.net.netfilter.iptables_seam pycni.net.netfilter.model
+            pycni.net.netfilter.nft pycni.net.netfilter.nft_records
             pycni.net.netfilter.nft_seam pycni.net.netfilter.nftnl
             pycni.net.netfilter.rule_matches pycni.net.netfilter.rule_tokens
             pycni.net.netfilter.seam pycni.net.netlink pycni.net.netlink.client
@@ -289,33 +303,36 @@ BY_TYPE: dict[str, frozenset[str]] = {
             pycni.net.netlink.rtnl.tc_codec pycni.net.netlink.rtnl.wire pycni.net.sysctl
             pycni.net.thread_sysctl pycni.plugins.meta pycni.plugins.meta.portmap
             pycni.plugins.meta.portmap.backend pycni.plugins.meta.portmap.config
-            pycni.plugins.meta.portmap.iptables_backend pycni.plugins.meta.portmap.nft_backend
-            pycni.plugins.meta.portmap.nft_chains pycni.plugins.meta.portmap.nft_maps
-            pycni.plugins.meta.portmap.plugin pycni.plugins.meta.portmap.reference_state
-            pycni.skel.rollback
+            pycni.plugins.meta.portmap.iptables_backend
+            pycni.plugins.meta.portmap.nft_backend pycni.plugins.meta.portmap.nft_chains
+            pycni.plugins.meta.portmap.nft_maps pycni.plugins.meta.portmap.plugin
+            pycni.plugins.meta.portmap.reference_state pycni.skel.rollback
         """
     ),
     "ptp": _names(
         """
-            pycni.fsutil pycni.net.addr pycni.net.ipmath pycni.net.link pycni.net.netfilter
-            pycni.net.netfilter.conntrack pycni.net.netfilter.ipmasq
-            pycni.net.netfilter.ipmasq.iptables_backend pycni.net.netfilter.ipmasq.nft_backend
-            pycni.net.netfilter.iptables_seam pycni.net.netfilter.model pycni.net.netfilter.nft
-            pycni.net.netfilter.nft_records pycni.net.netfilter.nft_seam
-            pycni.net.netfilter.nftnl pycni.net.netfilter.seam pycni.net.netlink
-            pycni.net.netlink.client pycni.net.netlink.kernel pycni.net.netlink.nfnetlink
-            pycni.net.netlink.rtnl pycni.net.netlink.rtnl.codec pycni.net.netlink.rtnl.native
-            pycni.net.netlink.rtnl.tc_codec pycni.net.netlink.rtnl.wire pycni.net.resolvconf
-            pycni.net.route pycni.net.sysctl pycni.net.thread_sysctl pycni.net.veth
-            pycni.plugins.ipam pycni.plugins.ipam.host_local
-            pycni.plugins.ipam.host_local.allocator pycni.plugins.ipam.host_local.config
-            pycni.plugins.ipam.host_local.index pycni.plugins.ipam.host_local.plugin
-            pycni.plugins.ipam.host_local.store pycni.plugins.main pycni.plugins.main.ptp
-            pycni.plugins.main.ptp.plugin pycni.plugins.main.shared
-            pycni.plugins.main.shared.masquerade pycni.plugins.main.shared.pod_link
-            pycni.runtime pycni.runtime.find pycni.skel.config pycni.skel.delegate
-            pycni.skel.entry_point pycni.skel.rollback pycni.spec.args pycni.state
-            pycni.state.disk
+            pycni.fsutil pycni.net.addr pycni.net.ipmath pycni.net.link
+            pycni.net.netfilter pycni.net.netfilter.conntrack pycni.net.netfilter.ipmasq
+            pycni.net.netfilter.ipmasq.iptables_backend
+            pycni.net.netfilter.ipmasq.nft_backend pycni.net.netfilter.iptables_script
+            pycni.net.netfilter.iptables_seam pycni.net.netfilter.model
+            pycni.net.netfilter.nft pycni.net.netfilter.nft_records
+            pycni.net.netfilter.nft_seam pycni.net.netfilter.nftnl
+            pycni.net.netfilter.rule_tokens pycni.net.netfilter.seam pycni.net.netlink
+            pycni.net.netlink.client pycni.net.netlink.kernel
+            pycni.net.netlink.nfnetlink pycni.net.netlink.rtnl
+            pycni.net.netlink.rtnl.codec pycni.net.netlink.rtnl.native
+            pycni.net.netlink.rtnl.tc_codec pycni.net.netlink.rtnl.wire
+            pycni.net.resolvconf pycni.net.route pycni.net.sysctl
+            pycni.net.thread_sysctl pycni.net.veth pycni.plugins.ipam
+            pycni.plugins.ipam.host_local pycni.plugins.ipam.host_local.allocator
+            pycni.plugins.ipam.host_local.config pycni.plugins.ipam.host_local.index
+            pycni.plugins.ipam.host_local.plugin pycni.plugins.ipam.host_local.store
+            pycni.plugins.main pycni.plugins.main.ptp pycni.plugins.main.ptp.plugin
+            pycni.plugins.main.shared pycni.plugins.main.shared.masquerade
+            pycni.plugins.main.shared.pod_link pycni.runtime pycni.runtime.find
+            pycni.skel.config pycni.skel.delegate pycni.skel.entry_point
+            pycni.skel.rollback pycni.spec.args pycni.state pycni.state.disk
         """
     ),
     "sbr": _names(
@@ -407,7 +424,7 @@ DEBT: dict[str, frozenset[str]] = {
     "dnsname": frozenset(
         {"bz2", "enum", "lzma", "pathlib", "re", "shutil", "subprocess", "threading", "typing"}
     ),
-    "firewall": frozenset({"enum", "hashlib", "json", "nftables", "re", "subprocess", "threading"}),
+    "firewall": frozenset({"enum", "hashlib", "json", "nftables", "re"}),
     "flannel": frozenset(
         {"enum", "hashlib", "json", "nftables", "pycni.net.netfilter.nftnl", "re", "typing"}
     ),
@@ -420,8 +437,6 @@ DEBT: dict[str, frozenset[str]] = {
             "nftables",
             "pycni.net.netfilter.nftnl",
             "re",
-            "subprocess",
-            "threading",
         }
     ),
     "ptp": frozenset({"enum", "hashlib", "json", "nftables", "pycni.net.netfilter.nftnl", "re"}),

@@ -74,9 +74,14 @@ class ThreadIptables:
         return iptables.command(args, family)
 
     def nft_chain_exists(self, table: str, chain: str, family: int = 4) -> bool:
-        from pycni.net.netfilter import iptables
+        # one nf_tables netlink get (iptables.nft_chain_exists), without importing the iptables
+        # tools' module and its subprocess: an nftables-only DEL asks this too
+        from pycni.net.netfilter import nftnl
 
-        return iptables.nft_chain_exists(table, chain, family)
+        try:
+            return nftnl.chain_exists("ip" if family == 4 else "ip6", table, chain)
+        except OSError:  # no nf_tables here: then no iptables-nft chain either
+            return False
 
 
 class ThreadConntrack:
