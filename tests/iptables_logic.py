@@ -10,13 +10,8 @@ as a link.
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import ipaddress
-import re
 from typing import Any, cast
-
-import pytest
 
 from pycni.net.netfilter.fake_iptables import FakeConntrack, FakeIptables
 from pycni.skel.base import Plugin
@@ -64,37 +59,6 @@ def assert_each_step_rolls_back(
         assert "rollback incomplete" not in str(reply.get("details", "")), reply
         assert whole_picture(host) == before, step
     return steps
-
-
-# The nftables backends a DEL, GC or ipMasq rollback also runs (they clean what a config that
-# changed backend left) take nftables from the same Netfilter once the nftables half of the
-# seam has landed (pycni.net.netfilter.fake_nft, branch s8-nft); until then they would reach
-# this machine's own nftables, so the tests of those verbs wait for it.
-_NFT_USERS = (
-    "pycni.net.netfilter.ipmasq.nft_backend",
-    "pycni.plugins.meta.firewall.nft_backend",
-    "pycni.plugins.meta.portmap.nft_backend",
-    "pycni.plugins.meta.portmap.reference_state",
-)
-_TRANSPORT_IMPORT = re.compile(
-    r"from pycni\.net\.netfilter import [^\n]*\bnft(nl)?\b"
-    r"|from pycni\.net\.netfilter\.nft(nl)? import"
-)
-
-
-def nft_half_on_the_seam() -> bool:
-    """Whether every nftables backend those verbs run takes its nftables from the seam."""
-    return not any(
-        _TRANSPORT_IMPORT.search(inspect.getsource(importlib.import_module(name)))
-        for name in _NFT_USERS
-    )
-
-
-needs_nft_half = pytest.mark.skipif(
-    not nft_half_on_the_seam(),
-    reason="the nftables backends this verb also runs do not take nftables from req.host yet "
-    "(the nftables half of the seam): they would reach this machine's nftables",
-)
 
 
 def masquerade_rules(network: str, cid: str, address: str) -> dict[str, list[str]]:

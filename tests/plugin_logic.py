@@ -11,6 +11,7 @@ its fake netfilter (FakeNftables' ruleset).
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,7 +20,7 @@ from typing import Any
 import pytest
 
 from pycni.net.netlink.fake_kernel import IPV4_CONF_IDS, IPV6_CONF_DEFAULTS, FakeKernel
-from pycni.net.netlink.kernel import AF_INET, AF_INET6
+from pycni.net.netlink.kernel import AF_INET, AF_INET6, Route
 from pycni.skel import run as skel
 from pycni.skel.base import Plugin
 from pycni.skel.fake_host import FakeHost
@@ -27,6 +28,33 @@ from pycni.skel.rollback import FAIL_AT_ENV, Rollback
 from tests.kernel_contract import addresses, links, routes, rules
 
 POD = "/run/netns/fakepod"
+
+
+# A pod whose interface another plugin made: what the chained plugins (sbr, tuning, vrf) are
+# handed as prevResult, and the pod it names (a dummy eth0 with an address and two routes).
+CHAINED_PREV = {
+    "cniVersion": "1.0.0",
+    "interfaces": [{"name": "eth0", "sandbox": POD}],
+    "ips": [{"address": "10.55.0.5/24", "gateway": "10.55.0.1", "interface": 0}],
+}
+
+
+def pod_with_eth0() -> FakeHost:
+    """A FakeHost with one pod holding the interface CHAINED_PREV names."""
+    host = FakeHost()
+    host.add_pod(POD)
+    pod = host.kernel(POD)
+    pod.add_dummy("eth0")
+    eth0 = pod.find_link("eth0")
+    assert eth0 is not None
+    pod.set_link(eth0.index, up=True)
+    pod.add_address(eth0.index, ipaddress.ip_interface("10.55.0.5/24"))
+    net, ip = ipaddress.ip_network, ipaddress.ip_address
+    pod.add_route(Route(net("0.0.0.0/0"), oif=eth0.index, gateway=ip("10.55.0.1")))
+    pod.add_route(Route(net("172.16.0.0/12"), oif=eth0.index, gateway=ip("10.55.0.254")))
+    return host
+
+
 CONTAINER_ID = "fakecontainer1"
 
 

@@ -3,8 +3,8 @@
 The node's filter tables are its FakeIptables (pycni.net.netfilter.fake_iptables, held to the
 real tools by tests/netfilter/iptables_contract.py): ADD then CHECK, a failure injected at each
 step leaving the tables (and the record directory) as they were, on a fresh node and beside
-another pod's rules; DEL and GC also run the nftables backend's cleanup, so they wait for the
-nftables half of the seam (tests/iptables_logic.needs_nft_half).
+another pod's rules; DEL and GC, which also run the nftables backend's cleanup (on the same
+host's FakeNftables).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from pycni.skel.fake_host import FakeHost
-from tests.iptables_logic import iptables_of, needs_nft_half, whole_picture
+from tests.iptables_logic import iptables_of, whole_picture
 from tests.plugin_logic import POD, call, recording_steps, with_prev
 
 FORWARD_JUMP = '-A FORWARD -m comment --comment "CNI firewall plugin rules" -j CNI-FORWARD'
@@ -152,7 +152,6 @@ def test_a_refused_restore_is_a_cni_error_and_changes_nothing(tmp_path: Path) ->
     assert whole_picture(host) == before
 
 
-@needs_nft_half
 def test_del_removes_the_pods_rules_and_keeps_the_chains(tmp_path: Path) -> None:
     host = new_host()
     assert run(host, "ADD", conf(tmp_path, prev()))[0] == 0
@@ -167,7 +166,6 @@ def test_del_removes_the_pods_rules_and_keeps_the_chains(tmp_path: Path) -> None
     assert files(host, tmp_path) == []
 
 
-@needs_nft_half
 def test_gc_removes_only_the_rules_of_attachments_no_longer_valid(tmp_path: Path) -> None:
     host = new_host()
     assert run(host, "ADD", conf(tmp_path, prev()), cid="keep")[0] == 0

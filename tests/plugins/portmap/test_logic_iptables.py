@@ -5,9 +5,8 @@ The node's nat tables are its FakeIptables and its conntrack table a FakeConntra
 tests/netfilter/iptables_contract.py): ADD's chains and rules in both families, CHECK, the UDP
 flush of stale entries to the host ports, the configured iptables variant, a failure injected
 at each step leaving tables and conntrack as they were (on a fresh node, and beside another
-pod that shares the scaffolding). DEL and GC also clear nftables state (a config that changed
-backend, the reference's layouts), so they wait for the nftables half of the seam
-(tests/iptables_logic.needs_nft_half).
+pod that shares the scaffolding). DEL and GC, which also clear nftables state (a config that
+changed backend, the reference's layouts) on the same host's FakeNftables.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from typing import Any
 from pycni.net.netfilter.iptables_script import IptablesError
 from pycni.plugins.meta.portmap import iptables_backend
 from pycni.skel.fake_host import FakeHost
-from tests.iptables_logic import conntrack_of, iptables_of, needs_nft_half, whole_picture
+from tests.iptables_logic import conntrack_of, iptables_of, whole_picture
 from tests.plugin_logic import POD, call, failed, ok, recording_steps, with_prev
 
 PREV = {
@@ -180,7 +179,6 @@ def test_a_refused_restore_in_the_second_family_undoes_the_first() -> None:
     assert whole_picture(host) == before  # IPv4's chain and scaffolding went again
 
 
-@needs_nft_half
 def test_del_removes_the_pods_chain_and_udp_flows_and_keeps_the_scaffolding() -> None:
     host = node_with_bridge()
     ok(host, "portmap", "ADD", conf(UDP + TCP))
@@ -197,7 +195,6 @@ def test_del_removes_the_pods_chain_and_udp_flows_and_keeps_the_scaffolding() ->
     ok(host, "portmap", "DEL", conf(UDP + TCP))  # again: nothing left to remove
 
 
-@needs_nft_half
 def test_gc_removes_the_chains_of_attachments_no_longer_valid() -> None:
     host = node_with_bridge()
     ok(host, "portmap", "ADD", conf())

@@ -10,39 +10,21 @@ import ipaddress
 from pathlib import Path
 from typing import Any
 
-from pycni.net.netlink.kernel import Route
-from pycni.skel.fake_host import FakeHost
 from tests.plugin_logic import (
+    CHAINED_PREV,
     POD,
     assert_each_step_rolls_back,
     failed,
     ok,
     picture,
+    pod_with_eth0,
     with_prev,
 )
 
 NET = ipaddress.ip_network
 IP = ipaddress.ip_address
 
-PREV = {
-    "cniVersion": "1.0.0",
-    "interfaces": [{"name": "eth0", "sandbox": POD}],
-    "ips": [{"address": "10.55.0.5/24", "gateway": "10.55.0.1", "interface": 0}],
-}
-
-
-def pod_with_eth0() -> FakeHost:
-    host = FakeHost()
-    host.add_pod(POD)
-    pod = host.kernel(POD)
-    pod.add_dummy("eth0")
-    eth0 = pod.find_link("eth0")
-    assert eth0 is not None
-    pod.set_link(eth0.index, up=True)
-    pod.add_address(eth0.index, ipaddress.ip_interface("10.55.0.5/24"))
-    pod.add_route(Route(NET("0.0.0.0/0"), oif=eth0.index, gateway=IP("10.55.0.1")))
-    pod.add_route(Route(NET("172.16.0.0/12"), oif=eth0.index, gateway=IP("10.55.0.254")))
-    return host
+PREV = CHAINED_PREV
 
 
 def tuning_conf(tmp_path: Path, **extra: Any) -> dict[str, Any]:
