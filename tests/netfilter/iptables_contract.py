@@ -239,6 +239,17 @@ def nft_chains_seen_without_a_process(side: Side) -> Any:
     return seen
 
 
+def legacy_nat_seen_without_a_process(side: Side) -> Any:
+    """``legacy_nat`` (portmap's look for the reference's legacy scaffolding) sees a nat table
+    once iptables-legacy made one here, and never one iptables-nft made."""
+    seen = [side.ipt.legacy_nat()]
+    restore(side, script("filter", ["A"], []))
+    seen.append(side.ipt.legacy_nat())
+    restore(side, script("nat", ["A"], []), family=6)
+    seen.append(side.ipt.legacy_nat())
+    return seen
+
+
 CASES: dict[str, Callable[[Side], Any]] = {
     f.__name__: f
     for f in (
@@ -249,6 +260,7 @@ CASES: dict[str, Callable[[Side], Any]] = {
         insert_delete_flush,
         ipv6_apart,
         nft_chains_seen_without_a_process,
+        legacy_nat_seen_without_a_process,
     )
 }
 
@@ -343,6 +355,8 @@ def params() -> list[tuple[str, str]]:
 
 
 EXPECTED: dict[str, Any] = {
+    "legacy_nat_seen_without_a_process legacy": [False, False, True],
+    "legacy_nat_seen_without_a_process nft": [False, False, False],
     "conntrack_deletes": [
         [2, 0, 0, 2, 0, 1],
         [

@@ -49,6 +49,10 @@ class EnteringIptables:
         with self.ns.entered():
             return THREAD_IPTABLES.nft_chain_exists(table, chain, family)
 
+    def legacy_nat(self) -> bool:
+        with self.ns.entered():
+            return THREAD_IPTABLES.legacy_nat()
+
 
 class EnteringConntrack:
     def __init__(self, ns: harness.Namespace) -> None:

@@ -199,6 +199,9 @@ class RecordingIptables:
         fam = "ip" if family == 4 else "ip6"
         return bool(self.rec.read("nftnl.chain_exists", chain, False, fam, table, chain))
 
+    def legacy_nat(self) -> bool:
+        return False  # the scenarios hold no legacy tables (not a recorded read)
+
 
 class RecordingConntrack:
     """The Conntrack Protocol over a Recorder: deletes are recorded, none finds an entry."""

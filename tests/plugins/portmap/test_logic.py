@@ -115,12 +115,10 @@ _ADDRESS_FLUSHES: list[AddressFlushes] = []
 
 
 @pytest.fixture
-def flushes(rec: Recorder, monkeypatch: pytest.MonkeyPatch) -> Flushes:
-    """Both conntrack flushes recorded (the node's conntrack of ``rec``'s netfilter), and the
-    legacy-iptables probe of reference_state answering "none" whatever this machine has."""
+def flushes(rec: Recorder) -> Flushes:
+    """Both conntrack flushes recorded (the node's conntrack of ``rec``'s netfilter)."""
     recorded, by_address = Flushes(), AddressFlushes()
     rec.nf = Netfilter(rec.nf.nft, rec.nf.iptables, RecordedConntrack(recorded, by_address))
-    monkeypatch.setattr(reference_state, "legacy_nat", lambda: False)
     _ADDRESS_FLUSHES[:] = [by_address]
     return recorded
 

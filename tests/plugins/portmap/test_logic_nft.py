@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from pycni.net.netfilter import model
-from pycni.plugins.meta.portmap import reference_state
 from pycni.skel.fake_host import FakeHost
 from tests.plugin_logic import POD, call, failed, ok, picture, recording_steps, with_prev
 
@@ -40,12 +39,6 @@ TCP = [
     {"hostPort": 8443, "containerPort": 443, "protocol": "tcp", "hostIP": "192.0.2.1"},
 ]
 TABLE = ("inet", "pycni_portmap")
-
-
-@pytest.fixture(autouse=True)
-def _no_legacy_iptables(monkeypatch: pytest.MonkeyPatch) -> None:
-    """reference_state reads this machine's /proc for a legacy nat table: answer none."""
-    monkeypatch.setattr(reference_state, "legacy_nat", lambda: False)
 
 
 def conf(

@@ -325,6 +325,9 @@ class FakeIptables:
             return False
         return not found.builtin(chain) or chain in found.used
 
+    def legacy_nat(self) -> bool:
+        return any(v == "legacy" and t == "nat" for v, _f, t in self.tables)
+
     # ------------------------------------------------------------ for tests
 
     def picture(self) -> dict[str, dict[str, list[str]]]:

@@ -38,6 +38,11 @@ class Iptables(Protocol):
         """Whether iptables-nft holds ``chain`` in ``table`` (asked without a process)."""
         ...
 
+    def legacy_nat(self) -> bool:
+        """Whether iptables-legacy has a nat table here, either family (asked without a
+        process: the kernel lists the namespace's legacy tables in /proc)."""
+        ...
+
 
 class Conntrack(Protocol):
     """One namespace's conntrack table; each method returns how many entries it deleted."""
@@ -82,6 +87,16 @@ class ThreadIptables:
             return nftnl.chain_exists("ip" if family == 4 else "ip6", table, chain)
         except OSError:  # no nf_tables here: then no iptables-nft chain either
             return False
+
+    def legacy_nat(self) -> bool:
+        for name in ("ip_tables_names", "ip6_tables_names"):
+            try:
+                with open(f"/proc/thread-self/net/{name}") as f:
+                    if "nat" in f.read().split():
+                        return True
+            except OSError:  # no legacy iptables in this kernel (or this family)
+                continue
+        return False
 
 
 class ThreadConntrack:

@@ -34,18 +34,6 @@ _NFT_FAMILIES = ("ip", "ip6")
 _DNAT_CHAIN = "CNI-HOSTPORT-DNAT"
 
 
-def legacy_nat() -> bool:
-    """Whether this namespace has a legacy iptables nat table (either family)."""
-    for name in ("ip_tables_names", "ip6_tables_names"):
-        try:
-            with open(f"/proc/thread-self/net/{name}") as f:
-                if "nat" in f.read().split():
-                    return True
-        except OSError:
-            continue
-    return False
-
-
 def iptables_variants(nf: Netfilter, cfg: PortMapConfig) -> list[str | None]:
     """The iptables variants whose nat table holds the reference's scaffolding (asked without
     running iptables); the configured variant only, when the config names one."""
@@ -57,7 +45,7 @@ def iptables_variants(nf: Netfilter, cfg: PortMapConfig) -> list[str | None]:
             found.append("nft")  # only iptables-nft (or pycni's backend) names a chain so
     except nft_records.NftnlError:
         pass
-    if legacy_nat():
+    if nf.iptables.legacy_nat():
         found.append("legacy")
     return found
 
