@@ -181,7 +181,7 @@ def test_iptables_rules_grow_by_a_constant_per_pod(node: Namespace) -> None:
     counts: dict[int, int] = {}
     with node.entered():
         for i in range(200):
-            iptables_backend.add(fake(i, "iptables"))
+            iptables_backend.add(THREAD.iptables, fake(i, "iptables"))
             if i + 1 in (1, 2, 200):
                 counts[i + 1] = _iptables_rules(node)
     per_pod = counts[2] - counts[1]
@@ -189,8 +189,8 @@ def test_iptables_rules_grow_by_a_constant_per_pod(node: Namespace) -> None:
     assert per_pod == 14
     assert counts[200] == counts[1] + 199 * per_pod
     with node.entered():
-        removed = iptables_backend.gc("scalenet", {"cid-0007"})
+        removed = iptables_backend.gc(THREAD.iptables, "scalenet", {"cid-0007"})
         assert len(removed) == 199
-        iptables_backend.check(fake(7, "iptables"))
-        assert iptables_backend.delete("scalenet", "cid-0007")
+        iptables_backend.check(THREAD.iptables, fake(7, "iptables"))
+        assert iptables_backend.delete(THREAD.iptables, "scalenet", "cid-0007")
     assert _iptables_rules(node) == counts[1] - per_pod
