@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
     from pycni.net.netfilter.seam import Netfilter
     from pycni.net.netlink.kernel import Kernel
+    from pycni.net.nsscan import LiveAddresses
     from pycni.net.sysctl import Sysctl
     from pycni.skel.base import Request
     from pycni.skel.host import Host
@@ -185,6 +186,15 @@ class FakeHost:
 
     def processes(self) -> FakeProcesses:
         return self.children
+
+    def live_addresses(self) -> LiveAddresses:
+        """The addresses on the links of the node and of every pod namespace still here."""
+        from pycni.net.nsscan import LiveAddresses
+
+        found: set[str] = set()
+        for ns in (self.node_ns, *self.pods.values()):
+            found |= {str(a.interface.ip) for a in FakeKernel(ns).addresses()}
+        return LiveAddresses(found, namespaces=1 + len(self.pods))
 
     def delegate(
         self, req: Request, plugin_type: str, command: str | None = None, stdin: bytes | None = None

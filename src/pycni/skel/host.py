@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
     from pycni.net.netfilter.seam import Netfilter
     from pycni.net.netlink.kernel import Kernel
+    from pycni.net.nsscan import LiveAddresses
     from pycni.net.sysctl import Sysctl
     from pycni.process.processes import Processes
     from pycni.skel.base import Request
@@ -104,6 +105,11 @@ class Host(Protocol):
         """The node's processes, to start, look at and signal (pycni.process.processes)."""
         ...
 
+    def live_addresses(self) -> LiveAddresses:
+        """Every address configured in a live network namespace of the machine: what GC may
+        not free whatever the runtime's list says (pycni.net.nsscan on the real host)."""
+        ...
+
 
 class RealHost:
     """The machine pycni runs on: rtnetlink clients, setns, /proc/sys, CNI_PATH."""
@@ -160,6 +166,11 @@ class RealHost:
         from pycni.process.real import REAL
 
         return REAL
+
+    def live_addresses(self) -> LiveAddresses:
+        from pycni.net.nsscan import live_addresses
+
+        return live_addresses()
 
 
 @contextmanager

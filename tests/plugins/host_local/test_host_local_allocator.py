@@ -17,6 +17,7 @@ from pycni.plugins.ipam.host_local.config import RangeSet, load
 from pycni.plugins.ipam.host_local.plugin import PLUGIN
 from pycni.plugins.ipam.host_local.store import Store
 from pycni.skel.base import Request
+from pycni.skel.host import REAL_HOST, Host, RealHost
 from pycni.spec.errors import CNIError
 
 
@@ -203,8 +204,11 @@ def test_free_count() -> None:
 # -- the plugin verbs, in-process ------------------------------------------------------------
 
 
+HOST: dict[str, Host] = {"": REAL_HOST}  # the host the requests below get (census sets it)
+
+
 def request(command: str, config: dict[str, Any], cid: str = "c1", ifname: str = "eth0") -> Request:
-    return Request(command, cid, "/x", ifname, "", [], config, b"", {})
+    return Request(command, cid, "/x", ifname, "", [], config, b"", {}, host=HOST[""])
 
 
 def netconf(tmp_path: Path, ranges: list[Any], **top: Any) -> dict[str, Any]:
@@ -255,13 +259,22 @@ def test_requested_ips_go_to_their_sets(tmp_path: Path) -> None:
     assert [str(i.gateway) for i in result.ips] == ["10.0.0.1", "fd00::1", "10.9.0.1"]
 
 
+class CensusHost(RealHost):
+    """The real machine, but GC's scan of its live namespaces answers ``found``."""
+
+    def __init__(self, found: LiveAddresses) -> None:
+        self.found = found
+
+    def live_addresses(self) -> LiveAddresses:
+        return self.found
+
+
 @pytest.fixture
 def census(monkeypatch: pytest.MonkeyPatch) -> LiveAddresses:
-    """What host-local's GC finds configured in the node's live namespaces (none here)."""
-    from pycni.plugins.ipam.host_local import plugin
-
+    """What host-local's GC finds configured in the node's live namespaces (none here): the
+    requests of these tests are handed a host whose scan answers it."""
     found = LiveAddresses()
-    monkeypatch.setattr(plugin, "live_addresses", lambda: found)
+    monkeypatch.setitem(HOST, "", CensusHost(found))
     return found
 
 

@@ -25,7 +25,7 @@ from pycni.spec.result import DNS, IPConfig, Result
 
 TYPE_CHECKING = False  # not typing's: the cold path of a plugin call imports no typing
 if TYPE_CHECKING:
-    from pycni.net.nsscan import LiveAddresses
+    pass
 
 
 def _os_error(err: OSError) -> str:
@@ -152,7 +152,7 @@ class HostLocal(Plugin):
                         stale.append((path, name, content))
             if not stale:
                 return
-            live = live_addresses()  # outside the lock: ADDs go on while we look
+            live = req.host.live_addresses()  # outside the lock: ADDs go on meanwhile
             for problem in live.problems:
                 req.log(f"host-local GC: {problem}")
             with store.locked():
@@ -184,13 +184,6 @@ class HostLocal(Plugin):
                     PLUGIN_NOT_AVAILABLE,
                     f"no IP addresses available in range set {idx}: {range_set}",
                 )
-
-
-def live_addresses() -> LiveAddresses:
-    """Every address configured in a live namespace of the node (tests replace this)."""
-    from pycni.net.nsscan import live_addresses as scan_live_addresses
-
-    return scan_live_addresses()
 
 
 def _canonical(name: str) -> str:
