@@ -468,7 +468,7 @@ SYSTEMD_EXEC = (
 )
 
 
-UNITS = Path(__file__).resolve().parents[2] / "contrib" / "systemd"
+UNITS = Path(__file__).resolve().parents[3] / "contrib" / "systemd"
 
 
 def _unit_directives(text: str) -> list[tuple[str, str, str]]:
