@@ -4,8 +4,8 @@ The node's bridge and its addresses are the fake host's node Kernel; the network
 the fake host's FakeStateFiles (under an XDG_RUNTIME_DIR that exists only there), and dnsmasq
 is a program installed in its FakeProcesses: run, it leaves a process with its argv and
 writes the pid file its config names, as the real one does (starting the real one binds port
-53 on a bridge that exists only in the fake; tests/plugins/dnsname/test_dnsname_kernel.py runs it). The
-DNS accept rule goes to the node's filter table, the fake host's FakeIptables.
+53 on a bridge that exists only in the fake; tests/plugins/dnsname/test_dnsname_kernel.py runs
+it). The DNS accept rule goes to the node's filter table, the fake host's FakeIptables.
 """
 
 from __future__ import annotations
