@@ -169,11 +169,9 @@ BY_TYPE: dict[str, frozenset[str]] = {
             pycni.net.netfilter.iptables_seam pycni.net.netfilter.model
             pycni.net.netfilter.nft pycni.net.netfilter.nft_records
             pycni.net.netfilter.nft_seam pycni.net.netfilter.rule_tokens
-            pycni.net.netfilter.seam pycni.net.netlink pycni.net.netlink.client
-            pycni.net.netlink.kernel pycni.net.netlink.nfnetlink pycni.net.netlink.rtnl
-            pycni.net.netlink.rtnl.codec pycni.net.netlink.rtnl.native
-            pycni.net.netlink.rtnl.tc_codec pycni.net.netlink.rtnl.wire
-            pycni.plugins.meta pycni.plugins.meta.firewall
+            pycni.net.netfilter.seam pycni.net.netlink pycni.net.netlink.kernel
+            pycni.net.netlink.nfnetlink pycni.net.netlink.rtnl
+            pycni.net.netlink.rtnl.wire pycni.plugins.meta pycni.plugins.meta.firewall
             pycni.plugins.meta.firewall.backend
             pycni.plugins.meta.firewall.iptables_backend
             pycni.plugins.meta.firewall.nft_backend pycni.plugins.meta.firewall.plugin

@@ -32,8 +32,6 @@ from pycni.state.fake_files import FakeStateFiles
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from pycni.net.netfilter.seam import Netfilter
     from pycni.net.netlink.kernel import Kernel
     from pycni.net.nsscan import LiveAddresses
@@ -155,16 +153,20 @@ class FakeHost:
         """The in-memory netfilter of ``kernel``'s namespace (the same object for every call)."""
         if not isinstance(kernel, FakeKernel):
             raise TypeError("FakeHost hands out FakeKernels only")
-        found = self.netfilters.get(kernel.ns.fd)
+        return self._netfilter_of(kernel.ns)
+
+    def node_netfilter(self) -> Netfilter:
+        return self._netfilter_of(self.node_ns)
+
+    def _netfilter_of(self, ns: FakeNetns) -> Netfilter:
+        found = self.netfilters.get(ns.fd)
         if found is None:
             from pycni.net.netfilter.fake_iptables import FakeConntrack, FakeIptables
             from pycni.net.netfilter.fake_nft import FakeNftables
             from pycni.net.netfilter.seam import Netfilter
 
-            iptables: Any = FakeIptables()  # being filled in (s8-ipt): not yet its Protocol
-            conntrack: Any = FakeConntrack()
-            found = Netfilter(FakeNftables(), iptables, conntrack)
-            self.netfilters[kernel.ns.fd] = found
+            found = Netfilter(FakeNftables(), FakeIptables(), FakeConntrack())
+            self.netfilters[ns.fd] = found
         return found
 
     @contextmanager

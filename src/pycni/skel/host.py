@@ -81,6 +81,11 @@ class Host(Protocol):
         gave ``kernel``)."""
         ...
 
+    def node_netfilter(self) -> Netfilter:
+        """The node's netfilter, for a plugin that needs no Kernel of the node beside it
+        (the firewall): ``netfilter(kernel)`` of the node without opening a Kernel."""
+        ...
+
     def delegate(
         self, req: Request, plugin_type: str, command: str | None = None, stdin: bytes | None = None
     ) -> Result | None:
@@ -141,6 +146,11 @@ class RealHost:
         from pycni.net.netfilter.seam import THREAD
 
         return THREAD
+
+    def node_netfilter(self) -> Netfilter:
+        from pycni.net.netfilter.seam import THREAD
+
+        return THREAD  # a plugin call runs in the node's namespace
 
     def delegate(
         self, req: Request, plugin_type: str, command: str | None = None, stdin: bytes | None = None

@@ -186,9 +186,9 @@ class Firewall(Plugin):
     def add(self, req: Request) -> Result:
         conf, prev = _conf_and_prev(req)
         att = _attachment(req, conf, prev, _bridge_of(prev, conf.ingress_policy))
-        with req.host.node() as node_kernel, Rollback(req.env) as rb:
+        with Rollback(req.env) as rb:
             try:
-                _backend(conf).add(req.host.netfilter(node_kernel), att, rb)
+                _backend(conf).add(req.host.node_netfilter(), att, rb)
             except (FirewallError, NftError, OSError) as exc:
                 raise _fail(exc) from None
         return prev
@@ -201,35 +201,30 @@ class Firewall(Plugin):
             return  # nothing can have been added
         att = _attachment(req, conf, req.prev_result(), "")
         chosen = _backend(conf)
-        with req.host.node() as node_kernel:
-            nf = req.host.netfilter(node_kernel)
-            for each in (chosen, *[b for b in ALL if b is not chosen and b.cleans_others]):
-                if each.usable(nf):
-                    try:
-                        each.delete(nf, att)
-                    except FirewallError as exc:
-                        raise _fail(exc) from None
+        nf = req.host.node_netfilter()
+        for each in (chosen, *[b for b in ALL if b is not chosen and b.cleans_others]):
+            if each.usable(nf):
+                try:
+                    each.delete(nf, att)
+                except FirewallError as exc:
+                    raise _fail(exc) from None
         _records(req, conf).remove(req.container_id, req.ifname)
 
     def check(self, req: Request) -> None:
         conf, prev = _conf_and_prev(req)
-        with req.host.node() as node_kernel:
-            try:
-                _backend(conf).check(
-                    req.host.netfilter(node_kernel), _attachment(req, conf, prev, "")
-                )
-            except FirewallError as exc:
-                raise _fail(exc) from None
+        try:
+            _backend(conf).check(req.host.node_netfilter(), _attachment(req, conf, prev, ""))
+        except FirewallError as exc:
+            raise _fail(exc) from None
 
     def gc(self, req: Request) -> None:
         conf = parse(req)
         valid = req.valid_attachments() or []
+        nf = req.host.node_netfilter()
         try:
-            with req.host.node() as node_kernel:
-                nf = req.host.netfilter(node_kernel)
-                for each in ALL:
-                    if each.usable(nf):
-                        each.gc(nf, req.name, _records(req, conf), valid)
+            for each in ALL:
+                if each.usable(nf):
+                    each.gc(nf, req.name, _records(req, conf), valid)
         except (FirewallError, OSError) as exc:
             raise _fail(exc) from None
 
@@ -238,9 +233,7 @@ class Firewall(Plugin):
         if conf.backend == "firewalld":
             raise PluginNotAvailable('firewall backend "firewalld" is not supported')
         chosen = _backend(conf)
-        with req.host.node() as node_kernel:
-            usable = chosen.usable(req.host.netfilter(node_kernel))
-        if not usable:
+        if not chosen.usable(req.host.node_netfilter()):
             raise PluginNotAvailable(chosen.unavailable)
 
 
