@@ -11,14 +11,13 @@ changed backend, the reference's layouts) on the same host's FakeNftables.
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Any
 
 from pycni.net.netfilter.iptables_script import IptablesError
 from pycni.plugins.meta.portmap import iptables_backend
-from pycni.skel.fake_host import FakeHost
 from tests.iptables_logic import conntrack_of, iptables_of, whole_picture
 from tests.plugin_logic import POD, call, failed, ok, recording_steps, with_prev
+from tests.plugins.portmap.fake_node import node_with_bridge
 
 PREV = {
     "cniVersion": "1.0.0",
@@ -47,19 +46,6 @@ def conf(
     if mappings is not None:
         config["runtimeConfig"] = {"portMappings": mappings}
     return with_prev(config, prev)
-
-
-def node_with_bridge() -> FakeHost:
-    """The node as bridge leaves it: cni0 up with the pod network's gateway address."""
-    host = FakeHost()
-    host.add_pod(POD)
-    node = host.kernel()
-    node.add_bridge("cni0")
-    cni0 = node.find_link("cni0")
-    assert cni0 is not None
-    node.set_link(cni0.index, up=True)
-    node.add_address(cni0.index, ipaddress.ip_interface("10.22.0.1/16"))
-    return host
 
 
 def other_pod() -> dict[str, Any]:

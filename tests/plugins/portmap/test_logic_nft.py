@@ -10,7 +10,6 @@ which is the iptables/conntrack half's fake.
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Any
 
 import pytest
@@ -18,6 +17,7 @@ import pytest
 from pycni.net.netfilter import model
 from pycni.skel.fake_host import FakeHost
 from tests.plugin_logic import POD, call, failed, ok, picture, recording_steps, with_prev
+from tests.plugins.portmap.fake_node import node_with_bridge
 
 PREV = {
     "cniVersion": "1.0.0",
@@ -47,18 +47,6 @@ def conf(
     config: dict[str, Any] = {"cniVersion": "1.0.0", "name": "pmnet", "type": "portmap", **extra}
     config["runtimeConfig"] = {"portMappings": mappings}
     return with_prev(config, prev)
-
-
-def node_with_bridge() -> FakeHost:
-    host = FakeHost()
-    host.add_pod(POD)
-    node = host.kernel()
-    node.add_bridge("cni0")
-    cni0 = node.find_link("cni0")
-    assert cni0 is not None
-    node.set_link(cni0.index, up=True)
-    node.add_address(cni0.index, ipaddress.ip_interface("10.22.0.1/16"))
-    return host
 
 
 def nft(host: FakeHost) -> Any:
