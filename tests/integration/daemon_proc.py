@@ -15,6 +15,15 @@ from pycni.daemon import client
 
 
 @dataclass
+class Out:
+    """What a stand-in runner of the daemon's call path answers (a plugin run's outcome)."""
+
+    stdout: bytes
+    stderr: bytes = b""
+    exit_code: int = 0
+
+
+@dataclass
 class DaemonProc:
     socket_path: str
     proc: subprocess.Popen[bytes]

@@ -15,7 +15,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +23,9 @@ import pytest
 from pycni.daemon import client, protocol
 from pycni.daemon.server import Daemon
 from pycni.spec.errors import INTERNAL, TRY_AGAIN_LATER
+from tests.integration.daemon_proc import Out
 
 pytestmark = pytest.mark.kernel
-
-
-@dataclass
-class Out:
-    stdout: bytes
-    stderr: bytes = b""
-    exit_code: int = 0
 
 
 class Recorder:

@@ -16,7 +16,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,17 +23,11 @@ import pytest
 
 from pycni.daemon import client, protocol
 from pycni.daemon.server import Daemon
+from tests.integration.daemon_proc import Out
 
 pytestmark = pytest.mark.kernel
 
 BIG = 4 << 20  # bytes of stdout: far more than a socket's send buffer
-
-
-@dataclass
-class Out:
-    stdout: bytes
-    stderr: bytes = b""
-    exit_code: int = 0
 
 
 class Recorder:
