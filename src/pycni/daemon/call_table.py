@@ -83,6 +83,10 @@ class CallTable:
         assert self.sel is not None
         self.sel.register(sock, selectors.EVENT_READ, call)
         self.timers.set(call, call.deadline)
+        # The entry point sends its HELLO right after connect(), so by the time a connection
+        # is accepted it is usually waiting: read (and acknowledge) it now instead of after
+        # another turn of the main loop (a non-blocking read; nothing there is fine).
+        self.readable(call)
 
     def readable(self, call: Call) -> None:
         assert call.sock is not None
