@@ -386,6 +386,24 @@ int main(int argc, char **argv) {
     if (have_body)
         body = read_stdin(&body_len);
 
+    /* The namespaces are opened before connecting, so that the call follows the daemon's
+     * acknowledgement at once (the fds are close-on-exec: an in-process fallback drops them). */
+    int fds[2], nfds = 0;
+    unsigned flags = 0;
+    int own = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+    if (own >= 0) {
+        fds[nfds++] = own;
+        flags |= FLAG_CALLER_NETNS;
+    }
+    const char *netns = getenv("CNI_NETNS");
+    if (netns && *netns) {
+        int target = open(netns, O_RDONLY | O_CLOEXEC);
+        if (target >= 0) { /* if missing, the plugin reports it (DEL tolerates it) */
+            fds[nfds++] = target;
+            flags |= FLAG_TARGET_NETNS;
+        }
+    }
+
     int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_un addr;
     memset(&addr, 0, sizeof(addr));
@@ -418,22 +436,6 @@ int main(int argc, char **argv) {
     }
     set_timeout(s, SO_RCVTIMEO, bound + REPLY_SLACK_MS);
 
-    int fds[2], nfds = 0;
-    unsigned flags = 0;
-    int own = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-    if (own >= 0) {
-        fds[nfds++] = own;
-        flags |= FLAG_CALLER_NETNS;
-    }
-    const char *netns = getenv("CNI_NETNS");
-    if (netns && *netns) {
-        int target = open(netns, O_RDONLY | O_CLOEXEC);
-        if (target >= 0) { /* if missing, the plugin reports it (DEL tolerates it) */
-            fds[nfds++] = target;
-            flags |= FLAG_TARGET_NETNS;
-        }
-    }
-
     size_t head_len = strlen(type) + 1;
     for (char **e = environ; *e; e++)
         if ((*e)[0] != '=' && strchr(*e, '='))
@@ -461,17 +463,20 @@ int main(int argc, char **argv) {
         h += n;
     }
 
-    /* The first chunk carries the namespace fds. */
+    /* One sendmsg carries the namespace fds, the prefix, the head and the body: the daemon
+     * finds the whole call in one read instead of waking up for the body again. */
     union {
         struct cmsghdr align;
         char buf[CMSG_SPACE(sizeof(int) * 2)];
     } control;
     memset(&control, 0, sizeof(control));
-    struct iovec iov = {.iov_base = msg, .iov_len = PREFIX_SIZE + head_len};
+    size_t msg_len = PREFIX_SIZE + head_len;
+    struct iovec iov[2] = {{.iov_base = msg, .iov_len = msg_len},
+                           {.iov_base = body ? body : (char *)"", .iov_len = body_len}};
     struct msghdr mh;
     memset(&mh, 0, sizeof(mh));
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
+    mh.msg_iov = iov;
+    mh.msg_iovlen = body_len > 0 ? 2 : 1;
     if (nfds > 0) {
         mh.msg_control = control.buf;
         mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
@@ -488,9 +493,15 @@ int main(int argc, char **argv) {
     for (int i = 0; i < nfds; i++)
         close(fds[i]);
     if (sent >= 0) {
-        /* A refusal is answered without reading: its reply waits for us even if sending fails. */
-        if (send_all(s, msg + sent, PREFIX_SIZE + head_len - (size_t)sent) == 0)
-            send_all(s, body ? body : "", body_len);
+        /* A refusal is answered without reading: its reply waits for us even if sending fails.
+         * What a short sendmsg left of either part goes out here. */
+        size_t done = (size_t)sent;
+        if (done < msg_len) {
+            if (send_all(s, msg + done, msg_len - done) == 0)
+                send_all(s, body ? body : "", body_len);
+        } else if (done < msg_len + body_len) {
+            send_all(s, body + (done - msg_len), msg_len + body_len - done);
+        }
     } else if (errno != EPIPE && errno != ECONNRESET) {
         fail(TRY_AGAIN_LATER, "pycni daemon failed mid-call, try again later", strerror(errno));
     }
