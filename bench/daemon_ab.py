@@ -10,6 +10,10 @@ that tree's ``src`` first on the path), its own entry points (installed by that 
 installer, so its own forwarder), its own node namespace with ``--pods`` pods on its bridge.
 
     .venv/bin/python bench/daemon_ab.py --tree base=/work/wt/main-copy --tree new=. [--n 60]
+
+``--phases LABEL`` starts that tree's daemon with pycni.daemon.phases installed, as
+bench/breakdown.py does: ``--tree plain=. --tree phases=. --phases phases`` measures what the
+breakdown's instrumentation adds to a chain call.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ class Tree:
         root: Path,
         work: Path,
         launcher: tuple[str, ...] = ("-m", "pycni.cli.main"),
+        phases: bool = False,
     ) -> None:
         self.label = label
         self.root = root.resolve()
@@ -74,6 +79,13 @@ class Tree:
             text=True,
         )
         self.form = out.stdout.strip()
+        if phases:
+            launcher = (
+                "-c",
+                "import sys; from pycni.daemon import phases; phases.install(sys.argv[1]); "
+                "from pycni.cli.main import main; sys.exit(main(sys.argv[2:]))",
+                str(self.dir / "phases.jsonl"),
+            )
         argv = [sys.executable, *launcher, "daemon", "--socket", self.socket]
         self.proc = subprocess.Popen([*argv, "--log-level", "WARNING"], env=env)
         self.impl = Impl(label, plugins)
@@ -121,6 +133,7 @@ class Tree:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--tree", action="append", required=True, help="LABEL=PATH (twice)")
+    parser.add_argument("--phases", action="append", default=[], help="LABEL: instrumented")
     parser.add_argument("--n", type=int, default=60)
     parser.add_argument("--pods", type=int, default=10)
     args = parser.parse_args()
@@ -140,7 +153,7 @@ def main() -> int:
     try:
         for spec in args.tree:
             label, _, path = spec.partition("=")
-            trees.append(Tree(label, Path(path), work))
+            trees.append(Tree(label, Path(path), work, phases=label in args.phases))
         for tree in trees:
             tree.wait_ready()
             counter += 1
