@@ -223,3 +223,13 @@ def test_to_json_of_an_unencodable_value_fails_as_the_generic_encoder_does() -> 
     with pytest.raises(TypeError) as ours:
         result.to_json()
     assert str(ours.value) == str(generic.value)
+
+
+@given(v4_address, st.integers(0, 32))
+def test_ipv4_texts_are_the_ipaddress_texts(address: IPv4Address, prefix: int) -> None:
+    from pycni.spec.result import _cidr_text, _ip_text
+
+    assert _ip_text(address) == str(address)
+    assert _cidr_text(IPv4Interface((address, prefix))) == str(IPv4Interface((address, prefix)))
+    network = IPv4Network((address, prefix), strict=False)
+    assert _cidr_text(network) == str(network)
