@@ -167,11 +167,16 @@ mixed_routes = st.builds(
     st.builds(lambda a, p: IPv6Network((a, p), strict=False), mapped, st.integers(96, 128)),
     st.none() | any_address,
 )
-modern_results = st.builds(
+stated_ips = st.builds(
+    lambda ip, stated: replace(ip, stated_version=stated),
+    ip_configs | mixed_ips,
+    st.none() | st.sampled_from(["", "4", "6", "x<"]),
+)
+written_results = st.builds(
     Result,
-    cni_version=st.sampled_from(("1.0.0", "1.1.0", "")),
+    cni_version=st.sampled_from(("1.0.0", "1.1.0", "", *LIST_AND_MODERN)),
     interfaces=st.lists(interfaces, max_size=3),
-    ips=st.lists(ip_configs | mixed_ips, max_size=4),
+    ips=st.lists(stated_ips, max_size=4),
     routes=st.lists(routes | mixed_routes, max_size=4),
     dns=dns | st.just(DNS()),
 )
@@ -187,13 +192,14 @@ def generic_json(result: Result, version: str | None) -> str:
 
 
 @settings(max_examples=300)
-@given(modern_results, st.sampled_from([None, "1.0.0", "1.1.0"]))
+@given(written_results, st.sampled_from([None, *LIST_AND_MODERN]))
 def test_to_json_writes_what_the_generic_encoder_writes(
     result: Result, version: str | None
 ) -> None:
     assert result.to_json(version) == generic_json(result, version)
 
 
+@pytest.mark.parametrize("version", ["1.0.0", "0.4.0"])
 @pytest.mark.parametrize(
     "odd",
     [
@@ -202,11 +208,12 @@ def test_to_json_writes_what_the_generic_encoder_writes(
         Interface("eth0", mac=["a", "b"]),  # type: ignore[arg-type]
         DNS(nameservers=[1, None]),  # type: ignore[list-item]
         Route(IPv4Network("10.0.0.0/8"), table=1.5),  # type: ignore[arg-type]
+        IPConfig(IPv4Interface("10.0.0.1/8"), stated_version=4),  # type: ignore[arg-type]
         IPConfig(IPv4Interface("10.0.0.1/8"), interface=False),  # type: ignore[arg-type]
     ],
 )
-def test_to_json_of_values_of_undeclared_types_is_the_generic_text(odd: Any) -> None:
-    result = Result("1.0.0")
+def test_to_json_of_values_of_undeclared_types_is_the_generic_text(odd: Any, version: str) -> None:
+    result = Result(version)
     if isinstance(odd, DNS):
         result.dns = odd
     else:

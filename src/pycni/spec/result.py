@@ -219,10 +219,11 @@ class Result:
     def to_json(self, version: str | None = None) -> str:
         """Go's ``Print()``: 4-space indent, Go's escaping, no trailing newline."""
         target = (self.cni_version or CURRENT) if version is None else version
-        if _FAMILY.get(self.cni_version or CURRENT) == _MODERN == _FAMILY.get(target):
-            # every 1.x ADD: the text written straight from the records (_modern_json)
+        writer = _WRITERS.get((_FAMILY.get(self.cni_version or CURRENT), _FAMILY.get(target)))
+        if writer is not None:
+            # every ADD of a 1.x or 0.3/0.4 config: the text written straight from the records
             try:
-                return _go_escape(_modern_json(self, target))
+                return _go_escape(writer(self, target))
             except Exception:  # a value of a type the records do not declare
                 pass  # the generic path below writes it, or raises its own error
         return go_json(self.to_dict(version))
@@ -421,22 +422,8 @@ def _int(value: int) -> str:
 
 def _modern_json(result: Result, version: str) -> str:
     out = ['{\n    "cniVersion": ', _quote(version)]
-    dns = result.dns
-    if not dns.is_empty():
-        out.append(',\n    "dns": {')
-        items: list[str] = []
-        if dns.domain:
-            items.append('\n        "domain": ' + _quote(dns.domain))
-        for key, names in (
-            ("nameservers", dns.nameservers),
-            ("options", dns.options),
-            ("search", dns.search),
-        ):
-            if names:
-                body = ",\n            ".join([_quote(name) for name in names])
-                items.append(f'\n        "{key}": [\n            {body}\n        ]')
-        out.append(",".join(items))
-        out.append("\n    }")
+    if not result.dns.is_empty():
+        out.append(',\n    "dns": ' + _dns_json(result.dns, modern=True))
     if result.interfaces:
         separator = ',\n    "interfaces": [\n        {\n            '
         for intf in result.interfaces:
@@ -489,6 +476,89 @@ def _modern_json(result: Result, version: str) -> str:
         out.append("\n    ]")
     out.append("\n}")
     return "".join(out)
+
+
+def _list_json(result: Result, version: str) -> str:
+    """types040's text (struct order, an empty dns printed) of a 1.x or 0.3/0.4 result:
+    what ``go_json(_encode_list(result.as_version(version)))`` writes, without the copy."""
+    out = ['{\n    "cniVersion": ', _quote(version)]
+    if result.interfaces:
+        separator = ',\n    "interfaces": [\n        {\n            '
+        for intf in result.interfaces:
+            out.append(separator)
+            separator = _NEXT
+            out.append('"name": ' + _quote(intf.name))
+            if intf.mac:
+                out.append(_ITEM + '"mac": ' + _quote(intf.mac))
+            if intf.sandbox:
+                out.append(_ITEM + '"sandbox": ' + _quote(intf.sandbox))
+            out.append(_CLOSE)
+        out.append("\n    ]")
+    if result.ips:
+        separator = ',\n    "ips": [\n        {\n            '
+        for ip in result.ips:
+            out.append(separator)
+            separator = _NEXT
+            out.append('"version": ' + _quote(ip.version))
+            if ip.interface is not None:
+                out.append(_ITEM + '"interface": ' + _int(ip.interface))
+            out.append(_ITEM + '"address": ' + _quote(_cidr_text(ip.address)))
+            if ip.gateway is not None:
+                out.append(_ITEM + '"gateway": ' + _quote(_ip_text(ip.gateway)))
+            out.append(_CLOSE)
+        out.append("\n    ]")
+    if result.routes:
+        separator = ',\n    "routes": [\n        {\n            '
+        for route in result.routes:
+            out.append(separator)
+            separator = _NEXT
+            out.append('"dst": ' + _quote(_cidr_text(route.dst)))
+            if route.gw is not None:
+                out.append(_ITEM + '"gw": ' + _quote(_ip_text(route.gw)))
+            if route.mtu:
+                out.append(_ITEM + '"mtu": ' + _int(route.mtu))
+            if route.advmss:
+                out.append(_ITEM + '"advmss": ' + _int(route.advmss))
+            if route.priority:
+                out.append(_ITEM + '"priority": ' + _int(route.priority))
+            if route.table is not None:
+                out.append(_ITEM + '"table": ' + _int(route.table))
+            if route.scope is not None:
+                out.append(_ITEM + '"scope": ' + _int(route.scope))
+            out.append(_CLOSE)
+        out.append("\n    ]")
+    out.append(',\n    "dns": ' + _dns_json(result.dns, modern=False))
+    out.append("\n}")
+    return "".join(out)
+
+
+def _dns_json(dns: DNS, *, modern: bool) -> str:
+    """The dns object (at depth 1): keys sorted in 1.x, in the struct's order before."""
+    fields: list[tuple[str, str]] = []
+    if dns.nameservers:
+        fields.append(("nameservers", _names_json(dns.nameservers)))
+    if dns.domain:
+        fields.append(("domain", _quote(dns.domain)))
+    if dns.search:
+        fields.append(("search", _names_json(dns.search)))
+    if dns.options:
+        fields.append(("options", _names_json(dns.options)))
+    if not fields:
+        return "{}"
+    if modern:
+        fields.sort()
+    return "{" + ",".join([f'\n        "{key}": {text}' for key, text in fields]) + "\n    }"
+
+
+def _names_json(names: list[str]) -> str:
+    return "[\n            " + ",\n            ".join([_quote(n) for n in names]) + "\n        ]"
+
+
+_WRITERS: dict[tuple[str | None, str | None], Callable[[Result, str], str]] = {
+    (_MODERN, _MODERN): _modern_json,
+    (_MODERN, _LIST): _list_json,
+    (_LIST, _LIST): _list_json,
+}
 
 
 def _sort_keys(value: Any) -> Any:
