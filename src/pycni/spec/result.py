@@ -402,11 +402,12 @@ def _encode_dns(dns: DNS) -> dict[str, Any]:
     return out
 
 
-# The 1.x text written straight from the records, byte for byte what
-# go_json(_encode_modern(...)) writes (keys sorted, the same omissions; a property test
-# compares the two): for a bridge ADD result 19 µs instead of 63 µs, as it builds no dicts,
-# sorts nothing and walks no generic tree. Strings go through json's C quoting (which
-# refuses a non-str, as _int refuses a non-int: to_json then takes the generic path).
+# The text written straight from the records, byte for byte what go_json(to_dict(...))
+# writes (1.x keys sorted, 0.3/0.4 in struct order, the same omissions; a property test
+# compares the two): for a bridge ADD result 8 µs instead of 50 µs (1.x) and 14 µs instead
+# of 90 µs (0.4.0), as it copies no records, builds no dicts, sorts nothing and walks no
+# generic tree. Strings go through json's C quoting (which refuses a non-str, as _int
+# refuses a non-int: to_json then takes the generic path).
 
 _quote = _json.encode_basestring
 _ITEM = ",\n            "  # between the fields of an object inside a top-level list
