@@ -404,8 +404,8 @@ def _encode_dns(dns: DNS) -> dict[str, Any]:
 
 # The text written straight from the records, byte for byte what go_json(to_dict(...))
 # writes (1.x keys sorted, 0.3/0.4 in struct order, the same omissions; a property test
-# compares the two): for a bridge ADD result 8 µs instead of 50 µs (1.x) and 14 µs instead
-# of 90 µs (0.4.0), as it copies no records, builds no dicts, sorts nothing and walks no
+# compares the two): for a bridge ADD result 8 µs instead of 50 µs (1.x) and 9 µs instead
+# of 63 µs (0.4.0), as it copies no records, builds no dicts, sorts nothing and walks no
 # generic tree. Strings go through json's C quoting (which refuses a non-str, as _int
 # refuses a non-int: to_json then takes the generic path).
 
