@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from pycni.record import replace
 from pycni.spec.errors import CNIError
-from pycni.spec.result import DNS, Interface, IPConfig, Result, Route, convert
+from pycni.spec.result import DNS, Interface, IPConfig, Result, Route, convert, go_json
 
 LIST_AND_MODERN = ("0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0")
 
@@ -149,3 +149,94 @@ def test_legacy_round_trip_keeps_first_v4_and_first_v6(result: Result, legacy: s
     v4_routes = [Route(r.dst, r.gw) for r in result.routes if isinstance(r.dst, IPv4Network)]
     v6_routes = [Route(r.dst, r.gw) for r in result.routes if isinstance(r.dst, IPv6Network)]
     assert back.routes == (v4_routes if first4 else []) + (v6_routes if first6 else [])
+
+
+# Result.to_json writes 1.x text straight from the records; the generic encoder (go_json of
+# to_dict, itself json.dumps plus Go's escapes) is the reference it must match byte for byte.
+
+mapped = st.integers(0, 2**32 - 1).map(lambda n: IPv6Address(0xFFFF00000000 + n))
+any_address = v4_address | v6_address | mapped | st.just(IPv6Address("fe80::1%e<&>"))
+mixed_ips = st.builds(
+    IPConfig,
+    st.builds(lambda a, p: IPv6Interface((a, p)), mapped, st.integers(96, 128)) | v4_interface,
+    st.none() | any_address,
+    st.none() | st.integers(0, 8),
+)
+mixed_routes = st.builds(
+    Route,
+    st.builds(lambda a, p: IPv6Network((a, p), strict=False), mapped, st.integers(96, 128)),
+    st.none() | any_address,
+)
+stated_ips = st.builds(
+    lambda ip, stated: replace(ip, stated_version=stated),
+    ip_configs | mixed_ips,
+    st.none() | st.sampled_from(["", "4", "6", "x<"]),
+)
+written_results = st.builds(
+    Result,
+    cni_version=st.sampled_from(("1.0.0", "1.1.0", "", *LIST_AND_MODERN)),
+    interfaces=st.lists(interfaces, max_size=3),
+    ips=st.lists(stated_ips, max_size=4),
+    routes=st.lists(routes | mixed_routes, max_size=4),
+    dns=dns | st.just(DNS()),
+)
+
+
+def generic_json(result: Result, version: str | None) -> str:
+    data = result.to_dict(version)
+    text = json.dumps(data, indent=4, ensure_ascii=False)
+    assert go_json(data) == text.replace("<", "\\u003c").replace(">", "\\u003e").replace(
+        "&", "\\u0026"
+    ).replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    return go_json(data)
+
+
+@settings(max_examples=300)
+@given(written_results, st.sampled_from([None, *LIST_AND_MODERN]))
+def test_to_json_writes_what_the_generic_encoder_writes(
+    result: Result, version: str | None
+) -> None:
+    assert result.to_json(version) == generic_json(result, version)
+
+
+@pytest.mark.parametrize("version", ["1.0.0", "0.4.0"])
+@pytest.mark.parametrize(
+    "odd",
+    [
+        Interface("eth0", mtu=True),  # type: ignore[arg-type]
+        Interface(7),  # type: ignore[arg-type]
+        Interface("eth0", mac=["a", "b"]),  # type: ignore[arg-type]
+        DNS(nameservers=[1, None]),  # type: ignore[list-item]
+        Route(IPv4Network("10.0.0.0/8"), table=1.5),  # type: ignore[arg-type]
+        IPConfig(IPv4Interface("10.0.0.1/8"), stated_version=4),  # type: ignore[arg-type]
+        IPConfig(IPv4Interface("10.0.0.1/8"), interface=False),  # type: ignore[arg-type]
+    ],
+)
+def test_to_json_of_values_of_undeclared_types_is_the_generic_text(odd: Any, version: str) -> None:
+    result = Result(version)
+    if isinstance(odd, DNS):
+        result.dns = odd
+    else:
+        {Interface: result.interfaces, Route: result.routes, IPConfig: result.ips}[
+            type(odd)
+        ].append(odd)
+    assert result.to_json() == generic_json(result, None)
+
+
+def test_to_json_of_an_unencodable_value_fails_as_the_generic_encoder_does() -> None:
+    result = Result("1.0.0", [Interface("eth0", sandbox=object())])  # type: ignore[arg-type]
+    with pytest.raises(TypeError) as generic:
+        go_json(result.to_dict())
+    with pytest.raises(TypeError) as ours:
+        result.to_json()
+    assert str(ours.value) == str(generic.value)
+
+
+@given(v4_address, st.integers(0, 32))
+def test_ipv4_texts_are_the_ipaddress_texts(address: IPv4Address, prefix: int) -> None:
+    from pycni.spec.result import _cidr_text, _ip_text
+
+    assert _ip_text(address) == str(address)
+    assert _cidr_text(IPv4Interface((address, prefix))) == str(IPv4Interface((address, prefix)))
+    network = IPv4Network((address, prefix), strict=False)
+    assert _cidr_text(network) == str(network)

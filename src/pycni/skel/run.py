@@ -220,7 +220,7 @@ def _parse_config(stdin: bytes) -> dict[str, object]:
         raise DecodingFailure("error unmarshall network config: a number is too long") from None
     if not isinstance(config, dict):
         raise DecodingFailure("error unmarshall network config: not a JSON object")
-    problem = shape_problem(config, MAX_DEPTH)
+    problem = shape_problem(config, MAX_DEPTH, stdin)
     if problem:
         raise DecodingFailure(f"error unmarshall network config: {problem}")
     name = config.get("name")

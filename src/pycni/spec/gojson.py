@@ -41,14 +41,17 @@ def go_unmarshal(data: bytes | str) -> Any:
         raise ValueError(err.msg + f" (offset {err.pos})") from None
 
 
-def shape_problem(value: Any, max_depth: int) -> str:
+def shape_problem(value: Any, max_depth: int, source: bytes | None = None) -> str:
     """Why a decoded JSON value cannot be handled safely, or "" when it can.
 
     Refused: nesting deeper than ``max_depth`` (Go's decoder stops at 10000; every walk over
     a config here recurses, so the bound is far lower), and strings or keys holding a lone
     UTF-16 surrogate (``"\\ud800"``), which are not Unicode text and cannot be encoded.
-    Iterative, so the check itself cannot overflow the stack.
+    Iterative, so the check itself cannot overflow the stack. ``source``: the bytes
+    ``jsoncodec.loads`` read ``value`` from, when the caller has them (see _plainly_safe).
     """
+    if source is not None and _plainly_safe(source, max_depth):
+        return ""
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
@@ -62,6 +65,20 @@ def shape_problem(value: Any, max_depth: int) -> str:
         elif isinstance(item, str) and not _is_text(item):
             return "invalid Unicode in a string (a lone surrogate)"
     return ""
+
+
+def _plainly_safe(source: bytes, max_depth: int) -> bool:
+    """Whether JSON bytes cannot hold either problem, checked in C (1 µs where the walk
+    takes 10 µs on a bridge config). ASCII without NUL is read as UTF-8 (no BOM, not
+    UTF-16/32), so with no ``\\u`` escape every string is ASCII; and no more ``[``/``{``
+    bytes than ``max_depth`` bounds the nesting. Anything else is walked."""
+    return (
+        isinstance(source, bytes)
+        and source.isascii()
+        and b"\x00" not in source
+        and b"\\u" not in source
+        and source.count(b"[") + source.count(b"{") <= max_depth
+    )
 
 
 def _is_text(text: str) -> bool:

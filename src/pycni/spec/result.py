@@ -17,6 +17,8 @@ failures raise code 0 with libcni's message texts.
 
 from __future__ import annotations
 
+import _json
+from _socket import inet_ntoa as _inet_ntoa
 from collections.abc import Callable, Mapping
 from ipaddress import (
     IPv4Address,
@@ -216,6 +218,14 @@ class Result:
 
     def to_json(self, version: str | None = None) -> str:
         """Go's ``Print()``: 4-space indent, Go's escaping, no trailing newline."""
+        target = (self.cni_version or CURRENT) if version is None else version
+        writer = _WRITERS.get((_FAMILY.get(self.cni_version or CURRENT), _FAMILY.get(target)))
+        if writer is not None:
+            # every ADD of a 1.x or 0.3/0.4 config: the text written straight from the records
+            try:
+                return _go_escape(writer(self, target))
+            except Exception:  # a value of a type the records do not declare
+                pass  # the generic path below writes it, or raises its own error
         return go_json(self.to_dict(version))
 
 
@@ -236,7 +246,10 @@ def convert(data: Mapping[str, Any], to_version: str) -> dict[str, Any]:
 
 def go_json(data: Any) -> str:
     """``json.MarshalIndent(v, "", "    ")``: Go escapes <, >, & and U+2028/9, not non-ASCII."""
-    text = jsoncodec.dumps(data, indent=4, ensure_ascii=False)
+    return _go_escape(jsoncodec.dumps(data, indent=4, ensure_ascii=False))
+
+
+def _go_escape(text: str) -> str:
     for raw, escaped in _GO_ESCAPES:
         text = text.replace(raw, escaped)
     return text
@@ -389,6 +402,166 @@ def _encode_dns(dns: DNS) -> dict[str, Any]:
     return out
 
 
+# The text written straight from the records, byte for byte what go_json(to_dict(...))
+# writes (1.x keys sorted, 0.3/0.4 in struct order, the same omissions; a property test
+# compares the two): for a bridge ADD result 8 µs instead of 50 µs (1.x) and 9 µs instead
+# of 63 µs (0.4.0), as it copies no records, builds no dicts, sorts nothing and walks no
+# generic tree. Strings go through json's C quoting (which refuses a non-str, as _int
+# refuses a non-int: to_json then takes the generic path).
+
+_quote = _json.encode_basestring
+_ITEM = ",\n            "  # between the fields of an object inside a top-level list
+_NEXT = ",\n        {\n            "  # between the objects of a top-level list
+_CLOSE = "\n        }"
+
+
+def _int(value: int) -> str:
+    if type(value) is not int:
+        raise TypeError(type(value).__name__)
+    return int.__repr__(value)
+
+
+def _modern_json(result: Result, version: str) -> str:
+    out = ['{\n    "cniVersion": ', _quote(version)]
+    if not result.dns.is_empty():
+        out.append(',\n    "dns": ' + _dns_json(result.dns, modern=True))
+    if result.interfaces:
+        separator = ',\n    "interfaces": [\n        {\n            '
+        for intf in result.interfaces:
+            out.append(separator)
+            separator = _NEXT
+            if intf.mac:
+                out.append('"mac": ' + _quote(intf.mac) + _ITEM)
+            if intf.mtu:
+                out.append('"mtu": ' + _int(intf.mtu) + _ITEM)
+            out.append('"name": ' + _quote(intf.name))
+            if intf.pci_id:
+                out.append(_ITEM + '"pciID": ' + _quote(intf.pci_id))
+            if intf.sandbox:
+                out.append(_ITEM + '"sandbox": ' + _quote(intf.sandbox))
+            if intf.socket_path:
+                out.append(_ITEM + '"socketPath": ' + _quote(intf.socket_path))
+            out.append(_CLOSE)
+        out.append("\n    ]")
+    if result.ips:
+        separator = ',\n    "ips": [\n        {\n            '
+        for ip in result.ips:
+            out.append(separator)
+            separator = _NEXT
+            out.append('"address": ' + _quote(_cidr_text(ip.address)))
+            if ip.gateway is not None:
+                out.append(_ITEM + '"gateway": ' + _quote(_ip_text(ip.gateway)))
+            if ip.interface is not None:
+                out.append(_ITEM + '"interface": ' + _int(ip.interface))
+            out.append(_CLOSE)
+        out.append("\n    ]")
+    if result.routes:
+        separator = ',\n    "routes": [\n        {\n            '
+        for route in result.routes:
+            out.append(separator)
+            separator = _NEXT
+            if route.advmss:
+                out.append('"advmss": ' + _int(route.advmss) + _ITEM)
+            out.append('"dst": ' + _quote(_cidr_text(route.dst)))
+            if route.gw is not None:
+                out.append(_ITEM + '"gw": ' + _quote(_ip_text(route.gw)))
+            if route.mtu:
+                out.append(_ITEM + '"mtu": ' + _int(route.mtu))
+            if route.priority:
+                out.append(_ITEM + '"priority": ' + _int(route.priority))
+            if route.scope is not None:
+                out.append(_ITEM + '"scope": ' + _int(route.scope))
+            if route.table is not None:
+                out.append(_ITEM + '"table": ' + _int(route.table))
+            out.append(_CLOSE)
+        out.append("\n    ]")
+    out.append("\n}")
+    return "".join(out)
+
+
+def _list_json(result: Result, version: str) -> str:
+    """types040's text (struct order, an empty dns printed) of a 1.x or 0.3/0.4 result:
+    what ``go_json(_encode_list(result.as_version(version)))`` writes, without the copy."""
+    out = ['{\n    "cniVersion": ', _quote(version)]
+    if result.interfaces:
+        separator = ',\n    "interfaces": [\n        {\n            '
+        for intf in result.interfaces:
+            out.append(separator)
+            separator = _NEXT
+            out.append('"name": ' + _quote(intf.name))
+            if intf.mac:
+                out.append(_ITEM + '"mac": ' + _quote(intf.mac))
+            if intf.sandbox:
+                out.append(_ITEM + '"sandbox": ' + _quote(intf.sandbox))
+            out.append(_CLOSE)
+        out.append("\n    ]")
+    if result.ips:
+        separator = ',\n    "ips": [\n        {\n            '
+        for ip in result.ips:
+            out.append(separator)
+            separator = _NEXT
+            out.append('"version": ' + _quote(ip.version))
+            if ip.interface is not None:
+                out.append(_ITEM + '"interface": ' + _int(ip.interface))
+            out.append(_ITEM + '"address": ' + _quote(_cidr_text(ip.address)))
+            if ip.gateway is not None:
+                out.append(_ITEM + '"gateway": ' + _quote(_ip_text(ip.gateway)))
+            out.append(_CLOSE)
+        out.append("\n    ]")
+    if result.routes:
+        separator = ',\n    "routes": [\n        {\n            '
+        for route in result.routes:
+            out.append(separator)
+            separator = _NEXT
+            out.append('"dst": ' + _quote(_cidr_text(route.dst)))
+            if route.gw is not None:
+                out.append(_ITEM + '"gw": ' + _quote(_ip_text(route.gw)))
+            if route.mtu:
+                out.append(_ITEM + '"mtu": ' + _int(route.mtu))
+            if route.advmss:
+                out.append(_ITEM + '"advmss": ' + _int(route.advmss))
+            if route.priority:
+                out.append(_ITEM + '"priority": ' + _int(route.priority))
+            if route.table is not None:
+                out.append(_ITEM + '"table": ' + _int(route.table))
+            if route.scope is not None:
+                out.append(_ITEM + '"scope": ' + _int(route.scope))
+            out.append(_CLOSE)
+        out.append("\n    ]")
+    out.append(',\n    "dns": ' + _dns_json(result.dns, modern=False))
+    out.append("\n}")
+    return "".join(out)
+
+
+def _dns_json(dns: DNS, *, modern: bool) -> str:
+    """The dns object (at depth 1): keys sorted in 1.x, in the struct's order before."""
+    fields: list[tuple[str, str]] = []
+    if dns.nameservers:
+        fields.append(("nameservers", _names_json(dns.nameservers)))
+    if dns.domain:
+        fields.append(("domain", _quote(dns.domain)))
+    if dns.search:
+        fields.append(("search", _names_json(dns.search)))
+    if dns.options:
+        fields.append(("options", _names_json(dns.options)))
+    if not fields:
+        return "{}"
+    if modern:
+        fields.sort()
+    return "{" + ",".join([f'\n        "{key}": {text}' for key, text in fields]) + "\n    }"
+
+
+def _names_json(names: list[str]) -> str:
+    return "[\n            " + ",\n            ".join([_quote(n) for n in names]) + "\n        ]"
+
+
+_WRITERS: dict[tuple[str | None, str | None], Callable[[Result, str], str]] = {
+    (_MODERN, _MODERN): _modern_json,
+    (_MODERN, _LIST): _list_json,
+    (_LIST, _LIST): _list_json,
+}
+
+
 def _sort_keys(value: Any) -> Any:
     if isinstance(value, dict):
         return {key: _sort_keys(value[key]) for key in sorted(value)}
@@ -408,12 +581,18 @@ def _is_v4(value: IPAddress | IPNetwork) -> bool:
 
 
 def _ip_text(address: IPAddress) -> str:
+    if type(address) is IPv4Address:
+        return _inet_ntoa(address.packed)  # str()'s text in 0.8 µs instead of 1.8 µs
     if isinstance(address, IPv6Address) and address.ipv4_mapped is not None:
         return str(address.ipv4_mapped)
     return str(address)
 
 
 def _cidr_text(value: IPInterface | IPNetwork) -> str:
+    if type(value) is IPv4Interface:  # the common case in C: 1.3 µs instead of 3.8 µs
+        return f"{_inet_ntoa(value.packed)}/{value.network.prefixlen}"
+    if type(value) is IPv4Network:
+        return f"{_inet_ntoa(value.network_address.packed)}/{value.prefixlen}"
     if isinstance(value, IPv4Network | IPv6Network):
         address: IPAddress = value.network_address
         prefix = value.prefixlen
