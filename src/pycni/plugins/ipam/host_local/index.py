@@ -139,9 +139,14 @@ class DirIndex:
         self.valid = True
         return True
 
-    def refresh(self, reader: Reader) -> None:
+    def refresh(self, reader: Reader, is_entry: Callable[[str], bool]) -> None:
+        """Read again the files named by events. Bookkeeping files (``last_reserved_ip.*``
+        and its temp files, written by every ADD) are skipped as ``rebuild`` skips them:
+        reading them cost each ADD two opens, and put them in the index as if they were
+        reservations."""
         for name in self.dirty:
-            self._set(name, reader(os.path.join(self.path, name)))
+            if is_entry(name):
+                self._set(name, reader(os.path.join(self.path, name)))
         self.dirty.clear()
 
 
@@ -211,7 +216,7 @@ class Registry:
                 if not index.rebuild(reader, is_entry):
                     return None
                 self._drain(notify)  # events of the rebuild's own window, if any
-            index.refresh(reader)
+            index.refresh(reader, is_entry)
             return index
 
     def _remember(self, path: str) -> None:
