@@ -34,12 +34,17 @@ def write_atomic(
     payload = data.encode() if isinstance(data, str) else data
     fd, tmp = _make_temp(directory, prefix)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
+        # os-level writes and fchmod rather than os.fdopen and chmod(path): a file object
+        # costs fstat, ioctl and lseek, and chmod a path lookup (5 syscalls less per call)
+        try:
+            view = memoryview(payload)
+            while view:
+                view = view[os.write(fd, view) :]
             if fsync:
-                handle.flush()
-                os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
+                os.fsync(fd)
+            os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
         os.replace(tmp, target)
     except BaseException:
         import contextlib  # not at the top: write_atomic's callers are one-shot

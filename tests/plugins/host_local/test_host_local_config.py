@@ -310,3 +310,24 @@ def test_resolvconf_parsing() -> None:
     assert dns.search == ["x", "y", "z"]
     assert dns.options == ["ndots:5", "rotate"]
     assert resolvconf.parse_text("").is_empty()
+
+
+def test_load_cached_is_load_with_the_requests_read_per_call() -> None:
+    """The daemon parses a network's config once; CNI_ARGS (per pod) are read every call,
+    and what a call gets is its own (the routes go into its Result)."""
+    from pycni.plugins.ipam.host_local.config import load_cached
+
+    ipam = {"subnet": "10.9.0.0/24", "routes": [{"dst": "0.0.0.0/0"}]}
+    config = conf(ipam, prevResult={"cniVersion": "1.0.0", "ips": []})
+    first = load_cached(config, "IP=10.9.0.5")
+    second = load_cached(conf(ipam), "IP=10.9.0.6")  # prevResult never matters
+    assert first == load(config, "IP=10.9.0.5")
+    assert second == load(conf(ipam), "IP=10.9.0.6")
+    assert second.range_sets is first.range_sets  # parsed once
+    assert second.routes == first.routes and second.routes[0] is not first.routes[0]
+    with pytest.raises(CNIError) as cached_err:
+        load_cached(config, "IP=10.9.0.x")
+    assert str(cached_err.value) == str(load_err(ipam, "IP=10.9.0.x"))
+    other = load_cached(conf(ipam, name="other"), "")
+    assert other.name == "other" and other.requested == []
+    assert load_cached(conf({**ipam, "dataDir": "/d"}), "").data_dir == "/d"

@@ -46,6 +46,20 @@ def test_index_follows_writers_outside_this_process(tmp_path: Path) -> None:
         assert store.find_by_id("b", "eth0") and not store.find_by_id("a", "eth0")
 
 
+def test_bookkeeping_files_never_count_as_reservations(tmp_path: Path) -> None:
+    """``last_reserved_ip.<set>`` holds an address; a container whose ID is that address
+    (a legacy owner key) owns no reservation by it, with the index as with a scan."""
+    with Store("net", str(tmp_path)) as store:
+        held(store, "x")  # index built
+        with store.locked():
+            assert store.reserve("a", "eth0", ip("10.0.0.2"), 0)  # rewrites last_reserved_ip.0
+        assert held(store, "10.0.0.2") == []
+        assert not store.find_by_id("10.0.0.2", "eth0")
+        with store.locked():
+            store.release_by_id("10.0.0.2", "eth0")
+        assert Path(store.dir, "last_reserved_ip.0").read_text() == "10.0.0.2"
+
+
 def test_index_survives_the_directory_being_replaced(tmp_path: Path) -> None:
     with Store("net", str(tmp_path)) as store:
         with store.locked():

@@ -85,19 +85,13 @@ class _Inotify:
     def unwatch(self, wd: int) -> None:
         self._rm(self.fd, wd)
 
-    def events(self) -> Iterator[tuple[int, int, str]]:
-        """(wd, mask, name) of every queued event, without blocking."""
+    def reads(self) -> Iterator[bytes]:
+        """The queued events, raw (``inotify_event`` records), without blocking."""
         while True:
             try:
-                data = os.read(self.fd, _READ_MAX)
+                yield os.read(self.fd, _READ_MAX)
             except BlockingIOError:
                 return
-            offset = 0
-            while offset + _EVENT.size <= len(data):
-                wd, mask, _cookie, length = _EVENT.unpack_from(data, offset)
-                raw = data[offset + _EVENT.size : offset + _EVENT.size + length]
-                offset += _EVENT.size + length
-                yield wd, mask, os.fsdecode(raw.split(b"\0", 1)[0])
 
 
 class DirIndex:
@@ -108,7 +102,8 @@ class DirIndex:
         self.wd = wd
         self.ident = ident
         self.valid = False
-        self.dirty: set[str] = set()
+        # names (raw: NUL-padded bytes, as the events carry them) to read again
+        self.dirty: set[bytes] = set()
         self.content: dict[str, str] = {}
         self.owners: dict[str, set[str]] = {}
 
@@ -139,9 +134,15 @@ class DirIndex:
         self.valid = True
         return True
 
-    def refresh(self, reader: Reader) -> None:
-        for name in self.dirty:
-            self._set(name, reader(os.path.join(self.path, name)))
+    def refresh(self, reader: Reader, is_entry: Callable[[str], bool]) -> None:
+        """Read again the files named by events. Bookkeeping files (``last_reserved_ip.*``
+        and its temp files, written by every ADD) are skipped as ``rebuild`` skips them:
+        reading them cost each ADD two opens, and put them in the index as if they were
+        reservations."""
+        for raw in self.dirty:
+            name = os.fsdecode(raw.rstrip(b"\0"))
+            if is_entry(name):
+                self._set(name, reader(os.path.join(self.path, name)))
         self.dirty.clear()
 
 
@@ -166,20 +167,33 @@ class Registry:
         return self._inotify
 
     def _drain(self, notify: _Inotify) -> None:
-        for wd, mask, name in notify.events():
-            if mask & IN_Q_OVERFLOW:
-                for each in self._by_wd.values():
-                    each.valid = False
-                continue
-            index = self._by_wd.get(wd)
-            if index is None:
-                continue
-            if mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED):
-                self._forget(notify, index)  # the next use watches the path afresh
-            elif mask & IN_ISDIR and mask & (IN_CREATE | IN_MOVED_TO):
-                index.valid = False
-            elif name:
-                index.dirty.add(name)
+        # One flat loop over the raw records, names kept as bytes and decoded once per
+        # name in refresh: an ADD finds ~9 events of the previous one queued (create,
+        # write, close, the last_reserved_ip rename), and a generator decoding each made
+        # the lookup after an ADD ~10% slower (60 -> 54 us measured, tmpfs).
+        unpack = _EVENT.unpack_from
+        size = _EVENT.size
+        by_wd = self._by_wd
+        for data in notify.reads():
+            offset = 0
+            end = len(data)
+            while offset + size <= end:
+                wd, mask, _cookie, length = unpack(data, offset)
+                start = offset + size
+                offset = start + length
+                if mask & IN_Q_OVERFLOW:
+                    for each in by_wd.values():
+                        each.valid = False
+                    continue
+                index = by_wd.get(wd)
+                if index is None:
+                    continue
+                if mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED):
+                    self._forget(notify, index)  # the next use watches the path afresh
+                elif mask & IN_ISDIR and mask & (IN_CREATE | IN_MOVED_TO):
+                    index.valid = False
+                elif length and data[start]:
+                    index.dirty.add(data[start:offset])
 
     def owners(self, path: str, reader: Reader, is_entry: Callable[[str], bool]) -> DirIndex | None:
         """The current index of ``path`` (call with the store's lock held), or None when the
@@ -211,7 +225,7 @@ class Registry:
                 if not index.rebuild(reader, is_entry):
                     return None
                 self._drain(notify)  # events of the rebuild's own window, if any
-            index.refresh(reader)
+            index.refresh(reader, is_entry)
             return index
 
     def _remember(self, path: str) -> None:

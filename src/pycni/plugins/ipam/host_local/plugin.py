@@ -11,7 +11,7 @@ import os
 
 from pycni.net import resolvconf
 from pycni.plugins.ipam.host_local.allocator import Allocator, free_count
-from pycni.plugins.ipam.host_local.config import IPAMConfig, load
+from pycni.plugins.ipam.host_local.config import IPAMConfig, load_cached
 from pycni.plugins.ipam.host_local.store import Store, go_trim, is_reservation_name
 from pycni.skel.base import Plugin, Request
 from pycni.spec.errors import (
@@ -48,7 +48,7 @@ class HostLocal(Plugin):
     about = "pycni host-local: IP addresses from local ranges, reservations kept on disk"
 
     def add(self, req: Request) -> Result:
-        cfg = load(req.config, req.args)
+        cfg = load_cached(req.config, req.args)
         dns = DNS()
         if cfg.resolv_conf:
             try:
@@ -99,7 +99,7 @@ class HostLocal(Plugin):
         return ips
 
     def delete(self, req: Request) -> None:
-        cfg = load(req.config, req.args)
+        cfg = load_cached(req.config, req.args)
         errors: list[str] = []
         with open_store(req, cfg) as store:
             # As the reference: one release per range set. Release is not range-scoped, so
@@ -113,7 +113,7 @@ class HostLocal(Plugin):
             raise CNIError(IO_FAILURE, ";".join(errors))
 
     def check(self, req: Request) -> None:
-        cfg = load(req.config, req.args)
+        cfg = load_cached(req.config, req.args)
         with open_store(req, cfg) as store:
             found = store.find_by_id(req.container_id, req.ifname)
         if not found:
@@ -135,7 +135,7 @@ class HostLocal(Plugin):
         not read, stops nothing (it is logged), as nothing a local user holds may switch GC
         off, and the reference succeeds wherever it runs.
         """
-        cfg = load(req.config, "")
+        cfg = load_cached(req.config, "")
         valid = req.valid_attachments() or []
         pairs = {(go_trim(cid), ifname) for cid, ifname in valid}
         ids = {go_trim(cid) for cid, _ifname in valid}
@@ -172,7 +172,7 @@ class HostLocal(Plugin):
     def status(self, req: Request) -> None:
         """Code 50 when every ADD would fail: the store cannot be written (a read-only file
         system, a file where its directory goes), or some range set has no address left."""
-        cfg = load(req.config, "")
+        cfg = load_cached(req.config, "")
         store = Store(cfg.name, cfg.data_dir, create=False, files=req.host.state())
         problem = store.unwritable()
         if problem:

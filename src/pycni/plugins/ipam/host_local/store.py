@@ -88,8 +88,15 @@ class Store:
         self._lock: FileLock | None = None
         self._held = False
         if create:
-            self.fs.make_dirs(self.dir, mode=0o755)
-            self._lock = self.fs.open_lock(os.path.join(self.dir, LOCK_NAME), mode=0o750)
+            lock = os.path.join(self.dir, LOCK_NAME)
+            # The directory exists on every call but a network's first: open the lock
+            # directly (one stat per call less); any failure makes the directories as
+            # before, so the error raised is the same.
+            try:
+                self._lock = self.fs.open_lock(lock, mode=0o750)
+            except OSError:
+                self.fs.make_dirs(self.dir, mode=0o755)
+                self._lock = self.fs.open_lock(lock, mode=0o750)
 
     def close(self) -> None:
         if self._lock is not None:
@@ -202,9 +209,10 @@ class Store:
             if content is not None:
                 yield path, name, content
 
-    def _owned(self, key: str) -> Iterator[tuple[str, str]]:
-        """(path, name) of every reservation file whose content is ``key``."""
-        index = self._index()
+    def _owned(self, key: str, index: DirIndex | None) -> Iterator[tuple[str, str]]:
+        """(path, name) of every reservation file whose content is ``key``, from ``index``
+        (``_index()``, taken once per lookup of an attachment: each costs a stat and a read
+        of the event queue) or, when None, a scan."""
         if index is not None:
             for name in sorted(index.owners.get(key, ())):
                 yield os.path.join(self.dir, name), name
@@ -217,8 +225,9 @@ class Store:
         """Addresses held by this attachment, or by a legacy file holding only the ID."""
         key, legacy = owner_key(container_id, ifname), go_trim(container_id)
         out: list[IPAddress] = []
+        index = self._index()
         for owner in dict.fromkeys((key, legacy)):
-            for _path, name in self._owned(owner):
+            for _path, name in self._owned(owner, index):
                 try:
                     out.append(ipmath.parse_ip(name))
                 except ValueError:
@@ -229,7 +238,8 @@ class Store:
         """True when any file belongs to the attachment (or, legacy, to the container)."""
         key, legacy = owner_key(container_id, ifname), go_trim(container_id)
         with self.locked():
-            return any(True for owner in (key, legacy) for _ in self._owned(owner))
+            index = self._index()
+            return any(True for owner in (key, legacy) for _ in self._owned(owner, index))
 
     def release_by_id(self, container_id: str, ifname: str) -> None:
         """Delete every file of the attachment; if none, every legacy file of the container."""
@@ -238,7 +248,7 @@ class Store:
 
     def _release_matching(self, key: str) -> bool:
         found = False
-        for path, _name in list(self._owned(key)):
+        for path, _name in list(self._owned(key, self._index())):
             try:
                 self.fs.remove(path)
             except OSError:
