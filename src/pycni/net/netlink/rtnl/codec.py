@@ -155,6 +155,7 @@ class _Info:
 
 
 _NO_INFO = _Info()
+_DATA_KINDS = frozenset(("macvlan", "ipvlan", "vlan", "vrf", "vxlan"))  # _Info reads their data
 
 
 def _linkinfo(raw: bytes | None) -> _Info:
@@ -163,7 +164,9 @@ def _linkinfo(raw: bytes | None) -> _Info:
     info = parse_attrs(raw, 0, len(raw))
     kind = _str(info.get(IFLA_INFO_KIND))
     data_raw = info.get(IFLA_INFO_DATA)
-    if data_raw is None:
+    if data_raw is None or kind not in _DATA_KINDS:
+        # a bridge's IFLA_INFO_DATA holds ~45 attributes nothing here reads: parsing them
+        # took a third of decoding a bridge's link message (45 -> 28 us measured)
         return _Info(kind)
     data = parse_attrs(data_raw, 0, len(data_raw))
     if kind == "macvlan":
