@@ -15,7 +15,14 @@ from pycni.net import link, sysctl
 from pycni.net.addr import configure_iface, validate_ips
 from pycni.net.netfilter import ipmasq
 from pycni.net.netfilter.nft_records import NftError
-from pycni.net.netlink.kernel import IFF_PROMISC, IPAddress, IPInterface, Kernel, NetlinkError
+from pycni.net.netlink.kernel import (
+    IFF_PROMISC,
+    IPAddress,
+    IPInterface,
+    Kernel,
+    Link,
+    NetlinkError,
+)
 from pycni.net.ns import NetNS
 from pycni.net.route import validate_routes
 from pycni.net.veth import VethNameTaken, create_pair
@@ -294,13 +301,17 @@ class Bridge(Plugin):
             with req.host.pod(pod) as pod_kernel:
                 pod_kernel.set_link(cont_index, up=True)
 
+        host_link: Link | None = None
         if not conf.disable_container_interface:
             rb.step("port-up")
-            up, state = link.wait_oper_up(node_kernel, pair.host_index)
-            if not up:
+            host_link, state = link.wait_oper_up(node_kernel, pair.host_index)
+            if host_link is None:
                 raise InternalError(f"bridge port in error state: {state}")
+        if host_link is None:  # no wait, so no fresh look at the port yet
+            host_link = node_kernel.link(pair.host_index)
 
-        result.interfaces[1].mac = node_kernel.link(pair.host_index).mac
+        # the port's MAC as the up check just read it: one RTM_GETLINK fewer per ADD
+        result.interfaces[1].mac = host_link.mac
         result.interfaces[0].mac = link.get(node_kernel, conf.bridge).mac
         rb.step("done")
         if not conf.dns.is_empty():
