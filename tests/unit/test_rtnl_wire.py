@@ -44,6 +44,15 @@ def test_parse_attrs_stops_at_a_bogus_length() -> None:
     assert wire.parse_attrs(data, 0, len(data)) == {1: b"okok"}
 
 
+def test_parse_attrs_bounds_a_truncated_message() -> None:
+    # the last attribute claims more bytes than are left: its payload is what there is; a
+    # header cut short is not read; a range past the buffer stops at its end
+    data = wire.attr(1, b"okok") + struct.pack("=HH", 40, 2) + b"shrt"
+    assert wire.parse_attrs(data, 0, len(data)) == {1: b"okok", 2: b"shrt"}
+    assert wire.parse_attrs(data[:-6], 0, len(data)) == {1: b"okok"}
+    assert wire.parse_attrs(data, 0, 1000) == {1: b"okok", 2: b"shrt"}
+
+
 # ------------------------------------------------------------------ replies
 
 
@@ -218,6 +227,22 @@ def test_addr_decode() -> None:
     assert v4 == k.Address(3, IFACE("10.0.0.1/24"), flags=0x80, scope=253)
     assert c.decode_address(struct.pack("=BBBBI", socket.AF_INET, 24, 0, 0, 3)) is None
     assert c.decode_address(struct.pack("=BBBBI", 17, 24, 0, 0, 3) + _rta(1, b"x" * 6)) is None
+
+
+def test_addr_decode_of_odd_replies() -> None:
+    # the address's length, not the header's family, picks the version (as the text path
+    # did); a bad-length IFA_ADDRESS is not replaced by IFA_LOCAL; a prefix too long for
+    # the address fails as ipaddress.ip_interface does
+    v6_in_v4 = c.decode_address(
+        struct.pack("=BBBBI", socket.AF_INET, 128, 0, 0, 4)
+        + _rta(1, socket.inet_pton(socket.AF_INET6, "fe80::1"))
+    )
+    assert v6_in_v4 == k.Address(4, IFACE("fe80::1/128"), flags=0, scope=0)
+    bad = struct.pack("=BBBBI", socket.AF_INET, 24, 0, 0, 3) + _rta(1, b"abc")
+    assert c.decode_address(bad + _rta(2, socket.inet_aton("10.0.0.1"))) is None
+    too_long = struct.pack("=BBBBI", socket.AF_INET, 33, 0, 0, 3) + _rta(1, b"\n\0\0\1")
+    with pytest.raises(ValueError, match="does not appear to be an IPv4 or IPv6 interface"):
+        c.decode_address(too_long)
 
 
 def test_route_decode() -> None:

@@ -164,7 +164,12 @@ def ensure_vlan_gateway(
 
 
 def ensure_addr(
-    kernel: Kernel, bridge_name: str, address: IPInterface, force: bool, mac: str = ""
+    kernel: Kernel,
+    bridge_name: str,
+    address: IPInterface,
+    force: bool,
+    mac: str = "",
+    index: int = 0,
 ) -> bool:
     """Put ``address`` on the bridge (the reference's ensureAddr); True when we added it.
 
@@ -174,8 +179,11 @@ def ensure_addr(
     ``mac``, the bridge's own from before its first port joined (BridgeInfo.mac), as the
     reference pins the MAC it read when it set the bridge up; else (none given, or the zero
     MAC a bridge has after its last port left: the kernel refuses it) to the current one.
+    ``index``: the link's, when the caller has it (as the reference passes its link object);
+    it spares an RTM_GETLINK by name on every ADD.
     """
-    index = index_of(kernel, bridge_name)
+    if not index:
+        index = index_of(kernel, bridge_name)
     # one family's dump: the kernel answers it without the RTNL mutex, unlike a dump of every
     # family, which waits behind the kernel's per-pod work on a busy node (docs/benchmarks.md)
     for found in kernel.addresses(index=index, family=family_of(address.version)):

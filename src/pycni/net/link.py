@@ -91,10 +91,11 @@ def is_global_unicast(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool
 
 def wait_oper_up(
     kernel: Kernel, index: int, schedule: tuple[float, ...] = PORT_UP_SCHEDULE
-) -> tuple[bool, str]:
+) -> tuple[Link | None, str]:
     """Look at the link's operational state after each delay in ``schedule``.
 
-    Returns (True, "up") as soon as it is up, else (False, last state seen).
+    Returns (the link, "up") as soon as it is up, else (None, last state seen): the caller
+    reads the up link's attributes from it rather than asking the kernel again.
     """
     import time
 
@@ -104,8 +105,8 @@ def wait_oper_up(
             time.sleep(delay)
         found = get_by_index(kernel, index)
         if found is None:
-            return False, "notpresent"
+            return None, "notpresent"
         state = found.oper_state
         if state == "up":
-            return True, state
-    return False, state
+            return found, state
+    return None, state

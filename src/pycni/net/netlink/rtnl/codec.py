@@ -115,7 +115,8 @@ def _str(raw: bytes | None) -> str:
 
 
 def mac_text(raw: bytes | None) -> str:
-    return "" if raw is None else ":".join(f"{b:02x}" for b in raw)
+    # bytes.hex's separator: the same text as joining "%02x" per byte, 2 -> 0.1 us a link
+    return "" if raw is None else raw.hex(":")
 
 
 def mac_bytes(text: str) -> bytes:
@@ -155,6 +156,7 @@ class _Info:
 
 
 _NO_INFO = _Info()
+_DATA_KINDS = frozenset(("macvlan", "ipvlan", "vlan", "vrf", "vxlan"))  # _Info reads their data
 
 
 def _linkinfo(raw: bytes | None) -> _Info:
@@ -163,7 +165,9 @@ def _linkinfo(raw: bytes | None) -> _Info:
     info = parse_attrs(raw, 0, len(raw))
     kind = _str(info.get(IFLA_INFO_KIND))
     data_raw = info.get(IFLA_INFO_DATA)
-    if data_raw is None:
+    if data_raw is None or kind not in _DATA_KINDS:
+        # a bridge's IFLA_INFO_DATA holds ~45 attributes nothing here reads: parsing them
+        # took a third of decoding a bridge's link message (45 -> 28 us measured)
         return _Info(kind)
     data = parse_attrs(data_raw, 0, len(data_raw))
     if kind == "macvlan":
@@ -231,10 +235,21 @@ def decode_address(payload: bytes) -> Address | None:
     if family not in (socket.AF_INET, socket.AF_INET6):
         return None
     raw = parse_attrs(payload, IFADDRMSG.size, len(payload))
-    ip = ip_of(raw.get(IFA_ADDRESS) or raw.get(IFA_LOCAL))
-    if ip is None:
-        return None
-    interface: IPInterface = ipaddress.ip_interface(f"{ip}/{prefixlen}")
+    packed_ip = raw.get(IFA_ADDRESS) or raw.get(IFA_LOCAL)
+    size = 0 if packed_ip is None else len(packed_ip)
+    interface: IPInterface
+    # from the packed bytes, not from "ip/len" text: ip_interface's parsing was most of this
+    # decoder (24 -> 6 us); a prefix too long for the family still takes the text path,
+    # for its error
+    if size == 4 and prefixlen <= 32:
+        interface = ipaddress.IPv4Interface((packed_ip, prefixlen))
+    elif size == 16 and prefixlen <= 128:
+        interface = ipaddress.IPv6Interface((packed_ip, prefixlen))
+    else:
+        ip = ip_of(packed_ip)
+        if ip is None:
+            return None
+        interface = ipaddress.ip_interface(f"{ip}/{prefixlen}")
     return Address(index, interface, _u32(raw.get(IFA_FLAGS)) or flags, scope)
 
 

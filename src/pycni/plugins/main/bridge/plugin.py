@@ -15,7 +15,14 @@ from pycni.net import link, sysctl
 from pycni.net.addr import configure_iface, validate_ips
 from pycni.net.netfilter import ipmasq
 from pycni.net.netfilter.nft_records import NftError
-from pycni.net.netlink.kernel import IFF_PROMISC, IPAddress, IPInterface, Kernel, NetlinkError
+from pycni.net.netlink.kernel import (
+    IFF_PROMISC,
+    IPAddress,
+    IPInterface,
+    Kernel,
+    Link,
+    NetlinkError,
+)
 from pycni.net.ns import NetNS
 from pycni.net.route import validate_routes
 from pycni.net.veth import VethNameTaken, create_pair
@@ -286,19 +293,25 @@ class Bridge(Plugin):
             rb.push("macspoofchk", lambda: macspoofchk.teardown(nft, ref))
 
         if conf.layer3:
-            self._add_layer3(req, conf, rb, node_kernel, pod, cont_index, result, info.mac)
+            self._add_layer3(
+                req, conf, rb, node_kernel, pod, cont_index, result, info.mac, info.index
+            )
         elif not conf.disable_container_interface:
             rb.step("container-up")
             with req.host.pod(pod) as pod_kernel:
                 pod_kernel.set_link(cont_index, up=True)
 
+        host_link: Link | None = None
         if not conf.disable_container_interface:
             rb.step("port-up")
-            up, state = link.wait_oper_up(node_kernel, pair.host_index)
-            if not up:
+            host_link, state = link.wait_oper_up(node_kernel, pair.host_index)
+            if host_link is None:
                 raise InternalError(f"bridge port in error state: {state}")
+        if host_link is None:  # no wait, so no fresh look at the port yet
+            host_link = node_kernel.link(pair.host_index)
 
-        result.interfaces[1].mac = node_kernel.link(pair.host_index).mac
+        # the port's MAC as the up check just read it: one RTM_GETLINK fewer per ADD
+        result.interfaces[1].mac = host_link.mac
         result.interfaces[0].mac = link.get(node_kernel, conf.bridge).mac
         rb.step("done")
         if not conf.dns.is_empty():
@@ -315,6 +328,7 @@ class Bridge(Plugin):
         cont_index: int,
         result: Result,
         bridge_mac: str,
+        bridge_index: int,
     ) -> None:
         ifname = req.ifname
         rb.step("ipam")
@@ -342,15 +356,17 @@ class Bridge(Plugin):
 
         if conf.is_gateway:
             rb.step("gateway")
-            target, target_mac = conf.bridge, bridge_mac
+            target, target_mac, target_index = conf.bridge, bridge_mac, bridge_index
             if conf.vlan and (gateways[4] or gateways[6]):
                 # the reference pins the gateway veth's MAC to its own, read on creation
-                target, target_mac = self._vlan_gateway(req, conf, rb, node_kernel, result)
+                target, target_mac, target_index = self._vlan_gateway(
+                    req, conf, rb, node_kernel, result, bridge_index
+                )
             for fam in (4, 6):
                 for gw in gateways[fam]:
                     try:
                         added = br.ensure_addr(
-                            node_kernel, target, gw, conf.force_address, target_mac
+                            node_kernel, target, gw, conf.force_address, target_mac, target_index
                         )
                     except br.AddressConflict as exc:
                         what = "vlan interface for bridge with" if conf.vlan else "bridge"
@@ -369,12 +385,17 @@ class Bridge(Plugin):
             masquerade(nf, rb, conf.ip_masq_backend, result, conf.name, req)
 
     def _vlan_gateway(
-        self, req: Request, conf: BridgeConf, rb: Rollback, node_kernel: Kernel, result: Result
-    ) -> tuple[str, str]:
+        self,
+        req: Request,
+        conf: BridgeConf,
+        rb: Rollback,
+        node_kernel: Kernel,
+        result: Result,
+        bridge_index: int,
+    ) -> tuple[str, str, int]:
         """With ``vlan`` the gateway addresses go on ``<bridge>.<vlan>`` (a veth whose peer
         is a port of the bridge in that VLAN), listed after the pod interface in the result,
-        as the reference does; the bridge itself gets none."""
-        bridge_index = link.get(node_kernel, conf.bridge).index
+        as the reference does; the bridge itself gets none. Its name, MAC and index."""
         try:
             with req.host.node_netns() as here:
                 gateway = br.ensure_vlan_gateway(
@@ -394,7 +415,7 @@ class Bridge(Plugin):
         if gateway.created:
             rb.push("vlan-gateway", lambda: _delete_index(node_kernel, gateway.index))
         result.interfaces.append(Interface(name=gateway.name, mac=gateway.mac))
-        return gateway.name, gateway.mac
+        return gateway.name, gateway.mac, gateway.index
 
     # ---------------------------------------------------------------- DEL
 
