@@ -86,3 +86,22 @@ def test_a_hostile_portmap_config_is_refused_before_the_kernel(tmp_path: Path) -
     (step,) = migrate.to_reference(str(tmp_path), dry_run=True)
     assert step.plugin == "portmap" and "hostPort" in step.error
     assert step.line().startswith("n1 c1 eth0 portmap: NOT handed back:")
+
+
+def test_host_devices_record_is_removed_and_a_dry_run_keeps_it(tmp_path: Path) -> None:
+    """pycni's record of a moved link's node addresses is its own: the reference neither reads
+    nor removes it, so handing back drops it (once; a dry run only says so)."""
+    data = tmp_path / "hd"
+    data.mkdir()
+    record = data / "c1-eth0.json"
+    record.write_text('{"name": "hd0", "up": true, "addresses": ["10.1.0.1/24"]}')
+    other = data / "c2-eth0.json"  # another attachment's: not this entry's to remove
+    other.write_text("{}")
+    plugins = [{"type": "host-device", "device": "hd0", "dataDir": str(data)}]
+    _entry(tmp_path, "n1-c1-eth0", plugins)
+    (dry,) = migrate.to_reference(str(tmp_path), dry_run=True)
+    assert record.exists()
+    assert dry.plugin == "host-device" and not dry.error and "record" in dry.change
+    assert migrate.to_reference(str(tmp_path)) == [dry]
+    assert not record.exists() and other.exists()
+    assert migrate.to_reference(str(tmp_path)) == []

@@ -12,7 +12,10 @@ reference cannot read:
   cni_plugins_masquerade``): re-written as the reference's per-pod ``CNI-<hash>`` chain (its
   default) or its per-pod rule in ``masq_checks`` (``ipMasqBackend: nftables``);
 - firewall's per-attachment IP record (``dataDir``, for pycni's iptables GC): removed, the
-  reference keeps none and would leave it behind.
+  reference keeps none and would leave it behind;
+- host-device's record of the link's node addresses and up state (``dataDir``, default
+  /run/cni/pycni-host-device): removed, the reference keeps none (its DEL moves the link back
+  by the name in its alias, which pycni writes too, without restoring addresses).
 
 The attachments are those of the libcni cache (``results/`` under the cache dir: network,
 container ID, ifname, the conflist, capability arguments and result the runtime gave), and
@@ -38,7 +41,7 @@ from pycni.net.netfilter.iptables_seam import THREAD_IPTABLES
 from pycni.net.netfilter.nft_seam import THREAD_NFTABLES
 from pycni.net.netfilter.seam import THREAD
 from pycni.plugins.meta.firewall.records import Records
-from pycni.record import record
+from pycni.record import record, replace
 from pycni.runtime import cache
 from pycni.skel.base import Request
 from pycni.spec.conf import conf_list_from_bytes
@@ -190,6 +193,26 @@ def _firewall(req: Any, dry_run: bool) -> str | None:
     return "pycni's IP record removed (the reference keeps none)"
 
 
+def _host_device(req: Any, dry_run: bool) -> str | None:
+    """Drop the attachment's record of its link's node state (pycni's own, which the
+    reference neither reads nor removes); None when there is none."""
+    from pycni.plugins.main.host_device import plugin as host_device
+
+    operator_dir = os.environ.get(host_device.DATA_DIR_ENV, "")
+    if operator_dir and host_device.DATA_DIR_ENV not in req.env:  # the runtime's plugins' too
+        req = replace(req, env={**req.env, host_device.DATA_DIR_ENV: operator_dir})
+    conf = host_device.load_conf(req)
+    files = req.host.state()
+    path = host_device.state_file(conf, req)
+    try:
+        files.read(path)
+    except FileNotFoundError:
+        return None
+    if not dry_run:
+        host_device.forget(files, path)
+    return "pycni's record of the link's node addresses removed (the reference keeps none)"
+
+
 def to_reference(cache_dir: str, *, dry_run: bool = False) -> list[Step]:
     """Hand every cached attachment back to the reference's layouts (see the module
     docstring); the steps taken, one per plugin that needed one."""
@@ -213,6 +236,8 @@ def to_reference(cache_dir: str, *, dry_run: bool = False) -> list[Step]:
                     change = _ipmasq(req, dry_run)
                 elif plugin_type == "firewall":
                     change = _firewall(req, dry_run)
+                elif plugin_type == "host-device":
+                    change = _host_device(req, dry_run)
                 else:
                     change = None
             except (CNIError, NetfilterError, OSError, ValueError) as exc:

@@ -170,7 +170,7 @@ def find_host_link(node_kernel: Kernel, conf: HostDeviceConf) -> int:
     raise InternalError("failed to find host device: failed to find physical interface")
 
 
-def _state_file(conf: HostDeviceConf, req: Request) -> str:
+def state_file(conf: HostDeviceConf, req: Request) -> str:
     return os.path.join(conf.data_dir, f"{req.container_id}-{req.ifname}.json")
 
 
@@ -240,7 +240,7 @@ class HostDevice(Plugin):
     def _move_in(
         self, req: Request, conf: HostDeviceConf, pod: NetNS, node_fd: int, rb: Rollback
     ) -> str:
-        state_path = _state_file(conf, req)
+        state_path = state_file(conf, req)
         with req.host.node() as node_kernel:
             index = find_host_link(node_kernel, conf)
             found = node_kernel.link(index)
@@ -269,7 +269,7 @@ class HostDevice(Plugin):
         conf = load_conf(req)
         if not req.netns:
             return
-        state_path = _state_file(conf, req)
+        state_path = state_file(conf, req)
         try:
             pod = req.open_netns()
         except NetNSNotFound:
@@ -278,7 +278,7 @@ class HostDevice(Plugin):
             # (the reference fails this DEL and keeps it: a GC's stale DEL must free it).
             if conf.ipam:
                 ipam_passthrough(req, "DEL")
-            _forget(req.host.state(), state_path)
+            forget(req.host.state(), state_path)
             return
         with pod:
             if conf.ipam:
@@ -291,7 +291,7 @@ class HostDevice(Plugin):
             except LinkNotFound:
                 return  # already moved back (DEL is idempotent)
         _restore(req, name, state_path)
-        _forget(req.host.state(), state_path)
+        forget(req.host.state(), state_path)
 
     def check(self, req: Request) -> None:
         conf = load_conf(req)
@@ -342,7 +342,7 @@ def _restore(req: Request, name: str, state_path: str) -> None:
                 node_kernel.set_link(index, up=True)
 
 
-def _forget(files: StateFiles, state_path: str) -> None:
+def forget(files: StateFiles, state_path: str) -> None:
     with contextlib.suppress(FileNotFoundError):
         files.remove(state_path)
 
