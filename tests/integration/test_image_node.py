@@ -128,6 +128,10 @@ def two_nodes(tmp_path: Path) -> Iterator[tuple[cluster.ClusterState, list[Node]
         cluster.build_underlay(state, 2)
         cluster.start_etcd(state)
         for n in state.nodes:
+            # a node booted with forwarding off (a new namespace inherits the machine's value,
+            # which varies): the agent, not privileged, cannot turn it on; the first pod does
+            _run("nsenter", f"--net={playground.netns_path(n.name)}", "sysctl", "-qw",
+                 "net.ipv4.ip_forward=0")  # fmt: skip
             node = Node(n.name, tmp_path / n.name, playground.netns_path(n.name))
             nodes.append(node)
             node.start()
@@ -216,6 +220,12 @@ def test_the_daemonset_networks_cri_pods_across_two_nodes(
                                                              uuid.uuid4().hex))  # fmt: skip
             pods.append((cri.pod_ip(sandbox), _sandbox_pid(cri, sandbox.id)))
         (ip1, pid1), (ip2, pid2) = pods
+        for node in nodes:
+            said = runner.logs(f"{node.name}-agent")
+            assert "warning: net.ipv4.ip_forward is off and cannot be set from here" in said
+            forwarding = _run(*node.inside("cat", "/proc/sys/net/ipv4/ip_forward"))
+            # turned on by the pod's bridge ADD (isGateway), in the daemon
+            assert forwarding.stdout.strip() == "1"
         assert ip1.startswith("10.244.") and ip2.startswith("10.244.") and ip1 != ip2
         wait_for(lambda: _pings(nodes[0], pid1, ip2), 60, f"{ip1} -> {ip2} across the nodes")
         wait_for(lambda: _pings(nodes[1], pid2, ip1), 30, f"{ip2} -> {ip1} across the nodes")

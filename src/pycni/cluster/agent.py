@@ -24,6 +24,7 @@ the underlay address of that family):
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import os
 import sys
@@ -395,6 +396,26 @@ class Agent:
             if self._kernel is not None:
                 self._kernel.close()
 
+    def _enable_forwarding(self, version: int) -> None:
+        """Turn the node's forwarding on, as flannel's pods need it to reach other nodes.
+
+        A container that is not privileged sees /proc/sys read-only (the manifest's agent is
+        one): then the agent says so and goes on, as the node is not broken by it. The first
+        pod's ADD turns forwarding on (the bridge plugin with isGateway, which the flannel
+        plugin sets, run by the daemon in the host's mount namespace), or the operator does."""
+        name = "net.ipv4.ip_forward" if version == 4 else "net.ipv6.conf.all.forwarding"
+        try:
+            with rtnl() as kernel:
+                sysctl.enable_forwarding(kernel, sysctl.THREAD, version)
+        except OSError as e:
+            if e.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise
+            self.log(
+                f"warning: {name} is off and cannot be set from here ({e.strerror}): the first"
+                f" pod's ADD turns it on (bridge isGateway); to have it before, set {name}=1"
+                " on the node (sysctl -w) or run the agent privileged"
+            )
+
     def _run(self) -> int:
         if self.config.network is None:
             self._take_etcd_config()
@@ -413,8 +434,7 @@ class Agent:
             path.renewed_at = time.monotonic()
             lease = path.lease
             self.log(f"leased {lease.subnet} (lease {lease.lease_id:x}, ttl {lease.ttl}s)")
-            with rtnl() as kernel:
-                sysctl.enable_forwarding(kernel, sysctl.THREAD, path.version)
+            self._enable_forwarding(path.version)
             path.backend.configure(lease.subnet)
             if cfg.ipmasq:
                 masq.ensure(path.network.network)
